@@ -1,0 +1,124 @@
+"""A Python writer of step-log v1 lines, byte-compatible with the C++ instrument.
+
+Python engines (and the tests) use it to produce the same lines the header writes; the layout is
+specified in ``instrument/FORMAT.md``. Like the C++ writer it hands each line to the kernel with
+one ``write(2)`` on an ``O_APPEND`` descriptor, so concurrent writers never interleave, and it
+never retries a failed write.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+
+FORMAT_VERSION = 1
+
+_SHORT_ESCAPES = {
+    0x08: "\\b",
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0C: "\\f",
+    0x0D: "\\r",
+    0x22: '\\"',
+    0x5C: "\\\\",
+}
+
+
+def escape_json_string(text: str) -> str:
+    """Escape ``text`` the way both writers do (FORMAT.md): short escapes, else ``\\u00xx``."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if code in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[code])
+        elif code < 0x20:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def format_line(
+    *,
+    writer_id: str,
+    n: int,
+    t_ns: int,
+    pid: int,
+    seq: int,
+    proposed: int,
+    accepted: int,
+    emitted: int | None = None,
+    leg: str | None = None,
+) -> bytes:
+    """One v1 line, newline included, in the writers' fixed key order."""
+    line = (
+        f'{{"v":{FORMAT_VERSION},"w":"{writer_id}","n":{n},"t_ns":{t_ns},"pid":{pid},'
+        f'"seq":{seq},"proposed":{proposed},"accepted":{accepted}'
+    )
+    if emitted is not None:
+        line += f',"emitted":{emitted}'
+    if leg is not None:
+        line += f',"leg":"{escape_json_string(leg)}"'
+    return (line + "}\n").encode("utf-8", errors="replace")
+
+
+def new_writer_id() -> str:
+    return f"{secrets.randbits(64):016x}"
+
+
+class StepLogWriter:
+    """Appends v1 lines for one process; a failed write is counted in ``dropped``, never retried."""
+
+    def __init__(self, path: str | os.PathLike[str], *, leg: str | None = None) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._leg = leg
+        self._writer_id = new_writer_id()
+        self._pid = os.getpid()
+        self._next_n = 0
+        self.dropped = 0
+
+    @property
+    def writer_id(self) -> str:
+        return self._writer_id
+
+    def record(
+        self,
+        seq: int,
+        proposed: int,
+        accepted: int,
+        emitted: int | None = None,
+        *,
+        t_ns: int | None = None,
+    ) -> None:
+        if not 0 <= accepted <= proposed:
+            raise ValueError(f"need 0 <= accepted <= proposed, got {accepted=} {proposed=}")
+        line = format_line(
+            writer_id=self._writer_id,
+            n=self._next_n,
+            t_ns=time.time_ns() if t_ns is None else t_ns,
+            pid=self._pid,
+            seq=seq,
+            proposed=proposed,
+            accepted=accepted,
+            emitted=emitted,
+            leg=self._leg,
+        )
+        self._next_n += 1
+        try:
+            written = os.write(self._fd, line)
+        except OSError:
+            written = -1
+        if written != len(line):
+            self.dropped += 1
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> StepLogWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
