@@ -1,0 +1,624 @@
+// dflash_step_log.h - per-step speculative-decoding acceptance log (step-log format v1).
+//
+// Header-only, C++17, standard library + POSIX. When the environment variable DFLASH_STEP_LOG
+// names a file, every verify step of every request appends one JSON line to it:
+//
+//   {"v":1,"w":"5f0c1a2b3c4d5e6f","n":0,"t_ns":1764450000123456789,"pid":4242,"seq":7,
+//    "proposed":7,"accepted":3,"emitted":4,"leg":"warm"}
+//
+// (one line in the file). The format, its key order and the reader's rules are the contract in
+// instrument/FORMAT.md; readers tell a lost line by the gap it leaves in `n` (per writer `w`).
+//
+// Environment (each read once, at the first call of any function below):
+//   DFLASH_STEP_LOG        path to append to; unset or empty: disabled (each call is one branch).
+//                          `%p` expands to the pid, `%h` to the hostname (as NCCL_DEBUG_FILE);
+//                          other `%` sequences stay as written. Relative paths use the cwd.
+//   DFLASH_STEP_LEG        optional leg label, written as "leg" (JSON-escaped; invalid UTF-8
+//                          bytes become U+FFFD, one per byte). Unset or empty: no "leg" key.
+//   DFLASH_STEP_LOG_FSYNC  "1": fdatasync(2) after every write. Slow (a disk flush per verify
+//                          step); only for runs that must survive a machine crash.
+//
+// API (namespace dflash::step_log; the C functions below do the same for C engines and ctypes):
+//   enabled()                          true when lines are written; lets callers skip work.
+//   record(seq, proposed, accepted[, emitted])
+//                                      one line, one write(2), for one request's verify step.
+//   Batch b; b.add(seq, ...); ...; b.commit();
+//                                      the rows of one verify forward, written by one write(2)
+//                                      (a batch past ~16 KiB of text is split on line bounds).
+//                                      Destruction commits what is left.
+//   dropped()                          lines of this writer that never reached the file.
+//
+// Usage:
+//   #include "dflash_step_log.h"
+//   namespace sl = dflash::step_log;
+//   if (sl::enabled()) {                      // optional: skips the loop when disabled
+//     sl::Batch batch;
+//     for (const auto& r : running)           // one verify forward over the running requests
+//       batch.add(r.seq, r.num_draft, r.num_accepted, r.num_appended);
+//   }                                         // ~Batch: one write(2) for all rows
+//
+// Exactly one translation unit of a program defines DFLASH_STEP_LOG_IMPLEMENTATION before
+// including this header; it gets the C-linkage functions dflash_step_log_enabled(),
+// dflash_step_log_record(), dflash_step_log_record_emitted() and dflash_step_log_dropped().
+// The C++ API is inline and works in every translation unit. From C, including this header
+// declares the four C functions only.
+//
+// Failure behaviour: no function throws, aborts, blocks on anything but its own write(2) or
+// changes what the engine computes.
+//   - An unopenable path (or an over-long path or leg label): one warning on stderr naming it
+//     and the reason, then disabled.
+//   - A failed or short write (ENOSPC, EFBIG past RLIMIT_FSIZE when SIGXFSZ is ignored, EINTR):
+//     the lines not fully written are counted in dropped(), never retried (a second write
+//     could land between other writers' lines); one warning on stderr for the first failure.
+//     A short write leaves at most one torn line, which readers skip.
+//   - accepted > proposed: the row violates the format, so nothing is written for it. It still
+//     takes its `n` and counts in dropped(), so readers see a lost line instead of a false one;
+//     one warning on stderr. (Clamping would invent a plausible number; writing it would make
+//     readers refuse the whole file.)
+// After fork(2) the child is a new writer: its own pid, a new `w`, `n` from 0, dropped() from 0,
+// and its own file when the path holds `%p` (pthread_atfork; the child reopens at its first
+// call). Threads share one writer; with several threads `n` order and file order may differ.
+
+#ifndef DFLASH_STEP_LOG_H
+#define DFLASH_STEP_LOG_H
+
+#ifdef __cplusplus
+#include <cstdint>
+#else
+#include <stdint.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define DFLASH_STEP_LOG_EXPORT __attribute__((visibility("default")))
+#else
+#define DFLASH_STEP_LOG_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+// C linkage, defined in the translation unit that defines DFLASH_STEP_LOG_IMPLEMENTATION.
+DFLASH_STEP_LOG_EXPORT int dflash_step_log_enabled(void);
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record(uint64_t seq, uint32_t proposed,
+                                                   uint32_t accepted);
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_emitted(uint64_t seq, uint32_t proposed,
+                                                           uint32_t accepted, uint32_t emitted);
+DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void);
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#ifdef __cplusplus
+
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <charconv>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+// ---------------------------------------------------------------------------------------------
+// Public API
+// ---------------------------------------------------------------------------------------------
+namespace dflash::step_log {
+
+// True when DFLASH_STEP_LOG is set and its file is open (reads the environment on first use).
+bool enabled() noexcept;
+
+// One line for one verify step of request `seq`: `proposed` draft tokens verified, `accepted`
+// of them accepted (bonus/correction token excluded) and, optionally, `emitted` tokens appended
+// to the output (normally accepted + 1, fewer when EOS or max_tokens cut the step).
+void record(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted) noexcept;
+void record(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
+            std::uint32_t emitted) noexcept;
+
+// Lines this writer (process; a forked child starts at 0) issued that never reached the file.
+std::uint64_t dropped() noexcept;
+
+namespace detail {
+inline constexpr std::size_t kMaxLegEscaped = 1024;  // bytes of the escaped label, at most
+inline constexpr std::size_t kMaxLine = 256 + kMaxLegEscaped;
+inline constexpr std::size_t kBatchBytes = 16384;
+}  // namespace detail
+
+// The rows of one verify forward, one per request, handed to the kernel by one write(2).
+// Each row is formatted (and its `n` and `t_ns` taken) in add(); commit() writes them. The text
+// lives inside the object (~16 KiB, so keep it on the stack or reuse it); a batch that outgrows
+// it is written in several writes, each of whole lines. Not thread-safe: one batch per thread.
+class Batch {
+ public:
+  Batch() noexcept = default;
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+  ~Batch() { commit(); }
+
+  void add(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted) noexcept;
+  void add(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
+           std::uint32_t emitted) noexcept;
+  void commit() noexcept;  // ONE write(2) for all rows added since the last commit
+
+ private:
+  void add_row(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
+               bool has_emitted, std::uint32_t emitted) noexcept;
+
+  std::size_t len_ = 0;
+  std::size_t lines_ = 0;
+  char buf_[detail::kBatchBytes];
+};
+
+}  // namespace dflash::step_log
+
+// ---------------------------------------------------------------------------------------------
+// Implementation
+// ---------------------------------------------------------------------------------------------
+namespace dflash::step_log::detail {
+
+enum : unsigned char {
+  kUnknown = 0,  // environment not read yet
+  kOff = 1,      // disabled: every call returns after one load and one branch
+  kOn = 2,       // writing
+  kForked = 3,   // child of a writing process: becomes a new writer at its first call
+};
+
+inline constexpr std::size_t kMaxPath = 4096;
+
+// All of it is constant-initialized (no static-initialization order, no guard variable). The
+// plain fields are written under `mu` before `state` is release-stored as kOn and read only
+// after an acquire load of kOn, so they never race.
+struct State {
+  std::atomic<unsigned char> state{kUnknown};
+  std::atomic<std::uint64_t> next_n{0};
+  std::atomic<std::uint64_t> dropped{0};
+  std::atomic<bool> warned_write{false};
+  std::atomic<bool> warned_invalid{false};
+  bool atfork_registered = false;
+  bool fsync_each = false;
+  bool path_has_pid = false;
+  int fd = -1;
+  std::size_t prefix_len = 0;  // {"v":1,"w":"<16 hex>","n":
+  std::size_t pid_len = 0;     // ,"pid":<pid>,"seq":
+  std::size_t tail_len = 0;    // ,"leg":"<label>"}\n  or  }\n
+  char prefix[40] = {};
+  char pid_part[40] = {};
+  char tail[kMaxLegEscaped + 16] = {};
+  char path_template[kMaxPath] = {};
+  char path[kMaxPath] = {};
+  char hostname[256] = {};
+};
+
+inline State g;
+inline pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+inline void append(char*& out, const char* text, std::size_t len) noexcept {
+  std::memcpy(out, text, len);
+  out += len;
+}
+
+template <std::size_t N>
+inline void append_literal(char*& out, const char (&text)[N]) noexcept {
+  append(out, text, N - 1);
+}
+
+inline void append_uint(char*& out, std::uint64_t value) noexcept {
+  out = std::to_chars(out, out + 20, value).ptr;  // 20 digits hold any 64-bit value
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void warn(const char* fmt, ...) noexcept {
+  char msg[kMaxPath + 512];
+  std::va_list args;
+  va_start(args, fmt);
+  int len = std::vsnprintf(msg, sizeof msg, fmt, args);
+  va_end(args);
+  if (len <= 0) return;
+  std::size_t n = static_cast<std::size_t>(len) < sizeof msg ? static_cast<std::size_t>(len)
+                                                             : sizeof msg - 1;
+  ssize_t ignored = ::write(STDERR_FILENO, msg, n);  // one write, so warnings do not interleave
+  (void)ignored;
+}
+
+inline std::uint64_t now_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+inline std::uint64_t splitmix64(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// 64 random bits from /dev/urandom, mixed with the pid and clocks so that a missing device still
+// gives distinct ids to distinct processes.
+inline std::uint64_t random_id() noexcept {
+  std::uint64_t bits = 0;
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t got = ::read(fd, &bits, sizeof bits);
+    (void)got;
+    ::close(fd);
+  }
+  timespec mono{};
+  ::clock_gettime(CLOCK_MONOTONIC, &mono);
+  std::uint64_t salt = splitmix64(now_ns() ^ (static_cast<std::uint64_t>(::getpid()) << 32) ^
+                                  static_cast<std::uint64_t>(mono.tv_nsec));
+  return bits ^ salt;
+}
+
+// Decodes one well-formed UTF-8 sequence at `p` (shortest form, no surrogates, <= U+10FFFF) and
+// returns its length, or 0 when the byte at `p` does not start one.
+inline std::size_t utf8_sequence_length(const unsigned char* p, const unsigned char* end) noexcept {
+  unsigned char b0 = p[0];
+  if (b0 < 0x80) return 1;
+  std::size_t len;
+  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    len = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    len = 3;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    len = 4;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (static_cast<std::size_t>(end - p) < len) return 0;
+  if (p[1] < lo || p[1] > hi) return 0;
+  for (std::size_t i = 2; i < len; ++i) {
+    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+  }
+  return len;
+}
+
+// Writes `text` JSON-escaped as FORMAT.md says; false when it does not fit in `cap` bytes.
+inline bool escape_json(const char* text, char* out, std::size_t cap, std::size_t* out_len) noexcept {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const auto* p = reinterpret_cast<const unsigned char*>(text);
+  const unsigned char* end = p + std::strlen(text);
+  std::size_t n = 0;
+  while (p < end) {
+    char esc[6];
+    std::size_t esc_len = 0;
+    const char* src = esc;
+    unsigned char c = *p;
+    std::size_t consumed = 1;
+    switch (c) {
+      case '"': esc_len = 2; esc[0] = '\\'; esc[1] = '"'; break;
+      case '\\': esc_len = 2; esc[0] = '\\'; esc[1] = '\\'; break;
+      case 0x08: esc_len = 2; esc[0] = '\\'; esc[1] = 'b'; break;
+      case 0x09: esc_len = 2; esc[0] = '\\'; esc[1] = 't'; break;
+      case 0x0A: esc_len = 2; esc[0] = '\\'; esc[1] = 'n'; break;
+      case 0x0C: esc_len = 2; esc[0] = '\\'; esc[1] = 'f'; break;
+      case 0x0D: esc_len = 2; esc[0] = '\\'; esc[1] = 'r'; break;
+      default:
+        if (c < 0x20) {
+          std::memcpy(esc, "\\u00", 4);
+          esc[4] = kHex[c >> 4];
+          esc[5] = kHex[c & 0xF];
+          esc_len = 6;
+        } else if (std::size_t len = utf8_sequence_length(p, end); len > 0) {
+          src = reinterpret_cast<const char*>(p);  // ASCII or valid UTF-8: copied as is
+          esc_len = len;
+          consumed = len;
+        } else {
+          src = "\xEF\xBF\xBD";  // U+FFFD for this one invalid byte
+          esc_len = 3;
+        }
+    }
+    if (n + esc_len > cap) return false;
+    std::memcpy(out + n, src, esc_len);
+    n += esc_len;
+    p += consumed;
+  }
+  *out_len = n;
+  return true;
+}
+
+// Expands %p and %h of the template into g.path; false when the result is too long.
+inline bool expand_path(pid_t pid) noexcept {
+  char* out = g.path;
+  char* const limit = g.path + kMaxPath - 1;
+  for (const char* t = g.path_template; *t != '\0'; ++t) {
+    char piece[32];
+    const char* src = t;
+    std::size_t len = 1;
+    if (t[0] == '%' && t[1] == 'p') {
+      src = piece;
+      len = static_cast<std::size_t>(
+          std::to_chars(piece, piece + sizeof piece, static_cast<long long>(pid)).ptr - piece);
+      ++t;
+    } else if (t[0] == '%' && t[1] == 'h') {
+      src = g.hostname;
+      len = std::strlen(g.hostname);
+      ++t;
+    }
+    if (static_cast<std::size_t>(limit - out) < len) return false;
+    append(out, src, len);
+  }
+  *out = '\0';
+  return true;
+}
+
+// Becomes the writer of this process: pid, new writer id, n and dropped from 0, and the file
+// opened when `reopen`. Called under g_mu. Returns the new state.
+inline unsigned char become_writer(bool reopen) noexcept {
+  const pid_t pid = ::getpid();
+  if (reopen) {
+    if (g.fd >= 0) {
+      ::close(g.fd);
+      g.fd = -1;
+    }
+    if (!expand_path(pid)) {
+      warn("dflash_step_log: DFLASH_STEP_LOG path '%s' is too long once expanded; "
+           "step logging disabled\n", g.path_template);
+      return kOff;
+    }
+    g.fd = ::open(g.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (g.fd < 0) {
+      warn("dflash_step_log: cannot open DFLASH_STEP_LOG file '%s': %s; step logging disabled\n",
+           g.path, std::strerror(errno));
+      return kOff;
+    }
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  const std::uint64_t id = random_id();
+  char* out = g.prefix;
+  append_literal(out, "{\"v\":1,\"w\":\"");
+  for (int shift = 60; shift >= 0; shift -= 4) *out++ = kHex[(id >> shift) & 0xF];
+  append_literal(out, "\",\"n\":");
+  g.prefix_len = static_cast<std::size_t>(out - g.prefix);
+  out = g.pid_part;
+  append_literal(out, ",\"pid\":");
+  append_uint(out, static_cast<std::uint64_t>(pid));
+  append_literal(out, ",\"seq\":");
+  g.pid_len = static_cast<std::size_t>(out - g.pid_part);
+  g.next_n.store(0, std::memory_order_relaxed);
+  g.dropped.store(0, std::memory_order_relaxed);
+  g.warned_write.store(false, std::memory_order_relaxed);
+  g.warned_invalid.store(false, std::memory_order_relaxed);
+  return kOn;
+}
+
+inline void atfork_prepare() noexcept { pthread_mutex_lock(&g_mu); }
+inline void atfork_parent() noexcept { pthread_mutex_unlock(&g_mu); }
+inline void atfork_child() noexcept {
+  // Only marks the child; the work (pid, id, reopen) happens at its first call, outside the
+  // restricted post-fork context.
+  if (g.state.load(std::memory_order_relaxed) == kOn) {
+    g.state.store(kForked, std::memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+// Reads the environment. Called under g_mu. Returns the new state.
+inline unsigned char init_from_environment() noexcept {
+  const char* path = std::getenv("DFLASH_STEP_LOG");
+  if (path == nullptr || path[0] == '\0') return kOff;
+  if (std::strlen(path) >= kMaxPath) {
+    warn("dflash_step_log: DFLASH_STEP_LOG path is longer than %zu bytes; "
+         "step logging disabled\n", kMaxPath - 1);
+    return kOff;
+  }
+  std::strcpy(g.path_template, path);
+  g.path_has_pid = std::strstr(path, "%p") != nullptr;
+  if (::gethostname(g.hostname, sizeof g.hostname - 1) != 0) std::strcpy(g.hostname, "unknown");
+  g.hostname[sizeof g.hostname - 1] = '\0';
+
+  const char* sync = std::getenv("DFLASH_STEP_LOG_FSYNC");
+  g.fsync_each = sync != nullptr && std::strcmp(sync, "1") == 0;
+
+  const char* leg = std::getenv("DFLASH_STEP_LEG");
+  char* out = g.tail;
+  if (leg != nullptr && leg[0] != '\0') {
+    append_literal(out, ",\"leg\":\"");
+    std::size_t len = 0;
+    if (!escape_json(leg, out, kMaxLegEscaped, &len)) {
+      warn("dflash_step_log: DFLASH_STEP_LEG is longer than %zu bytes once escaped; "
+           "step logging disabled\n", kMaxLegEscaped);
+      return kOff;
+    }
+    out += len;
+    *out++ = '"';
+  }
+  append_literal(out, "}\n");
+  g.tail_len = static_cast<std::size_t>(out - g.tail);
+
+  unsigned char next = become_writer(/*reopen=*/true);
+  if (next == kOn && !g.atfork_registered) {
+    // Registered once per process image; a child inherits the registration.
+    g.atfork_registered = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
+  }
+  return next;
+}
+
+// The slow path: first use, or first use after fork. True when writing.
+[[gnu::noinline]] inline bool ensure_ready() noexcept {
+  pthread_mutex_lock(&g_mu);
+  unsigned char s = g.state.load(std::memory_order_acquire);
+  if (s == kUnknown) {
+    s = init_from_environment();
+    g.state.store(s, std::memory_order_release);
+  } else if (s == kForked) {
+    s = become_writer(/*reopen=*/g.path_has_pid);
+    g.state.store(s, std::memory_order_release);
+  }
+  pthread_mutex_unlock(&g_mu);
+  return s == kOn;
+}
+
+// True when lines may be written now. The disabled case costs one load and one branch.
+inline bool ready() noexcept {
+  const unsigned char s = g.state.load(std::memory_order_acquire);
+  if (s == kOff) return false;
+  if (s == kOn) return true;
+  return ensure_ready();
+}
+
+// Counts a row with accepted > proposed: it takes an `n` (so readers see the gap) but is not
+// written.
+[[gnu::noinline]] inline void drop_invalid(std::uint32_t proposed, std::uint32_t accepted) noexcept {
+  g.next_n.fetch_add(1, std::memory_order_relaxed);
+  g.dropped.fetch_add(1, std::memory_order_relaxed);
+  if (!g.warned_invalid.exchange(true, std::memory_order_relaxed)) {
+    warn("dflash_step_log: a step with accepted=%u > proposed=%u was not written and counts in "
+         "dropped(); further ones are counted silently\n", static_cast<unsigned>(accepted),
+         static_cast<unsigned>(proposed));
+  }
+}
+
+// Formats one line at `out` (at most kMaxLine bytes) and returns its end.
+inline char* format_line(char* out, std::uint64_t seq, std::uint32_t proposed,
+                         std::uint32_t accepted, bool has_emitted, std::uint32_t emitted) noexcept {
+  const std::uint64_t n = g.next_n.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t t_ns = now_ns();
+  append(out, g.prefix, g.prefix_len);
+  append_uint(out, n);
+  append_literal(out, ",\"t_ns\":");
+  append_uint(out, t_ns);
+  append(out, g.pid_part, g.pid_len);
+  append_uint(out, seq);
+  append_literal(out, ",\"proposed\":");
+  append_uint(out, proposed);
+  append_literal(out, ",\"accepted\":");
+  append_uint(out, accepted);
+  if (has_emitted) {
+    append_literal(out, ",\"emitted\":");
+    append_uint(out, emitted);
+  }
+  append(out, g.tail, g.tail_len);
+  return out;
+}
+
+// One write(2) of `len` bytes holding `lines` whole lines. Never retried: the lines that did
+// not fully reach the file are counted in dropped().
+inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noexcept {
+  const ssize_t written = ::write(g.fd, buf, len);
+  if (written == static_cast<ssize_t>(len)) {
+    if (g.fsync_each) ::fdatasync(g.fd);
+    return;
+  }
+  const int err = errno;
+  std::size_t lost = lines;
+  if (written > 0) {  // a short write: the lines whose newline did not make it are lost
+    lost = 0;
+    for (std::size_t i = static_cast<std::size_t>(written); i < len; ++i) lost += buf[i] == '\n';
+  }
+  g.dropped.fetch_add(lost, std::memory_order_relaxed);
+  if (!g.warned_write.exchange(true, std::memory_order_relaxed)) {
+    char reason[160];
+    if (written < 0) {
+      std::snprintf(reason, sizeof reason, "%s", std::strerror(err));
+    } else {
+      std::snprintf(reason, sizeof reason, "short write, %lld of %zu bytes",
+                    static_cast<long long>(written), len);
+    }
+    warn("dflash_step_log: write to '%s' failed (%s); the lines are dropped, not retried, and "
+         "counted in dropped(); further failures are counted silently\n", g.path, reason);
+  }
+}
+
+[[gnu::noinline]] inline void record_enabled(std::uint64_t seq, std::uint32_t proposed,
+                                             std::uint32_t accepted, bool has_emitted,
+                                             std::uint32_t emitted) noexcept {
+  if (!ready()) return;
+  if (accepted > proposed) {
+    drop_invalid(proposed, accepted);
+    return;
+  }
+  char line[kMaxLine];
+  char* end = format_line(line, seq, proposed, accepted, has_emitted, emitted);
+  write_lines(line, static_cast<std::size_t>(end - line), 1);
+}
+
+}  // namespace dflash::step_log::detail
+
+namespace dflash::step_log {
+
+inline bool enabled() noexcept { return detail::ready(); }
+
+inline void record(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted) noexcept {
+  if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
+  detail::record_enabled(seq, proposed, accepted, false, 0);
+}
+
+inline void record(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
+                   std::uint32_t emitted) noexcept {
+  if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
+  detail::record_enabled(seq, proposed, accepted, true, emitted);
+}
+
+inline std::uint64_t dropped() noexcept {
+  return detail::g.dropped.load(std::memory_order_relaxed);
+}
+
+inline void Batch::add(std::uint64_t seq, std::uint32_t proposed,
+                       std::uint32_t accepted) noexcept {
+  if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
+  add_row(seq, proposed, accepted, false, 0);
+}
+
+inline void Batch::add(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
+                       std::uint32_t emitted) noexcept {
+  if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
+  add_row(seq, proposed, accepted, true, emitted);
+}
+
+inline void Batch::add_row(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
+                           bool has_emitted, std::uint32_t emitted) noexcept {
+  if (!detail::ready()) return;
+  if (accepted > proposed) {
+    detail::drop_invalid(proposed, accepted);
+    return;
+  }
+  if (len_ + detail::kMaxLine > sizeof buf_) commit();  // full: write the whole lines so far
+  char* end = detail::format_line(buf_ + len_, seq, proposed, accepted, has_emitted, emitted);
+  len_ = static_cast<std::size_t>(end - buf_);
+  ++lines_;
+}
+
+inline void Batch::commit() noexcept {
+  if (len_ == 0) return;
+  detail::write_lines(buf_, len_, lines_);
+  len_ = 0;
+  lines_ = 0;
+}
+
+}  // namespace dflash::step_log
+
+#ifdef DFLASH_STEP_LOG_IMPLEMENTATION
+extern "C" {
+DFLASH_STEP_LOG_EXPORT int dflash_step_log_enabled(void) {
+  return dflash::step_log::enabled() ? 1 : 0;
+}
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record(uint64_t seq, uint32_t proposed,
+                                                   uint32_t accepted) {
+  dflash::step_log::record(seq, proposed, accepted);
+}
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_emitted(uint64_t seq, uint32_t proposed,
+                                                           uint32_t accepted, uint32_t emitted) {
+  dflash::step_log::record(seq, proposed, accepted, emitted);
+}
+DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void) {
+  return dflash::step_log::dropped();
+}
+}  // extern "C"
+#endif  // DFLASH_STEP_LOG_IMPLEMENTATION
+
+#endif  // __cplusplus
+#endif  // DFLASH_STEP_LOG_H
