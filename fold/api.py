@@ -1,0 +1,105 @@
+"""The library's entry points: fold step logs over an arm record's legs, with no printing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fold.acceptance import DEFAULT_WINDOW_STEPS
+from fold.accumulate import PartialFold, partial_fold
+from fold.arm import ArmRecord, load_arm
+from fold.attribute import leg_windows
+from fold.errors import InputError
+from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_log_paths
+from fold.result import FoldResult, build_result
+from fold.warm import DEFAULT_PREDICATE, check_against_record, warm_mask
+
+ProgressCallback = Callable[[int], None]
+"""Called with the number of bytes read since the last call."""
+
+
+@dataclass
+class LogFold:
+    """A fold in progress: the partial fold of the logs read so far and what reading met."""
+
+    arm: ArmRecord
+    partial: PartialFold = field(default_factory=PartialFold)
+    read_counts: dict[str, ReadCounts] = field(default_factory=dict)
+
+    def add_file(
+        self,
+        path: str,
+        *,
+        skip_bad_lines: bool = False,
+        block_bytes: int = DEFAULT_BLOCK_BYTES,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        if path in self.read_counts:
+            raise InputError(f"{path}: this step log is already in the fold")
+        reader = StepLogReader(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)
+        windows = leg_windows(self.arm.legs)
+        offset = 0
+        for block in reader.read_available():
+            self.partial = self.partial.merge(partial_fold(block, windows, self.arm.legs, path))
+            if progress is not None:
+                progress(reader.offset - offset)
+                offset = reader.offset
+        reader.finish()
+        self.read_counts[path] = reader.counts
+
+    def merge(self, other: LogFold) -> LogFold:
+        """The fold of both sets of logs (they must be distinct files over the same arm)."""
+        overlap = set(self.read_counts) & set(other.read_counts)
+        if overlap:
+            raise InputError(f"{sorted(overlap)[0]}: the same step log is in both folds")
+        return LogFold(
+            self.arm, self.partial.merge(other.partial), {**self.read_counts, **other.read_counts}
+        )
+
+    def result(
+        self, predicate: str = DEFAULT_PREDICATE, window_steps: int = DEFAULT_WINDOW_STEPS
+    ) -> FoldResult:
+        check = check_against_record(
+            self.arm.legs,
+            warm_mask(self.arm.legs, predicate),
+            predicate,
+            self.arm.recorded_throughput_tok_s,
+            self.arm.recorded_warm_legs,
+            self.arm.recorded_cold_legs_discarded,
+        )
+        return build_result(self.arm.legs, self.partial, self.read_counts, check, window_steps)
+
+
+def fold_acceptance(
+    arm: ArmRecord | str | Path,
+    logs: list[str],
+    *,
+    predicate: str = DEFAULT_PREDICATE,
+    window_steps: int = DEFAULT_WINDOW_STEPS,
+    skip_bad_lines: bool = False,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    progress: ProgressCallback | None = None,
+) -> FoldResult:
+    """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
+
+    The warm predicate and the recorded throughput fold are checked before any log is read, so
+    a mismatch is refused without the cost of reading.
+    """
+    record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
+    if window_steps < 1:
+        raise InputError(f"--window must be at least 1 step, got {window_steps}")
+    check_against_record(
+        record.legs,
+        warm_mask(record.legs, predicate),
+        predicate,
+        record.recorded_throughput_tok_s,
+        record.recorded_warm_legs,
+        record.recorded_cold_legs_discarded,
+    )
+    fold = LogFold(record)
+    for path in expand_log_paths(logs):
+        fold.add_file(
+            path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
+        )
+    return fold.result(predicate, window_steps)

@@ -1,0 +1,292 @@
+"""Reading step logs (format v1, ``instrument/FORMAT.md``) into frames, a block at a time.
+
+Each file is read in blocks that end at a newline, so a log never has to fit in memory and a
+torn last line never reaches the parser. A block is parsed by polars' NDJSON reader with a fixed
+schema (the fast path); when that reader fails or the block looks odd in any way (a missing or
+null field, a line count that does not match, a writer id not in the writers' layout), the block
+is parsed again line by line with orjson (the exact path), which names the file and line of
+every problem. Both paths yield the same frame for the same lines.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from fold.errors import InputError, RefusedError
+
+FORMAT_VERSION = 1
+DEFAULT_BLOCK_BYTES = 32 * 1024 * 1024
+
+# Columns of a parsed block; `label` is the line's `leg` field, renamed so that `leg` can mean
+# the leg a step is attributed to.
+STEP_SCHEMA: dict[str, pl.DataType] = {
+    "w": pl.String(),
+    "n": pl.Int64(),
+    "t_ns": pl.Int64(),
+    "pid": pl.Int64(),
+    "seq": pl.Int64(),
+    "proposed": pl.Int64(),
+    "accepted": pl.Int64(),
+    "emitted": pl.Int64(),
+    "label": pl.String(),
+    "line": pl.Int64(),
+}
+_REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
+_NDJSON_SCHEMA = {
+    "v": pl.Int64(),
+    "w": pl.String(),
+    **{name: pl.Int64() for name in _REQUIRED_INTS},
+    "emitted": pl.Int64(),
+    "leg": pl.String(),
+}
+_LINE_START = b'{"v":'
+_SKIP_HINT = "fix or remove the line, or pass --skip-bad-lines to count it as skipped and go on"
+_MAX_EXAMPLES = 5
+
+
+@dataclass
+class SkippedLine:
+    path: str
+    line: int
+    reason: str
+
+
+@dataclass
+class ReadCounts:
+    """What reading one file met besides good lines: nothing is dropped without a count."""
+
+    torn_lines: int = 0
+    skipped_lines: int = 0
+    skipped_examples: list[SkippedLine] = field(default_factory=list)
+
+
+def expand_log_paths(patterns: list[str]) -> list[str]:
+    """Paths and globs to a sorted list of distinct files (by real path: never read twice)."""
+    seen: dict[str, str] = {}
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matches = sorted(glob.glob(pattern))
+            if not matches:
+                raise InputError(f"{pattern}: the glob matches no file")
+        else:
+            if not os.path.exists(pattern):
+                raise InputError(f"{pattern}: no such step log")
+            matches = [pattern]
+        for match in matches:
+            if os.path.isdir(match):
+                raise InputError(f"{match}: is a directory; name the step-log files or a glob")
+            seen.setdefault(os.path.realpath(match), match)
+    return list(seen.values())
+
+
+class StepLogReader:
+    """Reads one step log from where it last stopped; only whole lines are parsed.
+
+    ``read_available`` yields a frame per block of the bytes appended since the last call and
+    holds back a final line that has no newline yet. ``finish`` declares the file complete: a
+    held-back fragment is then a torn line and is counted.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        skip_bad_lines: bool = False,
+        block_bytes: int = DEFAULT_BLOCK_BYTES,
+    ) -> None:
+        self.path = str(path)
+        self.skip_bad_lines = skip_bad_lines
+        self.block_bytes = block_bytes
+        self.counts = ReadCounts()
+        self.offset = 0
+        self.lines_read = 0
+        self._pending = b""
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._pending)
+
+    def read_available(self) -> Iterator[pl.DataFrame]:
+        try:
+            handle = open(self.path, "rb")  # noqa: SIM115 - closed in finally, across yields
+        except OSError as error:
+            raise InputError(f"{self.path}: cannot read the step log: {error.strerror}") from error
+        try:
+            handle.seek(self.offset)
+            while True:
+                data = handle.read(self.block_bytes)
+                if not data:
+                    return
+                self.offset += len(data)
+                data = self._pending + data
+                cut = data.rfind(b"\n") + 1
+                self._pending = data[cut:]
+                if cut:
+                    yield self._parse_block(data[:cut])
+        finally:
+            handle.close()
+
+    def finish(self) -> None:
+        if self._pending:
+            self.counts.torn_lines += 1
+            self._pending = b""
+
+    def _parse_block(self, block: bytes) -> pl.DataFrame:
+        first_line = self.lines_read + 1
+        line_count = block.count(b"\n")
+        self.lines_read += line_count
+        frame = _parse_fast(block, first_line, line_count)
+        if frame is None:
+            frame = self._parse_exact(block, first_line)
+        _refuse_impossible_counts(frame, self.path)
+        return frame
+
+    def _parse_exact(self, block: bytes, first_line: int) -> pl.DataFrame:
+        columns: dict[str, list[Any]] = {name: [] for name in STEP_SCHEMA}
+        for offset, raw in enumerate(block.split(b"\n")[:-1]):
+            line_number = first_line + offset
+            try:
+                row = _parse_line(raw)
+            except _BadLine as problem:
+                row = self._salvage_glued_line(raw)
+                if row is None:
+                    self._bad_line(line_number, str(problem))
+                    continue
+            row["line"] = line_number
+            for name in STEP_SCHEMA:
+                columns[name].append(row[name])
+        return pl.DataFrame(columns, schema=STEP_SCHEMA)
+
+    def _salvage_glued_line(self, raw: bytes) -> dict[str, Any] | None:
+        """A writer that died mid-line leaves a fragment the next line is appended to.
+
+        When the bad line ends in a whole, valid line, that line is kept and the fragment in
+        front of it is counted as torn, as a torn tail would be.
+        """
+        start = raw.rfind(_LINE_START)
+        if start <= 0:
+            return None
+        try:
+            row = _parse_line(raw[start:])
+        except _BadLine:
+            return None
+        self.counts.torn_lines += 1
+        return row
+
+    def _bad_line(self, line_number: int, reason: str) -> None:
+        if not self.skip_bad_lines:
+            raise InputError(f"{self.path}:{line_number}: {reason}; {_SKIP_HINT}")
+        self.counts.skipped_lines += 1
+        if len(self.counts.skipped_examples) < _MAX_EXAMPLES:
+            self.counts.skipped_examples.append(SkippedLine(self.path, line_number, reason))
+
+
+class _BadLine(Exception):
+    pass
+
+
+def _parse_line(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        raise _BadLine("empty line")
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise _BadLine(f"not valid JSON ({error})") from None
+    if not isinstance(obj, dict):
+        raise _BadLine(f"a JSON {type(obj).__name__}, not an object")
+    version = obj.get("v")
+    if not _is_int(version):
+        raise _BadLine(f"field 'v' must be an integer, found {_describe(version)}")
+    if version != FORMAT_VERSION:
+        raise _BadLine(
+            f"format version {version}; this reader knows version {FORMAT_VERSION} "
+            "(upgrade fold-acceptance)"
+        )
+    row: dict[str, Any] = {}
+    writer = obj.get("w")
+    if not isinstance(writer, str):
+        raise _BadLine(f"field 'w' must be a string, found {_describe(writer)}")
+    row["w"] = writer
+    for name in _REQUIRED_INTS:
+        value = obj.get(name)
+        if not _is_int(value):
+            raise _BadLine(f"field '{name}' must be an integer, found {_describe(value)}")
+        row[name] = value
+    emitted = obj.get("emitted")
+    if emitted is not None and not _is_int(emitted):
+        raise _BadLine(f"field 'emitted' must be an integer, found {_describe(emitted)}")
+    row["emitted"] = emitted
+    label = obj.get("leg")
+    if label is not None and not isinstance(label, str):
+        raise _BadLine(f"field 'leg' must be a string, found {_describe(label)}")
+    row["label"] = label
+    if not all(-(2**63) <= row[name] < 2**63 for name in _REQUIRED_INTS) or not (
+        emitted is None or -(2**63) <= emitted < 2**63
+    ):
+        raise _BadLine("an integer field does not fit in 64 bits")
+    return row
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (missing or null)"
+    return f"{type(value).__name__} {orjson.dumps(value).decode()[:40]}"
+
+
+def _parse_fast(block: bytes, first_line: int, line_count: int) -> pl.DataFrame | None:
+    try:
+        frame = pl.read_ndjson(block, schema=_NDJSON_SCHEMA)
+    except pl.exceptions.PolarsError:
+        return None
+    if frame.height != line_count:
+        return None  # polars passes over blank lines; the exact path names them
+    looks_right = frame.select(
+        (pl.col("v") == FORMAT_VERSION).all()
+        & pl.all_horizontal(pl.col(name).is_not_null().all() for name in _REQUIRED_INTS)
+        # The writers' ids are 16 hex digits; any other shape (including a number that the
+        # NDJSON reader would quietly turn into a string) goes to the exact path.
+        & (pl.col("w").str.len_bytes() == 16).all()
+    ).item()
+    if not looks_right:
+        return None
+    return frame.select(
+        pl.col("w"),
+        *(pl.col(name) for name in _REQUIRED_INTS),
+        pl.col("emitted"),
+        pl.col("leg").alias("label"),
+        pl.int_range(first_line, first_line + line_count, dtype=pl.Int64).alias("line"),
+    )
+
+
+def _refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:
+    """Counts no engine can produce are refused, never skipped: they mean the engine is wrong."""
+    checks = [
+        (pl.col("proposed") < 0, "'proposed' is negative"),
+        (pl.col("accepted") < 0, "'accepted' is negative"),
+        (pl.col("accepted") > pl.col("proposed"), "'accepted' exceeds 'proposed'"),
+        (pl.col("emitted") < 0, "'emitted' is negative"),
+        (pl.col("n") < 0, "'n' is negative"),
+        (pl.col("t_ns") < 0, "'t_ns' is negative"),
+    ]
+    for condition, reason in checks:
+        offending = frame.filter(condition)
+        if offending.height:
+            first = offending.row(0, named=True)
+            raise RefusedError(
+                f"{path}:{first['line']}: {reason} (proposed={first['proposed']}, "
+                f"accepted={first['accepted']}, emitted={first['emitted']}); "
+                f"{offending.height} line(s) in this block are like it. The engine's "
+                "instrumentation is miscounting: no acceptance can be computed from this log"
+            )

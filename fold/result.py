@@ -1,0 +1,267 @@
+"""Assembling a fold's figures from a partial fold, the arm's legs and the warm predicate."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from fold import acceptance
+from fold.accumulate import PartialFold
+from fold.errors import RefusedError
+from fold.reader import ReadCounts, SkippedLine
+from fold.warm import ThroughputCheck, throughput_fold
+
+JSON_FORMAT = "fold-acceptance/1"
+
+
+@dataclass
+class FoldResult:
+    """Everything one fold found. ``to_json`` is the documented machine-readable form."""
+
+    predicate: str
+    window_steps: int
+    legs: list[dict[str, Any]]
+    warm: dict[str, Any]
+    all: dict[str, Any]
+    files: list[dict[str, Any]]
+    writers: list[dict[str, Any]]
+    skipped_examples: list[SkippedLine] = field(default_factory=list)
+    oracles: dict[str, Any] | None = None
+
+    @property
+    def unattributed_steps(self) -> int:
+        return sum(entry["unattributed"] for entry in self.files)
+
+    @property
+    def ambiguous_steps(self) -> int:
+        return sum(entry["ambiguous"] for entry in self.files)
+
+    @property
+    def torn_lines(self) -> int:
+        return sum(entry["torn"] for entry in self.files)
+
+    @property
+    def skipped_lines(self) -> int:
+        return sum(entry["skipped"] for entry in self.files)
+
+    @property
+    def lost_lines(self) -> int:
+        return sum(writer["lost"] for writer in self.writers)
+
+    def to_json(self) -> dict[str, Any]:
+        document = {
+            "format": JSON_FORMAT,
+            "predicate": self.predicate,
+            "window_steps": self.window_steps,
+            "legs": self.legs,
+            "warm": self.warm,
+            "all": self.all,
+            "unattributed_steps": self.unattributed_steps,
+            "ambiguous_steps": self.ambiguous_steps,
+            "torn_lines": self.torn_lines,
+            "skipped_lines": self.skipped_lines,
+            "lost_lines": self.lost_lines,
+            "files": self.files,
+            "writers": self.writers,
+            "skipped_examples": [vars(example) for example in self.skipped_examples],
+        }
+        if self.oracles is not None:
+            document["oracles"] = self.oracles
+        return document
+
+
+def build_result(
+    arm_legs: pl.DataFrame,
+    partial: PartialFold,
+    read_counts: dict[str, ReadCounts],
+    check: ThroughputCheck,
+    window_steps: int = acceptance.DEFAULT_WINDOW_STEPS,
+) -> FoldResult:
+    warm_set = set(check.warm_legs)
+    sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
+    histograms: dict[int, dict[int, int]] = defaultdict(dict)
+    for leg, accepted, count in partial.histogram.iter_rows():
+        histograms[leg][accepted] = count
+    bins: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for leg, _bin, steps, proposed, accepted in partial.bins.sort("leg", "bin").iter_rows():
+        bins[leg].append((steps, proposed, accepted))
+    requests: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in partial.requests.sort("leg", "w", "seq").iter_rows(named=True):
+        requests[row.pop("leg")].append(row)
+
+    legs = [
+        _leg_figures(
+            leg,
+            warm=leg["index"] in warm_set,
+            sums=sums.get(leg["index"]),
+            counts=histograms.get(leg["index"], {}),
+            bins=bins.get(leg["index"], []),
+            requests=requests.get(leg["index"], []),
+            window_steps=window_steps,
+        )
+        for leg in arm_legs.iter_rows(named=True)
+    ]
+    _refuse_warm_legs_without_steps(legs, partial)
+    writers = _writers(partial)
+    return FoldResult(
+        predicate=check.predicate,
+        window_steps=window_steps,
+        legs=legs,
+        warm=pooled([leg for leg in legs if leg["warm"]], histograms),
+        all=pooled(legs, histograms),
+        files=_files(partial, read_counts),
+        writers=writers,
+        skipped_examples=[
+            example for counts in read_counts.values() for example in counts.skipped_examples
+        ],
+    )
+
+
+def _leg_figures(
+    leg: dict[str, Any],
+    *,
+    warm: bool,
+    sums: dict[str, Any] | None,
+    counts: dict[int, int],
+    bins: list[tuple[int, int, int]],
+    requests: list[dict[str, Any]],
+    window_steps: int,
+) -> dict[str, Any]:
+    sums = sums or {"lines": 0, "steps": 0, "proposed": 0, "accepted": 0, "emitted": 0,
+                    "emitted_lines": 0, "max_proposed": 0}  # fmt: skip
+    steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
+    steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
+    window_secs = (leg["end_ns"] - leg["start_ns"]) / 1e9
+    windows = acceptance.windows_from_bins(bins, window_steps)
+    full_windows = [window for window in windows if window.steps >= window_steps]
+    for request in requests:
+        request["accept_rate"] = acceptance.accept_rate(request["accepted"], request["proposed"])
+        request["mean_acceptance_length"] = acceptance.mean_acceptance_length(
+            request["accepted"], request["steps"]
+        )
+    flags = []
+    if steps == 0:
+        flags.append("no steps")
+    if acceptance.collapses([window.accept_rate for window in full_windows]):
+        flags.append("collapse")
+    judged_requests = [request for request in requests if request["steps"] >= window_steps]
+    if acceptance.collapses([request["accept_rate"] for request in judged_requests], at_least=2):
+        flags.append("request collapse")
+    emitted_consistent = None
+    expected_completion = None
+    if sums["lines"] and sums["emitted_lines"] == sums["lines"]:
+        # Each request's first token comes from prefill, not from a verify step.
+        expected_completion = len(requests) + sums["emitted"]
+        emitted_consistent = expected_completion == leg["completion_tokens"]
+        if not emitted_consistent:
+            flags.append("emitted != completion")
+    return {
+        "index": leg["index"],
+        "run": leg["run"],
+        "warm": warm,
+        "label": leg.get("leg"),
+        "finish_reason": leg["finish_reason"],
+        "tok_s": leg["tok_s"],
+        "completion_tokens": leg["completion_tokens"],
+        "window_secs": window_secs,
+        "lines": sums["lines"],
+        "steps": steps,
+        "proposed": proposed,
+        "accepted": accepted,
+        "accept_rate": acceptance.accept_rate(accepted, proposed),
+        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
+        "completion_tokens_per_step": acceptance.completion_tokens_per_step(
+            leg["completion_tokens"], steps
+        ),
+        "per_position": acceptance.per_position(steps_by_accepted, steps),
+        "histogram": steps_by_accepted,
+        "step_rate": steps / window_secs if window_secs > 0 else None,
+        "emitted": sums["emitted"] if sums["emitted_lines"] else None,
+        "emitted_lines": sums["emitted_lines"],
+        "expected_completion_tokens": expected_completion,
+        "emitted_consistent": emitted_consistent,
+        "requests": requests,
+        "windows": [
+            {
+                "steps": window.steps,
+                "proposed": window.proposed,
+                "accepted": window.accepted,
+                "accept_rate": window.accept_rate,
+            }
+            for window in windows
+        ],
+        "flags": flags,
+    }
+
+
+def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) -> dict[str, Any]:
+    """Ratios of sums over ``legs``: never a mean of the legs' ratios."""
+    steps = sum(leg["steps"] for leg in legs)
+    proposed = sum(leg["proposed"] for leg in legs)
+    accepted = sum(leg["accepted"] for leg in legs)
+    completion = sum(leg["completion_tokens"] for leg in legs)
+    window_secs = sum(leg["window_secs"] for leg in legs)
+    counts: dict[int, int] = defaultdict(int)
+    for leg in legs:
+        for accepted_here, count in histograms.get(leg["index"], {}).items():
+            counts[accepted_here] += count
+    max_proposed = max((len(leg["histogram"]) - 1 for leg in legs), default=0)
+    steps_by_accepted = acceptance.histogram(dict(counts), max_proposed)
+    return {
+        "legs": [leg["index"] for leg in legs],
+        "steps": steps,
+        "proposed": proposed,
+        "accepted": accepted,
+        "accept_rate": acceptance.accept_rate(accepted, proposed),
+        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
+        "completion_tokens_per_step": acceptance.completion_tokens_per_step(completion, steps),
+        "output_throughput_tok_s": throughput_fold([leg["tok_s"] for leg in legs]),
+        "step_rate": steps / window_secs if window_secs > 0 else None,
+        "per_position": acceptance.per_position(steps_by_accepted, steps),
+        "histogram": steps_by_accepted,
+    }
+
+
+def _refuse_warm_legs_without_steps(legs: list[dict[str, Any]], partial: PartialFold) -> None:
+    empty = [leg for leg in legs if leg["warm"] and leg["steps"] == 0]
+    if not empty:
+        return
+    unattributed = int(partial.files["unattributed"].sum()) if partial.files.height else 0
+    described = ", ".join(
+        f"leg {leg['index']} (run {leg['run']}, {leg['lines']} lines without a draft)"
+        for leg in empty[:5]
+    )
+    raise RefusedError(
+        f"{len(empty)} warm leg(s) have no verify step with a draft in the step log: "
+        f"{described}. A drafter that never proposed is not a 0% acceptance. "
+        f"{unattributed} step line(s) fell outside every leg window: check that the log "
+        "belongs to this run and that the engine's clock matches the gate's"
+    )
+
+
+def _writers(partial: PartialFold) -> list[dict[str, Any]]:
+    writers = []
+    for row in partial.writers.sort("w").iter_rows(named=True):
+        expected = row["max_n"] + 1
+        if row["lines"] > expected:
+            raise RefusedError(
+                f"writer {row['w']} (pid {row['pid']}) has {row['lines']} lines but counted "
+                f"only {expected}: some lines were read twice. Is one log given twice, or "
+                "copied into two files?"
+            )
+        writers.append({**row, "lost": expected - row["lines"]})
+    return writers
+
+
+def _files(partial: PartialFold, read_counts: dict[str, ReadCounts]) -> list[dict[str, Any]]:
+    rows = {row["path"]: row for row in partial.files.iter_rows(named=True)}
+    files = []
+    for path, counts in read_counts.items():
+        row = rows.get(path) or {
+            "path": path, "lines": 0, "attributed": 0, "unattributed": 0, "ambiguous": 0
+        }  # fmt: skip
+        files.append({**row, "torn": counts.torn_lines, "skipped": counts.skipped_lines})
+    return files

@@ -1,0 +1,107 @@
+"""The warm-leg predicate: one definition, used by the throughput fold and the acceptance fold."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import polars as pl
+
+from fold.errors import InputError, RefusedError
+
+DEFAULT_PREDICATE = "run > 1"
+RELATIVE_TOLERANCE = 1e-9
+
+
+def warm_mask(legs: pl.DataFrame, predicate: str = DEFAULT_PREDICATE) -> pl.Series:
+    """Which legs are warm under ``predicate``, a polars SQL expression over the leg fields."""
+    try:
+        expression = pl.sql_expr(predicate)
+        mask = legs.select(expression.alias("warm")).to_series()
+    except Exception as error:  # polars raises several kinds for a bad SQL expression
+        fields = ", ".join(column for column in legs.columns if column != "index")
+        raise InputError(
+            f"--warm {predicate!r} is not a predicate over the leg fields ({error}). "
+            f"Fields: {fields}"
+        ) from error
+    if mask.dtype != pl.Boolean or mask.len() != legs.height:
+        raise InputError(
+            f"--warm {predicate!r} gives {mask.dtype} per leg, not true/false; "
+            "write a condition such as 'run > 1'"
+        )
+    if mask.null_count():
+        first = legs.filter(mask.is_null())["index"][0]
+        raise InputError(
+            f"--warm {predicate!r} is null for leg {first} (a field it uses is missing there); "
+            "use a predicate over fields every leg has"
+        )
+    return mask
+
+
+def throughput_fold(tok_s: list[float]) -> float | None:
+    """The gate's throughput fold: the median tok/s of the selected legs."""
+    return statistics.median(tok_s) if tok_s else None
+
+
+@dataclass(frozen=True)
+class ThroughputCheck:
+    predicate: str
+    warm_legs: list[int]
+    output_throughput_tok_s: float | None
+
+
+def check_against_record(
+    legs: pl.DataFrame,
+    mask: pl.Series,
+    predicate: str,
+    recorded_throughput_tok_s: float | None,
+    recorded_warm_legs: int | list[int] | None,
+    recorded_cold_legs_discarded: int | None,
+) -> ThroughputCheck:
+    """Recompute the gate's throughput fold with the predicate; refuse if it disagrees.
+
+    If the recorded figures do not come out of the predicate, the throughput axis and the
+    acceptance axis would describe different legs, and no comparison of them would mean anything.
+    """
+    warm = legs.filter(mask)
+    warm_indices = warm["index"].to_list()
+    throughput = throughput_fold(warm["tok_s"].to_list())
+    problems = []
+    if recorded_throughput_tok_s is not None and (
+        throughput is None
+        or not math.isclose(throughput, recorded_throughput_tok_s, rel_tol=RELATIVE_TOLERANCE)
+    ):
+        problems.append(
+            f"metrics.output_throughput_tok_s is {recorded_throughput_tok_s!r} in the record, "
+            f"but the median tok_s of the legs selected by {predicate!r} is {throughput!r}"
+        )
+    if isinstance(recorded_warm_legs, list):
+        if recorded_warm_legs != warm_indices:
+            problems.append(
+                f"warm_legs in the record is {recorded_warm_legs}, but {predicate!r} selects "
+                f"{warm_indices}"
+            )
+    elif recorded_warm_legs is not None and recorded_warm_legs != len(warm_indices):
+        problems.append(
+            f"warm_legs in the record is {recorded_warm_legs}, but {predicate!r} selects "
+            f"{len(warm_indices)} legs"
+        )
+    cold = legs.height - len(warm_indices)
+    if recorded_cold_legs_discarded is not None and recorded_cold_legs_discarded != cold:
+        problems.append(
+            f"cold_legs_discarded in the record is {recorded_cold_legs_discarded}, but "
+            f"{predicate!r} leaves {cold} legs cold"
+        )
+    if problems:
+        raise RefusedError(
+            "the recorded throughput fold does not come out of the warm predicate: "
+            + "; ".join(problems)
+            + ". Pass the predicate the gate used (--warm) so both axes fold the same legs"
+        )
+    if not warm_indices:
+        raise RefusedError(
+            f"no leg is warm under {predicate!r}: there is nothing to fold. "
+            "Check the record's 'run' fields or pass --warm"
+        )
+    return ThroughputCheck(predicate, warm_indices, throughput)
