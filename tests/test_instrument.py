@@ -1,0 +1,465 @@
+"""The C++ instrument (instrument/dflash_step_log.h) against FORMAT.md and its own spec.
+
+The drivers in tests/cpp/ are built by the session fixtures of conftest.py: plain, under TSan
+(the concurrency test) and under ASan+UBSan (the other behaviours). The values a driver writes are
+a fixed function of ``seq`` (``row_for``, mirrored here), so every line read back is checked.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import CPP, INSTRUMENT, WARNINGS, compile_cxx
+
+from fold.steplog import format_line
+
+V1_TYPES = {
+    "v": int,
+    "w": str,
+    "n": int,
+    "t_ns": int,
+    "pid": int,
+    "seq": int,
+    "proposed": int,
+    "accepted": int,
+}
+OPTIONAL_TYPES = {"emitted": int, "leg": str}
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": "abort_on_error=0:exitcode=86",
+    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+    "TSAN_OPTIONS": "halt_on_error=1:exitcode=66",
+}
+
+
+def row_for(seq: int) -> tuple[int, int, int]:
+    """(proposed, accepted, emitted) the driver writes for ``seq``."""
+    proposed = seq % 9
+    accepted = (seq // 9) % (proposed + 1)
+    emitted = accepted + 1 - (seq // 7) % 2
+    return proposed, accepted, emitted
+
+
+def driver_env(**values: str | bytes) -> dict[str, str | bytes]:
+    env: dict[str, str | bytes] = {
+        k: v for k, v in os.environ.items() if not k.startswith("DFLASH_STEP_")
+    }
+    env.update(SANITIZER_ENV)
+    env.update(values)
+    return env
+
+
+def run(binary: Path, *args: object, env: dict, cwd: Path | None = None, timeout: float = 120):
+    """Runs a driver; returns (fields of its last stdout line, stderr lines). Fails on exit != 0."""
+    proc = subprocess.run(
+        [str(binary), *map(str, args)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        timeout=timeout,
+    )
+    stderr = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{stderr}"
+    assert "Sanitizer" not in stderr, stderr
+    last = proc.stdout.decode().strip().splitlines()[-1]
+    fields = dict(item.split("=", 1) for item in last.split())
+    return fields, stderr.splitlines()
+
+
+def parse_lines(path: Path) -> tuple[list[tuple[bytes, dict]], bytes]:
+    """All complete lines as (bytes, object), checked against v1; and the torn tail, if any."""
+    data = path.read_bytes()
+    *complete, tail = data.split(b"\n")
+    lines = []
+    for raw in complete:
+        obj = orjson.loads(raw)
+        for key, kind in V1_TYPES.items():
+            assert type(obj[key]) is kind, (key, raw)
+        for key, kind in OPTIONAL_TYPES.items():
+            if key in obj:
+                assert type(obj[key]) is kind, (key, raw)
+        assert set(obj) <= set(V1_TYPES) | set(OPTIONAL_TYPES), raw
+        assert obj["v"] == 1
+        assert len(obj["w"]) == 16 and all(c in "0123456789abcdef" for c in obj["w"]), raw
+        assert 0 <= obj["accepted"] <= obj["proposed"], raw
+        lines.append((raw + b"\n", obj))
+    return lines, tail
+
+
+def check_rows(objs: list[dict]) -> None:
+    for obj in objs:
+        proposed, accepted, emitted = row_for(obj["seq"])
+        assert (obj["proposed"], obj["accepted"]) == (proposed, accepted), obj
+        if "emitted" in obj:
+            assert obj["emitted"] == emitted, obj
+
+
+def by_writer(objs: list[dict]) -> dict[str, list[dict]]:
+    writers: dict[str, list[dict]] = {}
+    for obj in objs:
+        writers.setdefault(obj["w"], []).append(obj)
+    return writers
+
+
+def assert_no_gaps(objs: list[dict]) -> None:
+    assert sorted(o["n"] for o in objs) == list(range(len(objs)))
+
+
+def assert_same_bytes_as_python(raw: bytes, obj: dict, leg: str | None) -> None:
+    """The line equals fold.steplog.format_line given the same writer id, n, time and pid."""
+    expected = format_line(
+        writer_id=obj["w"],
+        n=obj["n"],
+        t_ns=obj["t_ns"],
+        pid=obj["pid"],
+        seq=obj["seq"],
+        proposed=obj["proposed"],
+        accepted=obj["accepted"],
+        emitted=obj.get("emitted"),
+        leg=leg,
+    )
+    assert raw == expected
+
+
+def leg_as_written(raw: bytes) -> str:
+    """FORMAT.md's reading of DFLASH_STEP_LEG: valid UTF-8 kept, each other byte one U+FFFD."""
+    out, i = [], 0
+    while i < len(raw):
+        lead = raw[i]
+        length = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        try:
+            out.append(raw[i : i + length].decode("utf-8", "strict"))
+            i += length
+        except UnicodeDecodeError:
+            out.append("\ufffd")
+            i += 1
+    return "".join(out)
+
+
+@pytest.fixture(scope="module")
+def plain(step_log_drivers) -> Path:
+    return step_log_drivers["plain"][0]
+
+
+@pytest.fixture(scope="module")
+def asan(step_log_drivers) -> Path:
+    return step_log_drivers["asan"][0]
+
+
+@pytest.fixture(scope="module")
+def tsan(step_log_drivers) -> Path:
+    return step_log_drivers["tsan"][0]
+
+
+# --- builds -------------------------------------------------------------------------------------
+
+
+def test_builds_are_warning_free(step_log_drivers, instrument_lib, cpp_build_dir):
+    for variant, (binary, stderr) in step_log_drivers.items():
+        assert binary.exists(), variant
+        assert stderr == "", (variant, stderr)
+    assert instrument_lib.exists()
+    # Stricter flags than the contract asks, on the header alone.
+    extra = ["-Wshadow", "-Wconversion", "-Wsign-conversion", "-Wold-style-cast"]
+    out = cpp_build_dir / "strict.o"
+    source = CPP / "step_log_lib.cc"
+    assert (
+        compile_cxx([*WARNINGS, *extra, f"-I{INSTRUMENT}", "-c", str(source), "-o", str(out)]) == ""
+    )
+    assert out.exists()
+
+
+def test_header_declares_the_c_api_to_c(cpp_build_dir, instrument_lib, tmp_path):
+    obj = cpp_build_dir / "c_api_check.o"
+    flags = ["-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", f"-I{INSTRUMENT}"]
+    compile_cxx([*flags, "-c", str(CPP / "c_api_check.c"), "-o", str(obj)], compiler="gcc")
+    binary = cpp_build_dir / "c_api_check"
+    compile_cxx(
+        [str(obj), str(instrument_lib), f"-Wl,-rpath,{instrument_lib.parent}", "-o", str(binary)]
+    )
+    log = tmp_path / "c.jsonl"
+    subprocess.run([str(binary)], env=driver_env(DFLASH_STEP_LOG=str(log)), check=True)
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    assert [(o["seq"], o["proposed"], o["accepted"], o.get("emitted")) for _, o in lines] == [
+        (1, 4, 2, 3),
+        (2, 4, 2, None),
+    ]
+
+
+# --- disabled and enabled -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_disabled_creates_nothing_and_counts_nothing(asan, tmp_path, value):
+    env = driver_env(DFLASH_STEP_LEG="ignored") if value is None else driver_env(DFLASH_STEP_LOG="")
+    fields, stderr = run(asan, "rows", 0, 500, env=env, cwd=tmp_path)
+    assert fields["enabled"] == "0"
+    assert fields["dropped"] == "0"
+    assert stderr == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_enabled_lines_are_v1_without_gaps(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    before = time.time_ns()
+    fields, stderr = run(asan, "rows", 0, 3000, env=driver_env(DFLASH_STEP_LOG=str(log)))
+    after = time.time_ns()
+    assert (fields["enabled"], fields["dropped"], stderr) == ("1", "0", [])
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    objs = [o for _, o in lines]
+    assert len(objs) == 3000
+    assert sorted(o["seq"] for o in objs) == list(range(3000))
+    assert [o["n"] for o in objs] == list(range(3000))  # one thread: file order is n order
+    assert {o["pid"] for o in objs} == {int(fields["pid"])}
+    assert len(by_writer(objs)) == 1
+    assert all(before <= o["t_ns"] <= after for o in objs)
+    assert [o["t_ns"] for o in objs] == sorted(o["t_ns"] for o in objs)
+    assert all("leg" not in o for o in objs)
+    assert any("emitted" in o for o in objs) and any("emitted" not in o for o in objs)
+    check_rows(objs)
+    for raw, obj in lines:
+        assert_same_bytes_as_python(raw, obj, None)
+
+
+def test_extreme_values_are_exact(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    run(asan, "extremes", env=driver_env(DFLASH_STEP_LOG=str(log), DFLASH_STEP_LEG="x"))
+    lines, _ = parse_lines(log)
+    big = 2**32 - 1
+    assert [(o["seq"], o["proposed"], o["accepted"], o.get("emitted")) for _, o in lines] == [
+        (2**64 - 1, big, big, big),
+        (0, 0, 0, 0),
+        (0, 0, 0, None),
+        (2**64 - 1, big, big, None),
+        (10, big, 0, big),
+    ]
+    for raw, obj in lines:
+        assert_same_bytes_as_python(raw, obj, "x")
+
+
+def test_accepted_above_proposed_is_dropped_not_written(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    fields, stderr = run(asan, "invalid", env=driver_env(DFLASH_STEP_LOG=str(log)))
+    lines, _ = parse_lines(log)
+    assert [(o["seq"], o["n"]) for _, o in lines] == [(1, 0), (3, 2), (4, 3), (6, 5)]
+    assert fields["dropped"] == "2"
+    assert len(stderr) == 1 and "accepted=4 > proposed=3" in stderr[0]
+
+
+# --- leg labels and byte compatibility ----------------------------------------------------------
+
+LEGS = [
+    b"warm",
+    b'say "hi"',
+    b"back\\slash\\",
+    b"ctl\x01\x08\t\n\x0b\x0c\r\x1f\x7f end",
+    "caf\u00e9 \u6f22\u5b57 \U0001f642".encode(),
+    b"bad\xff\xfe bytes",
+    b"cut \xe2\x82",  # a truncated 3-byte sequence: two invalid bytes
+    b"overlong \xc0\xaf",
+    b"surrogate \xed\xa0\x80",
+    b"too big \xf4\x90\x80\x80",
+    b"tail \xf0\x9f\x99",
+]
+
+
+@pytest.mark.parametrize("leg", LEGS, ids=range(len(LEGS)))
+def test_leg_labels_round_trip(plain, tmp_path, leg):
+    log = tmp_path / "steps.jsonl"
+    run(plain, "rows", 0, 40, env=driver_env(DFLASH_STEP_LOG=str(log), DFLASH_STEP_LEG=leg))
+    expected = leg_as_written(leg)
+    lines, _ = parse_lines(log)
+    assert len(lines) == 40
+    for raw, obj in lines:
+        assert obj["leg"] == expected
+        assert_same_bytes_as_python(raw, obj, expected)
+
+
+def test_leg_reading_of_invalid_bytes_is_per_byte():
+    # The test's own reading must follow FORMAT.md, not Python's "replace" (one U+FFFD per run).
+    assert leg_as_written(b"a\xe2\x82b") == "a\ufffd\ufffdb"
+    assert leg_as_written(b"\xed\xa0\x80") == "\ufffd" * 3
+    assert leg_as_written("é".encode()) == "é"
+
+
+CTYPES_SCRIPT = """
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.dflash_step_log_enabled.restype = ctypes.c_int
+lib.dflash_step_log_dropped.restype = ctypes.c_uint64
+lib.dflash_step_log_record.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32]
+lib.dflash_step_log_record_emitted.argtypes = [ctypes.c_uint64] + [ctypes.c_uint32] * 3
+for seq in range(200):
+    p, a = seq % 9, (seq // 9) % (seq % 9 + 1)
+    if seq % 3:
+        lib.dflash_step_log_record_emitted(seq, p, a, a + 1 - (seq // 7) % 2)
+    else:
+        lib.dflash_step_log_record(seq, p, a)
+print(os.getpid(), lib.dflash_step_log_enabled(), lib.dflash_step_log_dropped())
+"""
+
+
+def test_ctypes_writer_matches_python_writer_bytes(instrument_lib, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    leg = 'leg "1"\t\u00e9'
+    proc = subprocess.run(
+        [sys.executable, "-c", CTYPES_SCRIPT, str(instrument_lib)],
+        env=driver_env(DFLASH_STEP_LOG=str(log), DFLASH_STEP_LEG=leg),
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    pid, enabled, dropped = map(int, proc.stdout.split())
+    assert (enabled, dropped) == (1, 0)
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    assert [o["seq"] for _, o in lines] == list(range(200))
+    assert [o["n"] for _, o in lines] == list(range(200))
+    check_rows([o for _, o in lines])
+    for raw, obj in lines:
+        assert obj["pid"] == pid
+        assert ("emitted" in obj) == (obj["seq"] % 3 != 0)
+        assert_same_bytes_as_python(raw, obj, leg)
+
+
+# --- concurrency --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["plain", "tsan"])
+def test_threads_and_processes_never_interleave(step_log_drivers, tmp_path, variant):
+    binary = step_log_drivers[variant][0]
+    log = tmp_path / "steps.jsonl"
+    threads, per_thread, processes = 8, 1500 if variant == "tsan" else 2500, 4
+    env = driver_env(DFLASH_STEP_LOG=str(log), DFLASH_STEP_LEG="conc")
+    procs = [
+        subprocess.Popen(
+            [str(binary), "threads", str(threads), str(per_thread)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(processes)
+    ]
+    pids = set()
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        assert err == b"", err.decode()
+        fields = dict(item.split("=", 1) for item in out.decode().split())
+        assert fields["dropped"] == "0"
+        pids.add(int(fields["pid"]))
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    objs = [o for _, o in lines]
+    assert len(objs) == threads * per_thread * processes
+    writers = by_writer(objs)
+    assert len(writers) == processes
+    expected_seqs = sorted(t * 1_000_000 + i for t in range(threads) for i in range(per_thread))
+    for rows in writers.values():
+        assert len(rows) == threads * per_thread
+        assert_no_gaps(rows)
+        assert len({o["pid"] for o in rows}) == 1
+        assert sorted(o["seq"] for o in rows) == expected_seqs
+    assert {rows[0]["pid"] for rows in writers.values()} == pids
+    check_rows(objs)
+    assert all(o["leg"] == "conc" for o in objs)
+
+
+# --- fork ---------------------------------------------------------------------------------------
+
+
+def test_fork_child_is_a_new_writer(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    env = driver_env(DFLASH_STEP_LOG=str(log))
+    proc = subprocess.run(
+        [str(asan), "fork", "100", "70", "50"], env=env, capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    reports = [
+        dict(i.split("=", 1) for i in ln.split()) for ln in proc.stdout.decode().split("\n") if ln
+    ]
+    child = next(r for r in reports if r["role"] == "child")
+    parent = next(r for r in reports if r["role"] == "parent")
+    assert parent["child_status"] == "0"
+    assert child["dropped"] == parent["dropped"] == "0"
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    writers = by_writer([o for _, o in lines])
+    assert len(writers) == 2
+    for rows in writers.values():
+        assert_no_gaps(rows)
+    by_pid = {rows[0]["pid"]: rows for rows in writers.values()}
+    assert set(by_pid) == {int(parent["pid"]), int(child["pid"])}
+    parent_rows, child_rows = by_pid[int(parent["pid"])], by_pid[int(child["pid"])]
+    assert all(o["pid"] == int(parent["pid"]) for o in parent_rows)
+    assert all(o["pid"] == int(child["pid"]) for o in child_rows)
+    assert sorted(o["seq"] for o in parent_rows) == [*range(100), *range(2_000_000, 2_000_050)]
+    assert sorted(o["seq"] for o in child_rows) == list(range(1_000_000, 1_000_070))
+    assert [o["n"] for o in child_rows] == list(range(70))
+
+
+def test_fork_with_pid_in_path_reopens_own_file(asan, tmp_path):
+    env = driver_env(DFLASH_STEP_LOG=str(tmp_path / "log-%p.jsonl"))
+    proc = subprocess.run(
+        [str(asan), "fork", "10", "20", "5"], env=env, capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    reports = [
+        dict(i.split("=", 1) for i in ln.split()) for ln in proc.stdout.decode().split("\n") if ln
+    ]
+    pids = {r["role"]: int(r["pid"]) for r in reports}
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == sorted(f"log-{pid}.jsonl" for pid in pids.values())
+    for role, count in (("parent", 15), ("child", 20)):
+        lines, _ = parse_lines(tmp_path / f"log-{pids[role]}.jsonl")
+        objs = [o for _, o in lines]
+        assert len(objs) == count
+        assert {o["pid"] for o in objs} == {pids[role]}
+        assert len(by_writer(objs)) == 1
+        assert_no_gaps(objs)
+
+
+def test_path_expands_pid_and_hostname(asan, tmp_path):
+    env = driver_env(DFLASH_STEP_LOG=str(tmp_path / "s-%h-%p-%x.jsonl"))
+    fields, _ = run(asan, "rows", 0, 10, env=env)
+    expected = tmp_path / f"s-{socket.gethostname()}-{fields['pid']}-%x.jsonl"
+    assert list(tmp_path.iterdir()) == [expected]
+    assert len(parse_lines(expected)[0]) == 10
+
+
+# --- bad environment ----------------------------------------------------------------------------
+
+
+def test_unopenable_path_warns_once_and_continues(asan, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    path = blocker / "steps.jsonl"  # below a regular file: ENOTDIR
+    fields, stderr = run(asan, "rows", 0, 500, env=driver_env(DFLASH_STEP_LOG=str(path)))
+    assert (fields["enabled"], fields["dropped"]) == ("0", "0")
+    assert len(stderr) == 1, stderr
+    assert str(path) in stderr[0] and os.strerror(20) in stderr[0]
+    assert sorted(tmp_path.iterdir()) == [blocker]
+
+
+def test_file_size_limit_drops_lines_and_keeps_the_rest(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    limit, issued = 65536, 3000
+    fields, stderr = run(asan, "fsize", limit, issued, env=driver_env(DFLASH_STEP_LOG=str(log)))
+    assert fields["alive"] == "1"
+    assert log.stat().st_size <= limit
+    lines, tail = parse_lines(log)
+    objs = [o for _, o in lines]
+    assert 0 < len(objs) < issued
+    assert [o["n"] for o in objs] == list(range(len(objs)))  # nothing before the limit is lost
+    check_rows(objs)
+    assert b"\n" not in tail and len(tail) < max(len(raw) for raw, _ in lines)
+    assert int(fields["dropped"]) == issued - len(objs)
+    assert len(stderr) == 1 and "dropped" in stderr[0], stderr
