@@ -1,0 +1,256 @@
+"""The throughput gap to an oracle, split into an acceptance factor and a step-speed factor.
+
+With ``r = ours tok/s / oracle tok/s`` and mean acceptance lengths ``L`` (``1 + A/S``):
+
+* acceptance factor ``af = L_ours / L_oracle``;
+* speed factor ``sf = r / af``, which is the ratio of verify steps per second
+  (``tok/s / L``), so ``af * sf == r`` exactly;
+* each factor's share of the log-gap is ``log(factor) / log(r)``; the two shares sum to 1.
+  When ``r == 1`` there is no gap to share and both shares are None. A negative share means
+  the factor works against the gap (it is offset by the other one).
+
+Verdict rules, tried in this order (``tol`` is ``--tolerance``, default 2%):
+
+1. tok/s not recorded for either arm: no ratio, nothing attributed;
+2. ``|r - 1| <= tol``: "no gap beyond tolerance";
+3. mean acceptance length not recorded for either arm: the gap is stated, not split;
+4. ``|af - 1| <= tol``: "acceptance within x% of ORACLE: the gap is execution speed";
+5. ``|sf - 1| <= tol``: "verify-step speed within x% of ORACLE: the gap is acceptance";
+6. otherwise the factor with the larger ``|log|`` (the larger share) is named as the dominant
+   one, with both shares.
+
+Nothing here prints; ``fold.render_compare`` turns the results into lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from fold.errors import InputError
+from fold.oracles import ArmFigures
+
+DEFAULT_TOLERANCE = 0.02
+
+# GapAttribution.dominant values
+ACCEPTANCE = "acceptance"
+SPEED = "speed"
+NO_GAP = "none"
+
+
+@dataclass(frozen=True)
+class GapAttribution:
+    """``ours`` against one ``oracle``; a factor that cannot be had is None (not recorded)."""
+
+    ours: str
+    oracle: str
+    tolerance: float
+    ratio: float | None
+    acceptance_factor: float | None
+    speed_factor: float | None
+    acceptance_share: float | None
+    speed_share: float | None
+    dominant: str | None  # "acceptance", "speed", "none" (within tolerance) or None (unsplit)
+    verdict: str
+    missing: tuple[str, ...] = ()  # why a figure above is None
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for the ``oracles`` block; None where undefined, never NaN."""
+        return {
+            "ours": self.ours,
+            "oracle": self.oracle,
+            "tolerance": self.tolerance,
+            "ratio": _finite(self.ratio),
+            "acceptance_factor": _finite(self.acceptance_factor),
+            "speed_factor": _finite(self.speed_factor),
+            "acceptance_share": _finite(self.acceptance_share),
+            "speed_share": _finite(self.speed_share),
+            "dominant": self.dominant,
+            "verdict": self.verdict,
+            "missing": list(self.missing),
+        }
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def check_tolerance(tolerance: float, *, where: str = "--tolerance") -> float:
+    """The tolerance as a fraction (0.02 = 2%); InputError unless 0 <= tolerance < 1."""
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)):
+        raise InputError(f"{where}: {tolerance!r} is not a number; give a fraction such as 0.02")
+    if not math.isfinite(tolerance) or not 0 <= tolerance < 1:
+        raise InputError(
+            f"{where}: {tolerance!r} is outside [0, 1); give a fraction such as 0.02 for 2%"
+        )
+    return float(tolerance)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def _tol_text(tolerance: float) -> str:
+    return f"tolerance {tolerance * 100:g}%"
+
+
+def _direction(factor: float, more: str, less: str) -> str:
+    return f"{_pct(abs(factor - 1))} {more if factor >= 1 else less}"
+
+
+def attribute_gap(
+    ours: ArmFigures, oracle: ArmFigures, tolerance: float = DEFAULT_TOLERANCE
+) -> GapAttribution:
+    """Split ``ours`` tok/s / ``oracle`` tok/s into acceptance x verify-step speed."""
+    tol = check_tolerance(tolerance)
+    who = oracle.name
+    missing: list[str] = []
+    for arm in (ours, oracle):
+        if arm.output_throughput_tok_s is None:
+            missing.append(f"tok/s not recorded for {arm.name}")
+    if missing:
+        return GapAttribution(
+            ours=ours.name,
+            oracle=who,
+            tolerance=tol,
+            ratio=None,
+            acceptance_factor=None,
+            speed_factor=None,
+            acceptance_share=None,
+            speed_share=None,
+            dominant=None,
+            verdict=f"{'; '.join(missing)}: the gap to {who} cannot be measured",
+            missing=tuple(missing),
+        )
+    assert ours.output_throughput_tok_s is not None and oracle.output_throughput_tok_s is not None
+    ratio = ours.output_throughput_tok_s / oracle.output_throughput_tok_s
+    gap_text = f"{ours.name} is {_direction(ratio, 'faster', 'slower')} than {who}"
+
+    for arm in (ours, oracle):
+        if arm.mean_acceptance_length is None:
+            unit_note = (
+                " (only SGLang's own unit is known)"
+                if arm.completion_tokens_per_step is not None
+                else ""
+            )
+            missing.append(f"mean acceptance length not recorded for {arm.name}{unit_note}")
+    af = sf = share_a = share_s = None
+    if not missing:
+        assert ours.mean_acceptance_length is not None
+        assert oracle.mean_acceptance_length is not None
+        af = ours.mean_acceptance_length / oracle.mean_acceptance_length
+        sf = ratio / af
+        log_r = math.log(ratio)
+        if log_r != 0:
+            share_a = math.log(af) / log_r
+            share_s = math.log(sf) / log_r
+
+    dominant: str | None
+    if abs(ratio - 1) <= tol:
+        dominant = NO_GAP
+        verdict = (
+            f"throughput within {_pct(abs(ratio - 1))} of {who} ({_tol_text(tol)}): "
+            "no gap beyond tolerance"
+        )
+    elif af is None or sf is None:
+        dominant = None
+        verdict = f"{gap_text}; {'; '.join(missing)}: the gap cannot be split"
+    elif abs(af - 1) <= tol:
+        dominant = SPEED
+        verdict = (
+            f"acceptance within {_pct(abs(af - 1))} of {who} ({_tol_text(tol)}): "
+            "the gap is execution speed"
+        )
+    elif abs(sf - 1) <= tol:
+        dominant = ACCEPTANCE
+        verdict = (
+            f"verify-step speed within {_pct(abs(sf - 1))} of {who} ({_tol_text(tol)}): "
+            "the gap is acceptance"
+        )
+    else:
+        assert share_a is not None and share_s is not None
+        dominant = ACCEPTANCE if abs(math.log(af)) >= abs(math.log(sf)) else SPEED
+        acc_text = f"acceptance length {_direction(af, 'longer', 'shorter')}"
+        spd_text = f"verify steps {_direction(sf, 'faster', 'slower')}"
+        if dominant == ACCEPTANCE:
+            main, main_share, other, other_share = acc_text, share_a, spd_text, share_s
+        else:
+            main, main_share, other, other_share = spd_text, share_s, acc_text, share_a
+        other_role = "offsets" if other_share < 0 else "explains"
+        verdict = (
+            f"{gap_text}, mostly {dominant} ({_tol_text(tol)}): {main} explains "
+            f"{main_share * 100:.0f}% of the log-gap; {other} {other_role} "
+            f"{abs(other_share) * 100:.0f}%"
+        )
+    return GapAttribution(
+        ours=ours.name,
+        oracle=who,
+        tolerance=tol,
+        ratio=ratio,
+        acceptance_factor=af,
+        speed_factor=sf,
+        acceptance_share=share_a,
+        speed_share=share_s,
+        dominant=dominant,
+        verdict=verdict,
+        missing=tuple(missing),
+    )
+
+
+class StepRateCheck(NamedTuple):
+    """Our measured verify-step rate against ``tok/s / mean acceptance length``."""
+
+    expected: float | None  # tok/s / mean acceptance length; None when either is not recorded
+    relative_diff: float | None  # measured / expected - 1
+    flagged: bool | None  # |relative_diff| > tolerance; None when it cannot be checked
+
+
+def check_step_rate(
+    measured_steps_per_s: float | None,
+    tok_s: float | None,
+    mean_acceptance_length: float | None,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> StepRateCheck:
+    """Compare the verify-step rate measured from our steps' timestamps with the derived one.
+
+    A flag means tokens and steps do not account for the wall time alike: prefill, stalls or
+    steps without drafts take a share the acceptance x speed split does not see.
+    """
+    tol = check_tolerance(tolerance)
+    if measured_steps_per_s is None or tok_s is None or mean_acceptance_length is None:
+        return StepRateCheck(None, None, None)
+    for label, value in (
+        ("measured verify steps/s", measured_steps_per_s),
+        ("tok/s", tok_s),
+        ("mean acceptance length", mean_acceptance_length),
+    ):
+        if not math.isfinite(value) or value < 0:
+            raise InputError(f"step-rate check: {label} = {value!r} must be finite and >= 0")
+    if tok_s == 0 or mean_acceptance_length == 0:
+        return StepRateCheck(None, None, None)
+    expected = tok_s / mean_acceptance_length
+    diff = measured_steps_per_s / expected - 1
+    return StepRateCheck(expected, diff, abs(diff) > tol)
+
+
+def oracles_block(
+    rows: Sequence[ArmFigures],
+    gaps: Mapping[str, GapAttribution],
+    step_check: StepRateCheck | None = None,
+    measured_steps_per_s: float | None = None,
+) -> dict[str, Any]:
+    """The ``oracles`` block of the JSON output: every row (ours first) and every factor."""
+    block: dict[str, Any] = {
+        "rows": [row.to_json() for row in rows],
+        "gaps": {name: gap.to_json() for name, gap in gaps.items()},
+    }
+    if step_check is not None:
+        block["step_rate_check"] = {
+            "measured_steps_per_s": _finite(measured_steps_per_s),
+            "expected_steps_per_s": _finite(step_check.expected),
+            "relative_diff": _finite(step_check.relative_diff),
+            "flagged": step_check.flagged,
+        }
+    return block
