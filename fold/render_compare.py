@@ -1,0 +1,227 @@
+"""The side-by-side comparison of our arm and the oracles, as rich renderables (never printed).
+
+One row per engine, ours first, all acceptance figures in one unit (``1 + A/S`` and ``A/P``);
+SGLang's own per-request unit sits in a separate, labelled column. A figure that cannot be
+had reads "not recorded", never 0. The table fits 80 columns: the source text folds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from fold.gap import NO_GAP, GapAttribution, StepRateCheck
+from fold.oracles import ArmFigures
+
+NOT_RECORDED = "not recorded"
+
+
+def fmt_tok_s(value: float | None) -> str:
+    return NOT_RECORDED if value is None else f"{value:.3f}"
+
+
+def fmt_rate(value: float | None) -> str:
+    """A fraction as a percentage with one decimal: 0.46083 -> '46.1%'."""
+    return NOT_RECORDED if value is None else f"{value * 100:.1f}%"
+
+
+def fmt_length(value: float | None) -> str:
+    """A tokens-per-step figure with two decimals: 4.2258 -> '4.23'."""
+    return NOT_RECORDED if value is None else f"{value:.2f}"
+
+
+def fmt_steps_per_s(value: float | None) -> str:
+    return NOT_RECORDED if value is None else f"{value:.3f}"
+
+
+def fmt_factor(value: float | None) -> str:
+    return NOT_RECORDED if value is None else f"{value:.3f}"
+
+
+def fmt_share(value: float | None) -> str:
+    return NOT_RECORDED if value is None else f"{value * 100:.0f}%"
+
+
+def _cell(text: str) -> Text:
+    return Text(text, style="dim italic") if text == NOT_RECORDED else Text(text)
+
+
+def comparison_table(
+    rows: Sequence[ArmFigures], gaps: Mapping[str, GapAttribution] | None = None
+) -> Table:
+    """One row per arm in the order given (put ours first), then one ratio row per oracle.
+
+    ``gaps`` maps an oracle's name to its attribution against ours. Its ratio row
+    ("ours/ORACLE") puts each factor under the column it divides: r under tok/s, the acceptance
+    factor under the mean acceptance length, the speed factor under verify steps/s. Where each
+    figure came from is in :func:`sources_table`.
+    """
+    gaps = gaps or {}
+    table = Table(
+        title="Throughput and acceptance in one unit",
+        caption=(
+            "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
+            "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
+            "included): not comparable with mean len."
+        ),
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("engine", overflow="fold")
+    table.add_column("tok/s (warm)", justify="right")
+    table.add_column("mean len (1+A/S)", justify="right")
+    table.add_column("rate (A/P)", justify="right")
+    table.add_column("verify steps/s", justify="right")
+    table.add_column("SGLang len* (other unit)", justify="right")
+    for row in rows:
+        table.add_row(
+            Text(row.name, style="bold"),
+            _cell(fmt_tok_s(row.output_throughput_tok_s)),
+            _cell(fmt_length(row.mean_acceptance_length)),
+            _cell(fmt_rate(row.accept_rate)),
+            _cell(fmt_steps_per_s(row.verify_steps_per_s)),
+            _cell(fmt_length(row.completion_tokens_per_step)),
+        )
+    first = True
+    for gap in gaps.values():
+        split = gap.ratio is not None and gap.acceptance_factor is not None
+        table.add_row(
+            Text(f"{gap.ours}/{gap.oracle}", style="italic"),
+            _cell(fmt_factor(gap.ratio)),
+            _cell(fmt_factor(gap.acceptance_factor) if split else NOT_RECORDED),
+            Text(""),
+            _cell(fmt_factor(gap.speed_factor) if split else NOT_RECORDED),
+            Text(""),
+            end_section=False,
+        )
+        if first:
+            # a rule between the arms and the ratio rows
+            table.rows[len(rows) - 1].end_section = True
+            first = False
+    return table
+
+
+_FIGURE_LABELS = (
+    ("tok_s", "tok/s"),
+    ("accepted", "A"),
+    ("proposed", "P"),
+    ("steps", "S"),
+    ("per_position", "per position"),
+    ("completion_tokens_per_step", "SGLang len*"),
+    ("mean_acceptance_length", "mean len"),
+)
+
+
+def sources_table(rows: Sequence[ArmFigures]) -> Table:
+    """Where each figure of each arm came from (counter or field), or why it is missing."""
+    table = Table(title="Sources", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("engine", overflow="fold")
+    table.add_column("figure", no_wrap=True)
+    table.add_column("source", overflow="fold", ratio=1)
+    for row in rows:
+        name = row.name
+        for key, label in _FIGURE_LABELS:
+            source = row.sources.get(key)
+            if source is None:
+                continue
+            if key == "mean_acceptance_length" and source == "1 + A/S":
+                continue  # derived as always; only a reason for its absence is worth a line
+            style = "dim" if source.startswith(NOT_RECORDED) else ""
+            table.add_row(Text(name, style="bold"), label, Text(source, style=style))
+            name = ""
+        for note in row.notes:
+            table.add_row(Text(name, style="bold"), "note", Text(note, style="yellow"))
+            name = ""
+        if row is not rows[-1]:
+            table.rows[-1].end_section = True
+    return table
+
+
+def gap_lines(gap: GapAttribution) -> list[Text]:
+    """The factors of one attribution and its verdict, as lines."""
+    head = Text(f"vs {gap.oracle}: ", style="bold")
+    if gap.ratio is None:
+        return [head + Text(gap.verdict)]
+    factors = Text(
+        f"r = {gap.ours}/{gap.oracle} tok/s = {fmt_factor(gap.ratio)} = acceptance "
+        f"{fmt_factor(gap.acceptance_factor)} x speed {fmt_factor(gap.speed_factor)}"
+    )
+    lines = [head + factors]
+    if (
+        gap.acceptance_share is not None
+        and gap.speed_share is not None
+        and gap.dominant != NO_GAP  # near r = 1 the shares are large and mean nothing
+    ):
+        lines.append(
+            Text(
+                f"  share of the log-gap: acceptance {fmt_share(gap.acceptance_share)}, "
+                f"speed {fmt_share(gap.speed_share)}"
+            )
+        )
+    style = "bold" if gap.dominant is not None else "yellow"
+    lines.append(Text("  verdict: ", style="bold") + Text(gap.verdict, style=style))
+    return lines
+
+
+def step_rate_line(
+    measured_steps_per_s: float | None, check: StepRateCheck, tolerance: float
+) -> Text:
+    """Our measured verify-step rate against tok/s / mean acceptance length."""
+    if measured_steps_per_s is None:
+        return Text("our verify steps/s: not recorded (the steps carry no timestamps)", "dim")
+    if check.expected is None or check.relative_diff is None:
+        return Text(
+            f"our verify steps/s measured {measured_steps_per_s:.3f}; tok/s / mean acceptance "
+            "length not recorded, so it cannot be checked",
+            "dim",
+        )
+    line = (
+        f"our verify steps/s measured {measured_steps_per_s:.3f}, tok/s / mean acceptance "
+        f"length gives {check.expected:.3f} ({check.relative_diff * 100:+.1f}%)"
+    )
+    if check.flagged:
+        return Text(
+            f"{line}: disagree beyond {tolerance * 100:g}%, so prefill or stalls take a share "
+            "of the time the acceptance x speed split does not see",
+            "bold yellow",
+        )
+    return Text(f"{line}: agree within {tolerance * 100:g}%")
+
+
+def verdict_lines(
+    gaps: Mapping[str, GapAttribution],
+    *,
+    measured_steps_per_s: float | None = None,
+    step_check: StepRateCheck | None = None,
+    tolerance: float | None = None,
+) -> list[Text]:
+    """Per oracle: the factors, the log-gap shares and the verdict; then the step-rate check."""
+    lines: list[Text] = []
+    for gap in gaps.values():
+        lines.extend(gap_lines(gap))
+    if step_check is not None:
+        tol = tolerance
+        if tol is None:
+            tol = next(iter(gaps.values())).tolerance if gaps else 0.02
+        lines.append(step_rate_line(measured_steps_per_s, step_check, tol))
+    return lines
+
+
+def comparison(
+    rows: Sequence[ArmFigures],
+    gaps: Mapping[str, GapAttribution],
+    *,
+    measured_steps_per_s: float | None = None,
+    step_check: StepRateCheck | None = None,
+) -> Group:
+    """The table, the sources and the verdict lines together, ready for ``Console.print``."""
+    return Group(
+        comparison_table(rows, gaps),
+        sources_table(rows),
+        *verdict_lines(gaps, measured_steps_per_s=measured_steps_per_s, step_check=step_check),
+    )
