@@ -463,3 +463,61 @@ def test_file_size_limit_drops_lines_and_keeps_the_rest(asan, tmp_path):
     assert b"\n" not in tail and len(tail) < max(len(raw) for raw, _ in lines)
     assert int(fields["dropped"]) == issued - len(objs)
     assert len(stderr) == 1 and "dropped" in stderr[0], stderr
+
+
+# --- the example engine and gate ----------------------------------------------------------------
+
+
+def check_arm_against_log(arm: dict, log: Path, prompts: int, repeats: int) -> None:
+    """Every leg's engine counters equal the log lines inside its generate window."""
+    legs = arm["legs"]
+    assert len(legs) == prompts * repeats
+    warm = [leg for leg in legs if leg["run"] > 1]
+    assert arm["warm_legs"] == len(warm)
+    assert arm["cold_legs_discarded"] == len(legs) - len(warm)
+    tok_s = sorted(leg["tok_s"] for leg in warm)
+    assert arm["metrics"]["output_throughput_tok_s"] == pytest.approx(
+        (tok_s[(len(tok_s) - 1) // 2] + tok_s[len(tok_s) // 2]) / 2
+    )
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    objs = [o for _, o in lines]
+    for writer in by_writer(objs).values():
+        assert_no_gaps(writer)
+    claimed = 0
+    for leg in legs:
+        start = round(leg["generate_start_unix"] * 1e6) * 1000
+        end = round(leg["generate_end_unix"] * 1e6) * 1000
+        assert leg["secs"] == pytest.approx((end - start) / 1e9, abs=2e-6)
+        assert leg["tok_s"] == pytest.approx(leg["completion_tokens"] / leg["secs"], rel=1e-3)
+        # The stamps are rounded to the microsecond: widen the window by half of one.
+        rows = [o for o in objs if start - 500 <= o["t_ns"] <= end + 500 and o["leg"] == leg["leg"]]
+        claimed += len(rows)
+        counters = leg["engine_counters"]
+        assert counters["rows"] == len(rows)
+        assert counters["steps"] == sum(1 for o in rows if o["proposed"] > 0)
+        assert counters["proposed"] == sum(o["proposed"] for o in rows)
+        assert counters["accepted"] == sum(o["accepted"] for o in rows)
+        assert counters["emitted"] == sum(o["emitted"] for o in rows)
+        assert len({o["seq"] for o in rows}) == counters["requests"]
+        assert leg["completion_tokens"] == counters["requests"] + counters["emitted"]
+        assert counters["dropped"] == 0
+    assert claimed == len(objs)  # legs never overlap and no line falls outside them
+    assert any(o["emitted"] < o["accepted"] + 1 for o in objs)  # some steps cut by EOS/length
+
+
+def test_gate_runs_the_toy_engine_end_to_end(toy_engine, tmp_path):
+    gate = INSTRUMENT.parent / "examples" / "gate.py"
+    command = [sys.executable, str(gate), "--prompts", "2", "--repeats", "3"]
+    command += ["--concurrency", "4", "--seed", "3", "--out-dir", str(tmp_path)]
+    subprocess.run([*command, "--engine", str(toy_engine)], check=True, env=driver_env())
+    arm = orjson.loads((tmp_path / "our-arm.json").read_bytes())
+    check_arm_against_log(arm, tmp_path / "steps.jsonl", prompts=2, repeats=3)
+    assert {leg["leg"] for leg in arm["legs"]} == {"prompt-0", "prompt-1"}
+
+
+def test_recorded_fixtures_are_consistent():
+    fixtures = INSTRUMENT.parent / "fixtures"
+    arm = orjson.loads((fixtures / "our-arm.json").read_bytes())
+    check_arm_against_log(arm, fixtures / "steps.jsonl", prompts=3, repeats=3)
+    assert (fixtures / "steps.jsonl").stat().st_size < 1_000_000
