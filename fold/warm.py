@@ -22,7 +22,8 @@ def warm_mask(legs: pl.DataFrame, predicate: str = DEFAULT_PREDICATE) -> pl.Seri
     except Exception as error:  # polars raises several kinds for a bad SQL expression
         fields = ", ".join(column for column in legs.columns if column != "index")
         raise InputError(
-            f"--warm {predicate!r} is not a predicate over the leg fields ({error}). "
+            f"--warm {predicate!r} is not a predicate over the leg fields "
+            f"({str(error).splitlines()[0]}). "
             f"Fields: {fields}"
         ) from error
     if mask.dtype != pl.Boolean or mask.len() != legs.height:

@@ -1,0 +1,154 @@
+"""The ``fold-acceptance`` command: parse arguments, call the library, print."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+from fold.acceptance import DEFAULT_WINDOW_STEPS
+from fold.annotate import dumps, write_annotated, write_atomically
+from fold.api import fold_acceptance
+from fold.arm import load_arm
+from fold.errors import FoldError
+from fold.reader import expand_log_paths
+from fold.render import report
+from fold.warm import DEFAULT_PREDICATE
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+PROGRESS_AFTER_SECONDS = 1.0
+
+EPILOG = """\
+exit status:
+  0  the fold was computed and printed
+  1  refused: the inputs disagree (accepted > proposed, a warm leg without steps, a recorded
+     throughput fold the warm predicate does not reproduce, a log read twice)
+  2  usage error, or an input that cannot be read or parsed (the message names file and line)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fold-acceptance",
+        description=(
+            "Join a speculative-decoding step log to a benchmark gate's legs and fold acceptance "
+            "per leg and over the warm legs, in vLLM's units (A/P and 1 + A/S)."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("arm", help="the gate's arm record (our-arm.json)")
+    parser.add_argument("logs", nargs="+", help="step logs: paths or globs (quote globs)")
+    parser.add_argument(
+        "--warm",
+        default=DEFAULT_PREDICATE,
+        metavar="EXPR",
+        help=f"warm-leg predicate over leg fields, a polars SQL expression (default: "
+        f"{DEFAULT_PREDICATE!r}); the same legs feed the throughput and acceptance folds",
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=DEFAULT_WINDOW_STEPS,
+        metavar="N",
+        help=f"steps per window of the within-leg shape (default {DEFAULT_WINDOW_STEPS})",
+    )
+    parser.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="count malformed lines as skipped instead of stopping at the first one",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the fold as JSON to PATH ('-' for stdout only)"
+    )
+    parser.add_argument(
+        "--annotate",
+        metavar="OUT",
+        help="write a copy of the arm record with acceptance added to OUT (atomically)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    stdout = Console(highlight=False)
+    stderr = Console(stderr=True, highlight=False)
+    try:
+        return _run(arguments, stdout, stderr)
+    except FoldError as error:
+        label = "refused" if error.exit_code == EXIT_REFUSED else "error"
+        stderr.print(f"fold-acceptance: {label}: {error}", markup=False, soft_wrap=True)
+        return error.exit_code
+
+
+def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
+    arm = load_arm(arguments.arm)
+    progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
+    try:
+        result = fold_acceptance(
+            arm,
+            arguments.logs,
+            predicate=arguments.warm,
+            window_steps=arguments.window,
+            skip_bad_lines=arguments.skip_bad_lines,
+            progress=progress.advance,
+        )
+    finally:
+        progress.stop()
+    if arguments.annotate:
+        write_annotated(arm, result, arguments.annotate)
+    if arguments.json == "-":
+        sys.stdout.buffer.write(dumps(result.to_json()))
+        return EXIT_OK
+    if arguments.json:
+        write_atomically(arguments.json, dumps(result.to_json()))
+    stdout.print(report(result))
+    return EXIT_OK
+
+
+class _ProgressBar:
+    """A byte progress bar on stderr, shown only on a terminal and once a fold takes a while."""
+
+    def __init__(self, paths: list[str], console: Console, quiet: bool) -> None:
+        self._enabled = console.is_terminal and not quiet
+        self._console = console
+        self._total = sum(os.path.getsize(path) for path in paths)
+        self._done = 0
+        self._started = time.monotonic()
+        self._progress: Progress | None = None
+        self._task = None
+
+    def advance(self, read_bytes: int) -> None:
+        self._done += read_bytes
+        if not self._enabled:
+            return
+        if self._progress is None:
+            if time.monotonic() - self._started < PROGRESS_AFTER_SECONDS:
+                return
+            self._progress = Progress(
+                "folding",
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=self._console,
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("fold", total=self._total)
+        self._progress.update(self._task, completed=self._done)
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Rendering a fold as rich renderables; nothing here prints (the command line does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from fold.acceptance import accept_rate
+from fold.result import FoldResult
+
+SPARK_LEVELS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 10
+NOT_DEFINED = "-"
+
+
+def percent(value: float | None) -> str:
+    return NOT_DEFINED if value is None else f"{100 * value:.1f}%"
+
+
+def length(value: float | None) -> str:
+    return NOT_DEFINED if value is None else f"{value:.2f}"
+
+
+def rate(value: float | None) -> str:
+    """Three significant decimals where they matter (a 0.93x gate is decided at 14.951 tok/s)."""
+    if value is None:
+        return NOT_DEFINED
+    return f"{value:.0f}" if value >= 1000 else f"{value:.3g}" if value < 1 else f"{value:.4g}"
+
+
+def _tok_s(value: float | None) -> str:
+    return NOT_DEFINED if value is None else f"{value:.3f}"
+
+
+def sparkline(windows: list[dict[str, Any]], width: int = SPARK_WIDTH) -> str:
+    """Acceptance rate per window on an absolute 0..100% scale, at most ``width`` characters.
+
+    When a leg has more windows than fit, neighbours are pooled (ratio of sums), so a collapse
+    stays visible as a dip rather than being sampled away.
+    """
+    if not windows:
+        return ""
+    groups = min(width, len(windows))
+    characters = []
+    for group in range(groups):
+        members = windows[group * len(windows) // groups : (group + 1) * len(windows) // groups]
+        value = accept_rate(
+            sum(window["accepted"] for window in members),
+            sum(window["proposed"] for window in members),
+        )
+        characters.append(
+            " "
+            if value is None
+            else SPARK_LEVELS[min(len(SPARK_LEVELS) - 1, int(value * len(SPARK_LEVELS)))]
+        )
+    return "".join(characters)
+
+
+def legs_table(result: FoldResult) -> Table:
+    table = Table(
+        title="Acceptance per leg", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1)
+    )
+    for header, justify in (
+        ("leg", "right"),
+        ("run", "right"),
+        ("warm", "center"),
+        ("tok/s", "right"),
+        ("S", "right"),
+        ("P", "right"),
+        ("A", "right"),
+        ("A/P", "right"),
+        ("1+A/S", "right"),
+        ("steps/s", "right"),
+        ("shape", "left"),
+    ):
+        table.add_column(header, justify=justify, no_wrap=True)
+    for leg in result.legs:
+        table.add_row(
+            f"{leg['index']}!" if leg["flags"] else str(leg["index"]),
+            str(leg["run"]),
+            "yes" if leg["warm"] else "",
+            rate(leg["tok_s"]),
+            str(leg["steps"]),
+            str(leg["proposed"]),
+            str(leg["accepted"]),
+            percent(leg["accept_rate"]),
+            length(leg["mean_acceptance_length"]),
+            rate(leg["step_rate"]),
+            sparkline(leg["windows"]),
+        )
+    return table
+
+
+def flag_lines(result: FoldResult) -> Text:
+    """The legs marked ``!`` in the table, and why."""
+    text = Text()
+    for leg in result.legs:
+        if leg["flags"]:
+            text.append(f"leg {leg['index']}! ", style="bold red")
+            text.append(", ".join(_describe_flag(flag, leg) for flag in leg["flags"]) + "\n")
+    return text
+
+
+def _describe_flag(flag: str, leg: dict[str, Any]) -> str:
+    if flag == "collapse":
+        return "collapse: a window's acceptance fell under half the leg's median window"
+    if flag == "request collapse":
+        worst = min(
+            (request for request in leg["requests"] if request["accept_rate"] is not None),
+            key=lambda request: request["accept_rate"],
+        )
+        return (
+            f"request collapse: request {worst['seq']} of writer {worst['w']} accepted "
+            f"{percent(worst['accept_rate'])} over {worst['steps']} steps"
+        )
+    if flag == "emitted != completion":
+        return (
+            f"emitted != completion: completion_tokens {leg['completion_tokens']}, but the log "
+            f"says {leg['expected_completion_tokens']} (one prefill token per request + emitted)"
+        )
+    if flag == "no steps":
+        return "no verify step with a draft in this leg's window"
+    return flag
+
+
+def fold_table(result: FoldResult) -> Table:
+    table = Table(
+        title=f"Fold (warm: {result.predicate})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+    )
+    for header in ("legs", "n", "S", "P", "A", "A/P", "1+A/S", "tok/s", "completion/S"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, fold in (("warm", result.warm), ("all", result.all)):
+        table.add_row(
+            name,
+            str(len(fold["legs"])),
+            str(fold["steps"]),
+            str(fold["proposed"]),
+            str(fold["accepted"]),
+            percent(fold["accept_rate"]),
+            length(fold["mean_acceptance_length"]),
+            _tok_s(fold["output_throughput_tok_s"]),
+            length(fold["completion_tokens_per_step"]),
+        )
+    return table
+
+
+def distribution_lines(result: FoldResult) -> Text:
+    warm = result.warm
+    text = Text()
+    text.append("warm per-position acceptance (accepted > i)/S: ", style="bold")
+    text.append("  ".join(f"{i}:{percent(value)}" for i, value in enumerate(warm["per_position"])))
+    text.append("\nwarm histogram, steps accepting exactly j: ", style="bold")
+    text.append("  ".join(f"{j}:{count}" for j, count in enumerate(warm["histogram"])))
+    text.append(f"\nwarm legs: {', '.join(str(index) for index in warm['legs'])}")
+    return text
+
+
+def accounting_lines(result: FoldResult) -> Text:
+    """Where every line went: nothing is dropped without a count."""
+    text = Text()
+    text.append("lines: ", style="bold")
+    for entry in result.files:
+        text.append(
+            f"\n  {entry['path']}: {entry['lines']} read, {entry['attributed']} in legs, "
+            f"{entry['unattributed']} outside every leg, {entry['ambiguous']} ambiguous, "
+            f"{entry['torn']} torn, {entry['skipped']} skipped"
+        )
+    lost = [writer for writer in result.writers if writer["lost"]]
+    text.append(f"\n  lost (gaps in writer line counters): {result.lost_lines}")
+    for writer in lost[:5]:
+        text.append(f"\n    writer {writer['w']} pid {writer['pid']}: {writer['lost']} lost")
+    for example in result.skipped_examples:
+        text.append(f"\n  skipped {example.path}:{example.line}: {example.reason}")
+    return text
+
+
+def report(result: FoldResult) -> RenderableType:
+    parts: list[RenderableType] = [
+        legs_table(result),
+        flag_lines(result),
+        fold_table(result),
+        distribution_lines(result),
+        accounting_lines(result),
+    ]
+    return Group(*parts)

@@ -1,0 +1,82 @@
+"""The command line: exit codes, JSON on stdout, the annotated copy, output when piped."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from fold.cli import main
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+ARM = str(FIXTURES / "our-arm.json")
+STEPS = str(FIXTURES / "steps.jsonl")
+
+
+def test_json_on_stdout_is_the_only_output(capsys):
+    assert main([ARM, STEPS, "--json", "-"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    assert document["format"] == "fold-acceptance/1"
+    contract_leg = {"index", "run", "warm", "steps", "proposed", "accepted", "accept_rate",
+                    "mean_acceptance_length", "completion_tokens_per_step", "per_position",
+                    "histogram"}  # fmt: skip
+    contract_fold = {"legs", "steps", "proposed", "accepted", "accept_rate",
+                     "mean_acceptance_length", "output_throughput_tok_s", "per_position",
+                     "histogram"}  # fmt: skip
+    assert contract_leg <= set(document["legs"][0])
+    assert contract_fold <= set(document["warm"]) and contract_fold <= set(document["all"])
+    for key in ("predicate", "unattributed_steps", "torn_lines", "lost_lines"):
+        assert key in document
+    warm = document["warm"]
+    assert warm["accept_rate"] == warm["accepted"] / warm["proposed"]
+    recorded = json.loads(Path(ARM).read_text())["metrics"]["output_throughput_tok_s"]
+    assert math.isclose(warm["output_throughput_tok_s"], recorded, rel_tol=1e-9)
+
+
+def test_exit_codes(tmp_path, capsys):
+    assert main([ARM, str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such step log" in capsys.readouterr().err
+    assert main([ARM, STEPS, "--warm", "run >= 1"]) == 1
+    assert "refused" in capsys.readouterr().err
+    assert main([ARM, STEPS, "--warm", "nonsense >"]) == 2
+    with pytest.raises(SystemExit) as usage:
+        main([ARM])
+    assert usage.value.code == 2
+
+
+def test_annotate_writes_a_copy_and_leaves_the_input_alone(tmp_path, capsys):
+    arm = tmp_path / "arm.json"
+    shutil.copy(ARM, arm)
+    before = arm.read_bytes()
+    out = tmp_path / "annotated.json"
+    assert main([str(arm), STEPS, "--annotate", str(out), "--json", str(tmp_path / "f.json")]) == 0
+    assert arm.read_bytes() == before
+    annotated = json.loads(out.read_text())
+    fold = json.loads((tmp_path / "f.json").read_text())
+    assert annotated["metrics"] == json.loads(before)["metrics"]
+    for leg, figures in zip(annotated["legs"], fold["legs"], strict=True):
+        assert leg["acceptance"]["accepted"] == figures["accepted"]
+    assert annotated["acceptance"]["warm"]["accept_rate"] == fold["warm"]["accept_rate"]
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
+    assert main([str(arm), STEPS, "--annotate", str(arm)]) == 2
+    assert arm.read_bytes() == before
+
+
+def test_piped_table_fits_80_columns_without_colour_codes():
+    completed = subprocess.run(
+        [sys.executable, "-m", "fold.cli", ARM, STEPS],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80", "TERM": "xterm-256color"},
+        check=True,
+    )
+    assert "\x1b[" not in completed.stdout
+    assert max(len(line) for line in completed.stdout.splitlines()) <= 80
+    assert "Acceptance per leg" in completed.stdout and "warm" in completed.stdout
