@@ -137,23 +137,26 @@ def arm_from_counts(
     sources: Mapping[str, str] | None = None,
     notes: Iterable[str] = (),
     where: str = "<input>",
+    labels: Mapping[str, str] | None = None,
 ) -> ArmFigures:
     """Check the counts against each other and derive the rates; the one way to build figures.
 
     Our own arm is built with ``kind="ours"``. ``sources`` maps a figure's field name
     (``tok_s``, ``steps``, ``proposed``, ``accepted``, ``per_position``,
     ``completion_tokens_per_step``) to where it came from; the derived figures' sources are
-    filled in here. ``where`` names the input in error messages.
+    filled in here. ``where`` names the input in error messages and ``labels`` (same keys) the
+    counters or fields, e.g. ``{"accepted": "vllm:spec_decode_num_accepted_tokens_total"}``.
 
     Raises RefusedError when the counts contradict each other (accepted > draft tokens, zero
     drafts, fewer draft tokens than drafts, per-position counts not summing to accepted) and
     InputError when a value is not a count or not a finite positive rate.
     """
     src = dict(sources or {})
+    names = dict(labels or {})
     label = {
-        "steps": src.get("steps", "drafts (S)"),
-        "proposed": src.get("proposed", "draft tokens (P)"),
-        "accepted": src.get("accepted", "accepted tokens (A)"),
+        "steps": names.get("steps", "drafts (S)"),
+        "proposed": names.get("proposed", "draft tokens (P)"),
+        "accepted": names.get("accepted", "accepted tokens (A)"),
     }
     for key, value in (("steps", steps), ("proposed", proposed), ("accepted", accepted)):
         if value is not None and (
@@ -172,7 +175,7 @@ def arm_from_counts(
         not math.isfinite(completion_tokens_per_step) or completion_tokens_per_step <= 0
     ):
         raise InputError(
-            f"{where}: {src.get('completion_tokens_per_step', 'accept length')} = "
+            f"{where}: {names.get('completion_tokens_per_step', 'accept length')} = "
             f"{completion_tokens_per_step!r} must be a finite positive number"
         )
 
@@ -208,7 +211,7 @@ def arm_from_counts(
     per_pos: tuple[int, ...] | None = None
     if per_position is not None:
         per_pos = tuple(per_position)
-        pp_label = src.get("per_position", "per-position accepted counts")
+        pp_label = names.get("per_position", "per-position accepted counts")
         for i, count in enumerate(per_pos):
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise InputError(f"{where}: {pp_label}[{i}] = {count!r} is not a count")
@@ -756,9 +759,11 @@ def _figures_from_snapshot(
         "per_position": _PER_POS,
     }
     values: dict[str, Any] = {}
+    labels: dict[str, str] = {}
     for figure, base in fields.items():
         if base in snap.values:
             values[figure] = snap.values[base]
+            labels[figure] = snap.names[base] + (" delta" if "delta" in how else "")
             sources[figure] = f"{snap.names[base]} {how}"
         else:
             values[figure] = None
@@ -775,6 +780,7 @@ def _figures_from_snapshot(
         sources=sources,
         notes=notes,
         where=where,
+        labels=labels,
     )
 
 
@@ -886,12 +892,12 @@ def _positive_float(value: Any, where: str) -> float:
 
 
 def _record_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]:
-    for key in ("output_throughput_tok_s", "output_throughput"):
+    for key in _TOK_S_FIELDS:
         if record.get(key) is not None:
             return _positive_float(record[key], f"{where}: {key}"), key
     legs = record.get("legs")
     if legs is None:
-        return None, "not recorded: no output_throughput_tok_s, output_throughput or legs"
+        return None, "not recorded: no output_throughput_tok_s, tok_s, output_throughput or legs"
     if not isinstance(legs, list) or not all(isinstance(leg, dict) for leg in legs):
         raise InputError(f"{where}: legs must be a list of objects")
     warm, how = _warm([(leg, f"{where}: legs[{i}]") for i, leg in enumerate(legs)], where)
