@@ -181,8 +181,8 @@ def attribute_gap(
         other_role = "offsets" if other_share < 0 else "explains"
         verdict = (
             f"{gap_text}, mostly {dominant} ({_tol_text(tol)}): {main} explains "
-            f"{main_share * 100:.0f}% of the log-gap; {other} {other_role} "
-            f"{abs(other_share) * 100:.0f}%"
+            f"{round(main_share * 100)}% of the log-gap; {other} {other_role} "
+            f"{round(abs(other_share) * 100)}%"
         )
     return GapAttribution(
         ours=ours.name,

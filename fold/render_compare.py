@@ -43,7 +43,8 @@ def fmt_factor(value: float | None) -> str:
 
 
 def fmt_share(value: float | None) -> str:
-    return NOT_RECORDED if value is None else f"{value * 100:.0f}%"
+    """A share as a whole percentage; a rounded zero never shows as "-0%"."""
+    return NOT_RECORDED if value is None else f"{round(value * 100) + 0}%"
 
 
 def _cell(text: str) -> Text:
