@@ -23,9 +23,10 @@
 //   record(seq, proposed, accepted[, emitted])
 //                                      one line, one write(2), for one request's verify step.
 //   Batch b; b.add(seq, ...); ...; b.commit();
-//                                      the rows of one verify forward, written by one write(2)
-//                                      (a batch past ~16 KiB of text is split on line bounds).
-//                                      Destruction commits what is left.
+//                                      the rows of one verify forward (sharing one t_ns, taken
+//                                      at commit), written by one write(2) (past 64 rows or
+//                                      16 KiB of text: split on line bounds). Destruction
+//                                      commits what is left.
 //   dropped()                          lines of this writer that never reached the file.
 //
 // Usage:
@@ -126,13 +127,19 @@ std::uint64_t dropped() noexcept;
 namespace detail {
 inline constexpr std::size_t kMaxLegEscaped = 1024;  // bytes of the escaped label, at most
 inline constexpr std::size_t kMaxLine = 256 + kMaxLegEscaped;
-inline constexpr std::size_t kBatchBytes = 16384;
+inline constexpr std::size_t kBatchBytes = 16384;  // text handed to one write(2), at most
+inline constexpr std::size_t kBatchRows = 64;      // rows a Batch holds before it commits
+struct Row {
+  std::uint64_t seq;
+  std::uint32_t proposed, accepted, emitted, has_emitted;
+};
 }  // namespace detail
 
 // The rows of one verify forward, one per request, handed to the kernel by one write(2).
-// Each row is formatted (and its `n` and `t_ns` taken) in add(); commit() writes them. The text
-// lives inside the object (~16 KiB, so keep it on the stack or reuse it); a batch that outgrows
-// it is written in several writes, each of whole lines. Not thread-safe: one batch per thread.
+// add() only stores the row; commit() reads the clock once and takes the rows' `n` values at
+// once (the rows of one forward share their `t_ns`), formats them on the stack and writes them.
+// A batch of more than 64 rows, or of more than 16 KiB of text (long leg labels), is written in
+// several writes, each of whole lines. Not thread-safe: one Batch per thread.
 class Batch {
  public:
   Batch() noexcept = default;
@@ -147,11 +154,10 @@ class Batch {
 
  private:
   void add_row(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
-               bool has_emitted, std::uint32_t emitted) noexcept;
+               std::uint32_t has_emitted, std::uint32_t emitted) noexcept;
 
-  std::size_t len_ = 0;
-  std::size_t lines_ = 0;
-  char buf_[detail::kBatchBytes];
+  std::size_t count_ = 0;
+  detail::Row rows_[detail::kBatchRows];
 };
 
 }  // namespace dflash::step_log
@@ -482,15 +488,25 @@ inline bool ready() noexcept {
   }
 }
 
+// `,"t_ns":<now>` once, for every line of one write.
+struct Time {
+  char text[32];
+  std::size_t len;
+  Time() noexcept {
+    char* out = text;
+    append_literal(out, ",\"t_ns\":");
+    append_uint(out, now_ns());
+    len = static_cast<std::size_t>(out - text);
+  }
+};
+
 // Formats one line at `out` (at most kMaxLine bytes) and returns its end.
-inline char* format_line(char* out, std::uint64_t seq, std::uint32_t proposed,
-                         std::uint32_t accepted, bool has_emitted, std::uint32_t emitted) noexcept {
-  const std::uint64_t n = g.next_n.fetch_add(1, std::memory_order_relaxed);
-  const std::uint64_t t_ns = now_ns();
+inline char* format_line(char* out, std::uint64_t n, const Time& time, std::uint64_t seq,
+                         std::uint32_t proposed, std::uint32_t accepted, bool has_emitted,
+                         std::uint32_t emitted) noexcept {
   append(out, g.prefix, g.prefix_len);
   append_uint(out, n);
-  append_literal(out, ",\"t_ns\":");
-  append_uint(out, t_ns);
+  append(out, time.text, time.len);
   append(out, g.pid_part, g.pid_len);
   append_uint(out, seq);
   append_literal(out, ",\"proposed\":");
@@ -541,9 +557,32 @@ inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noe
     drop_invalid(proposed, accepted);
     return;
   }
+  const std::uint64_t n = g.next_n.fetch_add(1, std::memory_order_relaxed);
+  const Time time;
   char line[kMaxLine];
-  char* end = format_line(line, seq, proposed, accepted, has_emitted, emitted);
+  char* end = format_line(line, n, time, seq, proposed, accepted, has_emitted, emitted);
   write_lines(line, static_cast<std::size_t>(end - line), 1);
+}
+
+// Formats and writes the rows of a batch: one clock read, one fetch_add, one write(2) per
+// kBatchBytes of text.
+[[gnu::noinline]] inline void write_rows(const Row* rows, std::size_t count) noexcept {
+  std::uint64_t n = g.next_n.fetch_add(count, std::memory_order_relaxed);
+  const Time time;
+  char buf[kBatchBytes];
+  std::size_t len = 0, lines = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (len + kMaxLine > sizeof buf) {  // full: write the whole lines so far
+      write_lines(buf, len, lines);
+      len = lines = 0;
+    }
+    const Row& r = rows[i];
+    char* end = format_line(buf + len, n++, time, r.seq, r.proposed, r.accepted,
+                            r.has_emitted != 0, r.emitted);
+    len = static_cast<std::size_t>(end - buf);
+    ++lines;
+  }
+  write_lines(buf, len, lines);
 }
 
 }  // namespace dflash::step_log::detail
@@ -570,33 +609,32 @@ inline std::uint64_t dropped() noexcept {
 inline void Batch::add(std::uint64_t seq, std::uint32_t proposed,
                        std::uint32_t accepted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
-  add_row(seq, proposed, accepted, false, 0);
+  add_row(seq, proposed, accepted, 0, 0);
 }
 
 inline void Batch::add(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
                        std::uint32_t emitted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
-  add_row(seq, proposed, accepted, true, emitted);
+  add_row(seq, proposed, accepted, 1, emitted);
 }
 
 inline void Batch::add_row(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
-                           bool has_emitted, std::uint32_t emitted) noexcept {
+                           std::uint32_t has_emitted, std::uint32_t emitted) noexcept {
   if (!detail::ready()) return;
   if (accepted > proposed) {
     detail::drop_invalid(proposed, accepted);
     return;
   }
-  if (len_ + detail::kMaxLine > sizeof buf_) commit();  // full: write the whole lines so far
-  char* end = detail::format_line(buf_ + len_, seq, proposed, accepted, has_emitted, emitted);
-  len_ = static_cast<std::size_t>(end - buf_);
-  ++lines_;
+  if (count_ == detail::kBatchRows) commit();  // full: write these rows, keep collecting
+  rows_[count_++] = detail::Row{seq, proposed, accepted, emitted, has_emitted};
 }
 
 inline void Batch::commit() noexcept {
-  if (len_ == 0) return;
-  detail::write_lines(buf_, len_, lines_);
-  len_ = 0;
-  lines_ = 0;
+  if (count_ == 0) return;
+  // Rows are only stored while writing; a fork between add() and commit() leaves the child to
+  // write them as its own.
+  if (detail::ready()) detail::write_rows(rows_, count_);
+  count_ = 0;
 }
 
 }  // namespace dflash::step_log
