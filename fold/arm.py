@@ -22,7 +22,7 @@ class ArmRecord:
 
     ``legs`` has one row per leg: ``index`` (0-based position in the record), every scalar field
     the leg carries (so a warm predicate may use any of them), and ``start_ns``/``end_ns``, the
-    generate window in integer nanoseconds.
+    generate window in integer nanoseconds, widened by ``WINDOW_SLACK_NS`` on each side.
     """
 
     path: str
@@ -31,6 +31,12 @@ class ArmRecord:
     recorded_warm_legs: int | list[int] | None
     recorded_cold_legs_discarded: int | None
     document: Any
+
+
+# The gate's times are rounded to the microsecond, so the true instant lies within half a
+# microsecond of the recorded one; a step inside that band may belong to the leg. Legs of a real
+# gate are microseconds to seconds apart, so the band never makes two of them overlap.
+WINDOW_SLACK_NS = 500
 
 
 def epoch_seconds_to_ns(seconds: float) -> int:
@@ -119,8 +125,8 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
     for key, value in leg.items():
         if key not in row and _is_scalar(value):
             row[key] = value
-    row["start_ns"] = epoch_seconds_to_ns(row["generate_start_unix"])
-    row["end_ns"] = epoch_seconds_to_ns(row["generate_end_unix"])
+    row["start_ns"] = epoch_seconds_to_ns(row["generate_start_unix"]) - WINDOW_SLACK_NS
+    row["end_ns"] = epoch_seconds_to_ns(row["generate_end_unix"]) + WINDOW_SLACK_NS
     if row["end_ns"] < row["start_ns"]:
         raise InputError(
             f"{where}: leg {index} ends ({row['generate_end_unix']}) before it starts "

@@ -105,7 +105,8 @@ def test_pooled_figures_are_ratios_of_sums_not_means_of_ratios(tmp_path):
 
 def test_window_edges(tmp_path):
     record = arm([leg(2, 0, 1), leg(2, 2, 3)])
-    start0, end0, start1, end1 = ns(0), ns(1), ns(2), ns(3)
+    # The recorded microseconds are known to +-500 ns; the window takes in that band.
+    start0, end0, start1, end1 = ns(0) - 500, ns(1) + 500, ns(2) - 500, ns(3) + 500
     lines = [
         step(start0 - 1, 1, 1, 0),  # before the first leg
         step(start0, 1, 1, 1),  # exactly at a start: inside
@@ -129,7 +130,7 @@ def test_microsecond_rounding_of_leg_times(tmp_path):
     record = arm_from_document(
         {"legs": [leg(2, 0, 1) | {"generate_start_unix": 1800000000.000001}]}, "arm.json"
     )
-    assert record.legs["start_ns"][0] == 1_800_000_000_000_001_000
+    assert record.legs["start_ns"][0] == 1_800_000_000_000_001_000 - 500
 
 
 def test_overlapping_windows_use_the_label_or_are_ambiguous(tmp_path):
