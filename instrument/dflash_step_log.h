@@ -14,7 +14,8 @@
 //                          `%p` expands to the pid, `%h` to the hostname (as NCCL_DEBUG_FILE);
 //                          other `%` sequences stay as written. Relative paths use the cwd.
 //   DFLASH_STEP_LEG        optional leg label, written as "leg" (JSON-escaped; invalid UTF-8
-//                          bytes become U+FFFD, one per byte). Unset or empty: no "leg" key.
+//                          bytes become U+FFFD, one per byte; at most 1024 bytes escaped).
+//                          Unset or empty: no "leg" key.
 //   DFLASH_STEP_LOG_FSYNC  "1": fdatasync(2) after every write. Slow (a disk flush per verify
 //                          step); only for runs that must survive a machine crash.
 //
@@ -51,7 +52,9 @@
 //   - A failed or short write (ENOSPC, EFBIG past RLIMIT_FSIZE when SIGXFSZ is ignored, EINTR):
 //     the lines not fully written are counted in dropped(), never retried (a second write
 //     could land between other writers' lines); one warning on stderr for the first failure.
-//     A short write leaves at most one torn line, which readers skip.
+//     A short write leaves at most one torn line, which readers skip. (The header never changes
+//     signal dispositions: past RLIMIT_FSIZE the default SIGXFSZ ends the process, as it would
+//     for any other write of the engine; ignore SIGXFSZ to get EFBIG instead.)
 //   - accepted > proposed: the row violates the format, so nothing is written for it. It still
 //     takes its `n` and counts in dropped(), so readers see a lost line instead of a false one;
 //     one warning on stderr. (Clamping would invent a plausible number; writing it would make
