@@ -15,9 +15,12 @@ from fold.acceptance import DEFAULT_WINDOW_STEPS
 from fold.annotate import dumps, write_annotated, write_atomically
 from fold.api import fold_acceptance
 from fold.arm import load_arm
+from fold.compare import compare, load_oracles
 from fold.errors import FoldError
+from fold.gap import DEFAULT_TOLERANCE
 from fold.reader import expand_log_paths
 from fold.render import report
+from fold.render_compare import comparison
 from fold.warm import DEFAULT_PREDICATE
 
 EXIT_OK = 0
@@ -73,6 +76,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OUT",
         help="write a copy of the arm record with acceptance added to OUT (atomically)",
     )
+    parser.add_argument(
+        "--vs",
+        action="append",
+        default=[],
+        metavar="NAME[:KIND]=PATH",
+        help="an oracle arm to compare with (vLLM or llama.cpp counters, Prometheus scrapes, "
+        "SGLang legs); KIND (vllm, sglang, llamacpp) is detected when not given; repeatable",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        metavar="FRACTION",
+        help="a factor within this of 1 counts as equal in the verdict (default "
+        f"{DEFAULT_TOLERANCE:g}, i.e. {100 * DEFAULT_TOLERANCE:g}%%)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -91,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
     arm = load_arm(arguments.arm)
+    oracles = load_oracles(arguments.vs)
     progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
     try:
         result = fold_acceptance(
@@ -103,6 +123,15 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         )
     finally:
         progress.stop()
+    comparison_view = None
+    if oracles:
+        found = compare(result, oracles, arguments.tolerance)
+        comparison_view = comparison(
+            found.rows,
+            found.gaps,
+            measured_steps_per_s=found.measured_steps_per_s,
+            step_check=found.step_check,
+        )
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
     if arguments.json == "-":
@@ -111,6 +140,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     if arguments.json:
         write_atomically(arguments.json, dumps(result.to_json()))
     stdout.print(report(result))
+    if comparison_view is not None:
+        stdout.print(comparison_view)
     return EXIT_OK
 
 
