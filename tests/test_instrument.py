@@ -524,3 +524,12 @@ def test_recorded_fixtures_are_consistent():
     arm = orjson.loads((fixtures / "our-arm.json").read_bytes())
     check_arm_against_log(arm, fixtures / "steps.jsonl", prompts=3, repeats=3)
     assert (fixtures / "steps.jsonl").stat().st_size < 1_000_000
+
+
+def test_fsync_mode_writes_the_same_lines(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    env = driver_env(DFLASH_STEP_LOG=str(log), DFLASH_STEP_LOG_FSYNC="1")
+    fields, stderr = run(asan, "rows", 0, 200, env=env)
+    assert (fields["dropped"], stderr) == ("0", [])
+    lines, tail = parse_lines(log)
+    assert tail == b"" and [o["n"] for _, o in lines] == list(range(200))
