@@ -34,6 +34,8 @@ def escape_json_string(text: str) -> str:
             out.append(_SHORT_ESCAPES[code])
         elif code < 0x20:
             out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\ufffd")  # a lone surrogate is not UTF-8: replaced, as the C++ writer does
         else:
             out.append(char)
     return "".join(out)
@@ -60,7 +62,7 @@ def format_line(
         line += f',"emitted":{emitted}'
     if leg is not None:
         line += f',"leg":"{escape_json_string(leg)}"'
-    return (line + "}\n").encode("utf-8", errors="replace")
+    return (line + "}\n").encode("utf-8")
 
 
 def new_writer_id() -> str:
