@@ -202,7 +202,9 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
     steps = sum(leg["steps"] for leg in legs)
     proposed = sum(leg["proposed"] for leg in legs)
     accepted = sum(leg["accepted"] for leg in legs)
-    completion = sum(leg["completion_tokens"] for leg in legs)
+    # Only legs with verify steps: a leg without any has no tokens per step to pool, and its
+    # completion tokens over the other legs' steps would inflate their ratio.
+    completion = sum(leg["completion_tokens"] for leg in legs if leg["steps"])
     window_secs = sum(leg["window_secs"] for leg in legs)
     counts: dict[int, int] = defaultdict(int)
     for leg in legs:
