@@ -1,0 +1,534 @@
+"""A plain reference fold, written from instrument/FORMAT.md and the definitions, for the tests.
+
+Pure Python, no polars, no import from ``fold``: the property tests compare the library's JSON
+output with what this module computes, so the two must not share code. Everything is done the
+slow, obvious way (one step at a time, lists and dicts).
+
+Definitions: S = steps with proposed > 0, P = sum proposed, A = sum accepted;
+accept_rate = A/P; mean_acceptance_length = 1 + A/S; per_position[i] = (#steps with
+accepted > i)/S for i < max proposed; histogram[j] = #steps (proposed > 0) that accepted
+exactly j, j = 0 .. max proposed; lost lines per writer = max_n + 1 - lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+LINE_START = b'{"v":'
+# The fold cuts each leg's window into this many equal time bins and builds windows of steps
+# from whole bins; the reference does the same so that the windows can be compared.
+TIME_BINS_PER_LEG = 512
+COLLAPSE_FRACTION = 0.5
+MAX_SKIPPED_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Step:
+    """One parsed line of a step log."""
+
+    w: str
+    n: int
+    t_ns: int
+    pid: int
+    seq: int
+    proposed: int
+    accepted: int
+    emitted: int | None = None
+    label: str | None = None
+
+
+@dataclass
+class FileRecord:
+    """What reading one file gives: its steps in file order, and what was not a step."""
+
+    path: str
+    steps: list[Step] = field(default_factory=list)
+    torn: int = 0
+    skipped: int = 0
+    skipped_lines: list[int] = field(default_factory=list)
+
+
+class ReferenceRefused(Exception):
+    """The library must refuse these inputs (RefusedError)."""
+
+
+class ReferenceBadInput(Exception):
+    """The library must reject these inputs (InputError)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+# ----------------------------------------------------------------------------------------------
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def parse_step(raw: bytes) -> Step | None:
+    """The step a v1 line holds, or None when the line is not a valid v1 line."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(obj, dict) or not _is_int(obj.get("v")) or obj["v"] != 1:
+        return None
+    if not isinstance(obj.get("w"), str):
+        return None
+    names = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
+    if not all(_is_int(obj.get(name)) for name in names):
+        return None
+    emitted = obj.get("emitted")
+    if emitted is not None and not _is_int(emitted):
+        return None
+    label = obj.get("leg")
+    if label is not None and not isinstance(label, str):
+        return None
+    step = Step(
+        w=obj["w"],
+        n=obj["n"],
+        t_ns=obj["t_ns"],
+        pid=obj["pid"],
+        seq=obj["seq"],
+        proposed=obj["proposed"],
+        accepted=obj["accepted"],
+        emitted=emitted,
+        label=label,
+    )
+    if not 0 <= step.accepted <= step.proposed:
+        raise ReferenceRefused(f"impossible counts in {raw!r}")
+    return step
+
+
+def read_file(path: str, data: bytes, *, skip_bad_lines: bool) -> FileRecord:
+    """Whole lines are parsed; a final piece without a newline is one torn line.
+
+    A line that is not valid but ends in a whole valid line (a torn fragment another line was
+    appended to) keeps that line and counts the fragment as torn.
+    """
+    record = FileRecord(path)
+    *lines, tail = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        step = parse_step(raw)
+        if step is None:
+            start = raw.rfind(LINE_START)
+            if start > 0:
+                step = parse_step(raw[start:])
+                if step is not None:
+                    record.torn += 1
+        if step is None:
+            if not skip_bad_lines:
+                raise ReferenceBadInput(f"{path}:{number}: bad line {raw!r}")
+            record.skipped += 1
+            record.skipped_lines.append(number)
+            continue
+        record.steps.append(step)
+    if tail:
+        record.torn += 1
+    return record
+
+
+# ----------------------------------------------------------------------------------------------
+# The arm record
+# ----------------------------------------------------------------------------------------------
+
+
+# README "Leg windows": the recorded microsecond only bounds the true instant to half a
+# microsecond, so each window is widened by 500 ns on each side; both widened ends belong to it.
+WINDOW_SLACK_NS = 500
+
+
+def seconds_to_ns(seconds: float) -> int:
+    """Epoch seconds recorded to the microsecond, as integer nanoseconds."""
+    return round(seconds * 1_000_000) * 1_000
+
+
+@dataclass(frozen=True)
+class Leg:
+    index: int
+    fields: dict[str, Any]
+    start_ns: int
+    end_ns: int
+    label: str | None
+
+
+def arm_legs(document: dict[str, Any] | list[Any]) -> list[Leg]:
+    raw_legs = document if isinstance(document, list) else document["legs"]
+    return [
+        Leg(
+            index=index,
+            fields=leg,
+            start_ns=seconds_to_ns(leg["generate_start_unix"]) - WINDOW_SLACK_NS,
+            end_ns=seconds_to_ns(leg["generate_end_unix"]) + WINDOW_SLACK_NS,
+            label=leg.get("leg"),
+        )
+        for index, leg in enumerate(raw_legs)
+    ]
+
+
+def median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def check_record(
+    document: dict[str, Any] | list[Any], legs: list[Leg], warm: Callable[[dict], bool]
+) -> list[int]:
+    """The warm legs; refuses when the recorded throughput fold disagrees with the predicate."""
+    warm_indices = [leg.index for leg in legs if warm(leg.fields)]
+    top = document if isinstance(document, dict) else {}
+    throughput = median([float(legs[i].fields["tok_s"]) for i in warm_indices])
+    recorded = (top.get("metrics") or {}).get("output_throughput_tok_s")
+    if recorded is not None and (
+        throughput is None or not math.isclose(throughput, recorded, rel_tol=1e-9)
+    ):
+        raise ReferenceRefused("recorded throughput differs")
+    recorded_warm = top.get("warm_legs")
+    if isinstance(recorded_warm, list):
+        if sorted(recorded_warm) != warm_indices:
+            raise ReferenceRefused("recorded warm legs differ")
+    elif recorded_warm is not None and recorded_warm != len(warm_indices):
+        raise ReferenceRefused("recorded warm leg count differs")
+    cold = top.get("cold_legs_discarded")
+    if cold is not None and cold != len(legs) - len(warm_indices):
+        raise ReferenceRefused("recorded cold leg count differs")
+    if not warm_indices:
+        raise ReferenceRefused("no warm leg")
+    return warm_indices
+
+
+# ----------------------------------------------------------------------------------------------
+# Attribution
+# ----------------------------------------------------------------------------------------------
+
+ATTRIBUTED, UNATTRIBUTED, AMBIGUOUS = "attributed", "unattributed", "ambiguous"
+
+
+def attribute(step: Step, legs: list[Leg]) -> tuple[str, int | None]:
+    """(status, leg index): the one leg whose closed window holds t_ns, or the one the label
+    names among several."""
+    covering = [leg for leg in legs if leg.start_ns <= step.t_ns <= leg.end_ns]
+    if not covering:
+        return UNATTRIBUTED, None
+    if len(covering) == 1:
+        return ATTRIBUTED, covering[0].index
+    named = [leg for leg in covering if step.label is not None and leg.label == step.label]
+    if len(named) == 1:
+        return ATTRIBUTED, named[0].index
+    return AMBIGUOUS, None
+
+
+# ----------------------------------------------------------------------------------------------
+# Figures
+# ----------------------------------------------------------------------------------------------
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def histogram_of(steps: list[Step]) -> list[int]:
+    drafted = [step for step in steps if step.proposed > 0]
+    if not drafted:
+        return []
+    most = max(step.proposed for step in drafted)
+    counts = [0] * (most + 1)
+    for step in drafted:
+        counts[step.accepted] += 1
+    return counts
+
+
+def per_position_of(steps: list[Step]) -> list[float]:
+    drafted = [step for step in steps if step.proposed > 0]
+    if not drafted:
+        return []
+    most = max(step.proposed for step in drafted)
+    return [
+        sum(1 for step in drafted if step.accepted > position) / len(drafted)
+        for position in range(most)
+    ]
+
+
+def collapse(rates: list[float | None], at_least: int) -> bool:
+    known = sorted(rate for rate in rates if rate is not None)
+    if len(known) < at_least:
+        return False
+    middle = median(known)
+    assert middle is not None
+    if middle <= 0:
+        return False
+    return any(rate < COLLAPSE_FRACTION * middle for rate in known)
+
+
+def windows_of(leg: Leg, steps: list[Step], window_steps: int) -> list[dict[str, Any]]:
+    """Windows of at least ``window_steps`` drafted steps, closed on time-bin edges."""
+    bins: dict[int, list[Step]] = {}
+    for step in steps:
+        if step.proposed > 0:
+            number = (
+                (step.t_ns - leg.start_ns) * TIME_BINS_PER_LEG // (leg.end_ns - leg.start_ns + 1)
+            )
+            bins.setdefault(number, []).append(step)
+    windows = []
+    current: list[Step] = []
+    for number in sorted(bins):
+        current.extend(bins[number])
+        if len(current) >= window_steps:
+            windows.append(current)
+            current = []
+    if current:
+        windows.append(current)
+    result = []
+    for window in windows:
+        proposed = sum(step.proposed for step in window)
+        accepted = sum(step.accepted for step in window)
+        result.append(
+            {
+                "steps": len(window),
+                "proposed": proposed,
+                "accepted": accepted,
+                "accept_rate": ratio(accepted, proposed),
+            }
+        )
+    return result
+
+
+def leg_figures(leg: Leg, warm: bool, steps: list[Step], window_steps: int) -> dict[str, Any]:
+    drafted = [step for step in steps if step.proposed > 0]
+    s = len(drafted)
+    p = sum(step.proposed for step in steps)
+    a = sum(step.accepted for step in steps)
+    window_secs = (leg.end_ns - leg.start_ns) / 1e9
+    completion = leg.fields["completion_tokens"]
+
+    by_request: dict[tuple[str, int], list[Step]] = {}
+    for step in steps:
+        by_request.setdefault((step.w, step.seq), []).append(step)
+    requests = []
+    for (w, seq), request_steps in sorted(by_request.items()):
+        request_drafted = sum(1 for step in request_steps if step.proposed > 0)
+        request_p = sum(step.proposed for step in request_steps)
+        request_a = sum(step.accepted for step in request_steps)
+        requests.append(
+            {
+                "w": w,
+                "seq": seq,
+                "lines": len(request_steps),
+                "steps": request_drafted,
+                "proposed": request_p,
+                "accepted": request_a,
+                "accept_rate": ratio(request_a, request_p),
+                "mean_acceptance_length": 1 + request_a / request_drafted
+                if request_drafted
+                else None,
+            }
+        )
+    windows = windows_of(leg, steps, window_steps)
+
+    with_emitted = [step for step in steps if step.emitted is not None]
+    emitted = sum(step.emitted for step in with_emitted) if with_emitted else None
+    expected = None
+    consistent = None
+    if steps and len(with_emitted) == len(steps):
+        assert emitted is not None
+        expected = len(requests) + emitted
+        consistent = expected == completion
+
+    flags = []
+    if s == 0:
+        flags.append("no steps")
+    full = [window["accept_rate"] for window in windows if window["steps"] >= window_steps]
+    if collapse(full, 3):
+        flags.append("collapse")
+    judged = [r["accept_rate"] for r in requests if r["steps"] >= window_steps]
+    if collapse(judged, 2):
+        flags.append("request collapse")
+    if consistent is False:
+        flags.append("emitted != completion")
+
+    return {
+        "index": leg.index,
+        "run": leg.fields["run"],
+        "warm": warm,
+        "label": leg.label,
+        "finish_reason": leg.fields["finish_reason"],
+        "tok_s": float(leg.fields["tok_s"]),
+        "completion_tokens": completion,
+        "window_secs": window_secs,
+        "lines": len(steps),
+        "steps": s,
+        "proposed": p,
+        "accepted": a,
+        "accept_rate": ratio(a, p),
+        "mean_acceptance_length": 1 + a / s if s else None,
+        "completion_tokens_per_step": ratio(completion, s),
+        "per_position": per_position_of(steps),
+        "histogram": histogram_of(steps),
+        "step_rate": s / window_secs if window_secs > 0 else None,
+        "emitted": emitted,
+        "emitted_lines": len(with_emitted),
+        "expected_completion_tokens": expected,
+        "emitted_consistent": consistent,
+        "requests": requests,
+        "windows": windows,
+        "flags": flags,
+    }
+
+
+def pooled(legs: list[Leg], leg_steps: dict[int, list[Step]], figures: list[dict]) -> dict:
+    steps = [step for leg in legs for step in leg_steps[leg.index]]
+    drafted = [step for step in steps if step.proposed > 0]
+    s = len(drafted)
+    p = sum(step.proposed for step in steps)
+    a = sum(step.accepted for step in steps)
+    # A ratio of sums over the legs where both sums were measured: a leg without a verify step
+    # has no completion tokens per step, and its tokens must not inflate the others'.
+    completion = sum(
+        leg.fields["completion_tokens"]
+        for leg in legs
+        if any(step.proposed > 0 for step in leg_steps[leg.index])
+    )
+    window_secs = sum(figures[leg.index]["window_secs"] for leg in legs)
+    return {
+        "legs": [leg.index for leg in legs],
+        "steps": s,
+        "proposed": p,
+        "accepted": a,
+        "accept_rate": ratio(a, p),
+        "mean_acceptance_length": 1 + a / s if s else None,
+        "completion_tokens_per_step": ratio(completion, s),
+        "output_throughput_tok_s": median([float(leg.fields["tok_s"]) for leg in legs]),
+        "step_rate": s / window_secs if window_secs > 0 else None,
+        "per_position": per_position_of(steps),
+        "histogram": histogram_of(steps),
+    }
+
+
+def fold_records(
+    document: dict[str, Any] | list[Any],
+    warm: Callable[[dict], bool],
+    predicate: str,
+    records: list[FileRecord],
+    window_steps: int,
+) -> dict[str, Any]:
+    """The fold's JSON document for steps already read (raises ReferenceRefused)."""
+    legs = arm_legs(document)
+    warm_indices = check_record(document, legs, warm)
+    leg_steps: dict[int, list[Step]] = {leg.index: [] for leg in legs}
+    files = []
+    writers: dict[str, dict[str, int]] = {}
+    for record in records:
+        counts = {ATTRIBUTED: 0, UNATTRIBUTED: 0, AMBIGUOUS: 0}
+        for step in record.steps:
+            status, index = attribute(step, legs)
+            counts[status] += 1
+            if index is not None:
+                leg_steps[index].append(step)
+            writer = writers.setdefault(step.w, {"pid": step.pid, "lines": 0, "max_n": step.n})
+            writer["pid"] = max(writer["pid"], step.pid)
+            writer["max_n"] = max(writer["max_n"], step.n)
+            writer["lines"] += 1
+        files.append(
+            {
+                "path": record.path,
+                "lines": len(record.steps),
+                "attributed": counts[ATTRIBUTED],
+                "unattributed": counts[UNATTRIBUTED],
+                "ambiguous": counts[AMBIGUOUS],
+                "torn": record.torn,
+                "skipped": record.skipped,
+            }
+        )
+    figures = [
+        leg_figures(leg, leg.index in warm_indices, leg_steps[leg.index], window_steps)
+        for leg in legs
+    ]
+    if any(figure["warm"] and figure["steps"] == 0 for figure in figures):
+        raise ReferenceRefused("a warm leg has no step with a draft")
+    writer_rows = []
+    for w in sorted(writers):
+        row = writers[w]
+        if row["lines"] > row["max_n"] + 1:
+            raise ReferenceRefused(f"writer {w} has more lines than its counter")
+        writer_rows.append({"w": w, **row, "lost": row["max_n"] + 1 - row["lines"]})
+    warm_legs = [leg for leg in legs if leg.index in warm_indices]
+    return {
+        "format": "fold-acceptance/1",
+        "predicate": predicate,
+        "window_steps": window_steps,
+        "legs": figures,
+        "warm": pooled(warm_legs, leg_steps, figures),
+        "all": pooled(legs, leg_steps, figures),
+        "unattributed_steps": sum(f["unattributed"] for f in files),
+        "ambiguous_steps": sum(f["ambiguous"] for f in files),
+        "torn_lines": sum(f["torn"] for f in files),
+        "skipped_lines": sum(f["skipped"] for f in files),
+        "lost_lines": sum(row["lost"] for row in writer_rows),
+        "files": files,
+        "writers": writer_rows,
+        "skipped_examples": [
+            {"path": record.path, "line": line}
+            for record in records
+            for line in record.skipped_lines[:MAX_SKIPPED_EXAMPLES]
+        ],
+    }
+
+
+def reference_fold(
+    document: dict[str, Any] | list[Any],
+    warm: Callable[[dict], bool],
+    predicate: str,
+    files: list[tuple[str, bytes]],
+    *,
+    window_steps: int = 32,
+    skip_bad_lines: bool = False,
+) -> dict[str, Any]:
+    """The fold of ``files`` ((path, contents), in reading order) over the arm record."""
+    check_record(document, arm_legs(document), warm)  # refused before any log is read
+    records = [read_file(path, data, skip_bad_lines=skip_bad_lines) for path, data in files]
+    return fold_records(document, warm, predicate, records, window_steps)
+
+
+# ----------------------------------------------------------------------------------------------
+# Comparing with the library's output
+# ----------------------------------------------------------------------------------------------
+
+
+def differences(expected: Any, actual: Any, where: str = "$") -> list[str]:
+    """Where ``actual`` differs from ``expected``: ints and strings exactly, floats to 1e-12."""
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return [f"{where}: expected an object, got {actual!r}"]
+        found = []
+        for key in expected.keys() | actual.keys():
+            if key not in actual:
+                found.append(f"{where}.{key}: missing (expected {expected[key]!r})")
+            elif key not in expected:
+                found.append(f"{where}.{key}: unexpected {actual[key]!r}")
+            else:
+                found.extend(differences(expected[key], actual[key], f"{where}.{key}"))
+        return found
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [f"{where}: expected {expected!r}, got {actual!r}"]
+        return [
+            problem
+            for position, (e, a) in enumerate(zip(expected, actual, strict=True))
+            for problem in differences(e, a, f"{where}[{position}]")
+        ]
+    if isinstance(expected, float) and isinstance(actual, (int, float)):
+        if not isinstance(actual, bool) and math.isclose(expected, actual, rel_tol=1e-12):
+            return []
+        return [f"{where}: expected {expected!r}, got {actual!r}"]
+    if type(expected) is not type(actual) or expected != actual:
+        return [f"{where}: expected {expected!r}, got {actual!r}"]
+    return []
