@@ -112,80 +112,80 @@ def _merge(name: str, left: pl.DataFrame, right: pl.DataFrame) -> pl.DataFrame:
 def partial_fold(
     steps: pl.DataFrame, windows: LegWindows, legs: pl.DataFrame, path: str
 ) -> PartialFold:
-    """The partial fold of one parsed block of ``path`` (see ``fold.reader``)."""
+    """The partial fold of one parsed block of ``path`` (see ``fold.reader``).
+
+    One group-by over (leg, writer, request) carries every per-line sum; the writers' and the
+    legs' tables are folded from its (much smaller) result. The histogram and the time bins are
+    the only other passes over the steps, and polars runs the three at once.
+    """
     attributed = attribute(steps, windows)
-    status = pl.col("status")
+    status = attributed["status"]
     files = pl.DataFrame(
         {
             "path": [path],
             "lines": [attributed.height],
-            "attributed": [int((attributed["status"] == ATTRIBUTED).sum())],
-            "unattributed": [int((attributed["status"] == UNATTRIBUTED).sum())],
-            "ambiguous": [int((attributed["status"] == AMBIGUOUS).sum())],
+            "attributed": [int((status == ATTRIBUTED).sum())],
+            "unattributed": [int((status == UNATTRIBUTED).sum())],
+            "ambiguous": [int((status == AMBIGUOUS).sum())],
         },
         schema=_SCHEMAS["files"],
     )
+    # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
+    # counts for the writers only.
+    lazy = attributed.lazy()
+    drafted_flag = pl.col("proposed") > 0
+    per_request = lazy.group_by("leg", "w", "seq").agg(
+        pl.len().cast(pl.Int64).alias("lines"),
+        drafted_flag.sum().cast(pl.Int64).alias("steps"),
+        pl.col("proposed").sum(),
+        pl.col("accepted").sum(),
+        pl.col("emitted").sum().cast(pl.Int64),
+        pl.col("emitted").is_not_null().sum().cast(pl.Int64).alias("emitted_lines"),
+        pl.col("proposed").max().alias("max_proposed"),
+        pl.col("n").max().alias("max_n"),
+        pl.col("pid").max(),
+    )
+    drafted = lazy.filter(pl.col("leg").is_not_null() & drafted_flag)
+    # A gather by leg index finds each step's window (no join).
+    start = pl.lit(_by_index(legs, "start_ns")).gather(pl.col("leg"))
+    end = pl.lit(_by_index(legs, "end_ns")).gather(pl.col("leg"))
+    histogram = drafted.group_by("leg", "accepted").agg(pl.len().cast(pl.Int64).alias("count"))
+    bins = drafted.group_by(
+        "leg",
+        ((pl.col("t_ns") - start) * TIME_BINS_PER_LEG // (end - start + 1)).alias("bin"),
+    ).agg(
+        pl.len().cast(pl.Int64).alias("steps"),
+        pl.col("proposed").sum(),
+        pl.col("accepted").sum(),
+    )
+    per_request, histogram, bins = pl.collect_all([per_request, histogram, bins])
     writers = (
-        attributed.group_by("w")
-        .agg(
-            pl.col("pid").max(),
-            pl.len().cast(pl.Int64).alias("lines"),
-            pl.col("n").max().alias("max_n"),
-        )
+        per_request.group_by("w")
+        .agg(pl.col("pid").max(), pl.col("lines").sum(), pl.col("max_n").max())
         .sort("w")
     )
-    in_legs = attributed.filter(status == ATTRIBUTED)
-    drafted = in_legs.filter(pl.col("proposed") > 0)
+    in_legs = per_request.filter(pl.col("leg").is_not_null())
     leg_sums = (
         in_legs.group_by("leg")
         .agg(
-            pl.len().cast(pl.Int64).alias("lines"),
-            (pl.col("proposed") > 0).sum().cast(pl.Int64).alias("steps"),
-            pl.col("proposed").sum(),
-            pl.col("accepted").sum(),
-            pl.col("emitted").sum().cast(pl.Int64),
-            pl.col("emitted").is_not_null().sum().cast(pl.Int64).alias("emitted_lines"),
-            pl.col("proposed").max().alias("max_proposed"),
+            pl.col("lines", "steps", "proposed", "accepted", "emitted", "emitted_lines").sum(),
+            pl.col("max_proposed").max(),
         )
         .sort("leg")
     )
-    histogram = (
-        drafted.group_by("leg", "accepted")
-        .agg(pl.len().cast(pl.Int64).alias("count"))
-        .sort("leg", "accepted")
-    )
-    requests = (
-        in_legs.group_by("leg", "w", "seq")
-        .agg(
-            pl.len().cast(pl.Int64).alias("lines"),
-            (pl.col("proposed") > 0).sum().cast(pl.Int64).alias("steps"),
-            pl.col("proposed").sum(),
-            pl.col("accepted").sum(),
-        )
-        .sort("leg", "w", "seq")
-    )
-    bins = (
-        drafted.join(legs.select(pl.col("index").alias("leg"), "start_ns", "end_ns"), on="leg")
-        .with_columns(
-            (
-                (pl.col("t_ns") - pl.col("start_ns"))
-                * TIME_BINS_PER_LEG
-                // (pl.col("end_ns") - pl.col("start_ns") + 1)
-            ).alias("bin")
-        )
-        .group_by("leg", "bin")
-        .agg(
-            pl.len().cast(pl.Int64).alias("steps"),
-            pl.col("proposed").sum(),
-            pl.col("accepted").sum(),
-        )
-        .sort("leg", "bin")
-    )
     return PartialFold(
         legs=leg_sums.select(list(_SCHEMAS["legs"])),
-        histogram=histogram.select(list(_SCHEMAS["histogram"])),
-        requests=requests.select(list(_SCHEMAS["requests"])),
-        bins=bins.select(list(_SCHEMAS["bins"])),
+        histogram=histogram.sort("leg", "accepted").select(list(_SCHEMAS["histogram"])),
+        requests=in_legs.sort("leg", "w", "seq").select(list(_SCHEMAS["requests"])),
+        bins=bins.sort("leg", "bin").select(list(_SCHEMAS["bins"])),
         writers=writers.select(list(_SCHEMAS["writers"])),
         files=files,
+    )
+
+
+def _by_index(legs: pl.DataFrame, column: str) -> pl.Series:
+    """``legs[column]`` placed at each leg's index (indices are record positions, 0-based)."""
+    size = int(legs["index"].max()) + 1
+    return pl.Series(column, [0] * size, dtype=pl.Int64).scatter(
+        legs["index"], legs[column].cast(pl.Int64)
     )

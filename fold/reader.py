@@ -1,11 +1,18 @@
 """Reading step logs (format v1, ``instrument/FORMAT.md``) into frames, a block at a time.
 
 Each file is read in blocks that end at a newline, so a log never has to fit in memory and a
-torn last line never reaches the parser. A block is parsed by polars' NDJSON reader with a fixed
-schema (the fast path); when that reader fails or the block looks odd in any way (a missing or
-null field, a line count that does not match, a writer id not in the writers' layout), the block
-is parsed again line by line with orjson (the exact path), which names the file and line of
-every problem. Both paths yield the same frame for the same lines.
+torn last line never reaches the parser. A block is parsed by the first of three readers
+that accepts it, and all three yield the same frame for the same lines:
+
+- the layout path: the writers' key order and number formatting are fixed (FORMAT.md), so the
+  block is split at commas by polars' CSV reader (multi-threaded, no JSON tokenizer) and every
+  field is checked to be exactly ``"key":value`` in the writers' order, every integer to be
+  plain decimal, every string to need no unescaping. Any block with a line of another shape
+  (other writers, key orders, escapes, spaces, extra keys) goes on to
+- the NDJSON path: polars' NDJSON reader with a fixed schema, plus sanity checks (a missing or
+  null field, a line count that does not match, a writer id not in the writers' layout), and
+  when that fails to
+- the exact path: orjson line by line, which names the file and line of every problem.
 """
 
 from __future__ import annotations
@@ -143,7 +150,9 @@ class StepLogReader:
         first_line = self.lines_read + 1
         line_count = block.count(b"\n")
         self.lines_read += line_count
-        frame = _parse_fast(block, first_line, line_count)
+        frame = _parse_layout(block, first_line, line_count)
+        if frame is None:
+            frame = _parse_fast(block, first_line, line_count)
         if frame is None:
             frame = self._parse_exact(block, first_line)
         _refuse_impossible_counts(frame, self.path)
@@ -270,8 +279,121 @@ def _parse_fast(block: bytes, first_line: int, line_count: int) -> pl.DataFrame 
     )
 
 
+def _parse_layout(block: bytes, first_line: int, line_count: int) -> pl.DataFrame | None:
+    """The writers' exact byte layout, read as comma-separated ``"key":value`` fields.
+
+    Returns None (the caller falls back to the NDJSON path) unless every line has the layout:
+    ``{"v":1,"w":"<16 hex>","n":..,"t_ns":..,"pid":..,"seq":..,"proposed":..,"accepted":..``
+    then optionally ``,"emitted":..`` and optionally ``,"leg":"<label>"``, then ``}``.
+    """
+    # A backslash means an escaped string; '+' or '\r' cannot occur in the layout's numbers or
+    # line ends. Each is one memchr over the block, and such blocks take the general path.
+    if b"\\" in block or b"+" in block or b"\r" in block:
+        return None
+    try:
+        fields = pl.read_csv(
+            block,
+            has_header=False,
+            separator=",",
+            quote_char=None,
+            schema=_LAYOUT_CSV_SCHEMA,
+            missing_columns="insert",
+        )
+        if fields.height != line_count:
+            return None
+        fields = fields.with_columns(_LAYOUT.parts)
+        if not all(fields.select(_LAYOUT.checks).row(0)):
+            return None
+        return fields.select(
+            *_LAYOUT.columns,
+            pl.int_range(first_line, first_line + pl.len(), dtype=pl.Int64).alias("line"),
+        )
+    except pl.exceptions.PolarsError:
+        return None  # a strict cast failed, a line had too many fields, or bad UTF-8
+
+
+@dataclass(frozen=True)
+class _Layout:
+    parts: list[pl.Expr]
+    """The fields whose place depends on which optional keys a line has."""
+    checks: list[pl.Expr]
+    """Each true when every line passes; a check on a missing required field fails."""
+    columns: list[pl.Expr]
+    """The frame's columns (STEP_SCHEMA but ``line``)."""
+
+
+def _layout() -> _Layout:
+    c = pl.col
+    # The last field carries the closing brace: `accepted` is last when c8 is missing, and so
+    # on; `emitted` and `leg` may each be there or not.
+    last7 = c("c8").is_null()
+    emitted_here = c("c8").str.starts_with('"emitted":')
+    label_in_8 = c("c8").str.starts_with('"leg":"')
+    parts = [
+        pl.when(last7).then(c("c7").str.strip_suffix("}")).otherwise(c("c7")).alias("accepted"),
+        pl.when(emitted_here).then(c("c8").str.strip_suffix("}")).alias("emitted"),
+        pl.when(c("c9").is_not_null())
+        .then(c("c9"))
+        .when(label_in_8)
+        .then(c("c8"))
+        .alias("label_field"),
+    ]
+    label = c("label_field").str.slice(7).str.strip_suffix('"}')
+    checks = [
+        c("c0") == '{"v":1',
+        c("c1").str.len_bytes() == 22,
+        c("c1").str.starts_with('"w":"'),
+        c("c1").str.ends_with('"'),
+        # Hex digits only: no quote, escape or control character inside the writer id.
+        c("c1")
+        .str.slice(5, 16)
+        .str.to_integer(base=16, dtype=pl.UInt64, strict=False)
+        .is_not_null(),
+        c("c10").is_null(),
+        c("c7").str.ends_with("}") == last7,
+        last7 | emitted_here | label_in_8,
+        c("c9").is_null() | (emitted_here & c("c9").str.starts_with('"leg":"')),
+        c("c8").is_null() | (c("c8").str.ends_with("}") == c("c9").is_null()),
+        c("label_field").is_null() | c("label_field").str.ends_with('"}'),
+        # A label needing no unescaping: no quote and no control character (backslashes were
+        # ruled out for the whole block).
+        c("label_field").is_null() | ~label.str.contains(r'["\x00-\x1f]'),
+    ]
+    columns = [c("c1").str.slice(5, 16).alias("w")]
+    integers = [("c2", "n"), ("c3", "t_ns"), ("c4", "pid"), ("c5", "seq"), ("c6", "proposed")]
+    for name, key in [*integers, ("accepted", "accepted"), ("emitted", "emitted")]:
+        prefix = f'"{key}":'
+        column = c(name)
+        # Plain JSON integers: no leading zero (a lone 0 is fine); signs take the general
+        # path. The strict cast fails the block on anything that is not decimal digits.
+        shape = (
+            column.str.starts_with(prefix)
+            & (~column.str.starts_with(prefix + "0") | (column.str.len_bytes() == len(prefix) + 1))
+            & ~column.str.starts_with(prefix + "-")
+        )
+        checks.append(column.is_null() | shape if key == "emitted" else shape)
+        columns.append(column.str.slice(len(prefix)).cast(pl.Int64).alias(key))
+    columns.append(label.alias("label"))
+    return _Layout(
+        parts=parts,
+        checks=[check.fill_null(False).all().alias(f"check{i}") for i, check in enumerate(checks)],
+        columns=columns,
+    )
+
+
+_LAYOUT_CSV_SCHEMA = {f"c{index}": pl.String() for index in range(11)}
+_LAYOUT = _layout()
+
+
 def _refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:
     """Counts no engine can produce are refused, never skipped: they mean the engine is wrong."""
+    if not frame.select(
+        pl.any_horizontal(
+            (pl.col(name) < 0).any() for name in ("proposed", "accepted", "emitted", "n", "t_ns")
+        )
+        | (pl.col("accepted") > pl.col("proposed")).any()
+    ).item():
+        return
     checks = [
         (pl.col("proposed") < 0, "'proposed' is negative"),
         (pl.col("accepted") < 0, "'accepted' is negative"),
