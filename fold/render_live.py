@@ -1,0 +1,92 @@
+"""Renderables for following a gate live (``--follow``); nothing here prints.
+
+``live_view`` picks what one poll shows: the fold's report once the arm record folds, else the
+provisional groups; either way with a status line (why there is no fold yet) and the notices
+(new files, truncation, a record that appeared). The CLI hands it to ``rich.live.Live``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from fold.follow import FollowView, Notice, ProvisionalGroup
+from fold.render import length, percent, report
+from fold.result import FoldResult
+
+
+def provisional_table(groups: list[ProvisionalGroup]) -> Table:
+    """Steps grouped by leg label (or writer) and time, before the arm record gives legs."""
+    table = Table(
+        title="Provisional groups (no arm record yet: by leg label or writer, split at pauses)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+    )
+    for header, justify in (
+        ("group", "left"),
+        ("from (UTC)", "right"),
+        ("secs", "right"),
+        ("lines", "right"),
+        ("S", "right"),
+        ("P", "right"),
+        ("A", "right"),
+        ("A/P", "right"),
+        ("1+A/S", "right"),
+    ):
+        table.add_column(header, justify=justify, no_wrap=True)
+    for group in groups:
+        table.add_row(
+            group_name(group),
+            _clock(group.first_ns),
+            f"{group.seconds:.1f}",
+            str(group.lines),
+            str(group.steps),
+            str(group.proposed),
+            str(group.accepted),
+            percent(group.accept_rate),
+            length(group.mean_acceptance_length),
+        )
+    return table
+
+
+def group_name(group: ProvisionalGroup) -> str:
+    name = f"leg {group.label!r}" if group.label is not None else f"writer {group.writer}"
+    return f"{name} #{group.part + 1}" if group.part else name
+
+
+def status_lines(view: FollowView) -> Text:
+    text = Text()
+    held = f", {view.held_bytes} bytes of unfinished lines held" if view.held_bytes else ""
+    text.append(
+        f"following {len(view.files)} file(s): {view.lines} lines, "
+        f"{sum(view.files.values())} bytes{held}",
+        style="dim",
+    )
+    if view.status is not None:
+        text.append("\n" + view.status, style="yellow")
+    for notice in view.recent_notices:
+        text.append("\n" + notice_line(notice), style="cyan")
+    return text
+
+
+def notice_line(notice: Notice) -> str:
+    return f"{notice.path}: {notice.message}"
+
+
+def live_view(
+    view: FollowView, render: Callable[[FoldResult], RenderableType] = report
+) -> RenderableType:
+    """The fold's report when there is a fold, else the provisional groups; plus the status."""
+    if view.result is not None:
+        return Group(render(view.result), status_lines(view))
+    return Group(provisional_table(view.provisional), status_lines(view))
+
+
+def _clock(t_ns: int) -> str:
+    return datetime.fromtimestamp(t_ns / 1e9, tz=timezone.utc).strftime("%H:%M:%S")
