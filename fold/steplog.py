@@ -74,7 +74,7 @@ class StepLogWriter:
 
     def __init__(self, path: str | os.PathLike[str], *, leg: str | None = None) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        self._leg = leg
+        self._leg = leg or None  # as the instrument: an empty label writes no "leg" key
         self._writer_id = new_writer_id()
         self._pid = os.getpid()
         self._next_n = 0
