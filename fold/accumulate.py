@@ -8,11 +8,19 @@ in bounded memory and follow a growing file.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from fold.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.reader import scan_layout
+
+STREAM_BATCH_LINES = 262_144
+"""Lines per batch the streaming scan hands over: a few tens of MiB of columns."""
+MERGE_EVERY = 16
+"""Partials are merged a batch of this many at a time: fewer re-sorts, memory still bounded."""
 
 # Each leg's window is cut into this many equal time bins; windows of steps are built from them.
 TIME_BINS_PER_LEG = 512
@@ -85,20 +93,30 @@ class PartialFold:
     files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
 
     def merge(self, other: PartialFold) -> PartialFold:
-        return PartialFold(
-            **{name: _merge(name, getattr(self, name), getattr(other, name)) for name in _KEYS}
-        )
+        return merge_all([self, other])
 
 
-def _merge(name: str, left: pl.DataFrame, right: pl.DataFrame) -> pl.DataFrame:
-    if right.height == 0:
-        return left
-    if left.height == 0:
-        return right
+def merge_all(partials: list[PartialFold]) -> PartialFold:
+    """One partial fold of many: one concat and one group-by per table, whatever their number.
+
+    Folding a large log merges its blocks' partials a batch at a time with this, rather than
+    one at a time (each merge re-sorts the tables gathered so far).
+    """
+    return PartialFold(
+        **{name: _merge(name, [getattr(partial, name) for partial in partials]) for name in _KEYS}
+    )
+
+
+def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
+    tables = [table for table in tables if table.height]
+    if not tables:
+        return _empty(name)
+    if len(tables) == 1:
+        return tables[0]
     keys = _KEYS[name]
     values = [column for column in _SCHEMAS[name] if column not in keys]
     return (
-        pl.concat([left, right])
+        pl.concat(tables)
         .group_by(keys)
         .agg(
             pl.col(column).max() if column in _MAX_COLUMNS else pl.col(column).sum()
@@ -130,11 +148,78 @@ def partial_fold(
         },
         schema=_SCHEMAS["files"],
     )
+    queries = _fold_queries(attributed.lazy(), legs)
+    return _assemble(*pl.collect_all(queries), files)
+
+
+def fold_file(
+    path: str,
+    windows: LegWindows,
+    legs: pl.DataFrame,
+    progress: Callable[[int], None] | None = None,
+) -> PartialFold | None:
+    """The partial fold of a whole file, parsed by polars' streaming engine, in bounded memory.
+
+    The file is scanned as the writers' layout (``fold.reader.scan_layout``) and handed over
+    in batches of ``STREAM_BATCH_LINES``; each batch is folded like a block and the partials
+    are merged a batch at a time. None when the file needs the block way (``StepLogReader``):
+    a line not in the layout, a count no engine can produce (the block way's refusal names the
+    line), or a last line without its newline. ``progress`` gets estimated bytes per batch.
+    """
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16)
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                return None
+    except OSError:
+        return None  # empty, or unreadable: the block way names the problem
+    bytes_per_line = len(head) / max(1, head.count(b"\n"))
+    batches = scan_layout(path).collect_batches(chunk_size=STREAM_BATCH_LINES)
+    folded = PartialFold()
+    pending: list[PartialFold] = []
+    reported = 0
+    try:
+        for batch in batches:
+            if not batch["layout_ok"].all() or _impossible(batch):
+                return None
+            pending.append(partial_fold(batch.drop("layout_ok"), windows, legs, path))
+            if len(pending) >= MERGE_EVERY:
+                folded, pending = merge_all([folded, *pending]), []
+            if progress is not None:
+                estimate = min(size - reported, round(batch.height * bytes_per_line))
+                progress(estimate)
+                reported += estimate
+    except pl.exceptions.PolarsError:
+        return None  # a strict cast failed, a line had too many fields, or bad UTF-8
+    finally:
+        stop = getattr(batches, "stop", None)
+        if stop is not None:
+            stop()
+    if progress is not None and size > reported:
+        progress(size - reported)
+    return merge_all([folded, *pending])
+
+
+def _impossible(steps: pl.DataFrame) -> bool:
+    return bool(
+        steps.select(
+            pl.any_horizontal(
+                (pl.col(name) < 0).any()
+                for name in ("proposed", "accepted", "emitted", "n", "t_ns")
+            )
+            | (pl.col("accepted") > pl.col("proposed")).any()
+        ).item()
+    )
+
+
+def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyFrame]:
+    """Per request (with the writers' figures), histogram and time-bin sums of steps."""
     # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
     # counts for the writers only.
-    lazy = attributed.lazy()
     drafted_flag = pl.col("proposed") > 0
-    per_request = lazy.group_by("leg", "w", "seq").agg(
+    per_request = attributed.group_by("leg", "w", "seq").agg(
         pl.len().cast(pl.Int64).alias("lines"),
         drafted_flag.sum().cast(pl.Int64).alias("steps"),
         pl.col("proposed").sum(),
@@ -145,7 +230,7 @@ def partial_fold(
         pl.col("n").max().alias("max_n"),
         pl.col("pid").max(),
     )
-    drafted = lazy.filter(pl.col("leg").is_not_null() & drafted_flag)
+    drafted = attributed.filter(pl.col("leg").is_not_null() & drafted_flag)
     # A gather by leg index finds each step's window (no join).
     start = pl.lit(_by_index(legs, "start_ns")).gather(pl.col("leg"))
     end = pl.lit(_by_index(legs, "end_ns")).gather(pl.col("leg"))
@@ -158,7 +243,12 @@ def partial_fold(
         pl.col("proposed").sum(),
         pl.col("accepted").sum(),
     )
-    per_request, histogram, bins = pl.collect_all([per_request, histogram, bins])
+    return [per_request, histogram, bins]
+
+
+def _assemble(
+    per_request: pl.DataFrame, histogram: pl.DataFrame, bins: pl.DataFrame, files: pl.DataFrame
+) -> PartialFold:
     writers = (
         per_request.group_by("w")
         .agg(pl.col("pid").max(), pl.col("lines").sum(), pl.col("max_n").max())

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fold.acceptance import DEFAULT_WINDOW_STEPS
-from fold.accumulate import PartialFold, partial_fold
+from fold.accumulate import MERGE_EVERY, PartialFold, fold_file, merge_all, partial_fold
 from fold.arm import ArmRecord, load_arm
 from fold.attribute import leg_windows
 from fold.errors import InputError
@@ -39,12 +39,31 @@ class LogFold:
             raise InputError(f"{path}: this step log is already in the fold")
         reader = StepLogReader(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)
         windows = leg_windows(self.arm.legs)
-        offset = 0
-        for block in reader.read_available():
-            self.partial = self.partial.merge(partial_fold(block, windows, self.arm.legs, path))
+        streamed_bytes = 0
+
+        def streamed_progress(size: int) -> None:
+            nonlocal streamed_bytes
+            streamed_bytes += size
             if progress is not None:
+                progress(size)
+
+        streamed = fold_file(path, windows, self.arm.legs, streamed_progress)
+        if streamed is not None:
+            # Every line had the writers' layout and was folded in one streaming pass.
+            self.partial = merge_all([self.partial, streamed])
+            self.read_counts[path] = reader.counts
+            return
+        offset = streamed_bytes  # a scan that gave up has already reported these bytes
+        pending: list[PartialFold] = []
+        for block in reader.read_available():
+            pending.append(partial_fold(block, windows, self.arm.legs, path))
+            if len(pending) >= MERGE_EVERY:
+                self.partial = merge_all([self.partial, *pending])
+                pending = []
+            if progress is not None and reader.offset > offset:
                 progress(reader.offset - offset)
                 offset = reader.offset
+        self.partial = merge_all([self.partial, *pending])
         reader.finish()
         self.read_counts[path] = reader.counts
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 import polars as pl
@@ -122,24 +123,42 @@ class StepLogReader:
         return len(self._pending)
 
     def read_available(self) -> Iterator[pl.DataFrame]:
+        """Frames of the whole lines appended since the last call, a block at a time.
+
+        The next block is read and parsed on a worker thread while the caller works on the
+        current one (polars releases the GIL), so parsing overlaps folding. Blocks are parsed
+        in file order, one at a time, and errors surface in that order.
+        """
         try:
             handle = open(self.path, "rb")  # noqa: SIM115 - closed in finally, across yields
         except OSError as error:
             raise InputError(f"{self.path}: cannot read the step log: {error.strerror}") from error
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fold-read")
         try:
             handle.seek(self.offset)
+            ahead = pool.submit(self._next_frame, handle)
             while True:
-                data = handle.read(self.block_bytes)
-                if not data:
+                frame = ahead.result()
+                if frame is None:
                     return
-                self.offset += len(data)
-                data = self._pending + data
-                cut = data.rfind(b"\n") + 1
-                self._pending = data[cut:]
-                if cut:
-                    yield self._parse_block(data[:cut])
+                ahead = pool.submit(self._next_frame, handle)
+                yield frame
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)
             handle.close()
+
+    def _next_frame(self, handle: BinaryIO) -> pl.DataFrame | None:
+        """Read blocks until one holds a whole line; None at the end of the file."""
+        while True:
+            data = handle.read(self.block_bytes)
+            if not data:
+                return None
+            self.offset += len(data)
+            data = self._pending + data
+            cut = data.rfind(b"\n") + 1
+            self._pending = data[cut:]
+            if cut:
+                return self._parse_block(data[:cut])
 
     def finish(self) -> None:
         if self._pending:
@@ -291,25 +310,39 @@ def _parse_layout(block: bytes, first_line: int, line_count: int) -> pl.DataFram
     if b"\\" in block or b"+" in block or b"\r" in block:
         return None
     try:
-        fields = pl.read_csv(
-            block,
+        # One fused streaming query: the split fields are never all held as strings at once.
+        frame = _scan_fields(block).collect(engine="streaming")
+    except pl.exceptions.PolarsError:
+        return None  # a strict cast failed, a line had too many fields, or bad UTF-8
+    if frame.height != line_count or not frame["layout_ok"].all():
+        return None
+    return frame.drop("layout_ok").with_columns(
+        pl.int_range(first_line, first_line + line_count, dtype=pl.Int64).alias("line")
+    )
+
+
+def _scan_fields(source: str | bytes) -> pl.LazyFrame:
+    return (
+        pl.scan_csv(
+            source,
             has_header=False,
             separator=",",
             quote_char=None,
             schema=_LAYOUT_CSV_SCHEMA,
             missing_columns="insert",
         )
-        if fields.height != line_count:
-            return None
-        fields = fields.with_columns(_LAYOUT.parts)
-        if not all(fields.select(_LAYOUT.checks).row(0)):
-            return None
-        return fields.select(
-            *_LAYOUT.columns,
-            pl.int_range(first_line, first_line + pl.len(), dtype=pl.Int64).alias("line"),
-        )
-    except pl.exceptions.PolarsError:
-        return None  # a strict cast failed, a line had too many fields, or bad UTF-8
+        .with_columns(_LAYOUT.parts)
+        .select(*_LAYOUT.columns, _LAYOUT.row_ok)
+    )
+
+
+def scan_layout(path: str) -> pl.LazyFrame:
+    """Every line of ``path`` read lazily as the writers' layout, for the streaming engine.
+
+    Columns as a parsed block has them but ``line``, plus ``layout_ok``: whether the line has
+    the layout. A fold that finds any line without it must read the file the block way.
+    """
+    return _scan_fields(path)
 
 
 @dataclass(frozen=True)
@@ -320,6 +353,8 @@ class _Layout:
     """Each true when every line passes; a check on a missing required field fails."""
     columns: list[pl.Expr]
     """The frame's columns (STEP_SCHEMA but ``line``)."""
+    row_ok: pl.Expr
+    """Per line: true when the line passes every check."""
 
 
 def _layout() -> _Layout:
@@ -357,7 +392,7 @@ def _layout() -> _Layout:
         c("label_field").is_null() | c("label_field").str.ends_with('"}'),
         # A label needing no unescaping: no quote and no control character (backslashes were
         # ruled out for the whole block).
-        c("label_field").is_null() | ~label.str.contains(r'["\x00-\x1f]'),
+        c("label_field").is_null() | ~label.str.contains(r'["\\\x00-\x1f]'),
     ]
     columns = [c("c1").str.slice(5, 16).alias("w")]
     integers = [("c2", "n"), ("c3", "t_ns"), ("c4", "pid"), ("c5", "seq"), ("c6", "proposed")]
@@ -370,14 +405,17 @@ def _layout() -> _Layout:
             column.str.starts_with(prefix)
             & (~column.str.starts_with(prefix + "0") | (column.str.len_bytes() == len(prefix) + 1))
             & ~column.str.starts_with(prefix + "-")
+            & ~column.str.starts_with(prefix + "+")
         )
         checks.append(column.is_null() | shape if key == "emitted" else shape)
         columns.append(column.str.slice(len(prefix)).cast(pl.Int64).alias(key))
     columns.append(label.alias("label"))
+    row_checks = [check.fill_null(False) for check in checks]
     return _Layout(
         parts=parts,
-        checks=[check.fill_null(False).all().alias(f"check{i}") for i, check in enumerate(checks)],
+        checks=[check.all().alias(f"check{i}") for i, check in enumerate(row_checks)],
         columns=columns,
+        row_ok=pl.all_horizontal(row_checks).alias("layout_ok"),
     )
 
 
