@@ -1,0 +1,328 @@
+"""Scale benchmark: fold a 10-million-line step log and compare with DuckDB and an orjson loop.
+
+    /tmp/v/bin/python benchmarks/fold_scale.py --lines 10000000 --lines 20000000
+
+generates a seeded v1 log (the writers' exact byte layout, about 130 bytes a line) and an arm
+record with 50 legs in a scratch directory, then runs the same job (read every line, attribute
+each step to the leg window holding its t_ns, sum S/P/A per leg) three ways, each in a child
+process so that its peak anonymous memory (RssAnon, sampled from /proc) is its own:
+
+- ``fold``: ``fold.api.fold_acceptance``, the whole fold (requests, histograms, windows too);
+- ``duckdb``: ``read_json`` with a range join against the legs and the same aggregation;
+- ``orjson``: a plain Python loop, ``orjson.loads`` per line and a bisect per step.
+
+DuckDB is only a benchmark opponent, not a dependency: if it is missing the script installs it
+into the running interpreter's environment with pip (``--no-install`` skips that opponent).
+Every run's S/P/A per leg must agree with the fold's, or the script fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+
+LEGS = 50
+WRITERS = 16
+STEPS_PER_REQUEST = 200
+LINE_SPACING_NS = 2_000  # one step line every 2 us: a 10M-line log covers 20 s of wall time
+BASE_NS = 1_764_450_000_000_000_000
+CHUNK_LINES = 1_000_000
+
+
+def _hash(expr: pl.Expr, salt: int) -> pl.Expr:
+    """A cheap seeded integer hash (splitmix-like), so the log is the same for the same seed."""
+    x = (expr + salt) * 0x9E3779B1 % 4294967291
+    return (x * 2654435761 + 12345) % 4294967291
+
+
+def generate_log(path: Path, lines: int, seed: int = 1) -> None:
+    """Write ``lines`` v1 step lines in the writers' byte layout, vectorised with polars."""
+    with open(path, "wb") as out:
+        for start in range(0, lines, CHUNK_LINES):
+            count = min(CHUNK_LINES, lines - start)
+            i = pl.int_range(start, start + count, dtype=pl.Int64, eager=False)
+            frame = pl.select(i.alias("i")).with_columns(
+                (pl.col("i") % WRITERS).alias("writer"),
+                (pl.col("i") // WRITERS).alias("n"),
+            )
+            frame = frame.with_columns(
+                (BASE_NS + pl.col("i") * LINE_SPACING_NS + _hash(pl.col("i"), seed) % 997).alias(
+                    "t_ns"
+                ),
+                (pl.col("n") // STEPS_PER_REQUEST).alias("seq"),
+                # One line in 25 is a step without a draft (proposed 0).
+                pl.when(_hash(pl.col("i"), seed + 1) % 25 == 0)
+                .then(0)
+                .otherwise(7)
+                .alias("proposed"),
+            ).with_columns(
+                pl.min_horizontal(pl.col("proposed"), _hash(pl.col("i"), seed + 2) % 9).alias(
+                    "accepted"
+                ),
+            )
+            writer_ids = pl.Series(
+                [f"{(seed * 0x9E3779B97F4A7C15 + w * 0xBF58476D1CE4E5B9) % 2**64:016x}"
+                 for w in range(WRITERS)]
+            )  # fmt: skip
+            line = pl.concat_str(
+                pl.lit('{"v":1,"w":"'),
+                pl.col("writer").replace_strict(list(range(WRITERS)), writer_ids),
+                pl.lit('","n":'),
+                pl.col("n").cast(pl.String),
+                pl.lit(',"t_ns":'),
+                pl.col("t_ns").cast(pl.String),
+                pl.lit(',"pid":'),
+                (4000 + pl.col("writer")).cast(pl.String),
+                pl.lit(',"seq":'),
+                pl.col("seq").cast(pl.String),
+                pl.lit(',"proposed":'),
+                pl.col("proposed").cast(pl.String),
+                pl.lit(',"accepted":'),
+                pl.col("accepted").cast(pl.String),
+                pl.lit(',"emitted":'),
+                (pl.col("accepted") + 1).cast(pl.String),
+                pl.lit("}"),
+            )
+            frame.select(line.alias("line")).write_csv(
+                out, include_header=False, quote_style="never"
+            )
+
+
+def generate_arm(path: Path, lines: int) -> None:
+    """50 legs cutting the log's time span in equal slices, each window 90% of its slice."""
+    span = lines * LINE_SPACING_NS
+    slice_ns = span // LEGS
+    legs = []
+    for index in range(LEGS):
+        start_ns = BASE_NS + index * slice_ns + slice_ns // 20
+        end_ns = start_ns + slice_ns * 9 // 10
+        legs.append(
+            {
+                "run": index + 1,
+                "prompt_tokens": 512,
+                "completion_tokens": 1000,
+                "secs": (end_ns - start_ns) / 1e9,
+                "tok_s": 1000 / ((end_ns - start_ns) / 1e9),
+                "finish_reason": "length",
+                "generate_start_unix": start_ns // 1000 / 1e6,
+                "generate_end_unix": end_ns // 1000 / 1e6,
+            }
+        )
+    path.write_text(json.dumps({"legs": legs}))
+
+
+# -- the three contestants, each run in a child process ----------------------------------------
+
+
+def run_fold(arm: str, log: str) -> dict:
+    from fold.api import fold_acceptance
+
+    result = fold_acceptance(arm, [log])
+    return {leg["index"]: (leg["steps"], leg["proposed"], leg["accepted"]) for leg in result.legs}
+
+
+def run_duckdb(arm: str, log: str) -> dict:
+    import duckdb
+
+    from fold.arm import load_arm
+
+    legs = load_arm(arm).legs.select("index", "start_ns", "end_ns").rows()
+    con = duckdb.connect()
+    con.execute("CREATE TABLE legs (idx BIGINT, start_ns BIGINT, end_ns BIGINT)")
+    con.executemany("INSERT INTO legs VALUES (?, ?, ?)", legs)
+    columns = (
+        "{v: 'BIGINT', w: 'VARCHAR', n: 'BIGINT', t_ns: 'BIGINT', pid: 'BIGINT', "
+        "seq: 'BIGINT', proposed: 'BIGINT', accepted: 'BIGINT', emitted: 'BIGINT', "
+        "leg: 'VARCHAR'}"
+    )
+    rows = con.execute(
+        f"""
+        SELECT l.idx,
+               count(*) FILTER (WHERE s.proposed > 0) AS steps,
+               sum(s.proposed) AS proposed,
+               sum(s.accepted) AS accepted
+        FROM read_json('{log}', format = 'newline_delimited', columns = {columns}) AS s
+        JOIN legs AS l ON s.t_ns BETWEEN l.start_ns AND l.end_ns
+        GROUP BY l.idx
+        """
+    ).fetchall()
+    return {
+        idx: (int(steps), int(proposed), int(accepted)) for idx, steps, proposed, accepted in rows
+    }
+
+
+def run_orjson(arm: str, log: str) -> dict:
+    from bisect import bisect_right
+
+    import orjson
+
+    from fold.arm import load_arm
+
+    legs = load_arm(arm).legs.sort("start_ns")
+    starts, ends = legs["start_ns"].to_list(), legs["end_ns"].to_list()
+    indices = legs["index"].to_list()
+    sums = {index: [0, 0, 0] for index in indices}
+    with open(log, "rb") as handle:
+        for line in handle:
+            step = orjson.loads(line)
+            t_ns = step["t_ns"]
+            position = bisect_right(starts, t_ns) - 1
+            if position >= 0 and t_ns <= ends[position]:
+                figures = sums[indices[position]]
+                proposed = step["proposed"]
+                if proposed > 0:
+                    figures[0] += 1
+                figures[1] += proposed
+                figures[2] += step["accepted"]
+    return {index: tuple(figures) for index, figures in sums.items()}
+
+
+RUNNERS = {"fold": run_fold, "duckdb": run_duckdb, "orjson": run_orjson}
+
+
+def _child(name: str, arm: str, log: str) -> None:
+    # Imports are not part of the job: load them before the clock starts.
+    import orjson  # noqa: F401
+
+    import fold.api  # noqa: F401
+
+    if name == "duckdb":
+        import duckdb  # noqa: F401
+    start = time.perf_counter()
+    figures = RUNNERS[name](arm, log)
+    wall = time.perf_counter() - start
+    print(json.dumps({"wall": wall, "figures": {str(k): v for k, v in figures.items()}}))
+
+
+def _rss_anon_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def measure(name: str, arm: Path, log: Path) -> dict:
+    """Run one contestant in a child process, sampling its RssAnon every 10 ms."""
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--child", name, str(arm), str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _rss_anon_kib(process.pid))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, _ = process.communicate()
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        raise SystemExit(f"{name} failed (exit {process.returncode})")
+    report = json.loads(out)
+    report["peak_rss_anon_mib"] = peak / 1024
+    return report
+
+
+def ensure_duckdb(install: bool) -> bool:
+    if importlib.util.find_spec("duckdb") is not None:
+        return True
+    if not install:
+        return False
+    print("duckdb is not installed: installing it for this benchmark only", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "duckdb"], check=True)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lines", type=int, action="append", help="log sizes (repeatable)")
+    parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per contestant (best kept)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-install", action="store_true", help="skip DuckDB if missing")
+    parser.add_argument("--keep", action="store_true", help="keep the generated logs")
+    parser.add_argument(
+        "--only-fold-above",
+        type=int,
+        default=10_000_000,
+        help="for larger logs run only the fold (the memory-growth check)",
+    )
+    args = parser.parse_args()
+    sizes = args.lines or [10_000_000, 20_000_000]
+    have_duckdb = ensure_duckdb(not args.no_install)
+    scratch = Path(args.dir or tempfile.mkdtemp(prefix="fold-scale-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    rows = []
+    try:
+        for lines in sizes:
+            log, arm = scratch / f"steps-{lines}.jsonl", scratch / f"arm-{lines}.json"
+            start = time.perf_counter()
+            generate_log(log, lines, args.seed)
+            generate_arm(arm, lines)
+            size_gb = log.stat().st_size / 1e9
+            print(
+                f"generated {lines:,} lines ({size_gb:.2f} GB) in "
+                f"{time.perf_counter() - start:.1f} s",
+                file=sys.stderr,
+            )
+            contestants = ["fold"]
+            if lines <= args.only_fold_above:
+                contestants += ["duckdb"] if have_duckdb else []
+                contestants += ["orjson"]
+            best: dict[str, dict] = {}
+            for _ in range(args.repeat):
+                for name in contestants:  # interleaved, so load from others hits all alike
+                    report = measure(name, arm, log)
+                    print(f"  {name}: {report['wall']:.2f} s", file=sys.stderr)
+                    if name not in best or report["wall"] < best[name]["wall"]:
+                        best[name] = report
+            for name, report in best.items():
+                if report["figures"] != best["fold"]["figures"]:
+                    raise SystemExit(f"{name} disagrees with the fold on S/P/A per leg")
+            rows.append((lines, size_gb, best))
+            if not args.keep:
+                log.unlink()
+    finally:
+        if not args.keep and args.dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print_table(rows)
+
+
+def print_table(rows: list[tuple[int, float, dict[str, dict]]]) -> None:
+    print("| lines | log GB | contestant | wall s | peak RssAnon MiB | fold vs it |")
+    print("|---:|---:|---|---:|---:|---:|")
+    for lines, size_gb, best in rows:
+        fold_wall = best["fold"]["wall"]
+        for name, report in best.items():
+            ratio = "" if name == "fold" else f"{fold_wall / report['wall']:.2f}x the time"
+            print(
+                f"| {lines:,} | {size_gb:.2f} | {name} | {report['wall']:.2f} | "
+                f"{report['peak_rss_anon_mib']:.0f} | {ratio} |"
+            )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        _child(*sys.argv[2:])
+    else:
+        main()
