@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.live import Live
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 from fold.acceptance import DEFAULT_WINDOW_STEPS
@@ -16,11 +17,14 @@ from fold.annotate import dumps, write_annotated, write_atomically
 from fold.api import fold_acceptance
 from fold.arm import load_arm
 from fold.compare import compare, load_oracles
-from fold.errors import FoldError
+from fold.errors import FoldError, InputError
+from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
 from fold.reader import expand_log_paths
 from fold.render import report
 from fold.render_compare import comparison
+from fold.render_live import live_view
+from fold.result import FoldResult
 from fold.warm import DEFAULT_PREDICATE
 
 EXIT_OK = 0
@@ -92,6 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="a factor within this of 1 counts as equal in the verdict (default "
         f"{DEFAULT_TOLERANCE:g}, i.e. {100 * DEFAULT_TOLERANCE:g}%%)",
     )
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="tail the growing logs and refresh the table until Ctrl-C or --idle; then print "
+        "the final fold",
+    )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        metavar="SECONDS",
+        help="with --follow: stop after this long without new data",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -109,20 +125,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
-    arm = load_arm(arguments.arm)
+    if arguments.idle is not None and not arguments.follow:
+        raise InputError("--idle goes with --follow")
     oracles = load_oracles(arguments.vs)
-    progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
-    try:
-        result = fold_acceptance(
-            arm,
-            arguments.logs,
-            predicate=arguments.warm,
-            window_steps=arguments.window,
-            skip_bad_lines=arguments.skip_bad_lines,
-            progress=progress.advance,
-        )
-    finally:
-        progress.stop()
+    if arguments.follow:
+        result = _follow(arguments, stderr)
+        arm = load_arm(arguments.arm)
+    else:
+        arm = load_arm(arguments.arm)
+        result = _fold_once(arm, arguments, stderr)
     comparison_view = None
     if oracles:
         found = compare(result, oracles, arguments.tolerance)
@@ -143,6 +154,39 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     if comparison_view is not None:
         stdout.print(comparison_view)
     return EXIT_OK
+
+
+def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResult:
+    progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
+    try:
+        return fold_acceptance(
+            arm,
+            arguments.logs,
+            predicate=arguments.warm,
+            window_steps=arguments.window,
+            skip_bad_lines=arguments.skip_bad_lines,
+            progress=progress.advance,
+        )
+    finally:
+        progress.stop()
+
+
+def _follow(arguments: argparse.Namespace, stderr: Console) -> FoldResult:
+    """The live table goes to stderr, so stdout holds only the final table (or the JSON)."""
+    follower = Follower(
+        arguments.arm,
+        arguments.logs,
+        predicate=arguments.warm,
+        window_steps=arguments.window,
+        skip_bad_lines=arguments.skip_bad_lines,
+    )
+    with Live(console=stderr, refresh_per_second=4, transient=True) as live:
+        outcome = run_follow(
+            follower,
+            on_view=lambda view: live.update(live_view(view)),
+            idle_seconds=arguments.idle,
+        )
+    return outcome.result
 
 
 class _ProgressBar:

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -80,3 +81,42 @@ def test_piped_table_fits_80_columns_without_colour_codes():
     assert "\x1b[" not in completed.stdout
     assert max(len(line) for line in completed.stdout.splitlines()) <= 80
     assert "Acceptance per leg" in completed.stdout and "warm" in completed.stdout
+
+
+def test_follow_of_a_finished_log_equals_the_one_shot_fold(capsys):
+    assert main([ARM, STEPS, "--json", "-"]) == 0
+    once = orjson.loads(capsys.readouterr().out)
+    assert main([ARM, STEPS, "--follow", "--idle", "0.3", "--json", "-"]) == 0
+    followed = orjson.loads(capsys.readouterr().out)
+    assert followed == once
+
+
+def test_follow_picks_up_lines_appended_while_it_runs(tmp_path):
+    steps = tmp_path / "steps.jsonl"
+    lines = Path(STEPS).read_bytes().splitlines(keepends=True)
+    steps.write_bytes(b"".join(lines[:10]) + lines[10][:25])  # a line still being written
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "fold.cli", ARM, str(steps), "--follow", "--idle", "2",
+         "--json", "-"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        time.sleep(1.0)
+        with steps.open("ab") as handle:
+            handle.write(lines[10][25:])
+            for line in lines[11:]:
+                handle.write(line)
+        out, err = follower.communicate(timeout=60)
+    finally:
+        follower.kill()
+    assert follower.returncode == 0, err
+    followed = orjson.loads(out)
+    assert main([ARM, str(steps), "--json", str(tmp_path / "once.json")]) == 0
+    assert followed == orjson.loads((tmp_path / "once.json").read_bytes())
+    assert followed["torn_lines"] == 0
+
+
+def test_idle_without_follow_is_a_usage_error(capsys):
+    assert main([ARM, STEPS, "--idle", "1"]) == 2
+    assert "--idle goes with --follow" in capsys.readouterr().err
