@@ -40,7 +40,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "requests": {
         "leg": pl.Int64(),
         "w": pl.String(),
-        "seq": pl.Int64(),
+        "seq": pl.UInt64(),
         "lines": pl.Int64(),
         "steps": pl.Int64(),
         "proposed": pl.Int64(),

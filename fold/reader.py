@@ -40,7 +40,7 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "n": pl.Int64(),
     "t_ns": pl.Int64(),
     "pid": pl.Int64(),
-    "seq": pl.Int64(),
+    "seq": pl.UInt64(),  # the C++ API takes any 64-bit unsigned request id
     "proposed": pl.Int64(),
     "accepted": pl.Int64(),
     "emitted": pl.Int64(),
@@ -51,7 +51,7 @@ _REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
 _NDJSON_SCHEMA = {
     "v": pl.Int64(),
     "w": pl.String(),
-    **{name: pl.Int64() for name in _REQUIRED_INTS},
+    **{name: STEP_SCHEMA[name] for name in _REQUIRED_INTS},
     "emitted": pl.Int64(),
     "leg": pl.String(),
 }
@@ -245,6 +245,9 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     row["w"] = writer
     for name in _REQUIRED_INTS:
         value = obj.get(name)
+        if isinstance(value, float) and value.is_integer() and abs(value) >= 2**63:
+            # orjson reads an integer literal beyond 64 bits as a float
+            raise _BadLine(f"field '{name}' does not fit in 64 bits: {value:.0f}")
         if not _is_int(value):
             raise _BadLine(f"field '{name}' must be an integer, found {_describe(value)}")
         row[name] = value
@@ -256,10 +259,13 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     if label is not None and not isinstance(label, str):
         raise _BadLine(f"field 'leg' must be a string, found {_describe(label)}")
     row["label"] = label
-    if not all(-(2**63) <= row[name] < 2**63 for name in _REQUIRED_INTS) or not (
+    if not 0 <= row["seq"] < 2**64:
+        raise _BadLine(f"field 'seq' must be an unsigned 64-bit integer, found {row['seq']}")
+    signed = [row[name] for name in _REQUIRED_INTS if name != "seq"]
+    if not all(-(2**63) <= value < 2**63 for value in signed) or not (
         emitted is None or -(2**63) <= emitted < 2**63
     ):
-        raise _BadLine("an integer field does not fit in 64 bits")
+        raise _BadLine("an integer field does not fit in a signed 64-bit integer")
     return row
 
 
@@ -408,7 +414,8 @@ def _layout() -> _Layout:
             & ~column.str.starts_with(prefix + "+")
         )
         checks.append(column.is_null() | shape if key == "emitted" else shape)
-        columns.append(column.str.slice(len(prefix)).cast(pl.Int64).alias(key))
+        dtype = STEP_SCHEMA[key]
+        columns.append(column.str.slice(len(prefix)).cast(dtype).alias(key))
     columns.append(label.alias("label"))
     row_checks = [check.fill_null(False) for check in checks]
     return _Layout(

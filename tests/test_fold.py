@@ -374,3 +374,18 @@ def test_end_to_end_fixture_matches_the_toy_engines_own_counters():
         assert figures["accepted"] == counters["accepted"]
         assert figures["emitted_consistent"] is True
     assert result.unattributed_steps == result.torn_lines == result.lost_lines == 0
+
+
+def test_request_ids_use_the_whole_unsigned_64_bit_range(tmp_path):
+    record = arm([leg(2, 0, 10)])
+    big = 2**64 - 1
+    lines = [step(ns(1), 4, 1, 0, seq=big), step(ns(2), 4, 3, 1, seq=2**63)]
+    lines.append(step(ns(3), 4, 0, 2, seq=big).replace(b'"seq":', b'"seq": '))  # not the layout
+    for block_bytes in (64, 1 << 20):
+        result = fold_acceptance(
+            record, [write(tmp_path / "s.jsonl", lines)], block_bytes=block_bytes
+        )
+        assert sorted(request["seq"] for request in result.legs[0]["requests"]) == [2**63, big]
+    too_big = step(ns(3), 4, 3, 2).replace(b'"seq":0', f'"seq":{2**64}'.encode())
+    with pytest.raises(InputError, match="'seq' does not fit in 64 bits"):
+        fold_acceptance(record, [write(tmp_path / "t.jsonl", [*lines, too_big])])
