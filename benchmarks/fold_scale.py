@@ -1,6 +1,6 @@
 """Scale benchmark: fold a 10-million-line step log and compare with DuckDB and an orjson loop.
 
-    /tmp/v/bin/python benchmarks/fold_scale.py --lines 10000000 --lines 20000000
+    python benchmarks/fold_scale.py --lines 10000000 --lines 20000000
 
 generates a seeded v1 log (the writers' exact byte layout, about 130 bytes a line) and an arm
 record with 50 legs in a scratch directory, then runs the same job (read every line, attribute
