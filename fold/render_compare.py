@@ -16,30 +16,24 @@ from rich.text import Text
 
 from fold.gap import NO_GAP, GapAttribution, StepRateCheck
 from fold.oracles import ArmFigures
+from fold.render import length, percent, three_decimals
 
 NOT_RECORDED = "not recorded"
 
 
 def fmt_tok_s(value: float | None) -> str:
-    return NOT_RECORDED if value is None else f"{value:.3f}"
+    return three_decimals(value, NOT_RECORDED)
 
 
 def fmt_rate(value: float | None) -> str:
-    """A fraction as a percentage with one decimal: 0.46083 -> '46.1%'."""
-    return NOT_RECORDED if value is None else f"{value * 100:.1f}%"
+    return percent(value, NOT_RECORDED)
 
 
 def fmt_length(value: float | None) -> str:
-    """A tokens-per-step figure with two decimals: 4.2258 -> '4.23'."""
-    return NOT_RECORDED if value is None else f"{value:.2f}"
+    return length(value, NOT_RECORDED)
 
 
-def fmt_steps_per_s(value: float | None) -> str:
-    return NOT_RECORDED if value is None else f"{value:.3f}"
-
-
-def fmt_factor(value: float | None) -> str:
-    return NOT_RECORDED if value is None else f"{value:.3f}"
+fmt_steps_per_s = fmt_factor = fmt_tok_s
 
 
 def fmt_share(value: float | None) -> str:
