@@ -120,3 +120,12 @@ def test_follow_picks_up_lines_appended_while_it_runs(tmp_path):
 def test_idle_without_follow_is_a_usage_error(capsys):
     assert main([ARM, STEPS, "--idle", "1"]) == 2
     assert "--idle goes with --follow" in capsys.readouterr().err
+
+
+def test_a_gate_script_gets_the_commands_numbers_from_import_fold(capsys):
+    import fold
+
+    assert main([ARM, STEPS, "--json", "-"]) == 0
+    from_command = orjson.loads(capsys.readouterr().out)
+    from_library = fold.fold_acceptance(ARM, [STEPS]).to_json()
+    assert orjson.loads(orjson.dumps(from_library)) == from_command
