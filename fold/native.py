@@ -1,0 +1,96 @@
+"""The optional native fold of a step log in the writers' exact layout (``fold._native``).
+
+``fold_file_native`` folds a whole file in one C++ pass (no per-line Python object, the GIL
+released, the file split across the cores) into the same ``PartialFold`` the polars paths
+build, or returns None to hand the file to them. It declines anything but the common case: a
+file that is empty or whose last line is torn; a line that is not exactly the writers' layout
+(FORMAT.md: key order, no spaces, plain unsigned integers without leading zeros, a label of
+printable ASCII without quote or backslash); ``accepted > proposed``; an integer or a sum out
+of range; leg windows that overlap (steps in them are resolved by their labels, in Python).
+The polars paths then give the exact errors and counts.
+
+The extension is optional: without a compiler at install time, or with the environment
+variable ``FOLD_ACCEPTANCE_NATIVE=0``, every file goes to the polars paths.
+"""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+
+from fold.accumulate import _SCHEMAS, TIME_BINS_PER_LEG, PartialFold, _assemble
+
+try:
+    from fold import _native
+except ImportError:  # built without a compiler or Python headers: the polars paths remain
+    _native = None
+
+ENVIRONMENT_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
+
+_REQUEST_SCHEMA: dict[str, pl.DataType] = {
+    "leg": pl.Int64(),
+    "w": pl.String(),
+    "seq": pl.UInt64(),
+    "lines": pl.Int64(),
+    "steps": pl.Int64(),
+    "proposed": pl.Int64(),
+    "accepted": pl.Int64(),
+    "emitted": pl.Int64(),
+    "emitted_lines": pl.Int64(),
+    "max_proposed": pl.Int64(),
+    "max_n": pl.Int64(),
+    "pid": pl.Int64(),
+}
+
+
+def available() -> bool:
+    """Whether the extension is built and not switched off by ``FOLD_ACCEPTANCE_NATIVE=0``."""
+    return _native is not None and os.environ.get(ENVIRONMENT_SWITCH, "1").strip() != "0"
+
+
+def fold_file_native(path: str, legs: pl.DataFrame) -> PartialFold | None:
+    """The partial fold of the whole file ``path`` over ``legs``, or None (see the module)."""
+    if not available() or legs.height == 0:
+        return None
+    raw = _native.fold_layout_file(
+        path,
+        legs["start_ns"].cast(pl.Int64).to_list(),
+        legs["end_ns"].cast(pl.Int64).to_list(),
+        TIME_BINS_PER_LEG,
+    )
+    if raw is None:
+        return None
+    return partial_from_native(raw, path, legs["index"].cast(pl.Int64).to_list())
+
+
+def partial_from_native(raw: tuple, path: str, leg_indices: list[int]) -> PartialFold:
+    """The native sums as a ``PartialFold`` with the polars paths' exact schemas."""
+    (lines, attributed, unattributed), requests, histogram, bins = raw
+    requests = list(requests)
+    histogram = list(histogram)
+    bins = list(bins)
+    # The extension names legs by their position in the window lists; the fold by leg index.
+    requests[0] = [None if leg is None else leg_indices[leg] for leg in requests[0]]
+    histogram[0] = [leg_indices[leg] for leg in histogram[0]]
+    bins[0] = [leg_indices[leg] for leg in bins[0]]
+    files = pl.DataFrame(
+        {
+            "path": [path],
+            "lines": [lines],
+            "attributed": [attributed],
+            "unattributed": [unattributed],
+            "ambiguous": [0],
+        },
+        schema=_SCHEMAS["files"],
+    )
+    return _assemble(
+        _frame(requests, _REQUEST_SCHEMA),
+        _frame(histogram, _SCHEMAS["histogram"]),
+        _frame(bins, _SCHEMAS["bins"]),
+        files,
+    )
+
+
+def _frame(columns: list[list], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(dict(zip(schema, columns, strict=True)), schema=schema)

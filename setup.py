@@ -1,0 +1,19 @@
+"""Only the optional native accelerator; the package's metadata is in pyproject.toml.
+
+``fold._native`` is built when a C++17 compiler and the Python headers are present. Without
+them the install still succeeds (``optional=True``) and the fold uses its polars paths.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "fold._native",
+            sources=["fold/_native.cc"],
+            language="c++",
+            extra_compile_args=["-O2", "-std=c++17"],
+            optional=True,
+        )
+    ]
+)
