@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from fold.accumulate import MERGE_EVERY, PartialFold, fold_file, merge_all, part
 from fold.arm import ArmRecord, load_arm
 from fold.attribute import leg_windows
 from fold.errors import InputError
+from fold.native import fold_file_native
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_log_paths
 from fold.result import FoldResult, build_result
 from fold.warm import DEFAULT_PREDICATE, check_against_record, warm_mask
@@ -38,6 +40,14 @@ class LogFold:
         if path in self.read_counts:
             raise InputError(f"{path}: this step log is already in the fold")
         reader = StepLogReader(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)
+        native = fold_file_native(path, self.arm.legs)
+        if native is not None:
+            # The common case, folded in one native pass (fold.native); else the polars paths.
+            self.partial = merge_all([self.partial, native])
+            self.read_counts[path] = reader.counts
+            if progress is not None:
+                progress(os.path.getsize(path))
+            return
         windows = leg_windows(self.arm.legs)
         streamed_bytes = 0
 
