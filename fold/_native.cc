@@ -31,10 +31,16 @@
 
 namespace {
 
-constexpr std::size_t kBlock = std::size_t{4} << 20;  // bytes read per pread(2)
-constexpr std::size_t kPad = 64;                      // readable slack after the parsed bytes
+constexpr std::size_t kPad = 64;  // readable slack after the parsed bytes
 constexpr std::uint64_t kSignedLimit = std::uint64_t{1} << 63;
-constexpr off_t kBytesPerThread = off_t{64} << 20;  // files below this are parsed on one thread
+constexpr Py_ssize_t kDefaultBlock = Py_ssize_t{4} << 20;         // bytes read per pread(2)
+constexpr Py_ssize_t kDefaultBytesPerThread = Py_ssize_t{64} << 20;  // less: one thread
+
+// How a file is read: tests shrink both to exercise block carries and the split on small files.
+struct Reading {
+  std::size_t block;      // bytes read per pread(2); a longer line declines
+  off_t bytes_per_thread;  // a thread per this many bytes, up to the cores
+};
 
 inline std::uint64_t mix(std::uint64_t x) {
   x ^= x >> 30;
@@ -334,15 +340,15 @@ class Folder {
 // Folds the bytes [begin, end) of the file (whole lines: begin is a line start, end follows a
 // '\n'). False: decline.
 bool fold_range(int fd, off_t begin, off_t end, const std::vector<Window>& windows,
-                std::int64_t bins_per_leg, Fold& fold) {
-  std::unique_ptr<char[]> buffer(new (std::nothrow) char[2 * kBlock + kPad]);
+                std::int64_t bins_per_leg, std::size_t block, Fold& fold) {
+  std::unique_ptr<char[]> buffer(new (std::nothrow) char[2 * block + kPad]);
   if (!buffer) return false;
-  std::memset(buffer.get() + 2 * kBlock, 0, kPad);
+  std::memset(buffer.get() + 2 * block, 0, kPad);
   Folder folder(windows, bins_per_leg, fold);
   std::size_t carried = 0;
   off_t offset = begin;
   while (offset < end) {
-    std::size_t want = static_cast<std::size_t>(std::min<off_t>(end - offset, kBlock));
+    std::size_t want = static_cast<std::size_t>(std::min<off_t>(end - offset, static_cast<off_t>(block)));
     ssize_t got = pread(fd, buffer.get() + carried, want, offset);
     if (got <= 0) return false;  // an error, or the file shrank while being read
     offset += got;
@@ -350,7 +356,7 @@ bool fold_range(int fd, off_t begin, off_t end, const std::vector<Window>& windo
     const char* data = buffer.get();
     const void* last = memrchr(data, '\n', filled);
     if (last == nullptr) {
-      if (filled >= kBlock) return false;  // a line longer than a block
+      if (filled >= block) return false;  // a line longer than a block
       carried = filled;
       continue;
     }
@@ -379,7 +385,7 @@ off_t next_line_start(int fd, off_t from, off_t size) {
 
 // Folds the whole file into fold; false: decline.
 bool fold_file(const char* path, const std::vector<Window>& windows, std::int64_t bins_per_leg,
-               Fold& fold) {
+               const Reading& reading, Fold& fold) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   struct Closer {
@@ -395,7 +401,7 @@ bool fold_file(const char* path, const std::vector<Window>& windows, std::int64_
 
   unsigned cores = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
   unsigned parts = static_cast<unsigned>(
-      std::max<off_t>(1, std::min<off_t>(cores, size / kBytesPerThread)));
+      std::max<off_t>(1, std::min<off_t>(cores, size / reading.bytes_per_thread)));
   std::vector<off_t> bounds{0};
   for (unsigned i = 1; i < parts; ++i) {
     off_t cut = next_line_start(fd, std::max(bounds.back(), size / parts * i), size);
@@ -404,7 +410,7 @@ bool fold_file(const char* path, const std::vector<Window>& windows, std::int64_
   }
   bounds.push_back(size);
   std::size_t ranges = bounds.size() - 1;
-  if (ranges == 1) return fold_range(fd, 0, size, windows, bins_per_leg, fold);
+  if (ranges == 1) return fold_range(fd, 0, size, windows, bins_per_leg, reading.block, fold);
 
   std::vector<Fold> folds(ranges - 1);
   std::vector<char> ok(ranges, 0);
@@ -413,7 +419,8 @@ bool fold_file(const char* path, const std::vector<Window>& windows, std::int64_
     for (std::size_t i = 1; i < ranges; ++i) {
       threads.emplace_back([&, i] {
         try {
-          ok[i] = fold_range(fd, bounds[i], bounds[i + 1], windows, bins_per_leg, folds[i - 1]);
+          ok[i] = fold_range(fd, bounds[i], bounds[i + 1], windows, bins_per_leg, reading.block,
+                             folds[i - 1]);
         } catch (const std::bad_alloc&) {
           ok[i] = 0;
         }
@@ -425,7 +432,7 @@ bool fold_file(const char* path, const std::vector<Window>& windows, std::int64_
   }
   bool first = false;
   try {
-    first = fold_range(fd, bounds[0], bounds[1], windows, bins_per_leg, fold);
+    first = fold_range(fd, bounds[0], bounds[1], windows, bins_per_leg, reading.block, fold);
   } catch (const std::bad_alloc&) {
     first = false;
   }
@@ -547,21 +554,32 @@ PyObject* build_result(const Fold& fold) {
 }
 
 const char kDoc[] =
-    "fold_layout_file(path, starts, ends, bins_per_leg) -> tuple | None\n\n"
+    "fold_layout_file(path, starts, ends, bins_per_leg[, block[, bytes_per_thread]])\n"
+    "    -> tuple | None\n\n"
     "Fold a step log in the writers' exact layout over leg windows [starts[i], ends[i]]\n"
     "(nanoseconds, closed). Returns ((lines, attributed, unattributed), requests, histogram,\n"
     "bins), each a tuple of column lists (legs as positions in starts/ends, None when a\n"
-    "line is unattributed), or None when the file needs the general readers.";
+    "line is unattributed), or None when the file needs the general readers. The file is\n"
+    "read `block` bytes at a time (default 4 MiB; a longer line declines), on one thread per\n"
+    "`bytes_per_thread` bytes (default 64 MiB) up to the number of cores.";
 
 PyObject* fold_layout_file(PyObject*, PyObject* args) {
   PyObject* path_bytes = nullptr;
   PyObject* starts_arg;
   PyObject* ends_arg;
   long long bins_per_leg;
-  if (!PyArg_ParseTuple(args, "O&OOL:fold_layout_file", PyUnicode_FSConverter, &path_bytes,
-                        &starts_arg, &ends_arg, &bins_per_leg)) {
+  Py_ssize_t block = kDefaultBlock;
+  Py_ssize_t bytes_per_thread = kDefaultBytesPerThread;
+  if (!PyArg_ParseTuple(args, "O&OOL|nn:fold_layout_file", PyUnicode_FSConverter, &path_bytes,
+                        &starts_arg, &ends_arg, &bins_per_leg, &block, &bytes_per_thread)) {
     return nullptr;
   }
+  if (block < 1 || bytes_per_thread < 1) {
+    Py_DECREF(path_bytes);
+    PyErr_SetString(PyExc_ValueError, "block and bytes_per_thread must be positive");
+    return nullptr;
+  }
+  Reading reading{static_cast<std::size_t>(block), static_cast<off_t>(bytes_per_thread)};
   std::vector<std::int64_t> starts, ends;
   bool read = read_int64s(starts_arg, starts) && read_int64s(ends_arg, ends);
   if (!read) {
@@ -607,7 +625,7 @@ PyObject* fold_layout_file(PyObject*, PyObject* args) {
   const char* path = PyBytes_AS_STRING(path_bytes);
   Py_BEGIN_ALLOW_THREADS;
   try {
-    folded = fold_file(path, windows, bins_per_leg, fold);
+    folded = fold_file(path, windows, bins_per_leg, reading, fold);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;
   } catch (const std::system_error&) {
