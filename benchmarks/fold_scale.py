@@ -4,10 +4,12 @@
 
 generates a seeded v1 log (the writers' exact byte layout, about 130 bytes a line) and an arm
 record with 50 legs in a scratch directory, then runs the same job (read every line, attribute
-each step to the leg window holding its t_ns, sum S/P/A per leg) three ways, each in a child
+each step to the leg window holding its t_ns, sum S/P/A per leg) four ways, each in a child
 process so that its peak anonymous memory (RssAnon, sampled from /proc) is its own:
 
-- ``fold``: ``fold.api.fold_acceptance``, the whole fold (requests, histograms, windows too);
+- ``fold``: ``fold.api.fold_acceptance``, the whole fold (requests, histograms, windows too),
+  by its default path: the native extension ``fold._native`` (the run fails if it is not built);
+- ``fold-polars``: the same fold with ``FOLD_ACCEPTANCE_NATIVE=0``: polars' streaming scan;
 - ``duckdb``: ``read_json`` with a range join against the legs and the same aggregation;
 - ``orjson``: a plain Python loop, ``orjson.loads`` per line and a bisect per step.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -37,6 +40,7 @@ STEPS_PER_REQUEST = 200
 LINE_SPACING_NS = 2_000  # one step line every 2 us: a 10M-line log covers 20 s of wall time
 BASE_NS = 1_764_450_000_000_000_000
 CHUNK_LINES = 1_000_000
+NATIVE_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
 
 
 def _hash(expr: pl.Expr, salt: int) -> pl.Expr:
@@ -187,15 +191,18 @@ def run_orjson(arm: str, log: str) -> dict:
     return {index: tuple(figures) for index, figures in sums.items()}
 
 
-RUNNERS = {"fold": run_fold, "duckdb": run_duckdb, "orjson": run_orjson}
+RUNNERS = {"fold": run_fold, "fold-polars": run_fold, "duckdb": run_duckdb, "orjson": run_orjson}
 
 
 def _child(name: str, arm: str, log: str) -> None:
     # Imports are not part of the job: load them before the clock starts.
     import orjson  # noqa: F401
 
-    import fold.api  # noqa: F401
+    import fold.api
+    import fold.native
 
+    if name == "fold" and not fold.native.available():
+        raise SystemExit("fold: the native extension fold._native is not built or switched off")
     if name == "duckdb":
         import duckdb  # noqa: F401
     start = time.perf_counter()
@@ -217,10 +224,15 @@ def _rss_anon_kib(pid: int) -> int:
 
 def measure(name: str, arm: Path, log: Path) -> dict:
     """Run one contestant in a child process, sampling its RssAnon every 10 ms."""
+    environment = dict(os.environ)
+    environment.pop(NATIVE_SWITCH, None)
+    if name == "fold-polars":
+        environment[NATIVE_SWITCH] = "0"
     process = subprocess.Popen(
         [sys.executable, __file__, "--child", name, str(arm), str(log)],
         stdout=subprocess.PIPE,
         text=True,
+        env=environment,
     )
     peak = 0
     done = threading.Event()
@@ -265,7 +277,7 @@ def main() -> None:
         "--only-fold-above",
         type=int,
         default=10_000_000,
-        help="for larger logs run only the fold (the memory-growth check)",
+        help="for larger logs run only the two folds (the memory-growth check)",
     )
     args = parser.parse_args()
     sizes = args.lines or [10_000_000, 20_000_000]
@@ -285,7 +297,7 @@ def main() -> None:
                 f"{time.perf_counter() - start:.1f} s",
                 file=sys.stderr,
             )
-            contestants = ["fold"]
+            contestants = ["fold", "fold-polars"]
             if lines <= args.only_fold_above:
                 contestants += ["duckdb"] if have_duckdb else []
                 contestants += ["orjson"]
@@ -315,6 +327,8 @@ def print_table(rows: list[tuple[int, float, dict[str, dict]]]) -> None:
         fold_wall = best["fold"]["wall"]
         for name, report in best.items():
             ratio = "" if name == "fold" else f"{fold_wall / report['wall']:.2f}x the time"
+            if report["wall"] > fold_wall:
+                ratio += f" ({report['wall'] / fold_wall:.1f}x faster)"
             print(
                 f"| {lines:,} | {size_gb:.2f} | {name} | {report['wall']:.2f} | "
                 f"{report['peak_rss_anon_mib']:.0f} | {ratio} |"
