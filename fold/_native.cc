@@ -464,102 +464,117 @@ bool read_int64s(PyObject* sequence, std::vector<std::int64_t>& out) {
   return true;
 }
 
-// Builds a tuple of `count` new lists of `rows` items each; nullptr on error.
-PyObject* new_columns(Py_ssize_t count, Py_ssize_t rows) {
-  PyObject* tuple = PyTuple_New(count);
-  if (tuple == nullptr) return nullptr;
-  for (Py_ssize_t i = 0; i < count; ++i) {
-    PyObject* list = PyList_New(rows);
-    if (list == nullptr) {
-      Py_DECREF(tuple);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(tuple, i, list);
+// A column as the bytes of its 64-bit values in native order (Python: array.array "q"/"Q"):
+// no Python object per row, so the result's memory is that of the sums.
+template <class T>
+PyObject* column_bytes(const std::vector<T>& values) {
+  static_assert(sizeof(T) == 8, "64-bit columns");
+  return PyBytes_FromStringAndSize(reinterpret_cast<const char*>(values.data()),
+                                   static_cast<Py_ssize_t>(values.size() * sizeof(T)));
+}
+
+// A tuple of new references, or nullptr (dropping them all) when any is nullptr.
+PyObject* tuple_of(std::vector<PyObject*> items) {
+  bool ok = std::all_of(items.begin(), items.end(), [](PyObject* item) { return item; });
+  PyObject* tuple = ok ? PyTuple_New(static_cast<Py_ssize_t>(items.size())) : nullptr;
+  if (tuple == nullptr) {
+    for (PyObject* item : items) Py_XDECREF(item);
+    return nullptr;
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), items[i]);
   }
   return tuple;
 }
 
-// Stores a new reference in column `column`, row `row`; false (and the tuple is to be dropped)
-// when the item could not be made.
-bool put(PyObject* columns, Py_ssize_t column, Py_ssize_t row, PyObject* item) {
-  if (item == nullptr) return false;
-  PyList_SET_ITEM(PyTuple_GET_ITEM(columns, column), row, item);
-  return true;
-}
-
-PyObject* leg_object(std::int64_t leg) {
-  if (leg < 0) Py_RETURN_NONE;
-  return PyLong_FromLongLong(leg);
-}
-
-PyObject* build_result(const Fold& fold) {
+// Legs are positions in the caller's window lists; `no_leg` (their count) marks an
+// unattributed line. Writers are indices into the list of distinct writer ids.
+PyObject* build_result(const Fold& fold, std::int64_t no_leg) {
   const auto& requests = fold.requests.entries();
-  const auto& hist = fold.hist.entries();
-  const auto& bins = fold.bins.entries();
-  PyObject* request_columns = new_columns(12, static_cast<Py_ssize_t>(requests.size()));
-  PyObject* hist_columns = new_columns(3, static_cast<Py_ssize_t>(hist.size()));
-  PyObject* bin_columns = new_columns(5, static_cast<Py_ssize_t>(bins.size()));
-  bool ok = request_columns != nullptr && hist_columns != nullptr && bin_columns != nullptr;
-  for (std::size_t i = 0; ok && i < requests.size(); ++i) {
-    const Key& key = requests[i].key;
-    const Request& r = requests[i].value;
-    char writer[17];
-    std::snprintf(writer, sizeof writer, "%016llx", static_cast<unsigned long long>(key.a));
-    Py_ssize_t row = static_cast<Py_ssize_t>(i);
-    ok = put(request_columns, 0, row, leg_object(key.c)) &&
-         put(request_columns, 1, row, PyUnicode_FromStringAndSize(writer, 16)) &&
-         put(request_columns, 2, row,
-             PyLong_FromUnsignedLongLong(static_cast<unsigned long long>(key.b))) &&
-         put(request_columns, 3, row, PyLong_FromLongLong(r.lines)) &&
-         put(request_columns, 4, row, PyLong_FromLongLong(r.steps)) &&
-         put(request_columns, 5, row, PyLong_FromLongLong(r.proposed)) &&
-         put(request_columns, 6, row, PyLong_FromLongLong(r.accepted)) &&
-         put(request_columns, 7, row, PyLong_FromLongLong(r.emitted)) &&
-         put(request_columns, 8, row, PyLong_FromLongLong(r.emitted_lines)) &&
-         put(request_columns, 9, row, PyLong_FromLongLong(r.max_proposed)) &&
-         put(request_columns, 10, row, PyLong_FromLongLong(r.max_n)) &&
-         put(request_columns, 11, row, PyLong_FromLongLong(r.max_pid));
+  std::vector<std::int64_t> leg, writer, lines, steps, proposed, accepted, emitted,
+      emitted_lines, max_proposed, max_n, pid;
+  std::vector<std::uint64_t> seq;
+  Table<std::int64_t> writer_index;
+  std::vector<std::uint64_t> writer_ids;
+  for (auto* column : {&leg, &writer, &lines, &steps, &proposed, &accepted, &emitted,
+                       &emitted_lines, &max_proposed, &max_n, &pid}) {
+    column->reserve(requests.size());
   }
-  for (std::size_t i = 0; ok && i < hist.size(); ++i) {
-    Py_ssize_t row = static_cast<Py_ssize_t>(i);
-    ok = put(hist_columns, 0, row, PyLong_FromLongLong(static_cast<std::int64_t>(hist[i].key.a))) &&
-         put(hist_columns, 1, row, PyLong_FromLongLong(static_cast<std::int64_t>(hist[i].key.b))) &&
-         put(hist_columns, 2, row, PyLong_FromLongLong(hist[i].value));
+  seq.reserve(requests.size());
+  for (const auto& entry : requests) {
+    const Key& key = entry.key;
+    const Request& r = entry.value;
+    std::int64_t& index = writer_index.at(Key{key.a, 0, 0});
+    if (index == 0) {
+      writer_ids.push_back(key.a);
+      index = static_cast<std::int64_t>(writer_ids.size());
+    }
+    leg.push_back(key.c < 0 ? no_leg : key.c);
+    writer.push_back(index - 1);
+    seq.push_back(key.b);
+    lines.push_back(r.lines);
+    steps.push_back(r.steps);
+    proposed.push_back(r.proposed);
+    accepted.push_back(r.accepted);
+    emitted.push_back(r.emitted);
+    emitted_lines.push_back(r.emitted_lines);
+    max_proposed.push_back(r.max_proposed);
+    max_n.push_back(r.max_n);
+    pid.push_back(r.max_pid);
   }
-  for (std::size_t i = 0; ok && i < bins.size(); ++i) {
-    Py_ssize_t row = static_cast<Py_ssize_t>(i);
-    const Bin& b = bins[i].value;
-    ok = put(bin_columns, 0, row, PyLong_FromLongLong(static_cast<std::int64_t>(bins[i].key.a))) &&
-         put(bin_columns, 1, row, PyLong_FromLongLong(static_cast<std::int64_t>(bins[i].key.b))) &&
-         put(bin_columns, 2, row, PyLong_FromLongLong(b.steps)) &&
-         put(bin_columns, 3, row, PyLong_FromLongLong(b.proposed)) &&
-         put(bin_columns, 4, row, PyLong_FromLongLong(b.accepted));
+  PyObject* writer_names = PyList_New(static_cast<Py_ssize_t>(writer_ids.size()));
+  for (std::size_t i = 0; writer_names != nullptr && i < writer_ids.size(); ++i) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(writer_ids[i]));
+    PyObject* name = PyUnicode_FromStringAndSize(hex, 16);
+    if (name == nullptr) {
+      Py_CLEAR(writer_names);
+      break;
+    }
+    PyList_SET_ITEM(writer_names, static_cast<Py_ssize_t>(i), name);
   }
-  if (!ok) {
-    Py_XDECREF(request_columns);
-    Py_XDECREF(hist_columns);
-    Py_XDECREF(bin_columns);
-    return nullptr;
+  PyObject* request_columns = tuple_of(
+      {column_bytes(leg), column_bytes(writer), column_bytes(seq), column_bytes(lines),
+       column_bytes(steps), column_bytes(proposed), column_bytes(accepted),
+       column_bytes(emitted), column_bytes(emitted_lines), column_bytes(max_proposed),
+       column_bytes(max_n), column_bytes(pid)});
+
+  std::vector<std::int64_t> hist_leg, hist_accepted, hist_count;
+  for (const auto& entry : fold.hist.entries()) {
+    hist_leg.push_back(static_cast<std::int64_t>(entry.key.a));
+    hist_accepted.push_back(static_cast<std::int64_t>(entry.key.b));
+    hist_count.push_back(entry.value);
   }
+  PyObject* hist_columns =
+      tuple_of({column_bytes(hist_leg), column_bytes(hist_accepted), column_bytes(hist_count)});
+
+  std::vector<std::int64_t> bin_leg, bin_index, bin_steps, bin_proposed, bin_accepted;
+  for (const auto& entry : fold.bins.entries()) {
+    bin_leg.push_back(static_cast<std::int64_t>(entry.key.a));
+    bin_index.push_back(static_cast<std::int64_t>(entry.key.b));
+    bin_steps.push_back(entry.value.steps);
+    bin_proposed.push_back(entry.value.proposed);
+    bin_accepted.push_back(entry.value.accepted);
+  }
+  PyObject* bin_columns =
+      tuple_of({column_bytes(bin_leg), column_bytes(bin_index), column_bytes(bin_steps),
+                column_bytes(bin_proposed), column_bytes(bin_accepted)});
+
   PyObject* files = Py_BuildValue("(LLL)", static_cast<long long>(fold.lines),
                                   static_cast<long long>(fold.attributed),
                                   static_cast<long long>(fold.unattributed));
-  if (files == nullptr) {
-    Py_DECREF(request_columns);
-    Py_DECREF(hist_columns);
-    Py_DECREF(bin_columns);
-    return nullptr;
-  }
-  return Py_BuildValue("(NNNN)", files, request_columns, hist_columns, bin_columns);
+  return tuple_of({files, writer_names, request_columns, hist_columns, bin_columns});
 }
 
 const char kDoc[] =
     "fold_layout_file(path, starts, ends, bins_per_leg[, block[, bytes_per_thread]])\n"
     "    -> tuple | None\n\n"
     "Fold a step log in the writers' exact layout over leg windows [starts[i], ends[i]]\n"
-    "(nanoseconds, closed). Returns ((lines, attributed, unattributed), requests, histogram,\n"
-    "bins), each a tuple of column lists (legs as positions in starts/ends, None when a\n"
-    "line is unattributed), or None when the file needs the general readers. The file is\n"
+    "(nanoseconds, closed). Returns ((lines, attributed, unattributed), writer ids,\n"
+    "requests, histogram, bins), the last three tuples of columns, each the bytes of\n"
+    "64-bit integers (legs as positions in starts/ends, len(starts) when a line is\n"
+    "unattributed; writers as indices into the writer ids), or None when the file needs\n"
+    "the general readers. The file is\n"
     "read `block` bytes at a time (default 4 MiB; a longer line declines), on one thread per\n"
     "`bytes_per_thread` bytes (default 64 MiB) up to the number of cores.";
 
@@ -635,7 +650,7 @@ PyObject* fold_layout_file(PyObject*, PyObject* args) {
   Py_DECREF(path_bytes);
   if (out_of_memory) return PyErr_NoMemory();
   if (!folded) Py_RETURN_NONE;
-  return build_result(fold);
+  return build_result(fold, static_cast<std::int64_t>(windows.size()));
 }
 
 PyMethodDef kMethods[] = {

@@ -15,6 +15,7 @@ variable ``FOLD_ACCEPTANCE_NATIVE=0``, every file goes to the polars paths.
 
 from __future__ import annotations
 
+import array
 import os
 
 import polars as pl
@@ -65,15 +66,22 @@ def fold_file_native(path: str, legs: pl.DataFrame) -> PartialFold | None:
 
 
 def partial_from_native(raw: tuple, path: str, leg_indices: list[int]) -> PartialFold:
-    """The native sums as a ``PartialFold`` with the polars paths' exact schemas."""
-    (lines, attributed, unattributed), requests, histogram, bins = raw
-    requests = list(requests)
-    histogram = list(histogram)
-    bins = list(bins)
-    # The extension names legs by their position in the window lists; the fold by leg index.
-    requests[0] = [None if leg is None else leg_indices[leg] for leg in requests[0]]
-    histogram[0] = [leg_indices[leg] for leg in histogram[0]]
-    bins[0] = [leg_indices[leg] for leg in bins[0]]
+    """The native sums as a ``PartialFold`` with the polars paths' exact schemas.
+
+    Columns arrive as the bytes of 64-bit integers and become polars columns without a
+    Python object per row. Legs arrive as positions in the window lists (``len(leg_indices)``
+    for none) and writers as indices into the list of writer ids; both are gathered here.
+    """
+    (lines, attributed, unattributed), writer_ids, requests, histogram, bins = raw
+    leg_of = pl.Series("leg", [*leg_indices, None], dtype=pl.Int64)
+    writer_of = pl.Series("w", writer_ids, dtype=pl.String)
+    columns = {
+        name: _series(name, data, dtype)
+        for (name, dtype), data in zip(_REQUEST_SCHEMA.items(), requests, strict=True)
+    }
+    columns["leg"] = leg_of.gather(columns["leg"])
+    columns["w"] = writer_of.gather(columns["w"])
+    per_request = pl.DataFrame(columns)
     files = pl.DataFrame(
         {
             "path": [path],
@@ -85,12 +93,25 @@ def partial_from_native(raw: tuple, path: str, leg_indices: list[int]) -> Partia
         schema=_SCHEMAS["files"],
     )
     return _assemble(
-        _frame(requests, _REQUEST_SCHEMA),
-        _frame(histogram, _SCHEMAS["histogram"]),
-        _frame(bins, _SCHEMAS["bins"]),
+        per_request.select([pl.col(name).cast(dtype) for name, dtype in _REQUEST_SCHEMA.items()]),
+        _frame(histogram, _SCHEMAS["histogram"], leg_of),
+        _frame(bins, _SCHEMAS["bins"], leg_of),
         files,
     )
 
 
-def _frame(columns: list[list], schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    return pl.DataFrame(dict(zip(schema, columns, strict=True)), schema=schema)
+def _series(name: str, data: bytes, dtype: pl.DataType) -> pl.Series:
+    """The column ``name`` from the bytes of its 64-bit values (``w``: writer indices)."""
+    unsigned = dtype == pl.UInt64
+    values = array.array("Q" if unsigned else "q")
+    values.frombytes(data)
+    return pl.Series(name, values, dtype=pl.UInt64 if unsigned else pl.Int64)
+
+
+def _frame(columns: tuple, schema: dict[str, pl.DataType], leg_of: pl.Series) -> pl.DataFrame:
+    series = [
+        _series(name, data, dtype)
+        for (name, dtype), data in zip(schema.items(), columns, strict=True)
+    ]
+    series[0] = leg_of.gather(series[0])
+    return pl.DataFrame(series)
