@@ -49,8 +49,15 @@ def _hash(expr: pl.Expr, salt: int) -> pl.Expr:
     return (x * 2654435761 + 12345) % 4294967291
 
 
-def generate_log(path: Path, lines: int, seed: int = 1) -> None:
-    """Write ``lines`` v1 step lines in the writers' byte layout, vectorised with polars."""
+def generate_log(path: Path, lines: int, seed: int = 1, requests: int | None = None) -> None:
+    """Write ``lines`` v1 step lines in the writers' byte layout, vectorised with polars.
+
+    Each request takes STEPS_PER_REQUEST lines, or, with ``requests``, the log holds that many
+    requests per writer whatever its size (to tell growth with lines from growth with requests).
+    """
+    steps_per_request = (
+        STEPS_PER_REQUEST if requests is None else max(1, -(-lines // (WRITERS * requests)))
+    )
     with open(path, "wb") as out:
         for start in range(0, lines, CHUNK_LINES):
             count = min(CHUNK_LINES, lines - start)
@@ -63,7 +70,7 @@ def generate_log(path: Path, lines: int, seed: int = 1) -> None:
                 (BASE_NS + pl.col("i") * LINE_SPACING_NS + _hash(pl.col("i"), seed) % 997).alias(
                     "t_ns"
                 ),
-                (pl.col("n") // STEPS_PER_REQUEST).alias("seq"),
+                (pl.col("n") // steps_per_request).alias("seq"),
                 # One line in 25 is a step without a draft (proposed 0).
                 pl.when(_hash(pl.col("i"), seed + 1) % 25 == 0)
                 .then(0)
@@ -279,6 +286,13 @@ def main() -> None:
         default=10_000_000,
         help="for larger logs run only the two folds (the memory-growth check)",
     )
+    parser.add_argument(
+        "--requests-per-writer",
+        type=int,
+        default=None,
+        help=f"requests per writer, whatever the size (default: one per {STEPS_PER_REQUEST} "
+        "lines, so larger logs hold more requests)",
+    )
     args = parser.parse_args()
     sizes = args.lines or [10_000_000, 20_000_000]
     have_duckdb = ensure_duckdb(not args.no_install)
@@ -289,7 +303,7 @@ def main() -> None:
         for lines in sizes:
             log, arm = scratch / f"steps-{lines}.jsonl", scratch / f"arm-{lines}.json"
             start = time.perf_counter()
-            generate_log(log, lines, args.seed)
+            generate_log(log, lines, args.seed, args.requests_per_writer)
             generate_arm(arm, lines)
             size_gb = log.stat().st_size / 1e9
             print(
