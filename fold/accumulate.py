@@ -67,6 +67,16 @@ _SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "ambiguous": pl.Int64(),
     },
 }
+# The per-request sums every fold path produces before ``_assemble`` splits them into the
+# request, leg and writer tables (the writers' columns ride along per request).
+PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
+    **_SCHEMAS["requests"],
+    "emitted": pl.Int64(),
+    "emitted_lines": pl.Int64(),
+    "max_proposed": pl.Int64(),
+    "max_n": pl.Int64(),
+    "pid": pl.Int64(),
+}
 # How each non-key column merges: counts add up, maxima take the max.
 _MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
 _KEYS = {

@@ -20,7 +20,13 @@ import os
 
 import polars as pl
 
-from fold.accumulate import _SCHEMAS, TIME_BINS_PER_LEG, PartialFold, _assemble
+from fold.accumulate import (
+    _SCHEMAS,
+    PER_REQUEST_SCHEMA,
+    TIME_BINS_PER_LEG,
+    PartialFold,
+    _assemble,
+)
 
 try:
     from fold import _native
@@ -28,21 +34,6 @@ except ImportError:  # built without a compiler or Python headers: the polars pa
     _native = None
 
 ENVIRONMENT_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
-
-_REQUEST_SCHEMA: dict[str, pl.DataType] = {
-    "leg": pl.Int64(),
-    "w": pl.String(),
-    "seq": pl.UInt64(),
-    "lines": pl.Int64(),
-    "steps": pl.Int64(),
-    "proposed": pl.Int64(),
-    "accepted": pl.Int64(),
-    "emitted": pl.Int64(),
-    "emitted_lines": pl.Int64(),
-    "max_proposed": pl.Int64(),
-    "max_n": pl.Int64(),
-    "pid": pl.Int64(),
-}
 
 
 def available() -> bool:
@@ -77,7 +68,7 @@ def partial_from_native(raw: tuple, path: str, leg_indices: list[int]) -> Partia
     writer_of = pl.Series("w", writer_ids, dtype=pl.String)
     columns = {
         name: _series(name, data, dtype)
-        for (name, dtype), data in zip(_REQUEST_SCHEMA.items(), requests, strict=True)
+        for (name, dtype), data in zip(PER_REQUEST_SCHEMA.items(), requests, strict=True)
     }
     columns["leg"] = leg_of.gather(columns["leg"])
     columns["w"] = writer_of.gather(columns["w"])
@@ -93,7 +84,7 @@ def partial_from_native(raw: tuple, path: str, leg_indices: list[int]) -> Partia
         schema=_SCHEMAS["files"],
     )
     return _assemble(
-        per_request.select([pl.col(name).cast(dtype) for name, dtype in _REQUEST_SCHEMA.items()]),
+        per_request.select(list(PER_REQUEST_SCHEMA)).cast(PER_REQUEST_SCHEMA),
         _frame(histogram, _SCHEMAS["histogram"], leg_of),
         _frame(bins, _SCHEMAS["bins"], leg_of),
         files,
