@@ -129,3 +129,27 @@ def test_a_gate_script_gets_the_commands_numbers_from_import_fold(capsys):
     from_command = orjson.loads(capsys.readouterr().out)
     from_library = fold.fold_acceptance(ARM, [STEPS]).to_json()
     assert orjson.loads(orjson.dumps(from_library)) == from_command
+
+
+@pytest.mark.parametrize(
+    ("terminal", "quiet", "seconds", "shown"),
+    [(True, False, 2.0, True), (True, False, 0.5, False), (True, True, 2.0, False),
+     (False, False, 2.0, False)],
+)  # fmt: skip
+def test_progress_bar_only_on_a_terminal_for_slow_folds(
+    monkeypatch, terminal, quiet, seconds, shown
+):
+    import io
+
+    from rich.console import Console
+
+    from fold import cli
+
+    clock = iter([0.0, seconds, seconds, seconds])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    output = io.StringIO()
+    console = Console(file=output, force_terminal=terminal, width=80)
+    bar = cli._ProgressBar([STEPS], console, quiet)
+    bar.advance(1000)
+    bar.stop()
+    assert ("folding" in output.getvalue()) is shown
