@@ -10,6 +10,7 @@ import polars as pl
 
 from fold import acceptance
 from fold.accumulate import PartialFold
+from fold.arm import WINDOW_SLACK_NS
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
 from fold.warm import ThroughputCheck, throughput_fold
@@ -134,7 +135,8 @@ def _leg_figures(
                     "emitted_lines": 0, "max_proposed": 0}  # fmt: skip
     steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
     steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
-    window_secs = (leg["end_ns"] - leg["start_ns"]) / 1e9
+    # The generate window as recorded (microseconds), not the band attribution widens it by.
+    window_secs = (leg["end_ns"] - leg["start_ns"] - 2 * WINDOW_SLACK_NS) / 1e9
     windows = acceptance.windows_from_bins(bins, window_steps)
     full_windows = [window for window in windows if window.steps >= window_steps]
     for request in requests:
@@ -205,7 +207,10 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
     # Only legs with verify steps: a leg without any has no tokens per step to pool, and its
     # completion tokens over the other legs' steps would inflate their ratio.
     completion = sum(leg["completion_tokens"] for leg in legs if leg["steps"])
-    window_secs = sum(leg["window_secs"] for leg in legs)
+    # A leg recorded with no duration has no step rate; pool over the legs that have one.
+    timed = [leg for leg in legs if leg["window_secs"] > 0]
+    timed_steps = sum(leg["steps"] for leg in timed)
+    window_secs = sum(leg["window_secs"] for leg in timed)
     counts: dict[int, int] = defaultdict(int)
     for leg in legs:
         for accepted_here, count in histograms.get(leg["index"], {}).items():
@@ -221,7 +226,7 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
         "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
         "completion_tokens_per_step": acceptance.completion_tokens_per_step(completion, steps),
         "output_throughput_tok_s": throughput_fold([leg["tok_s"] for leg in legs]),
-        "step_rate": steps / window_secs if window_secs > 0 else None,
+        "step_rate": timed_steps / window_secs if window_secs > 0 else None,
         "per_position": acceptance.per_position(steps_by_accepted, steps),
         "histogram": steps_by_accepted,
     }

@@ -307,7 +307,7 @@ def leg_figures(leg: Leg, warm: bool, steps: list[Step], window_steps: int) -> d
     s = len(drafted)
     p = sum(step.proposed for step in steps)
     a = sum(step.accepted for step in steps)
-    window_secs = (leg.end_ns - leg.start_ns) / 1e9
+    window_secs = (leg.end_ns - leg.start_ns - 2 * WINDOW_SLACK_NS) / 1e9  # as recorded
     completion = leg.fields["completion_tokens"]
 
     by_request: dict[tuple[str, int], list[Step]] = {}
@@ -397,7 +397,9 @@ def pooled(legs: list[Leg], leg_steps: dict[int, list[Step]], figures: list[dict
         for leg in legs
         if any(step.proposed > 0 for step in leg_steps[leg.index])
     )
-    window_secs = sum(figures[leg.index]["window_secs"] for leg in legs)
+    timed = [figures[leg.index] for leg in legs if figures[leg.index]["window_secs"] > 0]
+    window_secs = sum(leg["window_secs"] for leg in timed)
+    timed_steps = sum(leg["steps"] for leg in timed)
     return {
         "legs": [leg.index for leg in legs],
         "steps": s,
@@ -407,7 +409,7 @@ def pooled(legs: list[Leg], leg_steps: dict[int, list[Step]], figures: list[dict
         "mean_acceptance_length": 1 + a / s if s else None,
         "completion_tokens_per_step": ratio(completion, s),
         "output_throughput_tok_s": median([float(leg.fields["tok_s"]) for leg in legs]),
-        "step_rate": s / window_secs if window_secs > 0 else None,
+        "step_rate": timed_steps / window_secs if window_secs > 0 else None,
         "per_position": per_position_of(steps),
         "histogram": histogram_of(steps),
     }
