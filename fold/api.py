@@ -15,7 +15,7 @@ from fold.errors import InputError
 from fold.native import fold_file_native
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_log_paths
 from fold.result import FoldResult, build_result
-from fold.warm import DEFAULT_PREDICATE, check_against_record, warm_mask
+from fold.warm import DEFAULT_PREDICATE, check_arm
 
 ProgressCallback = Callable[[int], None]
 """Called with the number of bytes read since the last call."""
@@ -89,14 +89,7 @@ class LogFold:
     def result(
         self, predicate: str = DEFAULT_PREDICATE, window_steps: int = DEFAULT_WINDOW_STEPS
     ) -> FoldResult:
-        check = check_against_record(
-            self.arm.legs,
-            warm_mask(self.arm.legs, predicate),
-            predicate,
-            self.arm.recorded_throughput_tok_s,
-            self.arm.recorded_warm_legs,
-            self.arm.recorded_cold_legs_discarded,
-        )
+        check = check_arm(self.arm, predicate)
         return build_result(self.arm.legs, self.partial, self.read_counts, check, window_steps)
 
 
@@ -118,14 +111,7 @@ def fold_acceptance(
     record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
     if window_steps < 1:
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
-    check_against_record(
-        record.legs,
-        warm_mask(record.legs, predicate),
-        predicate,
-        record.recorded_throughput_tok_s,
-        record.recorded_warm_legs,
-        record.recorded_cold_legs_discarded,
-    )
+    check_arm(record, predicate)
     fold = LogFold(record)
     for path in expand_log_paths(logs):
         fold.add_file(

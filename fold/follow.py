@@ -35,7 +35,7 @@ from fold.attribute import LegWindows, leg_windows
 from fold.errors import FoldError, InputError
 from fold.reader import StepLogReader
 from fold.result import FoldResult
-from fold.warm import DEFAULT_PREDICATE, check_against_record, warm_mask
+from fold.warm import DEFAULT_PREDICATE, check_arm
 
 DEFAULT_INTERVAL_SECONDS = 0.25
 """How often ``run_follow`` polls: a few refreshes a second at most."""
@@ -312,14 +312,7 @@ class Follower:
         self._arm.key = key
         try:
             arm = load_arm(self.arm_path)
-            check_against_record(
-                arm.legs,
-                warm_mask(arm.legs, self.predicate),
-                self.predicate,
-                arm.recorded_throughput_tok_s,
-                arm.recorded_warm_legs,
-                arm.recorded_cold_legs_discarded,
-            )
+            check_arm(arm, self.predicate)
         except FoldError as error:
             # Half written, or refused: shown as the status until the file changes again.
             self._arm.problem = str(error)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from fold.arm import ArmRecord
 from fold.errors import InputError, RefusedError
 
 DEFAULT_PREDICATE = "run > 1"
@@ -106,3 +107,15 @@ def check_against_record(
             "Check the record's 'run' fields or pass --warm"
         )
     return ThroughputCheck(predicate, warm_indices, throughput)
+
+
+def check_arm(arm: ArmRecord, predicate: str = DEFAULT_PREDICATE) -> ThroughputCheck:
+    """The warm legs of ``arm`` under ``predicate``, refused unless they reproduce its record."""
+    return check_against_record(
+        arm.legs,
+        warm_mask(arm.legs, predicate),
+        predicate,
+        arm.recorded_throughput_tok_s,
+        arm.recorded_warm_legs,
+        arm.recorded_cold_legs_discarded,
+    )
