@@ -39,19 +39,24 @@ def histogram(counts: dict[int, int], max_proposed: int) -> list[int]:
     return [counts.get(accepted, 0) for accepted in range(max_proposed + 1)] if counts else []
 
 
-def per_position(steps_by_accepted: list[int], steps: int) -> list[float]:
-    """``[i]`` = share of steps whose draft position i was accepted, i.e. accepted > i.
+def accepted_at_position(steps_by_accepted: list[int]) -> list[int]:
+    """``[i]`` = steps whose draft position i was accepted, i.e. that accepted more than i.
 
-    vLLM's unconditional per-position rate; positions run up to the largest proposal.
+    vLLM's ``num_accepted_tokens_per_pos``; positions run up to the largest proposal.
     """
-    if not steps:
-        return []
-    rates = []
-    accepted_more = steps
+    counts = []
+    accepted_more = sum(steps_by_accepted)
     for count in steps_by_accepted[:-1]:
         accepted_more -= count
-        rates.append(accepted_more / steps)
-    return rates
+        counts.append(accepted_more)
+    return counts
+
+
+def per_position(steps_by_accepted: list[int], steps: int) -> list[float]:
+    """``[i]`` = share of steps whose draft position i was accepted (vLLM's per-position rate)."""
+    if not steps:
+        return []
+    return [count / steps for count in accepted_at_position(steps_by_accepted)]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fold.acceptance import accepted_at_position
 from fold.errors import InputError
 from fold.gap import (
     DEFAULT_TOLERANCE,
@@ -32,21 +33,14 @@ class Comparison:
 def our_figures(result: FoldResult) -> ArmFigures:
     """Our warm fold as an arm row, in the same units the oracle rows are converted to."""
     warm = result.warm
-    steps = warm["steps"]
-    # Steps whose position i was accepted = steps that accepted more than i drafts.
-    accepted_at_position = []
-    remaining = steps
-    for count in warm["histogram"][:-1]:
-        remaining -= count
-        accepted_at_position.append(remaining)
     return arm_from_counts(
         OURS,
         "ours",
         tok_s=warm["output_throughput_tok_s"],
-        steps=steps,
+        steps=warm["steps"],
         proposed=warm["proposed"],
         accepted=warm["accepted"],
-        per_position=accepted_at_position,
+        per_position=accepted_at_position(warm["histogram"]),
         sources={
             "tok_s": f"median tok_s of the warm legs ({result.predicate})",
             "steps": "step log: warm steps with proposed > 0",
