@@ -1,9 +1,10 @@
 """Partial folds: the sums a fold needs, kept so that two partial folds merge into one.
 
-A partial fold holds only counts and sums keyed by leg (and by request, histogram bucket, time
-bin, writer, file), never steps. Folding a log in blocks, in any order, split across any files,
-and merging the partials gives exactly the fold of the whole log; this is what lets the fold run
-in bounded memory and follow a growing file.
+A partial fold holds counts and sums keyed by leg (and by request, histogram bucket, time
+bin, writer, file) and each request's step times (for the cadence), never whole steps. Folding
+a log in blocks, in any order, split across any files, and merging the partials gives exactly
+the fold of the whole log; this is what lets the fold run in bounded memory and follow a
+growing file.
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ _SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "unattributed": pl.Int64(),
         "ambiguous": pl.Int64(),
     },
+    # Every attributed line's time, per request (proposed = 0 lines included, in any order):
+    # the step cadence needs the intervals between a request's steps, which no sum keeps.
+    "step_times": {
+        "leg": pl.Int64(),
+        "w": pl.String(),
+        "seq": pl.UInt64(),
+        "t_ns": pl.List(pl.Int64()),
+    },
 }
 # The per-request sums every fold path produces before ``_assemble`` splits them into the
 # request, leg and writer tables (the writers' columns ride along per request).
@@ -86,6 +95,7 @@ _KEYS = {
     "bins": ["leg", "bin"],
     "writers": ["w"],
     "files": ["path"],
+    "step_times": ["leg", "w", "seq"],
 }
 
 
@@ -101,6 +111,7 @@ class PartialFold:
     bins: pl.DataFrame = field(default_factory=lambda: _empty("bins"))
     writers: pl.DataFrame = field(default_factory=lambda: _empty("writers"))
     files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
+    step_times: pl.DataFrame = field(default_factory=lambda: _empty("step_times"))
 
     def merge(self, other: PartialFold) -> PartialFold:
         return merge_all([self, other])
@@ -128,13 +139,18 @@ def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
     return (
         pl.concat(tables)
         .group_by(keys)
-        .agg(
-            pl.col(column).max() if column in _MAX_COLUMNS else pl.col(column).sum()
-            for column in values
-        )
+        .agg(_merged(column) for column in values)
         .sort(keys)
         .select(list(_SCHEMAS[name]))
     )
+
+
+def _merged(column: str) -> pl.Expr:
+    if column in _MAX_COLUMNS:
+        return pl.col(column).max()
+    if column == "t_ns":  # lists of times: one list per key with all of them
+        return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False)
+    return pl.col(column).sum()
 
 
 def partial_fold(
@@ -159,7 +175,18 @@ def partial_fold(
         schema=_SCHEMAS["files"],
     )
     queries = _fold_queries(attributed.lazy(), legs)
-    return _assemble(*pl.collect_all(queries), files)
+    step_times = (
+        attributed.lazy()
+        .filter(pl.col("leg").is_not_null())
+        .group_by("leg", "w", "seq")
+        .agg(pl.col("t_ns"))
+        .sort("leg", "w", "seq")
+        .select(list(_SCHEMAS["step_times"]))
+    )
+    *sums, times = pl.collect_all([*queries, step_times])
+    folded = _assemble(*sums, files)
+    folded.step_times = times
+    return folded
 
 
 def fold_file(

@@ -17,6 +17,8 @@ from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_l
 from fold.result import FoldResult, build_result
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
+NATIVE_KEEPS_STEP_TIMES = False
+
 ProgressCallback = Callable[[int], None]
 """Called with the number of bytes read since the last call."""
 
@@ -40,7 +42,9 @@ class LogFold:
         if path in self.read_counts:
             raise InputError(f"{path}: this step log is already in the fold")
         reader = StepLogReader(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)
-        native = fold_file_native(path, self.arm.legs)
+        # The native pass does not keep the per-request step times the cadence needs yet, so
+        # every file takes the polars paths, which do.
+        native = fold_file_native(path, self.arm.legs) if NATIVE_KEEPS_STEP_TIMES else None
         if native is not None:
             # The common case, folded in one native pass (fold.native); else the polars paths.
             self.partial = merge_all([self.partial, native])
