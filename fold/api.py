@@ -11,6 +11,7 @@ from fold.acceptance import DEFAULT_WINDOW_STEPS
 from fold.accumulate import MERGE_EVERY, PartialFold, fold_file, merge_all, partial_fold
 from fold.arm import ArmRecord, load_arm
 from fold.attribute import leg_windows
+from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.errors import InputError
 from fold.native import fold_file_native
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_log_paths
@@ -91,10 +92,15 @@ class LogFold:
         )
 
     def result(
-        self, predicate: str = DEFAULT_PREDICATE, window_steps: int = DEFAULT_WINDOW_STEPS
+        self,
+        predicate: str = DEFAULT_PREDICATE,
+        window_steps: int = DEFAULT_WINDOW_STEPS,
+        stall_factor: float = DEFAULT_STALL_FACTOR,
     ) -> FoldResult:
         check = check_arm(self.arm, predicate)
-        return build_result(self.arm.legs, self.partial, self.read_counts, check, window_steps)
+        return build_result(
+            self.arm.legs, self.partial, self.read_counts, check, window_steps, stall_factor
+        )
 
 
 def fold_acceptance(
@@ -106,6 +112,7 @@ def fold_acceptance(
     skip_bad_lines: bool = False,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     progress: ProgressCallback | None = None,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
 ) -> FoldResult:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
@@ -115,10 +122,11 @@ def fold_acceptance(
     record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
     if window_steps < 1:
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
+    check_stall_factor(stall_factor)
     check_arm(record, predicate)
     fold = LogFold(record)
     for path in expand_log_paths(logs):
         fold.add_file(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )
-    return fold.result(predicate, window_steps)
+    return fold.result(predicate, window_steps, stall_factor)

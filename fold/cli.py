@@ -16,12 +16,14 @@ from fold.acceptance import DEFAULT_WINDOW_STEPS
 from fold.annotate import dumps, write_annotated, write_atomically
 from fold.api import fold_acceptance
 from fold.arm import load_arm
+from fold.cadence import DEFAULT_STALL_FACTOR
 from fold.compare import compare, load_oracles
 from fold.errors import FoldError, InputError
 from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
 from fold.reader import expand_log_paths
 from fold.render import report
+from fold.render_cadence import cadence_view
 from fold.render_compare import comparison
 from fold.render_live import live_view
 from fold.result import FoldResult
@@ -108,6 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="with --follow: stop after this long without new data",
     )
+    parser.add_argument(
+        "--stall-factor",
+        type=float,
+        default=DEFAULT_STALL_FACTOR,
+        metavar="F",
+        help="a stall is an interval between a request's steps longer than F times its median "
+        f"interval (default {DEFAULT_STALL_FACTOR:g})",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -151,6 +161,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     if arguments.json:
         write_atomically(arguments.json, dumps(result.to_json()))
     stdout.print(report(result))
+    stdout.print(cadence_view(result))
     if comparison_view is not None:
         stdout.print(comparison_view)
     return EXIT_OK
@@ -166,6 +177,7 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResul
             window_steps=arguments.window,
             skip_bad_lines=arguments.skip_bad_lines,
             progress=progress.advance,
+            stall_factor=arguments.stall_factor,
         )
     finally:
         progress.stop()
@@ -179,6 +191,7 @@ def _follow(arguments: argparse.Namespace, stderr: Console) -> FoldResult:
         predicate=arguments.warm,
         window_steps=arguments.window,
         skip_bad_lines=arguments.skip_bad_lines,
+        stall_factor=arguments.stall_factor,
     )
     with Live(console=stderr, refresh_per_second=4, transient=True) as live:
         outcome = run_follow(

@@ -32,6 +32,7 @@ from fold.accumulate import PartialFold, partial_fold
 from fold.api import LogFold
 from fold.arm import ArmRecord, load_arm
 from fold.attribute import LegWindows, leg_windows
+from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.errors import FoldError, InputError
 from fold.reader import StepLogReader
 from fold.result import FoldResult
@@ -236,6 +237,7 @@ class Follower:
         skip_bad_lines: bool = False,
         block_bytes: int = DEFAULT_FOLLOW_BLOCK_BYTES,
         gap_seconds: float = DEFAULT_GAP_SECONDS,
+        stall_factor: float = DEFAULT_STALL_FACTOR,
     ) -> None:
         if window_steps < 1:
             raise InputError(f"--window must be at least 1 step, got {window_steps}")
@@ -245,6 +247,7 @@ class Follower:
         self.log_patterns = list(log_patterns)
         self.predicate = predicate
         self.window_steps = window_steps
+        self.stall_factor = check_stall_factor(stall_factor)
         self.skip_bad_lines = skip_bad_lines
         self.block_bytes = block_bytes
         self.gap_ns = round(gap_seconds * 1e9)
@@ -287,7 +290,7 @@ class Follower:
             raise InputError(f"{', '.join(self.log_patterns)}: no step log appeared")
         for tail in self._tails.values():
             tail.reader.finish()
-        return self._fold(arm).result(self.predicate, self.window_steps)
+        return self._fold(arm).result(self.predicate, self.window_steps, self.stall_factor)
 
     def _advance(self, notices: list[Notice]) -> int:
         if self._reload_arm(notices):
@@ -442,7 +445,9 @@ class Follower:
             )
         else:
             try:
-                result = self._fold(arm).result(self.predicate, self.window_steps)
+                result = self._fold(arm).result(
+                    self.predicate, self.window_steps, self.stall_factor
+                )
             except FoldError as error:
                 status = f"not foldable yet: {error}"
         if self._arm.problem is not None and arm is not None and status is None:

@@ -11,6 +11,7 @@ import polars as pl
 from fold import acceptance
 from fold.accumulate import PartialFold
 from fold.arm import WINDOW_SLACK_NS
+from fold.cadence import DEFAULT_STALL_FACTOR, fold_cadence
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
 from fold.warm import ThroughputCheck, throughput_fold
@@ -31,6 +32,7 @@ class FoldResult:
     writers: list[dict[str, Any]]
     skipped_examples: list[SkippedLine] = field(default_factory=list)
     oracles: dict[str, Any] | None = None
+    stall_factor: float = DEFAULT_STALL_FACTOR
 
     @property
     def unattributed_steps(self) -> int:
@@ -57,6 +59,7 @@ class FoldResult:
             "format": JSON_FORMAT,
             "predicate": self.predicate,
             "window_steps": self.window_steps,
+            "stall_factor": self.stall_factor,
             "legs": self.legs,
             "warm": self.warm,
             "all": self.all,
@@ -80,7 +83,9 @@ def build_result(
     read_counts: dict[str, ReadCounts],
     check: ThroughputCheck,
     window_steps: int = acceptance.DEFAULT_WINDOW_STEPS,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
 ) -> FoldResult:
+    cadence = fold_cadence(partial.step_times, arm_legs, stall_factor)
     warm_set = set(check.warm_legs)
     sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
     histograms: dict[int, dict[int, int]] = defaultdict(dict)
@@ -107,12 +112,18 @@ def build_result(
     ]
     _refuse_warm_legs_without_steps(legs, partial)
     writers = _writers(partial)
+    for leg in legs:
+        for request in leg["requests"]:
+            request["cadence"] = cadence.request(leg["index"], request["w"], request["seq"])
+        leg["cadence"] = cadence.group([leg["index"]])
+    warm_legs = [leg for leg in legs if leg["warm"]]
     return FoldResult(
         predicate=check.predicate,
         window_steps=window_steps,
+        stall_factor=cadence.stall_factor,
         legs=legs,
-        warm=pooled([leg for leg in legs if leg["warm"]], histograms),
-        all=pooled(legs, histograms),
+        warm={**pooled(warm_legs, histograms), "cadence": cadence.group(check.warm_legs)},
+        all={**pooled(legs, histograms), "cadence": cadence.group(leg["index"] for leg in legs)},
         files=_files(partial, read_counts),
         writers=writers,
         skipped_examples=[
