@@ -23,10 +23,11 @@ from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
 from fold.reader import expand_log_paths
 from fold.render import report
-from fold.render_cadence import cadence_view
+from fold.render_cadence import cadence_view, speed_lines
 from fold.render_compare import comparison
 from fold.render_live import live_view
 from fold.result import FoldResult
+from fold.speed import split_speeds
 from fold.warm import DEFAULT_PREDICATE
 
 EXIT_OK = 0
@@ -145,6 +146,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         arm = load_arm(arguments.arm)
         result = _fold_once(arm, arguments, stderr)
     comparison_view = None
+    speed_view = []
     if oracles:
         found = compare(result, oracles, arguments.tolerance)
         comparison_view = comparison(
@@ -153,6 +155,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             measured_steps_per_s=found.measured_steps_per_s,
             step_check=found.step_check,
         )
+        kinds = {row.name: row.kind for row in found.rows}
+        speed_view = speed_lines(split_speeds(result, found.gaps, kinds, arguments.tolerance))
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
     if arguments.json == "-":
@@ -164,6 +168,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     stdout.print(cadence_view(result))
     if comparison_view is not None:
         stdout.print(comparison_view)
+    for line in speed_view:
+        stdout.print(line)
     return EXIT_OK
 
 
