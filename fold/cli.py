@@ -28,6 +28,7 @@ from fold.render_compare import comparison
 from fold.render_live import live_view
 from fold.result import FoldResult
 from fold.speed import split_speeds
+from fold.trace import write_trace
 from fold.warm import DEFAULT_PREDICATE
 
 EXIT_OK = 0
@@ -119,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a stall is an interval between a request's steps longer than F times its median "
         f"interval (default {DEFAULT_STALL_FACTOR:g})",
     )
+    parser.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="also write the run as Chrome trace-event JSON (Perfetto UI, chrome://tracing): "
+        "a track per request, a slice per verify step, the legs, stalls and acceptance",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -159,6 +166,10 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         speed_view = speed_lines(split_speeds(result, found.gaps, kinds, arguments.tolerance))
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
+    if arguments.trace:
+        write_trace(
+            arguments.trace, arm, arguments.logs, result, skip_bad_lines=arguments.skip_bad_lines
+        )
     if arguments.json == "-":
         sys.stdout.buffer.write(dumps(result.to_json()))
         return EXIT_OK
