@@ -21,6 +21,7 @@ from fold.compare import compare, load_oracles
 from fold.errors import FoldError, InputError
 from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
+from fold.markdown import markdown_record
 from fold.reader import expand_log_paths
 from fold.render import report
 from fold.render_cadence import cadence_view, speed_lines
@@ -126,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write the run as Chrome trace-event JSON (Perfetto UI, chrome://tracing): "
         "a track per request, a slice per verify step, the legs, stalls and acceptance",
     )
+    parser.add_argument(
+        "--markdown",
+        metavar="PATH",
+        help="also write a GitHub-flavoured markdown record of the fold and comparison to PATH "
+        "('-' for stdout only)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -145,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
     if arguments.idle is not None and not arguments.follow:
         raise InputError("--idle goes with --follow")
+    if arguments.json == "-" and arguments.markdown == "-":
+        raise InputError("--json - and --markdown - both want stdout; write one to a file")
     oracles = load_oracles(arguments.vs)
     if arguments.follow:
         result = _follow(arguments, stderr)
@@ -153,7 +162,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         arm = load_arm(arguments.arm)
         result = _fold_once(arm, arguments, stderr)
     comparison_view = None
-    speed_view = []
+    found = None
+    speeds = None
     if oracles:
         found = compare(result, oracles, arguments.tolerance)
         comparison_view = comparison(
@@ -163,13 +173,21 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             step_check=found.step_check,
         )
         kinds = {row.name: row.kind for row in found.rows}
-        speed_view = speed_lines(split_speeds(result, found.gaps, kinds, arguments.tolerance))
+        speeds = split_speeds(result, found.gaps, kinds, arguments.tolerance)
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
     if arguments.trace:
         write_trace(
             arguments.trace, arm, arguments.logs, result, skip_bad_lines=arguments.skip_bad_lines
         )
+    if arguments.markdown:
+        record = markdown_record(result, found, speeds, arm_path=arguments.arm).encode()
+        if arguments.markdown == "-":
+            sys.stdout.buffer.write(record)
+            if arguments.json:
+                write_atomically(arguments.json, dumps(result.to_json()))
+            return EXIT_OK
+        write_atomically(arguments.markdown, record)
     if arguments.json == "-":
         sys.stdout.buffer.write(dumps(result.to_json()))
         return EXIT_OK
@@ -179,7 +197,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     stdout.print(cadence_view(result))
     if comparison_view is not None:
         stdout.print(comparison_view)
-    for line in speed_view:
+    for line in speed_lines(speeds or {}):
         stdout.print(line)
     return EXIT_OK
 
