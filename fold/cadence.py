@@ -199,48 +199,79 @@ def fold_cadence(
     """The cadence from a partial fold's ``step_times`` and the arm's legs (``index``,
     ``start_ns``, ``end_ns``, widened by the attribution band)."""
     stall_factor = check_stall_factor(stall_factor)
-    lines = step_times.select([*KEY, "t_ns"]).explode("t_ns").filter(pl.col("t_ns").is_not_null())
-    timed = with_intervals(lines, stall_factor)
+    # List operations per request: a request's times are sorted within its own list, never
+    # across the whole log, and no group-by over millions of lines is needed.
+    gaps = pl.col("t_ns").list.sort().list.diff().list.slice(1).list.sort()
+    count = pl.col("gaps").list.len()
+    per_request = (
+        _one_row_per_request(step_times)
+        .select(
+            *KEY,
+            pl.col("t_ns").list.len().cast(pl.Int64).alias("lines"),
+            pl.col("t_ns").list.min().alias("first_ns"),
+            pl.col("t_ns").list.max().alias("last_ns"),
+            gaps.alias("gaps"),
+        )
+        .filter(pl.col("lines") > 0)
+        .sort(KEY)
+        .with_columns(
+            count.cast(pl.Int64).alias("intervals"),
+            pl.col("gaps").list.median().alias("median_ns"),
+            pl.col("gaps").list.last().alias("max_ns"),
+            *(
+                pl.col("gaps")
+                .list.get((count * percent + 99) // 100 - 1, null_on_oob=True)
+                .alias(f"p{percent}_ns")
+                for percent in (90, 99)
+            ),
+        )
+        .with_columns((pl.col("median_ns") > 0).fill_null(False).alias("judged"))
+    )
+    intervals = (
+        per_request.select(
+            pl.int_range(pl.len()).alias("row"), "leg", "gaps", "median_ns", "judged"
+        )
+        .explode("gaps", empty_as_null=False)
+        .rename({"gaps": "interval_ns"})
+    )
+    stalled = intervals.filter(
+        pl.col("judged") & (pl.col("interval_ns") > stall_factor * pl.col("median_ns"))
+    )
+    stalls = stalled.group_by("row").agg(
+        pl.len().cast(pl.Int64).alias("stalls"),
+        (pl.col("interval_ns") - pl.col("median_ns")).sum().alias("stall_ns"),
+    )
     windows = legs.select(
         pl.col("index").cast(pl.Int64).alias("leg"),
         (pl.col("start_ns") + WINDOW_SLACK_NS).cast(pl.Int64).alias("start"),
         (pl.col("end_ns") - WINDOW_SLACK_NS).cast(pl.Int64).alias("end"),
     )
-    per_request = timed.group_by(KEY).agg(
-        pl.len().cast(pl.Int64).alias("lines"),
-        pl.col("interval_ns").count().cast(pl.Int64).alias("intervals"),
-        pl.col("t_ns").min().alias("first_ns"),
-        pl.col("t_ns").max().alias("last_ns"),
-        pl.col("median_ns").first(),
-        pl.col("interval_ns").max().alias("max_ns"),
-        pl.col("stall").sum().cast(pl.Int64).alias("stalls"),
-        (pl.col("interval_ns") - pl.col("median_ns"))
-        .filter(pl.col("stall").fill_null(False))
-        .sum()
-        .alias("stall_ns"),
-        pl.col("median_ns").first().gt(0).alias("judged"),
-    )
-    for percent in (90, 99):
-        per_request = per_request.join(_nearest_rank(timed, KEY, percent), on=KEY, how="left")
     requests = (
-        per_request.join(windows, on="leg", how="left")
-        .with_columns((pl.col("end") - pl.col("start")).alias("window_ns"))
+        per_request.drop("gaps")
+        .with_row_index("row")
+        .with_columns(pl.col("row").cast(pl.Int64))
+        .join(stalls, on="row", how="left")
+        .join(windows, on="leg", how="left")
+        .with_columns(
+            pl.col("stalls").fill_null(0),
+            (pl.col("end") - pl.col("start")).alias("window_ns"),
+        )
+        .drop("row")
         .sort(KEY)
     )
     return Cadence(
         stall_factor=stall_factor,
         requests=requests,
-        intervals=timed.filter(pl.col("interval_ns").is_not_null()).select("leg", "interval_ns"),
+        intervals=intervals.select("leg", "interval_ns"),
     )
 
 
-def _nearest_rank(timed: pl.DataFrame, keys: list[str], percent: int) -> pl.DataFrame:
-    """Per group of ``keys``: the smallest interval with ``percent``% of them at or below it."""
-    intervals = timed.filter(pl.col("interval_ns").is_not_null()).sort([*keys, "interval_ns"])
-    rank = pl.int_range(1, pl.len() + 1).over(keys)
-    wanted = (pl.len().over(keys) * percent + 99) // 100
-    return intervals.filter(rank == wanted).select(
-        *keys, pl.col("interval_ns").alias(f"p{percent}_ns")
+def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
+    """A merged partial fold has one row per request; concatenate the lists if not."""
+    if not step_times.select(pl.struct(KEY).is_duplicated().any()).item():
+        return step_times
+    return step_times.group_by(KEY).agg(
+        pl.col("t_ns").list.explode(keep_nulls=False, empty_as_null=False)
     )
 
 
