@@ -20,6 +20,8 @@ from fold.arm import load_arm
 from fold.cli import main
 from fold.trace import build_trace
 
+ROOT = Path(__file__).resolve().parents[1]
+
 PHASES = {"X", "M", "C"}
 METADATA = {"process_name", "thread_name", "process_sort_index", "thread_sort_index"}
 
@@ -142,3 +144,27 @@ def test_the_command_writes_the_trace(run, tmp_path: Path, capsys):
     assert document["otherData"]["steps"] == 235
     assert main([arm, log, "--trace", str(tmp_path / "no-such-dir" / "t.json")]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("factor", [1.0, 1.02, 1.1])
+def test_the_trace_marks_the_stalls_the_fold_counts(factor: float):
+    # The recorded example run at factors low enough that its jitter makes many stalls: the
+    # trace's judgement (per line) and the fold's (per request) must agree request by request.
+    arm, log = str(ROOT / "fixtures" / "our-arm.json"), str(ROOT / "fixtures" / "steps.jsonl")
+    result = fold_acceptance(arm, [log], stall_factor=factor)
+    document = build_trace(load_arm(arm), [log], result)
+    expected = {
+        (leg["index"], request["seq"]): request["cadence"]["stalls"] or 0
+        for leg in result.legs
+        for request in leg["requests"]
+    }
+    found = dict.fromkeys(expected, 0)
+    threads = {
+        (e["pid"], e["tid"]): int(e["args"]["name"].split()[1])
+        for e in document["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] != 1
+    }
+    for event in slices(document, "stall"):
+        found[(event["args"]["leg"], threads[(event["pid"], event["tid"])])] += 1
+    assert sum(found.values()) > 0
+    assert found == expected
