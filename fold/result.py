@@ -11,7 +11,7 @@ import polars as pl
 from fold import acceptance
 from fold.accumulate import PartialFold
 from fold.arm import WINDOW_SLACK_NS
-from fold.cadence import DEFAULT_STALL_FACTOR, fold_cadence
+from fold.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor, fold_cadence
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
 from fold.warm import ThroughputCheck, throughput_fold
@@ -85,7 +85,6 @@ def build_result(
     window_steps: int = acceptance.DEFAULT_WINDOW_STEPS,
     stall_factor: float = DEFAULT_STALL_FACTOR,
 ) -> FoldResult:
-    cadence = fold_cadence(partial.step_times, arm_legs, stall_factor)
     warm_set = set(check.warm_legs)
     sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
     histograms: dict[int, dict[int, int]] = defaultdict(dict)
@@ -112,24 +111,31 @@ def build_result(
     ]
     _refuse_warm_legs_without_steps(legs, partial)
     writers = _writers(partial)
-    for leg in legs:
-        for request in leg["requests"]:
-            request["cadence"] = cadence.request(leg["index"], request["w"], request["seq"])
-        leg["cadence"] = cadence.group([leg["index"]])
-    warm_legs = [leg for leg in legs if leg["warm"]]
-    return FoldResult(
+    result = FoldResult(
         predicate=check.predicate,
         window_steps=window_steps,
-        stall_factor=cadence.stall_factor,
+        stall_factor=check_stall_factor(stall_factor),
         legs=legs,
-        warm={**pooled(warm_legs, histograms), "cadence": cadence.group(check.warm_legs)},
-        all={**pooled(legs, histograms), "cadence": cadence.group(leg["index"] for leg in legs)},
+        warm=pooled([leg for leg in legs if leg["warm"]], histograms),
+        all=pooled(legs, histograms),
         files=_files(partial, read_counts),
         writers=writers,
         skipped_examples=[
             example for counts in read_counts.values() for example in counts.skipped_examples
         ],
     )
+    _add_cadence(result, fold_cadence(partial.step_times, arm_legs, stall_factor))
+    return result
+
+
+def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
+    """Each request's, each leg's and the folds' cadence, beside their acceptance."""
+    for leg in result.legs:
+        for request in leg["requests"]:
+            request["cadence"] = cadence.request(leg["index"], request["w"], request["seq"])
+        leg["cadence"] = cadence.group([leg["index"]])
+    result.warm["cadence"] = cadence.group(result.warm["legs"])
+    result.all["cadence"] = cadence.group(result.all["legs"])
 
 
 def _leg_figures(
