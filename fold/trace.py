@@ -80,10 +80,11 @@ def build_trace(
     if slice_limit < 1:
         raise ValueError("slice_limit must be at least 1")
     paths = expand_log_paths(logs)
-    lines = with_intervals(_attributed_lines(arm, paths, skip_bad_lines), result.stall_factor)
+    lines, pids = _attributed_lines(arm, paths, skip_bad_lines)
+    lines = with_intervals(lines, result.stall_factor)
     steps = lines.height
     per_slice = max(1, math.ceil(steps / slice_limit))
-    writers, requests = _tracks(lines)
+    writers, requests = _tracks(pids, lines)
     events: list[dict[str, Any]] = []
     events.extend(_track_names(writers, requests))
     events.extend(_step_slices(lines, per_slice, writers, requests))
@@ -114,41 +115,47 @@ def build_trace(
     }
 
 
-def _attributed_lines(arm: ArmRecord, paths: list[str], skip_bad_lines: bool) -> pl.DataFrame:
+_LINE_SCHEMA = {
+    "leg": pl.Int32,
+    "w": pl.Categorical,
+    "seq": pl.UInt64,
+    "t_ns": pl.Int64,
+    "proposed": pl.Int32,
+    "accepted": pl.Int32,
+    "emitted": pl.Int32,
+}
+
+
+def _attributed_lines(
+    arm: ArmRecord, paths: list[str], skip_bad_lines: bool
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The attributed lines, in the few narrow columns the trace needs (a log of millions of
+    lines is held whole), and each writer's pid."""
     windows = leg_windows(arm.legs)
     frames = []
+    pids: dict[str, int] = {}
     for path in paths:
         reader = StepLogReader(path, skip_bad_lines=skip_bad_lines)
         for block in reader.read_available():
-            frames.append(
-                attribute(block, windows)
-                .filter(pl.col("status") == ATTRIBUTED)
-                .select(*KEY, "t_ns", "proposed", "accepted", "emitted", "pid")
-            )
+            attributed = attribute(block, windows).filter(pl.col("status") == ATTRIBUTED)
+            for w, pid in attributed.group_by("w").agg(pl.col("pid").max()).iter_rows():
+                pids[w] = max(pid, pids.get(w, pid))
+            frames.append(attributed.select(pl.col(name).cast(dtype) for name, dtype in
+                                            _LINE_SCHEMA.items()))  # fmt: skip
         reader.finish()
-    if not frames:
-        return pl.DataFrame(
-            schema={
-                "leg": pl.Int64,
-                "w": pl.String,
-                "seq": pl.UInt64,
-                "t_ns": pl.Int64,
-                "proposed": pl.Int64,
-                "accepted": pl.Int64,
-                "emitted": pl.Int64,
-                "pid": pl.Int64,
-            }
-        )
-    return pl.concat(frames)
+    lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINE_SCHEMA)
+    return lines, pids
 
 
-def _tracks(lines: pl.DataFrame) -> tuple[dict[str, tuple[int, int]], dict[tuple[str, int], int]]:
+def _tracks(
+    pids: dict[str, int], lines: pl.DataFrame
+) -> tuple[dict[str, tuple[int, int]], dict[tuple[str, int], int]]:
     """Trace pids per writer (after the gate's, with the log's pid) and tids per (writer, seq)."""
-    pairs = lines.group_by("w").agg(pl.col("pid").max()).sort("w").iter_rows()
-    writers = {w: (number, pid) for number, (w, pid) in enumerate(pairs, start=GATE_PID + 1)}
+    writers = {w: (number, pids[w]) for number, w in enumerate(sorted(pids), start=GATE_PID + 1)}
     requests: dict[tuple[str, int], int] = {}
     counters: dict[str, int] = {}
-    for w, seq in lines.select("w", "seq").unique().sort("w", "seq").iter_rows():
+    pairs = lines.select(pl.col("w").cast(pl.String), "seq").unique().sort("w", "seq")
+    for w, seq in pairs.iter_rows():
         counters[w] = counters.get(w, 0) + 1
         requests[(w, seq)] = counters[w]
     return writers, requests
