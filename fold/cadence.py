@@ -66,15 +66,21 @@ def with_intervals(lines: pl.DataFrame, stall_factor: float) -> pl.DataFrame:
     One definition for the figures and for the trace, which marks the same stalls.
     """
     ordered = lines.sort([*KEY, "t_ns"], maintain_order=True)
-    interval = pl.col("t_ns").diff().over(KEY)
+    # Sorted by request, a line continues its request when its key equals the line's before;
+    # one integer request number then stands for the three-column key.
+    same = pl.all_horizontal(pl.col(name) == pl.col(name).shift() for name in KEY).fill_null(False)
     return (
-        ordered.with_columns(interval.alias("interval_ns"))
-        .with_columns(pl.col("interval_ns").median().over(KEY).alias("median_ns"))
+        ordered.with_columns(
+            pl.when(same).then(pl.col("t_ns") - pl.col("t_ns").shift()).alias("interval_ns"),
+            (~same).cum_sum().alias("request"),
+        )
+        .with_columns(pl.col("interval_ns").median().over("request").alias("median_ns"))
         .with_columns(
             pl.when(pl.col("median_ns") > 0)
             .then(pl.col("interval_ns") > stall_factor * pl.col("median_ns"))
             .alias("stall")
         )
+        .drop("request")
     )
 
 

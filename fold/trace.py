@@ -8,10 +8,11 @@ with ``proposed``, ``accepted`` and ``emitted`` in its args. Stalls (``fold.cade
 acceptance rate per window of steps, in each leg's time order.
 
 Timestamps are the step log's own ``t_ns`` (the gate's legs are on the same clock), written as
-microseconds. Beyond ``slice_limit`` steps, each slice covers ``ceil(steps / slice_limit)``
-consecutive steps of one request (args hold their sums and the stalls among them), so a log
-of millions of steps still gives a file a browser opens; the acceptance windows widen by the
-same rule. ``otherData`` in the file says whether and how it was aggregated.
+microseconds. Beyond ``slice_limit`` steps, each slice covers the fewest consecutive steps of
+one request that keep the slices within the limit (``group_size``; args hold their sums and the
+stalls among them), so a log of millions of steps still gives a file a browser opens; the
+acceptance windows widen by the same rule. ``otherData`` in the file says whether and how it
+was aggregated, and whether the limit was met (a slice per request at least).
 
 The trace is an extra output: it reads the logs again with the fold's own reader and
 attribution rather than making the fold keep every step.
@@ -83,7 +84,7 @@ def build_trace(
     lines, pids = _attributed_lines(arm, paths, skip_bad_lines)
     lines = with_intervals(lines, result.stall_factor)
     steps = lines.height
-    per_slice = max(1, math.ceil(steps / slice_limit))
+    per_slice = group_size(lines.group_by(KEY).len()["len"], slice_limit)
     writers, requests = _tracks(pids, lines)
     events: list[dict[str, Any]] = []
     events.extend(_track_names(writers, requests))
@@ -107,6 +108,8 @@ def build_trace(
             "aggregated": per_slice > 1,
             "steps_per_slice": per_slice,
             "slice_limit": slice_limit,
+            # Each request needs a slice of its own: more requests than the limit exceed it.
+            "slice_limit_met": step_slices <= slice_limit,
             "left_out": {
                 "unattributed_steps": result.unattributed_steps,
                 "ambiguous_steps": result.ambiguous_steps,
@@ -124,6 +127,26 @@ _LINE_SCHEMA = {
     "accepted": pl.Int32,
     "emitted": pl.Int32,
 }
+
+
+def group_size(counts: pl.Series, limit: int) -> int:
+    """The fewest items per group such that groups of consecutive items, cut separately in
+    each of ``counts``, number at most ``limit`` (1 when every item fits). When even one group
+    per count is too many, the largest count: one group each, over the limit."""
+    if int(counts.sum()) <= limit:
+        return 1
+    largest = int(counts.max())
+    low = max(1, math.ceil(int(counts.sum()) / limit))
+    high = largest
+    if int(((counts + high - 1) // high).sum()) > limit:
+        return largest
+    while low < high:
+        middle = (low + high) // 2
+        if int(((counts + middle - 1) // middle).sum()) <= limit:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def _attributed_lines(
@@ -320,7 +343,9 @@ def _gate(result: FoldResult, arm: ArmRecord) -> list[dict[str, Any]]:
 def _acceptance_counter(lines: pl.DataFrame, window_steps: int, limit: int) -> list[dict[str, Any]]:
     """A/P per window of consecutive verify steps (proposed > 0) of each leg, in time order."""
     drafted = lines.filter(pl.col("proposed") > 0)
-    width = window_steps * max(1, math.ceil(drafted.height / window_steps / limit))
+    width = window_steps * group_size(
+        (drafted.group_by("leg").len()["len"] + window_steps - 1) // window_steps, limit
+    )
     windows = (
         drafted.sort("leg", "t_ns", maintain_order=True)
         .with_columns((pl.int_range(pl.len()).over("leg") // width).alias("window"))

@@ -12,13 +12,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from cadence_logs import MS, T0_NS, S, stall_and_pace_run
 
 from fold.api import fold_acceptance
 from fold.arm import load_arm
 from fold.cli import main
-from fold.trace import build_trace
+from fold.trace import build_trace, group_size
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -168,3 +169,26 @@ def test_the_trace_marks_the_stalls_the_fold_counts(factor: float):
         found[(event["args"]["leg"], threads[(event["pid"], event["tid"])])] += 1
     assert sum(found.values()) > 0
     assert found == expected
+
+
+@pytest.mark.parametrize(
+    ("counts", "limit", "expected"),
+    [
+        ([10, 10, 10], 30, 1),  # all fit
+        ([10, 10, 10], 6, 5),  # 2 + 2 + 2
+        ([11, 1, 1], 4, 6),  # 4: 3+1+1 = 5 slices, 5: 3+1+1, 6: 2+1+1 = 4
+        ([10, 10, 10], 3, 10),  # one slice per request
+        ([5, 5, 5, 5], 2, 5),  # four requests cannot fit in two slices: one each
+    ],
+)
+def test_group_size_keeps_slices_within_the_limit(counts, limit, expected):
+    assert group_size(pl.Series(counts), limit) == expected
+
+
+def test_more_requests_than_the_limit_is_said_in_the_file(run):
+    document = trace_of(run, slice_limit=3)
+    meta = document["otherData"]
+    # four (leg, request) tracks of 62, 101, 71 and 1 lines: one slice each, the largest size
+    assert meta["steps_per_slice"] == 101 and meta["step_slices"] == 4
+    assert meta["slice_limit_met"] is False
+    assert trace_of(run)["otherData"]["slice_limit_met"] is True
