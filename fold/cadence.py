@@ -63,7 +63,8 @@ def with_intervals(lines: pl.DataFrame, stall_factor: float) -> pl.DataFrame:
     request, with ``interval_ns`` (null on a request's first line), the request's ``median_ns``
     and ``stall`` (null where the request cannot be judged).
 
-    One definition for the figures and for the trace, which marks the same stalls.
+    The per-line form of the definitions ``fold_cadence`` applies per request, for the trace,
+    which marks each stalled step; the tests check that both find the same stalls.
     """
     ordered = lines.sort([*KEY, "t_ns"], maintain_order=True)
     # Sorted by request, a line continues its request when its key equals the line's before;
