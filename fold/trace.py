@@ -82,16 +82,22 @@ def build_trace(
         raise ValueError("slice_limit must be at least 1")
     paths = expand_log_paths(logs)
     lines, pids = _attributed_lines(arm, paths, skip_bad_lines)
-    lines = with_intervals(lines, result.stall_factor)
     steps = lines.height
     per_slice = group_size(lines.group_by(KEY).len()["len"], slice_limit)
+    window = result.window_steps
+    drafted = lines.filter(pl.col("proposed") > 0).group_by("leg").len()["len"]
+    width = window * group_size((drafted + window - 1) // window, slice_limit)
     writers, requests = _tracks(pids, lines)
     events: list[dict[str, Any]] = []
     events.extend(_track_names(writers, requests))
-    events.extend(_step_slices(lines, per_slice, writers, requests))
-    events.extend(_startup_slices(lines, arm, writers, requests))
     events.extend(_gate(result, arm))
-    events.extend(_acceptance_counter(lines, result.window_steps, slice_limit))
+    # A leg at a time: a request's intervals never cross legs, and the working set of sorting
+    # and slicing stays one leg's, not the whole log's.
+    for leg in sorted(lines["leg"].unique().to_list()):
+        part = with_intervals(lines.filter(pl.col("leg") == leg), result.stall_factor)
+        events.extend(_step_slices(part, per_slice, writers, requests))
+        events.extend(_startup_slices(part, arm, writers, requests))
+        events.extend(_acceptance_counter(part, width))
     step_slices = sum(1 for event in events if event["name"] in (STEP, STALL))
     return {
         "traceEvents": events,
@@ -340,12 +346,10 @@ def _gate(result: FoldResult, arm: ArmRecord) -> list[dict[str, Any]]:
     return events
 
 
-def _acceptance_counter(lines: pl.DataFrame, window_steps: int, limit: int) -> list[dict[str, Any]]:
-    """A/P per window of consecutive verify steps (proposed > 0) of each leg, in time order."""
+def _acceptance_counter(lines: pl.DataFrame, width: int) -> list[dict[str, Any]]:
+    """A/P per window of ``width`` consecutive verify steps (proposed > 0) of each leg, in
+    time order."""
     drafted = lines.filter(pl.col("proposed") > 0)
-    width = window_steps * group_size(
-        (drafted.group_by("leg").len()["len"] + window_steps - 1) // window_steps, limit
-    )
     windows = (
         drafted.sort("leg", "t_ns", maintain_order=True)
         .with_columns((pl.int_range(pl.len()).over("leg") // width).alias("window"))
