@@ -9,7 +9,7 @@ Per request (writer, seq) in a leg:
 
 * ``first_step_s``: leg start to the request's first step; ``decode_s``: first to last step;
   ``tail_s``: last step to leg end. A step inside the half-microsecond band around the window
-  counts as at its edge, so none of them is negative.
+  counts as at its edge, so the three fill the window exactly.
 * the intervals between consecutive steps: ``interval_median_s`` (the mean of the middle two for
   an even count), ``interval_p90_s``, ``interval_p99_s`` (nearest rank: the smallest interval
   with at least 90% / 99% of them at or below it) and ``interval_max_s``;
@@ -283,15 +283,19 @@ def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
 
 
 def _request_figures(row: dict[str, Any]) -> dict[str, Any]:
-    first, last = row["first_ns"], row["last_ns"]
-    decode_s = (last - first) / _NS
+    start, end = row["start"], row["end"]
+    # A step in the attribution band around the recorded window counts as at its edge, so the
+    # three durations fill the window exactly.
+    first = min(max(row["first_ns"], start), end)
+    last = max(min(row["last_ns"], end), start)
+    decode_s = max(0, last - first) / _NS
     judged = bool(row["judged"])
     return {
         "lines": row["lines"],
         "intervals": row["intervals"],
-        "first_step_s": max(0, first - row["start"]) / _NS,
+        "first_step_s": max(0, first - start) / _NS,
         "decode_s": decode_s,
-        "tail_s": max(0, row["end"] - last) / _NS,
+        "tail_s": max(0, end - last) / _NS,
         "interval_median_s": _seconds(row["median_ns"]),
         "interval_p90_s": _seconds(row["p90_ns"]),
         "interval_p99_s": _seconds(row["p99_ns"]),

@@ -538,14 +538,17 @@ def request_cadence(leg: Leg, times: list[int], stall_factor: float) -> dict[str
     middle = median(gaps)
     judged = middle is not None and middle > 0
     stalled = [gap for gap in gaps if judged and gap > stall_factor * middle]
-    decode_s = (times[-1] - times[0]) / 1e9
+    # README "Cadence": a step in the band around the recorded window counts as at its edge.
+    first = min(max(times[0], start), end)
+    last = max(min(times[-1], end), start)
+    decode_s = max(0, last - first) / 1e9
     ordered = sorted(gaps)
     return {
         "lines": len(times),
         "intervals": len(gaps),
-        "first_step_s": max(0, times[0] - start) / 1e9,
+        "first_step_s": max(0, first - start) / 1e9,
         "decode_s": decode_s,
-        "tail_s": max(0, end - times[-1]) / 1e9,
+        "tail_s": max(0, end - last) / 1e9,
         "interval_median_s": None if middle is None else middle / 1e9,
         "interval_p90_s": nearest_rank(ordered, 90) / 1e9 if gaps else None,
         "interval_p99_s": nearest_rank(ordered, 99) / 1e9 if gaps else None,

@@ -7,15 +7,18 @@ See ``cadence_logs`` for the runs: leg 1 holds one request with a 3 s start, 50 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
 from cadence_logs import T0_NS, WRITER_A, Row, S, leg, stall_and_pace_run, write_run
+from hypothesis import assume, given
+from strategies import FoldCase, fold_cases, scaled
 
 from fold.api import LogFold, fold_acceptance
-from fold.arm import load_arm
+from fold.arm import arm_from_document, load_arm
 from fold.cli import main
-from fold.errors import InputError
+from fold.errors import InputError, RefusedError
 
 approx = pytest.approx
 
@@ -167,3 +170,45 @@ def test_the_command_prints_the_cadence_and_takes_a_stall_factor(run, tmp_path, 
     assert json.loads(capsys.readouterr().out)["legs"][1]["cadence"]["stalls"] == 0
     assert main([arm, log, "--stall-factor", "0.5"]) == 2
     assert "--stall-factor" in capsys.readouterr().err
+
+
+@scaled(0.5)
+@given(fold_cases())
+def test_cadence_invariants(case: FoldCase) -> None:
+    """Whatever the log: durations fill the leg window (within the attribution band), the
+    interval figures are ordered, stalls fit inside decoding, and shares add up to 1."""
+    with tempfile.TemporaryDirectory(prefix="fold-cadence-") as directory:
+        path = Path(directory) / "steps.jsonl"
+        path.write_bytes(case.log.data())
+        try:
+            result = fold_acceptance(
+                arm_from_document(case.document),
+                [str(path)],
+                predicate=case.predicate.sql,
+                skip_bad_lines=case.skip_bad_lines,
+            )
+        except (InputError, RefusedError):
+            assume(False)
+    for figures in result.legs:
+        for request in figures["requests"]:
+            cadence = request["cadence"]
+            assert (
+                cadence["lines"] == request["lines"]
+                and cadence["intervals"] == request["lines"] - 1
+            )
+            spent = cadence["first_step_s"] + cadence["decode_s"] + cadence["tail_s"]
+            # a step in the band around the recorded window counts at its edge
+            assert spent == pytest.approx(max(0.0, figures["window_secs"]), abs=1e-12)
+            if cadence["intervals"]:
+                names = ("interval_median_s", "interval_p90_s", "interval_p99_s", "interval_max_s")
+                ordered = [cadence[name] for name in names]
+                assert ordered == sorted(ordered) and ordered[0] >= 0
+            if cadence["stalls"] is not None:
+                assert 0 <= cadence["stalls"] <= cadence["intervals"]
+                # stalls are between the steps' own times, decode_s is within the window
+                assert 0 <= cadence["stall_s"] <= cadence["decode_s"] + 1e-6
+        shares = figures["cadence"]["shares"]
+        if shares["decode"] is not None:
+            total = shares["before_first_step"] + shares["decode"] + shares["tail"]
+            assert total == pytest.approx(1.0, rel=1e-9)
+            assert shares["stalls"] <= shares["decode"] + 1e-6 / figures["window_secs"]
