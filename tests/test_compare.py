@@ -46,7 +46,19 @@ def test_gate_example_oracles_block(capsys):
     assert "execution speed" in vllm["verdict"]
     sglang = block["gaps"]["sglang"]
     assert sglang["ratio"] == pytest.approx(14.951 / 16.034)
-    assert sglang["acceptance_factor"] is None and sglang["speed_factor"] is None
+    # SGLang is known only in its own unit, so the split is in that unit: our completion
+    # tokens per step over the warm legs are (6 prefill tokens + 310 steps + 1000 accepted) /
+    # 310 = 1316/310 = 4.2452, against SGLang's 4.67.
+    assert sglang["unit"] == "completion tokens per verify step (SGLang's unit)"
+    assert sglang["acceptance_factor"] == pytest.approx((1316 / 310) / 4.67)
+    assert sglang["speed_factor"] == pytest.approx((14.951 / 16.034) / ((1316 / 310) / 4.67))
+    assert rows["ours"]["completion_tokens_per_step"] == pytest.approx(1316 / 310)
+    assert block["gaps"]["vllm"]["populations"] == {
+        "ours": "warm legs",
+        "oracle": "since server start",
+        "oracle_detail": "cumulative since the engine started (no legs to say more)",
+        "same": False,
+    }
     check = block["step_rate_check"]
     # Measured: 310 warm steps over the warm windows; derived: 14.951 / 4.2258.
     assert check["expected_steps_per_s"] == pytest.approx(14.951 / (1 + 1000 / 310))

@@ -1,0 +1,404 @@
+"""vLLM (V1 engine): ``/metrics`` scrapes, ``get_metrics()``-style arm records, ``vllm bench
+serve --save-result`` files, and the periodic ``SpecDecoding metrics:`` log line.
+
+Facts from the released sources (vLLM 0.33): the counters are ``vllm:spec_decode_num_drafts``
+(S), ``..._num_draft_tokens`` (P), ``..._num_accepted_tokens`` (A) and
+``..._num_accepted_tokens_per_pos`` (label ``position``), one series per engine core; a scrape
+adds ``_total`` and ``_created``. The gate's capture writes ``get_metrics()`` values by their
+registered names (no ``_total``), the per-position Vector as ``null``, after the last leg.
+``bench serve`` writes flat ``spec_decode_*`` keys, the difference of two scrapes around the run.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any
+
+from fold.errors import InputError
+from fold.oracles import counters
+from fold.oracles.figures import (
+    ALL_LEGS,
+    INTERVAL,
+    SINCE_START,
+    ArmFigures,
+    arm_from_counts,
+)
+from fold.oracles.prometheus import looks_like_scrape, parse_scrapes
+from fold.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive
+
+KIND = "vllm"
+ALIASES = ("vllm",)
+PREFIX = "vllm:"
+
+_BENCH_KEYS = (
+    "spec_decode_num_drafts",
+    "spec_decode_draft_tokens",
+    "spec_decode_accepted_tokens",
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+)
+# Keys of a bench result that define its workload: runs pooled from one file must share them.
+_WORKLOAD_KEYS = ("model_id", "backend", "max_concurrency", "request_rate", "num_prompts")
+_LOG_RE = re.compile(
+    r"SpecDecoding metrics: Mean acceptance length: (?P<length>[0-9.]+).*?"
+    r"Accepted: (?P<accepted>\d+) tokens, Drafted: (?P<drafted>\d+) tokens"
+)
+
+
+def sniff(doc: Document) -> bool:
+    if doc.form == "text":
+        return looks_like_scrape(doc.text, (PREFIX,)) or bool(_LOG_RE.search(doc.text))
+    return any(_claims(record) for record, _ in doc.records)
+
+
+def _claims(record: dict[str, Any]) -> bool:
+    if str(record.get("engine", "")).strip().lower() == KIND:
+        return True
+    if _is_bench(record) or _is_throughput_bench(record):
+        return True
+    return any(counters.mentions(snapshot, PREFIX) for snapshot in _mappings(record))
+
+
+def _is_bench(record: dict[str, Any]) -> bool:
+    return any(key in record for key in _BENCH_KEYS) or (
+        "model_id" in record and "endpoint_type" in record and "output_throughput" in record
+    )
+
+
+def _is_throughput_bench(record: dict[str, Any]) -> bool:
+    return "tokens_per_second" in record and "elapsed_time" in record
+
+
+def _mappings(record: dict[str, Any]) -> list[Any]:
+    metrics = record.get("metrics")
+    found: list[Any] = [record]
+    if isinstance(metrics, dict):
+        found.append(metrics)
+        found.extend(v for k, v in metrics.items() if k in ("before", "after"))
+    return [m for m in found if isinstance(m, dict)]
+
+
+def read(name: str, doc: Document) -> ArmFigures:
+    if doc.form == "text":
+        if looks_like_scrape(doc.text, (PREFIX,)):
+            return read_scrapes(name, doc.text, doc.where)
+        return _read_log(name, doc)
+    first = doc.record
+    if _is_throughput_bench(first):
+        raise InputError(
+            f"{doc.where}: a `vllm bench throughput` result: its tokens_per_second counts prompt "
+            "and output tokens and it holds no speculative-decoding figures; give `vllm bench "
+            "serve --save-result` output, the gate's arm record or /metrics scrapes"
+        )
+    if all(_is_bench(record) for record, _ in doc.records):
+        return _read_bench(name, doc.records, doc.where)
+    if doc.form != "object":
+        raise InputError(
+            f"{doc.where}: several vLLM records that are not `vllm bench serve` results; give "
+            "one arm record per file"
+        )
+    return read_record(name, KIND, PREFIX, first, doc.where)
+
+
+def read_scrapes(
+    name: str,
+    text: str,
+    where: str,
+    *,
+    kind: str = KIND,
+    prefix: str = PREFIX,
+    bound: counters.Bound = counters.exact,
+    tok_s: float | None = None,
+    tok_s_source: str = "not recorded: a Prometheus scrape carries no tok/s",
+) -> ArmFigures:
+    scrapes = parse_scrapes(text, where=where)
+    counts = counters.from_scrapes(scrapes, prefix, where, bound)
+    if len(scrapes) == 2:
+        how, population = "(after - before scrape)", INTERVAL
+        detail = f"between the scrapes at lines {scrapes[0].first_line} and {scrapes[1].first_line}"
+        notes: list[str] = []
+    else:
+        how, population = "(single scrape, cumulative)", SINCE_START
+        detail = "one scrape: everything since the server started, warm-up included"
+        notes = [
+            "single scrape: counters are cumulative since server start and include warm-up "
+            "traffic; scrape before and after the run for the run's own figures"
+        ]
+    return counters.figures(
+        name,
+        kind,
+        counts,
+        how,
+        where,
+        tok_s=tok_s,
+        tok_s_source=tok_s_source,
+        population=population,
+        population_detail=detail,
+        notes=notes,
+    )
+
+
+def read_record(
+    name: str,
+    kind: str,
+    prefix: str,
+    record: dict[str, Any],
+    where: str,
+    bound: counters.Bound = counters.exact,
+) -> ArmFigures:
+    """An arm record: ``metrics`` with the counters as ``get_metrics()`` names them (or with
+    ``_total``), as before/after pairs, or as scrape text; tok/s checked against its legs."""
+    tok_s, tok_s_source = arm_tok_s(record, where)
+    legs = legs_of(record, where)
+    metrics = record.get("metrics")
+    mwhere = f"{where}: metrics"
+    if isinstance(metrics, str):
+        return read_scrapes(
+            name, metrics, mwhere, kind=kind, prefix=prefix, bound=bound, tok_s=tok_s,
+            tok_s_source=tok_s_source,
+        )  # fmt: skip
+    if metrics is None:
+        metrics = {}
+    if not isinstance(metrics, dict):
+        raise InputError(f"{mwhere} must be an object of counters or a Prometheus text string")
+    if set(metrics) >= {"before", "after"} and not counters.mentions(metrics, prefix):
+        halves = []
+        for half in ("before", "after"):
+            value = metrics[half]
+            hwhere = f"{mwhere}.{half}"
+            if isinstance(value, str):
+                scrapes = parse_scrapes(value, where=hwhere, most=1)
+                halves.append((scrapes[0], None))
+            elif isinstance(value, dict):
+                halves.append((None, counters.from_mapping(value, prefix, hwhere)))
+            else:
+                raise InputError(f"{hwhere} must be an object of counters or a scrape text")
+        if halves[0][0] is not None and halves[1][0] is not None:
+            counts = counters.from_scrapes([halves[0][0], halves[1][0]], prefix, mwhere, bound)
+        elif halves[0][1] is not None and halves[1][1] is not None:
+            counts = counters.delta(halves[0][1], halves[1][1], mwhere)
+        else:
+            raise InputError(
+                f"{mwhere}: give before and after the same way (both text or both objects)"
+            )
+        how, population = "(metrics.after - metrics.before)", INTERVAL
+        detail = "between the before and after snapshots"
+    else:
+        pairs = {
+            k: v for k, v in metrics.items() if counters.base_name(str(k), prefix) and _is_pair(v)
+        }
+        singles = {
+            k: v
+            for k, v in metrics.items()
+            if counters.base_name(str(k), prefix) and not _is_pair(v)
+        }
+        if pairs and singles:
+            raise InputError(
+                f"{mwhere}: {', '.join(sorted(pairs))} are before/after pairs but "
+                f"{', '.join(sorted(singles))} are single values; a single value may be cumulative "
+                "since server start, so give every counter the same way"
+            )
+        if pairs:
+            halves = [
+                counters.from_mapping(
+                    {k: v[half] for k, v in pairs.items()}, prefix, f"{mwhere}({half})"
+                )
+                for half in ("before", "after")
+            ]
+            counts = counters.delta(halves[0], halves[1], mwhere)
+            how, population = "(after - before)", INTERVAL
+            detail = "between the before and after values"
+        else:
+            counts = counters.from_mapping(singles, prefix, mwhere)
+            if legs is not None:
+                how, population = "(read once after the last leg)", ALL_LEGS
+                detail = (
+                    f"all {len(legs)} legs, cold ones included: the counters were read once "
+                    "after the last leg"
+                )
+            else:
+                how, population = "(cumulative)", SINCE_START
+                detail = "cumulative since the engine started (no legs to say more)"
+    return counters.figures(
+        name,
+        kind,
+        counts,
+        how,
+        where,
+        tok_s=tok_s,
+        tok_s_source=tok_s_source,
+        population=population,
+        population_detail=detail,
+    )
+
+
+def _is_pair(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"before", "after"}
+
+
+def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:
+    """``vllm bench serve --save-result``: one run, or one per line with ``--append-result``.
+
+    Several runs are pooled (counts summed, tok/s their median) only when they ran the same
+    workload."""
+    first = records[0][0]
+    for record, rwhere in records[1:]:
+        differing = [k for k in _WORKLOAD_KEYS if record.get(k) != first.get(k)]
+        if differing:
+            raise InputError(
+                f"{rwhere}: this run differs from the first in {', '.join(differing)}; pooling "
+                "runs of different workloads would give no one run's figures. Keep one kind of "
+                "run per file"
+            )
+    tok_values = [
+        positive(r.get("output_throughput"), f"{w}: output_throughput") for r, w in records
+    ]
+    tok_s = statistics.median(tok_values)
+    runs = f"{len(records)} runs" if len(records) > 1 else "the run"
+    tok_s_source = (
+        "output_throughput" if len(records) == 1 else f"median output_throughput of {runs}"
+    )
+    with_spec = [r for r, _ in records if any(k in r for k in _BENCH_KEYS)]
+    sources: dict[str, str] = {"tok_s": tok_s_source}
+    notes: list[str] = []
+    if len(with_spec) != len(records):
+        if with_spec:
+            raise InputError(
+                f"{where}: some runs have spec_decode_* figures and some do not; keep runs of "
+                "one server configuration per file"
+            )
+        for key in ("steps", "proposed", "accepted", "per_position"):
+            sources[key] = "not recorded: no spec_decode_* keys (speculative decoding off?)"
+        return arm_from_counts(
+            name, KIND, tok_s=tok_s, sources=sources, where=where, population=INTERVAL,
+            population_detail=f"{runs} of vllm bench serve",
+        )  # fmt: skip
+    steps = proposed = accepted = 0
+    per_pos: list[int] | None = []
+    for record, rwhere in records:
+        s = count(record.get("spec_decode_num_drafts"), f"{rwhere}: spec_decode_num_drafts")
+        p = count(record.get("spec_decode_draft_tokens"), f"{rwhere}: spec_decode_draft_tokens")
+        a = count(
+            record.get("spec_decode_accepted_tokens"), f"{rwhere}: spec_decode_accepted_tokens"
+        )
+        run = arm_from_counts(
+            name,
+            KIND,
+            steps=s,
+            proposed=p,
+            accepted=a,
+            accept_rate=_percent(record, rwhere),
+            mean_acceptance_length=_optional(record, "spec_decode_acceptance_length", rwhere),
+            labels={
+                "steps": "spec_decode_num_drafts",
+                "proposed": "spec_decode_draft_tokens",
+                "accepted": "spec_decode_accepted_tokens",
+                "accept_rate": "spec_decode_acceptance_rate / 100",
+                "mean_acceptance_length": "spec_decode_acceptance_length",
+            },
+            where=rwhere,
+        )
+        del run  # built only for its checks of the recorded ratios against the counts
+        steps, proposed, accepted = steps + s, proposed + p, accepted + a
+        positions = _positions(record, s, rwhere)
+        if per_pos is not None and positions is not None:
+            if len(per_pos) < len(positions):
+                per_pos += [0] * (len(positions) - len(per_pos))
+            for i, c in enumerate(positions):
+                per_pos[i] += c
+        else:
+            per_pos = None
+    how = "" if len(records) == 1 else f" summed over {runs}"
+    sources.update(
+        steps=f"spec_decode_num_drafts{how}",
+        proposed=f"spec_decode_draft_tokens{how}",
+        accepted=f"spec_decode_accepted_tokens{how}",
+        per_position=(
+            f"spec_decode_per_position_acceptance_rates x spec_decode_num_drafts{how}"
+            if per_pos is not None
+            else "not recorded: no spec_decode_per_position_acceptance_rates"
+        ),
+    )
+    return arm_from_counts(
+        name,
+        KIND,
+        tok_s=tok_s,
+        steps=steps,
+        proposed=proposed,
+        accepted=accepted,
+        per_position=per_pos,
+        sources=sources,
+        notes=notes,
+        where=where,
+        population=INTERVAL,
+        population_detail=(
+            f"{runs} of vllm bench serve (each the difference of two scrapes around the run)"
+        ),
+    )
+
+
+def _optional(record: dict[str, Any], key: str, where: str) -> float | None:
+    value = record.get(key)
+    return None if value is None else positive(value, f"{where}: {key}")
+
+
+def _percent(record: dict[str, Any], where: str) -> float | None:
+    value = record.get("spec_decode_acceptance_rate")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        raise InputError(
+            f"{where}: spec_decode_acceptance_rate = {value!r} must be a percentage in 0..100"
+        )
+    return value / 100
+
+
+def _positions(record: dict[str, Any], steps: int, where: str) -> list[int] | None:
+    rates = record.get("spec_decode_per_position_acceptance_rates")
+    if rates is None:
+        return None
+    key = f"{where}: spec_decode_per_position_acceptance_rates"
+    if not isinstance(rates, list):
+        raise InputError(f"{key} must be a list of fractions")
+    counts = []
+    for i, rate in enumerate(rates):
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+            raise InputError(f"{key}[{i}] = {rate!r} is not a fraction in 0..1")
+        exact = rate * steps
+        whole = round(exact)
+        # vLLM divides a whole count by S; anything else is not its output.
+        if abs(exact - whole) > 1e-6 * max(1, steps):
+            raise InputError(
+                f"{key}[{i}] = {rate!r} times spec_decode_num_drafts = {steps} is {exact:.6g}, "
+                "not a whole number of steps: the rates do not belong to these counts"
+            )
+        counts.append(whole)
+    return counts
+
+
+def _read_log(name: str, doc: Document) -> ArmFigures:
+    """``SpecDecoding metrics:`` lines: A and P per logging interval, summed; no S."""
+    accepted = proposed = 0
+    lines = 0
+    for match in _LOG_RE.finditer(doc.text):
+        accepted += int(match["accepted"])
+        proposed += int(match["drafted"])
+        lines += 1
+    sources = {
+        "accepted": f"sum of 'Accepted: N tokens' over {lines} SpecDecoding metrics lines",
+        "proposed": f"sum of 'Drafted: N tokens' over {lines} SpecDecoding metrics lines",
+        "steps": "not recorded: the log line prints no S (its mean acceptance length is rounded)",
+        "tok_s": "not recorded: the log line's throughputs are accepted and drafted tokens/s",
+        "per_position": "not recorded: the log line rounds per-position rates to 3 decimals",
+    }
+    return arm_from_counts(
+        name,
+        KIND,
+        proposed=proposed,
+        accepted=accepted,
+        sources=sources,
+        where=doc.where,
+        population=SINCE_START,
+        population_detail=f"the {lines} logging intervals in the file",
+    )

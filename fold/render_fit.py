@@ -1,0 +1,134 @@
+"""Tables that never cut a figure: columns give way, then the table turns vertical.
+
+rich crops a no-wrap cell when a table is wider than the console (80 columns when piped). A
+figure cut short is a wrong figure, so :func:`fit` measures the table at render time: while
+its narrowest layout is too wide, the named give-way columns are dropped (the sparkline first,
+then secondary columns); if it still does not fit, each row is printed as ``header: value``
+lines, which fit any width a figure fits in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+
+def _header(column_header: object) -> str:
+    return " ".join(str(column_header).split())
+
+
+def _copy_without(table: Table, dropped: set[str]) -> Table:
+    keep = [c for c in table.columns if _header(c.header) not in dropped]
+    copy = Table(
+        title=table.title,
+        caption=table.caption,
+        box=table.box,
+        padding=table.padding,
+        pad_edge=table.pad_edge,
+        show_header=table.show_header,
+        title_justify=table.title_justify,
+        caption_justify=table.caption_justify,
+        show_edge=table.show_edge,
+    )
+    for column in keep:
+        copy.add_column(
+            column.header,
+            justify=column.justify,
+            no_wrap=column.no_wrap,
+            overflow=column.overflow,
+            min_width=column.min_width,
+            style=column.style,
+            header_style=column.header_style,
+            ratio=column.ratio,
+        )
+    cells = [list(column.cells) for column in keep]
+    for index, row in enumerate(table.rows):
+        copy.add_row(*(column_cells[index] for column_cells in cells), end_section=row.end_section)
+    return copy
+
+
+def _plain(console: Console, cell: object) -> str:
+    if isinstance(cell, Text):
+        return cell.plain
+    if isinstance(cell, str):
+        return console.render_str(cell).plain
+    return ""
+
+
+def _narrowest(console: Console, table: Table) -> int:
+    """The narrowest width at which no no-wrap cell is cut and no word is split."""
+    total = 0
+    for column in table.columns:
+        texts = [_plain(console, column.header), *(_plain(console, c) for c in column.cells)]
+        if column.no_wrap:
+            pieces = [line for text in texts for line in text.splitlines()]
+        else:
+            pieces = [word for text in texts for word in text.split()]
+        total += max([cell_len(piece) for piece in pieces] + [column.min_width or 0, 1])
+    _top, right, _bottom, left = Padding.unpack(table.padding)
+    count = len(table.columns)
+    total += count * (left + right)
+    if not table.pad_edge and count:
+        total -= left + right
+    if table.box is not None:
+        total += count - 1 + (2 if table.show_edge else 0)
+    return total
+
+
+class Fitted:
+    """A table that drops ``give_way`` columns (in order) or turns vertical to fit."""
+
+    def __init__(self, table: Table, give_way: Sequence[str] = ()) -> None:
+        self.table = table
+        self.give_way = list(give_way)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        dropped: list[str] = []
+        attempts: Iterable[str | None] = [None, *self.give_way]
+        for column in attempts:
+            if column is not None:
+                dropped.append(column)
+            table = _copy_without(self.table, set(dropped)) if dropped else self.table
+            if _narrowest(console, table) <= width:
+                yield table
+                if dropped:
+                    yield Text(f"(at {width} columns: {', '.join(dropped)} not shown)", style="dim")
+                return
+        yield self.vertical()
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(1, options.max_width)
+
+    def vertical(self) -> Group:
+        """Each row as lines ``header: value``, the first column as the row's title."""
+        columns = self.table.columns
+        cells = [list(column.cells) for column in columns]
+        parts: list[Text | Table] = []
+        if self.table.title:
+            parts.append(Text(str(self.table.title), style="italic"))
+        for index in range(len(self.table.rows)):
+            title = Text(f"{_header(columns[0].header)}: ", style="bold")
+            parts.append(title + Text(_plain(Console(), cells[0][index]), style="bold"))
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(no_wrap=False, overflow="fold")
+            grid.add_column(no_wrap=False, overflow="fold")
+            for column, column_cells in zip(columns[1:], cells[1:], strict=True):
+                value = column_cells[index]
+                if (isinstance(value, Text) and not value.plain) or value == "":
+                    continue
+                grid.add_row(Text("  " + _header(column.header), style="dim"), value)
+            parts.append(grid)
+        if self.table.caption:
+            parts.append(Text(str(self.table.caption), style="dim"))
+        return Group(*parts)
+
+
+def fit(table: Table, give_way: Sequence[str] = ()) -> Fitted:
+    return Fitted(table, give_way)
