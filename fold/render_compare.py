@@ -94,10 +94,12 @@ def comparison_table(
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    table.add_column("engine", overflow="fold")
+    # Names and labels keep their width while they fit; "not recorded" may wrap, figures never.
+    longest_name = max((len(row.name) for row in rows), default=6)
+    table.add_column("engine", overflow="fold", min_width=min(longest_name, 10))
     table.add_column("covers", overflow="fold")
     for header in ("tok/s (warm)", "mean len (1+A/S)", "rate (A/P)", "verify steps/s",
-                   "SGLang len* (other unit)"):  # fmt: skip
+                   "SGLang len*"):  # fmt: skip
         table.add_column(header, justify="right", overflow="fold")
     for row in rows:
         table.add_row(
@@ -117,7 +119,7 @@ def comparison_table(
         factor = _cell(fmt_factor(gap.acceptance_factor) if split else NOT_RECORDED)
         in_sglang_unit = gap.unit == SGLANG_UNIT
         table.add_row(
-            Text(f"{gap.ours}/{gap.oracle}", style="italic"),
+            Text(f"ours/{gap.oracle}", style="italic"),
             Text(""),
             _cell(fmt_factor(gap.ratio)),
             Text("") if in_sglang_unit else factor,
@@ -208,13 +210,25 @@ def population_line(ours: ArmFigures | None, oracle: ArmFigures | None) -> Text 
     if ours is None or oracle is None or not ours.population or not oracle.population:
         return None
     if ours.population == oracle.population:
-        return Text(f"  both sides' acceptance covers the {ours.population}", style="dim")
+        return Text(
+            f"  both sides' acceptance counts cover {_COVERS.get(ours.population)}", style="dim"
+        )
     return Text(
-        f"  populations differ: {ours.name} covers the {ours.population}, {oracle.name} "
-        f"{oracle.population} ({oracle.population_detail}); the acceptance factor compares them "
-        "as they are",
+        f"  populations differ: {ours.name} counts {_COVERS.get(ours.population)}, "
+        f"{oracle.name} {_COVERS.get(oracle.population, oracle.population)} "
+        f"({oracle.population_detail}); the acceptance factor compares them as they are",
         style="yellow",
     )
+
+
+_COVERS = {
+    WARM_LEGS: "the warm legs",
+    ALL_LEGS: "all legs, cold ones included",
+    INTERVAL: "the interval between two scrapes",
+    SINCE_START: "everything since server start",
+    REQUESTS: "the requests given",
+    LAST_INTERVAL: "the server's last logging interval",
+}
 
 
 def step_rate_line(

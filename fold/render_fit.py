@@ -23,7 +23,7 @@ def _header(column_header: object) -> str:
     return " ".join(str(column_header).split())
 
 
-def _copy_without(table: Table, dropped: set[str]) -> Table:
+def _copy_without(table: Table, dropped: set[str], widths: list[int] | None = None) -> Table:
     keep = [c for c in table.columns if _header(c.header) not in dropped]
     copy = Table(
         title=table.title,
@@ -36,9 +36,10 @@ def _copy_without(table: Table, dropped: set[str]) -> Table:
         caption_justify=table.caption_justify,
         show_edge=table.show_edge,
     )
-    for column in keep:
+    for index, column in enumerate(keep):
         copy.add_column(
             column.header,
+            width=None if widths is None else widths[index],
             justify=column.justify,
             no_wrap=column.no_wrap,
             overflow=column.overflow,
@@ -61,24 +62,47 @@ def _plain(console: Console, cell: object) -> str:
     return ""
 
 
-def _narrowest(console: Console, table: Table) -> int:
-    """The narrowest width at which no no-wrap cell is cut and no word is split."""
-    total = 0
+def _ranges(console: Console, table: Table) -> list[tuple[int, int]]:
+    """Per column: the narrowest width that cuts no no-wrap cell and splits no word, and the
+    width of its longest line."""
+    ranges = []
     for column in table.columns:
         texts = [_plain(console, column.header), *(_plain(console, c) for c in column.cells)]
-        if column.no_wrap:
-            pieces = [line for text in texts for line in text.splitlines()]
-        else:
-            pieces = [word for text in texts for word in text.split()]
-        total += max([cell_len(piece) for piece in pieces] + [column.min_width or 0, 1])
+        lines = [line for text in texts for line in text.splitlines()] or [""]
+        widest = max(cell_len(line) for line in lines)
+        pieces = lines if column.no_wrap else [w for line in lines for w in line.split()]
+        narrowest = max([cell_len(piece) for piece in pieces] + [column.min_width or 0, 1])
+        ranges.append((narrowest, max(widest, narrowest)))
+    return ranges
+
+
+def _overhead(table: Table) -> int:
     _top, right, _bottom, left = Padding.unpack(table.padding)
     count = len(table.columns)
-    total += count * (left + right)
+    total = count * (left + right)
     if not table.pad_edge and count:
         total -= left + right
     if table.box is not None:
         total += count - 1 + (2 if table.show_edge else 0)
     return total
+
+
+def _widths(console: Console, table: Table, width: int) -> list[int] | None:
+    """Column widths that fit ``width`` without cutting a figure, or None if none do.
+
+    rich's own shrinking can cut a no-wrap cell or go past a column's minimum, so the widths
+    are decided here: every column gets its narrowest, and the room left is shared in
+    proportion to how much wider each would like to be.
+    """
+    ranges = _ranges(console, table)
+    room = width - _overhead(table) - sum(low for low, _ in ranges)
+    if room < 0:
+        return None
+    wanted = [high - low for low, high in ranges]
+    if sum(wanted) <= room:
+        return [high for _, high in ranges]
+    shares = [room * want // sum(wanted) for want in wanted]
+    return [low + share for (low, _), share in zip(ranges, shares, strict=True)]
 
 
 class Fitted:
@@ -95,9 +119,10 @@ class Fitted:
         for column in attempts:
             if column is not None:
                 dropped.append(column)
-            table = _copy_without(self.table, set(dropped)) if dropped else self.table
-            if _narrowest(console, table) <= width:
-                yield table
+            table = _copy_without(self.table, set(dropped))
+            widths = _widths(console, table, width)
+            if widths is not None:
+                yield _copy_without(table, set(), widths)
                 if dropped:
                     yield Text(f"(at {width} columns: {', '.join(dropped)} not shown)", style="dim")
                 return

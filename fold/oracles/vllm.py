@@ -333,7 +333,7 @@ def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:
         where=where,
         population=INTERVAL,
         population_detail=(
-            f"{runs} of vllm bench serve (each the difference of two scrapes around the run)"
+            f"{runs} of vllm bench serve (the difference of two scrapes around each run)"
         ),
     )
 
