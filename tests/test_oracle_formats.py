@@ -459,3 +459,16 @@ def test_sglang_gauges_of_several_engines_are_refused() -> None:
     text = 'sglang:spec_accept_length{dp="0"} 4.2\nsglang:spec_accept_length{dp="1"} 4.3\n'
     with pytest.raises(InputError, match="cannot be pooled"):
         read_oracle("s", text)
+
+
+def test_responses_appended_without_newlines_are_read_one_by_one() -> None:
+    # `curl ... >> responses.json` writes compact objects back to back, or pretty-printed ones
+    responses = orjson.loads((FIXTURES / "llamacpp-completions.json").read_bytes())
+    for text in (
+        "".join(orjson.dumps(r).decode() for r in responses),
+        "".join(orjson.dumps(r, option=orjson.OPT_INDENT_2).decode() for r in responses),
+    ):
+        arm = read_oracle("l", text)
+        _check(arm, s=None, p=1344, a=941, tok_s=64.0, population=REQUESTS)
+    with pytest.raises(InputError, match=r"r\.json:2: not JSON"):
+        read_oracle("l", '{"timings": {}}\n{"timings": \n', where="r.json")

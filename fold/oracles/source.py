@@ -97,21 +97,28 @@ def _loads(text: str) -> Any:
 
 
 def _jsonl(text: str, where: str) -> list[Record]:
+    """JSON objects one after another: JSONL, or responses appended with ``curl >>`` (no
+    newline between them, or pretty-printed)."""
+    decoder = json.JSONDecoder()
     records = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    position = 0
+    while True:
+        while position < len(text) and text[position] in " \t\r\n":
+            position += 1
+        if position >= len(text):
+            return records
+        lineno = text.count("\n", 0, position) + 1
         try:
-            item = _loads(line)
+            item, end = decoder.raw_decode(text, position)
         except ValueError as exc:
             raise InputError(
-                f"{where}:{lineno}: not JSON ({exc}); the file must be one JSON object, a JSON "
-                "array, or JSONL with one object per line"
+                f"{where}:{lineno}: not JSON ({exc}); the file must be one JSON object, a "
+                "JSON array, or JSON objects one after another (JSONL)"
             ) from exc
         if not isinstance(item, dict):
-            raise InputError(f"{where}:{lineno}: a JSONL line must be an object")
+            raise InputError(f"{where}:{lineno}: {type(item).__name__}, not a JSON object")
         records.append((item, f"{where}:{lineno}"))
-    return records
+        position = end
 
 
 # --------------------------------------------------------------------------------------------
