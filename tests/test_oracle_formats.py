@@ -472,3 +472,19 @@ def test_responses_appended_without_newlines_are_read_one_by_one() -> None:
         _check(arm, s=None, p=1344, a=941, tok_s=64.0, population=REQUESTS)
     with pytest.raises(InputError, match=r"r\.json:2: not JSON"):
         read_oracle("l", '{"timings": {}}\n{"timings": \n', where="r.json")
+
+
+def test_saved_streams_keep_each_requests_final_response() -> None:
+    # llama-server SSE: partial chunks have "stop": false and no timings; the last has both
+    final = _fixture_json("llamacpp-completion.json")
+    chunks = [{"index": 0, "content": " Paris", "stop": False, "id_slot": 0, "tokens": []}] * 3
+    sse = "".join(f"data: {_text(chunk)}\n\n" for chunk in [*chunks, final]) + "data: [DONE]\n"
+    _check(read_oracle("l", sse), s=None, p=448, a=301, tok_s=64.0, population=REQUESTS)
+    # SGLang streaming: chunks of one request share meta_info.id; only the last is finished
+    done = _fixture_json("sglang-generate-0.5.9.json")
+    meta = {"id": done["meta_info"]["id"], "finish_reason": None, "completion_tokens": 40}
+    partial = {"text": " The", "meta_info": meta}
+    stream = "".join(f"data: {_text(r)}\n\n" for r in (partial, partial, done))
+    _check(read_oracle("s", stream), s=60, p=420, a=196, tok_s=None, population=REQUESTS)
+    with pytest.raises(InputError, match="no finished response"):
+        read_oracle("s", f"data: {_text(partial)}\n\ndata: {_text(partial)}\n", "sglang")

@@ -106,13 +106,15 @@ def read(name: str, doc: Document) -> ArmFigures:
 
 def _read_completions(name: str, doc: Document) -> ArmFigures:
     """``/completion`` responses: P and A summed, tok/s the median ``predicted_per_second``."""
-    for record, where in doc.records:
+    # A streamed request's chunks carry "stop": false; only its last one has the timings.
+    finals = [(r, w) for r, w in doc.records if r.get("stop") is not False]
+    for record, where in finals:
         if not isinstance(record.get("timings"), dict):
             raise InputError(
                 f"{where}: a record without timings among /completion responses; give the "
                 "final response of each request (a streamed request's last chunk)"
             )
-    selection = warm(doc.records)
+    selection = warm(finals)
     how = selection.description.replace("records", "responses")
     tok_values = []
     proposed = accepted = 0

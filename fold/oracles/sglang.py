@@ -185,6 +185,28 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
                     proposed_key, histogram)  # fmt: skip
 
 
+def _finished(records: list[Record]) -> list[Record]:
+    """One record per request: a streamed request's chunks share its ``id`` and only the last,
+    finished one carries the speculative keys (tokenizer_manager.py)."""
+    last: dict[Any, int] = {}
+    for index, (record, _) in enumerate(records):
+        request_id = record.get("id")
+        if request_id is not None and "finish_reason" in record:
+            last[request_id] = index
+    kept = []
+    for index, (record, where) in enumerate(records):
+        request_id = record.get("id")
+        if request_id is not None and request_id in last and last[request_id] != index:
+            continue
+        if request_id in last and record.get("finish_reason") is None:
+            raise InputError(
+                f"{where}: request {request_id} has no finished response (finish_reason is "
+                "null in its last chunk); give complete responses"
+            )
+        kept.append((record, where))
+    return kept
+
+
 def _read_records(
     name: str,
     records: Sequence[Record],
@@ -192,7 +214,7 @@ def _read_records(
     *,
     tok_s: tuple[float | None, str] | None = None,
 ) -> ArmFigures:
-    selection: Selection = warm([(_flatten(r), w) for r, w in records])
+    selection: Selection = warm(_finished([(_flatten(r), w) for r, w in records]))
     how = selection.description
     tok_s_value, tok_s_source = tok_s if tok_s is not None else median_tok_s(selection)
     if tok_s_value is None:

@@ -68,6 +68,9 @@ def parse_document(text: str, where: str = "<input>") -> Document:
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{where}: the file is empty; give the oracle's record, legs or scrape")
+    if stripped.startswith("data:"):
+        text = _unwrap_event_stream(text)
+        stripped = text.lstrip()
     if stripped[0] not in "{[":
         return Document(where, text, "text")
     try:
@@ -86,6 +89,16 @@ def parse_document(text: str, where: str = "<input>") -> Document:
             raise InputError(f"{where}: an empty list; give at least one record")
         return Document(where, text, "records", records)
     raise InputError(f"{where}: a JSON {type(value).__name__}, not an object or a list")
+
+
+def _unwrap_event_stream(text: str) -> str:
+    """A saved streaming response (``data: {...}`` lines, ``data: [DONE]``) as JSONL; line
+    numbers stay those of the file."""
+    lines = []
+    for line in text.splitlines():
+        body = line[len("data:") :].strip() if line.startswith("data:") else ""
+        lines.append("" if body == "[DONE]" else body)
+    return "\n".join(lines) + "\n"
 
 
 def _loads(text: str) -> Any:
