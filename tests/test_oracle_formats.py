@@ -488,3 +488,18 @@ def test_saved_streams_keep_each_requests_final_response() -> None:
     _check(read_oracle("s", stream), s=60, p=420, a=196, tok_s=None, population=REQUESTS)
     with pytest.raises(InputError, match="no finished response"):
         read_oracle("s", f"data: {_text(partial)}\n\ndata: {_text(partial)}\n", "sglang")
+
+
+def test_sglang_arm_record_with_legs_is_checked_like_ours() -> None:
+    legs = [
+        orjson.loads(line) for line in (FIXTURES / "sglang-legs.jsonl").read_bytes().splitlines()
+    ]
+    record = {"engine": "sglang", "legs": legs, "metrics": {"output_throughput_tok_s": 16.034}}
+    arm = read_oracle("s", _text(record))
+    # warm runs 2-4: median(16.010, 16.034, 16.051) = 16.034; mean of 4.66, 4.67, 4.68
+    assert arm.output_throughput_tok_s == 16.034
+    assert arm.completion_tokens_per_step == pytest.approx(4.67, rel=1e-12)
+    assert arm.population == WARM_LEGS
+    record["metrics"]["output_throughput_tok_s"] = 16.022  # the median of all four legs
+    with pytest.raises(RefusedError, match=r"16\.022"):
+        read_oracle("s", _text(record))
