@@ -62,17 +62,22 @@ def _plain(console: Console, cell: object) -> str:
     return ""
 
 
-def _ranges(console: Console, table: Table) -> list[tuple[int, int]]:
-    """Per column: the narrowest width that cuts no no-wrap cell and splits no word, and the
-    width of its longest line."""
+def _ranges(console: Console, table: Table) -> list[tuple[int, int, int]]:
+    """Per column: the narrowest width that cuts no no-wrap cell and splits no word, the width
+    of its longest cell line, and of its header on one line."""
     ranges = []
     for column in table.columns:
-        texts = [_plain(console, column.header), *(_plain(console, c) for c in column.cells)]
-        lines = [line for text in texts for line in text.splitlines()] or [""]
-        widest = max(cell_len(line) for line in lines)
-        pieces = lines if column.no_wrap else [w for line in lines for w in line.split()]
+        header = _plain(console, column.header)
+        cells = [_plain(console, c) for c in column.cells]
+        lines = [line for text in cells for line in text.splitlines()] or [""]
+        header_lines = header.splitlines() or [""]
+        pieces = [*lines, *header_lines]
+        if not column.no_wrap:
+            pieces = [word for line in pieces for word in line.split()]
         narrowest = max([cell_len(piece) for piece in pieces] + [column.min_width or 0, 1])
-        ranges.append((narrowest, max(widest, narrowest)))
+        widest = max(narrowest, *(cell_len(line) for line in lines))
+        header_width = max(widest, *(cell_len(line) for line in header_lines))
+        ranges.append((narrowest, widest, header_width))
     return ranges
 
 
@@ -91,18 +96,23 @@ def _widths(console: Console, table: Table, width: int) -> list[int] | None:
     """Column widths that fit ``width`` without cutting a figure, or None if none do.
 
     rich's own shrinking can cut a no-wrap cell or go past a column's minimum, so the widths
-    are decided here: every column gets its narrowest, and the room left is shared in
-    proportion to how much wider each would like to be.
+    are decided here: every column gets its narrowest, and the room left is shared out.
     """
     ranges = _ranges(console, table)
-    room = width - _overhead(table) - sum(low for low, _ in ranges)
+    room = width - _overhead(table) - sum(low for low, _, _ in ranges)
     if room < 0:
         return None
-    wanted = [high - low for low, high in ranges]
-    if sum(wanted) <= room:
-        return [high for _, high in ranges]
-    shares = [room * want // sum(wanted) for want in wanted]
-    return [low + share for (low, _), share in zip(ranges, shares, strict=True)]
+    widths = [low for low, _, _ in ranges]
+    # Cells first, then headers on one line; within each, max-min fair: the columns that
+    # want least are made whole first, so a short label is not wrapped to feed a long one.
+    for target in (1, 2):
+        wanted = [r[target] - w for r, w in zip(ranges, widths, strict=True)]
+        order = sorted(range(len(ranges)), key=lambda i: wanted[i])
+        for position, index in enumerate(order):
+            share = min(wanted[index], room // (len(order) - position))
+            widths[index] += share
+            room -= share
+    return widths
 
 
 class Fitted:
