@@ -503,3 +503,34 @@ def test_sglang_arm_record_with_legs_is_checked_like_ours() -> None:
     record["metrics"]["output_throughput_tok_s"] = 16.022  # the median of all four legs
     with pytest.raises(RefusedError, match=r"16\.022"):
         read_oracle("s", _text(record))
+
+
+def test_sglang_finished_response_without_spec_keys_verified_nothing() -> None:
+    responses = _fixture_json("sglang-generate-0.5.23.json")
+    short = {"text": " A", "meta_info": {"id": "c3", "finish_reason": {"type": "stop"},
+                                         "prompt_tokens": 20, "completion_tokens": 1}}  # fmt: skip
+    arm = read_oracle("s", _text([*responses, short]))
+    # the third request adds 0 steps, 0 drafts; its one (prefill) token is not pooled per step
+    _check(arm, s=90, p=630, a=294, tok_s=None, population=REQUESTS)
+    assert arm.completion_tokens_per_step == pytest.approx(386 / 90, rel=1e-12)
+    assert any("count as 0 steps" in note for note in arm.notes)
+
+
+def test_llamacpp_openai_style_stream_and_prefixed_program_output() -> None:
+    final = _fixture_json("llamacpp-completion.json")
+    chunk = {"choices": [{"index": 0, "delta": {"content": " Pa"}, "finish_reason": None}]}
+    text = f"data: {_text(chunk)}\n\ndata: {_text(final)}\n\ndata: [DONE]\n"
+    _check(read_oracle("l", text), s=None, p=448, a=301, tok_s=64.0, population=REQUESTS)
+    lines = (FIXTURES / "llamacpp-speculative-simple.txt").read_text().splitlines()
+    prefixed = "\n".join(f"0.03.212.117 I {line}" for line in lines)
+    _check(read_oracle("l", prefixed), s=None, p=640, a=301, tok_s=80.012, population=REQUESTS)
+
+
+def test_openmetrics_exemplars_are_ignored() -> None:
+    text = (
+        'vllm:spec_decode_num_drafts_total{engine="0"} 10.0 # {trace_id="abc"} 1.0 1712345678\n'
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 25.0\n'
+        "# EOF\n"
+    )
+    arm = read_oracle("v", text)
+    assert (arm.steps, arm.accepted) == (10, 25)

@@ -27,9 +27,10 @@ ALIASES = ("llamacpp", "llama.cpp", "llama-cpp", "llama_cpp")
 PREFIX = "llamacpp:"
 SIGNIFICANT_DIGITS = 6  # operator<< on a double, as /metrics prints its counters
 
-_DRAFTED_RE = re.compile(r"^\s*(?:\S+\s+)?n_drafted\s*=\s*(\d+)\s*$", re.M)
-_ACCEPT_N_RE = re.compile(r"^\s*(?:\S+\s+)?n_accept\s*=\s*(\d+)\s*$", re.M)
-_ACCEPT_PCT_RE = re.compile(r"^\s*(?:\S+\s+)?accept\s*=\s*([0-9.]+|nan|inf)%\s*$", re.M)
+# The lines may carry a log prefix (timestamp, level) before the name.
+_DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(\d+)\s*$", re.M)
+_ACCEPT_N_RE = re.compile(r"^.*?\bn_accept\s*=\s*(\d+)\s*$", re.M)
+_ACCEPT_PCT_RE = re.compile(r"^.*?\baccept\s*=\s*([0-9.]+|nan|inf)%\s*$", re.M)
 _DECODED_RE = re.compile(
     r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+|inf|nan) t/s"
 )
@@ -106,8 +107,9 @@ def read(name: str, doc: Document) -> ArmFigures:
 
 def _read_completions(name: str, doc: Document) -> ArmFigures:
     """``/completion`` responses: P and A summed, tok/s the median ``predicted_per_second``."""
-    # A streamed request's chunks carry "stop": false; only its last one has the timings.
-    finals = [(r, w) for r, w in doc.records if r.get("stop") is not False]
+    # A streamed request's chunks carry "stop": false (or, OpenAI-style, choices not yet
+    # finished); only its last one has the timings.
+    finals = [(r, w) for r, w in doc.records if not _partial_chunk(r)]
     for record, where in finals:
         if not isinstance(record.get("timings"), dict):
             raise InputError(
@@ -174,6 +176,18 @@ def _read_completions(name: str, doc: Document) -> ArmFigures:
         where=doc.where,
         population=selection.population if selection.by_run else REQUESTS,
         population_detail=how,
+    )
+
+
+def _partial_chunk(record: dict[str, Any]) -> bool:
+    if record.get("stop") is False:
+        return True
+    choices = record.get("choices")
+    return (
+        isinstance(choices, list)
+        and bool(choices)
+        and "timings" not in record
+        and all(isinstance(c, dict) and c.get("finish_reason") is None for c in choices)
     )
 
 

@@ -37,7 +37,9 @@ class Scrape:
 
 
 _SAMPLE_RE = re.compile(
-    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$"
+    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)"
+    r'(?:\{(?P<labels>(?:[^}"]|"(?:[^"\\]|\\.)*")*)\})?'
+    r"\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$"
 )
 _COMMENT_RE = re.compile(r"^#\s*(HELP|TYPE)\s+(\S+)")
 _LABEL_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
@@ -97,6 +99,8 @@ def parse_scrapes(text: str, *, where: str = "<input>", most: int = 2) -> list[S
                 described.add(key)
             continue
         match = _SAMPLE_RE.match(line)
+        if match is None and " # " in line:  # an OpenMetrics exemplar after the value
+            match = _SAMPLE_RE.match(line.split(" # ", 1)[0].rstrip())
         if match is None:
             raise InputError(
                 f"{where}:{lineno}: not a Prometheus text exposition line: {line[:60]!r}; give "

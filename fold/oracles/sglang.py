@@ -223,9 +223,25 @@ def _read_records(
             "queueing and prefill)"
         )
     reqs = [_request(rec, rwhere) for rec, rwhere in selection.records]
+    # SGLang writes the spec_* keys only for a request with at least one verify step; a
+    # finished response without any, beside others with them, verified nothing.
+    undrafted = [
+        r
+        for r, (rec, _) in zip(reqs, selection.records, strict=True)
+        if not _has_fields(rec) and r.completion is not None and "finish_reason" in rec
+    ]
+    if undrafted and len(undrafted) < len(reqs):
+        for r in undrafted:
+            r.verify = r.accepted = r.proposed = 0
+            r.histogram = []
     n = len(reqs)
     sources: dict[str, str] = {"tok_s": tok_s_source}
     notes: list[str] = []
+    if undrafted and len(undrafted) < len(reqs):
+        notes.append(
+            f"{len(undrafted)} finished response(s) carry no spec_* keys: SGLang writes them "
+            "only after a verify step, so they count as 0 steps, 0 drafts"
+        )
 
     steps = accepted = proposed = None
     if all(r.verify is not None for r in reqs):
@@ -290,8 +306,9 @@ def _read_records(
     if all(r.completion is not None and r.verify is not None for r in reqs):
         total_verify = sum(r.verify or 0 for r in reqs)
         if total_verify:
+            # as for our legs: a request without verify steps has no tokens per step to pool
             per_step = formulas.completion_tokens_per_step(
-                sum(r.completion or 0 for r in reqs), total_verify
+                sum(r.completion or 0 for r in reqs if r.verify), total_verify
             )
             sources["completion_tokens_per_step"] = (
                 f"sum completion_tokens / sum spec_verify_ct over {how} (SGLang unit: counts "
