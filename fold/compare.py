@@ -90,7 +90,7 @@ def load_oracles(specs: list[str]) -> list[ArmFigures]:
     seen: set[str] = set()
     for spec in specs:
         name, kind, path = parse_vs_spec(spec)
-        if name in (OURS, OURS_ALL) or name.startswith(OURS) or name in seen:
+        if name in (OURS, OURS_ALL) or name in seen:
             raise InputError(f"--vs {spec!r}: the name {name!r} is taken; give each arm its own")
         seen.add(name)
         oracles.append(load_oracle(name, path, kind))

@@ -534,3 +534,15 @@ def test_openmetrics_exemplars_are_ignored() -> None:
     )
     arm = read_oracle("v", text)
     assert (arm.steps, arm.accepted) == (10, 25)
+
+
+def test_before_after_scrape_texts_with_a_throughput_beside_them() -> None:
+    pair = _fixture_json("llamacpp-metrics-pair.json")
+    arm = read_oracle("l", _text({**pair, "output_throughput_tok_s": 60.0}))
+    _check(arm, s=412345, p=2611230, a=1249380, tok_s=60.0, population=INTERVAL)
+    vllm_text = (FIXTURES / "vllm-scrapes.prom").read_text()
+    middle = vllm_text.index("# HELP vllm:num_requests_running", 10)
+    record = {"before": vllm_text[:middle], "after": vllm_text[middle:], "tok_s": 16.111}
+    arm = read_oracle("v", _text(record))
+    assert arm.kind == "vllm"
+    _check(arm, s=310, p=2170, a=1000, tok_s=16.111, population=INTERVAL)

@@ -64,22 +64,13 @@ def sniff(doc: Document) -> bool:
             return True
         if isinstance(record.get("timings"), dict):
             return True
-        if _scrape_pair(record) is not None:
+        if any(looks_like_scrape(text, (PREFIX,)) for text in vllm.scrape_texts(record)):
             return True
         metrics = record.get("metrics")
         for mapping in (record, metrics, *(metrics.values() if isinstance(metrics, dict) else ())):
             if isinstance(mapping, dict) and counters.mentions(mapping, PREFIX):
                 return True
-            if isinstance(mapping, str) and looks_like_scrape(mapping, (PREFIX,)):
-                return True
     return False
-
-
-def _scrape_pair(record: dict[str, Any]) -> tuple[str, str] | None:
-    before, after = record.get("before"), record.get("after")
-    if isinstance(before, str) and isinstance(after, str):
-        return before, after
-    return None
 
 
 def read(name: str, doc: Document) -> ArmFigures:
@@ -92,12 +83,6 @@ def read(name: str, doc: Document) -> ArmFigures:
             return _read_speculative_simple(name, doc)
         return _read_server_log(name, doc)
     first = doc.record
-    pair = _scrape_pair(first) if doc.form == "object" else None
-    if pair is not None:
-        return vllm.read_scrapes(
-            name, pair[0].rstrip("\n") + "\n" + pair[1], f"{doc.where}: before+after",
-            kind=KIND, prefix=PREFIX, bound=rounded,
-        )  # fmt: skip
     if any(isinstance(record.get("timings"), dict) for record, _ in doc.records):
         return _read_completions(name, doc)
     if doc.form != "object":

@@ -57,7 +57,9 @@ def _claims(record: dict[str, Any]) -> bool:
         return True
     if _is_bench(record) or _is_throughput_bench(record):
         return True
-    return any(counters.mentions(snapshot, PREFIX) for snapshot in _mappings(record))
+    return any(counters.mentions(snapshot, PREFIX) for snapshot in _mappings(record)) or any(
+        looks_like_scrape(text, (PREFIX,)) for text in scrape_texts(record)
+    )
 
 
 def _is_bench(record: dict[str, Any]) -> bool:
@@ -77,6 +79,16 @@ def _mappings(record: dict[str, Any]) -> list[Any]:
         found.append(metrics)
         found.extend(v for k, v in metrics.items() if k in ("before", "after"))
     return [m for m in found if isinstance(m, dict)]
+
+
+def scrape_texts(record: dict[str, Any]) -> list[str]:
+    """Scrape texts a record holds: ``metrics`` as text, or before/after texts (top level or
+    in ``metrics``)."""
+    metrics = record.get("metrics")
+    texts = [metrics, record.get("before"), record.get("after")]
+    if isinstance(metrics, dict):
+        texts += [metrics.get("before"), metrics.get("after")]
+    return [text for text in texts if isinstance(text, str)]
 
 
 def read(name: str, doc: Document) -> ArmFigures:
@@ -152,6 +164,9 @@ def read_record(
     tok_s, tok_s_source = arm_tok_s(record, where)
     legs = legs_of(record, where)
     metrics = record.get("metrics")
+    if metrics is None and isinstance(record.get("before"), str):
+        # {"before": "<scrape>", "after": "<scrape>"} at the top level
+        metrics = {"before": record["before"], "after": record.get("after")}
     mwhere = f"{where}: metrics"
     if isinstance(metrics, str):
         return read_scrapes(
