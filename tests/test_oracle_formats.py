@@ -546,3 +546,18 @@ def test_before_after_scrape_texts_with_a_throughput_beside_them() -> None:
     arm = read_oracle("v", _text(record))
     assert arm.kind == "vllm"
     _check(arm, s=310, p=2170, a=1000, tok_s=16.111, population=INTERVAL)
+
+
+def test_llamacpp_gate_arm_with_each_legs_timings() -> None:
+    response = _fixture_json("llamacpp-completion.json")
+    legs = []
+    # run 1 (cold): 50 tok/s, P 400, A 200; runs 2, 3: the fixture's 64 tok/s, P 448, A 301
+    for run, n, ms, p, a in ((1, 100, 2000.0, 400, 200), (2, 128, 2000.0, 448, 301),
+                             (3, 128, 2000.0, 448, 301)):  # fmt: skip
+        timings = {**response["timings"], "predicted_n": n, "predicted_ms": ms}
+        timings.update(predicted_per_second=1e3 * n / ms, draft_n=p, draft_n_accepted=a)
+        legs.append({"run": run, "tok_s": 1e3 * n / ms, "timings": timings})
+    record = {"legs": legs, "metrics": {"output_throughput_tok_s": 64.0}}
+    arm = read_oracle("l", _text(record))
+    # warm legs only: P 448 x 2, A 301 x 2; tok/s the recorded 64 = median(64, 64)
+    _check(arm, s=None, p=896, a=602, tok_s=64.0, population=WARM_LEGS)

@@ -20,7 +20,7 @@ from fold.errors import InputError, RefusedError
 from fold.oracles import counters, vllm
 from fold.oracles.figures import REQUESTS, ArmFigures, arm_from_counts
 from fold.oracles.prometheus import Sample, looks_like_scrape
-from fold.oracles.source import Document, count, positive, warm
+from fold.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive, warm
 
 KIND = "llamacpp"
 ALIASES = ("llamacpp", "llama.cpp", "llama-cpp", "llama_cpp")
@@ -62,7 +62,11 @@ def sniff(doc: Document) -> bool:
     for record, _ in doc.records:
         if str(record.get("engine", "")).strip().lower() in ALIASES:
             return True
-        if isinstance(record.get("timings"), dict):
+        legs = record.get("legs")
+        if isinstance(record.get("timings"), dict) or (
+            isinstance(legs, list)
+            and any(isinstance(leg, dict) and isinstance(leg.get("timings"), dict) for leg in legs)
+        ):
             return True
         if any(looks_like_scrape(text, (PREFIX,)) for text in vllm.scrape_texts(record)):
             return True
@@ -84,17 +88,28 @@ def read(name: str, doc: Document) -> ArmFigures:
         return _read_server_log(name, doc)
     first = doc.record
     if any(isinstance(record.get("timings"), dict) for record, _ in doc.records):
-        return _read_completions(name, doc)
+        return _read_completions(name, doc.records, doc.where)
+    legs = legs_of(first, doc.where) if doc.form == "object" else None
+    if legs and any(isinstance(leg.get("timings"), dict) for leg, _ in legs):
+        # the gate's arm record with each leg's /completion timings
+        return _read_completions(name, legs, doc.where, tok_s=arm_tok_s(first, doc.where))
     if doc.form != "object":
         raise InputError(f"{doc.where}: several llama.cpp records; give one arm record per file")
     return vllm.read_record(name, KIND, PREFIX, first, doc.where, bound=rounded)
 
 
-def _read_completions(name: str, doc: Document) -> ArmFigures:
-    """``/completion`` responses: P and A summed, tok/s the median ``predicted_per_second``."""
+def _read_completions(
+    name: str,
+    records: list[Record],
+    where: str,
+    *,
+    tok_s: tuple[float | None, str] | None = None,
+) -> ArmFigures:
+    """``/completion`` responses (or legs holding them): P and A summed, tok/s the median
+    ``predicted_per_second`` unless the arm record gives its own (checked against its legs)."""
     # A streamed request's chunks carry "stop": false (or, OpenAI-style, choices not yet
     # finished); only its last one has the timings.
-    finals = [(r, w) for r, w in doc.records if not _partial_chunk(r)]
+    finals = [(r, w) for r, w in records if not _partial_chunk(r)]
     for record, where in finals:
         if not isinstance(record.get("timings"), dict):
             raise InputError(
@@ -128,8 +143,14 @@ def _read_completions(name: str, doc: Document) -> ArmFigures:
                     f"{twhere}: draft_n_accepted = {a} exceeds draft_n = {p}: impossible"
                 )
             proposed, accepted, drafted = proposed + p, accepted + a, drafted + 1
+    tok_value, tok_source = (
+        statistics.median(tok_values),
+        (f"median timings.predicted_per_second of {how}"),
+    )
+    if tok_s is not None and tok_s[0] is not None:
+        tok_value, tok_source = tok_s
     sources = {
-        "tok_s": f"median timings.predicted_per_second of {how}",
+        "tok_s": tok_source,
         "steps": "not recorded: /completion timings carry no verify-step count",
         "per_position": "not recorded: /completion timings carry no per-position counts",
         "completion_tokens_per_step": "not recorded: SGLang's unit only",
@@ -153,12 +174,12 @@ def _read_completions(name: str, doc: Document) -> ArmFigures:
     return arm_from_counts(
         name,
         KIND,
-        tok_s=statistics.median(tok_values),
+        tok_s=tok_value,
         proposed=p_value,
         accepted=a_value,
         sources=sources,
         notes=notes,
-        where=doc.where,
+        where=where,
         population=selection.population if selection.by_run else REQUESTS,
         population_detail=how,
     )

@@ -438,8 +438,10 @@ def _read_gauges(name: str, doc: Document) -> ArmFigures:
         "accept_rate": f"{PREFIX}spec_accept_rate gauge (A/P)",
     }
     if not length:
-        length = None
-        sources["mean_acceptance_length"] = "not recorded: no sglang:spec_accept_length"
+        # 0 (or absent) means no speculative step in the interval, not a 0% acceptance
+        length = rate = None
+        sources["mean_acceptance_length"] = "not recorded: sglang:spec_accept_length is 0 or absent"
+        sources["accept_rate"] = "not recorded: no speculative step in the interval"
     return arm_from_counts(
         name,
         KIND,
