@@ -561,3 +561,12 @@ def test_llamacpp_gate_arm_with_each_legs_timings() -> None:
     arm = read_oracle("l", _text(record))
     # warm legs only: P 448 x 2, A 301 x 2; tok/s the recorded 64 = median(64, 64)
     _check(arm, s=None, p=896, a=602, tok_s=64.0, population=WARM_LEGS)
+
+
+def test_oracle_warm_legs_as_a_list_of_indices() -> None:
+    record = _fixture_json("vllm-gate-arm.json")
+    record["warm_legs"] = [1, 2, 4, 5, 7, 8]  # the legs with run > 1
+    assert read_oracle("v", _text(record)).output_throughput_tok_s == 16.111
+    record["warm_legs"] = [0, 1, 2, 4, 5, 7]
+    with pytest.raises(RefusedError, match=r"the legs with run > 1 are \[1, 2, 4, 5, 7, 8\]"):
+        read_oracle("v", _text(record))

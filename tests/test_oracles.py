@@ -325,7 +325,7 @@ def test_tok_s_from_legs_when_not_given_top_level() -> None:
     }
     arm = read_oracle("v", _json(record))
     assert arm.output_throughput_tok_s == 12.0  # median of 12, 11, 13; the cold 9 dropped
-    assert "warm records of 4 (run > 1)" in arm.sources["tok_s"]
+    assert "warm legs of 4 (run > 1)" in arm.sources["tok_s"]
 
 
 def test_negative_and_fractional_counts_are_input_errors() -> None:

@@ -289,6 +289,7 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
         return recorded, str(key)
     selection = warm(legs)
     median, how = median_tok_s(selection)
+    how = how.replace("records", "legs")
     problems = []
     if recorded is not None and (
         median is None or not math.isclose(median, recorded, rel_tol=RELATIVE_TOLERANCE)
@@ -302,6 +303,10 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
         and warm_legs != len(selection.records)
     ):
         problems.append(f"warm_legs is {warm_legs} but {len(selection.records)} legs have run > 1")
+    if isinstance(warm_legs, list) and selection.by_run:
+        indices = [i for i, (leg, _) in enumerate(legs) if (run_number(leg, "") or 0) > 1]
+        if warm_legs != indices:
+            problems.append(f"warm_legs is {warm_legs} but the legs with run > 1 are {indices}")
     cold = record.get("cold_legs_discarded")
     if (
         isinstance(cold, int)
