@@ -297,7 +297,8 @@ def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:
         a = count(
             record.get("spec_decode_accepted_tokens"), f"{rwhere}: spec_decode_accepted_tokens"
         )
-        run = arm_from_counts(
+        # built for its checks only: the run's recorded ratios must come out of its counts
+        arm_from_counts(
             name,
             KIND,
             steps=s,
@@ -314,7 +315,6 @@ def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:
             },
             where=rwhere,
         )
-        del run  # built only for its checks of the recorded ratios against the counts
         steps, proposed, accepted = steps + s, proposed + p, accepted + a
         positions = _positions(record, s, rwhere)
         if per_pos is not None and positions is not None:
