@@ -570,3 +570,19 @@ def test_oracle_warm_legs_as_a_list_of_indices() -> None:
     record["warm_legs"] = [0, 1, 2, 4, 5, 7]
     with pytest.raises(RefusedError, match=r"the legs with run > 1 are \[1, 2, 4, 5, 7, 8\]"):
         read_oracle("v", _text(record))
+
+
+def test_bench_result_with_ratios_but_no_counts() -> None:
+    # a backend that exposes no aggregate counters: the result keeps only its ratios
+    record = _fixture_json("vllm-bench-serve.json")
+    for key in ("spec_decode_num_drafts", "spec_decode_draft_tokens",
+                "spec_decode_accepted_tokens"):  # fmt: skip
+        record.pop(key)
+    arm = read_oracle("v", _text(record))
+    assert (arm.steps, arm.proposed, arm.accepted, arm.per_position) == (None,) * 4
+    assert arm.accept_rate == pytest.approx(0.4608294930875576, rel=1e-12)  # 46.08...% / 100
+    assert arm.mean_acceptance_length == pytest.approx(4.225806451612903, rel=1e-12)
+    assert arm.output_throughput_tok_s == 16.111 and arm.population == INTERVAL
+    record["spec_decode_num_drafts"] = 310
+    with pytest.raises(InputError, match="some of spec_decode_num_drafts"):
+        read_oracle("v", _text(record))

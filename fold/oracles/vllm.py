@@ -289,6 +289,20 @@ def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:
             name, KIND, tok_s=tok_s, sources=sources, where=where, population=INTERVAL,
             population_detail=f"{runs} of vllm bench serve",
         )  # fmt: skip
+    count_keys = (
+        "spec_decode_num_drafts",
+        "spec_decode_draft_tokens",
+        "spec_decode_accepted_tokens",
+    )
+    present = [sum(r.get(k) is not None for k in count_keys) for r, _ in records]
+    if not any(present):
+        return _bench_ratios_only(name, records, where, tok_s, sources)
+    if any(n != len(count_keys) for n in present):
+        partial = next(w for (_, w), n in zip(records, present, strict=True) if n < len(count_keys))
+        raise InputError(
+            f"{partial}: some of {', '.join(count_keys)} are missing while other runs (or keys) "
+            "have them; give every run's counts"
+        )
     steps = proposed = accepted = 0
     per_pos: list[int] | None = []
     for record, rwhere in records:
@@ -350,6 +364,36 @@ def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:
         population_detail=(
             f"{runs} of vllm bench serve (the difference of two scrapes around each run)"
         ),
+    )
+
+
+def _bench_ratios_only(
+    name: str, records: list[Record], where: str, tok_s: float, sources: dict[str, str]
+) -> ArmFigures:
+    """A result whose backend exposed no aggregate counters: only the ratios it recorded."""
+    if len(records) > 1:
+        raise InputError(
+            f"{where}: {len(records)} runs with acceptance ratios but no counts: ratios of "
+            "several runs cannot be pooled without their counts; keep one run per file"
+        )
+    record, rwhere = records[0]
+    for key in ("steps", "proposed", "accepted"):
+        sources[key] = "not recorded: the result holds ratios, not spec_decode_* counts"
+    sources["per_position"] = "not recorded: per-position rates without spec_decode_num_drafts"
+    return arm_from_counts(
+        name,
+        KIND,
+        tok_s=tok_s,
+        accept_rate=_percent(record, rwhere),
+        mean_acceptance_length=_optional(record, "spec_decode_acceptance_length", rwhere),
+        sources=sources,
+        labels={
+            "accept_rate": "spec_decode_acceptance_rate / 100",
+            "mean_acceptance_length": "spec_decode_acceptance_length",
+        },
+        where=where,
+        population=INTERVAL,
+        population_detail="the run of vllm bench serve (the difference of two scrapes around it)",
     )
 
 
