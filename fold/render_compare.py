@@ -270,7 +270,7 @@ def verdict_lines(
     for gap in gaps.values():
         lines.extend(gap_lines(gap))
         covers = population_line(by_name.get(gap.ours), by_name.get(gap.oracle))
-        if covers is not None:
+        if covers is not None and gap.acceptance_factor is not None:
             lines.append(covers)
     if step_check is not None:
         tol = tolerance

@@ -81,7 +81,10 @@ def test_vllm_scrapes_of_two_engines_are_summed_created_ignored_new_series_from_
     # per position: engine 0 [140,110,85,65,51,39,30] + engine 1 [130,100,75,65,49,36,25]
     # (engine 1's position 6 is missing from the first scrape: 25 - 0)
     assert arm.per_position == GATE_PER_POS
-    assert any("counted from 0" in note and 'position="6"' in note for note in arm.notes)
+    assert any(
+        "counted from 0" in note and 'engine="1"' in note and note.endswith("position 6")
+        for note in arm.notes
+    )
     assert detect_kind((FIXTURES / "vllm-scrapes-dp.prom").read_text()) == "vllm"
 
 

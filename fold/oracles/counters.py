@@ -210,10 +210,34 @@ def from_scrapes(
     if per_pos:
         counts.values[PER_POS] = positions_to_list(per_pos, f"{where}: {counts.names[PER_POS]}")
     if missing:
-        names = sorted({name + _labels_text(labels) for name, labels in missing})
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        counts.notes.append(f"not in the first scrape, counted from 0: {shown}")
+        counts.notes.append(f"not in the first scrape, counted from 0: {_describe(missing)}")
     return counts
+
+
+def _describe(series: Sequence[SeriesKey]) -> str:
+    """``NAME positions 0-6`` or ``NAME{engine="1"}``, one entry per metric name."""
+    by_name: dict[str, list[tuple[tuple[str, str], ...]]] = {}
+    for name, labels in series:
+        others = tuple(item for item in labels if item[0] != "position")
+        mine = tuple(item for item in labels if item[0] == "position")
+        by_name.setdefault(name + _labels_text(others), []).append(mine or labels)
+    parts = []
+    for name, label_sets in sorted(by_name.items()):
+        positions = sorted(
+            int(dict(labels)["position"])
+            for labels in label_sets
+            if dict(labels).get("position", "").isdigit()
+        )
+        if positions and len(positions) == len(label_sets):
+            span = (
+                f"{positions[0]}-{positions[-1]}"
+                if positions == list(range(positions[0], positions[-1] + 1)) and len(positions) > 1
+                else ", ".join(map(str, positions))
+            )
+            parts.append(f"{name} position{'s' if len(positions) > 1 else ''} {span}")
+        else:
+            parts.extend(name + _labels_text(labels) for labels in label_sets)
+    return "; ".join(parts)
 
 
 def _series(scrape: Scrape, prefix: str) -> dict[SeriesKey, Sample]:

@@ -211,7 +211,7 @@ class Selection:
     def description(self) -> str:
         if self.by_run:
             return f"the {len(self.records)} warm records of {self.total} (run > 1)"
-        return f"the {self.total} records (no run field: all taken)"
+        return f"all {self.total} records (none has a run field)"
 
 
 def warm(records: Sequence[Record]) -> Selection:
