@@ -142,24 +142,21 @@ class Fitted:
         return Measurement(1, options.max_width)
 
     def vertical(self) -> Group:
-        """Each row as lines ``header: value``, the first column as the row's title."""
+        """Each row as ``header: value`` lines under the row's first cell: plain text wraps
+        only at spaces, so a figure stays whole at any width it fits in."""
         columns = self.table.columns
         cells = [list(column.cells) for column in columns]
-        parts: list[Text | Table] = []
+        console = Console()
+        parts: list[Text] = []
         if self.table.title:
             parts.append(Text(str(self.table.title), style="italic"))
         for index in range(len(self.table.rows)):
             title = Text(f"{_header(columns[0].header)}: ", style="bold")
-            parts.append(title + Text(_plain(Console(), cells[0][index]), style="bold"))
-            grid = Table.grid(padding=(0, 2))
-            grid.add_column(no_wrap=False, overflow="fold")
-            grid.add_column(no_wrap=False, overflow="fold")
+            parts.append(title + Text(_plain(console, cells[0][index]), style="bold"))
             for column, column_cells in zip(columns[1:], cells[1:], strict=True):
-                value = column_cells[index]
-                if (isinstance(value, Text) and not value.plain) or value == "":
-                    continue
-                grid.add_row(Text("  " + _header(column.header), style="dim"), value)
-            parts.append(grid)
+                value = " ".join(_plain(console, column_cells[index]).split())
+                if value:
+                    parts.append(Text(f"  {_header(column.header)}: ", style="dim") + value)
         if self.table.caption:
             parts.append(Text(str(self.table.caption), style="dim"))
         return Group(*parts)

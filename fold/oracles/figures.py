@@ -204,6 +204,13 @@ def arm_from_counts(
     def high(key: str, value: int) -> float:
         return value + slack.get(key, 0.0)
 
+    for key, value in (("steps", steps), ("proposed", proposed)):
+        if value is not None and key in slack and value <= slack[key]:
+            raise RefusedError(
+                f"{where}: {label[key]} = {value} ± {slack[key]:g}: the counters are printed "
+                "rounded and this difference is within their rounding, so no ratio over it "
+                "can be had; measure a longer run (or read per-request figures)"
+            )
     fix = "the counters do not come from one run of one server; take them again"
     if (
         accepted is not None
