@@ -17,7 +17,7 @@ import statistics
 from typing import Any
 
 from fold.errors import InputError, RefusedError
-from fold.oracles import counters, vllm
+from fold.oracles import counter_arms, counters
 from fold.oracles.figures import REQUESTS, ArmFigures, arm_from_counts
 from fold.oracles.prometheus import Sample, looks_like_scrape
 from fold.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive, warm
@@ -68,7 +68,7 @@ def sniff(doc: Document) -> bool:
             and any(isinstance(leg, dict) and isinstance(leg.get("timings"), dict) for leg in legs)
         ):
             return True
-        if any(looks_like_scrape(text, (PREFIX,)) for text in vllm.scrape_texts(record)):
+        if any(looks_like_scrape(text, (PREFIX,)) for text in counter_arms.scrape_texts(record)):
             return True
         metrics = record.get("metrics")
         for mapping in (record, metrics, *(metrics.values() if isinstance(metrics, dict) else ())):
@@ -80,7 +80,7 @@ def sniff(doc: Document) -> bool:
 def read(name: str, doc: Document) -> ArmFigures:
     if doc.form == "text":
         if looks_like_scrape(doc.text, (PREFIX,)):
-            return vllm.read_scrapes(
+            return counter_arms.read_scrapes(
                 name, doc.text, doc.where, kind=KIND, prefix=PREFIX, bound=rounded
             )
         if _DRAFTED_RE.search(doc.text):
@@ -95,7 +95,7 @@ def read(name: str, doc: Document) -> ArmFigures:
         return _read_completions(name, legs, doc.where, tok_s=arm_tok_s(first, doc.where))
     if doc.form != "object":
         raise InputError(f"{doc.where}: several llama.cpp records; give one arm record per file")
-    return vllm.read_record(name, KIND, PREFIX, first, doc.where, bound=rounded)
+    return counter_arms.read_record(name, KIND, PREFIX, first, doc.where, bound=rounded)
 
 
 def _read_completions(

@@ -16,16 +16,15 @@ import statistics
 from typing import Any
 
 from fold.errors import InputError
-from fold.oracles import counters
+from fold.oracles import counter_arms, counters
 from fold.oracles.figures import (
-    ALL_LEGS,
     INTERVAL,
     SINCE_START,
     ArmFigures,
     arm_from_counts,
 )
-from fold.oracles.prometheus import looks_like_scrape, parse_scrapes
-from fold.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive
+from fold.oracles.prometheus import looks_like_scrape
+from fold.oracles.source import Document, Record, count, positive
 
 KIND = "vllm"
 ALIASES = ("vllm",)
@@ -58,7 +57,7 @@ def _claims(record: dict[str, Any]) -> bool:
     if _is_bench(record) or _is_throughput_bench(record):
         return True
     return any(counters.mentions(snapshot, PREFIX) for snapshot in _mappings(record)) or any(
-        looks_like_scrape(text, (PREFIX,)) for text in scrape_texts(record)
+        looks_like_scrape(text, (PREFIX,)) for text in counter_arms.scrape_texts(record)
     )
 
 
@@ -81,20 +80,10 @@ def _mappings(record: dict[str, Any]) -> list[Any]:
     return [m for m in found if isinstance(m, dict)]
 
 
-def scrape_texts(record: dict[str, Any]) -> list[str]:
-    """Scrape texts a record holds: ``metrics`` as text, or before/after texts (top level or
-    in ``metrics``)."""
-    metrics = record.get("metrics")
-    texts = [metrics, record.get("before"), record.get("after")]
-    if isinstance(metrics, dict):
-        texts += [metrics.get("before"), metrics.get("after")]
-    return [text for text in texts if isinstance(text, str)]
-
-
 def read(name: str, doc: Document) -> ArmFigures:
     if doc.form == "text":
         if looks_like_scrape(doc.text, (PREFIX,)):
-            return read_scrapes(name, doc.text, doc.where)
+            return counter_arms.read_scrapes(name, doc.text, doc.where, kind=KIND, prefix=PREFIX)
         return _read_log(name, doc)
     first = doc.record
     if _is_throughput_bench(first):
@@ -110,146 +99,7 @@ def read(name: str, doc: Document) -> ArmFigures:
             f"{doc.where}: several vLLM records that are not `vllm bench serve` results; give "
             "one arm record per file"
         )
-    return read_record(name, KIND, PREFIX, first, doc.where)
-
-
-def read_scrapes(
-    name: str,
-    text: str,
-    where: str,
-    *,
-    kind: str = KIND,
-    prefix: str = PREFIX,
-    bound: counters.Bound = counters.exact,
-    tok_s: float | None = None,
-    tok_s_source: str = "not recorded: a Prometheus scrape carries no tok/s",
-) -> ArmFigures:
-    scrapes = parse_scrapes(text, where=where)
-    counts = counters.from_scrapes(scrapes, prefix, where, bound)
-    if len(scrapes) == 2:
-        how, population = "(after - before scrape)", INTERVAL
-        detail = f"between the scrapes at lines {scrapes[0].first_line} and {scrapes[1].first_line}"
-        notes: list[str] = []
-    else:
-        how, population = "(single scrape, cumulative)", SINCE_START
-        detail = "one scrape: everything since the server started, warm-up included"
-        notes = [
-            "single scrape: counters are cumulative since server start and include warm-up "
-            "traffic; scrape before and after the run for the run's own figures"
-        ]
-    return counters.figures(
-        name,
-        kind,
-        counts,
-        how,
-        where,
-        tok_s=tok_s,
-        tok_s_source=tok_s_source,
-        population=population,
-        population_detail=detail,
-        notes=notes,
-    )
-
-
-def read_record(
-    name: str,
-    kind: str,
-    prefix: str,
-    record: dict[str, Any],
-    where: str,
-    bound: counters.Bound = counters.exact,
-) -> ArmFigures:
-    """An arm record: ``metrics`` with the counters as ``get_metrics()`` names them (or with
-    ``_total``), as before/after pairs, or as scrape text; tok/s checked against its legs."""
-    tok_s, tok_s_source = arm_tok_s(record, where)
-    legs = legs_of(record, where)
-    metrics = record.get("metrics")
-    if metrics is None and isinstance(record.get("before"), str):
-        # {"before": "<scrape>", "after": "<scrape>"} at the top level
-        metrics = {"before": record["before"], "after": record.get("after")}
-    mwhere = f"{where}: metrics"
-    if isinstance(metrics, str):
-        return read_scrapes(
-            name, metrics, mwhere, kind=kind, prefix=prefix, bound=bound, tok_s=tok_s,
-            tok_s_source=tok_s_source,
-        )  # fmt: skip
-    if metrics is None:
-        metrics = {}
-    if not isinstance(metrics, dict):
-        raise InputError(f"{mwhere} must be an object of counters or a Prometheus text string")
-    if set(metrics) >= {"before", "after"} and not counters.mentions(metrics, prefix):
-        halves = []
-        for half in ("before", "after"):
-            value = metrics[half]
-            hwhere = f"{mwhere}.{half}"
-            if isinstance(value, str):
-                scrapes = parse_scrapes(value, where=hwhere, most=1)
-                halves.append((scrapes[0], None))
-            elif isinstance(value, dict):
-                halves.append((None, counters.from_mapping(value, prefix, hwhere)))
-            else:
-                raise InputError(f"{hwhere} must be an object of counters or a scrape text")
-        if halves[0][0] is not None and halves[1][0] is not None:
-            counts = counters.from_scrapes([halves[0][0], halves[1][0]], prefix, mwhere, bound)
-        elif halves[0][1] is not None and halves[1][1] is not None:
-            counts = counters.delta(halves[0][1], halves[1][1], mwhere)
-        else:
-            raise InputError(
-                f"{mwhere}: give before and after the same way (both text or both objects)"
-            )
-        how, population = "(metrics.after - metrics.before)", INTERVAL
-        detail = "between the before and after snapshots"
-    else:
-        pairs = {
-            k: v for k, v in metrics.items() if counters.base_name(str(k), prefix) and _is_pair(v)
-        }
-        singles = {
-            k: v
-            for k, v in metrics.items()
-            if counters.base_name(str(k), prefix) and not _is_pair(v)
-        }
-        if pairs and singles:
-            raise InputError(
-                f"{mwhere}: {', '.join(sorted(pairs))} are before/after pairs but "
-                f"{', '.join(sorted(singles))} are single values; a single value may be cumulative "
-                "since server start, so give every counter the same way"
-            )
-        if pairs:
-            halves = [
-                counters.from_mapping(
-                    {k: v[half] for k, v in pairs.items()}, prefix, f"{mwhere}({half})"
-                )
-                for half in ("before", "after")
-            ]
-            counts = counters.delta(halves[0], halves[1], mwhere)
-            how, population = "(after - before)", INTERVAL
-            detail = "between the before and after values"
-        else:
-            counts = counters.from_mapping(singles, prefix, mwhere)
-            if legs is not None:
-                how, population = "(read once after the last leg)", ALL_LEGS
-                detail = (
-                    f"all {len(legs)} legs, cold ones included: the counters were read once "
-                    "after the last leg"
-                )
-            else:
-                how, population = "(cumulative)", SINCE_START
-                detail = "cumulative since the engine started (no legs to say more)"
-    return counters.figures(
-        name,
-        kind,
-        counts,
-        how,
-        where,
-        tok_s=tok_s,
-        tok_s_source=tok_s_source,
-        population=population,
-        population_detail=detail,
-    )
-
-
-def _is_pair(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) == {"before", "after"}
+    return counter_arms.read_record(name, KIND, PREFIX, first, doc.where)
 
 
 def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:
