@@ -589,3 +589,28 @@ def test_bench_result_with_ratios_but_no_counts() -> None:
     record["spec_decode_num_drafts"] = 310
     with pytest.raises(InputError, match="some of spec_decode_num_drafts"):
         read_oracle("v", _text(record))
+
+
+def test_a_new_engine_is_one_module_and_one_registry_line(monkeypatch) -> None:
+    """The contract a TensorRT-LLM or AIPerf reader would fill: KIND, ALIASES, sniff, read."""
+    import types
+
+    from fold.oracles import arm_from_counts, registry
+
+    engine = types.ModuleType("fold.oracles.trtllm")
+    engine.KIND, engine.ALIASES = "trtllm", ("trtllm", "tensorrt-llm")
+    engine.sniff = lambda doc: doc.form == "object" and "totalAcceptedDraftTokens" in doc.record
+    engine.read = lambda name, doc: arm_from_counts(
+        name,
+        "trtllm",
+        proposed=doc.record["totalDraftTokens"],
+        accepted=doc.record["totalAcceptedDraftTokens"],
+        where=doc.where,
+    )
+    monkeypatch.setitem(registry.ENGINES, engine.KIND, engine)  # the registry line
+    for alias in engine.ALIASES:
+        monkeypatch.setitem(registry.ALIASES, alias, engine.KIND)
+    text = _text({"totalDraftTokens": 40, "totalAcceptedDraftTokens": 30})
+    assert detect_kind(text) == "trtllm"
+    arm = read_oracle("t", text, "tensorrt-llm")
+    assert (arm.kind, arm.proposed, arm.accepted, arm.accept_rate) == ("trtllm", 40, 30, 0.75)
