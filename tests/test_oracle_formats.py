@@ -195,7 +195,9 @@ def test_sglang_gate_legs() -> None:
     # warm legs are runs 2-4: tok/s median(16.010, 16.034, 16.051), mean of 4.66, 4.67, 4.68
     assert arm.output_throughput_tok_s == 16.034
     assert arm.completion_tokens_per_step == pytest.approx(4.67, rel=1e-12)
-    assert arm.mean_acceptance_length is None
+    # bare accept lengths: no counts, so S, P, A, A/P and 1 + A/S are not recorded
+    assert (arm.steps, arm.proposed, arm.accepted) == (None, None, None)
+    assert (arm.accept_rate, arm.mean_acceptance_length) == (None, None)
     assert arm.population == WARM_LEGS
 
 
@@ -203,6 +205,7 @@ def test_sglang_gauges() -> None:
     arm = _read("sglang-metrics.prom")
     assert (arm.mean_acceptance_length, arm.accept_rate) == (4.23, 0.461)
     assert (arm.steps, arm.proposed, arm.accepted) == (None, None, None)
+    assert arm.output_throughput_tok_s is None
     assert arm.population == LAST_INTERVAL
 
 
@@ -614,3 +617,9 @@ def test_a_new_engine_is_one_module_and_one_registry_line(monkeypatch) -> None:
     assert detect_kind(text) == "trtllm"
     arm = read_oracle("t", text, "tensorrt-llm")
     assert (arm.kind, arm.proposed, arm.accepted, arm.accept_rate) == ("trtllm", 40, 30, 0.75)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_content(tmp_path) -> None:
+    path = tmp_path / "bench.json"
+    path.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "vllm-bench-serve.json").read_bytes())
+    _check(load_oracle("v", path), s=310, p=2170, a=1000, tok_s=16.111, population=INTERVAL)

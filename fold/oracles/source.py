@@ -55,7 +55,8 @@ def load_document(path: str | os.PathLike[str]) -> Document:
             f"{where}: cannot read the oracle arm ({exc.strerror}); check --vs"
         ) from exc
     try:
-        text = raw.decode("utf-8")
+        # utf-8-sig: a file saved by an editor or a shell on Windows may start with a BOM
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
             f"{where}: not UTF-8 text (byte {exc.start}); give a JSON record, JSONL, a "
