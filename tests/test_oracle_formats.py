@@ -119,10 +119,33 @@ def test_vllm_bench_serve_appended_runs_are_pooled() -> None:
 
 
 def test_vllm_spec_decoding_log_lines() -> None:
-    # Accepted 600 + 400, Drafted 1302 + 868; the line has no S
+    # Accepted 600 + 400, Drafted 1302 + 868. No S is printed, but 1 + 600/S rounds to 4.23
+    # only for S in [600/3.235, 600/3.225] = [185.5, 186.0]: 186; and 400/S for S = 124.
     arm = _read("vllm-log.txt")
-    _check(arm, s=None, p=2170, a=1000, tok_s=None, population=SINCE_START)
-    assert arm.sources["steps"].startswith("not recorded")
+    _check(arm, s=186 + 124, p=2170, a=1000, tok_s=None, population=SINCE_START)
+    assert arm.bounds == {}
+
+
+def test_vllm_log_lines_with_several_possible_step_counts_give_a_bound() -> None:
+    line = (
+        "INFO [metrics.py:136] SpecDecoding metrics: Mean acceptance length: 3.50, Accepted "
+        "throughput: 1.00 tokens/s, Drafted throughput: 2.00 tokens/s, Accepted: 5000 tokens, "
+        "Drafted: 9000 tokens, Per-position acceptance rate: 0.9, Avg Draft acceptance rate: "
+        "55.6%\n"
+    )
+    arm = read_oracle("v", line)
+    # S in [5000/2.505, 5000/2.495] = [1996.0, 2004.0]: 1996..2004, shown as 2000 +- 4
+    assert (arm.steps, arm.bounds) == (2000, {"steps": 4.0})
+    assert arm.mean_acceptance_length == pytest.approx(1 + 5000 / 2000)
+    # 1 + A/S moves at most to 1 + 5000/1996
+    assert arm.mean_acceptance_length_bound == pytest.approx(5000 / 1996 - 5000 / 2000)
+    idle = line.replace("length: 3.50", "length: 1.00").replace("Accepted: 5000", "Accepted: 0")
+    arm = read_oracle("v", line + idle)  # an interval that accepted nothing: any S fits
+    assert arm.steps is None and (arm.accepted, arm.proposed) == (5000, 18000)
+    # 1 + 7/S = 3.50 +- 0.005 needs S in [2.794, 2.806]: no whole number
+    bad = line.replace("Accepted: 5000", "Accepted: 7").replace("Drafted: 9000", "Drafted: 20")
+    with pytest.raises(RefusedError, match="no whole number of drafts"):
+        read_oracle("v", bad)
 
 
 def test_vllm_get_metrics_per_position_as_list_object_or_null() -> None:

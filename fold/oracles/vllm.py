@@ -11,11 +11,12 @@ registered names (no ``_total``), the per-position Vector as ``null``, after the
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from typing import Any
 
-from fold.errors import InputError
+from fold.errors import InputError, RefusedError
 from fold.oracles import counter_arms, counters
 from fold.oracles.figures import (
     INTERVAL,
@@ -39,6 +40,7 @@ _BENCH_KEYS = (
 )
 # Keys of a bench result that define its workload: runs pooled from one file must share them.
 _WORKLOAD_KEYS = ("model_id", "backend", "max_concurrency", "request_rate", "num_prompts")
+_LOG_HALF_UNIT = 0.005  # the log line prints the mean acceptance length with two decimals
 _LOG_RE = re.compile(
     r"SpecDecoding metrics: Mean acceptance length: (?P<length>[0-9.]+).*?"
     r"Accepted: (?P<accepted>\d+) tokens, Drafted: (?P<drafted>\d+) tokens"
@@ -287,27 +289,64 @@ def _positions(record: dict[str, Any], steps: int, where: str) -> list[int] | No
 
 
 def _read_log(name: str, doc: Document) -> ArmFigures:
-    """``SpecDecoding metrics:`` lines: A and P per logging interval, summed; no S."""
-    accepted = proposed = 0
-    lines = 0
+    """``SpecDecoding metrics:`` lines: A and P per logging interval, summed exactly.
+
+    The line prints no S, only ``1 + A/S`` to two decimals; S of each interval is the range of
+    whole step counts that round to it (and no more than P), so the pooled S is given with the
+    bound of that range, or not at all when an interval accepted nothing (1.00 fits any S).
+    """
+    accepted = proposed = lines = 0
+    low = high = 0
+    steps_known = True
     for match in _LOG_RE.finditer(doc.text):
-        accepted += int(match["accepted"])
-        proposed += int(match["drafted"])
-        lines += 1
+        a, p, length = int(match["accepted"]), int(match["drafted"]), float(match["length"])
+        lineno = doc.text.count("\n", 0, match.start()) + 1
+        if a > p:
+            raise RefusedError(
+                f"{doc.where}:{lineno}: Accepted: {a} tokens exceeds Drafted: {p} tokens"
+            )
+        accepted, proposed, lines = accepted + a, proposed + p, lines + 1
+        if length - 1 - _LOG_HALF_UNIT <= 0 or a == 0:
+            steps_known = False
+            continue
+        lo = math.ceil(a / (length - 1 + _LOG_HALF_UNIT) - 1e-9)
+        hi = min(p, math.floor(a / (length - 1 - _LOG_HALF_UNIT) + 1e-9))
+        if lo > hi:
+            raise RefusedError(
+                f"{doc.where}:{lineno}: no whole number of drafts up to {p} gives a mean "
+                f"acceptance length of {match['length']} with Accepted: {a}: the line is not "
+                "vLLM's"
+            )
+        low, high = low + lo, high + hi
     sources = {
         "accepted": f"sum of 'Accepted: N tokens' over {lines} SpecDecoding metrics lines",
         "proposed": f"sum of 'Drafted: N tokens' over {lines} SpecDecoding metrics lines",
-        "steps": "not recorded: the log line prints no S (its mean acceptance length is rounded)",
         "tok_s": "not recorded: the log line's throughputs are accepted and drafted tokens/s",
         "per_position": "not recorded: the log line rounds per-position rates to 3 decimals",
     }
+    steps = None
+    bounds: dict[str, float] = {}
+    if steps_known and lines:
+        steps = (low + high) // 2
+        if high > low:
+            bounds["steps"] = float(max(steps - low, high - steps))
+        sources["steps"] = (
+            "the whole step counts whose 1 + A/S rounds to each line's mean acceptance length "
+            f"(two decimals), summed over {lines} lines"
+        )
+    else:
+        sources["steps"] = (
+            "not recorded: an interval that accepted nothing prints 1.00 for any number of steps"
+        )
     return arm_from_counts(
         name,
         KIND,
+        steps=steps,
         proposed=proposed,
         accepted=accepted,
         sources=sources,
         where=doc.where,
         population=SINCE_START,
         population_detail=f"the {lines} logging intervals in the file",
+        bounds=bounds,
     )
