@@ -279,8 +279,10 @@ def test_llamacpp_speculative_simple_output() -> None:
 
 def test_llamacpp_server_log_lines() -> None:
     arm = _read("llamacpp-server.log")
-    # 301/448 and 640/896 per request
-    _check(arm, s=None, p=1344, a=941, tok_s=None, population=REQUESTS)
+    # 301/448 and 640/896 per request; S: 1 + 301/S rounds to 3.35 only for S in
+    # [301/2.355, 301/2.345] = [127.8, 128.4] -> 128; 1 + 640/S to 3.86 for [223.4, 224.2] -> 224
+    _check(arm, s=128 + 224, p=1344, a=941, tok_s=None, population=REQUESTS)
+    assert arm.bounds == {}
 
 
 def test_llamacpp_arm_record() -> None:

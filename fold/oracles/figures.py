@@ -393,6 +393,19 @@ def _approximate_note(
     return text
 
 
+def steps_range(
+    accepted: int, proposed: int, length: float, half_unit: float
+) -> tuple[int, int] | None:
+    """The whole step counts S (at most ``proposed``) for which ``1 + accepted/S`` rounds to a
+    printed mean acceptance length; None when any S would (nothing accepted), ``(1, 0)``
+    (empty) when none does."""
+    if accepted == 0 or length - 1 - half_unit <= 0:
+        return None
+    low = math.ceil(accepted / (length - 1 + half_unit) - 1e-9)
+    high = min(proposed, math.floor(accepted / (length - 1 - half_unit) + 1e-9))
+    return low, high
+
+
 def _missing_because(*inputs: tuple[str, object]) -> str:
     missing = [name for name, value in inputs if value is None]
     if missing:

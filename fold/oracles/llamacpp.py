@@ -18,7 +18,7 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.oracles import counter_arms, counters
-from fold.oracles.figures import REQUESTS, ArmFigures, arm_from_counts
+from fold.oracles.figures import REQUESTS, ArmFigures, arm_from_counts, steps_range
 from fold.oracles.prometheus import Sample, looks_like_scrape
 from fold.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive, warm
 
@@ -257,24 +257,53 @@ def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
 
 
 def _read_server_log(name: str, doc: Document) -> ArmFigures:
-    """``draft acceptance = R (A accepted / P generated), mean len = L`` per request."""
-    accepted = proposed = lines = 0
+    """``draft acceptance = R (A accepted / P generated), mean len = L`` per request: A and P
+    summed; S from the whole step counts for which 1 + A/S rounds to L (two decimals)."""
+    accepted = proposed = lines = low = high = 0
+    steps_known = True
     for match in _SERVER_LOG_RE.finditer(doc.text):
-        accepted += int(match.group(2))
-        proposed += int(match.group(3))
-        lines += 1
+        a, p, length = int(match.group(2)), int(match.group(3)), float(match.group(4))
+        lineno = doc.text.count("\n", 0, match.start()) + 1
+        if a > p:
+            raise RefusedError(f"{doc.where}:{lineno}: {a} accepted exceeds {p} generated")
+        accepted, proposed, lines = accepted + a, proposed + p, lines + 1
+        found = steps_range(a, p, length, 0.005)
+        if found is None:
+            steps_known = False
+            continue
+        if found[0] > found[1]:
+            raise RefusedError(
+                f"{doc.where}:{lineno}: no whole number of verify steps up to {p} gives mean "
+                f"len = {match.group(4)} with {a} accepted: the line is not llama-server's"
+            )
+        low, high = low + found[0], high + found[1]
+    sources = {
+        "accepted": f"sum of 'N accepted' over {lines} draft acceptance lines",
+        "proposed": f"sum of 'N generated' over {lines} draft acceptance lines",
+        "tok_s": "not recorded: the draft acceptance line carries no tok/s",
+        "per_position": "not recorded: the per-position line is printed at trace level only",
+    }
+    steps = None
+    bounds: dict[str, float] = {}
+    if steps_known and lines:
+        steps = (low + high) // 2
+        if high > low:
+            bounds["steps"] = float(max(steps - low, high - steps))
+        sources["steps"] = (
+            "the whole step counts whose 1 + A/S rounds to each line's mean len (two "
+            f"decimals), summed over {lines} lines"
+        )
+    else:
+        sources["steps"] = "not recorded: a request that accepted nothing fits any S"
     return arm_from_counts(
         name,
         KIND,
+        steps=steps,
         proposed=proposed,
         accepted=accepted,
-        sources={
-            "accepted": f"sum of 'N accepted' over {lines} draft acceptance lines",
-            "proposed": f"sum of 'N generated' over {lines} draft acceptance lines",
-            "steps": "not recorded: the log line prints mean len rounded to 2 decimals, no S",
-            "tok_s": "not recorded: the draft acceptance line carries no tok/s",
-        },
+        sources=sources,
         where=doc.where,
         population=REQUESTS,
         population_detail=f"the {lines} requests logged",
+        bounds=bounds,
     )

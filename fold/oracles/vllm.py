@@ -11,7 +11,6 @@ registered names (no ``_total``), the per-position Vector as ``null``, after the
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from typing import Any
@@ -23,6 +22,7 @@ from fold.oracles.figures import (
     SINCE_START,
     ArmFigures,
     arm_from_counts,
+    steps_range,
 )
 from fold.oracles.prometheus import looks_like_scrape
 from fold.oracles.source import Document, Record, count, positive
@@ -306,11 +306,11 @@ def _read_log(name: str, doc: Document) -> ArmFigures:
                 f"{doc.where}:{lineno}: Accepted: {a} tokens exceeds Drafted: {p} tokens"
             )
         accepted, proposed, lines = accepted + a, proposed + p, lines + 1
-        if length - 1 - _LOG_HALF_UNIT <= 0 or a == 0:
+        found = steps_range(a, p, length, _LOG_HALF_UNIT)
+        if found is None:
             steps_known = False
             continue
-        lo = math.ceil(a / (length - 1 + _LOG_HALF_UNIT) - 1e-9)
-        hi = min(p, math.floor(a / (length - 1 - _LOG_HALF_UNIT) + 1e-9))
+        lo, hi = found
         if lo > hi:
             raise RefusedError(
                 f"{doc.where}:{lineno}: no whole number of drafts up to {p} gives a mean "
