@@ -170,3 +170,19 @@ def test_a_fitted_table_prints_every_figure_whole_at_any_width(rows, width) -> N
     for row in rows:
         for figure in row:
             assert figure in tokens, (figure, width, text)
+
+
+@given(st.integers(1, 10**6), st.integers(1, 10**5), st.integers(0, 15))
+@scaled(1)
+def test_the_step_range_from_a_rounded_length_holds_the_true_count(accepted, steps, extra) -> None:
+    from fold.oracles.figures import steps_range
+
+    proposed = max(accepted, steps) + extra
+    printed = float(f"{1 + accepted / steps:.2f}")  # as both engines print it
+    found = steps_range(accepted, proposed, printed, 0.005)
+    if printed == 1.0:  # "1.00" fits any S large enough: no range
+        assert found is None
+        return
+    assert found is not None
+    low, high = found
+    assert low <= steps <= high
