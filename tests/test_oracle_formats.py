@@ -648,3 +648,13 @@ def test_a_byte_order_mark_is_not_part_of_the_content(tmp_path) -> None:
     path = tmp_path / "bench.json"
     path.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "vllm-bench-serve.json").read_bytes())
     _check(load_oracle("v", path), s=310, p=2170, a=1000, tok_s=16.111, population=INTERVAL)
+
+
+def test_bench_lines_mixed_with_responses_are_refused_as_input() -> None:
+    bench = (FIXTURES / "sglang-bench-serving.jsonl").read_text()
+    legs = (FIXTURES / "sglang-legs.jsonl").read_text()
+    with pytest.raises(InputError, match=r"mixed\.jsonl:5: a bench_serving result"):
+        read_oracle("s", legs + bench, where="mixed.jsonl")
+    # a bench line whose server had not speculated yet reports 0: not a length
+    arm = read_oracle("s", bench.replace('"accept_length": 4.23', '"accept_length": 0.0'))
+    assert arm.mean_acceptance_length is None and arm.output_throughput_tok_s == 16.134

@@ -98,8 +98,17 @@ def _is_bench(record: Mapping[str, Any]) -> bool:
 def read(name: str, doc: Document) -> ArmFigures:
     if doc.form == "text":
         return _read_gauges(name, doc)
-    if all(_is_bench(record) for record, _ in doc.records):
+    bench = [_is_bench(record) for record, _ in doc.records]
+    if all(bench):
         return _read_bench(name, doc.records, doc.where)
+    if any(bench):
+        # their accept_length is 1 + A/S, the other records' is the per-request unit
+        first = next(where for (_, where), is_bench in zip(doc.records, bench, strict=True)
+                     if is_bench)  # fmt: skip
+        raise InputError(
+            f"{first}: a bench_serving result among other records; its accept_length is in "
+            "another unit, so give bench results and responses or legs in separate files"
+        )
     if doc.form == "object" and "legs" in doc.record:
         legs = legs_of(doc.record, doc.where)
         assert legs is not None
@@ -372,6 +381,8 @@ def _read_bench(name: str, records: Sequence[Record], where: str) -> ArmFigures:
     values = [positive(r.get("output_throughput"), f"{w}: output_throughput") for r, w in records]
     last, last_where = records[-1]
     length = last.get("accept_length")
+    if length == 0 and not isinstance(length, bool):
+        length = None  # the server reports 0 before any speculative step: not a length of 0
     runs = "the run" if len(records) == 1 else f"the {len(records)} runs"
     sources = {
         "tok_s": "output_throughput"
