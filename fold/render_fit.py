@@ -35,6 +35,11 @@ def _copy_without(table: Table, dropped: set[str], widths: list[int] | None = No
         title_justify=table.title_justify,
         caption_justify=table.caption_justify,
         show_edge=table.show_edge,
+        show_lines=table.show_lines,
+        title_style=table.title_style,
+        caption_style=table.caption_style,
+        header_style=table.header_style,
+        row_styles=table.row_styles,
     )
     for index, column in enumerate(keep):
         copy.add_column(
@@ -50,7 +55,11 @@ def _copy_without(table: Table, dropped: set[str], widths: list[int] | None = No
         )
     cells = [list(column.cells) for column in keep]
     for index, row in enumerate(table.rows):
-        copy.add_row(*(column_cells[index] for column_cells in cells), end_section=row.end_section)
+        copy.add_row(
+            *(column_cells[index] for column_cells in cells),
+            style=row.style,
+            end_section=row.end_section,
+        )
     return copy
 
 
