@@ -290,7 +290,7 @@ def comparison(
     """The table, the sources and the verdict lines together, ready for ``Console.print``."""
     return Group(
         comparison_table(rows, gaps),
-        sources_table(rows),
+        fit(sources_table(rows)),
         *verdict_lines(
             gaps, rows=rows, measured_steps_per_s=measured_steps_per_s, step_check=step_check
         ),

@@ -9,6 +9,7 @@ lines, which fit any width a figure fits in.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from rich.cells import cell_len
@@ -63,6 +64,9 @@ def _copy_without(table: Table, dropped: set[str], widths: list[int] | None = No
     return copy
 
 
+_FIGURE = re.compile(r"[≈±~<>+-]?[\d.,:]*\d[\d.,:]*(e[+-]?\d+)?[%x]?[),;]?")
+
+
 def _plain(console: Console, cell: object) -> str:
     if isinstance(cell, Text):
         return cell.plain
@@ -80,9 +84,15 @@ def _ranges(console: Console, table: Table) -> list[tuple[int, int, int]]:
         cells = [_plain(console, c) for c in column.cells]
         lines = [line for text in cells for line in text.splitlines()] or [""]
         header_lines = header.splitlines() or [""]
-        pieces = [*lines, *header_lines]
-        if not column.no_wrap:
-            pieces = [word for line in pieces for word in line.split()]
+        if column.no_wrap:
+            pieces = [*lines, *header_lines]
+        else:
+            # A folding column may split a long name, never a figure; other columns would
+            # cut a long word short, so every word of theirs stays whole.
+            words = [word for line in lines for word in line.split()]
+            if column.overflow == "fold":
+                words = [word for word in words if _FIGURE.fullmatch(word)]
+            pieces = [*words, *(word for line in header_lines for word in line.split())]
         narrowest = max([cell_len(piece) for piece in pieces] + [column.min_width or 0, 1])
         widest = max(narrowest, *(cell_len(line) for line in lines))
         header_width = max(widest, *(cell_len(line) for line in header_lines))
@@ -112,10 +122,14 @@ def _widths(console: Console, table: Table, width: int) -> list[int] | None:
     if room < 0:
         return None
     widths = [low for low, _, _ in ranges]
-    # Cells first, then headers on one line; within each, max-min fair: the columns that
-    # want least are made whole first, so a short label is not wrapped to feed a long one.
-    for target in (1, 2):
-        wanted = [r[target] - w for r, w in zip(ranges, widths, strict=True)]
+    # Labels (left-justified columns) first, then the other cells, then headers on one line;
+    # within each, max-min fair: the columns that want least are made whole first.
+    labels = [column.justify in ("left", "default") for column in table.columns]
+    for target, only_labels in ((1, True), (1, False), (2, False)):
+        wanted = [
+            r[target] - w if label or not only_labels else 0
+            for r, w, label in zip(ranges, widths, labels, strict=True)
+        ]
         order = sorted(range(len(ranges)), key=lambda i: wanted[i])
         for position, index in enumerate(order):
             share = min(wanted[index], room // (len(order) - position))
