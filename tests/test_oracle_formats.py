@@ -658,3 +658,10 @@ def test_bench_lines_mixed_with_responses_are_refused_as_input() -> None:
     # a bench line whose server had not speculated yet reports 0: not a length
     arm = read_oracle("s", bench.replace('"accept_length": 4.23', '"accept_length": 0.0'))
     assert arm.mean_acceptance_length is None and arm.output_throughput_tok_s == 16.134
+
+
+def test_sglang_accept_rate_must_be_the_requests_own() -> None:
+    record = _fixture_json("sglang-generate-0.5.9.json")
+    record["meta_info"]["spec_accept_rate"] = 0.5  # 196/420 = 0.4667
+    with pytest.raises(RefusedError, match=r"spec_accept_rate = 0\.5 but"):
+        read_oracle("s", _text(record))

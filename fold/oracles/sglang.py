@@ -12,6 +12,7 @@ completion_tokens / spec_verify_ct, SGLang's per-request unit (it counts the pre
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -190,6 +191,15 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
             f"{where}: {accepted_key} = {accepted} exceeds {proposed_key} = {proposed}: "
             "more drafts accepted than proposed is impossible"
         )
+    rate = rec.get("spec_accept_rate")
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool) and accepted is not None:
+        # SGLang writes it as accepted / proposed of the same request
+        if proposed and not math.isclose(rate, accepted / proposed, rel_tol=1e-6, abs_tol=1e-9):
+            raise RefusedError(
+                f"{where}: spec_accept_rate = {rate!r} but {accepted_key} / {proposed_key} = "
+                f"{accepted}/{proposed} = {accepted / proposed:.6g}: the fields come from "
+                "different requests"
+            )
     return _Request(where, length, verify, completion, accepted, accepted_key, proposed,
                     proposed_key, histogram)  # fmt: skip
 
