@@ -192,14 +192,19 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
             "more drafts accepted than proposed is impossible"
         )
     rate = rec.get("spec_accept_rate")
-    if isinstance(rate, (int, float)) and not isinstance(rate, bool) and accepted is not None:
-        # SGLang writes it as accepted / proposed of the same request
-        if proposed and not math.isclose(rate, accepted / proposed, rel_tol=1e-6, abs_tol=1e-9):
-            raise RefusedError(
-                f"{where}: spec_accept_rate = {rate!r} but {accepted_key} / {proposed_key} = "
-                f"{accepted}/{proposed} = {accepted / proposed:.6g}: the fields come from "
-                "different requests"
-            )
+    # SGLang writes it as accepted / proposed of the same request
+    if (
+        isinstance(rate, (int, float))
+        and not isinstance(rate, bool)
+        and accepted is not None
+        and proposed
+        and not math.isclose(rate, accepted / proposed, rel_tol=1e-6, abs_tol=1e-9)
+    ):
+        raise RefusedError(
+            f"{where}: spec_accept_rate = {rate!r} but {accepted_key} / {proposed_key} = "
+            f"{accepted}/{proposed} = {accepted / proposed:.6g}: the fields come from "
+            "different requests"
+        )
     return _Request(where, length, verify, completion, accepted, accepted_key, proposed,
                     proposed_key, histogram)  # fmt: skip
 
