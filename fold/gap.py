@@ -156,8 +156,8 @@ def attribute_gap(
         sf = ratio / af
         log_r = math.log(ratio)
         if log_r != 0:
-            share_a = math.log(af) / log_r
-            share_s = math.log(sf) / log_r
+            share_a = math.log(af) / log_r + 0.0  # never -0.0 in the JSON
+            share_s = math.log(sf) / log_r + 0.0
 
     dominant: str | None
     if abs(ratio - 1) <= tol:
