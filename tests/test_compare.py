@@ -237,3 +237,23 @@ def test_legs_table_gives_way_before_cutting_large_counts():
     assert all(len(line) <= 20 for line in narrow.splitlines())
     for figure in ("12345678", "86419746", "41234567"):
         assert figure in narrow
+
+
+@pytest.mark.parametrize(
+    "fixture", sorted(p.name for p in (FIXTURES / "oracles").iterdir() if p.is_file())
+)
+def test_every_oracle_fixture_compares_through_the_command_within_80_columns(fixture, capsys):
+    assert main([*OURS, "--vs", f"x={FIXTURES / 'oracles' / fixture}"]) == 0
+    out = capsys.readouterr().out
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert "Throughput and acceptance in one unit" in out
+
+
+def test_an_oracle_refusal_exits_1_naming_the_file(tmp_path, capsys):
+    record = orjson.loads((FIXTURES / "oracles" / "vllm-gate-arm.json").read_bytes())
+    record["metrics"]["vllm:spec_decode_num_accepted_tokens"] = 3011  # above P = 3010
+    path = tmp_path / "vllm-arm.json"
+    path.write_bytes(orjson.dumps(record))
+    assert main([*OURS, "--vs", f"vllm={path}"]) == 1
+    err = capsys.readouterr().err
+    assert "refused" in err and str(path) in err and "3011" in err
