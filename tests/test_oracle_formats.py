@@ -665,3 +665,10 @@ def test_sglang_accept_rate_must_be_the_requests_own() -> None:
     record["meta_info"]["spec_accept_rate"] = 0.5  # 196/420 = 0.4667
     with pytest.raises(RefusedError, match=r"spec_accept_rate = 0\.5 but"):
         read_oracle("s", _text(record))
+
+
+def test_finished_responses_sharing_an_id_are_all_counted() -> None:
+    # two finished responses with one id (as a client may label them) are two requests
+    responses = _fixture_json("sglang-generate-0.5.23.json")
+    responses[1]["meta_info"]["id"] = responses[0]["meta_info"]["id"]
+    _check(read_oracle("s", _text(responses)), s=90, p=630, a=294, tok_s=None, population=REQUESTS)

@@ -210,19 +210,20 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
 
 
 def _finished(records: list[Record]) -> list[Record]:
-    """One record per request: a streamed request's chunks share its ``id`` and only the last,
-    finished one carries the speculative keys (tokenizer_manager.py)."""
+    """The finished responses: a streamed request's chunks share its ``id``, and only the last,
+    finished one (``finish_reason`` set) carries the speculative keys (tokenizer_manager.py).
+    An unfinished chunk is set aside only when a later record of the same request follows."""
     last: dict[Any, int] = {}
     for index, (record, _) in enumerate(records):
-        request_id = record.get("id")
-        if request_id is not None and "finish_reason" in record:
-            last[request_id] = index
+        if record.get("id") is not None:
+            last[record["id"]] = index
     kept = []
     for index, (record, where) in enumerate(records):
         request_id = record.get("id")
-        if request_id is not None and request_id in last and last[request_id] != index:
-            continue
-        if request_id in last and record.get("finish_reason") is None:
+        unfinished = "finish_reason" in record and record["finish_reason"] is None
+        if unfinished and request_id is not None:
+            if last[request_id] != index:
+                continue
             raise InputError(
                 f"{where}: request {request_id} has no finished response (finish_reason is "
                 "null in its last chunk); give complete responses"
