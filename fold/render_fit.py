@@ -159,17 +159,16 @@ class Fitted:
                 if dropped:
                     yield Text(f"(at {width} columns: {', '.join(dropped)} not shown)", style="dim")
                 return
-        yield self.vertical()
+        yield self.vertical(console)
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement(1, options.max_width)
 
-    def vertical(self) -> Group:
+    def vertical(self, console: Console) -> Group:
         """Each row as ``header: value`` lines under the row's first cell: plain text wraps
         only at spaces, so a figure stays whole at any width it fits in."""
         columns = self.table.columns
         cells = [list(column.cells) for column in columns]
-        console = Console()
         parts: list[Text] = []
         if self.table.title:
             parts.append(Text(str(self.table.title), style="italic"))
