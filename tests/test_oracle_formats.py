@@ -672,3 +672,14 @@ def test_finished_responses_sharing_an_id_are_all_counted() -> None:
     responses = _fixture_json("sglang-generate-0.5.23.json")
     responses[1]["meta_info"]["id"] = responses[0]["meta_info"]["id"]
     _check(read_oracle("s", _text(responses)), s=90, p=630, a=294, tok_s=None, population=REQUESTS)
+
+
+def test_llamacpp_response_that_generated_nothing_has_no_speed_to_take() -> None:
+    responses = orjson.loads((FIXTURES / "llamacpp-completions.json").read_bytes())
+    empty = _fixture_json("llamacpp-completion.json")
+    empty["timings"].update(predicted_n=0, predicted_ms=0.0, predicted_per_second=None)
+    del empty["timings"]["draft_n"], empty["timings"]["draft_n_accepted"]
+    arm = read_oracle("l", _text([*responses, empty]))
+    # as before: P 1344, A 941, tok/s median(64, 80, 64); the fourth response is left out
+    _check(arm, s=None, p=1344, a=941, tok_s=64.0, population=REQUESTS)
+    assert "1 that generated nothing left out" in arm.sources["tok_s"]

@@ -119,22 +119,18 @@ def _read_completions(
     selection = warm(finals)
     how = selection.description.replace("records", "responses")
     tok_values = []
+    silent = 0
     proposed = accepted = 0
     drafted = 0
     for record, where in selection.records:
         timings = record["timings"]
         twhere = f"{where}: timings"
-        tok = positive(timings.get("predicted_per_second"), f"{twhere}.predicted_per_second")
-        n, ms = timings.get("predicted_n"), timings.get("predicted_ms")
-        if n is not None and ms is not None:
-            n = count(n, f"{twhere}.predicted_n")
-            ms = positive(ms, f"{twhere}.predicted_ms")
-            if not math.isclose(tok, 1e3 * n / ms, rel_tol=1e-6):
-                raise RefusedError(
-                    f"{twhere}: predicted_per_second = {tok!r} but 1000 x predicted_n / "
-                    f"predicted_ms = {1e3 * n / ms!r}: the timings are not one request's"
-                )
-        tok_values.append(tok)
+        n = timings.get("predicted_n")
+        if n is not None and count(n, f"{twhere}.predicted_n") == 0:
+            # nothing generated (an immediate stop): no speed to take, and no drafts either
+            silent += 1
+        else:
+            tok_values.append(_speed(timings, twhere))
         if "draft_n" in timings or "draft_n_accepted" in timings:
             p = count(timings.get("draft_n"), f"{twhere}.draft_n")
             a = count(timings.get("draft_n_accepted"), f"{twhere}.draft_n_accepted")
@@ -143,10 +139,11 @@ def _read_completions(
                     f"{twhere}: draft_n_accepted = {a} exceeds draft_n = {p}: impossible"
                 )
             proposed, accepted, drafted = proposed + p, accepted + a, drafted + 1
-    tok_value, tok_source = (
-        statistics.median(tok_values),
-        (f"median timings.predicted_per_second of {how}"),
-    )
+    if not tok_values:
+        raise InputError(f"{where}: no response generated a token; there is no speed to compare")
+    skipped = f" ({silent} that generated nothing left out)" if silent else ""
+    tok_value = statistics.median(tok_values)
+    tok_source = f"median timings.predicted_per_second of {how}{skipped}"
     if tok_s is not None and tok_s[0] is not None:
         tok_value, tok_source = tok_s
     sources = {
@@ -183,6 +180,21 @@ def _read_completions(
         population=selection.population if selection.by_run else REQUESTS,
         population_detail=how,
     )
+
+
+def _speed(timings: dict[str, Any], where: str) -> float:
+    """``predicted_per_second``, checked against ``1000 x predicted_n / predicted_ms``."""
+    tok = positive(timings.get("predicted_per_second"), f"{where}.predicted_per_second")
+    n, ms = timings.get("predicted_n"), timings.get("predicted_ms")
+    if n is not None and ms is not None:
+        n = count(n, f"{where}.predicted_n")
+        ms = positive(ms, f"{where}.predicted_ms")
+        if not math.isclose(tok, 1e3 * n / ms, rel_tol=1e-6):
+            raise RefusedError(
+                f"{where}: predicted_per_second = {tok!r} but 1000 x predicted_n / "
+                f"predicted_ms = {1e3 * n / ms!r}: the timings are not one request's"
+            )
+    return tok
 
 
 def _partial_chunk(record: dict[str, Any]) -> bool:
