@@ -683,3 +683,9 @@ def test_llamacpp_response_that_generated_nothing_has_no_speed_to_take() -> None
     # as before: P 1344, A 941, tok/s median(64, 80, 64); the fourth response is left out
     _check(arm, s=None, p=1344, a=941, tok_s=64.0, population=REQUESTS)
     assert "1 that generated nothing left out" in arm.sources["tok_s"]
+
+
+def test_a_json_list_of_two_scrape_texts_is_a_pair() -> None:
+    pair = _fixture_json("llamacpp-metrics-pair.json")
+    arm = read_oracle("l", _text([pair["before"], pair["after"]]))
+    _check(arm, s=412345, p=2611230, a=1249380, tok_s=None, population=INTERVAL)

@@ -80,6 +80,9 @@ def parse_document(text: str, where: str = "<input>") -> Document:
         return Document(where, text, "records", _jsonl(text, where))
     if isinstance(value, dict):
         return Document(where, text, "object", [(value, where)])
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        # ["<scrape before>", "<scrape after>"]: the texts one after the other
+        return Document(where, "\n".join(item.rstrip("\n") for item in value) + "\n", "text")
     if isinstance(value, list):
         records = []
         for i, item in enumerate(value):
