@@ -6,8 +6,8 @@ With ``r = ours tok/s / oracle tok/s`` and mean acceptance lengths ``L`` (``1 + 
 * speed factor ``sf = r / af``, which is the ratio of verify steps per second
   (``tok/s / L``), so ``af * sf == r`` exactly;
 * each factor's share of the log-gap is ``log(factor) / log(r)``; the two shares sum to 1.
-  When ``r == 1`` there is no gap to share and both shares are None. A negative share means
-  the factor works against the gap (it is offset by the other one).
+  When ``|log r| <= 1e-9`` there is no gap to share and both shares are None. A negative
+  share means the factor works against the gap (it is offset by the other one).
 
 Verdict rules, tried in this order (``tol`` is ``--tolerance``, default 2%):
 
@@ -34,6 +34,8 @@ from fold.errors import InputError
 from fold.oracles import ArmFigures
 
 DEFAULT_TOLERANCE = 0.02
+NO_SHARE_BELOW = 1e-9
+"""|log r| at or under which r is taken as exactly 1 for the shares: the log-gap is float noise."""
 
 # GapAttribution.dominant values
 ACCEPTANCE = "acceptance"
@@ -155,7 +157,8 @@ def attribute_gap(
         af = lengths[0] / lengths[1]
         sf = ratio / af
         log_r = math.log(ratio)
-        if log_r != 0:
+        # Shares divide by log(r); within rounding noise of r == 1 they would be noise too.
+        if abs(log_r) > NO_SHARE_BELOW:
             share_a = math.log(af) / log_r + 0.0  # never -0.0 in the JSON
             share_s = math.log(sf) / log_r + 0.0
 
