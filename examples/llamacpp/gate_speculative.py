@@ -35,6 +35,7 @@ COUNTERS = {
     "n_accept": re.compile(r"\bn_accept\s*=\s*(\d+)"),
     "prompt_tokens": re.compile(r"\bencoded\s+(\d+) tokens"),
 }
+MAX_PROCESSES = 1000  # one engine process per prompt and run: keep a typo from running all day
 DECODED = re.compile(r"\bdecoded\s+(\d+) tokens in\s+([0-9.]+) seconds")
 
 
@@ -113,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=Path, help="directory of make_models.py's output")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per engine process")
     args = parser.parse_args(argv)
-    if args.prompts < 1 or args.repeat < 1 or args.prompts > len(PROMPTS) * 4:
-        parser.error(f"--prompts must be 1..{len(PROMPTS) * 4} and --repeat at least 1")
+    if min(args.prompts, args.repeat) < 1 or args.prompts * args.repeat > MAX_PROCESSES:
+        parser.error(f"--prompts and --repeat: at least 1 each, at most {MAX_PROCESSES} runs")
 
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for old in args.out_dir.glob("steps*.jsonl"):
