@@ -31,7 +31,6 @@ sys.path.insert(0, str(EXAMPLE))
 import build  # noqa: E402
 import gate_server  # noqa: E402
 import gate_speculative  # noqa: E402
-import make_models  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +41,8 @@ def bin_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
+    import make_models  # the engine extra (gguf, numpy): imported only when these tests run
+
     directory = tmp_path_factory.mktemp("models")
     make_models.make_models(directory)
     return directory
