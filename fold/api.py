@@ -90,11 +90,17 @@ class LogFold:
         self,
         predicate: str = DEFAULT_PREDICATE,
         window_steps: int = DEFAULT_WINDOW_STEPS,
+        *,
         prefill_tokens: int | None = None,
     ) -> FoldResult:
         check = check_arm(self.arm, predicate)
         return build_result(
-            self.arm.legs, self.partial, self.read_counts, check, window_steps, prefill_tokens
+            self.arm.legs,
+            self.partial,
+            self.read_counts,
+            check,
+            window_steps,
+            prefill_tokens=prefill_tokens,
         )
 
 
@@ -126,4 +132,4 @@ def fold_acceptance(
         fold.add_file(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )
-    return fold.result(predicate, window_steps, prefill_tokens)
+    return fold.result(predicate, window_steps, prefill_tokens=prefill_tokens)

@@ -89,6 +89,7 @@ def build_result(
     read_counts: dict[str, ReadCounts],
     check: ThroughputCheck,
     window_steps: int = acceptance.DEFAULT_WINDOW_STEPS,
+    *,
     prefill_tokens: int | None = None,
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the

@@ -135,6 +135,21 @@ def test_speculative_simple_with_a_file_per_process_and_labels(spec_pid_run):
         assert len(labels) == 1
 
 
+@pytest.mark.parametrize(("draft", "expected"), [("target", "all"), ("unrelated", "almost none")])
+def test_the_target_as_its_own_draft_accepts_everything_and_an_unrelated_one_almost_nothing(
+    tmp_path, bin_dir, models, draft, expected
+):
+    arm = run_spec(tmp_path, bin_dir, models, "--draft", draft, "--prompts", "1", "--repeat", "2")
+    result = fold_acceptance(tmp_path / "our-arm.json", [str(tmp_path / "steps.jsonl")])
+    engine = arm["legs"][1]["engine_counters"]
+    warm = result.warm
+    assert (warm["proposed"], warm["accepted"]) == (engine["n_drafted"], engine["n_accept"])
+    if expected == "all":
+        assert warm["accepted"] == warm["proposed"] > 0
+    else:
+        assert warm["accept_rate"] < 0.05
+
+
 # --- llama-server ---------------------------------------------------------------------------
 
 
