@@ -75,6 +75,12 @@ def http(url: str, body: dict | None = None, timeout: float = 60) -> bytes:
         return response.read()
 
 
+def as_line(response: bytes) -> str:
+    """The response as the server sent it, on one line (it sends compact JSON: one already)."""
+    text = response.decode().strip()
+    return (text if "\n" not in text else json.dumps(json.loads(text))) + "\n"
+
+
 def counters(scrape: str) -> dict[str, float]:
     values = {}
     for line in scrape.splitlines():
@@ -239,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                     if run > 1 and warm_before is None:
                         warm_before = before
                     legs.append(leg)
-                    lines = [json.dumps(json.loads(text)) + "\n" for text in raw]
+                    lines = [as_line(text) for text in raw]
                     completions += lines
                     if run > 1:
                         warm_completions += lines
