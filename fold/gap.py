@@ -13,7 +13,8 @@ Verdict rules, tried in this order (``tol`` is ``--tolerance``, default 2%):
 
 1. tok/s not recorded for either arm: no ratio, nothing attributed;
 2. ``|r - 1| <= tol``: "no gap beyond tolerance";
-3. mean acceptance length not recorded for either arm: the gap is stated, not split;
+3. mean acceptance length not recorded for either arm: the gap is split in SGLang's unit
+   (completion tokens per verify step) when both arms have that, else stated, not split;
 4. ``|af - 1| <= tol``: "acceptance within x% of ORACLE: the gap is execution speed";
 5. ``|sf - 1| <= tol``: "verify-step speed within x% of ORACLE: the gap is acceptance";
 6. otherwise the factor with the larger ``|log|`` (the larger share) is named as the dominant
@@ -39,6 +40,10 @@ ACCEPTANCE = "acceptance"
 SPEED = "speed"
 NO_GAP = "none"
 
+# GapAttribution.unit values: the length the acceptance factor divides
+MEAN_LENGTH_UNIT = "1 + A/S"
+SGLANG_UNIT = "completion tokens per verify step (SGLang's unit)"
+
 
 @dataclass(frozen=True)
 class GapAttribution:
@@ -55,6 +60,7 @@ class GapAttribution:
     dominant: str | None  # "acceptance", "speed", "none" (within tolerance) or None (unsplit)
     verdict: str
     missing: tuple[str, ...] = ()  # why a figure above is None
+    unit: str = MEAN_LENGTH_UNIT
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for the ``oracles`` block; None where undefined, never NaN."""
@@ -70,6 +76,7 @@ class GapAttribution:
             "dominant": self.dominant,
             "verdict": self.verdict,
             "missing": list(self.missing),
+            "unit": self.unit,
         }
 
 
@@ -137,15 +144,20 @@ def attribute_gap(
             )
             missing.append(f"mean acceptance length not recorded for {arm.name}{unit_note}")
     af = sf = share_a = share_s = None
+    unit = MEAN_LENGTH_UNIT
+    lengths = (ours.mean_acceptance_length, oracle.mean_acceptance_length)
+    if missing and ours.completion_tokens_per_step and oracle.completion_tokens_per_step:
+        # tok/s = (completion tokens per step) x (steps/s) holds in SGLang's unit as well
+        unit, missing = SGLANG_UNIT, []
+        lengths = (ours.completion_tokens_per_step, oracle.completion_tokens_per_step)
     if not missing:
-        assert ours.mean_acceptance_length is not None
-        assert oracle.mean_acceptance_length is not None
-        af = ours.mean_acceptance_length / oracle.mean_acceptance_length
+        assert lengths[0] is not None and lengths[1] is not None
+        af = lengths[0] / lengths[1]
         sf = ratio / af
         log_r = math.log(ratio)
         if log_r != 0:
-            share_a = math.log(af) / log_r
-            share_s = math.log(sf) / log_r
+            share_a = math.log(af) / log_r + 0.0  # never -0.0 in the JSON
+            share_s = math.log(sf) / log_r + 0.0
 
     dominant: str | None
     if abs(ratio - 1) <= tol:
@@ -184,6 +196,8 @@ def attribute_gap(
             f"{round(main_share * 100)}% of the log-gap; {other} {other_role} "
             f"{round(abs(other_share) * 100)}%"
         )
+    if unit != MEAN_LENGTH_UNIT and af is not None:
+        verdict += f" (split in {unit})"
     return GapAttribution(
         ours=ours.name,
         oracle=who,
@@ -196,6 +210,7 @@ def attribute_gap(
         dominant=dominant,
         verdict=verdict,
         missing=tuple(missing),
+        unit=unit,
     )
 
 
