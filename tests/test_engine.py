@@ -9,7 +9,6 @@ The expectations are the engines' own counters, never the fold's output: specula
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
@@ -207,22 +206,6 @@ def test_the_servers_own_metrics_give_an_acceptance_factor_of_exactly_one(server
     assert ours["mean_acceptance_length"] / oracle["mean_acceptance_length"] == 1.0
 
 
-def has_completion_reader() -> bool:
-    """Whether the oracle readers include llama-server's /completion responses."""
-    try:
-        return importlib.util.find_spec("fold.oracles.llamacpp") is not None
-    except ModuleNotFoundError:  # fold.oracles is a single module, without per-engine readers
-        return False
-
-
-COMPLETION_READER = has_completion_reader()
-
-
-@pytest.mark.xfail(
-    not COMPLETION_READER,
-    reason="this fold has no reader for llama-server /completion responses yet",
-    strict=True,
-)
 def test_the_servers_own_completion_records_give_the_same_counts(server_run, capsys):
     out, _ = server_run
     logs = str(out / "steps-*.jsonl")
