@@ -87,10 +87,21 @@ class LogFold:
         )
 
     def result(
-        self, predicate: str = DEFAULT_PREDICATE, window_steps: int = DEFAULT_WINDOW_STEPS
+        self,
+        predicate: str = DEFAULT_PREDICATE,
+        window_steps: int = DEFAULT_WINDOW_STEPS,
+        *,
+        prefill_tokens: int | None = None,
     ) -> FoldResult:
         check = check_arm(self.arm, predicate)
-        return build_result(self.arm.legs, self.partial, self.read_counts, check, window_steps)
+        return build_result(
+            self.arm.legs,
+            self.partial,
+            self.read_counts,
+            check,
+            window_steps,
+            prefill_tokens=prefill_tokens,
+        )
 
 
 def fold_acceptance(
@@ -102,8 +113,12 @@ def fold_acceptance(
     skip_bad_lines: bool = False,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     progress: ProgressCallback | None = None,
+    prefill_tokens: int | None = None,
 ) -> FoldResult:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
+
+    ``prefill_tokens``: output tokens per request that no verify step emits (1 for servers, 0
+    for llama.cpp's speculative-simple); None learns it from the arm.
 
     The warm predicate and the recorded throughput fold are checked before any log is read, so
     a mismatch is refused without the cost of reading.
@@ -117,4 +132,4 @@ def fold_acceptance(
         fold.add_file(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )
-    return fold.result(predicate, window_steps)
+    return fold.result(predicate, window_steps, prefill_tokens=prefill_tokens)

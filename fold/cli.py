@@ -109,6 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="with --follow: stop after this long without new data",
     )
+    parser.add_argument(
+        "--prefill-tokens",
+        type=int,
+        choices=(0, 1),
+        metavar="{0,1}",
+        help="output tokens per request that no verify step emits: 1 for servers, 0 for "
+        "llama.cpp's speculative-simple (default: learned from the arm)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -128,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
     if arguments.idle is not None and not arguments.follow:
         raise InputError("--idle goes with --follow")
+    if arguments.prefill_tokens is not None and arguments.follow:
+        raise InputError("--prefill-tokens does not go with --follow yet: fold once instead")
     oracles = load_oracles(arguments.vs)
     if arguments.follow:
         result = _follow(arguments, stderr)
@@ -167,6 +177,7 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResul
             window_steps=arguments.window,
             skip_bad_lines=arguments.skip_bad_lines,
             progress=progress.advance,
+            prefill_tokens=arguments.prefill_tokens,
         )
     finally:
         progress.stop()

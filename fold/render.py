@@ -122,9 +122,13 @@ def _describe_flag(flag: str, leg: dict[str, Any]) -> str:
             f"{percent(worst['accept_rate'])} over {worst['steps']} steps"
         )
     if flag == "emitted != completion":
+        requests, prefill = len(leg["requests"]), leg["prefill_tokens_per_request"]
         return (
-            f"emitted != completion: completion_tokens {leg['completion_tokens']}, but the log "
-            f"says {leg['expected_completion_tokens']} (one prefill token per request + emitted)"
+            f"emitted != completion: completion_tokens {leg['completion_tokens']}, but the log's "
+            f"verify steps emitted {leg['emitted']} over {requests} request(s), and with "
+            f"{prefill} prefill token(s) per request that makes "
+            f"{leg['expected_completion_tokens']} (state the engine's count with "
+            "--prefill-tokens)"
         )
     if flag == "no steps":
         return "no verify step with a draft in this leg's window"

@@ -302,7 +302,28 @@ def windows_of(leg: Leg, steps: list[Step], window_steps: int) -> list[dict[str,
     return result
 
 
-def leg_figures(leg: Leg, warm: bool, steps: list[Step], window_steps: int) -> dict[str, Any]:
+def prefill_convention(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str, Any]:
+    """Output tokens per request not from a verify step: 0 or 1, whichever more legs show."""
+    agreeing = {"0": 0, "1": 0}
+    for leg in legs:
+        steps = leg_steps[leg.index]
+        if not steps or any(step.emitted is None for step in steps):
+            continue
+        requests = len({(step.w, step.seq) for step in steps})
+        extra = leg.fields["completion_tokens"] - sum(step.emitted or 0 for step in steps)
+        if extra == 0:
+            agreeing["0"] += 1
+        if extra == requests:
+            agreeing["1"] += 1
+    if agreeing["0"] == agreeing["1"] == 0:
+        return {"per_request": 1, "source": "default", "legs": agreeing}
+    chosen = 0 if agreeing["0"] > agreeing["1"] else 1
+    return {"per_request": chosen, "source": "learned from the arm", "legs": agreeing}
+
+
+def leg_figures(
+    leg: Leg, warm: bool, steps: list[Step], window_steps: int, prefill: int = 1
+) -> dict[str, Any]:
     drafted = [step for step in steps if step.proposed > 0]
     s = len(drafted)
     p = sum(step.proposed for step in steps)
@@ -340,7 +361,7 @@ def leg_figures(leg: Leg, warm: bool, steps: list[Step], window_steps: int) -> d
     consistent = None
     if steps and len(with_emitted) == len(steps):
         assert emitted is not None
-        expected = len(requests) + emitted
+        expected = prefill * len(requests) + emitted
         consistent = expected == completion
 
     flags = []
@@ -377,6 +398,7 @@ def leg_figures(leg: Leg, warm: bool, steps: list[Step], window_steps: int) -> d
         "emitted": emitted,
         "emitted_lines": len(with_emitted),
         "expected_completion_tokens": expected,
+        "prefill_tokens_per_request": prefill,
         "emitted_consistent": consistent,
         "requests": requests,
         "windows": windows,
@@ -450,8 +472,15 @@ def fold_records(
                 "skipped": record.skipped,
             }
         )
+    convention = prefill_convention(legs, leg_steps)
     figures = [
-        leg_figures(leg, leg.index in warm_indices, leg_steps[leg.index], window_steps)
+        leg_figures(
+            leg,
+            leg.index in warm_indices,
+            leg_steps[leg.index],
+            window_steps,
+            convention["per_request"],
+        )
         for leg in legs
     ]
     if any(figure["warm"] and figure["steps"] == 0 for figure in figures):
@@ -482,6 +511,7 @@ def fold_records(
             for record in records
             for line in record.skipped_lines[:MAX_SKIPPED_EXAMPLES]
         ],
+        "prefill_tokens": convention,
     }
 
 

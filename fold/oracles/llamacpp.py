@@ -21,6 +21,7 @@ from fold.oracles import counter_arms, counters
 from fold.oracles.figures import REQUESTS, ArmFigures, arm_from_counts, steps_range
 from fold.oracles.prometheus import Sample, looks_like_scrape
 from fold.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive, warm
+from fold.wording import figure
 
 KIND = "llamacpp"
 ALIASES = ("llamacpp", "llama.cpp", "llama-cpp", "llama_cpp")
@@ -183,16 +184,22 @@ def _read_completions(
 
 
 def _speed(timings: dict[str, Any], where: str) -> float:
-    """``predicted_per_second``, checked against ``1000 x predicted_n / predicted_ms``."""
+    """``predicted_per_second``, checked against ``predicted_n`` and ``predicted_ms``.
+
+    The 0.3.36 server divides the generation steps, ``predicted_n - 1``, by ``predicted_ms``
+    (the first token comes from prefill: ``n_gen_tps`` in ``tools/server/server-common.h``);
+    older servers divide ``predicted_n``. Either is one request's timings.
+    """
     tok = positive(timings.get("predicted_per_second"), f"{where}.predicted_per_second")
     n, ms = timings.get("predicted_n"), timings.get("predicted_ms")
     if n is not None and ms is not None:
         n = count(n, f"{where}.predicted_n")
         ms = positive(ms, f"{where}.predicted_ms")
-        if not math.isclose(tok, 1e3 * n / ms, rel_tol=1e-6):
+        if not any(math.isclose(tok, 1e3 * tokens / ms, rel_tol=1e-6) for tokens in (n - 1, n)):
             raise RefusedError(
-                f"{where}: predicted_per_second = {tok!r} but 1000 x predicted_n / "
-                f"predicted_ms = {1e3 * n / ms!r}: the timings are not one request's"
+                f"{where}: predicted_per_second = {tok!r} but 1000 x (predicted_n - 1) / "
+                f"predicted_ms = {figure(1e3 * (n - 1) / ms)} and 1000 x predicted_n / "
+                f"predicted_ms = {figure(1e3 * n / ms)}: the timings are not one request's"
             )
     return tok
 
