@@ -14,7 +14,8 @@ from fold.attribute import leg_windows
 from fold.errors import InputError
 from fold.native import fold_file_native
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_log_paths
-from fold.result import FoldResult, build_result
+from fold.result import FoldResult, add_intervals, build_result
+from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
 ProgressCallback = Callable[[int], None]
@@ -87,10 +88,18 @@ class LogFold:
         )
 
     def result(
-        self, predicate: str = DEFAULT_PREDICATE, window_steps: int = DEFAULT_WINDOW_STEPS
+        self,
+        predicate: str = DEFAULT_PREDICATE,
+        window_steps: int = DEFAULT_WINDOW_STEPS,
+        *,
+        resamples: int = DEFAULT_RESAMPLES,
+        seed: int = DEFAULT_SEED,
     ) -> FoldResult:
+        """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out)."""
         check = check_arm(self.arm, predicate)
-        return build_result(self.arm.legs, self.partial, self.read_counts, check, window_steps)
+        result = build_result(self.arm.legs, self.partial, self.read_counts, check, window_steps)
+        add_intervals(result, resamples, seed)
+        return result
 
 
 def fold_acceptance(
@@ -102,6 +111,8 @@ def fold_acceptance(
     skip_bad_lines: bool = False,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     progress: ProgressCallback | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
 ) -> FoldResult:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
@@ -111,10 +122,12 @@ def fold_acceptance(
     record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
     if window_steps < 1:
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
+    if resamples < 0:
+        raise InputError(f"--bootstrap must be 0 (no intervals) or more, got {resamples}")
     check_arm(record, predicate)
     fold = LogFold(record)
     for path in expand_log_paths(logs):
         fold.add_file(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )
-    return fold.result(predicate, window_steps)
+    return fold.result(predicate, window_steps, resamples=resamples, seed=seed)

@@ -13,6 +13,7 @@ from fold.accumulate import PartialFold
 from fold.arm import WINDOW_SLACK_NS
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
+from fold.uncertainty import Replicates, fold_replicates, interval_fields, method_note
 from fold.warm import ThroughputCheck, throughput_fold
 
 JSON_FORMAT = "fold-acceptance/1"
@@ -31,6 +32,10 @@ class FoldResult:
     writers: list[dict[str, Any]]
     skipped_examples: list[SkippedLine] = field(default_factory=list)
     oracles: dict[str, Any] | None = None
+    bootstrap: dict[str, Any] | None = None
+    """How the intervals were drawn (resamples, seed, level, method); None without intervals."""
+    replicates: dict[str, Replicates] = field(default_factory=dict, repr=False, compare=False)
+    """The warm and all-legs folds' bootstrap replicates, which the split propagates."""
 
     @property
     def unattributed_steps(self) -> int:
@@ -69,6 +74,8 @@ class FoldResult:
             "writers": self.writers,
             "skipped_examples": [vars(example) for example in self.skipped_examples],
         }
+        if self.bootstrap is not None:
+            document["bootstrap"] = self.bootstrap
         if self.oracles is not None:
             document["oracles"] = self.oracles
         return document
@@ -119,6 +126,14 @@ def build_result(
             example for counts in read_counts.values() for example in counts.skipped_examples
         ],
     )
+
+
+def add_intervals(result: FoldResult, resamples: int, seed: int) -> None:
+    """Put ``<figure>_ci`` beside each pooled figure of the warm and all-legs folds."""
+    result.replicates = fold_replicates(result.legs, resamples, seed) if resamples else {}
+    for name, fold in (("warm", result.warm), ("all", result.all)):
+        fold.update(interval_fields(result.replicates.get(name)))
+    result.bootstrap = method_note(resamples, seed)
 
 
 def _leg_figures(
