@@ -15,7 +15,7 @@ from fold.errors import InputError
 from fold.native import fold_file_native
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_log_paths
 from fold.result import FoldResult, add_intervals, build_result
-from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
+from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
 ProgressCallback = Callable[[int], None]
@@ -122,8 +122,7 @@ def fold_acceptance(
     record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
     if window_steps < 1:
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
-    if resamples < 0:
-        raise InputError(f"--bootstrap must be 0 (no intervals) or more, got {resamples}")
+    check_resamples(resamples)
     check_arm(record, predicate)
     fold = LogFold(record)
     for path in expand_log_paths(logs):

@@ -17,6 +17,14 @@ from fold.gap import (
 )
 from fold.oracles import ArmFigures, arm_from_counts, load_oracle, parse_vs_spec
 from fold.result import FoldResult
+from fold.uncertainty import (
+    Interval,
+    Replicates,
+    arm_replicates,
+    percentile_interval,
+    split_intervals,
+    verify_steps_per_s,
+)
 
 OURS = "ours"
 
@@ -28,6 +36,8 @@ class Comparison:
     gaps: dict[str, GapAttribution]
     measured_steps_per_s: float | None
     step_check: StepRateCheck
+    intervals: dict[str, dict[str, Interval | None]] | None = None
+    """Per arm, each figure's 95% interval; an arm known by totals is absent."""
 
 
 def our_figures(result: FoldResult) -> ArmFigures:
@@ -70,11 +80,67 @@ def compare(
     """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` for JSON."""
     check_tolerance(tolerance)
     ours = our_figures(result)
-    gaps = {oracle.name: attribute_gap(ours, oracle, tolerance) for oracle in oracles}
+    bootstrap = result.bootstrap or {}
+    resamples, seed = bootstrap.get("resamples", 0), bootstrap.get("seed", 0)
+    our_replicates = result.replicates.get("warm")
+    replicates = {OURS: our_replicates} | {
+        oracle.name: arm_replicates(oracle.legs, resamples, seed, arm)
+        for arm, oracle in enumerate(oracles, start=1)
+    }
+    gaps = {
+        oracle.name: attribute_gap(
+            ours,
+            oracle,
+            tolerance,
+            split_intervals(
+                our_replicates,
+                replicates[oracle.name],
+                oracle.output_throughput_tok_s,
+                oracle.mean_acceptance_length,
+            ),
+        )
+        for oracle in oracles
+    }
     measured = result.warm["step_rate"]
     step_check = check_step_rate(
         measured, ours.output_throughput_tok_s, ours.mean_acceptance_length, tolerance
     )
     rows = [ours, *oracles]
+    intervals = {
+        name: row_intervals(found) for name, found in replicates.items() if found is not None
+    }
     result.oracles = oracles_block(rows, gaps, step_check, measured)
-    return Comparison(rows, gaps, measured, step_check)
+    for row in result.oracles["rows"]:
+        found = intervals.get(row["name"])
+        row.update({f"{figure}_ci": None for figure in ROW_FIGURES})
+        if found is not None:
+            row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
+        row["ci_note"] = (
+            "95% bootstrap interval over its legs"
+            if found is not None
+            else "no interval: known only by totals"
+            if resamples
+            else "no interval: --bootstrap 0"
+        )
+    return Comparison(rows, gaps, measured, step_check, intervals)
+
+
+ROW_FIGURES = (
+    "output_throughput_tok_s",
+    "mean_acceptance_length",
+    "accept_rate",
+    "verify_steps_per_s",
+    "completion_tokens_per_step",
+)
+
+
+def row_intervals(replicates: Replicates) -> dict[str, Interval | None]:
+    """An arm row's intervals; verify steps/s is tok/s over mean length in each resample."""
+    found = {figure: replicates.interval(figure) for figure in ROW_FIGURES}
+    steps_per_s = verify_steps_per_s(replicates)
+    found["verify_steps_per_s"] = None if steps_per_s is None else percentile_interval(steps_per_s)
+    return found
+
+
+def _pair(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval[0], interval[1]]

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 from fold.errors import InputError
 from fold.oracles import ArmFigures
+from fold.uncertainty import SplitIntervals
 
 DEFAULT_TOLERANCE = 0.02
 
@@ -55,6 +56,7 @@ class GapAttribution:
     dominant: str | None  # "acceptance", "speed", "none" (within tolerance) or None (unsplit)
     verdict: str
     missing: tuple[str, ...] = ()  # why a figure above is None
+    intervals: SplitIntervals | None = None  # 95% intervals of r and the factors, if any
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for the ``oracles`` block; None where undefined, never NaN."""
@@ -70,7 +72,21 @@ class GapAttribution:
             "dominant": self.dominant,
             "verdict": self.verdict,
             "missing": list(self.missing),
+            **_interval_json(self.intervals),
         }
+
+
+def _interval_json(intervals: SplitIntervals | None) -> dict[str, Any]:
+    found = {
+        "ratio_ci": None if intervals is None else intervals.ratio,
+        "acceptance_factor_ci": None if intervals is None else intervals.acceptance_factor,
+        "speed_factor_ci": None if intervals is None else intervals.speed_factor,
+    }
+    document: dict[str, Any] = {
+        key: None if value is None else [value[0], value[1]] for key, value in found.items()
+    }
+    document["ci_basis"] = {} if intervals is None else dict(intervals.basis)
+    return document
 
 
 def _finite(value: float | None) -> float | None:
@@ -101,9 +117,16 @@ def _direction(factor: float, more: str, less: str) -> str:
 
 
 def attribute_gap(
-    ours: ArmFigures, oracle: ArmFigures, tolerance: float = DEFAULT_TOLERANCE
+    ours: ArmFigures,
+    oracle: ArmFigures,
+    tolerance: float = DEFAULT_TOLERANCE,
+    intervals: SplitIntervals | None = None,
 ) -> GapAttribution:
-    """Split ``ours`` tok/s / ``oracle`` tok/s into acceptance x verify-step speed."""
+    """Split ``ours`` tok/s / ``oracle`` tok/s into acceptance x verify-step speed.
+
+    With ``intervals`` resampled on both arms the verdict reads from them (see
+    :func:`_verdict_from_intervals`); otherwise from ``tolerance``.
+    """
     tol = check_tolerance(tolerance)
     who = oracle.name
     missing: list[str] = []
@@ -148,7 +171,11 @@ def attribute_gap(
             share_s = math.log(sf) / log_r
 
     dominant: str | None
-    if abs(ratio - 1) <= tol:
+    if intervals is not None and intervals.from_both_arms and intervals.ratio is not None:
+        dominant, verdict = _verdict_from_intervals(
+            who, ratio, af, sf, share_a, share_s, intervals, gap_text, missing
+        )
+    elif abs(ratio - 1) <= tol:
         dominant = NO_GAP
         verdict = (
             f"throughput within {_pct(abs(ratio - 1))} of {who} ({_tol_text(tol)}): "
@@ -196,6 +223,65 @@ def attribute_gap(
         dominant=dominant,
         verdict=verdict,
         missing=tuple(missing),
+        intervals=intervals,
+    )
+
+
+def _contains_one(interval: tuple[float, float]) -> bool:
+    return interval[0] <= 1 <= interval[1]
+
+
+def _with_interval(value: float, interval: tuple[float, float]) -> str:
+    return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _verdict_from_intervals(
+    who: str,
+    ratio: float,
+    af: float | None,
+    sf: float | None,
+    share_a: float | None,
+    share_s: float | None,
+    intervals: SplitIntervals,
+    gap_text: str,
+    missing: list[str],
+) -> tuple[str | None, str]:
+    """The verdict when both arms have legs: a factor whose 95% interval holds 1 is not
+    distinguishable from the oracle's; the tolerance plays no part.
+
+    Rules, in order: r's interval holds 1: no gap; no split: the gap is stated; only the
+    acceptance factor's interval holds 1: the gap is speed; only the speed factor's: the gap is
+    acceptance; otherwise the factor with the larger share is named.
+    """
+    assert intervals.ratio is not None
+    r_text = f"throughput ratio {_with_interval(ratio, intervals.ratio)}"
+    if _contains_one(intervals.ratio):
+        return NO_GAP, f"{r_text}: not distinguishable from {who} (95% intervals, both arms)"
+    if af is None or sf is None or intervals.acceptance_factor is None:
+        return None, f"{gap_text} ({r_text}); {'; '.join(missing)}: the gap cannot be split"
+    assert intervals.speed_factor is not None
+    acc_text = f"acceptance factor {_with_interval(af, intervals.acceptance_factor)}"
+    spd_text = f"speed factor {_with_interval(sf, intervals.speed_factor)}"
+    acceptance_equal = _contains_one(intervals.acceptance_factor)
+    speed_equal = _contains_one(intervals.speed_factor)
+    if acceptance_equal and not speed_equal:
+        return SPEED, f"{acc_text}: not distinguishable from {who}; {spd_text}: the gap is speed"
+    if speed_equal and not acceptance_equal:
+        return (
+            ACCEPTANCE,
+            f"{spd_text}: not distinguishable from {who}; {acc_text}: the gap is acceptance",
+        )
+    dominant = ACCEPTANCE if abs(math.log(af)) >= abs(math.log(sf)) else SPEED
+    assert share_a is not None and share_s is not None
+    share = share_a if dominant == ACCEPTANCE else share_s
+    if acceptance_equal and speed_equal:
+        return dominant, (
+            f"{gap_text}, but neither {acc_text} nor {spd_text} alone is distinguishable from "
+            f"{who}; {dominant} has the larger share ({round(share * 100)}% of the log-gap)"
+        )
+    return dominant, (
+        f"{gap_text}: {acc_text} and {spd_text} both differ from {who}; mostly {dominant} "
+        f"({round(share * 100)}% of the log-gap)"
     )
 
 

@@ -23,13 +23,14 @@ import os
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
 from fold import acceptance as formulas
 from fold.errors import InputError, RefusedError
+from fold.uncertainty import Leg
 
 KINDS = ("vllm", "sglang", "llamacpp")
 OURS_KIND = "ours"
@@ -89,6 +90,8 @@ class ArmFigures:
     verify_steps_per_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
     notes: tuple[str, ...] = ()
+    legs: tuple[Leg, ...] | None = field(default=None, hash=False, compare=False, repr=False)
+    """Per-leg sums for the bootstrap when the input has legs; None when known by totals."""
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:
@@ -358,7 +361,8 @@ def read_oracle(
         assert parsed.record is not None
         if detected == "sglang":
             return _figures_from_sglang(name, [(parsed.record, where)], where)
-        return _figures_from_record(name, detected, parsed.record, where)
+        figures = _figures_from_record(name, detected, parsed.record, where)
+        return replace(figures, legs=_record_legs(parsed.record, where))
     return _figures_from_sglang(name, parsed.records, where)
 
 
@@ -1119,7 +1123,7 @@ def _figures_from_sglang(
             "not recorded: the records lack the counts to convert SGLang's accept length to "
             "1 + A/S; it is shown only in the SGLang-unit column"
         )
-    return arm_from_counts(
+    figures = arm_from_counts(
         name,
         "sglang",
         tok_s=tok_s,
@@ -1131,3 +1135,69 @@ def _figures_from_sglang(
         notes=notes,
         where=where,
     )
+    return replace(figures, legs=_sglang_legs(recs, [record for record, _ in warm]))
+
+
+# --------------------------------------------------------------------------------------------
+# Legs for the bootstrap (fold.uncertainty): what an oracle with legs hands over
+# --------------------------------------------------------------------------------------------
+
+
+def _record_legs(record: Mapping[str, Any], where: str) -> tuple[Leg, ...] | None:
+    """The warm legs' tok/s, when the record's throughput is their median (not a total)."""
+    if any(record.get(key) is not None for key in _TOK_S_FIELDS):
+        return None
+    legs = record.get("legs")
+    if not isinstance(legs, list) or not legs:
+        return None
+    warm, _ = _warm([(leg, f"{where}: legs[{i}]") for i, leg in enumerate(legs)], where)
+    return tuple(Leg(tok_s=_first_tok_s(leg)) for leg, _ in warm)
+
+
+def _sglang_legs(
+    records: Sequence[_SgRecord], raw: Sequence[Mapping[str, Any]]
+) -> tuple[Leg, ...] | None:
+    """One leg per warm SGLang record (a leg or a request), with its counts and tok/s.
+
+    A count goes to the bootstrap only when every record has it, as for the pooled figure.
+    """
+    if not records:
+        return None
+    accepted = [
+        r.accepted
+        if r.accepted is not None
+        else (
+            r.completion - 1 - r.verify
+            if r.completion is not None and r.verify is not None
+            else None
+        )
+        for r in records
+    ]
+    columns = {
+        "steps": [r.verify for r in records],
+        "proposed": [r.proposed for r in records],
+        "accepted": accepted,
+    }
+    complete = {name: values for name, values in columns.items() if None not in values}
+    legs = []
+    for position, (record, source) in enumerate(zip(records, raw, strict=True)):
+        values: dict[str, float] = {}
+        if all(r.verify is not None and r.completion is not None for r in records):
+            assert record.verify is not None and record.completion is not None
+            values = {"completion_tokens": record.completion, "steps": record.verify}
+        legs.append(
+            Leg(
+                requests={name: [values_[position]] for name, values_ in complete.items()},
+                values=values,
+                tok_s=_first_tok_s(source),
+            )
+        )
+    return tuple(legs)
+
+
+def _first_tok_s(record: Mapping[str, Any]) -> float | None:
+    for key in _TOK_S_FIELDS:
+        value = record.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
