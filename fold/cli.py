@@ -157,6 +157,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             found.gaps,
             measured_steps_per_s=found.measured_steps_per_s,
             step_check=found.step_check,
+            intervals=found.intervals,
         )
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)

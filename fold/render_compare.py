@@ -16,7 +16,8 @@ from rich.text import Text
 
 from fold.gap import NO_GAP, GapAttribution, StepRateCheck
 from fold.oracles import ArmFigures
-from fold.render import length, percent, three_decimals
+from fold.render import length, percent, plus_minus, three_decimals
+from fold.uncertainty import Interval
 
 NOT_RECORDED = "not recorded"
 
@@ -46,23 +47,34 @@ def _cell(text: str) -> Text:
 
 
 def comparison_table(
-    rows: Sequence[ArmFigures], gaps: Mapping[str, GapAttribution] | None = None
+    rows: Sequence[ArmFigures],
+    gaps: Mapping[str, GapAttribution] | None = None,
+    intervals: Mapping[str, Mapping[str, Interval | None]] | None = None,
 ) -> Table:
     """One row per arm in the order given (put ours first), then one ratio row per oracle.
 
     ``gaps`` maps an oracle's name to its attribution against ours. Its ratio row
     ("ours/ORACLE") puts each factor under the column it divides: r under tok/s, the acceptance
     factor under the mean acceptance length, the speed factor under verify steps/s. Where each
-    figure came from is in :func:`sources_table`.
+    figure came from is in :func:`sources_table`. With ``intervals`` (per arm name, as
+    ``fold.compare.Comparison.intervals``), a ``±`` row under each arm and ratio gives its 95%
+    intervals, or says that the arm is known only by totals.
     """
     gaps = gaps or {}
+    caption = (
+        "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
+        "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
+        "included): not comparable with mean len."
+    )
+    if intervals is not None:
+        caption += (
+            " ±: 95% bootstrap interval over the arm's legs, the larger distance to either end "
+            "(none: the arm is known only by totals); ± both: both arms resampled; ± ours: "
+            "ours only, the oracle taken as exact."
+        )
     table = Table(
         title="Throughput and acceptance in one unit",
-        caption=(
-            "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
-            "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
-            "included): not comparable with mean len."
-        ),
+        caption=caption,
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -82,6 +94,9 @@ def comparison_table(
             _cell(fmt_steps_per_s(row.verify_steps_per_s)),
             _cell(fmt_length(row.completion_tokens_per_step)),
         )
+        if intervals is not None:
+            _arm_interval_row(table, row, intervals.get(row.name))
+    arm_rows = len(table.rows)
     first = True
     for gap in gaps.values():
         split = gap.ratio is not None and gap.acceptance_factor is not None
@@ -94,11 +109,45 @@ def comparison_table(
             Text(""),
             end_section=False,
         )
+        found = gap.intervals
+        if found is not None and found.basis:
+            table.add_row(
+                Text("  ± both" if found.from_both_arms else "  ± ours", style="dim"),
+                Text(plus_minus(gap.ratio, found.ratio, "three_decimals"), style="dim"),
+                Text(
+                    plus_minus(gap.acceptance_factor, found.acceptance_factor, "three_decimals"),
+                    style="dim",
+                ),
+                Text(""),
+                Text(plus_minus(gap.speed_factor, found.speed_factor, "three_decimals"), "dim"),
+                Text(""),
+            )
         if first:
             # a rule between the arms and the ratio rows
-            table.rows[len(rows) - 1].end_section = True
+            table.rows[arm_rows - 1].end_section = True
             first = False
     return table
+
+
+def _arm_interval_row(
+    table: Table, row: ArmFigures, found: Mapping[str, Interval | None] | None
+) -> None:
+    """The ``±`` row under an arm: its 95% intervals, or why it has none."""
+    if found is None:
+        table.add_row(Text("  ±", style="dim"), Text("none", style="dim italic"), *[Text("")] * 4)
+        return
+    cells = [
+        plus_minus(
+            row.output_throughput_tok_s, found.get("output_throughput_tok_s"), "three_decimals"
+        ),
+        plus_minus(row.mean_acceptance_length, found.get("mean_acceptance_length"), "length"),
+        plus_minus(row.accept_rate, found.get("accept_rate"), "percent"),
+        plus_minus(row.verify_steps_per_s, found.get("verify_steps_per_s"), "three_decimals"),
+        plus_minus(
+            row.completion_tokens_per_step, found.get("completion_tokens_per_step"), "length"
+        ),
+    ]
+    table.add_row(Text("  ±", style="dim"), *[Text(cell, style="dim") for cell in cells])
 
 
 _FIGURE_LABELS = (
@@ -147,6 +196,17 @@ def gap_lines(gap: GapAttribution) -> list[Text]:
         f"{fmt_factor(gap.acceptance_factor)} x speed {fmt_factor(gap.speed_factor)}"
     )
     lines = [head + factors]
+    found = gap.intervals
+    if found is not None and found.ratio is not None:
+        basis = "both arms" if found.from_both_arms else f"ours only: {gap.oracle} by totals"
+        parts = [f"r {_bracket(found.ratio)}"]
+        if found.acceptance_factor is not None and found.speed_factor is not None:
+            parts += [
+                f"acceptance {_bracket(found.acceptance_factor)}",
+                f"speed {_bracket(found.speed_factor)}",
+            ]
+        lines.append(Text(f"  95% intervals ({basis}):", style="dim"))
+        lines.append(Text("    " + "  ".join(parts), style="dim"))
     if (
         gap.acceptance_share is not None
         and gap.speed_share is not None
@@ -161,6 +221,10 @@ def gap_lines(gap: GapAttribution) -> list[Text]:
     style = "bold" if gap.dominant is not None else "yellow"
     lines.append(Text("  verdict: ", style="bold") + Text(gap.verdict, style=style))
     return lines
+
+
+def _bracket(interval: Interval) -> str:
+    return f"[{fmt_factor(interval[0])}, {fmt_factor(interval[1])}]"
 
 
 def step_rate_line(
@@ -213,10 +277,11 @@ def comparison(
     *,
     measured_steps_per_s: float | None = None,
     step_check: StepRateCheck | None = None,
+    intervals: Mapping[str, Mapping[str, Interval | None]] | None = None,
 ) -> Group:
     """The table, the sources and the verdict lines together, ready for ``Console.print``."""
     return Group(
-        comparison_table(rows, gaps),
+        comparison_table(rows, gaps, intervals),
         sources_table(rows),
         *verdict_lines(gaps, measured_steps_per_s=measured_steps_per_s, step_check=step_check),
     )
