@@ -13,7 +13,13 @@ from fold.accumulate import PartialFold
 from fold.arm import WINDOW_SLACK_NS
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
-from fold.uncertainty import Replicates, fold_replicates, interval_fields, method_note
+from fold.uncertainty import (
+    Replicates,
+    check_resamples,
+    fold_replicates,
+    interval_fields,
+    method_note,
+)
 from fold.warm import ThroughputCheck, throughput_fold
 
 JSON_FORMAT = "fold-acceptance/1"
@@ -130,6 +136,7 @@ def build_result(
 
 def add_intervals(result: FoldResult, resamples: int, seed: int) -> None:
     """Put ``<figure>_ci`` beside each pooled figure of the warm and all-legs folds."""
+    check_resamples(resamples)
     result.replicates = fold_replicates(result.legs, resamples, seed) if resamples else {}
     for name, fold in (("warm", result.warm), ("all", result.all)):
         fold.update(interval_fields(result.replicates.get(name)))

@@ -255,3 +255,14 @@ def test_table_with_intervals_fits_80_columns() -> None:
     assert "95% intervals (ours only: vllm by totals):" in completed.stdout
     vllm_row = lines.index(next(line for line in lines if line.split()[:1] == ["vllm"]))
     assert lines[vllm_row + 1].split() == ["±", "none"]
+
+
+def test_the_annotated_record_carries_the_intervals(tmp_path, capsys) -> None:
+    out = tmp_path / "annotated.json"
+    document = run_json(capsys, "--annotate", str(out))
+    block = orjson.loads(out.read_bytes())["acceptance"]
+    for fold in ("warm", "all"):
+        for figure in ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s"):
+            assert block[fold][f"{figure}_ci"] == document[fold][f"{figure}_ci"]
+            assert block[fold][f"{figure}_ci"] is not None
+    assert block["bootstrap"] == document["bootstrap"]
