@@ -15,16 +15,10 @@ from fold.gap import (
     check_tolerance,
     oracles_block,
 )
+from fold.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
 from fold.oracles import ArmFigures, arm_from_counts, load_oracle, parse_vs_spec
 from fold.result import FoldResult
-from fold.uncertainty import (
-    Interval,
-    Replicates,
-    arm_replicates,
-    percentile_interval,
-    split_intervals,
-    verify_steps_per_s,
-)
+from fold.uncertainty import Interval, Replicates, percentile_interval
 
 OURS = "ours"
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fold.errors import InputError
+from fold.gap_intervals import SplitIntervals
 from fold.oracles import ArmFigures
-from fold.uncertainty import SplitIntervals
 
 DEFAULT_TOLERANCE = 0.02
 

@@ -14,17 +14,15 @@ import pytest
 
 from fold.cli import main
 from fold.gap import ACCEPTANCE, NO_GAP, SPEED, attribute_gap
-from fold.oracles import arm_from_counts, load_oracle, read_oracle
-from fold.uncertainty import (
+from fold.gap_intervals import (
     BOTH_ARMS,
     OURS_ONLY,
-    Leg,
-    Replicates,
     SplitIntervals,
     arm_replicates,
-    bootstrap,
     split_intervals,
 )
+from fold.oracles import arm_from_counts, load_oracle, read_oracle
+from fold.uncertainty import Leg, Replicates, bootstrap
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ORACLES = FIXTURES / "oracles"
