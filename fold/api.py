@@ -122,7 +122,7 @@ def fold_acceptance(
     record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
     if window_steps < 1:
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
-    check_resamples(resamples)
+    check_resamples(resamples, seed)
     check_arm(record, predicate)
     fold = LogFold(record)
     for path in expand_log_paths(logs):

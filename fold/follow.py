@@ -251,7 +251,7 @@ class Follower:
         self.skip_bad_lines = skip_bad_lines
         self.block_bytes = block_bytes
         self.gap_ns = round(gap_seconds * 1e9)
-        self.intervals = {"resamples": check_resamples(resamples), "seed": seed}
+        self.intervals = {"resamples": check_resamples(resamples, seed), "seed": seed}
         self._tails: dict[str, _Tail] = {}
         self._arm = _ArmState()
         self._failure: FoldError | None = None

@@ -136,7 +136,7 @@ def build_result(
 
 def add_intervals(result: FoldResult, resamples: int, seed: int) -> None:
     """Put ``<figure>_ci`` beside each pooled figure of the warm and all-legs folds."""
-    check_resamples(resamples)
+    check_resamples(resamples, seed)
     result.replicates = fold_replicates(result.legs, resamples, seed) if resamples else {}
     for name, fold in (("warm", result.warm), ("all", result.all)):
         fold.update(interval_fields(result.replicates.get(name)))

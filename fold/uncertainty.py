@@ -99,12 +99,14 @@ class Replicates:
         return {name: self.interval(name) for name in self.figures}
 
 
-def check_resamples(resamples: int) -> int:
-    """The resample count, or InputError: 0 means no intervals."""
+def check_resamples(resamples: int, seed: int = DEFAULT_SEED) -> int:
+    """The resample count, or InputError: 0 means no intervals; the seed must be >= 0."""
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 0:
         raise InputError(
             f"--bootstrap {resamples!r}: give a number of resamples (0 for no intervals)"
         )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"--seed {seed!r}: give a whole number, 0 or more")
     return resamples
 
 

@@ -236,6 +236,8 @@ def test_seed_and_bootstrap_options(capsys) -> None:
         assert none["warm"][key] == first["warm"][key]
     assert main([*OURS_ARGS, "--bootstrap", "-1"]) == 2
     assert "--bootstrap" in capsys.readouterr().err
+    assert main([*OURS_ARGS, "--seed", "-3"]) == 2
+    assert "--seed" in capsys.readouterr().err
 
 
 def test_table_with_intervals_fits_80_columns() -> None:
