@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fold.api import fold_acceptance
 from fold.uncertainty import Leg, bootstrap, decode_steps_per_s, percentile_interval
@@ -290,3 +292,51 @@ def test_decode_steps_per_s_identical_requests_zero_width() -> None:
 
 def test_decode_steps_per_s_without_seconds() -> None:
     assert decode_steps_per_s([([5], [0.0])], resamples=10) == (None, None)
+
+
+# ----------------------------------------------------------------------------------------------
+# Invariants
+# ----------------------------------------------------------------------------------------------
+
+request_counts = st.tuples(st.integers(1, 50), st.integers(0, 7)).map(
+    lambda pair: (pair[0], pair[0] * 7, min(pair[1] * pair[0], pair[0] * 7))
+)  # (S, P, A) of one request with A <= P
+
+
+@given(
+    st.lists(
+        st.tuples(st.lists(request_counts, min_size=1, max_size=4), st.floats(1, 100)),
+        min_size=2,
+        max_size=6,
+    ),
+    st.integers(0, 2**32),
+)
+@settings(max_examples=50, deadline=None)
+def test_intervals_stay_within_the_extremes_of_what_is_resampled(legs, seed) -> None:
+    """A ratio of resampled sums lies between the smallest and largest ratio of the requests
+    summed (the mediant inequality); a median of resampled legs between the extreme legs."""
+    as_legs = [
+        Leg(
+            requests={
+                "steps": [s for s, _, _ in requests],
+                "proposed": [p for _, p, _ in requests],
+                "accepted": [a for _, _, a in requests],
+            },
+            tok_s=tok_s,
+        )
+        for requests, tok_s in legs
+    ]
+    found = bootstrap(as_legs, {"all": range(len(legs))}, 200, seed)["all"]
+    rates = [a / p for requests, _ in legs for _, p, a in requests]
+    low, high = found.interval("accept_rate")
+    assert min(rates) - 1e-12 <= low <= high <= max(rates) + 1e-12
+    lengths = [1 + a / s for requests, _ in legs for s, _, a in requests]
+    low, high = found.interval("mean_acceptance_length")
+    assert min(lengths) - 1e-12 <= low <= high <= max(lengths) + 1e-12
+    speeds = [tok_s for _, tok_s in legs]
+    low, high = found.interval("output_throughput_tok_s")
+    assert min(speeds) <= low <= high <= max(speeds)
+    # and the same seed draws the same replicates
+    again = bootstrap(as_legs, {"all": range(len(legs))}, 200, seed)["all"]
+    for figure, values in found.figures.items():
+        assert np.array_equal(values, again.figures[figure], equal_nan=True)
