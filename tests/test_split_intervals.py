@@ -266,3 +266,27 @@ def test_the_annotated_record_carries_the_intervals(tmp_path, capsys) -> None:
             assert block[fold][f"{figure}_ci"] == document[fold][f"{figure}_ci"]
             assert block[fold][f"{figure}_ci"] is not None
     assert block["bootstrap"] == document["bootstrap"]
+
+
+def test_sglang_legs_with_counts_give_a_verdict_from_both_arms(tmp_path, capsys) -> None:
+    # Six warm SGLang legs with counts: 1 + A/S = 1 + 1000/310-ish like ours, tok/s about 16.1.
+    legs = tmp_path / "sglang.jsonl"
+    records = [
+        {"run": 2 + i % 2, "tok_s": 16.0 + 0.05 * i, "spec_verify_ct": 52,
+         "spec_accepted_drafts": 166 + i % 3, "completion_tokens": 52 + 166 + i % 3 + 1}
+        for i in range(6)
+    ]  # fmt: skip
+    legs.write_bytes(b"\n".join(orjson.dumps(record) for record in records) + b"\n")
+    document = run_json(capsys, "--vs", f"sg={legs}")
+    gap = document["oracles"]["gaps"]["sg"]
+    assert gap["ci_basis"] == dict.fromkeys(
+        ("ratio", "acceptance_factor", "speed_factor"), BOTH_ARMS
+    )
+    low, high = gap["acceptance_factor_ci"]
+    # both arms accept about 3.2 drafts a step: the factor's interval holds 1
+    assert low <= 1 <= high
+    assert gap["speed_factor_ci"][1] < 1  # ours is about 7% slower per step
+    assert gap["dominant"] == SPEED
+    assert gap["verdict"].startswith("acceptance factor ")
+    assert "not distinguishable from sg; speed factor" in gap["verdict"]
+    assert gap["verdict"].endswith("the gap is speed")
