@@ -109,13 +109,7 @@ def compare(
         row.update({f"{figure}_ci": None for figure in ROW_FIGURES})
         if found is not None:
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
-        row["ci_note"] = (
-            "95% bootstrap interval over its legs"
-            if found is not None
-            else "no interval: known only by totals"
-            if resamples
-            else "no interval: --bootstrap 0"
-        )
+        row["ci_note"] = interval_note(resamples, found)
     return Comparison(rows, gaps, measured, step_check, intervals)
 
 
@@ -134,6 +128,17 @@ def row_intervals(replicates: Replicates) -> dict[str, Interval | None]:
     steps_per_s = verify_steps_per_s(replicates)
     found["verify_steps_per_s"] = None if steps_per_s is None else percentile_interval(steps_per_s)
     return found
+
+
+def interval_note(resamples: int, found: dict[str, Interval | None] | None) -> str:
+    """Why an arm row has intervals, or why not."""
+    if not resamples:
+        return "no interval: --bootstrap 0"
+    if found is None:
+        return "no interval: known only by totals"
+    if not any(found.values()):
+        return "no interval: one leg (or one request) says nothing about the spread"
+    return "95% bootstrap interval over its legs"
 
 
 def _pair(interval: Interval | None) -> list[float] | None:

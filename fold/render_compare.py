@@ -69,8 +69,8 @@ def comparison_table(
     if intervals is not None:
         caption += (
             " ±: 95% bootstrap interval over the arm's legs, the larger distance to either end "
-            "(none: the arm is known only by totals); ± both: both arms resampled; ± ours: "
-            "ours only, the oracle taken as exact."
+            "(none: the arm is known only by totals; 1 leg: one leg says nothing of the "
+            "spread); ± both: both arms resampled; ± ours: ours only, the oracle taken as exact."
         )
     table = Table(
         title="Throughput and acceptance in one unit",
@@ -133,8 +133,9 @@ def _arm_interval_row(
     table: Table, row: ArmFigures, found: Mapping[str, Interval | None] | None
 ) -> None:
     """The ``±`` row under an arm: its 95% intervals, or why it has none."""
-    if found is None:
-        table.add_row(Text("  ±", style="dim"), Text("none", style="dim italic"), *[Text("")] * 4)
+    if found is None or not any(found.values()):
+        why = "none" if found is None else "1 leg"
+        table.add_row(Text("  ±", style="dim"), Text(why, style="dim italic"), *[Text("")] * 4)
         return
     cells = [
         plus_minus(
