@@ -290,3 +290,20 @@ def test_sglang_legs_with_counts_give_a_verdict_from_both_arms(tmp_path, capsys)
     assert gap["verdict"].startswith("acceptance factor ")
     assert "not distinguishable from sg; speed factor" in gap["verdict"]
     assert gap["verdict"].endswith("the gap is speed")
+
+
+def test_a_single_warm_leg_has_no_interval_and_says_why(tmp_path, capsys) -> None:
+    arm = tmp_path / "arm.json"
+    arm.write_bytes(
+        orjson.dumps({"legs": orjson.loads((GATE / "our-arm.json").read_bytes())["legs"]})
+    )
+    argv = [str(arm), OURS_ARGS[1], "--warm", "run > 1 AND tok_s > 15.05", "--json", "-",
+            "--vs", f"sg={ORACLES / 'sglang-legs.jsonl'}"]  # fmt: skip
+    assert main(argv) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    assert document["warm"]["legs"] == [8]
+    assert document["warm"]["accept_rate_ci"] is None  # one leg of one request
+    assert document["all"]["accept_rate_ci"] is not None
+    ours = document["oracles"]["rows"][0]
+    assert ours["ci_note"].startswith("no interval: one leg")
+    assert document["oracles"]["gaps"]["sg"]["ratio_ci"] is None
