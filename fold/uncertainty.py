@@ -32,8 +32,11 @@ LEVEL = 0.95
 # Stage-2 draws are made this many indices at a time, so a leg with very many requests does
 # not hold all its draws at once. Fixed, so the draws (and the bytes) never depend on memory.
 _DRAW_BLOCK = 1 << 21
-# numpy's draws and gathers release the GIL, so legs are redrawn on this many threads.
+# numpy's draws and gathers release the GIL, so legs are redrawn on this many threads, once
+# there are enough draws to pay for them. Each leg has its own stream: threads never change
+# the draws.
 _WORKERS = min(4, os.cpu_count() or 1)
+_THREADS_FROM_DRAWS = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,7 @@ def _stage_two_pools(
         return _leg_copies(legs[position], int(copies[position]), columns, streams[position])
 
     draws = sum(int(copies[j]) * _request_count(leg) for j, leg in enumerate(legs))
-    if draws < _DRAW_BLOCK:
+    if draws < _THREADS_FROM_DRAWS:
         per_leg = [leg_sums(position) for position in range(len(legs))]
     else:
         with ThreadPoolExecutor(max_workers=_WORKERS) as pool:

@@ -340,3 +340,16 @@ def test_intervals_stay_within_the_extremes_of_what_is_resampled(legs, seed) -> 
     again = bootstrap(as_legs, {"all": range(len(legs))}, 200, seed)["all"]
     for figure, values in found.figures.items():
         assert np.array_equal(values, again.figures[figure], equal_nan=True)
+
+
+def test_threads_do_not_change_the_draws(monkeypatch) -> None:
+    rng = np.random.default_rng(3)
+    gate = simulated_gate(rng, legs=8, requests=6, steps=5)
+    monkeypatch.setattr("fold.uncertainty._THREADS_FROM_DRAWS", 10**12)
+    serial = bootstrap(gate, {"warm": range(2, 8), "all": range(8)}, 300, seed=8)
+    monkeypatch.setattr("fold.uncertainty._THREADS_FROM_DRAWS", 0)
+    threaded = bootstrap(gate, {"warm": range(2, 8), "all": range(8)}, 300, seed=8)
+    for name in serial:
+        assert serial[name].figures.keys() == threaded[name].figures.keys()
+        for figure, values in serial[name].figures.items():
+            assert values.tobytes() == threaded[name].figures[figure].tobytes()
