@@ -86,8 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME[:KIND]=PATH",
-        help="an oracle arm to compare with (vLLM or llama.cpp counters, Prometheus scrapes, "
-        "SGLang legs); KIND (vllm, sglang, llamacpp) is detected when not given; repeatable",
+        help="an oracle arm to compare with, as its engine writes it (scrapes, bench results, "
+        "server responses, arm records: docs/oracles.md); KIND (vllm, sglang, llamacpp) is "
+        "detected when not given; repeatable",
     )
     parser.add_argument(
         "--tolerance",

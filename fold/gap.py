@@ -13,11 +13,15 @@ Verdict rules, tried in this order (``tol`` is ``--tolerance``, default 2%):
 
 1. tok/s not recorded for either arm: no ratio, nothing attributed;
 2. ``|r - 1| <= tol``: "no gap beyond tolerance";
-3. mean acceptance length not recorded for either arm: the gap is stated, not split;
+3. mean acceptance length not recorded for either arm: the gap is split in SGLang's unit
+   (completion tokens per verify step) when both arms have that, else stated, not split;
 4. ``|af - 1| <= tol``: "acceptance within x% of ORACLE: the gap is execution speed";
 5. ``|sf - 1| <= tol``: "verify-step speed within x% of ORACLE: the gap is acceptance";
 6. otherwise the factor with the larger ``|log|`` (the larger share) is named as the dominant
    one, with both shares.
+
+When both arms were resampled (``fold.gap_intervals``), rules 2 and 4 to 6 read from the 95%
+intervals instead of the tolerance (:func:`_verdict_from_intervals`), in the unit of the split.
 
 Nothing here prints; ``fold.render_compare`` turns the results into lines.
 """
@@ -40,6 +44,10 @@ ACCEPTANCE = "acceptance"
 SPEED = "speed"
 NO_GAP = "none"
 
+# GapAttribution.unit values: the length the acceptance factor divides
+MEAN_LENGTH_UNIT = "1 + A/S"
+SGLANG_UNIT = "completion tokens per verify step (SGLang's unit)"
+
 
 @dataclass(frozen=True)
 class GapAttribution:
@@ -56,6 +64,7 @@ class GapAttribution:
     dominant: str | None  # "acceptance", "speed", "none" (within tolerance) or None (unsplit)
     verdict: str
     missing: tuple[str, ...] = ()  # why a figure above is None
+    unit: str = MEAN_LENGTH_UNIT
     intervals: SplitIntervals | None = None  # 95% intervals of r and the factors, if any
 
     def to_json(self) -> dict[str, Any]:
@@ -72,6 +81,7 @@ class GapAttribution:
             "dominant": self.dominant,
             "verdict": self.verdict,
             "missing": list(self.missing),
+            "unit": self.unit,
             **_interval_json(self.intervals),
         }
 
@@ -114,6 +124,23 @@ def _tol_text(tolerance: float) -> str:
 
 def _direction(factor: float, more: str, less: str) -> str:
     return f"{_pct(abs(factor - 1))} {more if factor >= 1 else less}"
+
+
+def length_unit(ours: ArmFigures, oracle: ArmFigures) -> str:
+    """The length the acceptance factor divides: 1 + A/S when both arms have it, else SGLang's
+    unit when both have that (tok/s = completion tokens per step x steps/s holds there too)."""
+    if ours.mean_acceptance_length is not None and oracle.mean_acceptance_length is not None:
+        return MEAN_LENGTH_UNIT
+    if ours.completion_tokens_per_step and oracle.completion_tokens_per_step:
+        return SGLANG_UNIT
+    return MEAN_LENGTH_UNIT
+
+
+LENGTH_FIGURES = {
+    MEAN_LENGTH_UNIT: "mean_acceptance_length",
+    SGLANG_UNIT: "completion_tokens_per_step",
+}
+"""The figure (``ArmFigures`` attribute) each unit's acceptance factor divides."""
 
 
 def attribute_gap(
@@ -160,15 +187,19 @@ def attribute_gap(
             )
             missing.append(f"mean acceptance length not recorded for {arm.name}{unit_note}")
     af = sf = share_a = share_s = None
+    unit = length_unit(ours, oracle)
+    lengths = (ours.mean_acceptance_length, oracle.mean_acceptance_length)
+    if unit == SGLANG_UNIT:
+        missing = []
+        lengths = (ours.completion_tokens_per_step, oracle.completion_tokens_per_step)
     if not missing:
-        assert ours.mean_acceptance_length is not None
-        assert oracle.mean_acceptance_length is not None
-        af = ours.mean_acceptance_length / oracle.mean_acceptance_length
+        assert lengths[0] is not None and lengths[1] is not None
+        af = lengths[0] / lengths[1]
         sf = ratio / af
         log_r = math.log(ratio)
         if log_r != 0:
-            share_a = math.log(af) / log_r
-            share_s = math.log(sf) / log_r
+            share_a = math.log(af) / log_r + 0.0  # never -0.0 in the JSON
+            share_s = math.log(sf) / log_r + 0.0
 
     dominant: str | None
     if intervals is not None and intervals.from_both_arms and intervals.ratio is not None:
@@ -211,6 +242,8 @@ def attribute_gap(
             f"{round(main_share * 100)}% of the log-gap; {other} {other_role} "
             f"{round(abs(other_share) * 100)}%"
         )
+    if unit != MEAN_LENGTH_UNIT and af is not None:
+        verdict += f" (split in {unit})"
     return GapAttribution(
         ours=ours.name,
         oracle=who,
@@ -223,6 +256,7 @@ def attribute_gap(
         dominant=dominant,
         verdict=verdict,
         missing=tuple(missing),
+        unit=unit,
         intervals=intervals,
     )
 

@@ -46,12 +46,15 @@ def arm_replicates(
     return bootstrap(list(legs), {"legs": list(range(len(legs)))}, resamples, [seed, arm])["legs"]
 
 
-def verify_steps_per_s(replicates: Replicates | None) -> np.ndarray | None:
-    """tok/s over mean acceptance length in every resample, as the comparison derives it."""
+def verify_steps_per_s(
+    replicates: Replicates | None, length_figure: str = "mean_acceptance_length"
+) -> np.ndarray | None:
+    """tok/s over the length in every resample, as the comparison derives verify steps/s (over
+    1 + A/S, or over SGLang's unit when that is all the arm has)."""
     if replicates is None:
         return None
     tok_s = replicates.figures.get("output_throughput_tok_s")
-    length = replicates.figures.get("mean_acceptance_length")
+    length = replicates.figures.get(length_figure)
     if tok_s is None or length is None:
         return None
     return ratio(tok_s, length)
@@ -62,11 +65,15 @@ def split_intervals(
     oracle: Replicates | None,
     oracle_tok_s: float | None,
     oracle_length: float | None,
+    length_figure: str = "mean_acceptance_length",
 ) -> SplitIntervals | None:
     """Propagate both arms' resamples through r = tok/s ratio, af = length ratio, sf = r / af.
 
-    The arms are drawn independently. A side the oracle has no legs for is its point value.
-    None when our own side has no replicates (no resamples, or a single leg).
+    ``length_figure`` is the length the split divides: ``mean_acceptance_length`` (1 + A/S)
+    or, when the split is in SGLang's unit, ``completion_tokens_per_step``; ``oracle_length``
+    is the oracle's value of it. The arms are drawn independently. A side the oracle has no
+    legs for is its point value. None when our own side has no replicates (no resamples, or a
+    single leg).
     """
     if ours is None:
         return None
@@ -75,7 +82,7 @@ def split_intervals(
     sides = {}
     for figure, point in (
         ("output_throughput_tok_s", oracle_tok_s),
-        ("mean_acceptance_length", oracle_length),
+        (length_figure, oracle_length),
     ):
         resampled = None if oracle is None else oracle.figures.get(figure)
         if resampled is not None:
@@ -83,12 +90,12 @@ def split_intervals(
         elif point is not None:
             sides[figure] = (np.full(ours.resamples, float(point)), OURS_ONLY)
     our_tok_s = ours.figures.get("output_throughput_tok_s")
-    our_length = ours.figures.get("mean_acceptance_length")
+    our_length = ours.figures.get(length_figure)
     if our_tok_s is not None and "output_throughput_tok_s" in sides:
         values, basis["ratio"] = sides["output_throughput_tok_s"]
         found["ratio"] = ratio(our_tok_s, values)
-    if our_length is not None and "mean_acceptance_length" in sides:
-        values, basis["acceptance_factor"] = sides["mean_acceptance_length"]
+    if our_length is not None and length_figure in sides:
+        values, basis["acceptance_factor"] = sides[length_figure]
         found["acceptance_factor"] = ratio(our_length, values)
     if "ratio" in found and "acceptance_factor" in found:
         both = basis["ratio"] == basis["acceptance_factor"] == BOTH_ARMS

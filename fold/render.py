@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.acceptance import accept_rate
+from fold.render_fit import fit
 from fold.result import FoldResult
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -223,9 +224,9 @@ def accounting_lines(result: FoldResult) -> Text:
 
 def report(result: FoldResult) -> RenderableType:
     parts: list[RenderableType] = [
-        legs_table(result),
+        fit(legs_table(result), give_way=("shape", "steps/s", "run")),
         flag_lines(result),
-        fold_table(result),
+        fit(fold_table(result), give_way=("completion/S",)),
         distribution_lines(result),
         accounting_lines(result),
     ]

@@ -17,6 +17,7 @@ absent when the input does not record it. Nothing here prints.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,7 +47,9 @@ class Leg:
     ``requests`` maps a per-request sum (``steps``, ``proposed``, ``accepted``,
     ``decode_steps``, ``decode_secs``) to one value per request of the leg. ``values`` holds
     what exists only per leg (``completion_tokens``, ``steps``, ``window_secs``); ``tok_s`` is
-    the leg's throughput. Anything the input does not record is simply absent (or None).
+    the leg's throughput. Anything the input does not record is simply absent (or None). A leg
+    with counts but no ``tok_s`` generated nothing (a response that stopped at once): it takes
+    no part in the median, as it takes none in the pooled one.
     """
 
     requests: Mapping[str, Sequence[float]] = field(default_factory=dict)
@@ -128,29 +131,40 @@ def bootstrap(
     selections: Mapping[str, Sequence[int]],
     resamples: int = DEFAULT_RESAMPLES,
     seed: int | Sequence[int] = DEFAULT_SEED,
+    strata: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Replicates]:
     """Replicates of every figure the legs carry, for each named selection of leg positions.
 
     A figure gets replicates in a selection only when every selected leg records it and there
     are at least two units to resample at its level (two legs for a per-leg figure, two
     requests for a per-request one): one unit says nothing about the spread.
+
+    ``strata`` names selections drawn as the union of other selections' draws, row by row
+    (``{"all": ("warm", "cold")}``): each stratum keeps its size in every resample, and its
+    draws are the very ones of the stratum's own selection, so the two pair resample by
+    resample. Such a selection's positions must be the strata's, in order.
     """
     if resamples < 1:
         raise ValueError("the bootstrap needs at least one resample")
+    strata = dict(strata or {})
     # One stream for stage 1 and one per leg for stage 2, so legs can be drawn on several
     # threads and the draws still depend only on the seed.
     streams = np.random.SeedSequence(seed).spawn(1 + len(legs))
     rng = np.random.default_rng(streams[0])
-    picks = {
-        name: rng.integers(0, len(chosen), size=(resamples, len(chosen)))
-        if chosen
-        else np.zeros((resamples, 0), dtype=np.int64)
-        for name, chosen in selections.items()
-    }
-    picked_legs = {
-        name: np.asarray(chosen, dtype=np.int64)[picks[name]] if len(chosen) else picks[name]
-        for name, chosen in selections.items()
-    }
+    picked_legs: dict[str, np.ndarray] = {}
+    for name, chosen in selections.items():
+        if name in strata:
+            continue
+        picks = (
+            rng.integers(0, len(chosen), size=(resamples, len(chosen)))
+            if len(chosen)
+            else np.zeros((resamples, 0), dtype=np.int64)
+        )
+        picked_legs[name] = np.asarray(chosen, dtype=np.int64)[picks] if len(chosen) else picks
+    for name, parts in strata.items():
+        if list(selections[name]) != [p for part in parts for p in selections[part]]:
+            raise ValueError(f"selection {name!r} is not its strata's positions in order")
+        picked_legs[name] = np.hstack([picked_legs[part] for part in parts])
     columns = _request_columns(legs)
     pools = _stage_two_pools(legs, picked_legs, columns, streams[1:])
     return {
@@ -302,11 +316,20 @@ def _replicates(
             )
             figures[name] = ratio(numerator[picked].sum(axis=1), denominator[picked].sum(axis=1))
         elif isinstance(figure, _Median):
-            if len(chosen) < 2 or any(leg.tok_s is None for leg in selected):
+            if sum(leg.tok_s is not None for leg in selected) < 2:
                 continue
             tok_s = np.array([np.nan if leg.tok_s is None else leg.tok_s for leg in legs])
-            figures[name] = np.median(tok_s[picked], axis=1)
+            figures[name] = _median(tok_s[picked])
     return Replicates(resamples, figures)
+
+
+def _median(drawn: np.ndarray) -> np.ndarray:
+    """Each resample's median tok/s; legs without a speed take no part (NaN where none has)."""
+    if not np.isnan(drawn).any():
+        return np.median(drawn, axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample that drew no timed leg
+        return np.nanmedian(drawn, axis=1)
 
 
 def _request_count(leg: Leg) -> int:
@@ -365,15 +388,20 @@ def fold_replicates(
     legs: Sequence[Mapping[str, Any]], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
 ) -> dict[str, Replicates]:
     """Replicates of the warm fold (``"warm"``) and the all-legs fold (``"all"``)."""
-    return bootstrap(
+    warm = [position for position, leg in enumerate(legs) if leg["warm"]]
+    cold = [position for position, leg in enumerate(legs) if not leg["warm"]]
+    # The all-legs fold keeps the gate's design (so many cold legs, so many warm) in every
+    # resample, and reuses the warm draws: a comparison that takes tok/s from the warm fold
+    # and acceptance from all legs then pairs them resample by resample.
+    found = bootstrap(
         fold_legs(legs),
-        {
-            "warm": [position for position, leg in enumerate(legs) if leg["warm"]],
-            "all": list(range(len(legs))),
-        },
+        {"warm": warm, "cold": cold, "all": warm + cold},
         resamples,
         seed,
+        strata={"all": ("warm", "cold")},
     )
+    found.pop("cold")
+    return found
 
 
 def interval_fields(replicates: Replicates | None) -> dict[str, list[float] | None]:

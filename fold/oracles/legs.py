@@ -1,0 +1,52 @@
+"""What an oracle with legs hands the bootstrap (:class:`fold.uncertainty.Leg`): per leg (a
+gate leg or one response), the counts its figures sum and the tok/s its median takes.
+
+A count goes in only when every leg has it, as the pooled figure takes it only then; an input
+known only by its totals has no legs, and its row says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from fold.oracles.source import Record, tok_s_field
+from fold.uncertainty import Leg
+
+LegCounts = Mapping[str, int | None]
+"""One leg's ``steps`` (S), ``proposed`` (P), ``accepted`` (A) and ``completion_tokens``."""
+
+
+def leg_tok_s(records: Sequence[Record]) -> list[float | None]:
+    """Each record's tok/s field (as the oracle's median reads it), None where absent."""
+    return [tok_s_field(record, where)[0] for record, where in records]
+
+
+def oracle_legs(
+    tok_s: Sequence[float | None], counts: Sequence[LegCounts] | None = None
+) -> tuple[Leg, ...] | None:
+    """The bootstrap's legs; None when there is nothing to resample (no speed, no counts)."""
+    counts = counts if counts is not None else [{} for _ in tok_s]
+    complete = [
+        column
+        for column in ("steps", "proposed", "accepted")
+        if counts and all(leg.get(column) is not None for leg in counts)
+    ]
+    # completion tokens per step is a ratio of the legs' sums over legs with a verify step
+    per_step = bool(counts) and all(
+        leg.get("steps") is not None and leg.get("completion_tokens") is not None for leg in counts
+    )
+    legs = tuple(
+        Leg(
+            requests={column: [leg[column]] for column in complete},
+            values=(
+                {"completion_tokens": leg["completion_tokens"], "steps": leg["steps"]}
+                if per_step
+                else {}
+            ),
+            tok_s=speed,
+        )
+        for speed, leg in zip(tok_s, counts, strict=True)
+    )
+    if not legs or not (complete or per_step or any(s is not None for s in tok_s)):
+        return None
+    return legs
