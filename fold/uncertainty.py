@@ -10,8 +10,8 @@ Stage-2 draws of one leg are made once and shared by every selection of legs (th
 the all-legs fold), which halves the cost of folding both. The same legs, resample count and
 seed give the same replicates, bit for bit.
 
-The contract an arm reader feeds is :class:`Leg`: per-request sums and per-leg values, each
-absent when the input does not record it. Nothing here prints.
+The contract an arm reader feeds is :class:`fold.leg_sums.Leg`: per-request sums and per-leg
+values, each absent when the input does not record it. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fold.errors import InputError
+from fold.leg_sums import Leg
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 20_261_201
@@ -38,23 +39,6 @@ _DRAW_BLOCK = 1 << 21
 # the draws.
 _WORKERS = min(4, os.cpu_count() or 1)
 _THREADS_FROM_DRAWS = 1 << 21
-
-
-@dataclass(frozen=True)
-class Leg:
-    """One leg of an arm as the bootstrap sees it.
-
-    ``requests`` maps a per-request sum (``steps``, ``proposed``, ``accepted``,
-    ``decode_steps``, ``decode_secs``) to one value per request of the leg. ``values`` holds
-    what exists only per leg (``completion_tokens``, ``steps``, ``window_secs``); ``tok_s`` is
-    the leg's throughput. Anything the input does not record is simply absent (or None). A leg
-    with counts but no ``tok_s`` generated nothing (a response that stopped at once): it takes
-    no part in the median, as it takes none in the pooled one.
-    """
-
-    requests: Mapping[str, Sequence[float]] = field(default_factory=dict)
-    values: Mapping[str, float] = field(default_factory=dict)
-    tok_s: float | None = None
 
 
 @dataclass(frozen=True)

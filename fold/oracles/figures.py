@@ -21,7 +21,7 @@ from typing import Any
 
 from fold import acceptance as formulas
 from fold.errors import InputError, RefusedError
-from fold.uncertainty import Leg
+from fold.leg_sums import Leg
 
 OURS_KIND = "ours"
 

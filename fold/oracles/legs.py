@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from fold.leg_sums import Leg
 from fold.oracles.source import Record, tok_s_field
-from fold.uncertainty import Leg
 
 LegCounts = Mapping[str, int | None]
 """One leg's ``steps`` (S), ``proposed`` (P), ``accepted`` (A) and ``completion_tokens``."""
