@@ -22,9 +22,16 @@ def leg_tok_s(records: Sequence[Record]) -> list[float | None]:
 
 
 def oracle_legs(
-    tok_s: Sequence[float | None], counts: Sequence[LegCounts] | None = None
+    tok_s: Sequence[float | None],
+    counts: Sequence[LegCounts] | None = None,
+    accept_lengths: Sequence[float] | None = None,
 ) -> tuple[Leg, ...] | None:
-    """The bootstrap's legs; None when there is nothing to resample (no speed, no counts)."""
+    """The bootstrap's legs; None when there is nothing to resample (no speed, no counts).
+
+    ``accept_lengths`` are given when the arm's SGLang-unit figure is their plain mean (no
+    counts to weight them): each leg then weighs 1 in the ratio of sums the bootstrap takes,
+    which is that mean.
+    """
     counts = counts if counts is not None else [{} for _ in tok_s]
     complete = [
         column
@@ -35,18 +42,17 @@ def oracle_legs(
     per_step = bool(counts) and all(
         leg.get("steps") is not None and leg.get("completion_tokens") is not None for leg in counts
     )
+    values: list[dict[str, float]] = [{} for _ in tok_s]
+    if per_step:
+        values = [
+            {"completion_tokens": leg["completion_tokens"], "steps": leg["steps"]} for leg in counts
+        ]
+    elif accept_lengths is not None:
+        values = [{"completion_tokens": length, "steps": 1} for length in accept_lengths]
     legs = tuple(
-        Leg(
-            requests={column: [leg[column]] for column in complete},
-            values=(
-                {"completion_tokens": leg["completion_tokens"], "steps": leg["steps"]}
-                if per_step
-                else {}
-            ),
-            tok_s=speed,
-        )
-        for speed, leg in zip(tok_s, counts, strict=True)
+        Leg(requests={column: [leg[column]] for column in complete}, values=value, tok_s=speed)
+        for speed, leg, value in zip(tok_s, counts, values, strict=True)
     )
-    if not legs or not (complete or per_step or any(s is not None for s in tok_s)):
+    if not legs or not (complete or any(values) or any(s is not None for s in tok_s)):
         return None
     return legs

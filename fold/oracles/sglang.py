@@ -329,6 +329,7 @@ def _read_records(
         sources["per_position"] = "not recorded: no acceptance histogram on every record"
 
     per_step = None
+    mean_of: list[float] | None = None  # the accept lengths, when SGLang len* is their mean
     if all(r.completion is not None and r.verify is not None for r in reqs):
         total_verify = sum(r.verify or 0 for r in reqs)
         if total_verify:
@@ -343,7 +344,7 @@ def _read_records(
     if per_step is None:
         lengths = [r.accept_length for r in reqs if r.accept_length is not None]
         if lengths and len(lengths) == n:
-            per_step = statistics.fmean(lengths)
+            per_step, mean_of = statistics.fmean(lengths), lengths
             sources["completion_tokens_per_step"] = (
                 f"plain mean of the per-record accept lengths over {how} (SGLang unit, counts "
                 "the prefill token; no counts to weight or convert it)"
@@ -375,15 +376,11 @@ def _read_records(
         population_detail=how,
     )
     counts = [
-        {
-            "steps": r.verify,
-            "proposed": r.proposed,
-            "accepted": r.accepted if r.accepted is not None else _derived_accepted(r),
-            "completion_tokens": r.completion,
-        }
+        {"steps": r.verify, "proposed": r.proposed, "completion_tokens": r.completion,
+         "accepted": r.accepted if r.accepted is not None else _derived_accepted(r)}
         for r in reqs
-    ]
-    return replace(figures, legs=oracle_legs(leg_tok_s(selection.records), counts))
+    ]  # fmt: skip
+    return replace(figures, legs=oracle_legs(leg_tok_s(selection.records), counts, mean_of))
 
 
 def _derived_accepted(r: _Request) -> int | None:
