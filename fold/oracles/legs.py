@@ -1,4 +1,4 @@
-"""What an oracle with legs hands the bootstrap (:class:`fold.uncertainty.Leg`): per leg (a
+"""What an oracle with legs hands the bootstrap (:class:`fold.leg_sums.Leg`): per leg (a
 gate leg or one response), the counts its figures sum and the tok/s its median takes.
 
 A count goes in only when every leg has it, as the pooled figure takes it only then; an input
