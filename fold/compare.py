@@ -158,7 +158,10 @@ def compare(
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, found)
     result.oracles = block
-    return Comparison(rows, gaps, measured, step_check, populations, intervals)
+    # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
+    return Comparison(
+        rows, gaps, measured, step_check, populations, intervals if resamples else None
+    )
 
 
 def our_replicates(result: FoldResult, population: str) -> Replicates | None:

@@ -357,3 +357,12 @@ def test_every_interval_prints_whole_in_the_fitted_table(capsys, columns: int) -
                 shown += 1
     assert shown >= 10
     assert "totals" not in words  # every oracle here has legs
+
+
+def test_without_resamples_the_table_has_no_interval_rows() -> None:
+    vs = ["--vs", f"gate={ORACLES / 'vllm-gate-arm.json'}",
+          "--vs", f"v={ORACLES / 'vllm-arm.json'}"]  # fmt: skip
+    text = _cli(80, *vs, "--bootstrap", "0")
+    assert not any(line.split()[:1] == ["±"] for line in text.splitlines())
+    assert "totals" not in text.split()  # no arm is said to be known by totals for it
+    assert "95% intervals" not in text
