@@ -14,7 +14,8 @@ from fold.attribute import leg_windows
 from fold.errors import InputError
 from fold.native import fold_file_native
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_log_paths
-from fold.result import FoldResult, build_result
+from fold.result import FoldResult, add_intervals, build_result
+from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
 ProgressCallback = Callable[[int], None]
@@ -92,9 +93,12 @@ class LogFold:
         window_steps: int = DEFAULT_WINDOW_STEPS,
         *,
         prefill_tokens: int | None = None,
+        resamples: int = DEFAULT_RESAMPLES,
+        seed: int = DEFAULT_SEED,
     ) -> FoldResult:
+        """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out)."""
         check = check_arm(self.arm, predicate)
-        return build_result(
+        result = build_result(
             self.arm.legs,
             self.partial,
             self.read_counts,
@@ -102,6 +106,8 @@ class LogFold:
             window_steps,
             prefill_tokens=prefill_tokens,
         )
+        add_intervals(result, resamples, seed)
+        return result
 
 
 def fold_acceptance(
@@ -114,6 +120,8 @@ def fold_acceptance(
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     progress: ProgressCallback | None = None,
     prefill_tokens: int | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
 ) -> FoldResult:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
@@ -126,10 +134,13 @@ def fold_acceptance(
     record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
     if window_steps < 1:
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
+    check_resamples(resamples, seed)
     check_arm(record, predicate)
     fold = LogFold(record)
     for path in expand_log_paths(logs):
         fold.add_file(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )
-    return fold.result(predicate, window_steps, prefill_tokens=prefill_tokens)
+    return fold.result(
+        predicate, window_steps, prefill_tokens=prefill_tokens, resamples=resamples, seed=seed
+    )

@@ -25,6 +25,7 @@ from fold.render import report
 from fold.render_compare import comparison
 from fold.render_live import live_view
 from fold.result import FoldResult
+from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.warm import DEFAULT_PREDICATE
 
 EXIT_OK = 0
@@ -98,6 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
         f"{DEFAULT_TOLERANCE:g}, i.e. {100 * DEFAULT_TOLERANCE:g}%%)",
     )
     parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        metavar="N",
+        help=f"resamples for the 95%% intervals (default {DEFAULT_RESAMPLES}; 0: no intervals)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        metavar="S",
+        help=f"seed of the bootstrap's draws (default {DEFAULT_SEED}): same seed, same output",
+    )
+    parser.add_argument(
         "--follow",
         action="store_true",
         help="tail the growing logs and refresh the table until Ctrl-C or --idle; then print "
@@ -153,6 +168,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             found.gaps,
             measured_steps_per_s=found.measured_steps_per_s,
             step_check=found.step_check,
+            intervals=found.intervals,
         )
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
@@ -178,6 +194,8 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResul
             skip_bad_lines=arguments.skip_bad_lines,
             progress=progress.advance,
             prefill_tokens=arguments.prefill_tokens,
+            resamples=arguments.bootstrap,
+            seed=arguments.seed,
         )
     finally:
         progress.stop()
@@ -191,6 +209,8 @@ def _follow(arguments: argparse.Namespace, stderr: Console) -> FoldResult:
         predicate=arguments.warm,
         window_steps=arguments.window,
         skip_bad_lines=arguments.skip_bad_lines,
+        resamples=arguments.bootstrap,
+        seed=arguments.seed,
     )
     with Live(console=stderr, refresh_per_second=4, transient=True) as live:
         outcome = run_follow(

@@ -15,13 +15,16 @@ from fold.acceptance import accepted_at_position
 from fold.errors import InputError
 from fold.gap import (
     DEFAULT_TOLERANCE,
+    LENGTH_FIGURES,
     GapAttribution,
     StepRateCheck,
     attribute_gap,
     check_step_rate,
     check_tolerance,
+    length_unit,
     oracles_block,
 )
+from fold.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
 from fold.oracles import (
     ALL_LEGS,
     WARM_LEGS,
@@ -31,6 +34,7 @@ from fold.oracles import (
     parse_vs_spec,
 )
 from fold.result import FoldResult
+from fold.uncertainty import Interval, Replicates, percentile_interval
 
 OURS = "ours"
 OURS_ALL = "ours (all legs)"
@@ -46,6 +50,8 @@ class Comparison:
     populations: dict[str, dict[str, Any]]
     """Per oracle: the population of its counters, of our row it is compared with, and
     whether they are the same."""
+    intervals: dict[str, dict[str, Interval | None]] | None = None
+    """Per arm row, each figure's 95% interval; an arm known by totals is absent."""
 
 
 def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
@@ -105,11 +111,26 @@ def compare(
     ours = {WARM_LEGS: our_figures(result)}
     if any(oracle.population == ALL_LEGS for oracle in oracles):
         ours[ALL_LEGS] = our_figures(result, ALL_LEGS)
+    bootstrap = result.bootstrap or {}
+    resamples, seed = bootstrap.get("resamples", 0), bootstrap.get("seed", 0)
+    replicates = {row.name: our_replicates(result, population) for population, row in ours.items()}
+    replicates |= {
+        oracle.name: arm_replicates(oracle.legs, resamples, seed, arm)
+        for arm, oracle in enumerate(oracles, start=1)
+    }
     gaps = {}
     populations: dict[str, dict[str, Any]] = {}
     for oracle in oracles:
         mine = ours[ALL_LEGS if oracle.population == ALL_LEGS else WARM_LEGS]
-        gaps[oracle.name] = attribute_gap(mine, oracle, tolerance)
+        figure = LENGTH_FIGURES[length_unit(mine, oracle)]
+        intervals = split_intervals(
+            replicates[mine.name],
+            replicates[oracle.name],
+            oracle.output_throughput_tok_s,
+            getattr(oracle, figure),
+            figure,
+        )
+        gaps[oracle.name] = attribute_gap(mine, oracle, tolerance, intervals)
         populations[oracle.name] = {
             "ours": mine.population,
             "oracle": oracle.population,
@@ -122,8 +143,79 @@ def compare(
         measured, warm.output_throughput_tok_s, warm.mean_acceptance_length, tolerance
     )
     rows = [*ours.values(), *oracles]
+    intervals = {
+        row.name: row_intervals(found, row)
+        for row in rows
+        if (found := replicates.get(row.name)) is not None
+    }
     block = oracles_block(rows, gaps, step_check, measured)
     for name, entry in populations.items():
         block["gaps"][name]["populations"] = entry
+    for row in block["rows"]:
+        found = intervals.get(row["name"])
+        row.update({f"{figure}_ci": None for figure in ROW_FIGURES})
+        if found is not None:
+            row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
+        row["ci_note"] = interval_note(resamples, found)
     result.oracles = block
-    return Comparison(rows, gaps, measured, step_check, populations)
+    # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
+    return Comparison(
+        rows, gaps, measured, step_check, populations, intervals if resamples else None
+    )
+
+
+def our_replicates(result: FoldResult, population: str) -> Replicates | None:
+    """Our replicates over the legs of ``population``, as :func:`our_figures` folds them.
+
+    Over all legs, acceptance is resampled over all legs while tok/s stays the warm fold's;
+    the all-legs draws reuse the warm ones (``fold.uncertainty.fold_replicates``), so each
+    resample pairs a warm tok/s with the acceptance of the same warm legs plus cold ones.
+    """
+    warm = result.replicates.get("warm")
+    if population != ALL_LEGS:
+        return warm
+    found = result.replicates.get("all")
+    if found is None:
+        return None
+    figures = {k: v for k, v in found.figures.items() if k != "output_throughput_tok_s"}
+    if warm is not None and "output_throughput_tok_s" in warm.figures:
+        figures["output_throughput_tok_s"] = warm.figures["output_throughput_tok_s"]
+    return Replicates(found.resamples, figures)
+
+
+ROW_FIGURES = (
+    "output_throughput_tok_s",
+    "mean_acceptance_length",
+    "accept_rate",
+    "verify_steps_per_s",
+    "completion_tokens_per_step",
+)
+
+
+def row_intervals(replicates: Replicates, row: ArmFigures) -> dict[str, Interval | None]:
+    """An arm row's intervals; verify steps/s is tok/s over the row's length in each resample
+    (1 + A/S, or SGLang's unit when that is all the row has)."""
+    found = {figure: replicates.interval(figure) for figure in ROW_FIGURES}
+    length = (
+        "mean_acceptance_length"
+        if row.mean_acceptance_length is not None
+        else "completion_tokens_per_step"
+    )
+    steps_per_s = verify_steps_per_s(replicates, length)
+    found["verify_steps_per_s"] = None if steps_per_s is None else percentile_interval(steps_per_s)
+    return found
+
+
+def interval_note(resamples: int, found: dict[str, Interval | None] | None) -> str:
+    """Why an arm row has intervals, or why not."""
+    if not resamples:
+        return "no interval: --bootstrap 0"
+    if found is None:
+        return "no interval: known only by totals"
+    if not any(found.values()):
+        return "no interval: one leg (or one request) says nothing about the spread"
+    return "95% bootstrap interval over its legs"
+
+
+def _pair(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval[0], interval[1]]

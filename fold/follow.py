@@ -35,6 +35,7 @@ from fold.attribute import LegWindows, leg_windows
 from fold.errors import FoldError, InputError
 from fold.reader import StepLogReader
 from fold.result import FoldResult
+from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
 DEFAULT_INTERVAL_SECONDS = 0.25
@@ -236,6 +237,8 @@ class Follower:
         skip_bad_lines: bool = False,
         block_bytes: int = DEFAULT_FOLLOW_BLOCK_BYTES,
         gap_seconds: float = DEFAULT_GAP_SECONDS,
+        resamples: int = DEFAULT_RESAMPLES,
+        seed: int = DEFAULT_SEED,
     ) -> None:
         if window_steps < 1:
             raise InputError(f"--window must be at least 1 step, got {window_steps}")
@@ -248,6 +251,7 @@ class Follower:
         self.skip_bad_lines = skip_bad_lines
         self.block_bytes = block_bytes
         self.gap_ns = round(gap_seconds * 1e9)
+        self.intervals = {"resamples": check_resamples(resamples, seed), "seed": seed}
         self._tails: dict[str, _Tail] = {}
         self._arm = _ArmState()
         self._failure: FoldError | None = None
@@ -287,7 +291,7 @@ class Follower:
             raise InputError(f"{', '.join(self.log_patterns)}: no step log appeared")
         for tail in self._tails.values():
             tail.reader.finish()
-        return self._fold(arm).result(self.predicate, self.window_steps)
+        return self._fold(arm).result(self.predicate, self.window_steps, **self.intervals)
 
     def _advance(self, notices: list[Notice]) -> int:
         if self._reload_arm(notices):
@@ -442,7 +446,7 @@ class Follower:
             )
         else:
             try:
-                result = self._fold(arm).result(self.predicate, self.window_steps)
+                result = self._fold(arm).result(self.predicate, self.window_steps, **self.intervals)
             except FoldError as error:
                 status = f"not foldable yet: {error}"
         if self._arm.problem is not None and arm is not None and status is None:

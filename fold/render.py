@@ -33,6 +33,21 @@ def three_decimals(value: float | None, missing: str = NOT_DEFINED) -> str:
     return missing if value is None else f"{value:.3f}"
 
 
+def plus_minus(
+    value: float | None, interval: list[float] | tuple[float, float] | None, form: str
+) -> str:
+    """An interval as ``±`` the larger distance from the figure to either end: '±0.04'.
+
+    ``form`` is ``percent``, ``length`` or ``three_decimals``; empty when there is none.
+    """
+    if value is None or interval is None:
+        return ""
+    reach = max(value - interval[0], interval[1] - value, 0.0)
+    if form == "percent":
+        return f"±{100 * reach:.1f}%"
+    return f"±{reach:.2f}" if form == "length" else f"±{reach:.3f}"
+
+
 def rate(value: float | None) -> str:
     """Per-leg rates, to four significant digits (three below 1)."""
     if value is None:
@@ -156,7 +171,29 @@ def fold_table(result: FoldResult) -> Table:
             three_decimals(fold["output_throughput_tok_s"]),
             length(fold["completion_tokens_per_step"]),
         )
+        spreads = [
+            plus_minus(fold[figure], fold.get(f"{figure}_ci"), form)
+            for figure, form in _FOLD_INTERVALS
+        ]
+        if any(spreads):
+            table.add_row("±", "", "", "", "", *spreads, style="dim")
+    if result.bootstrap and result.bootstrap["resamples"]:
+        table.caption = Text(
+            f"±: 95% bootstrap interval ({result.bootstrap['resamples']} resamples of the legs "
+            f"and their requests, seed {result.bootstrap['seed']}), the larger distance to "
+            "either end; --json has [low, high]",
+            style="dim",
+        )
+        table.caption_justify = "left"
     return table
+
+
+_FOLD_INTERVALS = (
+    ("accept_rate", "percent"),
+    ("mean_acceptance_length", "length"),
+    ("output_throughput_tok_s", "three_decimals"),
+    ("completion_tokens_per_step", "length"),
+)
 
 
 def distribution_lines(result: FoldResult) -> Text:

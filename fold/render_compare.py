@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.gap import NO_GAP, SGLANG_UNIT, GapAttribution, StepRateCheck
+from fold.gap_intervals import BOTH_ARMS, OURS_ONLY, SplitIntervals
 from fold.oracles import (
     ALL_LEGS,
     INTERVAL,
@@ -24,8 +25,9 @@ from fold.oracles import (
     WARM_LEGS,
     ArmFigures,
 )
-from fold.render import length, percent, three_decimals
+from fold.render import length, percent, plus_minus, three_decimals
 from fold.render_fit import Fitted, fit
+from fold.uncertainty import Interval
 
 NOT_RECORDED = "not recorded"
 
@@ -71,25 +73,37 @@ def _approx(text: str, bound: float | None) -> str:
 
 
 def comparison_table(
-    rows: Sequence[ArmFigures], gaps: Mapping[str, GapAttribution] | None = None
+    rows: Sequence[ArmFigures],
+    gaps: Mapping[str, GapAttribution] | None = None,
+    intervals: Mapping[str, Mapping[str, Interval | None]] | None = None,
 ) -> Fitted:
     """One row per arm in the order given (put ours first), then one ratio row per oracle.
 
     ``gaps`` maps an oracle's name to its attribution against ours. Its ratio row
     ("ours/ORACLE") puts each factor under the column it divides: r under tok/s, the acceptance
     factor under the length it compares (mean len, or SGLang len* when the split is in SGLang's
-    unit), the speed factor under verify steps/s. Figures never wrap or get cut: at narrow
-    widths the population column goes first, then the table turns vertical.
+    unit), the speed factor under verify steps/s. With ``intervals`` (per arm row, as
+    ``fold.compare.Comparison.intervals``), a ``±`` row under each arm and ratio gives its 95%
+    intervals, or says why it has none. Figures never wrap or get cut: at narrow widths the
+    population column goes first, then the table turns vertical.
     """
     gaps = gaps or {}
+    caption = (
+        "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
+        "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
+        "included): not comparable with mean len. covers = what the acceptance counters "
+        "count; ≈ = from rounded counters."
+    )
+    if intervals is not None:
+        caption += (
+            " ±: 95% bootstrap interval over the arm's legs, the larger distance to either end "
+            "(totals: the arm is known only by its totals, so it has none; 1 leg: one leg "
+            "says nothing of the spread); ± both: both arms resampled; ± ours: ours only, the "
+            "oracle taken as exact; ± mixed: r from both arms, the factors from ours only."
+        )
     table = Table(
         title="Throughput and acceptance in one unit",
-        caption=(
-            "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
-            "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
-            "included): not comparable with mean len. covers = what the acceptance counters "
-            "count; ≈ = from rounded counters."
-        ),
+        caption=caption,
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -113,6 +127,9 @@ def comparison_table(
             _cell(fmt_steps_per_s(row.verify_steps_per_s)),
             _cell(fmt_length(row.completion_tokens_per_step)),
         )
+        if intervals is not None:
+            _arm_interval_row(table, row, intervals.get(row.name))
+    arm_rows = len(table.rows)
     first = True
     for gap in gaps.values():
         split = gap.ratio is not None and gap.acceptance_factor is not None
@@ -128,11 +145,50 @@ def comparison_table(
             factor if in_sglang_unit else Text(""),
             end_section=False,
         )
+        found = gap.intervals
+        if found is not None and found.basis:
+            spread = Text(
+                plus_minus(gap.acceptance_factor, found.acceptance_factor, "three_decimals"),
+                style="dim",
+            )
+            table.add_row(
+                Text(_ratio_label(found), style="dim"),
+                Text(""),
+                Text(plus_minus(gap.ratio, found.ratio, "three_decimals"), style="dim"),
+                Text("") if in_sglang_unit else spread,
+                Text(""),
+                Text(plus_minus(gap.speed_factor, found.speed_factor, "three_decimals"), "dim"),
+                spread if in_sglang_unit else Text(""),
+            )
         if first:
             # a rule between the arms and the ratio rows
-            table.rows[len(rows) - 1].end_section = True
+            table.rows[arm_rows - 1].end_section = True
             first = False
     return fit(table, give_way=("covers",))
+
+
+def _arm_interval_row(
+    table: Table, row: ArmFigures, found: Mapping[str, Interval | None] | None
+) -> None:
+    """The ``±`` row under an arm: its 95% intervals, or why it has none."""
+    if found is None or not any(found.values()):
+        why = "totals" if found is None else "1 leg"
+        table.add_row(
+            Text("  ±", style="dim"), Text(""), Text(why, style="dim italic"), *[Text("")] * 4
+        )
+        return
+    cells = [
+        plus_minus(
+            row.output_throughput_tok_s, found.get("output_throughput_tok_s"), "three_decimals"
+        ),
+        plus_minus(row.mean_acceptance_length, found.get("mean_acceptance_length"), "length"),
+        plus_minus(row.accept_rate, found.get("accept_rate"), "percent"),
+        plus_minus(row.verify_steps_per_s, found.get("verify_steps_per_s"), "three_decimals"),
+        plus_minus(
+            row.completion_tokens_per_step, found.get("completion_tokens_per_step"), "length"
+        ),
+    ]
+    table.add_row(Text("  ±", style="dim"), Text(""), *[Text(cell, style="dim") for cell in cells])
 
 
 _FIGURE_LABELS = (
@@ -189,6 +245,17 @@ def gap_lines(gap: GapAttribution) -> list[Text]:
         f"{fmt_factor(gap.acceptance_factor)} x speed {fmt_factor(gap.speed_factor)}"
     )
     lines = [head + factors]
+    found = gap.intervals
+    if found is not None and found.ratio is not None:
+        basis = _basis_text(found, gap.oracle)
+        parts = [f"r {_bracket(found.ratio)}"]
+        if found.acceptance_factor is not None and found.speed_factor is not None:
+            parts += [
+                f"acceptance {_bracket(found.acceptance_factor)}",
+                f"speed {_bracket(found.speed_factor)}",
+            ]
+        lines.append(Text(f"  95% intervals ({basis}):", style="dim"))
+        lines.append(Text("    " + "  ".join(parts), style="dim"))
     if (
         gap.acceptance_share is not None
         and gap.speed_share is not None
@@ -203,6 +270,33 @@ def gap_lines(gap: GapAttribution) -> list[Text]:
     style = "bold" if gap.dominant is not None else "yellow"
     lines.append(Text("  verdict: ", style="bold") + Text(gap.verdict, style=style))
     return lines
+
+
+_FACTOR_NAMES = {"ratio": "r", "acceptance_factor": "acceptance", "speed_factor": "speed"}
+
+
+def _basis_text(found: SplitIntervals, oracle: str) -> str:
+    """What the intervals rest on: both arms' legs, ours alone, or each factor its own."""
+    if found.from_both_arms:
+        return "both arms"
+    if BOTH_ARMS not in found.basis.values():
+        return f"ours only: {oracle} by totals"
+    names = {basis: [_FACTOR_NAMES[f] for f, b in found.basis.items() if b == basis]
+             for basis in (BOTH_ARMS, OURS_ONLY)}  # fmt: skip
+    return (
+        f"{BOTH_ARMS} for {', '.join(names[BOTH_ARMS])}; {OURS_ONLY} for "
+        f"{', '.join(names[OURS_ONLY])}: {oracle}'s length is a total"
+    )
+
+
+def _ratio_label(found: SplitIntervals) -> str:
+    if found.from_both_arms:
+        return "  ± both"
+    return "  ± mixed" if BOTH_ARMS in found.basis.values() else "  ± ours"
+
+
+def _bracket(interval: Interval) -> str:
+    return f"[{fmt_factor(interval[0])}, {fmt_factor(interval[1])}]"
 
 
 def population_line(ours: ArmFigures | None, oracle: ArmFigures | None) -> Text | None:
@@ -286,10 +380,11 @@ def comparison(
     *,
     measured_steps_per_s: float | None = None,
     step_check: StepRateCheck | None = None,
+    intervals: Mapping[str, Mapping[str, Interval | None]] | None = None,
 ) -> Group:
     """The table, the sources and the verdict lines together, ready for ``Console.print``."""
     return Group(
-        comparison_table(rows, gaps),
+        comparison_table(rows, gaps, intervals),
         fit(sources_table(rows)),
         *verdict_lines(
             gaps, rows=rows, measured_steps_per_s=measured_steps_per_s, step_check=step_check

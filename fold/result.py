@@ -13,6 +13,13 @@ from fold.accumulate import PartialFold
 from fold.arm import WINDOW_SLACK_NS
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
+from fold.uncertainty import (
+    Replicates,
+    check_resamples,
+    fold_replicates,
+    interval_fields,
+    method_note,
+)
 from fold.warm import ThroughputCheck, throughput_fold
 
 JSON_FORMAT = "fold-acceptance/1"
@@ -39,6 +46,10 @@ class FoldResult:
     prefill_tokens: dict[str, Any] = field(
         default_factory=lambda: {"per_request": SERVER_PREFILL_TOKENS, "source": "default"}
     )
+    bootstrap: dict[str, Any] | None = None
+    """How the intervals were drawn (resamples, seed, level, method); None without intervals."""
+    replicates: dict[str, Replicates] = field(default_factory=dict, repr=False, compare=False)
+    """The warm and all-legs folds' bootstrap replicates, which the split propagates."""
 
     @property
     def unattributed_steps(self) -> int:
@@ -78,6 +89,8 @@ class FoldResult:
             "skipped_examples": [vars(example) for example in self.skipped_examples],
             "prefill_tokens": self.prefill_tokens,
         }
+        if self.bootstrap is not None:
+            document["bootstrap"] = self.bootstrap
         if self.oracles is not None:
             document["oracles"] = self.oracles
         return document
@@ -165,6 +178,15 @@ def _prefill_convention(
         return {"per_request": SERVER_PREFILL_TOKENS, "source": "default", "legs": legs_agreeing}
     best = max(PREFILL_CONVENTIONS, key=lambda k: (votes[k], k == SERVER_PREFILL_TOKENS))
     return {"per_request": best, "source": "learned from the arm", "legs": legs_agreeing}
+
+
+def add_intervals(result: FoldResult, resamples: int, seed: int) -> None:
+    """Put ``<figure>_ci`` beside each pooled figure of the warm and all-legs folds."""
+    check_resamples(resamples, seed)
+    result.replicates = fold_replicates(result.legs, resamples, seed) if resamples else {}
+    for name, fold in (("warm", result.warm), ("all", result.all)):
+        fold.update(interval_fields(result.replicates.get(name)))
+    result.bootstrap = method_note(resamples, seed)
 
 
 def _leg_figures(

@@ -535,6 +535,18 @@ def reference_fold(
 # ----------------------------------------------------------------------------------------------
 
 
+def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
+    """A fold's JSON without the bootstrap's keys: this model has none (test_uncertainty.py
+    checks the intervals against their own model)."""
+    document = dict(document)
+    document.pop("bootstrap", None)
+    for name in ("warm", "all"):
+        document[name] = {
+            key: value for key, value in document[name].items() if not key.endswith("_ci")
+        }
+    return document
+
+
 def differences(expected: Any, actual: Any, where: str = "$") -> list[str]:
     """Where ``actual`` differs from ``expected``: ints and strings exactly, floats to 1e-12."""
     if isinstance(expected, dict):

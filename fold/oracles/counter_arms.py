@@ -6,13 +6,15 @@ prefix and how exactly the values are printed (``bound``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fold.errors import InputError
 from fold.oracles import counters
 from fold.oracles.figures import ALL_LEGS, INTERVAL, SINCE_START, ArmFigures
+from fold.oracles.legs import leg_tok_s, oracle_legs
 from fold.oracles.prometheus import parse_scrapes
-from fold.oracles.source import arm_tok_s, legs_of
+from fold.oracles.source import arm_tok_s, legs_of, warm
 
 
 def scrape_texts(record: dict[str, Any]) -> list[str]:
@@ -72,7 +74,24 @@ def read_record(
     bound: counters.Bound = counters.exact,
 ) -> ArmFigures:
     """An arm record: ``metrics`` with the counters as ``get_metrics()`` names them (or with
-    ``_total``), as before/after pairs, or as scrape text; tok/s checked against its legs."""
+    ``_total``), as before/after pairs, or as scrape text; tok/s checked against its legs.
+
+    Its warm legs go to the bootstrap for tok/s; the counters are totals (no interval)."""
+    figures = _read_record(name, kind, prefix, record, where, bound)
+    legs = legs_of(record, where)
+    if legs is None:
+        return figures
+    return replace(figures, legs=oracle_legs(leg_tok_s(warm(legs).records)))
+
+
+def _read_record(
+    name: str,
+    kind: str,
+    prefix: str,
+    record: dict[str, Any],
+    where: str,
+    bound: counters.Bound,
+) -> ArmFigures:
     tok_s, tok_s_source = arm_tok_s(record, where)
     legs = legs_of(record, where)
     metrics = record.get("metrics")

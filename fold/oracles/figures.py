@@ -21,6 +21,7 @@ from typing import Any
 
 from fold import acceptance as formulas
 from fold.errors import InputError, RefusedError
+from fold.leg_sums import Leg
 
 OURS_KIND = "ours"
 
@@ -41,7 +42,8 @@ class ArmFigures:
     ``per_position[i]`` is the number of steps whose draft position ``i`` was accepted.
     ``bounds`` holds, for counts an engine printed rounded, the most the true count can differ
     from the one shown (``{"accepted": 5}``); the derived ratios' bounds are in
-    ``accept_rate_bound`` and ``mean_acceptance_length_bound``.
+    ``accept_rate_bound`` and ``mean_acceptance_length_bound``. ``legs`` holds what the
+    figures pool, leg by leg (or request by request), where the input has it.
     """
 
     name: str
@@ -62,6 +64,9 @@ class ArmFigures:
     bounds: dict[str, float] = field(default_factory=dict, hash=False, compare=True)
     accept_rate_bound: float | None = None
     mean_acceptance_length_bound: float | None = None
+    legs: tuple[Leg, ...] | None = field(default=None, repr=False, compare=False)
+    """The legs (or requests) the figures pool, for the bootstrap's intervals; None when the
+    arm is known only by totals (counters, scrapes, bench results, log lines)."""
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from dataclasses import replace
 from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.oracles import counter_arms, counters
 from fold.oracles.figures import REQUESTS, ArmFigures, arm_from_counts, steps_range
+from fold.oracles.legs import leg_tok_s, oracle_legs
 from fold.oracles.prometheus import Sample, looks_like_scrape
 from fold.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive, warm
 from fold.wording import figure
@@ -123,6 +125,8 @@ def _read_completions(
     silent = 0
     proposed = accepted = 0
     drafted = 0
+    speeds: list[float | None] = []  # each response's, for the bootstrap
+    counts: list[dict[str, int | None]] = []
     for record, where in selection.records:
         timings = record["timings"]
         twhere = f"{where}: timings"
@@ -130,8 +134,11 @@ def _read_completions(
         if n is not None and count(n, f"{twhere}.predicted_n") == 0:
             # nothing generated (an immediate stop): no speed to take, and no drafts either
             silent += 1
+            speeds.append(None)
         else:
             tok_values.append(_speed(timings, twhere))
+            speeds.append(tok_values[-1])
+        p = a = 0  # the server omits draft_n when a request drafted nothing
         if "draft_n" in timings or "draft_n_accepted" in timings:
             p = count(timings.get("draft_n"), f"{twhere}.draft_n")
             a = count(timings.get("draft_n_accepted"), f"{twhere}.draft_n_accepted")
@@ -140,6 +147,7 @@ def _read_completions(
                     f"{twhere}: draft_n_accepted = {a} exceeds draft_n = {p}: impossible"
                 )
             proposed, accepted, drafted = proposed + p, accepted + a, drafted + 1
+        counts.append({"proposed": p, "accepted": a})
     if not tok_values:
         raise InputError(f"{where}: no response generated a token; there is no speed to compare")
     skipped = f" ({silent} that generated nothing left out)" if silent else ""
@@ -147,6 +155,7 @@ def _read_completions(
     tok_source = f"median timings.predicted_per_second of {how}{skipped}"
     if tok_s is not None and tok_s[0] is not None:
         tok_value, tok_source = tok_s
+        speeds = leg_tok_s(selection.records)  # the legs' tok_s, whose median the arm records
     sources = {
         "tok_s": tok_source,
         "steps": "not recorded: /completion timings carry no verify-step count",
@@ -169,7 +178,7 @@ def _read_completions(
     notes.append(
         "predicted_per_second is each request's generation speed (prompt processing excluded)"
     )
-    return arm_from_counts(
+    figures = arm_from_counts(
         name,
         KIND,
         tok_s=tok_value,
@@ -181,6 +190,7 @@ def _read_completions(
         population=selection.population if selection.by_run else REQUESTS,
         population_detail=how,
     )
+    return replace(figures, legs=oracle_legs(speeds, counts if drafted else None))
 
 
 def _speed(timings: dict[str, Any], where: str) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fold import acceptance as formulas
@@ -27,6 +27,7 @@ from fold.oracles.figures import (
     ArmFigures,
     arm_from_counts,
 )
+from fold.oracles.legs import leg_tok_s, oracle_legs
 from fold.oracles.prometheus import looks_like_scrape, parse_scrapes
 from fold.oracles.source import (
     Document,
@@ -328,6 +329,7 @@ def _read_records(
         sources["per_position"] = "not recorded: no acceptance histogram on every record"
 
     per_step = None
+    mean_of: list[float] | None = None  # the accept lengths, when SGLang len* is their mean
     if all(r.completion is not None and r.verify is not None for r in reqs):
         total_verify = sum(r.verify or 0 for r in reqs)
         if total_verify:
@@ -342,7 +344,7 @@ def _read_records(
     if per_step is None:
         lengths = [r.accept_length for r in reqs if r.accept_length is not None]
         if lengths and len(lengths) == n:
-            per_step = statistics.fmean(lengths)
+            per_step, mean_of = statistics.fmean(lengths), lengths
             sources["completion_tokens_per_step"] = (
                 f"plain mean of the per-record accept lengths over {how} (SGLang unit, counts "
                 "the prefill token; no counts to weight or convert it)"
@@ -358,7 +360,7 @@ def _read_records(
             "not recorded: the records lack the counts to convert SGLang's accept length to "
             "1 + A/S; it is shown only in the SGLang-unit column"
         )
-    return arm_from_counts(
+    figures = arm_from_counts(
         name,
         KIND,
         tok_s=tok_s_value,
@@ -373,6 +375,16 @@ def _read_records(
         population=selection.population if selection.by_run else REQUESTS,
         population_detail=how,
     )
+    counts = [
+        {"steps": r.verify, "proposed": r.proposed, "completion_tokens": r.completion,
+         "accepted": r.accepted if r.accepted is not None else _derived_accepted(r)}
+        for r in reqs
+    ]  # fmt: skip
+    return replace(figures, legs=oracle_legs(leg_tok_s(selection.records), counts, mean_of))
+
+
+def _derived_accepted(r: _Request) -> int | None:
+    return None if r.completion is None or r.verify is None else r.completion - 1 - r.verify
 
 
 # --------------------------------------------------------------------------------------------
