@@ -44,7 +44,7 @@
 namespace {
 
 constexpr std::size_t kPad = 64;  // readable slack after the parsed bytes
-constexpr std::uint64_t kSignedLimit = std::uint64_t{1} << 63;
+constexpr std::uint64_t kSignedMax = (std::uint64_t{1} << 63) - 1;
 constexpr Py_ssize_t kDefaultBlock = Py_ssize_t{4} << 20;            // bytes read per pread(2)
 constexpr Py_ssize_t kDefaultBytesPerThread = Py_ssize_t{64} << 20;  // less: one thread
 constexpr std::size_t kMaxExamples = 5;         // bad lines whose place is handed back
@@ -414,11 +414,48 @@ inline Field field_of(const char* key, std::size_t length) {
   }
 }
 
-// An integer field: plain decimal below `limit` is kOk with `out` set. A sign is deferred
+// The writers' keys in their order, each with its closing quote and colon: a line in the
+// writers' layout matches every guess, and any other order falls back to read_key.
+struct Guess {
+  const char* text;
+  std::size_t length;
+};
+constexpr Guess kGuess[] = {{"v\":", 3},        {"w\":", 3},        {"n\":", 3},
+                            {"t_ns\":", 6},     {"pid\":", 5},      {"seq\":", 5},
+                            {"proposed\":", 10}, {"accepted\":", 10}, {"emitted\":", 9},
+                            {"leg\":", 5}};
+constexpr int kGuesses = static_cast<int>(sizeof kGuess / sizeof kGuess[0]);
+
+// A key after its opening quote, up to and past the colon after it. Escaped keys are deferred.
+Verdict read_key(const char*& p, Field& field) {
+  const char* key = p;
+  while (true) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
+    ++p;
+  }
+  if (*p == '"') {
+    field = field_of(key, static_cast<std::size_t>(p - key));
+    ++p;
+  } else {
+    field = kUnknown;  // a key outside ASCII is no key of the format
+    Verdict rest = scan_string(p, nullptr);
+    if (rest != Verdict::kOk) return rest;
+    for (const char* q = key; q < p; ++q) {
+      if (*q == '\\') return Verdict::kDefer;
+    }
+  }
+  skip_ws(p);
+  if (*p != ':') return Verdict::kBad;
+  ++p;
+  return Verdict::kOk;
+}
+
+// An integer field: plain decimal up to `max` is kOk with `out` set. A sign is deferred
 // (the exact reader refuses a negative count, or reads -0); a fraction, an exponent or a
 // value out of range makes the line bad (orjson reads a float). `wrong` is set when the value
 // is valid JSON but not a usable integer.
-Verdict integer_field(const char*& p, std::uint64_t limit, std::uint64_t& out, bool& wrong) {
+Verdict integer_field(const char*& p, std::uint64_t max, std::uint64_t& out, bool& wrong) {
   char c = *p;
   if (c == '-') {
     Verdict number = scan_number(p);
@@ -431,8 +468,14 @@ Verdict integer_field(const char*& p, std::uint64_t limit, std::uint64_t& out, b
   const char* start = p;
   std::uint64_t value = 0;
   bool fits = true;
-  while (*p >= '0' && *p <= '9') {
-    unsigned digit = static_cast<unsigned>(*p - '0');
+  // Nineteen digits cannot overflow 64 bits; only longer numbers need checking.
+  unsigned digit;
+  while ((digit = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9 &&
+         p - start < 19) {
+    value = value * 10 + digit;
+    ++p;
+  }
+  while ((digit = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9) {
     if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
         __builtin_add_overflow(value, std::uint64_t{digit}, &value)) {
       fits = false;
@@ -448,7 +491,7 @@ Verdict integer_field(const char*& p, std::uint64_t limit, std::uint64_t& out, b
     return Verdict::kOk;
   }
   if (p - start > 300) return Verdict::kDefer;
-  if (!fits || value >= limit) {
+  if (!fits || value > max) {
     wrong = true;
     return Verdict::kOk;
   }
@@ -468,30 +511,19 @@ Verdict parse_line(const char* p, const char* end, Step& step) {
   if (*p == '}') {
     ++p;
   } else {
+    int guess = 0;  // the writers' key order predicts the next key
     while (true) {
       if (*p != '"') return Verdict::kBad;
       ++p;
-      const char* key = p;
-      while (true) {
-        unsigned char c = static_cast<unsigned char>(*p);
-        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-        ++p;
-      }
-      std::size_t key_length = static_cast<std::size_t>(p - key);
       Field field = kUnknown;
-      if (*p == '"') {
-        field = field_of(key, key_length);
-        ++p;
+      if (guess < kGuesses && std::memcmp(p, kGuess[guess].text, kGuess[guess].length) == 0) {
+        field = static_cast<Field>(guess);
+        p += kGuess[guess].length;
       } else {
-        Verdict rest = scan_string(p, nullptr);  // non-ASCII: an unknown key; escapes: defer
-        if (rest != Verdict::kOk) return rest;
-        for (const char* q = key; q < p; ++q) {
-          if (*q == '\\') return Verdict::kDefer;
-        }
+        Verdict key = read_key(p, field);
+        if (key != Verdict::kOk) return key;
       }
-      skip_ws(p);
-      if (*p != ':') return Verdict::kBad;
-      ++p;
+      guess = field == kUnknown ? kGuesses : field + 1;
       skip_ws(p);
       if (field != kUnknown) {
         if (seen & (1u << field)) return Verdict::kDefer;  // the exact reader keeps the last
@@ -501,7 +533,7 @@ Verdict parse_line(const char* p, const char* end, Step& step) {
       std::uint64_t number = 0;
       switch (field) {
         case kV:
-          value = integer_field(p, kSignedLimit, number, wrong);
+          value = integer_field(p, kSignedMax, number, wrong);
           if (value == Verdict::kOk && number != 1) wrong = true;
           break;
         case kW: {
@@ -529,54 +561,32 @@ Verdict parse_line(const char* p, const char* end, Step& step) {
           break;
         }
         case kN:
-          value = integer_field(p, kSignedLimit, number, wrong);
+          value = integer_field(p, kSignedMax, number, wrong);
           step.n = static_cast<std::int64_t>(number);
           break;
         case kTns:
-          value = integer_field(p, kSignedLimit, number, wrong);
+          value = integer_field(p, kSignedMax, number, wrong);
           step.t_ns = static_cast<std::int64_t>(number);
           break;
         case kPid:
-          value = integer_field(p, kSignedLimit, number, wrong);
+          value = integer_field(p, kSignedMax, number, wrong);
           step.pid = static_cast<std::int64_t>(number);
           break;
-        case kSeq: {
-          if (*p >= '0' && *p <= '9') {
-            const char* start = p;
-            std::uint64_t seq = 0;
-            bool fits = true;
-            while (*p >= '0' && *p <= '9') {
-              unsigned digit = static_cast<unsigned>(*p - '0');
-              if (__builtin_mul_overflow(seq, std::uint64_t{10}, &seq) ||
-                  __builtin_add_overflow(seq, std::uint64_t{digit}, &seq)) {
-                fits = false;
-              }
-              ++p;
-            }
-            if (*start == '0' && p - start > 1) return Verdict::kBad;
-            if (*p == '.' || *p == 'e' || *p == 'E' || !fits) {
-              p = start;
-              value = scan_number(p);
-              wrong = true;
-            } else {
-              step.seq = seq;
-            }
-          } else {
-            value = integer_field(p, kSignedLimit, number, wrong);
-          }
+        case kSeq:
+          value = integer_field(p, ~std::uint64_t{0}, number, wrong);
+          step.seq = number;
           break;
-        }
         case kProposed:
-          value = integer_field(p, kSignedLimit, number, wrong);
+          value = integer_field(p, kSignedMax, number, wrong);
           step.proposed = static_cast<std::int64_t>(number);
           break;
         case kAccepted:
-          value = integer_field(p, kSignedLimit, number, wrong);
+          value = integer_field(p, kSignedMax, number, wrong);
           step.accepted = static_cast<std::int64_t>(number);
           break;
         case kEmitted:
           if (literal(p, "null")) break;  // null is absent
-          value = integer_field(p, kSignedLimit, number, wrong);
+          value = integer_field(p, kSignedMax, number, wrong);
           step.emitted = static_cast<std::int64_t>(number);
           step.has_emitted = true;
           break;
@@ -708,12 +718,21 @@ class Folder {
   }
 
   // (status, leg or -1) of the current step.
-  std::pair<std::int64_t, std::int64_t> attribute() const {
-    const auto& points = legs_.points;
-    std::size_t position = static_cast<std::size_t>(
-        std::lower_bound(points.begin(), points.end(), step_.t_ns) - points.begin());
-    bool at_point = position < points.size() && points[position] == step_.t_ns;
-    std::size_t segment = 2 * position + at_point;
+  std::pair<std::int64_t, std::int64_t> attribute() {
+    std::int64_t t = step_.t_ns;
+    std::size_t segment = last_segment_;
+    if (!(t >= last_low_ && t <= last_high_)) {
+      const auto& points = legs_.points;
+      std::size_t position = static_cast<std::size_t>(
+          std::lower_bound(points.begin(), points.end(), t) - points.begin());
+      bool at_point = position < points.size() && points[position] == t;
+      segment = 2 * position + at_point;
+      // Consecutive lines are close in time: the segment's bounds answer the next one.
+      constexpr std::int64_t kLowest = INT64_MIN, kHighest = INT64_MAX;
+      last_low_ = at_point ? t : position > 0 ? points[position - 1] + 1 : kLowest;
+      last_high_ = at_point ? t : position < points.size() ? points[position] - 1 : kHighest;
+      last_segment_ = segment;
+    }
     std::int64_t status = legs_.segment_status[segment];
     std::int64_t leg = legs_.segment_leg[segment];
     if (status == kAmbiguous && step_.has_label) {
@@ -800,6 +819,8 @@ class Folder {
   Fold& fold_;
   Step step_;
   std::unordered_map<std::uint64_t, std::size_t> writer_slots_;
+  std::int64_t last_low_ = 1, last_high_ = 0;  // empty: no segment cached yet
+  std::size_t last_segment_ = 0;
 };
 
 // Folds the bytes [begin, end) of the file, whole lines only: begin is a line start. Returns
