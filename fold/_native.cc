@@ -25,6 +25,9 @@
 #include <Python.h>
 
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>  // malloc_trim: hand freed memory back (glibc only; elsewhere a no-op)
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +133,9 @@ struct Request {  // per (writer, seq, leg or -1)
   std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
   std::vector<std::int64_t> times;  // t_ns of every line, attributed requests only
+  // The same request's times in other threads' folds, gathered only when exported: merging
+  // them earlier would hold both copies at once.
+  std::vector<std::vector<std::int64_t>*> more_times;
 };
 
 struct Bin {  // per (leg, time bin)
@@ -900,12 +906,7 @@ bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
     target.max_proposed = fresh ? source.max_proposed : std::max(target.max_proposed, source.max_proposed);
     target.max_n = fresh ? source.max_n : std::max(target.max_n, source.max_n);
     target.max_pid = fresh ? source.max_pid : std::max(target.max_pid, source.max_pid);
-    if (target.times.empty()) {
-      target.times.swap(source.times);
-    } else {
-      target.times.insert(target.times.end(), source.times.begin(), source.times.end());
-      std::vector<std::int64_t>().swap(source.times);
-    }
+    if (!source.times.empty()) target.more_times.push_back(&source.times);
   }
   for (const auto& entry : from.hist.entries()) into.hist.at(entry.key) += entry.value;
   for (const auto& entry : from.bins.entries()) {
@@ -924,6 +925,7 @@ struct RangeResult {
   std::int64_t size = 0;      // the end of the range that was read
   std::vector<std::string> writer_names;  // for want_steps keys
   bool io_error = false;
+  std::vector<Fold> others;  // the other threads' folds: their step times are exported
 };
 
 // Folds [begin, end) of `path` (end < 0: to the end of the file).
@@ -964,7 +966,8 @@ bool fold_file_range(const char* path, std::int64_t begin, std::int64_t end, con
     return true;
   }
   // Every range but the last ends at a newline, so each is read whole unless it stops.
-  std::vector<Fold> folds(ranges - 1);
+  std::vector<Fold>& folds = result.others;
+  folds.resize(ranges - 1);
   std::vector<std::int64_t> consumed(ranges, 0);
   std::vector<char> failed(ranges, 0);
   std::vector<std::vector<std::string>> names(ranges);
@@ -1217,9 +1220,38 @@ PyObject* dict_of(std::vector<std::pair<const char*, PyObject*>> items) {
   return dict;
 }
 
+// Attributed requests first, in (leg, writer, seq) order (writer ids as 16 lowercase hex
+// digits sort as their numbers), then the unattributed: the order the partial fold keeps, so
+// the step times need no sort or filter (no copy) in Python.
+void sort_requests(std::vector<Table<Request>::Entry>& entries) {
+  std::sort(entries.begin(), entries.end(), [](const auto& x, const auto& y) {
+    bool x_out = x.key.c < 0, y_out = y.key.c < 0;
+    if (x_out != y_out) return y_out;
+    if (x.key.c != y.key.c) return x.key.c < y.key.c;
+    if (x.key.a != y.key.a) return x.key.a < y.key.a;
+    return x.key.b < y.key.b;
+  });
+}
+
+// Moves `from` to the end of `into` and frees it; every 64 MiB moved, the freed memory is
+// handed back to the system, so the request's vectors and the flat column never all coexist.
+void move_times(std::vector<std::int64_t>& from, std::vector<std::int64_t>& into,
+                std::size_t& since_trim) {
+  into.insert(into.end(), from.begin(), from.end());
+  since_trim += from.size();
+  std::vector<std::int64_t>().swap(from);
+  if (since_trim >= (std::size_t{64} << 20) / sizeof(std::int64_t)) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+    since_trim = 0;
+  }
+}
+
 PyObject* build_result(RangeResult& result) {
   Fold& fold = result.fold;
   auto& requests = fold.requests.entries();
+  sort_requests(requests);  // the table's index is not used again
   std::size_t count = requests.size();
   std::vector<std::int64_t> leg, writer, seq, lines, steps, proposed, accepted, emitted,
       emitted_lines, max_proposed, max_n, pid, offsets, times;
@@ -1227,11 +1259,16 @@ PyObject* build_result(RangeResult& result) {
                        &emitted_lines, &max_proposed, &max_n, &pid}) {
     column->reserve(count);
   }
-  offsets.reserve(count + 1);
+  std::size_t total_times = 0, attributed = 0;
+  for (const auto& entry : requests) {
+    total_times += entry.value.times.size();
+    for (const auto* more : entry.value.more_times) total_times += more->size();
+    attributed += entry.key.c >= 0;
+  }
+  offsets.reserve(attributed + 1);
   offsets.push_back(0);
-  std::size_t total_times = 0;
-  for (const auto& entry : requests) total_times += entry.value.times.size();
   times.reserve(total_times);
+  std::size_t since_trim = 0;
   Table<std::int64_t> writer_index;
   std::vector<std::string> writer_ids;
   for (auto& entry : requests) {
@@ -1256,8 +1293,9 @@ PyObject* build_result(RangeResult& result) {
     max_proposed.push_back(r.max_proposed);
     max_n.push_back(r.max_n);
     pid.push_back(r.max_pid);
-    times.insert(times.end(), r.times.begin(), r.times.end());
-    std::vector<std::int64_t>().swap(r.times);  // freed as it is copied
+    if (key.c < 0) continue;
+    move_times(r.times, times, since_trim);
+    for (auto* more : r.more_times) move_times(*more, times, since_trim);
     offsets.push_back(static_cast<std::int64_t>(times.size()));
   }
   std::vector<std::int64_t> hist_leg, hist_accepted, hist_count;
@@ -1327,6 +1365,7 @@ PyObject* build_result(RangeResult& result) {
       {"max_proposed", arrow_column(std::move(max_proposed), false)},
       {"max_n", arrow_column(std::move(max_n), false)},
       {"pid", arrow_column(std::move(pid), false)},
+      {"attributed_requests", PyLong_FromSize_t(attributed)},
       {"t_ns", arrow_column(std::move(times), false, &offsets)},
       {"hist_leg", arrow_column(std::move(hist_leg), false)},
       {"hist_accepted", arrow_column(std::move(hist_accepted), false)},

@@ -208,13 +208,26 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
 
 
 def _assemble(
-    per_request: pl.DataFrame, histogram: pl.DataFrame, bins: pl.DataFrame, files: pl.DataFrame
+    per_request: pl.DataFrame,
+    histogram: pl.DataFrame,
+    bins: pl.DataFrame,
+    files: pl.DataFrame,
+    step_times: pl.DataFrame | None = None,
 ) -> PartialFold:
+    """The partial fold of per-request sums (``PER_REQUEST_SCHEMA``). The step times come from
+    the per-request ``t_ns`` lists, or ready-made and sorted (the native pass's, uncopied)."""
     writers = (
         per_request.group_by("w")
         .agg(pl.col("pid").max(), pl.col("lines").sum(), pl.col("max_n").max())
         .sort("w")
     )
+    if step_times is None:
+        step_times = (
+            per_request.filter(pl.col("leg").is_not_null())
+            .select(list(_SCHEMAS["step_times"]))
+            .sort("leg", "w", "seq")
+        )
+        per_request = per_request.drop("t_ns")
     in_legs = per_request.filter(pl.col("leg").is_not_null())
     leg_sums = (
         in_legs.group_by("leg")
@@ -228,7 +241,7 @@ def _assemble(
         legs=leg_sums.select(list(_SCHEMAS["legs"])),
         histogram=histogram.sort("leg", "accepted").select(list(_SCHEMAS["histogram"])),
         requests=in_legs.sort("leg", "w", "seq").select(list(_SCHEMAS["requests"])),
-        step_times=in_legs.sort("leg", "w", "seq").select(list(_SCHEMAS["step_times"])),
+        step_times=step_times.cast(_SCHEMAS["step_times"]),
         bins=bins.sort("leg", "bin").select(list(_SCHEMAS["bins"])),
         writers=writers.select(list(_SCHEMAS["writers"])),
         files=files,

@@ -38,7 +38,13 @@ from fold.accumulate import (
     partial_fold,
 )
 from fold.attribute import UNATTRIBUTED, LegWindows
-from fold.reader import ReadCounts, judge_line, refuse_impossible_counts, row_frame
+from fold.reader import (
+    MAX_SKIPPED_EXAMPLES,
+    ReadCounts,
+    judge_line,
+    refuse_impossible_counts,
+    row_frame,
+)
 
 try:
     from fold import _native
@@ -147,9 +153,16 @@ def read_range(
     )
     if raw["overflow"]:
         return None
-    rows = _judge_handed_back(path, raw, counts, first_line, skip_bad_lines)
-    if raw["stopped"]:  # the pass stopped at a line the exact parser must have raised for
-        raise AssertionError(f"{path}: the native reader stopped where the exact parser did not")
+    met = ReadCounts()
+    rows = _judge_handed_back(path, raw, met, first_line, skip_bad_lines)
+    if raw["stopped"]:
+        # The pass stopped at a line the exact parser does not reject: the parser is the
+        # authority, and the polars reader reads the range.
+        return None
+    counts.torn_lines += met.torn_lines
+    counts.skipped_lines += met.skipped_lines
+    room = max(0, MAX_SKIPPED_EXAMPLES - len(counts.skipped_examples))
+    counts.skipped_examples.extend(met.skipped_examples[:room])
     partial = _partial(path, raw)
     steps = _steps(raw["steps_by_line"]) if want_steps else None
     if rows:
@@ -199,17 +212,21 @@ def _judge_handed_back(
 def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     """The pass's tables as a ``PartialFold`` with the polars reference's exact schemas."""
     names = ["leg", "w", "seq", "lines", "steps", "proposed", "accepted", "emitted",
-             "emitted_lines", "max_proposed", "max_n", "pid", "t_ns"]  # fmt: skip
+             "emitted_lines", "max_proposed", "max_n", "pid"]  # fmt: skip
     keys = {"lines": "lines_per_request"}
     writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
+    sums_schema = {name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"}
     per_request = (
         pl.DataFrame([_series(name, raw[keys.get(name, name)]) for name in names])
         .with_columns(
             pl.when(pl.col("leg") >= 0).then(pl.col("leg")).alias("leg"),
             pl.lit(writer_of).gather(pl.col("w")).alias("w"),
         )
-        .cast(PER_REQUEST_SCHEMA)
+        .cast(sums_schema)
     )
+    # The pass puts the attributed requests first, sorted: their times need no copy.
+    step_times = per_request.head(raw["attributed_requests"]).select("leg", "w", "seq")
+    step_times = step_times.with_columns(_series("t_ns", raw["t_ns"]))
     histogram = pl.DataFrame(
         [
             _series("leg", raw["hist_leg"]),
@@ -236,7 +253,7 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
         },
         schema=_SCHEMAS["files"],
     )
-    return _assemble(per_request.select(list(PER_REQUEST_SCHEMA)), histogram, bins, files)
+    return _assemble(per_request, histogram, bins, files, step_times)
 
 
 def _unattributed_fold(frame: pl.DataFrame, path: str) -> PartialFold:

@@ -44,7 +44,8 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
 _REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
 _LINE_START = b'{"v":'
 _SKIP_HINT = "fix or remove the line, or pass --skip-bad-lines to count it as skipped and go on"
-_MAX_EXAMPLES = 5
+MAX_SKIPPED_EXAMPLES = 5
+"""Skipped lines named per file; the rest are counted."""
 
 
 @dataclass
@@ -67,7 +68,7 @@ class ReadCounts:
         if not skip:
             raise InputError(f"{path}:{line}: {reason}; {_SKIP_HINT}")
         self.skipped_lines += 1
-        if len(self.skipped_examples) < _MAX_EXAMPLES:
+        if len(self.skipped_examples) < MAX_SKIPPED_EXAMPLES:
             self.skipped_examples.append(SkippedLine(path, line, reason))
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
+import subprocess
+import sysconfig
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -507,3 +510,25 @@ def test_progress_reports_the_file_size(tmp_path: Path):
     reported: list[int] = []
     fold_acceptance(arm_from_document([LEG]), [str(log)], progress=reported.append)
     assert sum(reported) == log.stat().st_size
+
+
+def test_the_extension_compiles_without_warnings():
+    compiler = shutil.which("g++")
+    assert compiler is not None, "g++ is required to check the native reader's source"
+    flags = ["-std=c++17", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fsyntax-only"]
+    include = sysconfig.get_paths()["include"]
+    source = str(ROOT / "fold" / "_native.cc")
+    result = subprocess.run([compiler, *flags, f"-I{include}", source], capture_output=True)
+    assert result.returncode == 0, result.stderr.decode()
+
+
+def test_without_the_extension_the_polars_reader_folds(tmp_path: Path, monkeypatch):
+    """A machine without a compiler installs no fold._native: every file takes the polars
+    reader, with the same figures."""
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(GOOD + good_line(n=1, t_ns=1764450000500000000) + b"\n" + b'{"v":1')
+    arm = arm_from_document([LEG])
+    with_native = outcome(arm, [str(log)], native=True)
+    monkeypatch.setattr(fold.native, "_native", None)
+    assert not fold.native.available()
+    assert outcome(arm, [str(log)], native=True) == with_native
