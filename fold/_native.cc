@@ -145,12 +145,12 @@ class Folder {
 
  private:
   bool line(const char* p, const char* end, std::int64_t number, std::int64_t offset) {
-    Verdict verdict = parse_line(p, end, step_);
+    Verdict verdict = parse_line(p, end, step_, order_);
     bool glued = false;
     if (verdict == Verdict::kBad) {
       const char* start = find_last_line_start(p, end);
       if (start != nullptr) {
-        Verdict rest = parse_line(start, end, step_);
+        Verdict rest = parse_line(start, end, step_, order_);
         if (rest == Verdict::kOk) {
           glued = true;
           verdict = Verdict::kOk;
@@ -260,8 +260,16 @@ class Folder {
     // (t_ns - start) * bins < span * bins, which the caller checked fits in 64 bits.
     std::int64_t bin =
         (step_.t_ns - legs_.leg_start[index]) * legs_.bins_per_leg / legs_.leg_span[index];
-    Bin& sums = fold_.bins.at(
-        Key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(bin), 0});
+    // Lines close in time share a bin: the last one found answers without a lookup, while
+    // the table has not grown (growing moves its entries).
+    Key bin_key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(bin), 0};
+    if (last_bin_ == nullptr || !(last_bin_key_ == bin_key) ||
+        fold_.bins.entries().size() != last_bins_size_) {
+      last_bin_ = &fold_.bins.at(bin_key);
+      last_bin_key_ = bin_key;
+      last_bins_size_ = fold_.bins.entries().size();
+    }
+    Bin& sums = *last_bin_;
     sums.steps += 1;
     return add(sums.proposed, step_.proposed) && add(sums.accepted, step_.accepted);
   }
@@ -302,6 +310,10 @@ class Folder {
   bool want_steps_;
   Fold& fold_;
   Step step_;
+  KeyOrder order_;
+  Bin* last_bin_ = nullptr;
+  Key last_bin_key_{0, 0, 0};
+  std::size_t last_bins_size_ = 0;
   std::unordered_map<std::uint64_t, std::size_t> writer_slots_;
   std::int64_t last_low_ = 1, last_high_ = 0;  // empty: no segment cached yet
   std::size_t last_segment_ = 0;

@@ -261,17 +261,69 @@ inline Field field_of(const char* key, std::size_t length) {
   }
 }
 
-// The writers' keys in their order, each with its closing quote and colon: a line in the
-// writers' layout matches every guess, and any other order falls back to read_key.
-struct Guess {
-  const char* text;
-  std::size_t length;
+// The keys of the last line read, in their order, each as the bytes from after its opening
+// quote to past its colon (at most 16): a writer keeps one key order, so the next line's key
+// at the same place is one masked 16-byte compare, whatever the order and whatever the keys.
+// It starts as the writers' layout.
+class KeyOrder {
+ public:
+  static constexpr int kPlaces = 16;
+
+  KeyOrder() {
+    const char* layout[] = {"v\":", "w\":", "n\":", "t_ns\":", "pid\":", "seq\":",
+                            "proposed\":", "accepted\":", "emitted\":", "leg\":"};
+    for (int i = 0; i < 10; ++i) {
+      remember(i, layout[i], std::strlen(layout[i]), static_cast<Field>(i));
+    }
+  }
+
+  // The key at place i when it is the last line's: its field, and p moved past its colon.
+  bool match(int place, const char*& p, Field& field) const {
+    if (place >= kPlaces) return false;
+    const Known& known = known_[place];
+    std::uint64_t first, second;
+    std::memcpy(&first, p, 8);  // readable: the caller's slack follows every line
+    std::memcpy(&second, p + 8, 8);
+    if (known.length == 0 || ((first ^ known.first) & known.first_mask) != 0 ||
+        ((second ^ known.second) & known.second_mask) != 0) {
+      return false;
+    }
+    field = known.field;
+    p += known.length;
+    return true;
+  }
+
+  void remember(int place, const char* text, std::size_t length, Field field) {
+    if (place >= kPlaces) return;
+    Known& known = known_[place];
+    known.length = length <= 16 ? length : 0;
+    if (known.length == 0) return;
+    char bytes[16] = {};
+    std::memcpy(bytes, text, length);
+    std::memcpy(&known.first, bytes, 8);
+    std::memcpy(&known.second, bytes + 8, 8);
+    known.first_mask = mask(length >= 8 ? 8 : length);
+    known.second_mask = mask(length > 8 ? length - 8 : 0);
+    known.field = field;
+  }
+
+ private:
+  // Ones over the first `bytes` bytes in memory order, whatever the byte order.
+  static std::uint64_t mask(std::size_t bytes) {
+    unsigned char layout[8];
+    for (std::size_t i = 0; i < 8; ++i) layout[i] = i < bytes ? 0xFF : 0;
+    std::uint64_t value;
+    std::memcpy(&value, layout, 8);
+    return value;
+  }
+
+  struct Known {
+    std::uint64_t first = 0, second = 0, first_mask = 0, second_mask = 0;
+    std::size_t length = 0;
+    Field field = kUnknown;
+  };
+  Known known_[kPlaces];
 };
-constexpr Guess kGuess[] = {{"v\":", 3},        {"w\":", 3},        {"n\":", 3},
-                            {"t_ns\":", 6},     {"pid\":", 5},      {"seq\":", 5},
-                            {"proposed\":", 10}, {"accepted\":", 10}, {"emitted\":", 9},
-                            {"leg\":", 5}};
-constexpr int kGuesses = static_cast<int>(sizeof kGuess / sizeof kGuess[0]);
 
 // A key after its opening quote, up to and past the colon after it. Escaped keys are deferred.
 inline Verdict read_key(const char*& p, Field& field) {
@@ -347,7 +399,7 @@ inline Verdict integer_field(const char*& p, std::uint64_t max, std::uint64_t& o
 }
 
 // One line [p, end), end pointing at its '\n'.
-inline Verdict parse_line(const char* p, const char* end, Step& step) {
+inline Verdict parse_line(const char* p, const char* end, Step& step, KeyOrder& order) {
   unsigned seen = 0;
   bool wrong = false;  // a field of the wrong type or range: bad unless a duplicate key
   step.has_emitted = step.has_label = false;
@@ -358,19 +410,18 @@ inline Verdict parse_line(const char* p, const char* end, Step& step) {
   if (*p == '}') {
     ++p;
   } else {
-    int guess = 0;  // the writers' key order predicts the next key
+    int place = 0;
     while (true) {
       if (*p != '"') return Verdict::kBad;
       ++p;
       Field field = kUnknown;
-      if (guess < kGuesses && std::memcmp(p, kGuess[guess].text, kGuess[guess].length) == 0) {
-        field = static_cast<Field>(guess);
-        p += kGuess[guess].length;
-      } else {
-        Verdict key = read_key(p, field);
-        if (key != Verdict::kOk) return key;
+      if (!order.match(place, p, field)) {
+        const char* key = p;
+        Verdict read = read_key(p, field);
+        if (read != Verdict::kOk) return read;
+        order.remember(place, key, static_cast<std::size_t>(p - key), field);
       }
-      guess = field == kUnknown ? kGuesses : field + 1;
+      ++place;
       skip_ws(p);
       if (field != kUnknown) {
         if (seen & (1u << field)) return Verdict::kDefer;  // the exact reader keeps the last
