@@ -164,9 +164,7 @@ class StepLogReader:
     def _parse_block(self, block: bytes) -> pl.DataFrame:
         first_line = self.lines_read + 1
         self.lines_read += block.count(b"\n")
-        frame = self._parse_exact(block, first_line)
-        refuse_impossible_counts(frame, self.path)
-        return frame
+        return self._parse_exact(block, first_line)
 
     def _parse_exact(self, block: bytes, first_line: int) -> pl.DataFrame:
         columns: dict[str, list[Any]] = {name: [] for name in STEP_SCHEMA}
@@ -178,6 +176,8 @@ class StepLogReader:
                 continue
             self.counts.torn_lines += glued
             row["line"] = line_number
+            if _impossible(row):  # refused here, so the first problem in the file is named
+                refuse_impossible_counts(row_frame([row]), self.path)
             for name in STEP_SCHEMA:
                 columns[name].append(row[name])
         return pl.DataFrame(columns, schema=STEP_SCHEMA)
@@ -276,6 +276,11 @@ _IMPOSSIBLE = [
     (pl.col("n") < 0, "'n' is negative"),
     (pl.col("t_ns") < 0, "'t_ns' is negative"),
 ]
+
+
+def _impossible(row: dict[str, Any]) -> bool:
+    counts = (row["proposed"], row["accepted"], row["emitted"] or 0, row["n"], row["t_ns"])
+    return row["accepted"] > row["proposed"] or min(counts) < 0
 
 
 def refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:

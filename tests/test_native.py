@@ -532,3 +532,16 @@ def test_without_the_extension_the_polars_reader_folds(tmp_path: Path, monkeypat
     monkeypatch.setattr(fold.native, "_native", None)
     assert not fold.native.available()
     assert outcome(arm, [str(log)], native=True) == with_native
+
+
+def test_the_first_problem_in_file_order_is_named_both_ways(tmp_path: Path):
+    """A refused line before a bad one is refused; a bad line before a refused one stops the
+    fold with its error; both readers, whatever the block."""
+    refused, bad = good_line(n=1, accepted=8) + b"\n", b"not json\n"
+    arm = arm_from_document([LEG])
+    for body, error in [(refused + bad, "RefusedError"), (bad + refused, "InputError")]:
+        log = tmp_path / "steps.jsonl"
+        log.write_bytes(GOOD + body)
+        for native in (True, False):
+            found = outcome(arm, [str(log)], native=native)
+            assert found[0] == error and "steps.jsonl:2: " in found[1], (native, found)
