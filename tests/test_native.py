@@ -26,6 +26,8 @@ from polars.testing import assert_frame_equal
 from reference import arm_legs, attribute, parse_step
 from strategies import BASE_US, LABELS, canonical_line, leg_bounds_ns, timestamps
 
+import fold.accumulate
+import fold.logfile
 import fold.native
 from fold import _native  # fails here when the extension was not built
 from fold.accumulate import PartialFold
@@ -545,3 +547,25 @@ def test_the_first_problem_in_file_order_is_named_both_ways(tmp_path: Path):
         for native in (True, False):
             found = outcome(arm, [str(log)], native=native)
             assert found[0] == error and "steps.jsonl:2: " in found[1], (native, found)
+
+
+def test_following_reads_a_backlog_in_pieces(tmp_path: Path, monkeypatch):
+    """The follower's reads are cut at a small size: lines cut across pieces, and a line
+    longer than a piece, are read whole, with the same fold as one read."""
+    monkeypatch.setattr(fold.logfile, "FOLLOW_CHUNK_BYTES", 100)
+    long_line = json.dumps({**json.loads(GOOD), "n": 3, "pad": "x" * 500}).encode() + b"\n"
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(good_line(n=n) + b"\n" for n in range(3)) + long_line + b'{"v"')
+    arm = arm_from_document([LEG])
+    legs = Legs.of(arm.legs)
+    with native_switch(True):
+        piecewise = fold.logfile.LogFile(str(log))
+        pieces = list(piecewise.read_available(legs, want_steps=True))
+        piecewise.finish()
+    assert len(pieces) > 3
+    assert sum(steps.height for _, steps in pieces) == 4
+    assert (piecewise.lines_read, piecewise.counts.torn_lines) == (4, 1)
+    merged = fold.accumulate.merge_all([partial for partial, _ in pieces])
+    whole, counts = folded(arm, [str(log)], native=False)
+    assert_same_partials(merged, whole)
+    assert counts[str(log)] == piecewise.counts
