@@ -220,8 +220,9 @@ class Folder {
     std::int64_t status = legs_.segment_status[segment];
     std::int64_t leg = legs_.segment_leg[segment];
     if (status == kAmbiguous && step_.has_label) {
-      for (const auto& [label, owner] : legs_.segment_labels[segment]) {
-        if (label == step_.label) return {kAttributed, owner};
+      std::string_view label = label_of(step_, scratch_);
+      for (const auto& [candidate, owner] : legs_.segment_labels[segment]) {
+        if (label == candidate) return {kAttributed, owner};
       }
     }
     return {status, status == kAttributed ? leg : -1};
@@ -277,9 +278,10 @@ class Folder {
   void keep_step() {
     std::int64_t key;
     if (step_.has_label) {
+      std::string label(label_of(step_, scratch_));
       auto [found, fresh] = fold_.label_index.try_emplace(
-          step_.label, static_cast<std::int64_t>(fold_.step_labels.size()));
-      if (fresh) fold_.step_labels.push_back(step_.label);
+          label, static_cast<std::int64_t>(fold_.step_labels.size()));
+      if (fresh) fold_.step_labels.push_back(label);
       key = found->second;
     } else {
       key = -1 - static_cast<std::int64_t>(writer_slot(step_.writer));
@@ -310,6 +312,7 @@ class Folder {
   bool want_steps_;
   Fold& fold_;
   Step step_;
+  std::string scratch_;  // an unescaped label
   KeyOrder order_;
   Bin* last_bin_ = nullptr;
   Key last_bin_key_{0, 0, 0};

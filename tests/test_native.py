@@ -346,6 +346,8 @@ BAD = {
     "garbage after": GOOD.replace(b"}\n", b"}x\n"),
     "bad UTF-8": GOOD.replace(b"warm", b"w\xe2\x82rm"),
     "raw control character": GOOD.replace(b"warm", b"wa\x01rm"),
+    "label opening with bad UTF-8": GOOD.replace(b'"warm"', b'"\xffwarm"'),
+    "label opening with a control character": GOOD.replace(b'"warm"', b'"\x01warm"'),
     "bad escape": GOOD.replace(b"warm", b"wa\\qrm"),
     "unknown key, bad value": GOOD.replace(b'"v":1,', b'"v":1,"x":[1,],'),
 }

@@ -8,18 +8,22 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace fold_native {
 
 constexpr std::uint64_t kSignedMax = (std::uint64_t{1} << 63) - 1;
 constexpr int kMaxDepth = 64;  // deeper unknown values are deferred
 
-// One parsed step: what the fold needs, the label as unescaped UTF-8.
+// One parsed step: what the fold needs. The label is kept as its bytes in the line, between
+// its quotes, and unescaped only when it is needed (few lines need it: those in overlapping
+// windows, or kept for the follower's groups).
 struct Step {
   std::uint64_t writer = 0, seq = 0;
   std::int64_t n = 0, t_ns = 0, pid = 0, proposed = 0, accepted = 0, emitted = 0;
-  bool has_emitted = false, has_label = false;
-  std::string label;
+  bool has_emitted = false, has_label = false, label_escaped = false;
+  const char* label_begin = nullptr;
+  std::size_t label_length = 0;
 };
 
 // -- JSON scanning -------------------------------------------------------------------------
@@ -149,6 +153,15 @@ inline Verdict scan_string(const char*& p, std::string* out) {
         return Verdict::kBad;
     }
   }
+}
+
+// The step's label as UTF-8, unescaped into `scratch` when it has escapes.
+inline std::string_view label_of(const Step& step, std::string& scratch) {
+  if (!step.label_escaped) return {step.label_begin, step.label_length};
+  scratch.clear();
+  const char* p = step.label_begin;
+  scan_string(p, &scratch);  // valid: the line was parsed
+  return scratch;
 }
 
 // A JSON number. Exponents of three digits or more and integer parts past 300 digits are
@@ -496,8 +509,12 @@ inline Verdict parse_line(const char* p, const char* end, Step& step, KeyOrder& 
             break;
           }
           ++p;
-          step.label.clear();
-          value = scan_string(p, &step.label);
+          step.label_begin = p;
+          value = scan_string(p, nullptr);
+          if (value != Verdict::kOk) break;
+          step.label_length = static_cast<std::size_t>(p - 1 - step.label_begin);
+          step.label_escaped =
+              std::memchr(step.label_begin, '\\', step.label_length) != nullptr;
           step.has_label = true;
           break;
         case kUnknown:
