@@ -571,3 +571,23 @@ def test_following_reads_a_backlog_in_pieces(tmp_path: Path, monkeypatch):
     whole, counts = folded(arm, [str(log)], native=False)
     assert_same_partials(merged, whole)
     assert counts[str(log)] == piecewise.counts
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_bad_line_in_a_later_thread_is_named_by_its_file_line(tmp_path: Path, skip: bool):
+    rows = [good_line(n=n) + b"\n" for n in range(1500)]
+    rows[1234] = b'{"v":1,"w":"00000000000000ff"\n'
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(rows))
+    arm = arm_from_document([LEG])
+    counts = ReadCounts()
+    arguments = (str(log), arm.legs, None, Legs.of(arm.legs).native, counts)
+    options = {"skip_bad_lines": skip, "block": 500, "bytes_per_thread": 20_000}
+    with native_switch(True):
+        if not skip:
+            with pytest.raises(InputError, match=r"steps\.jsonl:1235: not valid JSON"):
+                fold.native.read_range(*arguments, **options)
+            return
+        read = fold.native.read_range(*arguments, **options)
+    assert read is not None and read.lines == 1500
+    assert [example.line for example in counts.skipped_examples] == [1235]
