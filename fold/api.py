@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fold.acceptance import DEFAULT_WINDOW_STEPS
-from fold.accumulate import MERGE_EVERY, PartialFold, fold_file, merge_all, partial_fold
+from fold.accumulate import MERGE_EVERY, PartialFold, merge_all
 from fold.arm import ArmRecord, load_arm
-from fold.attribute import leg_windows
 from fold.errors import InputError
-from fold.native import fold_file_native
-from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader, expand_log_paths
+from fold.logfile import Legs, LogFile
+from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
 from fold.result import FoldResult, add_intervals, build_result
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
@@ -29,6 +27,7 @@ class LogFold:
     arm: ArmRecord
     partial: PartialFold = field(default_factory=PartialFold)
     read_counts: dict[str, ReadCounts] = field(default_factory=dict)
+    _legs: Legs | None = field(default=None, repr=False, compare=False)
 
     def add_file(
         self,
@@ -40,43 +39,27 @@ class LogFold:
     ) -> None:
         if path in self.read_counts:
             raise InputError(f"{path}: this step log is already in the fold")
-        reader = StepLogReader(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)
-        native = fold_file_native(path, self.arm.legs)
-        if native is not None:
-            # The common case, folded in one native pass (fold.native); else the polars paths.
-            self.partial = merge_all([self.partial, native])
-            self.read_counts[path] = reader.counts
-            if progress is not None:
-                progress(os.path.getsize(path))
-            return
-        windows = leg_windows(self.arm.legs)
-        streamed_bytes = 0
-
-        def streamed_progress(size: int) -> None:
-            nonlocal streamed_bytes
-            streamed_bytes += size
-            if progress is not None:
-                progress(size)
-
-        streamed = fold_file(path, windows, self.arm.legs, streamed_progress)
-        if streamed is not None:
-            # Every line had the writers' layout and was folded in one streaming pass.
-            self.partial = merge_all([self.partial, streamed])
-            self.read_counts[path] = reader.counts
-            return
-        offset = streamed_bytes  # a scan that gave up has already reported these bytes
+        log = LogFile(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)
         pending: list[PartialFold] = []
-        for block in reader.read_available():
-            pending.append(partial_fold(block, windows, self.arm.legs, path))
+        reported = 0
+        for partial, _ in log.read_available(self.legs()):
+            if partial is not None:
+                pending.append(partial)
             if len(pending) >= MERGE_EVERY:
                 self.partial = merge_all([self.partial, *pending])
                 pending = []
-            if progress is not None and reader.offset > offset:
-                progress(reader.offset - offset)
-                offset = reader.offset
+            if progress is not None and log.offset > reported:
+                progress(log.offset - reported)
+                reported = log.offset
         self.partial = merge_all([self.partial, *pending])
-        reader.finish()
-        self.read_counts[path] = reader.counts
+        log.finish()
+        self.read_counts[path] = log.counts
+
+    def legs(self) -> Legs:
+        """The arm's legs indexed for reading (once per fold)."""
+        if self._legs is None:
+            self._legs = Legs.of(self.arm.legs)
+        return self._legs
 
     def merge(self, other: LogFold) -> LogFold:
         """The fold of both sets of logs (they must be distinct files over the same arm)."""

@@ -28,12 +28,11 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from fold.acceptance import DEFAULT_WINDOW_STEPS, accept_rate, mean_acceptance_length
-from fold.accumulate import PartialFold, partial_fold
+from fold.accumulate import PartialFold, merge_all
 from fold.api import LogFold
 from fold.arm import ArmRecord, load_arm
-from fold.attribute import LegWindows, leg_windows
 from fold.errors import FoldError, InputError
-from fold.reader import StepLogReader
+from fold.logfile import Legs, LogFile
 from fold.result import FoldResult
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
@@ -127,14 +126,14 @@ class FollowView:
 class _Tail:
     path: str
     identity: tuple[int, int]
-    reader: StepLogReader
+    reader: LogFile
 
 
 @dataclass
 class _ArmState:
     key: tuple[int, int, int] | None = None
     arm: ArmRecord | None = None
-    windows: LegWindows | None = None
+    legs: Legs | None = None
     problem: str | None = None
 
 
@@ -322,7 +321,7 @@ class Follower:
             self._arm.problem = str(error)
             return False
         had_legs = self._arm.arm is not None
-        self._arm.arm, self._arm.windows, self._arm.problem = arm, leg_windows(arm.legs), None
+        self._arm.arm, self._arm.legs, self._arm.problem = arm, Legs.of(arm.legs), None
         notices.append(
             Notice(
                 self.arm_path,
@@ -360,8 +359,8 @@ class Follower:
     def _open_tail(self, path: str) -> _Tail:
         return _Tail(path, _identity(path), self._new_reader(path))
 
-    def _new_reader(self, path: str) -> StepLogReader:
-        return StepLogReader(path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes)
+    def _new_reader(self, path: str) -> LogFile:
+        return LogFile(path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes)
 
     def _check_tails(self, notices: list[Notice]) -> bool:
         """True when a file was truncated or replaced (everything is then read again)."""
@@ -408,20 +407,20 @@ class Follower:
                 continue  # removed: what was read stays in the fold
             before = tail.reader.offset
             try:
-                for block in tail.reader.read_available():
-                    self._add_block(block, tail.path)
+                for partial, steps in tail.reader.read_available(self._arm.legs, want_steps=True):
+                    self._add(partial, steps)
             except FoldError as error:
                 self._failure = error
             new_bytes += tail.reader.offset - before
         self._dirty = False
         return new_bytes
 
-    def _add_block(self, block: pl.DataFrame, path: str) -> None:
-        self._lines += block.height
-        self._provisional.add(block)
-        arm, windows = self._arm.arm, self._arm.windows
-        if arm is not None and windows is not None:
-            self._partial = self._partial.merge(partial_fold(block, windows, arm.legs, path))
+    def _add(self, partial: PartialFold | None, steps: pl.DataFrame | None) -> None:
+        if steps is not None:
+            self._lines += steps.height
+            self._provisional.add(steps)
+        if partial is not None:
+            self._partial = merge_all([self._partial, partial])
 
     # -- the view ----------------------------------------------------------------------------
 
