@@ -11,6 +11,12 @@ setup(
         Extension(
             "fold._native",
             sources=["fold/_native.cc"],
+            depends=[
+                "fold/native_src/arrow_export.h",
+                "fold/native_src/fold_pass.h",
+                "fold/native_src/hash_table.h",
+                "fold/native_src/json_line.h",
+            ],
             language="c++",
             extra_compile_args=["-O2", "-std=c++17"],
             optional=True,

@@ -1,21 +1,33 @@
-"""Scale benchmark: fold a 10-million-line step log and compare with DuckDB and an orjson loop.
+"""Scale benchmark: fold a 10-million-line step log in three shapes, against DuckDB and an
+orjson loop.
 
-    python benchmarks/fold_scale.py --lines 10000000 --lines 20000000
+    python benchmarks/fold_scale.py --lines 10000000
 
-generates a seeded v1 log (the writers' exact byte layout, about 130 bytes a line) and an arm
-record with 50 legs in a scratch directory, then runs the same job (read every line, attribute
-each step to the leg window holding its t_ns, sum S/P/A per leg) four ways, each in a child
-process so that its peak anonymous memory (RssAnon, sampled from /proc) is its own:
+generates a seeded v1 log and an arm record with 50 legs in a scratch directory, in three
+shapes of the same steps:
 
-- ``fold``: ``fold.api.fold_acceptance``, the whole fold (requests, histograms, windows too),
-  by its default path: the native extension ``fold._native`` (the run fails if it is not built);
-- ``fold-polars``: the same fold with ``FOLD_ACCEPTANCE_NATIVE=0``: polars' streaming scan;
+- ``layout``: the writers' exact byte layout (about 130 bytes a line);
+- ``other``: valid v1 lines in another writer's shape: keys in another order, ``": "`` and
+  ``", "`` spacing, an extra key with a nested value, and a non-ASCII leg label;
+- ``damaged``: the writers' layout with one malformed line in the middle and a torn last line,
+  folded with ``--skip-bad-lines`` (DuckDB with ``ignore_errors = true``, the orjson loop
+  skipping lines it cannot parse).
+
+Then the same job (read every line, attribute each step to the leg window holding its t_ns,
+sum S/P/A per leg) runs three ways per shape, each in a child process so that its peak
+anonymous memory (RssAnon, sampled from /proc every 10 ms) is its own:
+
+- ``fold``: ``fold.api.fold_acceptance``, the whole fold (requests, histograms, windows, step
+  times too) by its default path, the native reader (the run fails if it is not built);
 - ``duckdb``: ``read_json`` with a range join against the legs and the same aggregation;
-- ``orjson``: a plain Python loop, ``orjson.loads`` per line and a bisect per step.
+- ``orjson``: a plain Python loop, ``orjson.loads`` per line and a bisect per step;
+- ``fold-polars`` (with ``--with-polars``): the fold with ``FOLD_ACCEPTANCE_NATIVE=0``, the
+  reference reader.
 
 DuckDB is only a benchmark opponent, not a dependency: if it is missing the script installs it
 into the running interpreter's environment with pip (``--no-install`` skips that opponent).
-Every run's S/P/A per leg must agree with the fold's, or the script fails.
+Every contestant's S/P/A per leg must agree with the fold's on the clean layout, in every
+shape, or the script fails; the damaged fold must name the malformed line.
 """
 
 from __future__ import annotations
@@ -41,6 +53,9 @@ LINE_SPACING_NS = 2_000  # one step line every 2 us: a 10M-line log covers 20 s 
 BASE_NS = 1_764_450_000_000_000_000
 CHUNK_LINES = 1_000_000
 NATIVE_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
+SHAPES = ("layout", "other", "damaged")
+BAD_LINE = b'{"v":1,"w":"this line is malformed\n'
+TORN_TAIL = b'{"v":1,"w":"00000000000000ff","n":12,"t_ns":17644500'
 
 
 def _hash(expr: pl.Expr, salt: int) -> pl.Expr:
@@ -49,12 +64,16 @@ def _hash(expr: pl.Expr, salt: int) -> pl.Expr:
     return (x * 2654435761 + 12345) % 4294967291
 
 
-def generate_log(path: Path, lines: int, seed: int = 1, requests: int | None = None) -> None:
-    """Write ``lines`` v1 step lines in the writers' byte layout, vectorised with polars.
+def generate_log(
+    path: Path, lines: int, seed: int = 1, requests: int | None = None, shape: str = "layout"
+) -> int | None:
+    """Write ``lines`` v1 step lines in ``shape`` (see the module), vectorised with polars.
 
     Each request takes STEPS_PER_REQUEST lines, or, with ``requests``, the log holds that many
     requests per writer whatever its size (to tell growth with lines from growth with requests).
+    Returns the number of the malformed line of the damaged shape.
     """
+    bad_line_number = None
     steps_per_request = (
         STEPS_PER_REQUEST if requests is None else max(1, -(-lines // (WRITERS * requests)))
     )
@@ -85,28 +104,65 @@ def generate_log(path: Path, lines: int, seed: int = 1, requests: int | None = N
                 [f"{(seed * 0x9E3779B97F4A7C15 + w * 0xBF58476D1CE4E5B9) % 2**64:016x}"
                  for w in range(WRITERS)]
             )  # fmt: skip
-            line = pl.concat_str(
-                pl.lit('{"v":1,"w":"'),
-                pl.col("writer").replace_strict(list(range(WRITERS)), writer_ids),
-                pl.lit('","n":'),
-                pl.col("n").cast(pl.String),
-                pl.lit(',"t_ns":'),
-                pl.col("t_ns").cast(pl.String),
-                pl.lit(',"pid":'),
-                (4000 + pl.col("writer")).cast(pl.String),
-                pl.lit(',"seq":'),
-                pl.col("seq").cast(pl.String),
-                pl.lit(',"proposed":'),
-                pl.col("proposed").cast(pl.String),
-                pl.lit(',"accepted":'),
-                pl.col("accepted").cast(pl.String),
-                pl.lit(',"emitted":'),
-                (pl.col("accepted") + 1).cast(pl.String),
-                pl.lit("}"),
-            )
+            writer = pl.col("writer").replace_strict(list(range(WRITERS)), writer_ids)
+            line = _line(shape, writer)
+            if shape == "damaged" and start <= lines // 2 < start + count:
+                middle = lines // 2 - start
+                frame.slice(0, middle).select(line.alias("line")).write_csv(
+                    out, include_header=False, quote_style="never"
+                )
+                out.write(BAD_LINE)
+                bad_line_number = lines // 2 + 1
+                frame = frame.slice(middle)
             frame.select(line.alias("line")).write_csv(
                 out, include_header=False, quote_style="never"
             )
+        if shape == "damaged":
+            out.write(TORN_TAIL)
+    return bad_line_number
+
+
+def _line(shape: str, writer: pl.Expr) -> pl.Expr:
+    if shape == "other":
+        # json.dumps spacing, another key order, an extra key, a label outside ASCII.
+        return pl.concat_str(
+            pl.lit('{"seq": '),
+            pl.col("seq").cast(pl.String),
+            pl.lit(', "t_ns": '),
+            pl.col("t_ns").cast(pl.String),
+            pl.lit(', "proposed": '),
+            pl.col("proposed").cast(pl.String),
+            pl.lit(', "accepted": '),
+            pl.col("accepted").cast(pl.String),
+            pl.lit(', "emitted": '),
+            (pl.col("accepted") + 1).cast(pl.String),
+            pl.lit(', "host": {"name": "node-7", "gpu": [0, 1]}, "v": 1, "w": "'),
+            writer,
+            pl.lit('", "n": '),
+            pl.col("n").cast(pl.String),
+            pl.lit(', "pid": '),
+            (4000 + pl.col("writer")).cast(pl.String),
+            pl.lit(', "leg": "w\u00e4rm \\"b\\""}'),
+        )
+    return pl.concat_str(
+        pl.lit('{"v":1,"w":"'),
+        writer,
+        pl.lit('","n":'),
+        pl.col("n").cast(pl.String),
+        pl.lit(',"t_ns":'),
+        pl.col("t_ns").cast(pl.String),
+        pl.lit(',"pid":'),
+        (4000 + pl.col("writer")).cast(pl.String),
+        pl.lit(',"seq":'),
+        pl.col("seq").cast(pl.String),
+        pl.lit(',"proposed":'),
+        pl.col("proposed").cast(pl.String),
+        pl.lit(',"accepted":'),
+        pl.col("accepted").cast(pl.String),
+        pl.lit(',"emitted":'),
+        (pl.col("accepted") + 1).cast(pl.String),
+        pl.lit("}"),
+    )
 
 
 def generate_arm(path: Path, lines: int) -> None:
@@ -132,17 +188,23 @@ def generate_arm(path: Path, lines: int) -> None:
     path.write_text(json.dumps({"legs": legs}))
 
 
-# -- the three contestants, each run in a child process ----------------------------------------
+# -- the contestants, each run in a child process ---------------------------------------------
 
 
-def run_fold(arm: str, log: str) -> dict:
+def run_fold(arm: str, log: str, shape: str) -> dict:
     from fold.api import fold_acceptance
 
-    result = fold_acceptance(arm, [log])
-    return {leg["index"]: (leg["steps"], leg["proposed"], leg["accepted"]) for leg in result.legs}
+    result = fold_acceptance(arm, [log], skip_bad_lines=shape == "damaged")
+    return {
+        "figures": {
+            leg["index"]: (leg["steps"], leg["proposed"], leg["accepted"]) for leg in result.legs
+        },
+        "skipped_lines": [example.line for example in result.skipped_examples],
+        "torn_lines": result.torn_lines,
+    }
 
 
-def run_duckdb(arm: str, log: str) -> dict:
+def run_duckdb(arm: str, log: str, shape: str) -> dict:
     import duckdb
 
     from fold.arm import load_arm
@@ -153,26 +215,30 @@ def run_duckdb(arm: str, log: str) -> dict:
     con.executemany("INSERT INTO legs VALUES (?, ?, ?)", legs)
     columns = (
         "{v: 'BIGINT', w: 'VARCHAR', n: 'BIGINT', t_ns: 'BIGINT', pid: 'BIGINT', "
-        "seq: 'BIGINT', proposed: 'BIGINT', accepted: 'BIGINT', emitted: 'BIGINT', "
+        "seq: 'UBIGINT', proposed: 'BIGINT', accepted: 'BIGINT', emitted: 'BIGINT', "
         "leg: 'VARCHAR'}"
     )
+    ignore = ", ignore_errors = true" if shape == "damaged" else ""
     rows = con.execute(
         f"""
         SELECT l.idx,
                count(*) FILTER (WHERE s.proposed > 0) AS steps,
                sum(s.proposed) AS proposed,
                sum(s.accepted) AS accepted
-        FROM read_json('{log}', format = 'newline_delimited', columns = {columns}) AS s
+        FROM read_json('{log}', format = 'newline_delimited', columns = {columns}{ignore}) AS s
         JOIN legs AS l ON s.t_ns BETWEEN l.start_ns AND l.end_ns
         GROUP BY l.idx
         """
     ).fetchall()
     return {
-        idx: (int(steps), int(proposed), int(accepted)) for idx, steps, proposed, accepted in rows
+        "figures": {
+            idx: (int(steps), int(proposed), int(accepted))
+            for idx, steps, proposed, accepted in rows
+        }
     }
 
 
-def run_orjson(arm: str, log: str) -> dict:
+def run_orjson(arm: str, log: str, shape: str) -> dict:
     from bisect import bisect_right
 
     import orjson
@@ -185,7 +251,10 @@ def run_orjson(arm: str, log: str) -> dict:
     sums = {index: [0, 0, 0] for index in indices}
     with open(log, "rb") as handle:
         for line in handle:
-            step = orjson.loads(line)
+            try:
+                step = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # the damaged shape's bad line and torn tail
             t_ns = step["t_ns"]
             position = bisect_right(starts, t_ns) - 1
             if position >= 0 and t_ns <= ends[position]:
@@ -195,13 +264,13 @@ def run_orjson(arm: str, log: str) -> dict:
                     figures[0] += 1
                 figures[1] += proposed
                 figures[2] += step["accepted"]
-    return {index: tuple(figures) for index, figures in sums.items()}
+    return {"figures": {index: tuple(figures) for index, figures in sums.items()}}
 
 
 RUNNERS = {"fold": run_fold, "fold-polars": run_fold, "duckdb": run_duckdb, "orjson": run_orjson}
 
 
-def _child(name: str, arm: str, log: str) -> None:
+def _child(name: str, arm: str, log: str, shape: str) -> None:
     # Imports are not part of the job: load them before the clock starts.
     import orjson  # noqa: F401
 
@@ -213,9 +282,10 @@ def _child(name: str, arm: str, log: str) -> None:
     if name == "duckdb":
         import duckdb  # noqa: F401
     start = time.perf_counter()
-    figures = RUNNERS[name](arm, log)
-    wall = time.perf_counter() - start
-    print(json.dumps({"wall": wall, "figures": {str(k): v for k, v in figures.items()}}))
+    report = RUNNERS[name](arm, log, shape)
+    report["wall"] = time.perf_counter() - start
+    report["figures"] = {str(k): v for k, v in report["figures"].items()}
+    print(json.dumps(report))
 
 
 def _rss_anon_kib(pid: int) -> int:
@@ -229,14 +299,14 @@ def _rss_anon_kib(pid: int) -> int:
     return 0
 
 
-def measure(name: str, arm: Path, log: Path) -> dict:
+def measure(name: str, arm: Path, log: Path, shape: str) -> dict:
     """Run one contestant in a child process, sampling its RssAnon every 10 ms."""
     environment = dict(os.environ)
     environment.pop(NATIVE_SWITCH, None)
     if name == "fold-polars":
         environment[NATIVE_SWITCH] = "0"
     process = subprocess.Popen(
-        [sys.executable, __file__, "--child", name, str(arm), str(log)],
+        [sys.executable, __file__, "--child", name, str(arm), str(log), shape],
         stdout=subprocess.PIPE,
         text=True,
         env=environment,
@@ -275,17 +345,13 @@ def ensure_duckdb(install: bool) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", type=int, action="append", help="log sizes (repeatable)")
+    parser.add_argument("--shape", action="append", choices=SHAPES, help="default: all three")
     parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per contestant (best kept)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-install", action="store_true", help="skip DuckDB if missing")
-    parser.add_argument("--keep", action="store_true", help="keep the generated logs")
-    parser.add_argument(
-        "--only-fold-above",
-        type=int,
-        default=10_000_000,
-        help="for larger logs run only the two folds (the memory-growth check)",
-    )
+    parser.add_argument("--with-polars", action="store_true", help="add the reference reader")
+    parser.add_argument("--only-fold", action="store_true", help="no opponents (memory runs)")
     parser.add_argument(
         "--requests-per-writer",
         type=int,
@@ -294,63 +360,91 @@ def main() -> None:
         "lines, so larger logs hold more requests)",
     )
     args = parser.parse_args()
-    sizes = args.lines or [10_000_000, 20_000_000]
-    have_duckdb = ensure_duckdb(not args.no_install)
+    sizes = args.lines or [10_000_000]
+    shapes = args.shape or list(SHAPES)
+    have_duckdb = not args.only_fold and ensure_duckdb(not args.no_install)
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="fold-scale-"))
     scratch.mkdir(parents=True, exist_ok=True)
     rows = []
     try:
         for lines in sizes:
-            log, arm = scratch / f"steps-{lines}.jsonl", scratch / f"arm-{lines}.json"
-            start = time.perf_counter()
-            generate_log(log, lines, args.seed, args.requests_per_writer)
+            arm = scratch / f"arm-{lines}.json"
             generate_arm(arm, lines)
-            size_gb = log.stat().st_size / 1e9
-            print(
-                f"generated {lines:,} lines ({size_gb:.2f} GB) in "
-                f"{time.perf_counter() - start:.1f} s",
-                file=sys.stderr,
-            )
-            contestants = ["fold", "fold-polars"]
-            if lines <= args.only_fold_above:
-                contestants += ["duckdb"] if have_duckdb else []
-                contestants += ["orjson"]
-            best: dict[str, dict] = {}
-            for _ in range(args.repeat):
-                for name in contestants:  # interleaved, so load from others hits all alike
-                    report = measure(name, arm, log)
-                    print(f"  {name}: {report['wall']:.2f} s", file=sys.stderr)
-                    if name not in best or report["wall"] < best[name]["wall"]:
-                        best[name] = report
-            for name, report in best.items():
-                if report["figures"] != best["fold"]["figures"]:
-                    raise SystemExit(f"{name} disagrees with the fold on S/P/A per leg")
-            rows.append((lines, size_gb, best))
-            if not args.keep:
+            clean: dict | None = None
+            for shape in shapes:
+                log = scratch / f"steps-{lines}-{shape}.jsonl"
+                start = time.perf_counter()
+                bad_line = generate_log(log, lines, args.seed, args.requests_per_writer, shape)
+                size_gb = log.stat().st_size / 1e9
+                print(
+                    f"generated {lines:,} lines, {shape} ({size_gb:.2f} GB) in "
+                    f"{time.perf_counter() - start:.1f} s",
+                    file=sys.stderr,
+                )
+                contestants = ["fold"] + (["fold-polars"] if args.with_polars else [])
+                if not args.only_fold:
+                    contestants += (["duckdb"] if have_duckdb else []) + ["orjson"]
+                best: dict[str, dict] = {}
+                for _ in range(args.repeat):
+                    for name in contestants:  # interleaved, so load from others hits all alike
+                        report = measure(name, arm, log, shape)
+                        print(f"  {name}: {report['wall']:.2f} s", file=sys.stderr)
+                        if name not in best or report["wall"] < best[name]["wall"]:
+                            best[name] = report
+                clean = clean or best["fold"]["figures"]
+                for name, report in best.items():
+                    if report["figures"] != clean:
+                        raise SystemExit(f"{shape}: {name} disagrees with the fold on S/P/A")
+                if shape == "damaged" and (
+                    best["fold"]["skipped_lines"] != [bad_line] or best["fold"]["torn_lines"] != 1
+                ):
+                    raise SystemExit(f"damaged: expected line {bad_line} skipped and one torn")
+                rows.append((shape, lines, size_gb, best))
                 log.unlink()
     finally:
-        if not args.keep and args.dir is None:
+        if args.dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
     print_table(rows)
 
 
-def print_table(rows: list[tuple[int, float, dict[str, dict]]]) -> None:
-    print("| lines | log GB | contestant | wall s | peak RssAnon MiB | fold vs it |")
-    print("|---:|---:|---|---:|---:|---:|")
-    for lines, size_gb, best in rows:
+TARGET_VS_DUCKDB = {"layout": 0.4, "other": 0.35, "damaged": 0.4}
+MEMORY_TARGET_MIB = 512
+PER_BYTE_TARGET = 2.0
+
+
+def print_table(rows: list[tuple[str, int, float, dict[str, dict]]]) -> None:
+    print("| shape | lines | log GB | contestant | wall s | peak RssAnon MiB | fold's wall vs it |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for shape, lines, size_gb, best in rows:
         fold_wall = best["fold"]["wall"]
         for name, report in best.items():
-            ratio = "" if name == "fold" else f"{fold_wall / report['wall']:.2f}x the time"
-            if report["wall"] > fold_wall:
-                ratio += f" ({report['wall'] / fold_wall:.1f}x faster)"
+            ratio = "" if name == "fold" else f"{fold_wall / report['wall']:.2f}x"
             print(
-                f"| {lines:,} | {size_gb:.2f} | {name} | {report['wall']:.2f} | "
+                f"| {shape} | {lines:,} | {size_gb:.2f} | {name} | {report['wall']:.2f} | "
                 f"{report['peak_rss_anon_mib']:.0f} | {ratio} |"
             )
+    print()
+    per_byte = {}
+    for shape, lines, size_gb, best in rows:
+        per_byte[(shape, lines)] = best["fold"]["wall"] / size_gb
+        memory = best["fold"]["peak_rss_anon_mib"]
+        verdict = "met" if memory < MEMORY_TARGET_MIB else "NOT met"
+        print(f"- {shape}, {lines:,} lines: peak RssAnon {memory:.0f} MiB < 512 MiB: {verdict}")
+        if "duckdb" in best:
+            ratio = best["fold"]["wall"] / best["duckdb"]["wall"]
+            target = TARGET_VS_DUCKDB[shape]
+            verdict = "met" if ratio <= target else "NOT met"
+            print(f"- {shape}: {ratio:.2f}x DuckDB's wall, target at most {target}: {verdict}")
+    for (shape, lines), seconds_per_gb in per_byte.items():
+        layout = per_byte.get(("layout", lines))
+        if shape == "other" and layout:
+            ratio = seconds_per_gb / layout
+            verdict = "met" if ratio <= PER_BYTE_TARGET else "NOT met"
+            print(f"- other vs layout per byte: {ratio:.2f}x, target within 2x: {verdict}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
         _child(*sys.argv[2:])
     else:
         main()

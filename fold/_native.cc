@@ -1,377 +1,101 @@
-// fold._native: folds a step log in the writers' exact byte layout (instrument/FORMAT.md) in
-// one pass, without building any per-line Python object.
+// fold._native: reads, attributes and folds a byte range of a step log (instrument/FORMAT.md)
+// in one pass, without building any per-line Python object.
 //
-// One function, fold_layout_file(path, starts, ends, bins_per_leg). It returns the sums the
-// polars paths of fold/accumulate.py compute, as plain lists, or None ("decline") for anything
-// outside the common case: a file that is empty or does not end with '\n', a line that is not
-// exactly the layout (key order, no spaces, plain unsigned integers without leading zeros,
-// labels of printable ASCII without quote or backslash), accepted > proposed, an integer out
-// of range, a sum that would overflow, or leg windows that overlap. The Python caller then
-// uses the polars paths, which give the exact errors and counts.
+// One function, fold_range (see kDoc). Every line is parsed as JSON: keys in any order,
+// whitespace between tokens, unknown keys with any value skipped (validated as orjson would),
+// leg labels unescaped. A line ends one of four ways:
+//   - folded: a valid v1 step, attributed to its leg (overlaps resolved by its label);
+//   - bad: not a v1 step (invalid JSON or UTF-8, a missing field, a wrong type, a number out of
+//     range, another version); counted, and its place handed back so that the exact reader
+//     (fold.reader) words the reason. Without skip_bad the range stops there.
+//   - refused: accepted > proposed; the range stops there and the exact reader words it.
+//   - deferred: valid JSON that only the exact reader may judge (a sign on an integer, a
+//     duplicate key, an escaped key or writer id, a writer id not in the writers' form, a lone
+//     surrogate, a number orjson may call infinite): its place is handed back and Python parses
+//     it. Valid v1 writers never produce these.
+// A line that is bad but ends in a whole valid line starting with {"v": is a torn fragment the
+// next write was glued to: the line is kept and the fragment counted torn, as the exact reader
+// does. A last line without its newline is torn (final) or held back (following a live file).
 //
-// The file is read with pread(2) into a reusable buffer; a partial line is carried to the next
-// block. A large file is split at a newline into one range per core, parsed on threads with
-// the GIL released, and the per-thread tables are merged.
+// Tables come back through the Arrow C data interface (PyCapsules), so polars takes the
+// buffers without a copy. A range of 128 MiB or more is split at a newline and parsed on one
+// thread per 64 MiB, up to the cores, with the GIL released.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>  // malloc_trim: hand freed memory back (glibc only; elsewhere a no-op)
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
+
+#include "native_src/arrow_export.h"
+#include "native_src/hash_table.h"
+#include "native_src/fold_pass.h"
+#include "native_src/json_line.h"
 
 namespace {
 
+using namespace fold_native;  // NOLINT: the headers under native_src are this file's parts
+
 constexpr std::size_t kPad = 64;  // readable slack after the parsed bytes
-constexpr std::uint64_t kSignedLimit = std::uint64_t{1} << 63;
-constexpr Py_ssize_t kDefaultBlock = Py_ssize_t{4} << 20;         // bytes read per pread(2)
+constexpr Py_ssize_t kDefaultBlock = Py_ssize_t{4} << 20;            // bytes read per pread(2)
 constexpr Py_ssize_t kDefaultBytesPerThread = Py_ssize_t{64} << 20;  // less: one thread
-
-// How a file is read: tests shrink both to exercise block carries and the split on small files.
-struct Reading {
-  std::size_t block;      // bytes read per pread(2); a longer line declines
-  off_t bytes_per_thread;  // a thread per this many bytes, up to the cores
-};
-
-inline std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
-struct Key {
-  std::uint64_t a;
-  std::uint64_t b;
-  std::int64_t c;
-  bool operator==(const Key& other) const {
-    return a == other.a && b == other.b && c == other.c;
-  }
-  std::uint64_t hash() const {
-    return mix(a ^ mix(b ^ mix(static_cast<std::uint64_t>(c) + 0x9e3779b97f4a7c15ULL)));
-  }
-};
-
-// Open addressing with linear probing over an index array; entries stay dense and in
-// insertion order, so iterating (and merging) touches only what was inserted.
-template <class Value>
-class Table {
- public:
-  Table() : slots_(1024, 0), mask_(1023) {}
-
-  Value& at(const Key& key) {
-    std::size_t slot = key.hash() & mask_;
-    while (true) {
-      std::uint32_t held = slots_[slot];
-      if (held == 0) break;
-      Entry& entry = entries_[held - 1];
-      if (entry.key == key) return entry.value;
-      slot = (slot + 1) & mask_;
-    }
-    entries_.push_back(Entry{key, Value{}});
-    slots_[slot] = static_cast<std::uint32_t>(entries_.size());
-    if (entries_.size() * 2 > slots_.size()) grow();
-    return entries_.back().value;
-  }
-
-  struct Entry {
-    Key key;
-    Value value;
-  };
-  const std::vector<Entry>& entries() const { return entries_; }
-
- private:
-  void grow() {
-    std::vector<std::uint32_t> slots(slots_.size() * 2, 0);
-    std::size_t mask = slots.size() - 1;
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      std::size_t slot = entries_[i].key.hash() & mask;
-      while (slots[slot] != 0) slot = (slot + 1) & mask;
-      slots[slot] = static_cast<std::uint32_t>(i + 1);
-    }
-    slots_.swap(slots);
-    mask_ = mask;
-  }
-
-  std::vector<std::uint32_t> slots_;
-  std::size_t mask_;
-  std::vector<Entry> entries_;
-};
-
-struct Request {  // per (leg or none, writer, seq)
-  std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
-  std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
-};
-
-struct Bin {  // per (leg, time bin)
-  std::int64_t steps = 0, proposed = 0, accepted = 0;
-};
-
-struct Window {
-  std::int64_t start;
-  std::int64_t end;
-  std::int64_t span;  // end - start + 1
-  std::int64_t leg;   // position in the caller's sequences
-};
-
-inline bool add(std::int64_t& total, std::int64_t value) {
-  return !__builtin_add_overflow(total, value, &total);
-}
-
-struct Fold {
-  Table<Request> requests;   // key (writer, seq, leg or -1)
-  Table<std::int64_t> hist;  // key (leg, accepted, 0)
-  Table<Bin> bins;           // key (leg, bin, 0)
-  std::int64_t lines = 0, attributed = 0, unattributed = 0;
-  bool ok = true;
-
-  bool merge(const Fold& other) {
-    lines += other.lines;
-    attributed += other.attributed;
-    unattributed += other.unattributed;
-    for (const auto& entry : other.requests.entries()) {
-      Request& into = requests.at(entry.key);
-      const Request& from = entry.value;
-      if (!add(into.lines, from.lines) || !add(into.steps, from.steps) ||
-          !add(into.proposed, from.proposed) || !add(into.accepted, from.accepted) ||
-          !add(into.emitted, from.emitted) || !add(into.emitted_lines, from.emitted_lines)) {
-        return false;
-      }
-      into.max_proposed = std::max(into.max_proposed, from.max_proposed);
-      into.max_n = std::max(into.max_n, from.max_n);
-      into.max_pid = std::max(into.max_pid, from.max_pid);
-    }
-    for (const auto& entry : other.hist.entries()) hist.at(entry.key) += entry.value;
-    for (const auto& entry : other.bins.entries()) {
-      Bin& into = bins.at(entry.key);
-      if (!add(into.steps, entry.value.steps) || !add(into.proposed, entry.value.proposed) ||
-          !add(into.accepted, entry.value.accepted)) {
-        return false;
-      }
-    }
-    return true;
-  }
-};
-
-// -- parsing -------------------------------------------------------------------------------
-// Every scan stops at a byte that cannot continue it; the parsed bytes end with '\n' (which
-// continues nothing) and kPad readable bytes follow them, so no scan needs a bounds check.
-
-template <std::size_t N>
-inline bool expect(const char*& p, const char (&literal)[N]) {
-  if (std::memcmp(p, literal, N - 1) != 0) return false;
-  p += N - 1;
-  return true;
-}
-
-// A JSON integer as the writers print it: decimal digits, no sign, no leading zero but "0".
-inline bool parse_uint(const char*& p, std::uint64_t& out) {
-  unsigned digit = static_cast<unsigned char>(*p) - '0';
-  if (digit > 9) return false;
-  if (digit == 0) {
-    ++p;
-    out = 0;
-    return static_cast<unsigned>(static_cast<unsigned char>(*p) - '0') > 9;
-  }
-  std::uint64_t value = digit;
-  int count = 1;
-  ++p;
-  while ((digit = static_cast<unsigned char>(*p) - '0') <= 9) {
-    if (++count > 19) {  // a 20th digit may overflow 64 bits
-      if (count > 20 || __builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
-          __builtin_add_overflow(value, std::uint64_t{digit}, &value)) {
-        return false;
-      }
-    } else {
-      value = value * 10 + digit;
-    }
-    ++p;
-  }
-  out = value;
-  return true;
-}
-
-inline bool parse_signed(const char*& p, std::int64_t& out) {
-  std::uint64_t value;
-  if (!parse_uint(p, value) || value >= kSignedLimit) return false;
-  out = static_cast<std::int64_t>(value);
-  return true;
-}
-
-inline bool parse_writer(const char*& p, std::uint64_t& out) {
-  std::uint64_t value = 0;
-  for (int i = 0; i < 16; ++i) {
-    unsigned char c = static_cast<unsigned char>(p[i]);
-    unsigned digit;
-    if (c >= '0' && c <= '9') {
-      digit = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      digit = c - 'a' + 10;
-    } else {
-      return false;
-    }
-    value = (value << 4) | digit;
-  }
-  p += 16;
-  out = value;
-  return true;
-}
-
-// A label that needs no unescaping: printable ASCII but '"' and '\\', up to its closing quote.
-inline bool skip_label(const char*& p) {
-  while (true) {
-    unsigned char c = static_cast<unsigned char>(*p);
-    if (c == '"') return true;
-    if (c < 0x20 || c >= 0x80 || c == '\\') return false;
-    ++p;
-  }
-}
-
-class Folder {
- public:
-  Folder(const std::vector<Window>& windows, std::int64_t bins_per_leg, Fold& fold)
-      : windows_(windows), bins_per_leg_(bins_per_leg), fold_(fold) {}
-
-  // Folds the whole lines in [p, end); end[-1] is '\n'. False: decline.
-  bool lines(const char* p, const char* end) {
-    while (p < end) {
-      if (!line(p)) return false;
-    }
-    return p == end;
-  }
-
- private:
-  bool line(const char*& p) {
-    std::uint64_t writer, seq, value;
-    std::int64_t n, t_ns, pid, proposed, accepted, emitted = 0;
-    bool has_emitted = false;
-    if (!expect(p, "{\"v\":1,\"w\":\"") || !parse_writer(p, writer) ||
-        !expect(p, "\",\"n\":") || !parse_signed(p, n) || !expect(p, ",\"t_ns\":") ||
-        !parse_signed(p, t_ns) || !expect(p, ",\"pid\":") || !parse_signed(p, pid) ||
-        !expect(p, ",\"seq\":") || !parse_uint(p, seq) || !expect(p, ",\"proposed\":") ||
-        !parse_signed(p, proposed) || !expect(p, ",\"accepted\":") ||
-        !parse_signed(p, accepted)) {
-      return false;
-    }
-    if (*p == ',' && p[2] == 'e') {
-      if (!expect(p, ",\"emitted\":") || !parse_uint(p, value) || value >= kSignedLimit) {
-        return false;
-      }
-      emitted = static_cast<std::int64_t>(value);
-      has_emitted = true;
-    }
-    if (*p == ',') {
-      if (!expect(p, ",\"leg\":\"") || !skip_label(p)) return false;
-      ++p;  // the closing quote
-    }
-    if (!expect(p, "}\n")) return false;
-    if (accepted > proposed) return false;  // the block path refuses it, naming the line
-    return add_step(writer, seq, n, t_ns, pid, proposed, accepted, emitted, has_emitted);
-  }
-
-  // The window holding t_ns, or nullptr. Windows are sorted and disjoint.
-  const Window* window_of(std::int64_t t_ns) {
-    if (last_ != nullptr && t_ns >= last_->start && t_ns <= last_->end) return last_;
-    auto after = std::upper_bound(
-        windows_.begin(), windows_.end(), t_ns,
-        [](std::int64_t t, const Window& window) { return t < window.start; });
-    if (after == windows_.begin()) return nullptr;
-    const Window* window = &*(after - 1);
-    if (t_ns > window->end) return nullptr;
-    last_ = window;
-    return window;
-  }
-
-  bool add_step(std::uint64_t writer, std::uint64_t seq, std::int64_t n, std::int64_t t_ns,
-                std::int64_t pid, std::int64_t proposed, std::int64_t accepted,
-                std::int64_t emitted, bool has_emitted) {
-    const Window* window = window_of(t_ns);
-    std::int64_t leg = window != nullptr ? window->leg : -1;
-    ++fold_.lines;
-    if (window != nullptr) {
-      ++fold_.attributed;
-    } else {
-      ++fold_.unattributed;
-    }
-    Request& request = fold_.requests.at(Key{writer, seq, leg});
-    request.lines += 1;
-    request.steps += proposed > 0;
-    if (!add(request.proposed, proposed) || !add(request.accepted, accepted) ||
-        !add(request.emitted, emitted)) {
-      return false;
-    }
-    request.emitted_lines += has_emitted;
-    if (request.lines == 1) {
-      request.max_proposed = proposed;
-      request.max_n = n;
-      request.max_pid = pid;
-    } else {
-      request.max_proposed = std::max(request.max_proposed, proposed);
-      request.max_n = std::max(request.max_n, n);
-      request.max_pid = std::max(request.max_pid, pid);
-    }
-    if (window == nullptr || proposed == 0) return true;
-    fold_.hist.at(Key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(accepted), 0}) +=
-        1;
-    // (t_ns - start) * bins < span * bins, which the caller checked fits in 64 bits.
-    std::int64_t bin = (t_ns - window->start) * bins_per_leg_ / window->span;
-    Bin& sums = fold_.bins.at(Key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(bin), 0});
-    sums.steps += 1;
-    return add(sums.proposed, proposed) && add(sums.accepted, accepted);
-  }
-
-  const std::vector<Window>& windows_;
-  std::int64_t bins_per_leg_;
-  Fold& fold_;
-  const Window* last_ = nullptr;
-};
-
-// Folds the bytes [begin, end) of the file (whole lines: begin is a line start, end follows a
-// '\n'). False: decline.
-bool fold_range(int fd, off_t begin, off_t end, const std::vector<Window>& windows,
-                std::int64_t bins_per_leg, std::size_t block, Fold& fold) {
-  std::unique_ptr<char[]> buffer(new (std::nothrow) char[2 * block + kPad]);
-  if (!buffer) return false;
-  std::memset(buffer.get() + 2 * block, 0, kPad);
-  Folder folder(windows, bins_per_leg, fold);
+// Folds the bytes [begin, end) of the file, whole lines only: begin is a line start. Returns
+// the offset after the last newline read. Lines longer than a block grow the buffer.
+std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, const Legs& legs,
+                        bool skip_bad, bool want_steps, std::size_t block, Fold& fold,
+                        std::vector<std::string>& writer_names, bool& io_error) {
+  std::vector<char> buffer(2 * block + kPad);
+  Folder folder(legs, skip_bad, want_steps, fold);
   std::size_t carried = 0;
-  off_t offset = begin;
+  std::int64_t offset = begin;
+  std::int64_t consumed = begin;
   while (offset < end) {
-    std::size_t want = static_cast<std::size_t>(std::min<off_t>(end - offset, static_cast<off_t>(block)));
-    ssize_t got = pread(fd, buffer.get() + carried, want, offset);
-    if (got <= 0) return false;  // an error, or the file shrank while being read
+    if (buffer.size() < carried + block + kPad) buffer.resize(2 * (carried + block) + kPad);
+    std::size_t want = static_cast<std::size_t>(std::min<std::int64_t>(end - offset, block));
+    ssize_t got = pread(fd, buffer.data() + carried, want, offset);
+    if (got <= 0) {
+      io_error = got < 0;
+      break;  // the file shrank while being read: what was read is folded
+    }
     offset += got;
     std::size_t filled = carried + static_cast<std::size_t>(got);
-    const char* data = buffer.get();
+    char* data = buffer.data();
+    std::memset(data + filled, 0, kPad);
     const void* last = memrchr(data, '\n', filled);
     if (last == nullptr) {
-      if (filled >= block) return false;  // a line longer than a block
       carried = filled;
       continue;
     }
     std::size_t cut = static_cast<const char*>(last) - data + 1;
-    // Bytes after the cut are readable (the next line's start, or stale bytes): scans only
-    // compare them, and every scan stops at the '\n' before them.
-    if (!folder.lines(data, data + cut)) return false;
+    bool going = folder.lines(data, data + cut, consumed);
+    consumed += static_cast<std::int64_t>(cut);
+    if (!going) break;
     carried = filled - cut;
-    std::memmove(buffer.get(), data + cut, carried);
+    std::memmove(data, data + cut, carried);
   }
-  return carried == 0;
+  writer_names = std::move(folder.writer_names_);
+  return consumed;
 }
 
 // The offset just after the first '\n' at or after `from`, or -1.
-off_t next_line_start(int fd, off_t from, off_t size) {
+std::int64_t next_line_start(int fd, std::int64_t from, std::int64_t size) {
   char chunk[4096];
   while (from < size) {
     ssize_t got = pread(fd, chunk, sizeof chunk, from);
@@ -383,9 +107,19 @@ off_t next_line_start(int fd, off_t from, off_t size) {
   return -1;
 }
 
-// Folds the whole file into fold; false: decline.
-bool fold_file(const char* path, const std::vector<Window>& windows, std::int64_t bins_per_leg,
-               const Reading& reading, Fold& fold) {
+struct RangeResult {
+  Fold fold;
+  std::int64_t consumed = 0;  // offset after the last newline read
+  std::int64_t size = 0;      // the end of the range that was read
+  std::vector<std::string> writer_names;  // for want_steps keys
+  bool io_error = false;
+  std::vector<Fold> others;  // the other threads' folds: their step times are exported
+};
+
+// Folds [begin, end) of `path` (end < 0: to the end of the file).
+bool fold_file_range(const char* path, std::int64_t begin, std::int64_t end, const Legs& legs,
+                     bool skip_bad, bool want_steps, std::size_t block,
+                     std::int64_t bytes_per_thread, RangeResult& result) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   struct Closer {
@@ -393,53 +127,74 @@ bool fold_file(const char* path, const std::vector<Window>& windows, std::int64_
     ~Closer() { close(fd); }
   } closer{fd};
   struct stat info;
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size == 0) return false;
-  off_t size = info.st_size;
-  char tail;
-  if (pread(fd, &tail, 1, size - 1) != 1 || tail != '\n') return false;  // a torn last line
-  posix_fadvise(fd, 0, size, POSIX_FADV_SEQUENTIAL);
+  if (fstat(fd, &info) != 0) return false;
+  std::int64_t size = info.st_size;
+  if (end < 0 || end > size) end = size;
+  if (begin > end) begin = end;
+  result.size = end;
+  result.consumed = begin;
+  if (begin == end) return true;
+  posix_fadvise(fd, begin, end - begin, POSIX_FADV_SEQUENTIAL);
 
   unsigned cores = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
-  unsigned parts = static_cast<unsigned>(
-      std::max<off_t>(1, std::min<off_t>(cores, size / reading.bytes_per_thread)));
-  std::vector<off_t> bounds{0};
+  unsigned parts = want_steps ? 1u : static_cast<unsigned>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>(cores, (end - begin) / bytes_per_thread)));
+  std::vector<std::int64_t> bounds{begin};
   for (unsigned i = 1; i < parts; ++i) {
-    off_t cut = next_line_start(fd, std::max(bounds.back(), size / parts * i), size);
-    if (cut < 0) return false;
-    if (cut < size && cut > bounds.back()) bounds.push_back(cut);
+    std::int64_t at = begin + (end - begin) / parts * i;
+    std::int64_t cut = next_line_start(fd, std::max(bounds.back(), at), end);
+    if (cut < 0 || cut >= end) break;
+    if (cut > bounds.back()) bounds.push_back(cut);
   }
-  bounds.push_back(size);
+  bounds.push_back(end);
   std::size_t ranges = bounds.size() - 1;
-  if (ranges == 1) return fold_range(fd, 0, size, windows, bins_per_leg, reading.block, fold);
-
-  std::vector<Fold> folds(ranges - 1);
-  std::vector<char> ok(ranges, 0);
+  if (ranges == 1) {
+    result.consumed = fold_range(fd, begin, end, legs, skip_bad, want_steps, block,
+                                 result.fold, result.writer_names, result.io_error);
+    return true;
+  }
+  // Every range but the last ends at a newline, so each is read whole unless it stops.
+  std::vector<Fold>& folds = result.others;
+  folds.resize(ranges - 1);
+  std::vector<std::int64_t> consumed(ranges, 0);
+  std::vector<char> failed(ranges, 0);
+  std::vector<std::vector<std::string>> names(ranges);
+  std::vector<char> io_errors(ranges, 0);
+  auto run = [&](std::size_t i, Fold& fold) {
+    bool io_error = false;
+    try {
+      consumed[i] = fold_range(fd, bounds[i], bounds[i + 1], legs, skip_bad, want_steps, block,
+                               fold, names[i], io_error);
+    } catch (const std::bad_alloc&) {
+      failed[i] = 1;
+    }
+    io_errors[i] = io_error;
+  };
   std::vector<std::thread> threads;
   try {
     for (std::size_t i = 1; i < ranges; ++i) {
-      threads.emplace_back([&, i] {
-        try {
-          ok[i] = fold_range(fd, bounds[i], bounds[i + 1], windows, bins_per_leg, reading.block,
-                             folds[i - 1]);
-        } catch (const std::bad_alloc&) {
-          ok[i] = 0;
-        }
-      });
+      threads.emplace_back([&, i] { run(i, folds[i - 1]); });
     }
   } catch (...) {
     for (auto& thread : threads) thread.join();
-    return false;
+    throw;
   }
-  bool first = false;
-  try {
-    first = fold_range(fd, bounds[0], bounds[1], windows, bins_per_leg, reading.block, fold);
-  } catch (const std::bad_alloc&) {
-    first = false;
-  }
+  run(0, result.fold);
   for (auto& thread : threads) thread.join();
-  if (!first) return false;
+  if (std::find(failed.begin(), failed.end(), 1) != failed.end()) throw std::bad_alloc();
+  result.consumed = consumed[0];
+  result.io_error = io_errors[0];
   for (std::size_t i = 1; i < ranges; ++i) {
-    if (!ok[i] || !fold.merge(folds[i - 1])) return false;
+    // A range that stopped early (a bad line, a refusal, a short read) ends the file there.
+    if (result.fold.stopped || result.fold.overflow || result.consumed != bounds[i]) break;
+    if (!merge_into(result.fold, folds[i - 1], result.fold.lines)) {
+      result.fold.overflow = true;
+      break;
+    }
+    result.fold.stopped = folds[i - 1].stopped;
+    result.fold.overflow = folds[i - 1].overflow;
+    result.consumed = consumed[i];
+    result.io_error = io_errors[i];
   }
   return true;
 }
@@ -464,54 +219,122 @@ bool read_int64s(PyObject* sequence, std::vector<std::int64_t>& out) {
   return true;
 }
 
-// A column as the bytes of its 64-bit values in native order (Python: array.array "q"/"Q"):
-// no Python object per row, so the result's memory is that of the sums.
-template <class T>
-PyObject* column_bytes(const std::vector<T>& values) {
-  static_assert(sizeof(T) == 8, "64-bit columns");
-  return PyBytes_FromStringAndSize(reinterpret_cast<const char*>(values.data()),
-                                   static_cast<Py_ssize_t>(values.size() * sizeof(T)));
+// Segment labels: a sequence of (segment, label as str, leg).
+bool read_segment_labels(PyObject* sequence, Legs& legs) {
+  PyObject* fast = PySequence_Fast(sequence, "expected a sequence of (segment, label, leg)");
+  if (fast == nullptr) return false;
+  legs.segment_labels.assign(legs.segment_leg.size(), {});
+  Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    long long segment, leg;
+    const char* label;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "Ls#L", &segment, &label, &length,
+                          &leg)) {
+      Py_DECREF(fast);
+      return false;
+    }
+    if (segment < 0 || static_cast<std::size_t>(segment) >= legs.segment_labels.size()) {
+      Py_DECREF(fast);
+      PyErr_SetString(PyExc_ValueError, "segment out of range");
+      return false;
+    }
+    legs.segment_labels[static_cast<std::size_t>(segment)].emplace_back(
+        std::string(label, static_cast<std::size_t>(length)), leg);
+  }
+  Py_DECREF(fast);
+  return true;
 }
 
-// A tuple of new references, or nullptr (dropping them all) when any is nullptr.
-PyObject* tuple_of(std::vector<PyObject*> items) {
-  bool ok = std::all_of(items.begin(), items.end(), [](PyObject* item) { return item; });
-  PyObject* tuple = ok ? PyTuple_New(static_cast<Py_ssize_t>(items.size())) : nullptr;
-  if (tuple == nullptr) {
-    for (PyObject* item : items) Py_XDECREF(item);
-    return nullptr;
+PyObject* string_list(const std::vector<std::string>& items) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(items.size()));
+  for (std::size_t i = 0; list != nullptr && i < items.size(); ++i) {
+    PyObject* item = PyUnicode_DecodeUTF8(items[i].data(), static_cast<Py_ssize_t>(items[i].size()),
+                                          "strict");
+    if (item == nullptr) {
+      Py_CLEAR(list);
+      break;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
   }
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), items[i]);
-  }
-  return tuple;
+  return list;
 }
 
-// Legs are positions in the caller's window lists; `no_leg` (their count) marks an
-// unattributed line. Writers are indices into the list of distinct writer ids.
-PyObject* build_result(const Fold& fold, std::int64_t no_leg) {
-  const auto& requests = fold.requests.entries();
-  std::vector<std::int64_t> leg, writer, lines, steps, proposed, accepted, emitted,
-      emitted_lines, max_proposed, max_n, pid;
-  std::vector<std::uint64_t> seq;
-  Table<std::int64_t> writer_index;
-  std::vector<std::uint64_t> writer_ids;
-  for (auto* column : {&leg, &writer, &lines, &steps, &proposed, &accepted, &emitted,
+// A dict of new references, or nullptr (dropping them all) when any is nullptr.
+PyObject* dict_of(std::vector<std::pair<const char*, PyObject*>> items) {
+  bool ok = std::all_of(items.begin(), items.end(), [](const auto& item) { return item.second; });
+  PyObject* dict = ok ? PyDict_New() : nullptr;
+  for (auto& [name, value] : items) {
+    if (dict != nullptr && PyDict_SetItemString(dict, name, value) != 0) Py_CLEAR(dict);
+    Py_XDECREF(value);
+  }
+  return dict;
+}
+
+// Attributed requests first, in (leg, writer, seq) order (writer ids as 16 lowercase hex
+// digits sort as their numbers), then the unattributed: the order the partial fold keeps, so
+// the step times need no sort or filter (no copy) in Python.
+void sort_requests(std::vector<Table<Request>::Entry>& entries) {
+  std::sort(entries.begin(), entries.end(), [](const auto& x, const auto& y) {
+    bool x_out = x.key.c < 0, y_out = y.key.c < 0;
+    if (x_out != y_out) return y_out;
+    if (x.key.c != y.key.c) return x.key.c < y.key.c;
+    if (x.key.a != y.key.a) return x.key.a < y.key.a;
+    return x.key.b < y.key.b;
+  });
+}
+
+// Moves `from` to the end of `into` and frees it; every 64 MiB moved, the freed memory is
+// handed back to the system, so the request's vectors and the flat column never all coexist.
+void move_times(std::vector<std::int64_t>& from, std::vector<std::int64_t>& into,
+                std::size_t& since_trim) {
+  into.insert(into.end(), from.begin(), from.end());
+  since_trim += from.size();
+  std::vector<std::int64_t>().swap(from);
+  if (since_trim >= (std::size_t{64} << 20) / sizeof(std::int64_t)) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+    since_trim = 0;
+  }
+}
+
+PyObject* build_result(RangeResult& result) {
+  Fold& fold = result.fold;
+  auto& requests = fold.requests.entries();
+  sort_requests(requests);  // the table's index is not used again
+  std::size_t count = requests.size();
+  std::vector<std::int64_t> leg, writer, seq, lines, steps, proposed, accepted, emitted,
+      emitted_lines, max_proposed, max_n, pid, offsets, times;
+  for (auto* column : {&leg, &writer, &seq, &lines, &steps, &proposed, &accepted, &emitted,
                        &emitted_lines, &max_proposed, &max_n, &pid}) {
-    column->reserve(requests.size());
+    column->reserve(count);
   }
-  seq.reserve(requests.size());
+  std::size_t total_times = 0, attributed = 0;
   for (const auto& entry : requests) {
+    total_times += entry.value.times.size();
+    for (const auto* more : entry.value.more_times) total_times += more->size();
+    attributed += entry.key.c >= 0;
+  }
+  offsets.reserve(attributed + 1);
+  offsets.push_back(0);
+  times.reserve(total_times);
+  std::size_t since_trim = 0;
+  Table<std::int64_t> writer_index;
+  std::vector<std::string> writer_ids;
+  for (auto& entry : requests) {
     const Key& key = entry.key;
-    const Request& r = entry.value;
+    Request& r = entry.value;
     std::int64_t& index = writer_index.at(Key{key.a, 0, 0});
     if (index == 0) {
-      writer_ids.push_back(key.a);
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key.a));
+      writer_ids.emplace_back(hex, 16);
       index = static_cast<std::int64_t>(writer_ids.size());
     }
-    leg.push_back(key.c < 0 ? no_leg : key.c);
+    leg.push_back(key.c);
     writer.push_back(index - 1);
-    seq.push_back(key.b);
+    seq.push_back(static_cast<std::int64_t>(key.b));
     lines.push_back(r.lines);
     steps.push_back(r.steps);
     proposed.push_back(r.proposed);
@@ -521,33 +344,17 @@ PyObject* build_result(const Fold& fold, std::int64_t no_leg) {
     max_proposed.push_back(r.max_proposed);
     max_n.push_back(r.max_n);
     pid.push_back(r.max_pid);
+    if (key.c < 0) continue;
+    move_times(r.times, times, since_trim);
+    for (auto* more : r.more_times) move_times(*more, times, since_trim);
+    offsets.push_back(static_cast<std::int64_t>(times.size()));
   }
-  PyObject* writer_names = PyList_New(static_cast<Py_ssize_t>(writer_ids.size()));
-  for (std::size_t i = 0; writer_names != nullptr && i < writer_ids.size(); ++i) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(writer_ids[i]));
-    PyObject* name = PyUnicode_FromStringAndSize(hex, 16);
-    if (name == nullptr) {
-      Py_CLEAR(writer_names);
-      break;
-    }
-    PyList_SET_ITEM(writer_names, static_cast<Py_ssize_t>(i), name);
-  }
-  PyObject* request_columns = tuple_of(
-      {column_bytes(leg), column_bytes(writer), column_bytes(seq), column_bytes(lines),
-       column_bytes(steps), column_bytes(proposed), column_bytes(accepted),
-       column_bytes(emitted), column_bytes(emitted_lines), column_bytes(max_proposed),
-       column_bytes(max_n), column_bytes(pid)});
-
   std::vector<std::int64_t> hist_leg, hist_accepted, hist_count;
   for (const auto& entry : fold.hist.entries()) {
     hist_leg.push_back(static_cast<std::int64_t>(entry.key.a));
     hist_accepted.push_back(static_cast<std::int64_t>(entry.key.b));
     hist_count.push_back(entry.value);
   }
-  PyObject* hist_columns =
-      tuple_of({column_bytes(hist_leg), column_bytes(hist_accepted), column_bytes(hist_count)});
-
   std::vector<std::int64_t> bin_leg, bin_index, bin_steps, bin_proposed, bin_accepted;
   for (const auto& entry : fold.bins.entries()) {
     bin_leg.push_back(static_cast<std::int64_t>(entry.key.a));
@@ -556,112 +363,171 @@ PyObject* build_result(const Fold& fold, std::int64_t no_leg) {
     bin_proposed.push_back(entry.value.proposed);
     bin_accepted.push_back(entry.value.accepted);
   }
-  PyObject* bin_columns =
-      tuple_of({column_bytes(bin_leg), column_bytes(bin_index), column_bytes(bin_steps),
-                column_bytes(bin_proposed), column_bytes(bin_accepted)});
-
-  PyObject* files = Py_BuildValue("(LLL)", static_cast<long long>(fold.lines),
-                                  static_cast<long long>(fold.attributed),
-                                  static_cast<long long>(fold.unattributed));
-  return tuple_of({files, writer_names, request_columns, hist_columns, bin_columns});
+  PyObject* events = PyList_New(static_cast<Py_ssize_t>(fold.events.size()));
+  for (std::size_t i = 0; events != nullptr && i < fold.events.size(); ++i) {
+    const Event& event = fold.events[i];
+    PyObject* item = Py_BuildValue("(LLLL)", static_cast<long long>(event.line),
+                                   static_cast<long long>(event.offset),
+                                   static_cast<long long>(event.length),
+                                   static_cast<long long>(event.kind));
+    if (item == nullptr) {
+      Py_CLEAR(events);
+      break;
+    }
+    PyList_SET_ITEM(events, static_cast<Py_ssize_t>(i), item);
+  }
+  PyObject* steps_result = Py_None;
+  Py_INCREF(Py_None);
+  if (!fold.step_t.empty() || !fold.step_labels.empty()) {
+    Py_DECREF(Py_None);
+    steps_result = dict_of({
+        {"key", arrow_column(std::move(fold.step_key), false)},
+        {"t_ns", arrow_column(std::move(fold.step_t), false)},
+        {"proposed", arrow_column(std::move(fold.step_proposed), false)},
+        {"accepted", arrow_column(std::move(fold.step_accepted), false)},
+        {"labels", string_list(fold.step_labels)},
+        {"writers", string_list(result.writer_names)},
+    });
+  }
+  return dict_of({
+      {"consumed", PyLong_FromLongLong(result.consumed)},
+      {"size", PyLong_FromLongLong(result.size)},
+      {"lines", PyLong_FromLongLong(fold.lines)},
+      {"folded", PyLong_FromLongLong(fold.folded)},
+      {"attributed", PyLong_FromLongLong(fold.attributed)},
+      {"unattributed", PyLong_FromLongLong(fold.unattributed)},
+      {"ambiguous", PyLong_FromLongLong(fold.ambiguous)},
+      {"torn", PyLong_FromLongLong(fold.torn)},
+      {"bad", PyLong_FromLongLong(fold.bad)},
+      {"stopped", PyBool_FromLong(fold.stopped)},
+      {"overflow", PyBool_FromLong(fold.overflow)},
+      {"io_error", PyBool_FromLong(result.io_error)},
+      {"events", events},
+      {"writer_ids", string_list(writer_ids)},
+      {"leg", arrow_column(std::move(leg), false)},
+      {"w", arrow_column(std::move(writer), false)},
+      {"seq", arrow_column(std::move(seq), true)},
+      {"lines_per_request", arrow_column(std::move(lines), false)},
+      {"steps", arrow_column(std::move(steps), false)},
+      {"proposed", arrow_column(std::move(proposed), false)},
+      {"accepted", arrow_column(std::move(accepted), false)},
+      {"emitted", arrow_column(std::move(emitted), false)},
+      {"emitted_lines", arrow_column(std::move(emitted_lines), false)},
+      {"max_proposed", arrow_column(std::move(max_proposed), false)},
+      {"max_n", arrow_column(std::move(max_n), false)},
+      {"pid", arrow_column(std::move(pid), false)},
+      {"attributed_requests", PyLong_FromSize_t(attributed)},
+      {"t_ns", arrow_column(std::move(times), false, &offsets)},
+      {"hist_leg", arrow_column(std::move(hist_leg), false)},
+      {"hist_accepted", arrow_column(std::move(hist_accepted), false)},
+      {"hist_count", arrow_column(std::move(hist_count), false)},
+      {"bin_leg", arrow_column(std::move(bin_leg), false)},
+      {"bin", arrow_column(std::move(bin_index), false)},
+      {"bin_steps", arrow_column(std::move(bin_steps), false)},
+      {"bin_proposed", arrow_column(std::move(bin_proposed), false)},
+      {"bin_accepted", arrow_column(std::move(bin_accepted), false)},
+      {"steps_by_line", steps_result},
+  });
 }
 
 const char kDoc[] =
-    "fold_layout_file(path, starts, ends, bins_per_leg[, block[, bytes_per_thread]])\n"
-    "    -> tuple | None\n\n"
-    "Fold a step log in the writers' exact layout over leg windows [starts[i], ends[i]]\n"
-    "(nanoseconds, closed). Returns ((lines, attributed, unattributed), writer ids,\n"
-    "requests, histogram, bins), the last three tuples of columns, each the bytes of\n"
-    "64-bit integers (legs as positions in starts/ends, len(starts) when a line is\n"
-    "unattributed; writers as indices into the writer ids), or None when the file needs\n"
-    "the general readers. The file is\n"
-    "read `block` bytes at a time (default 4 MiB; a longer line declines), on one thread per\n"
-    "`bytes_per_thread` bytes (default 64 MiB) up to the number of cores.";
+    "fold_range(path, begin, end, skip_bad, want_steps, points, segment_leg, segment_status,\n"
+    "           segment_labels, leg_start, leg_span, bins_per_leg[, block[, bytes_per_thread]])\n"
+    "    -> dict\n\n"
+    "Read, attribute and fold the whole lines of path[begin:end] (end < 0: to the end).\n"
+    "Segments as fold.attribute cuts the leg windows; leg_start/leg_span by leg index.\n"
+    "Returns counts, the offset after the last newline read ('consumed'), the lines handed\n"
+    "back as (line, offset, length, kind: 0 deferred, 1 bad, 2 refused), and the tables as\n"
+    "Arrow PyCapsule pairs (legs -1 when unattributed; writers as indices into writer_ids).";
 
-PyObject* fold_layout_file(PyObject*, PyObject* args) {
+PyObject* fold_range_py(PyObject*, PyObject* args) {
   PyObject* path_bytes = nullptr;
-  PyObject* starts_arg;
-  PyObject* ends_arg;
-  long long bins_per_leg;
+  long long begin, end, bins_per_leg;
+  int skip_bad, want_steps;
+  PyObject *points, *segment_leg, *segment_status, *segment_labels, *leg_start, *leg_span;
   Py_ssize_t block = kDefaultBlock;
   Py_ssize_t bytes_per_thread = kDefaultBytesPerThread;
-  if (!PyArg_ParseTuple(args, "O&OOL|nn:fold_layout_file", PyUnicode_FSConverter, &path_bytes,
-                        &starts_arg, &ends_arg, &bins_per_leg, &block, &bytes_per_thread)) {
+  if (!PyArg_ParseTuple(args, "O&LLppOOOOOOL|nn:fold_range", PyUnicode_FSConverter, &path_bytes,
+                        &begin, &end, &skip_bad, &want_steps, &points, &segment_leg,
+                        &segment_status, &segment_labels, &leg_start, &leg_span, &bins_per_leg,
+                        &block, &bytes_per_thread)) {
     return nullptr;
   }
-  if (block < 1 || bytes_per_thread < 1) {
-    Py_DECREF(path_bytes);
-    PyErr_SetString(PyExc_ValueError, "block and bytes_per_thread must be positive");
+  std::unique_ptr<PyObject, void (*)(PyObject*)> path_owner(path_bytes,
+                                                           [](PyObject* o) { Py_DECREF(o); });
+  if (block < 1 || bytes_per_thread < 1 || bins_per_leg < 1 || begin < 0) {
+    PyErr_SetString(PyExc_ValueError, "block, bytes_per_thread, bins_per_leg must be positive");
     return nullptr;
   }
-  Reading reading{static_cast<std::size_t>(block), static_cast<off_t>(bytes_per_thread)};
-  std::vector<std::int64_t> starts, ends;
-  bool read = read_int64s(starts_arg, starts) && read_int64s(ends_arg, ends);
-  if (!read) {
-    Py_DECREF(path_bytes);
-    if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-      PyErr_Clear();  // a window beyond 64 bits: not the common case
-      Py_RETURN_NONE;
+  Legs legs;
+  legs.bins_per_leg = bins_per_leg;
+  if (!read_int64s(points, legs.points) || !read_int64s(segment_leg, legs.segment_leg) ||
+      !read_int64s(segment_status, legs.segment_status) ||
+      !read_int64s(leg_start, legs.leg_start) || !read_int64s(leg_span, legs.leg_span) ||
+      !read_segment_labels(segment_labels, legs)) {
+    return nullptr;
+  }
+  if (legs.segment_leg.size() != 2 * legs.points.size() + 1 ||
+      legs.segment_status.size() != legs.segment_leg.size() ||
+      legs.leg_start.size() != legs.leg_span.size()) {
+    PyErr_SetString(PyExc_ValueError, "segments do not match the points");
+    return nullptr;
+  }
+  for (std::size_t i = 0; i < legs.segment_leg.size(); ++i) {
+    std::int64_t leg = legs.segment_leg[i];
+    bool known = leg >= 0 && static_cast<std::size_t>(leg) < legs.leg_span.size();
+    if (legs.segment_status[i] == kAttributed && !known) {
+      PyErr_SetString(PyExc_ValueError, "an attributed segment without a known leg");
+      return nullptr;
     }
-    return nullptr;
+    for (const auto& [label, owner] : legs.segment_labels[i]) {
+      if (owner < 0 || static_cast<std::size_t>(owner) >= legs.leg_span.size()) {
+        PyErr_SetString(PyExc_ValueError, "a label names an unknown leg");
+        return nullptr;
+      }
+    }
   }
-  if (starts.size() != ends.size()) {
-    Py_DECREF(path_bytes);
-    PyErr_SetString(PyExc_ValueError, "starts and ends differ in length");
-    return nullptr;
-  }
-  if (bins_per_leg < 1) {
-    Py_DECREF(path_bytes);
-    PyErr_SetString(PyExc_ValueError, "bins_per_leg must be at least 1");
-    return nullptr;
-  }
-  std::vector<Window> windows;
-  bool usable = !starts.empty();
-  for (std::size_t i = 0; usable && i < starts.size(); ++i) {
-    std::int64_t span, scaled;
-    usable = ends[i] >= starts[i] && !__builtin_sub_overflow(ends[i], starts[i], &span) &&
-             !__builtin_add_overflow(span, std::int64_t{1}, &span) &&
-             !__builtin_mul_overflow(span, static_cast<std::int64_t>(bins_per_leg), &scaled);
-    if (usable) windows.push_back(Window{starts[i], ends[i], span, static_cast<std::int64_t>(i)});
-  }
-  std::sort(windows.begin(), windows.end(),
-            [](const Window& x, const Window& y) { return x.start < y.start; });
-  for (std::size_t i = 1; usable && i < windows.size(); ++i) {
-    usable = windows[i - 1].end < windows[i].start;  // overlapping windows: labels decide
-  }
-  if (!usable) {
-    Py_DECREF(path_bytes);
-    Py_RETURN_NONE;
+  for (std::int64_t span : legs.leg_span) {
+    std::int64_t scaled;
+    if (span < 1 || __builtin_mul_overflow(span, static_cast<std::int64_t>(bins_per_leg), &scaled)) {
+      PyErr_SetString(PyExc_OverflowError, "a leg window too long to bin in 64 bits");
+      return nullptr;
+    }
   }
 
-  Fold fold;
-  bool folded = false;
+  auto result = std::make_unique<RangeResult>();
+  bool opened = false;
   bool out_of_memory = false;
+  bool no_thread = false;
   const char* path = PyBytes_AS_STRING(path_bytes);
   Py_BEGIN_ALLOW_THREADS;
   try {
-    folded = fold_file(path, windows, bins_per_leg, reading, fold);
+    opened = fold_file_range(path, begin, end, legs, skip_bad, want_steps,
+                             static_cast<std::size_t>(block), bytes_per_thread, *result);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;
   } catch (const std::system_error&) {
-    folded = false;  // no thread could be started: the general readers will do
+    no_thread = true;
   }
   Py_END_ALLOW_THREADS;
-  Py_DECREF(path_bytes);
   if (out_of_memory) return PyErr_NoMemory();
-  if (!folded) Py_RETURN_NONE;
-  return build_result(fold, static_cast<std::int64_t>(windows.size()));
+  if (no_thread) {
+    PyErr_SetString(PyExc_RuntimeError, "could not start a reading thread");
+    return nullptr;
+  }
+  if (!opened) return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_bytes);
+  return build_result(*result);
 }
 
 PyMethodDef kMethods[] = {
-    {"fold_layout_file", fold_layout_file, METH_VARARGS, kDoc},
+    {"fold_range", fold_range_py, METH_VARARGS, kDoc},
     {nullptr, nullptr, 0, nullptr},
 };
 
 PyModuleDef kModule = {
     PyModuleDef_HEAD_INIT,
     "fold._native",
-    "Native fold of step logs in the writers' exact layout (see fold.native).",
+    "Native read, attribution and fold of step logs (see fold.native).",
     -1,
     kMethods,
     nullptr,

@@ -1,25 +1,20 @@
 """Partial folds: the sums a fold needs, kept so that two partial folds merge into one.
 
 A partial fold holds counts and sums keyed by leg (and by request, histogram bucket, time
-bin, writer, file) and each request's step times (for the cadence), never whole steps. Folding
-a log in blocks, in any order, split across any files, and merging the partials gives exactly
-the fold of the whole log; this is what lets the fold run in bounded memory and follow a
-growing file.
+bin, writer, file), and per request the times of its attributed lines (``step_times``: 8 bytes a
+line, for the step cadence), never the lines themselves. Folding a log in blocks, in any order,
+split across any files, and merging the partials gives exactly the fold of the whole log; this
+is what lets the fold follow a growing file and run on both cores.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from fold.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
-from fold.reader import scan_layout
 
-STREAM_BATCH_LINES = 262_144
-"""Lines per batch the streaming scan hands over: a few tens of MiB of columns."""
 MERGE_EVERY = 16
 """Partials are merged a batch of this many at a time: fewer re-sorts, memory still bounded."""
 
@@ -60,20 +55,18 @@ _SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "lines": pl.Int64(),
         "max_n": pl.Int64(),
     },
+    "step_times": {
+        "leg": pl.Int64(),
+        "w": pl.String(),
+        "seq": pl.UInt64(),
+        "t_ns": pl.List(pl.Int64()),
+    },
     "files": {
         "path": pl.String(),
         "lines": pl.Int64(),
         "attributed": pl.Int64(),
         "unattributed": pl.Int64(),
         "ambiguous": pl.Int64(),
-    },
-    # Every attributed line's time, per request (proposed = 0 lines included, in any order):
-    # the step cadence needs the intervals between a request's steps, which no sum keeps.
-    "step_times": {
-        "leg": pl.Int64(),
-        "w": pl.String(),
-        "seq": pl.UInt64(),
-        "t_ns": pl.List(pl.Int64()),
     },
 }
 # The per-request sums every fold path produces before ``_assemble`` splits them into the
@@ -85,6 +78,7 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "max_proposed": pl.Int64(),
     "max_n": pl.Int64(),
     "pid": pl.Int64(),
+    "t_ns": pl.List(pl.Int64()),
 }
 # How each non-key column merges: counts add up, maxima take the max.
 _MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
@@ -94,8 +88,8 @@ _KEYS = {
     "requests": ["leg", "w", "seq"],
     "bins": ["leg", "bin"],
     "writers": ["w"],
-    "files": ["path"],
     "step_times": ["leg", "w", "seq"],
+    "files": ["path"],
 }
 
 
@@ -110,8 +104,10 @@ class PartialFold:
     requests: pl.DataFrame = field(default_factory=lambda: _empty("requests"))
     bins: pl.DataFrame = field(default_factory=lambda: _empty("bins"))
     writers: pl.DataFrame = field(default_factory=lambda: _empty("writers"))
-    files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
     step_times: pl.DataFrame = field(default_factory=lambda: _empty("step_times"))
+    """Per request (leg, writer, seq): the t_ns of every line attributed to it, proposed = 0
+    included, in no particular order (consumers sort)."""
+    files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
 
     def merge(self, other: PartialFold) -> PartialFold:
         return merge_all([self, other])
@@ -148,7 +144,7 @@ def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
 def _merged(column: str) -> pl.Expr:
     if column in _MAX_COLUMNS:
         return pl.col(column).max()
-    if column == "t_ns":  # lists of times: one list per key with all of them
+    if column == "t_ns":
         return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False)
     return pl.col(column).sum()
 
@@ -175,80 +171,7 @@ def partial_fold(
         schema=_SCHEMAS["files"],
     )
     queries = _fold_queries(attributed.lazy(), legs)
-    step_times = (
-        attributed.lazy()
-        .filter(pl.col("leg").is_not_null())
-        .group_by("leg", "w", "seq")
-        .agg(pl.col("t_ns"))
-        .sort("leg", "w", "seq")
-        .select(list(_SCHEMAS["step_times"]))
-    )
-    *sums, times = pl.collect_all([*queries, step_times])
-    folded = _assemble(*sums, files)
-    folded.step_times = times
-    return folded
-
-
-def fold_file(
-    path: str,
-    windows: LegWindows,
-    legs: pl.DataFrame,
-    progress: Callable[[int], None] | None = None,
-) -> PartialFold | None:
-    """The partial fold of a whole file, parsed by polars' streaming engine, in bounded memory.
-
-    The file is scanned as the writers' layout (``fold.reader.scan_layout``) and handed over
-    in batches of ``STREAM_BATCH_LINES``; each batch is folded like a block and the partials
-    are merged a batch at a time. None when the file needs the block way (``StepLogReader``):
-    a line not in the layout, a count no engine can produce (the block way's refusal names the
-    line), or a last line without its newline. ``progress`` gets estimated bytes per batch.
-    """
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as handle:
-            head = handle.read(1 << 16)
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":
-                return None
-    except OSError:
-        return None  # empty, or unreadable: the block way names the problem
-    bytes_per_line = len(head) / max(1, head.count(b"\n"))
-    batches = scan_layout(path).collect_batches(chunk_size=STREAM_BATCH_LINES)
-    folded = PartialFold()
-    pending: list[PartialFold] = []
-    reported = 0
-    try:
-        for batch in batches:
-            if not batch["layout_ok"].all() or _impossible(batch):
-                return None
-            pending.append(partial_fold(batch.drop("layout_ok"), windows, legs, path))
-            if len(pending) >= MERGE_EVERY:
-                folded, pending = merge_all([folded, *pending]), []
-            if progress is not None:
-                estimate = min(size - reported, round(batch.height * bytes_per_line))
-                progress(estimate)
-                reported += estimate
-    except pl.exceptions.PolarsError:
-        return None  # a strict cast failed, a line had too many fields, or bad UTF-8
-    finally:
-        stop = getattr(batches, "stop", None)
-        if stop is not None:
-            stop()
-    if progress is not None and size > reported:
-        progress(size - reported)
-    return merge_all([folded, *pending])
-
-
-def _impossible(steps: pl.DataFrame) -> bool:
-    return bool(
-        steps.select(
-            pl.any_horizontal(
-                (pl.col(name) < 0).any()
-                for name in ("proposed", "accepted", "emitted", "n", "t_ns")
-            )
-            | (pl.col("accepted") > pl.col("proposed")).any()
-        ).item()
-    )
+    return _assemble(*pl.collect_all(queries), files)
 
 
 def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyFrame]:
@@ -266,6 +189,7 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
         pl.col("proposed").max().alias("max_proposed"),
         pl.col("n").max().alias("max_n"),
         pl.col("pid").max(),
+        pl.col("t_ns"),
     )
     drafted = attributed.filter(pl.col("leg").is_not_null() & drafted_flag)
     # A gather by leg index finds each step's window (no join).
@@ -284,13 +208,26 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
 
 
 def _assemble(
-    per_request: pl.DataFrame, histogram: pl.DataFrame, bins: pl.DataFrame, files: pl.DataFrame
+    per_request: pl.DataFrame,
+    histogram: pl.DataFrame,
+    bins: pl.DataFrame,
+    files: pl.DataFrame,
+    step_times: pl.DataFrame | None = None,
 ) -> PartialFold:
+    """The partial fold of per-request sums (``PER_REQUEST_SCHEMA``). The step times come from
+    the per-request ``t_ns`` lists, or ready-made and sorted (the native pass's, uncopied)."""
     writers = (
         per_request.group_by("w")
         .agg(pl.col("pid").max(), pl.col("lines").sum(), pl.col("max_n").max())
         .sort("w")
     )
+    if step_times is None:
+        step_times = (
+            per_request.filter(pl.col("leg").is_not_null())
+            .select(list(_SCHEMAS["step_times"]))
+            .sort("leg", "w", "seq")
+        )
+        per_request = per_request.drop("t_ns")
     in_legs = per_request.filter(pl.col("leg").is_not_null())
     leg_sums = (
         in_legs.group_by("leg")
@@ -304,6 +241,7 @@ def _assemble(
         legs=leg_sums.select(list(_SCHEMAS["legs"])),
         histogram=histogram.sort("leg", "accepted").select(list(_SCHEMAS["histogram"])),
         requests=in_legs.sort("leg", "w", "seq").select(list(_SCHEMAS["requests"])),
+        step_times=step_times.cast(_SCHEMAS["step_times"]),
         bins=bins.sort("leg", "bin").select(list(_SCHEMAS["bins"])),
         writers=writers.select(list(_SCHEMAS["writers"])),
         files=files,
@@ -312,7 +250,7 @@ def _assemble(
 
 def _by_index(legs: pl.DataFrame, column: str) -> pl.Series:
     """``legs[column]`` placed at each leg's index (indices are record positions, 0-based)."""
-    size = int(legs["index"].max()) + 1
+    size = int(legs["index"].max()) + 1 if legs.height else 0
     return pl.Series(column, [0] * size, dtype=pl.Int64).scatter(
         legs["index"], legs[column].cast(pl.Int64)
     )

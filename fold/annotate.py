@@ -80,15 +80,26 @@ def annotated_record(arm: ArmRecord, result: FoldResult) -> Any:
         "format": JSON_FORMAT,
         "predicate": result.predicate,
         "stall_factor": result.stall_factor,
-        "warm": {name: result.warm[name] for name in POOLED_FIELDS},
-        "all": {name: result.all[name] for name in POOLED_FIELDS},
+        "warm": _with_intervals(result.warm),
+        "all": _with_intervals(result.all),
         "unattributed_steps": result.unattributed_steps,
         "ambiguous_steps": result.ambiguous_steps,
         "torn_lines": result.torn_lines,
         "skipped_lines": result.skipped_lines,
         "lost_lines": result.lost_lines,
     }
+    if result.bootstrap is not None:
+        document["acceptance"]["bootstrap"] = result.bootstrap
     return document
+
+
+def _with_intervals(fold: dict[str, Any]) -> dict[str, Any]:
+    """The pooled figures, and the 95% interval beside each that has one."""
+    kept = {name: fold[name] for name in POOLED_FIELDS}
+    for name in POOLED_FIELDS:
+        if f"{name}_ci" in fold:
+            kept[f"{name}_ci"] = fold[f"{name}_ci"]
+    return kept
 
 
 def write_annotated(arm: ArmRecord, result: FoldResult, out: str | Path) -> None:

@@ -24,12 +24,12 @@ from fold.gap import DEFAULT_TOLERANCE
 from fold.markdown import markdown_record
 from fold.reader import expand_log_paths
 from fold.render import report
-from fold.render_cadence import cadence_view, speed_lines
+from fold.render_cadence import cadence_view
 from fold.render_compare import comparison
 from fold.render_live import live_view
 from fold.result import FoldResult
-from fold.speed import split_speeds
 from fold.trace import write_trace
+from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.warm import DEFAULT_PREDICATE
 
 EXIT_OK = 0
@@ -90,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME[:KIND]=PATH",
-        help="an oracle arm to compare with (vLLM or llama.cpp counters, Prometheus scrapes, "
-        "SGLang legs); KIND (vllm, sglang, llamacpp) is detected when not given; repeatable",
+        help="an oracle arm to compare with, as its engine writes it (scrapes, bench results, "
+        "server responses, arm records: docs/oracles.md); KIND (vllm, sglang, llamacpp) is "
+        "detected when not given; repeatable",
     )
     parser.add_argument(
         "--tolerance",
@@ -100,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="a factor within this of 1 counts as equal in the verdict (default "
         f"{DEFAULT_TOLERANCE:g}, i.e. {100 * DEFAULT_TOLERANCE:g}%%)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        metavar="N",
+        help=f"resamples for the 95%% intervals (default {DEFAULT_RESAMPLES}; 0: no intervals)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        metavar="S",
+        help=f"seed of the bootstrap's draws (default {DEFAULT_SEED}): same seed, same output",
     )
     parser.add_argument(
         "--follow",
@@ -112,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="SECONDS",
         help="with --follow: stop after this long without new data",
+    )
+    parser.add_argument(
+        "--prefill-tokens",
+        type=int,
+        choices=(0, 1),
+        metavar="{0,1}",
+        help="output tokens per request that no verify step emits: 1 for servers, 0 for "
+        "llama.cpp's speculative-simple (default: learned from the arm)",
     )
     parser.add_argument(
         "--stall-factor",
@@ -163,7 +186,6 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         result = _fold_once(arm, arguments, stderr)
     comparison_view = None
     found = None
-    speeds = None
     if oracles:
         found = compare(result, oracles, arguments.tolerance)
         comparison_view = comparison(
@@ -171,9 +193,9 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             found.gaps,
             measured_steps_per_s=found.measured_steps_per_s,
             step_check=found.step_check,
+            intervals=found.intervals,
+            speeds=found.speeds,
         )
-        kinds = {row.name: row.kind for row in found.rows}
-        speeds = split_speeds(result, found.gaps, kinds, arguments.tolerance)
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
     if arguments.trace:
@@ -181,7 +203,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             arguments.trace, arm, arguments.logs, result, skip_bad_lines=arguments.skip_bad_lines
         )
     if arguments.markdown:
-        record = markdown_record(result, found, speeds, arm_path=arguments.arm).encode()
+        record = markdown_record(result, found, arm_path=arguments.arm).encode()
         if arguments.markdown == "-":
             sys.stdout.buffer.write(record)
             if arguments.json:
@@ -197,8 +219,6 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     stdout.print(cadence_view(result))
     if comparison_view is not None:
         stdout.print(comparison_view)
-    for line in speed_lines(speeds or {}):
-        stdout.print(line)
     return EXIT_OK
 
 
@@ -213,6 +233,9 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResul
             skip_bad_lines=arguments.skip_bad_lines,
             progress=progress.advance,
             stall_factor=arguments.stall_factor,
+            prefill_tokens=arguments.prefill_tokens,
+            resamples=arguments.bootstrap,
+            seed=arguments.seed,
         )
     finally:
         progress.stop()
@@ -227,6 +250,9 @@ def _follow(arguments: argparse.Namespace, stderr: Console) -> FoldResult:
         window_steps=arguments.window,
         skip_bad_lines=arguments.skip_bad_lines,
         stall_factor=arguments.stall_factor,
+        prefill_tokens=arguments.prefill_tokens,
+        resamples=arguments.bootstrap,
+        seed=arguments.seed,
     )
     with Live(console=stderr, refresh_per_second=4, transient=True) as live:
         outcome = run_follow(

@@ -1,63 +1,105 @@
-"""Our warm fold beside the oracle arms: one unit, and the throughput gap split in two."""
+"""Our fold beside the oracle arms: one unit, one population, and the throughput gap split.
+
+Each oracle's counters cover some population (``ArmFigures.population``); ours is folded over
+the same one where the gate lets us: over all legs when the oracle's counters span every leg
+(the gate reads vLLM's ``get_metrics()`` once, after the last leg), over the warm legs
+otherwise. tok/s is the warm throughput fold on both sides, as the gate compares it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from fold.acceptance import accepted_at_position
 from fold.errors import InputError
 from fold.gap import (
     DEFAULT_TOLERANCE,
+    LENGTH_FIGURES,
     GapAttribution,
     StepRateCheck,
     attribute_gap,
     check_step_rate,
     check_tolerance,
+    length_unit,
     oracles_block,
 )
-from fold.oracles import ArmFigures, arm_from_counts, load_oracle, parse_vs_spec
+from fold.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
+from fold.oracles import (
+    ALL_LEGS,
+    WARM_LEGS,
+    ArmFigures,
+    arm_from_counts,
+    load_oracle,
+    parse_vs_spec,
+)
 from fold.result import FoldResult
+from fold.speed import SpeedSplit, split_speeds
+from fold.uncertainty import Interval, Replicates, percentile_interval
 
 OURS = "ours"
+OURS_ALL = "ours (all legs)"
 
 
 @dataclass(frozen=True)
 class Comparison:
     rows: list[ArmFigures]
-    """Ours first, then the oracles in the order given."""
+    """Ours (warm legs; then all legs when an oracle needs it) first, then the oracles."""
     gaps: dict[str, GapAttribution]
     measured_steps_per_s: float | None
     step_check: StepRateCheck
+    populations: dict[str, dict[str, Any]]
+    """Per oracle: the population of its counters, of our row it is compared with, and
+    whether they are the same."""
+    intervals: dict[str, dict[str, Interval | None]] | None = None
+    """Per arm row, each figure's 95% interval; an arm known by totals is absent."""
+    speeds: dict[str, SpeedSplit] = field(default_factory=dict)
+    """Per oracle: its speed factor split with our cadence (``fold.speed``)."""
 
 
-def our_figures(result: FoldResult) -> ArmFigures:
-    """Our warm fold as an arm row, in the same units the oracle rows are converted to."""
-    warm = result.warm
+def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
+    """Our fold over ``population`` (warm legs or all legs), in the oracles' units.
+
+    tok/s is always the warm throughput fold: the gate's figure for the arm.
+    """
+    fold = result.all if population == ALL_LEGS else result.warm
+    which = "all legs" if population == ALL_LEGS else "warm legs"
+    legs = fold["legs"]
     return arm_from_counts(
-        OURS,
+        OURS_ALL if population == ALL_LEGS else OURS,
         "ours",
-        tok_s=warm["output_throughput_tok_s"],
-        steps=warm["steps"],
-        proposed=warm["proposed"],
-        accepted=warm["accepted"],
-        per_position=accepted_at_position(warm["histogram"]),
+        tok_s=result.warm["output_throughput_tok_s"],
+        steps=fold["steps"],
+        proposed=fold["proposed"],
+        accepted=fold["accepted"],
+        per_position=accepted_at_position(fold["histogram"]),
+        completion_tokens_per_step=fold["completion_tokens_per_step"],
         sources={
             "tok_s": f"median tok_s of the warm legs ({result.predicate})",
-            "steps": "step log: warm steps with proposed > 0",
-            "proposed": "step log: sum of proposed over warm legs",
-            "accepted": "step log: sum of accepted over warm legs",
-            "per_position": "step log: warm steps with accepted > i",
+            "steps": f"step log: steps with proposed > 0 over the {which}",
+            "proposed": f"step log: sum of proposed over the {which}",
+            "accepted": f"step log: sum of accepted over the {which}",
+            "per_position": f"step log: steps with accepted > i over the {which}",
+            "completion_tokens_per_step": (
+                f"sum completion_tokens / S over the {which} (SGLang's unit)"
+            ),
         },
+        population=ALL_LEGS if population == ALL_LEGS else WARM_LEGS,
+        population_detail=(
+            f"the {len(legs)} legs, cold ones included"
+            if population == ALL_LEGS
+            else f"the {len(legs)} warm legs ({result.predicate})"
+        ),
     )
 
 
 def load_oracles(specs: list[str]) -> list[ArmFigures]:
-    """``NAME[:KIND]=PATH`` specs to oracle rows; names must be distinct and not ``ours``."""
+    """``NAME[:KIND]=PATH`` specs to oracle rows; names must be distinct and not ours."""
     oracles = []
     seen: set[str] = set()
     for spec in specs:
         name, kind, path = parse_vs_spec(spec)
-        if name == OURS or name in seen:
+        if name in (OURS, OURS_ALL) or name in seen:
             raise InputError(f"--vs {spec!r}: the name {name!r} is taken; give each arm its own")
         seen.add(name)
         oracles.append(load_oracle(name, path, kind))
@@ -69,12 +111,115 @@ def compare(
 ) -> Comparison:
     """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` for JSON."""
     check_tolerance(tolerance)
-    ours = our_figures(result)
-    gaps = {oracle.name: attribute_gap(ours, oracle, tolerance) for oracle in oracles}
+    ours = {WARM_LEGS: our_figures(result)}
+    if any(oracle.population == ALL_LEGS for oracle in oracles):
+        ours[ALL_LEGS] = our_figures(result, ALL_LEGS)
+    bootstrap = result.bootstrap or {}
+    resamples, seed = bootstrap.get("resamples", 0), bootstrap.get("seed", 0)
+    replicates = {row.name: our_replicates(result, population) for population, row in ours.items()}
+    replicates |= {
+        oracle.name: arm_replicates(oracle.legs, resamples, seed, arm)
+        for arm, oracle in enumerate(oracles, start=1)
+    }
+    gaps = {}
+    populations: dict[str, dict[str, Any]] = {}
+    for oracle in oracles:
+        mine = ours[ALL_LEGS if oracle.population == ALL_LEGS else WARM_LEGS]
+        figure = LENGTH_FIGURES[length_unit(mine, oracle)]
+        intervals = split_intervals(
+            replicates[mine.name],
+            replicates[oracle.name],
+            oracle.output_throughput_tok_s,
+            getattr(oracle, figure),
+            figure,
+        )
+        gaps[oracle.name] = attribute_gap(mine, oracle, tolerance, intervals)
+        populations[oracle.name] = {
+            "ours": mine.population,
+            "oracle": oracle.population,
+            "oracle_detail": oracle.population_detail,
+            "same": mine.population == oracle.population,
+        }
+    warm = ours[WARM_LEGS]
     measured = result.warm["step_rate"]
     step_check = check_step_rate(
-        measured, ours.output_throughput_tok_s, ours.mean_acceptance_length, tolerance
+        measured, warm.output_throughput_tok_s, warm.mean_acceptance_length, tolerance
     )
-    rows = [ours, *oracles]
-    result.oracles = oracles_block(rows, gaps, step_check, measured)
-    return Comparison(rows, gaps, measured, step_check)
+    rows = [*ours.values(), *oracles]
+    intervals = {
+        row.name: row_intervals(found, row)
+        for row in rows
+        if (found := replicates.get(row.name)) is not None
+    }
+    block = oracles_block(rows, gaps, step_check, measured)
+    for name, entry in populations.items():
+        block["gaps"][name]["populations"] = entry
+    for row in block["rows"]:
+        found = intervals.get(row["name"])
+        row.update({f"{figure}_ci": None for figure in ROW_FIGURES})
+        if found is not None:
+            row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
+        row["ci_note"] = interval_note(resamples, found)
+    result.oracles = block
+    speeds = split_speeds(result, gaps, {oracle.name: oracle.kind for oracle in oracles}, tolerance)
+    # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
+    return Comparison(
+        rows, gaps, measured, step_check, populations, intervals if resamples else None, speeds
+    )
+
+
+def our_replicates(result: FoldResult, population: str) -> Replicates | None:
+    """Our replicates over the legs of ``population``, as :func:`our_figures` folds them.
+
+    Over all legs, acceptance is resampled over all legs while tok/s stays the warm fold's;
+    the all-legs draws reuse the warm ones (``fold.uncertainty.fold_replicates``), so each
+    resample pairs a warm tok/s with the acceptance of the same warm legs plus cold ones.
+    """
+    warm = result.replicates.get("warm")
+    if population != ALL_LEGS:
+        return warm
+    found = result.replicates.get("all")
+    if found is None:
+        return None
+    figures = {k: v for k, v in found.figures.items() if k != "output_throughput_tok_s"}
+    if warm is not None and "output_throughput_tok_s" in warm.figures:
+        figures["output_throughput_tok_s"] = warm.figures["output_throughput_tok_s"]
+    return Replicates(found.resamples, figures)
+
+
+ROW_FIGURES = (
+    "output_throughput_tok_s",
+    "mean_acceptance_length",
+    "accept_rate",
+    "verify_steps_per_s",
+    "completion_tokens_per_step",
+)
+
+
+def row_intervals(replicates: Replicates, row: ArmFigures) -> dict[str, Interval | None]:
+    """An arm row's intervals; verify steps/s is tok/s over the row's length in each resample
+    (1 + A/S, or SGLang's unit when that is all the row has)."""
+    found = {figure: replicates.interval(figure) for figure in ROW_FIGURES}
+    length = (
+        "mean_acceptance_length"
+        if row.mean_acceptance_length is not None
+        else "completion_tokens_per_step"
+    )
+    steps_per_s = verify_steps_per_s(replicates, length)
+    found["verify_steps_per_s"] = None if steps_per_s is None else percentile_interval(steps_per_s)
+    return found
+
+
+def interval_note(resamples: int, found: dict[str, Interval | None] | None) -> str:
+    """Why an arm row has intervals, or why not."""
+    if not resamples:
+        return "no interval: --bootstrap 0"
+    if found is None:
+        return "no interval: known only by totals"
+    if not any(found.values()):
+        return "no interval: one leg (or one request) says nothing about the spread"
+    return "95% bootstrap interval over its legs"
+
+
+def _pair(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval[0], interval[1]]

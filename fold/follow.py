@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from fold.acceptance import DEFAULT_WINDOW_STEPS, accept_rate, mean_acceptance_length
-from fold.accumulate import PartialFold, partial_fold
+from fold.accumulate import PartialFold, merge_all
 from fold.api import LogFold
 from fold.arm import ArmRecord, load_arm
-from fold.attribute import LegWindows, leg_windows
 from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.errors import FoldError, InputError
-from fold.reader import StepLogReader
+from fold.logfile import Legs, LogFile
 from fold.result import FoldResult
+from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
 DEFAULT_INTERVAL_SECONDS = 0.25
@@ -127,14 +127,14 @@ class FollowView:
 class _Tail:
     path: str
     identity: tuple[int, int]
-    reader: StepLogReader
+    reader: LogFile
 
 
 @dataclass
 class _ArmState:
     key: tuple[int, int, int] | None = None
     arm: ArmRecord | None = None
-    windows: LegWindows | None = None
+    legs: Legs | None = None
     problem: str | None = None
 
 
@@ -237,7 +237,10 @@ class Follower:
         skip_bad_lines: bool = False,
         block_bytes: int = DEFAULT_FOLLOW_BLOCK_BYTES,
         gap_seconds: float = DEFAULT_GAP_SECONDS,
+        resamples: int = DEFAULT_RESAMPLES,
+        seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
+        prefill_tokens: int | None = None,
     ) -> None:
         if window_steps < 1:
             raise InputError(f"--window must be at least 1 step, got {window_steps}")
@@ -247,10 +250,16 @@ class Follower:
         self.log_patterns = list(log_patterns)
         self.predicate = predicate
         self.window_steps = window_steps
-        self.stall_factor = check_stall_factor(stall_factor)
         self.skip_bad_lines = skip_bad_lines
         self.block_bytes = block_bytes
         self.gap_ns = round(gap_seconds * 1e9)
+        # What the final fold and each live view are built with, the same as a one-shot fold's.
+        self.result_options = {
+            "resamples": check_resamples(resamples, seed),
+            "seed": seed,
+            "stall_factor": check_stall_factor(stall_factor),
+            "prefill_tokens": prefill_tokens,
+        }
         self._tails: dict[str, _Tail] = {}
         self._arm = _ArmState()
         self._failure: FoldError | None = None
@@ -290,7 +299,7 @@ class Follower:
             raise InputError(f"{', '.join(self.log_patterns)}: no step log appeared")
         for tail in self._tails.values():
             tail.reader.finish()
-        return self._fold(arm).result(self.predicate, self.window_steps, self.stall_factor)
+        return self._fold(arm).result(self.predicate, self.window_steps, **self.result_options)
 
     def _advance(self, notices: list[Notice]) -> int:
         if self._reload_arm(notices):
@@ -321,7 +330,7 @@ class Follower:
             self._arm.problem = str(error)
             return False
         had_legs = self._arm.arm is not None
-        self._arm.arm, self._arm.windows, self._arm.problem = arm, leg_windows(arm.legs), None
+        self._arm.arm, self._arm.legs, self._arm.problem = arm, Legs.of(arm.legs), None
         notices.append(
             Notice(
                 self.arm_path,
@@ -359,8 +368,8 @@ class Follower:
     def _open_tail(self, path: str) -> _Tail:
         return _Tail(path, _identity(path), self._new_reader(path))
 
-    def _new_reader(self, path: str) -> StepLogReader:
-        return StepLogReader(path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes)
+    def _new_reader(self, path: str) -> LogFile:
+        return LogFile(path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes)
 
     def _check_tails(self, notices: list[Notice]) -> bool:
         """True when a file was truncated or replaced (everything is then read again)."""
@@ -407,20 +416,20 @@ class Follower:
                 continue  # removed: what was read stays in the fold
             before = tail.reader.offset
             try:
-                for block in tail.reader.read_available():
-                    self._add_block(block, tail.path)
+                for partial, steps in tail.reader.read_available(self._arm.legs, want_steps=True):
+                    self._add(partial, steps)
             except FoldError as error:
                 self._failure = error
             new_bytes += tail.reader.offset - before
         self._dirty = False
         return new_bytes
 
-    def _add_block(self, block: pl.DataFrame, path: str) -> None:
-        self._lines += block.height
-        self._provisional.add(block)
-        arm, windows = self._arm.arm, self._arm.windows
-        if arm is not None and windows is not None:
-            self._partial = self._partial.merge(partial_fold(block, windows, arm.legs, path))
+    def _add(self, partial: PartialFold | None, steps: pl.DataFrame | None) -> None:
+        if steps is not None:
+            self._lines += steps.height
+            self._provisional.add(steps)
+        if partial is not None:
+            self._partial = merge_all([self._partial, partial])
 
     # -- the view ----------------------------------------------------------------------------
 
@@ -446,7 +455,7 @@ class Follower:
         else:
             try:
                 result = self._fold(arm).result(
-                    self.predicate, self.window_steps, self.stall_factor
+                    self.predicate, self.window_steps, **self.result_options
                 )
             except FoldError as error:
                 status = f"not foldable yet: {error}"

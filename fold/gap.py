@@ -6,18 +6,22 @@ With ``r = ours tok/s / oracle tok/s`` and mean acceptance lengths ``L`` (``1 + 
 * speed factor ``sf = r / af``, which is the ratio of verify steps per second
   (``tok/s / L``), so ``af * sf == r`` exactly;
 * each factor's share of the log-gap is ``log(factor) / log(r)``; the two shares sum to 1.
-  When ``r == 1`` there is no gap to share and both shares are None. A negative share means
-  the factor works against the gap (it is offset by the other one).
+  When ``|log r| <= 1e-9`` there is no gap to share and both shares are None. A negative
+  share means the factor works against the gap (it is offset by the other one).
 
 Verdict rules, tried in this order (``tol`` is ``--tolerance``, default 2%):
 
 1. tok/s not recorded for either arm: no ratio, nothing attributed;
 2. ``|r - 1| <= tol``: "no gap beyond tolerance";
-3. mean acceptance length not recorded for either arm: the gap is stated, not split;
+3. mean acceptance length not recorded for either arm: the gap is split in SGLang's unit
+   (completion tokens per verify step) when both arms have that, else stated, not split;
 4. ``|af - 1| <= tol``: "acceptance within x% of ORACLE: the gap is execution speed";
 5. ``|sf - 1| <= tol``: "verify-step speed within x% of ORACLE: the gap is acceptance";
 6. otherwise the factor with the larger ``|log|`` (the larger share) is named as the dominant
    one, with both shares.
+
+When both arms were resampled (``fold.gap_intervals``), rules 2 and 4 to 6 read from the 95%
+intervals instead of the tolerance (:func:`_verdict_from_intervals`), in the unit of the split.
 
 Nothing here prints; ``fold.render_compare`` turns the results into lines.
 """
@@ -30,14 +34,21 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fold.errors import InputError
+from fold.gap_intervals import SplitIntervals
 from fold.oracles import ArmFigures
 
 DEFAULT_TOLERANCE = 0.02
+NO_SHARE_BELOW = 1e-9
+"""|log r| at or under which r is taken as exactly 1 for the shares: the log-gap is float noise."""
 
 # GapAttribution.dominant values
 ACCEPTANCE = "acceptance"
 SPEED = "speed"
 NO_GAP = "none"
+
+# GapAttribution.unit values: the length the acceptance factor divides
+MEAN_LENGTH_UNIT = "1 + A/S"
+SGLANG_UNIT = "completion tokens per verify step (SGLang's unit)"
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,8 @@ class GapAttribution:
     dominant: str | None  # "acceptance", "speed", "none" (within tolerance) or None (unsplit)
     verdict: str
     missing: tuple[str, ...] = ()  # why a figure above is None
+    unit: str = MEAN_LENGTH_UNIT
+    intervals: SplitIntervals | None = None  # 95% intervals of r and the factors, if any
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for the ``oracles`` block; None where undefined, never NaN."""
@@ -70,7 +83,22 @@ class GapAttribution:
             "dominant": self.dominant,
             "verdict": self.verdict,
             "missing": list(self.missing),
+            "unit": self.unit,
+            **_interval_json(self.intervals),
         }
+
+
+def _interval_json(intervals: SplitIntervals | None) -> dict[str, Any]:
+    found = {
+        "ratio_ci": None if intervals is None else intervals.ratio,
+        "acceptance_factor_ci": None if intervals is None else intervals.acceptance_factor,
+        "speed_factor_ci": None if intervals is None else intervals.speed_factor,
+    }
+    document: dict[str, Any] = {
+        key: None if value is None else [value[0], value[1]] for key, value in found.items()
+    }
+    document["ci_basis"] = {} if intervals is None else dict(intervals.basis)
+    return document
 
 
 def _finite(value: float | None) -> float | None:
@@ -100,10 +128,34 @@ def _direction(factor: float, more: str, less: str) -> str:
     return f"{_pct(abs(factor - 1))} {more if factor >= 1 else less}"
 
 
+def length_unit(ours: ArmFigures, oracle: ArmFigures) -> str:
+    """The length the acceptance factor divides: 1 + A/S when both arms have it, else SGLang's
+    unit when both have that (tok/s = completion tokens per step x steps/s holds there too)."""
+    if ours.mean_acceptance_length is not None and oracle.mean_acceptance_length is not None:
+        return MEAN_LENGTH_UNIT
+    if ours.completion_tokens_per_step and oracle.completion_tokens_per_step:
+        return SGLANG_UNIT
+    return MEAN_LENGTH_UNIT
+
+
+LENGTH_FIGURES = {
+    MEAN_LENGTH_UNIT: "mean_acceptance_length",
+    SGLANG_UNIT: "completion_tokens_per_step",
+}
+"""The figure (``ArmFigures`` attribute) each unit's acceptance factor divides."""
+
+
 def attribute_gap(
-    ours: ArmFigures, oracle: ArmFigures, tolerance: float = DEFAULT_TOLERANCE
+    ours: ArmFigures,
+    oracle: ArmFigures,
+    tolerance: float = DEFAULT_TOLERANCE,
+    intervals: SplitIntervals | None = None,
 ) -> GapAttribution:
-    """Split ``ours`` tok/s / ``oracle`` tok/s into acceptance x verify-step speed."""
+    """Split ``ours`` tok/s / ``oracle`` tok/s into acceptance x verify-step speed.
+
+    With ``intervals`` resampled on both arms the verdict reads from them (see
+    :func:`_verdict_from_intervals`); otherwise from ``tolerance``.
+    """
     tol = check_tolerance(tolerance)
     who = oracle.name
     missing: list[str] = []
@@ -137,18 +189,27 @@ def attribute_gap(
             )
             missing.append(f"mean acceptance length not recorded for {arm.name}{unit_note}")
     af = sf = share_a = share_s = None
+    unit = length_unit(ours, oracle)
+    lengths = (ours.mean_acceptance_length, oracle.mean_acceptance_length)
+    if unit == SGLANG_UNIT:
+        missing = []
+        lengths = (ours.completion_tokens_per_step, oracle.completion_tokens_per_step)
     if not missing:
-        assert ours.mean_acceptance_length is not None
-        assert oracle.mean_acceptance_length is not None
-        af = ours.mean_acceptance_length / oracle.mean_acceptance_length
+        assert lengths[0] is not None and lengths[1] is not None
+        af = lengths[0] / lengths[1]
         sf = ratio / af
         log_r = math.log(ratio)
-        if log_r != 0:
-            share_a = math.log(af) / log_r
-            share_s = math.log(sf) / log_r
+        # Shares divide by log(r); within rounding noise of r == 1 they would be noise too.
+        if abs(log_r) > NO_SHARE_BELOW:
+            share_a = math.log(af) / log_r + 0.0  # never -0.0 in the JSON
+            share_s = math.log(sf) / log_r + 0.0
 
     dominant: str | None
-    if abs(ratio - 1) <= tol:
+    if intervals is not None and intervals.from_both_arms and intervals.ratio is not None:
+        dominant, verdict = _verdict_from_intervals(
+            who, ratio, af, sf, share_a, share_s, intervals, gap_text, missing
+        )
+    elif abs(ratio - 1) <= tol:
         dominant = NO_GAP
         verdict = (
             f"throughput within {_pct(abs(ratio - 1))} of {who} ({_tol_text(tol)}): "
@@ -184,6 +245,8 @@ def attribute_gap(
             f"{round(main_share * 100)}% of the log-gap; {other} {other_role} "
             f"{round(abs(other_share) * 100)}%"
         )
+    if unit != MEAN_LENGTH_UNIT and af is not None:
+        verdict += f" (split in {unit})"
     return GapAttribution(
         ours=ours.name,
         oracle=who,
@@ -196,6 +259,66 @@ def attribute_gap(
         dominant=dominant,
         verdict=verdict,
         missing=tuple(missing),
+        unit=unit,
+        intervals=intervals,
+    )
+
+
+def _contains_one(interval: tuple[float, float]) -> bool:
+    return interval[0] <= 1 <= interval[1]
+
+
+def _with_interval(value: float, interval: tuple[float, float]) -> str:
+    return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _verdict_from_intervals(
+    who: str,
+    ratio: float,
+    af: float | None,
+    sf: float | None,
+    share_a: float | None,
+    share_s: float | None,
+    intervals: SplitIntervals,
+    gap_text: str,
+    missing: list[str],
+) -> tuple[str | None, str]:
+    """The verdict when both arms have legs: a factor whose 95% interval holds 1 is not
+    distinguishable from the oracle's; the tolerance plays no part.
+
+    Rules, in order: r's interval holds 1: no gap; no split: the gap is stated; only the
+    acceptance factor's interval holds 1: the gap is speed; only the speed factor's: the gap is
+    acceptance; otherwise the factor with the larger share is named.
+    """
+    assert intervals.ratio is not None
+    r_text = f"throughput ratio {_with_interval(ratio, intervals.ratio)}"
+    if _contains_one(intervals.ratio):
+        return NO_GAP, f"{r_text}: not distinguishable from {who} (95% intervals, both arms)"
+    if af is None or sf is None or intervals.acceptance_factor is None:
+        return None, f"{gap_text} ({r_text}); {'; '.join(missing)}: the gap cannot be split"
+    assert intervals.speed_factor is not None
+    acc_text = f"acceptance factor {_with_interval(af, intervals.acceptance_factor)}"
+    spd_text = f"speed factor {_with_interval(sf, intervals.speed_factor)}"
+    acceptance_equal = _contains_one(intervals.acceptance_factor)
+    speed_equal = _contains_one(intervals.speed_factor)
+    if acceptance_equal and not speed_equal:
+        return SPEED, f"{acc_text}: not distinguishable from {who}; {spd_text}: the gap is speed"
+    if speed_equal and not acceptance_equal:
+        return (
+            ACCEPTANCE,
+            f"{spd_text}: not distinguishable from {who}; {acc_text}: the gap is acceptance",
+        )
+    dominant = ACCEPTANCE if abs(math.log(af)) >= abs(math.log(sf)) else SPEED
+    assert share_a is not None and share_s is not None
+    share = share_a if dominant == ACCEPTANCE else share_s
+    if acceptance_equal and speed_equal:
+        return dominant, (
+            f"{gap_text}, but neither {acc_text} nor {spd_text} alone is distinguishable from "
+            f"{who}; {dominant} has the larger share ({round(share * 100)}% of the log-gap)"
+        )
+    return dominant, (
+        f"{gap_text}: {acc_text} and {spd_text} both differ from {who}; mostly {dominant} "
+        f"({round(share * 100)}% of the log-gap)"
     )
 
 

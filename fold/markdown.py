@@ -6,13 +6,14 @@ rounded with the table's formats. Nothing here prints or writes; the command lin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fold.compare import Comparison
 from fold.oracles import ArmFigures
 from fold.render import length, percent, rate, sparkline, three_decimals
-from fold.render_cadence import count, duration, speed_summary, where_time_goes
+from fold.render_cadence import count, duration, where_time_goes
+from fold.render_compare import speed_summary
 from fold.result import FoldResult
 from fold.speed import SpeedSplit
 
@@ -33,17 +34,26 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence
     return "\n".join(lines)
 
 
+def with_interval(shown: Callable[[float], str], value: Any, interval: Any) -> str:
+    """A figure and its 95% interval's ends in the same format: '4.23 [4.19, 4.27]'."""
+    if value is None:
+        return NOT_RECORDED
+    if interval is None:
+        return shown(value)
+    return f"{shown(value)} [{shown(interval[0])}, {shown(interval[1])}]"
+
+
 def markdown_record(
     result: FoldResult,
     comparison: Comparison | None = None,
-    speeds: Mapping[str, SpeedSplit] | None = None,
     *,
     arm_path: str | None = None,
 ) -> str:
+    """The record; figures with a 95% interval in the JSON carry it as [low, high]."""
     sections = [_heading(result, arm_path)]
     if comparison is not None:
-        sections.append(_comparison(comparison.rows, result))
-        sections.append(_verdicts(comparison, speeds or {}))
+        sections.append(_comparison(comparison, result))
+        sections.append(_verdicts(comparison, comparison.speeds))
     sections.append(_folds(result))
     sections.append(_legs(result))
     sections.append(_cadence(result))
@@ -71,24 +81,31 @@ def _source(row: ArmFigures, result: FoldResult) -> str:
     return "; ".join(parts)
 
 
-def _comparison(rows: Sequence[ArmFigures], result: FoldResult) -> str:
-    body = [
-        (
-            row.name,
-            length(row.mean_acceptance_length, NOT_RECORDED),
-            percent(row.accept_rate, NOT_RECORDED),
-            three_decimals(row.verify_steps_per_s, NOT_RECORDED),
-            three_decimals(row.output_throughput_tok_s, NOT_RECORDED),
-            _source(row, result),
-        )
-        for row in rows
-    ]
+def _comparison(comparison: Comparison, result: FoldResult) -> str:
+    intervals = comparison.intervals or {}
+    body = []
+    for row in comparison.rows:
+        found = intervals.get(row.name) or {}
+        body.append(
+            (
+                row.name,
+                with_interval(length, row.mean_acceptance_length,
+                              found.get("mean_acceptance_length")),
+                with_interval(percent, row.accept_rate, found.get("accept_rate")),
+                with_interval(three_decimals, row.verify_steps_per_s,
+                              found.get("verify_steps_per_s")),
+                with_interval(three_decimals, row.output_throughput_tok_s,
+                              found.get("output_throughput_tok_s")),
+                _source(row, result),
+            )
+        )  # fmt: skip
     headers = ("engine", "tokens per verify step", "accept rate", "steps/s", "tok/s", "source")
     return (
         "## Comparison\n\n"
         + table(headers, body, (False, True, True, True, True, False))
         + "\n\ntokens per verify step = 1 + A/S (bonus token included); accept rate = A/P; "
-        "steps/s = tok/s / tokens per verify step."
+        "steps/s = tok/s / tokens per verify step; [low, high]: 95% bootstrap interval over "
+        "the arm's legs (none for an arm known only by totals)."
     )
 
 
@@ -96,6 +113,22 @@ def _verdicts(comparison: Comparison, speeds: Mapping[str, SpeedSplit]) -> str:
     lines = ["## Verdict", ""]
     for name, gap in comparison.gaps.items():
         lines.append(f"- **vs {name}**: {gap.verdict}")
+        found = gap.intervals
+        if gap.ratio is not None and found is not None and found.ratio is not None:
+            factors = [("r", gap.ratio, found.ratio)]
+            if found.acceptance_factor is not None and found.speed_factor is not None:
+                factors += [
+                    ("acceptance factor", gap.acceptance_factor, found.acceptance_factor),
+                    ("speed factor", gap.speed_factor, found.speed_factor),
+                ]
+            basis = "both arms" if found.from_both_arms else "ours only, or mixed"
+            lines.append(
+                f"  - 95% intervals ({basis}): "
+                + "; ".join(
+                    f"{label} {with_interval(three_decimals, value, interval)}"
+                    for label, value, interval in factors
+                )
+            )
         split = speeds.get(name)
         if split is None:
             continue
@@ -127,15 +160,24 @@ def _folds(result: FoldResult) -> str:
             fold["steps"],
             fold["proposed"],
             fold["accepted"],
-            percent(fold["accept_rate"]),
-            length(fold["mean_acceptance_length"]),
-            three_decimals(fold["output_throughput_tok_s"]),
-            length(fold["completion_tokens_per_step"]),
-            rate(fold["step_rate"]),
+            with_interval(percent, fold["accept_rate"], fold.get("accept_rate_ci")),
+            with_interval(length, fold["mean_acceptance_length"],
+                          fold.get("mean_acceptance_length_ci")),
+            with_interval(three_decimals, fold["output_throughput_tok_s"],
+                          fold.get("output_throughput_tok_s_ci")),
+            with_interval(length, fold["completion_tokens_per_step"],
+                          fold.get("completion_tokens_per_step_ci")),
+            with_interval(rate, fold["step_rate"], fold.get("step_rate_ci")),
         )
         for name, fold in (("warm", result.warm), ("all", result.all))
-    ]
-    return "## Fold\n\n" + table(headers, body, (False, *[True] * 9))
+    ]  # fmt: skip
+    note = ""
+    if result.bootstrap is not None and result.bootstrap["resamples"]:
+        note = (
+            f"\n\n[low, high]: 95% interval ({result.bootstrap['method']}; "
+            f"{result.bootstrap['resamples']} resamples, seed {result.bootstrap['seed']})."
+        )
+    return "## Fold\n\n" + table(headers, body, (False, *[True] * 9)) + note
 
 
 def _legs(result: FoldResult) -> str:
@@ -178,7 +220,9 @@ def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:
         duration(cadence["interval_max_s"]),
         count(cadence["stalls"]),
         duration(cadence["stall_s"]),
-        rate(cadence["decode_steps_per_s"]),
+        with_interval(rate, cadence["decode_steps_per_s"], cadence.get("decode_steps_per_s_ci"))
+        if cadence["decode_steps_per_s"] is not None
+        else rate(None),
         rate(cadence["median"]["decode_steps_per_s"]),
     )
 

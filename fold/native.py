@@ -1,22 +1,30 @@
-"""The optional native fold of a step log in the writers' exact layout (``fold._native``).
+"""The native reader (``fold._native``): read, attribute and fold a byte range of a step log in
+one C++ pass, into the same ``PartialFold`` the polars reference builds.
 
-``fold_file_native`` folds a whole file in one C++ pass (no per-line Python object, the GIL
-released, the file split across the cores) into the same ``PartialFold`` the polars paths
-build, or returns None to hand the file to them. It declines anything but the common case: a
-file that is empty or whose last line is torn; a line that is not exactly the writers' layout
-(FORMAT.md: key order, no spaces, plain unsigned integers without leading zeros, a label of
-printable ASCII without quote or backslash); ``accepted > proposed``; an integer or a sum out
-of range; leg windows that overlap (steps in them are resolved by their labels, in Python).
-The polars paths then give the exact errors and counts.
+The pass parses any valid v1 line (any key order, whitespace, unknown keys, escaped and UTF-8
+labels), attributes it by the segments ``fold.attribute`` cuts (overlapping windows resolved
+by the line's label), and folds it; no Python object is built per line. Lines it does not
+fold come back by place, and ``fold.reader.judge_line`` decides them in file order, so every
+error and skipped example is worded by the one exact parser:
+
+- bad lines (not a v1 step): an ``InputError`` naming file and line, or, with skip_bad_lines,
+  counted (the first few worded);
+- refused lines (``accepted > proposed``, or, from a deferred line, a negative count): a
+  ``RefusedError`` naming the line;
+- deferred lines: valid JSON that only the exact parser may judge (a sign on an integer, a
+  duplicate key, an escaped key or writer id, a writer id not in the writers' form); they are
+  folded by the polars reference and merged. No shipped writer produces them.
 
 The extension is optional: without a compiler at install time, or with the environment
-variable ``FOLD_ACCEPTANCE_NATIVE=0``, every file goes to the polars paths.
+variable ``FOLD_ACCEPTANCE_NATIVE=0``, ``available()`` is false and files go to the polars
+reader (``fold.reader.StepLogReader``).
 """
 
 from __future__ import annotations
 
-import array
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -26,14 +34,25 @@ from fold.accumulate import (
     TIME_BINS_PER_LEG,
     PartialFold,
     _assemble,
+    merge_all,
+    partial_fold,
+)
+from fold.attribute import UNATTRIBUTED, LegWindows
+from fold.reader import (
+    MAX_SKIPPED_EXAMPLES,
+    ReadCounts,
+    judge_line,
+    refuse_impossible_counts,
+    row_frame,
 )
 
 try:
     from fold import _native
-except ImportError:  # built without a compiler or Python headers: the polars paths remain
+except ImportError:  # built without a compiler or Python headers: the polars reader remains
     _native = None
 
 ENVIRONMENT_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
+_DEFERRED, _BAD, _REFUSED = 0, 1, 2
 
 
 def available() -> bool:
@@ -41,68 +60,257 @@ def available() -> bool:
     return _native is not None and os.environ.get(ENVIRONMENT_SWITCH, "1").strip() != "0"
 
 
-def fold_file_native(path: str, legs: pl.DataFrame) -> PartialFold | None:
-    """The partial fold of the whole file ``path`` over ``legs``, or None (see the module)."""
-    if not available() or legs.height == 0:
-        return None
-    raw = _native.fold_layout_file(
-        path,
-        legs["start_ns"].cast(pl.Int64).to_list(),
-        legs["end_ns"].cast(pl.Int64).to_list(),
-        TIME_BINS_PER_LEG,
-    )
-    if raw is None:
-        return None
-    return partial_from_native(raw, path, legs["index"].cast(pl.Int64).to_list())
+@dataclass
+class RangeRead:
+    """What one native pass over ``path[begin:end]`` gave."""
+
+    partial: PartialFold
+    consumed: int
+    """The offset after the last newline read: the next read starts there."""
+    end: int
+    """The end of the range read (the file's size when the range was open-ended)."""
+    lines: int
+    """Newline-ended lines read, whatever became of them."""
+    steps: pl.DataFrame | None
+    """With ``want_steps``: every folded line's ``w``, ``label``, ``t_ns``, ``proposed`` and
+    ``accepted`` (the follower's provisional groups)."""
 
 
-def partial_from_native(raw: tuple, path: str, leg_indices: list[int]) -> PartialFold:
-    """The native sums as a ``PartialFold`` with the polars paths' exact schemas.
+class _ArrowColumn:
+    """A column handed over by the extension (Arrow PyCapsule interface): polars takes its
+    buffers without a copy."""
 
-    Columns arrive as the bytes of 64-bit integers and become polars columns without a
-    Python object per row. Legs arrive as positions in the window lists (``len(leg_indices)``
-    for none) and writers as indices into the list of writer ids; both are gathered here.
+    def __init__(self, capsules: tuple[object, object]) -> None:
+        self._capsules = capsules
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        return self._capsules
+
+
+def _series(name: str, capsules: tuple[object, object]) -> pl.Series:
+    return pl.Series(_ArrowColumn(capsules)).alias(name)
+
+
+@dataclass(frozen=True)
+class NativeLegs:
+    """The leg windows as the extension takes them (see ``fold.attribute``)."""
+
+    arguments: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, legs: pl.DataFrame | None, windows: LegWindows | None) -> NativeLegs:
+        if legs is None or windows is None or legs.height == 0:
+            return cls(([], [-1], [UNATTRIBUTED], [], [], []))
+        size = int(legs["index"].max()) + 1
+        starts, spans = [0] * size, [1] * size
+        for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
+            starts[index], spans[index] = start, end - start + 1
+        return cls(
+            (
+                windows.points.to_list(),
+                windows.segment_leg.fill_null(-1).to_list(),
+                windows.segment_status.to_list(),
+                list(windows.label_leg.iter_rows()),
+                starts,
+                spans,
+            )
+        )
+
+
+def read_range(
+    path: str,
+    legs: pl.DataFrame | None,
+    windows: LegWindows | None,
+    native_legs: NativeLegs,
+    counts: ReadCounts,
+    *,
+    begin: int = 0,
+    end: int = -1,
+    first_line: int = 1,
+    skip_bad_lines: bool = False,
+    want_steps: bool = False,
+    block: int | None = None,
+    bytes_per_thread: int | None = None,
+) -> RangeRead | None:
+    """Fold the whole lines of ``path[begin:end]``; what reading met goes into ``counts``.
+
+    A last line without its newline is left unread (``consumed`` stops before it): the caller
+    counts it torn when the file is complete, or reads it again once its newline arrives.
+    Raises the exact parser's ``InputError`` or ``RefusedError`` for the first line in file
+    order that calls for one. None when the pass cannot take the range (a sum beyond 64 bits,
+    or more than a million deferred lines): the caller reads it with the polars reader.
     """
-    (lines, attributed, unattributed), writer_ids, requests, histogram, bins = raw
-    leg_of = pl.Series("leg", [*leg_indices, None], dtype=pl.Int64)
-    writer_of = pl.Series("w", writer_ids, dtype=pl.String)
-    columns = {
-        name: _series(name, data, dtype)
-        for (name, dtype), data in zip(PER_REQUEST_SCHEMA.items(), requests, strict=True)
-    }
-    columns["leg"] = leg_of.gather(columns["leg"])
-    columns["w"] = writer_of.gather(columns["w"])
-    per_request = pl.DataFrame(columns)
+    extra = [value for value in (block, bytes_per_thread) if value is not None]
+    raw = _native.fold_range(
+        path,
+        begin,
+        end,
+        skip_bad_lines,
+        want_steps,
+        *native_legs.arguments,
+        TIME_BINS_PER_LEG,
+        *extra,
+    )
+    if raw["overflow"]:
+        return None
+    met = ReadCounts()
+    rows = _judge_handed_back(path, raw, met, first_line, skip_bad_lines)
+    if raw["stopped"]:
+        # The pass stopped at a line the exact parser does not reject: the parser is the
+        # authority, and the polars reader reads the range.
+        return None
+    counts.torn_lines += met.torn_lines
+    counts.skipped_lines += met.skipped_lines
+    room = max(0, MAX_SKIPPED_EXAMPLES - len(counts.skipped_examples))
+    counts.skipped_examples.extend(met.skipped_examples[:room])
+    partial = _partial(path, raw)
+    steps = _steps(raw["steps_by_line"]) if want_steps else None
+    if rows:
+        frame = row_frame(rows)
+        if windows is not None and legs is not None and legs.height:
+            partial = merge_all([partial, partial_fold(frame, windows, legs, path)])
+        else:
+            partial = merge_all([partial, _unattributed_fold(frame, path)])
+        if steps is not None:
+            steps = pl.concat([steps, frame.select(steps.columns)])
+    return RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps)
+
+
+def _judge_handed_back(
+    path: str, raw: dict[str, Any], counts: ReadCounts, first_line: int, skip: bool
+) -> list[dict[str, Any]]:
+    """The exact parser's verdict on every line the pass handed back, in file order: rows of
+    the valid ones; bad lines raised or counted; refusals raised."""
+    counts.torn_lines += raw["torn"]
+    skipped_by_pass = raw["bad"]
+    rows: list[dict[str, Any]] = []
+    if not raw["events"]:
+        counts.skipped_lines += skipped_by_pass
+        return rows
+    with open(path, "rb") as handle:
+        for line, offset, length, kind in raw["events"]:
+            number = first_line + line
+            row, reason, glued = judge_line(os.pread(handle.fileno(), length, offset))
+            if row is None:
+                if kind == _BAD:
+                    skipped_by_pass -= 1  # counted below, by the exact parser's hand
+                counts.bad_line(path, number, reason, skip=skip)
+                continue
+            if kind == _BAD:
+                # The pass and the exact parser disagree: the exact parser is the authority.
+                skipped_by_pass -= 1
+            counts.torn_lines += glued
+            row["line"] = number
+            refuse_impossible_counts(row_frame([row]), path)
+            rows.append(row)
+    # Bad lines past the examples the pass handed back are counted, not worded; the examples
+    # kept stay the first few in file order.
+    counts.skipped_lines += skipped_by_pass
+    return rows
+
+
+def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
+    """The pass's tables as a ``PartialFold`` with the polars reference's exact schemas."""
+    names = ["leg", "w", "seq", "lines", "steps", "proposed", "accepted", "emitted",
+             "emitted_lines", "max_proposed", "max_n", "pid"]  # fmt: skip
+    keys = {"lines": "lines_per_request"}
+    writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
+    sums_schema = {name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"}
+    per_request = (
+        pl.DataFrame([_series(name, raw[keys.get(name, name)]) for name in names])
+        .with_columns(
+            pl.when(pl.col("leg") >= 0).then(pl.col("leg")).alias("leg"),
+            pl.lit(writer_of).gather(pl.col("w")).alias("w"),
+        )
+        .cast(sums_schema)
+    )
+    # The pass puts the attributed requests first, sorted: their times need no copy.
+    step_times = per_request.head(raw["attributed_requests"]).select("leg", "w", "seq")
+    step_times = step_times.with_columns(_series("t_ns", raw["t_ns"]))
+    histogram = pl.DataFrame(
+        [
+            _series("leg", raw["hist_leg"]),
+            _series("accepted", raw["hist_accepted"]),
+            _series("count", raw["hist_count"]),
+        ]
+    )
+    bins = pl.DataFrame(
+        [
+            _series("leg", raw["bin_leg"]),
+            _series("bin", raw["bin"]),
+            _series("steps", raw["bin_steps"]),
+            _series("proposed", raw["bin_proposed"]),
+            _series("accepted", raw["bin_accepted"]),
+        ]
+    )
     files = pl.DataFrame(
         {
             "path": [path],
-            "lines": [lines],
-            "attributed": [attributed],
-            "unattributed": [unattributed],
-            "ambiguous": [0],
+            "lines": [raw["folded"]],
+            "attributed": [raw["attributed"]],
+            "unattributed": [raw["unattributed"]],
+            "ambiguous": [raw["ambiguous"]],
         },
         schema=_SCHEMAS["files"],
     )
-    return _assemble(
-        per_request.select(list(PER_REQUEST_SCHEMA)).cast(PER_REQUEST_SCHEMA),
-        _frame(histogram, _SCHEMAS["histogram"], leg_of),
-        _frame(bins, _SCHEMAS["bins"], leg_of),
-        files,
+    return _assemble(per_request, histogram, bins, files, step_times)
+
+
+def _unattributed_fold(frame: pl.DataFrame, path: str) -> PartialFold:
+    """Rows folded with no legs (a follower without an arm record): writers and counts only."""
+    legs = pl.DataFrame(
+        schema={"index": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "leg": pl.String}
     )
+    windows = LegWindows(
+        points=pl.Series("points", [], dtype=pl.Int64),
+        segment_leg=pl.Series("leg", [None], dtype=pl.Int64),
+        segment_status=pl.Series("status", [UNATTRIBUTED], dtype=pl.Int8),
+        label_leg=pl.DataFrame(
+            schema={"segment": pl.Int64, "label": pl.String, "resolved_leg": pl.Int64}
+        ),
+    )
+    return partial_fold(frame, windows, legs, path)
 
 
-def _series(name: str, data: bytes, dtype: pl.DataType) -> pl.Series:
-    """The column ``name`` from the bytes of its 64-bit values (``w``: writer indices)."""
-    unsigned = dtype == pl.UInt64
-    values = array.array("Q" if unsigned else "q")
-    values.frombytes(data)
-    return pl.Series(name, values, dtype=pl.UInt64 if unsigned else pl.Int64)
+_STEPS_SCHEMA = {
+    "w": pl.String(),
+    "label": pl.String(),
+    "t_ns": pl.Int64(),
+    "proposed": pl.Int64(),
+    "accepted": pl.Int64(),
+}
 
 
-def _frame(columns: tuple, schema: dict[str, pl.DataType], leg_of: pl.Series) -> pl.DataFrame:
-    series = [
-        _series(name, data, dtype)
-        for (name, dtype), data in zip(schema.items(), columns, strict=True)
-    ]
-    series[0] = leg_of.gather(series[0])
-    return pl.DataFrame(series)
+def _steps(raw: dict[str, Any] | None) -> pl.DataFrame:
+    if raw is None:
+        return pl.DataFrame(schema=_STEPS_SCHEMA)
+    key = _series("key", raw["key"])
+    labels = pl.Series("label", raw["labels"], dtype=pl.String)
+    writers = pl.Series("w", raw["writers"], dtype=pl.String)
+    frame = pl.DataFrame(
+        [
+            key,
+            _series("t_ns", raw["t_ns"]),
+            _series("proposed", raw["proposed"]),
+            _series("accepted", raw["accepted"]),
+        ]
+    )
+    # Labelled steps carry their label's index, unlabelled ones -1 - their writer's.
+    return frame.select(
+        _lookup(writers, pl.when(pl.col("key") < 0).then(-1 - pl.col("key"))).alias("w"),
+        _lookup(labels, pl.when(pl.col("key") >= 0).then(pl.col("key"))).alias("label"),
+        "t_ns",
+        "proposed",
+        "accepted",
+    ).cast(_STEPS_SCHEMA)
+
+
+def _lookup(values: pl.Series, index: pl.Expr) -> pl.Expr:
+    if values.len() == 0:
+        return pl.lit(None, dtype=pl.String)
+    return (
+        pl.lit(values)
+        .gather(index.fill_null(0))
+        .alias("x")
+        .pipe(lambda found: pl.when(index.is_not_null()).then(found))
+    )

@@ -1,18 +1,12 @@
-"""Reading step logs (format v1, ``instrument/FORMAT.md``) into frames, a block at a time.
+"""Reading step logs (format v1, ``instrument/FORMAT.md``): the exact line parser and the
+polars block reader.
 
-Each file is read in blocks that end at a newline, so a log never has to fit in memory and a
-torn last line never reaches the parser. A block is parsed by the first of three readers
-that accepts it, and all three yield the same frame for the same lines:
-
-- the layout path: the writers' key order and number formatting are fixed (FORMAT.md), so the
-  block is split at commas by polars' CSV reader (multi-threaded, no JSON tokenizer) and every
-  field is checked to be exactly ``"key":value`` in the writers' order, every integer to be
-  plain decimal, every string to need no unescaping. Any block with a line of another shape
-  (other writers, key orders, escapes, spaces, extra keys) goes on to
-- the NDJSON path: polars' NDJSON reader with a fixed schema, plus sanity checks (a missing or
-  null field, a line count that does not match, a writer id not in the writers' layout), and
-  when that fails to
-- the exact path: orjson line by line, which names the file and line of every problem.
+``judge_line`` is the one place that decides whether a line is a v1 step and words why not;
+every reader reports bad lines in its words. ``StepLogReader`` is the reference and the
+fallback when the native extension is not built (``fold.native``): each file is read in
+blocks that end at a newline, so a log never has to fit in memory and a torn last line never
+reaches the parser; each line is judged by ``judge_line`` (orjson), which names the file and
+line of every problem. It is not fast (about the speed of a plain orjson loop), only right.
 """
 
 from __future__ import annotations
@@ -48,16 +42,10 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "line": pl.Int64(),
 }
 _REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
-_NDJSON_SCHEMA = {
-    "v": pl.Int64(),
-    "w": pl.String(),
-    **{name: STEP_SCHEMA[name] for name in _REQUIRED_INTS},
-    "emitted": pl.Int64(),
-    "leg": pl.String(),
-}
 _LINE_START = b'{"v":'
 _SKIP_HINT = "fix or remove the line, or pass --skip-bad-lines to count it as skipped and go on"
-_MAX_EXAMPLES = 5
+MAX_SKIPPED_EXAMPLES = 5
+"""Skipped lines named per file; the rest are counted."""
 
 
 @dataclass
@@ -74,6 +62,14 @@ class ReadCounts:
     torn_lines: int = 0
     skipped_lines: int = 0
     skipped_examples: list[SkippedLine] = field(default_factory=list)
+
+    def bad_line(self, path: str, line: int, reason: str, *, skip: bool) -> None:
+        """Stop at a bad line (InputError, naming it), or count it and keep the first few."""
+        if not skip:
+            raise InputError(f"{path}:{line}: {reason}; {_SKIP_HINT}")
+        self.skipped_lines += 1
+        if len(self.skipped_examples) < MAX_SKIPPED_EXAMPLES:
+            self.skipped_examples.append(SkippedLine(path, line, reason))
 
 
 def expand_log_paths(patterns: list[str]) -> list[str]:
@@ -167,58 +163,51 @@ class StepLogReader:
 
     def _parse_block(self, block: bytes) -> pl.DataFrame:
         first_line = self.lines_read + 1
-        line_count = block.count(b"\n")
-        self.lines_read += line_count
-        frame = _parse_layout(block, first_line, line_count)
-        if frame is None:
-            frame = _parse_fast(block, first_line, line_count)
-        if frame is None:
-            frame = self._parse_exact(block, first_line)
-        _refuse_impossible_counts(frame, self.path)
-        return frame
+        self.lines_read += block.count(b"\n")
+        return self._parse_exact(block, first_line)
 
     def _parse_exact(self, block: bytes, first_line: int) -> pl.DataFrame:
         columns: dict[str, list[Any]] = {name: [] for name in STEP_SCHEMA}
         for offset, raw in enumerate(block.split(b"\n")[:-1]):
             line_number = first_line + offset
-            try:
-                row = _parse_line(raw)
-            except _BadLine as problem:
-                row = self._salvage_glued_line(raw)
-                if row is None:
-                    self._bad_line(line_number, str(problem))
-                    continue
+            row, reason, glued = judge_line(raw)
+            if row is None:
+                self._bad_line(line_number, reason)
+                continue
+            self.counts.torn_lines += glued
             row["line"] = line_number
+            if _impossible(row):  # refused here, so the first problem in the file is named
+                refuse_impossible_counts(row_frame([row]), self.path)
             for name in STEP_SCHEMA:
                 columns[name].append(row[name])
         return pl.DataFrame(columns, schema=STEP_SCHEMA)
 
-    def _salvage_glued_line(self, raw: bytes) -> dict[str, Any] | None:
-        """A writer that died mid-line leaves a fragment the next line is appended to.
-
-        When the bad line ends in a whole, valid line, that line is kept and the fragment in
-        front of it is counted as torn, as a torn tail would be.
-        """
-        start = raw.rfind(_LINE_START)
-        if start <= 0:
-            return None
-        try:
-            row = _parse_line(raw[start:])
-        except _BadLine:
-            return None
-        self.counts.torn_lines += 1
-        return row
-
     def _bad_line(self, line_number: int, reason: str) -> None:
-        if not self.skip_bad_lines:
-            raise InputError(f"{self.path}:{line_number}: {reason}; {_SKIP_HINT}")
-        self.counts.skipped_lines += 1
-        if len(self.counts.skipped_examples) < _MAX_EXAMPLES:
-            self.counts.skipped_examples.append(SkippedLine(self.path, line_number, reason))
+        self.counts.bad_line(self.path, line_number, reason, skip=self.skip_bad_lines)
 
 
 class _BadLine(Exception):
     pass
+
+
+def judge_line(raw: bytes) -> tuple[dict[str, Any] | None, str, bool]:
+    """(row, reason, glued) for one line without its newline.
+
+    The row is None when the line is not a v1 step, and the reason says why. A writer that
+    died mid-line leaves a fragment the next line is appended to: when the bad line ends in a
+    whole, valid line, that line's row is returned with ``glued`` true (the fragment in front
+    of it counts as torn, as a torn tail would).
+    """
+    try:
+        return _parse_line(raw), "", False
+    except _BadLine as problem:
+        start = raw.rfind(_LINE_START)
+        if start > 0:
+            try:
+                return _parse_line(raw[start:]), "", True
+            except _BadLine:
+                pass
+        return None, str(problem), False
 
 
 def _parse_line(raw: bytes) -> dict[str, Any]:
@@ -279,181 +268,44 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {orjson.dumps(value).decode()[:40]}"
 
 
-def _parse_fast(block: bytes, first_line: int, line_count: int) -> pl.DataFrame | None:
-    try:
-        frame = pl.read_ndjson(block, schema=_NDJSON_SCHEMA)
-    except pl.exceptions.PolarsError:
-        return None
-    if frame.height != line_count:
-        return None  # polars passes over blank lines; the exact path names them
-    looks_right = frame.select(
-        (pl.col("v") == FORMAT_VERSION).all()
-        & pl.all_horizontal(pl.col(name).is_not_null().all() for name in _REQUIRED_INTS)
-        # The writers' ids are 16 hex digits; any other shape (including a number that the
-        # NDJSON reader would quietly turn into a string) goes to the exact path.
-        & (pl.col("w").str.len_bytes() == 16).all()
-    ).item()
-    if not looks_right:
-        return None
-    return frame.select(
-        pl.col("w"),
-        *(pl.col(name) for name in _REQUIRED_INTS),
-        pl.col("emitted"),
-        pl.col("leg").alias("label"),
-        pl.int_range(first_line, first_line + line_count, dtype=pl.Int64).alias("line"),
-    )
+_IMPOSSIBLE = [
+    (pl.col("proposed") < 0, "'proposed' is negative"),
+    (pl.col("accepted") < 0, "'accepted' is negative"),
+    (pl.col("accepted") > pl.col("proposed"), "'accepted' exceeds 'proposed'"),
+    (pl.col("emitted") < 0, "'emitted' is negative"),
+    (pl.col("n") < 0, "'n' is negative"),
+    (pl.col("t_ns") < 0, "'t_ns' is negative"),
+]
 
 
-def _parse_layout(block: bytes, first_line: int, line_count: int) -> pl.DataFrame | None:
-    """The writers' exact byte layout, read as comma-separated ``"key":value`` fields.
+def _impossible(row: dict[str, Any]) -> bool:
+    counts = (row["proposed"], row["accepted"], row["emitted"] or 0, row["n"], row["t_ns"])
+    return row["accepted"] > row["proposed"] or min(counts) < 0
 
-    Returns None (the caller falls back to the NDJSON path) unless every line has the layout:
-    ``{"v":1,"w":"<16 hex>","n":..,"t_ns":..,"pid":..,"seq":..,"proposed":..,"accepted":..``
-    then optionally ``,"emitted":..`` and optionally ``,"leg":"<label>"``, then ``}``.
+
+def refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:
+    """Counts no engine can produce are refused, never skipped: they mean the engine is wrong.
+
+    The first such line in the file's order is named (``frame`` has a ``line`` column), with
+    the first of the reasons above that holds for it.
     """
-    # A backslash means an escaped string; '+' or '\r' cannot occur in the layout's numbers or
-    # line ends. Each is one memchr over the block, and such blocks take the general path.
-    if b"\\" in block or b"+" in block or b"\r" in block:
-        return None
-    try:
-        # One fused streaming query: the split fields are never all held as strings at once.
-        frame = _scan_fields(block).collect(engine="streaming")
-    except pl.exceptions.PolarsError:
-        return None  # a strict cast failed, a line had too many fields, or bad UTF-8
-    if frame.height != line_count or not frame["layout_ok"].all():
-        return None
-    return frame.drop("layout_ok").with_columns(
-        pl.int_range(first_line, first_line + line_count, dtype=pl.Int64).alias("line")
-    )
-
-
-def _scan_fields(source: str | bytes) -> pl.LazyFrame:
-    return (
-        pl.scan_csv(
-            source,
-            has_header=False,
-            separator=",",
-            quote_char=None,
-            schema=_LAYOUT_CSV_SCHEMA,
-            missing_columns="insert",
-        )
-        .with_columns(_LAYOUT.parts)
-        .select(*_LAYOUT.columns, _LAYOUT.row_ok)
-    )
-
-
-def scan_layout(path: str) -> pl.LazyFrame:
-    """Every line of ``path`` read lazily as the writers' layout, for the streaming engine.
-
-    Columns as a parsed block has them but ``line``, plus ``layout_ok``: whether the line has
-    the layout. A fold that finds any line without it must read the file the block way.
-    """
-    return _scan_fields(path)
-
-
-@dataclass(frozen=True)
-class _Layout:
-    parts: list[pl.Expr]
-    """The fields whose place depends on which optional keys a line has."""
-    checks: list[pl.Expr]
-    """Each true when every line passes; a check on a missing required field fails."""
-    columns: list[pl.Expr]
-    """The frame's columns (STEP_SCHEMA but ``line``)."""
-    row_ok: pl.Expr
-    """Per line: true when the line passes every check."""
-
-
-def _layout() -> _Layout:
-    c = pl.col
-    # The last field carries the closing brace: `accepted` is last when c8 is missing, and so
-    # on; `emitted` and `leg` may each be there or not.
-    last7 = c("c8").is_null()
-    emitted_here = c("c8").str.starts_with('"emitted":')
-    label_in_8 = c("c8").str.starts_with('"leg":"')
-    parts = [
-        pl.when(last7).then(c("c7").str.strip_suffix("}")).otherwise(c("c7")).alias("accepted"),
-        pl.when(emitted_here).then(c("c8").str.strip_suffix("}")).alias("emitted"),
-        pl.when(c("c9").is_not_null())
-        .then(c("c9"))
-        .when(label_in_8)
-        .then(c("c8"))
-        .alias("label_field"),
-    ]
-    label = c("label_field").str.slice(7).str.strip_suffix('"}')
-    checks = [
-        c("c0") == '{"v":1',
-        c("c1").str.len_bytes() == 22,
-        c("c1").str.starts_with('"w":"'),
-        c("c1").str.ends_with('"'),
-        # Hex digits only: no quote, escape or control character inside the writer id.
-        c("c1")
-        .str.slice(5, 16)
-        .str.to_integer(base=16, dtype=pl.UInt64, strict=False)
-        .is_not_null(),
-        c("c10").is_null(),
-        c("c7").str.ends_with("}") == last7,
-        last7 | emitted_here | label_in_8,
-        c("c9").is_null() | (emitted_here & c("c9").str.starts_with('"leg":"')),
-        c("c8").is_null() | (c("c8").str.ends_with("}") == c("c9").is_null()),
-        c("label_field").is_null() | c("label_field").str.ends_with('"}'),
-        # A label needing no unescaping: no quote and no control character (backslashes were
-        # ruled out for the whole block).
-        c("label_field").is_null() | ~label.str.contains(r'["\\\x00-\x1f]'),
-    ]
-    columns = [c("c1").str.slice(5, 16).alias("w")]
-    integers = [("c2", "n"), ("c3", "t_ns"), ("c4", "pid"), ("c5", "seq"), ("c6", "proposed")]
-    for name, key in [*integers, ("accepted", "accepted"), ("emitted", "emitted")]:
-        prefix = f'"{key}":'
-        column = c(name)
-        # Plain JSON integers: no leading zero (a lone 0 is fine); signs take the general
-        # path. The strict cast fails the block on anything that is not decimal digits.
-        shape = (
-            column.str.starts_with(prefix)
-            & (~column.str.starts_with(prefix + "0") | (column.str.len_bytes() == len(prefix) + 1))
-            & ~column.str.starts_with(prefix + "-")
-            & ~column.str.starts_with(prefix + "+")
-        )
-        checks.append(column.is_null() | shape if key == "emitted" else shape)
-        dtype = STEP_SCHEMA[key]
-        columns.append(column.str.slice(len(prefix)).cast(dtype).alias(key))
-    columns.append(label.alias("label"))
-    row_checks = [check.fill_null(False) for check in checks]
-    return _Layout(
-        parts=parts,
-        checks=[check.all().alias(f"check{i}") for i, check in enumerate(row_checks)],
-        columns=columns,
-        row_ok=pl.all_horizontal(row_checks).alias("layout_ok"),
-    )
-
-
-_LAYOUT_CSV_SCHEMA = {f"c{index}": pl.String() for index in range(11)}
-_LAYOUT = _layout()
-
-
-def _refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:
-    """Counts no engine can produce are refused, never skipped: they mean the engine is wrong."""
-    if not frame.select(
-        pl.any_horizontal(
-            (pl.col(name) < 0).any() for name in ("proposed", "accepted", "emitted", "n", "t_ns")
-        )
-        | (pl.col("accepted") > pl.col("proposed")).any()
-    ).item():
+    flags = [condition.fill_null(False) for condition, _ in _IMPOSSIBLE]
+    offending = frame.filter(pl.any_horizontal(flags))
+    if offending.height == 0:
         return
-    checks = [
-        (pl.col("proposed") < 0, "'proposed' is negative"),
-        (pl.col("accepted") < 0, "'accepted' is negative"),
-        (pl.col("accepted") > pl.col("proposed"), "'accepted' exceeds 'proposed'"),
-        (pl.col("emitted") < 0, "'emitted' is negative"),
-        (pl.col("n") < 0, "'n' is negative"),
-        (pl.col("t_ns") < 0, "'t_ns' is negative"),
-    ]
-    for condition, reason in checks:
-        offending = frame.filter(condition)
-        if offending.height:
-            first = offending.row(0, named=True)
-            raise RefusedError(
-                f"{path}:{first['line']}: {reason} (proposed={first['proposed']}, "
-                f"accepted={first['accepted']}, emitted={first['emitted']}); "
-                f"{offending.height} line(s) in this block are like it. The engine's "
-                "instrumentation is miscounting: no acceptance can be computed from this log"
-            )
+    first = offending.sort("line").head(1)
+    reasons = first.select(flag.alias(str(i)) for i, flag in enumerate(flags)).row(0)
+    reason = next(text for (_, text), holds in zip(_IMPOSSIBLE, reasons, strict=True) if holds)
+    row = first.row(0, named=True)
+    raise RefusedError(
+        f"{path}:{row['line']}: {reason} (proposed={row['proposed']}, "
+        f"accepted={row['accepted']}, emitted={row['emitted']}). The engine's "
+        "instrumentation is miscounting: no acceptance can be computed from this log"
+    )
+
+
+def row_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Parsed rows (``judge_line``'s, with ``line``) as a frame of ``STEP_SCHEMA``."""
+    return pl.DataFrame(
+        {name: [row[name] for row in rows] for name in STEP_SCHEMA}, schema=STEP_SCHEMA
+    )

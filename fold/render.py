@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.acceptance import accept_rate
+from fold.render_fit import fit
 from fold.result import FoldResult
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -30,6 +31,21 @@ def length(value: float | None, missing: str = NOT_DEFINED) -> str:
 def three_decimals(value: float | None, missing: str = NOT_DEFINED) -> str:
     """tok/s of a fold and factors: a 0.93x gate is decided at 14.951 tok/s."""
     return missing if value is None else f"{value:.3f}"
+
+
+def plus_minus(
+    value: float | None, interval: list[float] | tuple[float, float] | None, form: str
+) -> str:
+    """An interval as ``±`` the larger distance from the figure to either end: '±0.04'.
+
+    ``form`` is ``percent``, ``length`` or ``three_decimals``; empty when there is none.
+    """
+    if value is None or interval is None:
+        return ""
+    reach = max(value - interval[0], interval[1] - value, 0.0)
+    if form == "percent":
+        return f"±{100 * reach:.1f}%"
+    return f"±{reach:.2f}" if form == "length" else f"±{reach:.3f}"
 
 
 def rate(value: float | None) -> str:
@@ -121,9 +137,13 @@ def _describe_flag(flag: str, leg: dict[str, Any]) -> str:
             f"{percent(worst['accept_rate'])} over {worst['steps']} steps"
         )
     if flag == "emitted != completion":
+        requests, prefill = len(leg["requests"]), leg["prefill_tokens_per_request"]
         return (
-            f"emitted != completion: completion_tokens {leg['completion_tokens']}, but the log "
-            f"says {leg['expected_completion_tokens']} (one prefill token per request + emitted)"
+            f"emitted != completion: completion_tokens {leg['completion_tokens']}, but the log's "
+            f"verify steps emitted {leg['emitted']} over {requests} request(s), and with "
+            f"{prefill} prefill token(s) per request that makes "
+            f"{leg['expected_completion_tokens']} (state the engine's count with "
+            "--prefill-tokens)"
         )
     if flag == "no steps":
         return "no verify step with a draft in this leg's window"
@@ -151,7 +171,29 @@ def fold_table(result: FoldResult) -> Table:
             three_decimals(fold["output_throughput_tok_s"]),
             length(fold["completion_tokens_per_step"]),
         )
+        spreads = [
+            plus_minus(fold[figure], fold.get(f"{figure}_ci"), form)
+            for figure, form in _FOLD_INTERVALS
+        ]
+        if any(spreads):
+            table.add_row("±", "", "", "", "", *spreads, style="dim")
+    if result.bootstrap and result.bootstrap["resamples"]:
+        table.caption = Text(
+            f"±: 95% bootstrap interval ({result.bootstrap['resamples']} resamples of the legs "
+            f"and their requests, seed {result.bootstrap['seed']}), the larger distance to "
+            "either end; --json has [low, high]",
+            style="dim",
+        )
+        table.caption_justify = "left"
     return table
+
+
+_FOLD_INTERVALS = (
+    ("accept_rate", "percent"),
+    ("mean_acceptance_length", "length"),
+    ("output_throughput_tok_s", "three_decimals"),
+    ("completion_tokens_per_step", "length"),
+)
 
 
 def distribution_lines(result: FoldResult) -> Text:
@@ -186,9 +228,9 @@ def accounting_lines(result: FoldResult) -> Text:
 
 def report(result: FoldResult) -> RenderableType:
     parts: list[RenderableType] = [
-        legs_table(result),
+        fit(legs_table(result), give_way=("shape", "steps/s", "run")),
         flag_lines(result),
-        fold_table(result),
+        fit(fold_table(result), give_way=("completion/S",)),
         distribution_lines(result),
         accounting_lines(result),
     ]

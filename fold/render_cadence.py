@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from rich import box
@@ -10,11 +9,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.render import NOT_DEFINED, percent, rate, three_decimals
+from fold.render import NOT_DEFINED, percent, rate
+from fold.render_fit import Fitted, fit
 from fold.result import FoldResult
-from fold.speed import SpeedSplit
-
-NOT_RECORDED = "not recorded"
 
 
 def duration(seconds: float | None) -> str:
@@ -34,7 +31,7 @@ def count(value: int | None) -> str:
     return NOT_DEFINED if value is None else str(value)
 
 
-def cadence_table(result: FoldResult) -> Table:
+def cadence_table(result: FoldResult) -> Fitted:
     """One row per leg with steps: seconds per request (mean), intervals in ms over all of the
     leg's requests, stalls, and decode steps/s (all intervals over all decode seconds)."""
     table = Table(
@@ -46,8 +43,7 @@ def cadence_table(result: FoldResult) -> Table:
         "decode time; c: cold leg",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        collapse_padding=True,
+        padding=(0, 0),  # the box's separators keep columns apart; 11 of them fit 80 columns
         pad_edge=False,
     )
     for header in (
@@ -81,7 +77,7 @@ def cadence_table(result: FoldResult) -> Table:
             duration(cadence["stall_s"]),
             rate(cadence["decode_steps_per_s"]),
         )
-    return table
+    return fit(table)
 
 
 def where_time_goes(cadence: dict[str, Any]) -> str:
@@ -96,12 +92,22 @@ def where_time_goes(cadence: dict[str, Any]) -> str:
     )
 
 
+def decode_rate(cadence: dict[str, Any]) -> str:
+    """The pooled decode steps/s with its 95% interval as ``±`` when it has one: '23.57 ±1.21'."""
+    value = cadence["decode_steps_per_s"]
+    interval = cadence.get("decode_steps_per_s_ci")
+    if value is None or interval is None:
+        return rate(value)
+    reach = max(value - interval[0], interval[1] - value, 0.0)
+    return f"{rate(value)} ±{rate(reach)}"
+
+
 def warm_cadence_lines(result: FoldResult) -> Text:
     cadence = result.warm["cadence"]
     text = Text()
     text.append("warm cadence: ", style="bold")
     text.append(
-        f"{cadence['requests']} requests; decode steps/s {rate(cadence['decode_steps_per_s'])} "
+        f"{cadence['requests']} requests; decode steps/s {decode_rate(cadence)} "
         f"pooled, {rate(cadence['median']['decode_steps_per_s'])} median request; intervals "
         f"p50 {duration(cadence['interval_median_s'])}, "
         f"p99 {duration(cadence['interval_p99_s'])}; "
@@ -114,57 +120,3 @@ def warm_cadence_lines(result: FoldResult) -> Text:
 
 def cadence_view(result: FoldResult) -> RenderableType:
     return Group(cadence_table(result), warm_cadence_lines(result))
-
-
-_PART_LABELS = {"before_first_step": "start-up", "stalls": "stalls", "tail": "tail"}
-
-
-def speed_summary(split: SpeedSplit) -> str | None:
-    """'speed: 70% slower steps, 30% start-up, 0% stalls, 0% tail', largest part first."""
-    if split.parts is None:
-        return None
-    slower = split.steady_factor is not None and split.steady_factor < 1
-    labels = {"steps": "slower steps" if slower else "faster steps", **_PART_LABELS}
-    phrases = []
-    for name, part in sorted(split.parts.items(), key=lambda item: -item[1]):
-        share = round(abs(part) * 100)
-        phrases.append(
-            f"{share}% {labels[name]}" if part >= 0 else f"{labels[name]} offset {share}%"
-        )
-    return "speed: " + ", ".join(phrases)
-
-
-def speed_lines(splits: Mapping[str, SpeedSplit]) -> list[Text]:
-    """Our shares of leg time, then per oracle: the speed factor over leg, decode and steady
-    windows, the split of the speed gap, and what the oracle does not record."""
-    if not splits:
-        return []
-    shares = next(iter(splits.values())).shares
-    lines = [
-        Text("our warm leg time: ", style="bold")
-        + Text(
-            f"{percent(shares['before_first_step'], NOT_RECORDED)} before the first step, "
-            f"{percent(shares['stalls'], NOT_RECORDED)} in stalls, "
-            f"{percent(shares['tail'], NOT_RECORDED)} in the tail"
-        )
-    ]
-    for split in splits.values():
-        head = Text(f"vs {split.oracle}, speed factor: ", style="bold")
-        if split.leg_factor is None:
-            lines.append(head + Text(NOT_RECORDED, style="dim italic"))
-        else:
-            lines.append(
-                head
-                + Text(
-                    f"{three_decimals(split.leg_factor)} over leg windows, "
-                    f"{three_decimals(split.decode_factor, NOT_RECORDED)} over our decode "
-                    f"windows, {three_decimals(split.steady_factor, NOT_RECORDED)} over our "
-                    "steady decoding"
-                )
-            )
-        summary = speed_summary(split)
-        if summary is not None:
-            lines.append(Text("  " + summary + " (shares of the speed factor's log)", "bold"))
-        for lack in split.oracle_lacks:
-            lines.append(Text(f"  {lack}", style="dim"))
-    return lines

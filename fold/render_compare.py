@@ -10,13 +10,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.gap import NO_GAP, GapAttribution, StepRateCheck
-from fold.oracles import ArmFigures
-from fold.render import length, percent, three_decimals
+from fold.gap import NO_GAP, SGLANG_UNIT, GapAttribution, StepRateCheck
+from fold.gap_intervals import BOTH_ARMS, OURS_ONLY, SplitIntervals
+from fold.oracles import (
+    ALL_LEGS,
+    INTERVAL,
+    LAST_INTERVAL,
+    REQUESTS,
+    SINCE_START,
+    WARM_LEGS,
+    ArmFigures,
+)
+from fold.render import length, percent, plus_minus, three_decimals
+from fold.render_fit import Fitted, fit
+from fold.speed import SpeedSplit
+from fold.uncertainty import Interval
 
 NOT_RECORDED = "not recorded"
 
@@ -45,60 +57,139 @@ def _cell(text: str) -> Text:
     return Text(text, style="dim italic") if text == NOT_RECORDED else Text(text)
 
 
+# Short names for what an arm's counters cover (the full wording is in the sources table).
+POPULATION_LABELS = {
+    WARM_LEGS: "warm legs",
+    ALL_LEGS: "all legs",
+    INTERVAL: "2 scrapes",
+    SINCE_START: "since start",
+    REQUESTS: "requests",
+    LAST_INTERVAL: "last log",
+}
+
+
+def _approx(text: str, bound: float | None) -> str:
+    """A figure from rounded counters is marked ≈ (its bound is in the notes)."""
+    return text if bound is None or text == NOT_RECORDED else f"≈{text}"
+
+
 def comparison_table(
-    rows: Sequence[ArmFigures], gaps: Mapping[str, GapAttribution] | None = None
-) -> Table:
+    rows: Sequence[ArmFigures],
+    gaps: Mapping[str, GapAttribution] | None = None,
+    intervals: Mapping[str, Mapping[str, Interval | None]] | None = None,
+) -> Fitted:
     """One row per arm in the order given (put ours first), then one ratio row per oracle.
 
     ``gaps`` maps an oracle's name to its attribution against ours. Its ratio row
     ("ours/ORACLE") puts each factor under the column it divides: r under tok/s, the acceptance
-    factor under the mean acceptance length, the speed factor under verify steps/s. Where each
-    figure came from is in :func:`sources_table`.
+    factor under the length it compares (mean len, or SGLang len* when the split is in SGLang's
+    unit), the speed factor under verify steps/s. With ``intervals`` (per arm row, as
+    ``fold.compare.Comparison.intervals``), a ``±`` row under each arm and ratio gives its 95%
+    intervals, or says why it has none. Figures never wrap or get cut: at narrow widths the
+    population column goes first, then the table turns vertical.
     """
     gaps = gaps or {}
+    caption = (
+        "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
+        "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
+        "included): not comparable with mean len. covers = what the acceptance counters "
+        "count; ≈ = from rounded counters."
+    )
+    if intervals is not None:
+        caption += (
+            " ±: 95% bootstrap interval over the arm's legs, the larger distance to either end "
+            "(totals: the arm is known only by its totals, so it has none; 1 leg: one leg "
+            "says nothing of the spread); ± both: both arms resampled; ± ours: ours only, the "
+            "oracle taken as exact; ± mixed: r from both arms, the factors from ours only."
+        )
     table = Table(
         title="Throughput and acceptance in one unit",
-        caption=(
-            "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
-            "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
-            "included): not comparable with mean len."
-        ),
+        caption=caption,
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    table.add_column("engine", overflow="fold")
-    table.add_column("tok/s (warm)", justify="right")
-    table.add_column("mean len (1+A/S)", justify="right")
-    table.add_column("rate (A/P)", justify="right")
-    table.add_column("verify steps/s", justify="right")
-    table.add_column("SGLang len* (other unit)", justify="right")
+    # Names and labels keep their width while they fit; "not recorded" may wrap, figures never.
+    longest_name = max((len(row.name) for row in rows), default=6)
+    table.add_column("engine", overflow="fold", min_width=min(longest_name, 10))
+    table.add_column("covers", overflow="fold")
+    for header in ("tok/s (warm)", "mean len (1+A/S)", "rate (A/P)", "verify steps/s",
+                   "SGLang len*"):  # fmt: skip
+        table.add_column(header, justify="right", overflow="fold")
     for row in rows:
         table.add_row(
             Text(row.name, style="bold"),
+            Text(POPULATION_LABELS.get(row.population or "", row.population or "")),
             _cell(fmt_tok_s(row.output_throughput_tok_s)),
-            _cell(fmt_length(row.mean_acceptance_length)),
-            _cell(fmt_rate(row.accept_rate)),
+            _cell(
+                _approx(fmt_length(row.mean_acceptance_length), row.mean_acceptance_length_bound)
+            ),
+            _cell(_approx(fmt_rate(row.accept_rate), row.accept_rate_bound)),
             _cell(fmt_steps_per_s(row.verify_steps_per_s)),
             _cell(fmt_length(row.completion_tokens_per_step)),
         )
+        if intervals is not None:
+            _arm_interval_row(table, row, intervals.get(row.name))
+    arm_rows = len(table.rows)
     first = True
     for gap in gaps.values():
         split = gap.ratio is not None and gap.acceptance_factor is not None
+        factor = _cell(fmt_factor(gap.acceptance_factor) if split else NOT_RECORDED)
+        in_sglang_unit = gap.unit == SGLANG_UNIT
         table.add_row(
-            Text(f"{gap.ours}/{gap.oracle}", style="italic"),
+            Text(f"ours/{gap.oracle}", style="italic"),
+            Text(""),
             _cell(fmt_factor(gap.ratio)),
-            _cell(fmt_factor(gap.acceptance_factor) if split else NOT_RECORDED),
+            Text("") if in_sglang_unit else factor,
             Text(""),
             _cell(fmt_factor(gap.speed_factor) if split else NOT_RECORDED),
-            Text(""),
+            factor if in_sglang_unit else Text(""),
             end_section=False,
         )
+        found = gap.intervals
+        if found is not None and found.basis:
+            spread = Text(
+                plus_minus(gap.acceptance_factor, found.acceptance_factor, "three_decimals"),
+                style="dim",
+            )
+            table.add_row(
+                Text(_ratio_label(found), style="dim"),
+                Text(""),
+                Text(plus_minus(gap.ratio, found.ratio, "three_decimals"), style="dim"),
+                Text("") if in_sglang_unit else spread,
+                Text(""),
+                Text(plus_minus(gap.speed_factor, found.speed_factor, "three_decimals"), "dim"),
+                spread if in_sglang_unit else Text(""),
+            )
         if first:
             # a rule between the arms and the ratio rows
-            table.rows[len(rows) - 1].end_section = True
+            table.rows[arm_rows - 1].end_section = True
             first = False
-    return table
+    return fit(table, give_way=("covers",))
+
+
+def _arm_interval_row(
+    table: Table, row: ArmFigures, found: Mapping[str, Interval | None] | None
+) -> None:
+    """The ``±`` row under an arm: its 95% intervals, or why it has none."""
+    if found is None or not any(found.values()):
+        why = "totals" if found is None else "1 leg"
+        table.add_row(
+            Text("  ±", style="dim"), Text(""), Text(why, style="dim italic"), *[Text("")] * 4
+        )
+        return
+    cells = [
+        plus_minus(
+            row.output_throughput_tok_s, found.get("output_throughput_tok_s"), "three_decimals"
+        ),
+        plus_minus(row.mean_acceptance_length, found.get("mean_acceptance_length"), "length"),
+        plus_minus(row.accept_rate, found.get("accept_rate"), "percent"),
+        plus_minus(row.verify_steps_per_s, found.get("verify_steps_per_s"), "three_decimals"),
+        plus_minus(
+            row.completion_tokens_per_step, found.get("completion_tokens_per_step"), "length"
+        ),
+    ]
+    table.add_row(Text("  ±", style="dim"), Text(""), *[Text(cell, style="dim") for cell in cells])
 
 
 _FIGURE_LABELS = (
@@ -109,7 +200,9 @@ _FIGURE_LABELS = (
     ("per_position", "per position"),
     ("completion_tokens_per_step", "SGLang len*"),
     ("mean_acceptance_length", "mean len"),
+    ("accept_rate", "rate"),
 )
+_DERIVED = {"mean_acceptance_length": "1 + A/S", "accept_rate": "A/P"}
 
 
 def sources_table(rows: Sequence[ArmFigures]) -> Table:
@@ -120,12 +213,18 @@ def sources_table(rows: Sequence[ArmFigures]) -> Table:
     table.add_column("source", overflow="fold", ratio=1)
     for row in rows:
         name = row.name
+        if row.population:
+            covers = row.population + (
+                f": {row.population_detail}" if row.population_detail else ""
+            )
+            table.add_row(Text(name, style="bold"), "covers", Text(covers))
+            name = ""
         for key, label in _FIGURE_LABELS:
             source = row.sources.get(key)
             if source is None:
                 continue
-            if key == "mean_acceptance_length" and source == "1 + A/S":
-                continue  # derived as always; only a reason for its absence is worth a line
+            if _DERIVED.get(key) == source:
+                continue  # derived as always; only another origin is worth a line
             style = "dim" if source.startswith(NOT_RECORDED) else ""
             table.add_row(Text(name, style="bold"), label, Text(source, style=style))
             name = ""
@@ -147,6 +246,17 @@ def gap_lines(gap: GapAttribution) -> list[Text]:
         f"{fmt_factor(gap.acceptance_factor)} x speed {fmt_factor(gap.speed_factor)}"
     )
     lines = [head + factors]
+    found = gap.intervals
+    if found is not None and found.ratio is not None:
+        basis = _basis_text(found, gap.oracle)
+        parts = [f"r {_bracket(found.ratio)}"]
+        if found.acceptance_factor is not None and found.speed_factor is not None:
+            parts += [
+                f"acceptance {_bracket(found.acceptance_factor)}",
+                f"speed {_bracket(found.speed_factor)}",
+            ]
+        lines.append(Text(f"  95% intervals ({basis}):", style="dim"))
+        lines.append(Text("    " + "  ".join(parts), style="dim"))
     if (
         gap.acceptance_share is not None
         and gap.speed_share is not None
@@ -161,6 +271,59 @@ def gap_lines(gap: GapAttribution) -> list[Text]:
     style = "bold" if gap.dominant is not None else "yellow"
     lines.append(Text("  verdict: ", style="bold") + Text(gap.verdict, style=style))
     return lines
+
+
+_FACTOR_NAMES = {"ratio": "r", "acceptance_factor": "acceptance", "speed_factor": "speed"}
+
+
+def _basis_text(found: SplitIntervals, oracle: str) -> str:
+    """What the intervals rest on: both arms' legs, ours alone, or each factor its own."""
+    if found.from_both_arms:
+        return "both arms"
+    if BOTH_ARMS not in found.basis.values():
+        return f"ours only: {oracle} by totals"
+    names = {basis: [_FACTOR_NAMES[f] for f, b in found.basis.items() if b == basis]
+             for basis in (BOTH_ARMS, OURS_ONLY)}  # fmt: skip
+    return (
+        f"{BOTH_ARMS} for {', '.join(names[BOTH_ARMS])}; {OURS_ONLY} for "
+        f"{', '.join(names[OURS_ONLY])}: {oracle}'s length is a total"
+    )
+
+
+def _ratio_label(found: SplitIntervals) -> str:
+    if found.from_both_arms:
+        return "  ± both"
+    return "  ± mixed" if BOTH_ARMS in found.basis.values() else "  ± ours"
+
+
+def _bracket(interval: Interval) -> str:
+    return f"[{fmt_factor(interval[0])}, {fmt_factor(interval[1])}]"
+
+
+def population_line(ours: ArmFigures | None, oracle: ArmFigures | None) -> Text | None:
+    """Whether both sides' acceptance counters cover the same requests."""
+    if ours is None or oracle is None or not ours.population or not oracle.population:
+        return None
+    if ours.population == oracle.population:
+        return Text(
+            f"  both sides' acceptance counts cover {_COVERS.get(ours.population)}", style="dim"
+        )
+    return Text(
+        f"  populations differ: {ours.name} counts {_COVERS.get(ours.population)}, "
+        f"{oracle.name} {_COVERS.get(oracle.population, oracle.population)} "
+        f"({oracle.population_detail}); the acceptance factor compares them as they are",
+        style="yellow",
+    )
+
+
+_COVERS = {
+    WARM_LEGS: "the warm legs",
+    ALL_LEGS: "all legs, cold ones included",
+    INTERVAL: "the interval between two scrapes",
+    SINCE_START: "everything since server start",
+    REQUESTS: "the requests given",
+    LAST_INTERVAL: "the server's last logging interval",
+}
 
 
 def step_rate_line(
@@ -188,17 +351,79 @@ def step_rate_line(
     return Text(f"{line}: agree within {tolerance * 100:g}%")
 
 
+_PART_LABELS = {"before_first_step": "start-up", "stalls": "stalls", "tail": "tail"}
+
+
+def speed_summary(split: SpeedSplit) -> str | None:
+    """'speed: 70% slower steps, 30% start-up, 0% stalls, 0% tail', largest part first."""
+    if split.parts is None:
+        return None
+    slower = split.steady_factor is not None and split.steady_factor < 1
+    labels = {"steps": "slower steps" if slower else "faster steps", **_PART_LABELS}
+    phrases = []
+    for name, part in sorted(split.parts.items(), key=lambda item: -item[1]):
+        share = round(abs(part) * 100)
+        phrases.append(
+            f"{share}% {labels[name]}" if part >= 0 else f"{labels[name]} offset {share}%"
+        )
+    return "speed: " + ", ".join(phrases)
+
+
+def speed_table(split: SpeedSplit) -> Fitted:
+    """The speed factor over leg windows, our decode windows and our steady decoding, beside
+    our shares of warm leg time outside steady decoding (the oracle records none of its own)."""
+    table = Table(
+        title=f"speed factor vs {split.oracle}, and our warm leg time",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    headers = ("over leg windows", "over our decode windows", "over our steady decoding",
+               "before first step", "in stalls", "in the tail")  # fmt: skip
+    for header in headers:
+        table.add_column(header, justify="right", overflow="fold")
+    shares = split.shares
+    table.add_row(
+        _cell(fmt_factor(split.leg_factor)),
+        _cell(fmt_factor(split.decode_factor)),
+        _cell(fmt_factor(split.steady_factor)),
+        *(_cell(fmt_rate(shares[name])) for name in ("before_first_step", "stalls", "tail")),
+    )
+    return fit(table)
+
+
+def speed_lines(split: SpeedSplit) -> list[RenderableType]:
+    """Under an oracle's verdict: the speed factor one level deeper, the split of its log into
+    slower steps and time outside steady decoding, and what the oracle does not record."""
+    lines: list[RenderableType] = [speed_table(split)]
+    summary = speed_summary(split)
+    if summary is not None:
+        lines.append(Text("  " + summary + " (shares of the speed factor's log)", "bold"))
+    lines.extend(Text(f"  {lack}", style="dim") for lack in split.oracle_lacks)
+    return lines
+
+
 def verdict_lines(
     gaps: Mapping[str, GapAttribution],
     *,
+    rows: Sequence[ArmFigures] = (),
     measured_steps_per_s: float | None = None,
     step_check: StepRateCheck | None = None,
     tolerance: float | None = None,
-) -> list[Text]:
-    """Per oracle: the factors, the log-gap shares and the verdict; then the step-rate check."""
-    lines: list[Text] = []
-    for gap in gaps.values():
+    speeds: Mapping[str, SpeedSplit] | None = None,
+) -> list[RenderableType]:
+    """Per oracle: the factors, the log-gap shares, the verdict and, with ``speeds``, the speed
+    split under it; then the step-rate check."""
+    lines: list[RenderableType] = []
+    by_name = {row.name: row for row in rows}
+    for name, gap in gaps.items():
         lines.extend(gap_lines(gap))
+        covers = population_line(by_name.get(gap.ours), by_name.get(gap.oracle))
+        if covers is not None and gap.acceptance_factor is not None:
+            lines.append(covers)
+        split = (speeds or {}).get(name)
+        if split is not None:
+            lines.extend(speed_lines(split))
     if step_check is not None:
         tol = tolerance
         if tol is None:
@@ -213,10 +438,18 @@ def comparison(
     *,
     measured_steps_per_s: float | None = None,
     step_check: StepRateCheck | None = None,
+    intervals: Mapping[str, Mapping[str, Interval | None]] | None = None,
+    speeds: Mapping[str, SpeedSplit] | None = None,
 ) -> Group:
     """The table, the sources and the verdict lines together, ready for ``Console.print``."""
     return Group(
-        comparison_table(rows, gaps),
-        sources_table(rows),
-        *verdict_lines(gaps, measured_steps_per_s=measured_steps_per_s, step_check=step_check),
+        comparison_table(rows, gaps, intervals),
+        fit(sources_table(rows)),
+        *verdict_lines(
+            gaps,
+            rows=rows,
+            measured_steps_per_s=measured_steps_per_s,
+            step_check=step_check,
+            speeds=speeds,
+        ),
     )

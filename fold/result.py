@@ -14,9 +14,22 @@ from fold.arm import WINDOW_SLACK_NS
 from fold.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor, fold_cadence
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
+from fold.uncertainty import (
+    Replicates,
+    check_resamples,
+    decode_interval,
+    fold_replicates,
+    interval_fields,
+    method_note,
+)
 from fold.warm import ThroughputCheck, throughput_fold
 
 JSON_FORMAT = "fold-acceptance/1"
+# Output tokens per request that no verify step emits: servers (vLLM, SGLang, llama-server)
+# sample the first from prefill; llama.cpp's speculative-simple verifies the prompt's last token
+# with the first draft, so every output token comes from a verify step (0).
+SERVER_PREFILL_TOKENS = 1
+PREFILL_CONVENTIONS = (0, 1)
 
 
 @dataclass
@@ -33,6 +46,13 @@ class FoldResult:
     skipped_examples: list[SkippedLine] = field(default_factory=list)
     oracles: dict[str, Any] | None = None
     stall_factor: float = DEFAULT_STALL_FACTOR
+    prefill_tokens: dict[str, Any] = field(
+        default_factory=lambda: {"per_request": SERVER_PREFILL_TOKENS, "source": "default"}
+    )
+    bootstrap: dict[str, Any] | None = None
+    """How the intervals were drawn (resamples, seed, level, method); None without intervals."""
+    replicates: dict[str, Replicates] = field(default_factory=dict, repr=False, compare=False)
+    """The warm and all-legs folds' bootstrap replicates, which the split propagates."""
 
     @property
     def unattributed_steps(self) -> int:
@@ -71,7 +91,10 @@ class FoldResult:
             "files": self.files,
             "writers": self.writers,
             "skipped_examples": [vars(example) for example in self.skipped_examples],
+            "prefill_tokens": self.prefill_tokens,
         }
+        if self.bootstrap is not None:
+            document["bootstrap"] = self.bootstrap
         if self.oracles is not None:
             document["oracles"] = self.oracles
         return document
@@ -83,8 +106,12 @@ def build_result(
     read_counts: dict[str, ReadCounts],
     check: ThroughputCheck,
     window_steps: int = acceptance.DEFAULT_WINDOW_STEPS,
+    *,
+    prefill_tokens: int | None = None,
     stall_factor: float = DEFAULT_STALL_FACTOR,
 ) -> FoldResult:
+    """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
+    user states it; None learns it from the arm (see ``_prefill_convention``)."""
     warm_set = set(check.warm_legs)
     sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
     histograms: dict[int, dict[int, int]] = defaultdict(dict)
@@ -97,9 +124,11 @@ def build_result(
     for row in partial.requests.sort("leg", "w", "seq").iter_rows(named=True):
         requests[row.pop("leg")].append(row)
 
+    convention = _prefill_convention(arm_legs, sums, requests, prefill_tokens)
     legs = [
         _leg_figures(
             leg,
+            prefill_tokens=convention["per_request"],
             warm=leg["index"] in warm_set,
             sums=sums.get(leg["index"]),
             counts=histograms.get(leg["index"], {}),
@@ -123,6 +152,7 @@ def build_result(
         skipped_examples=[
             example for counts in read_counts.values() for example in counts.skipped_examples
         ],
+        prefill_tokens=convention,
     )
     _add_cadence(result, fold_cadence(partial.step_times, arm_legs, stall_factor))
     return result
@@ -138,9 +168,51 @@ def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
     result.all["cadence"] = cadence.group(result.all["legs"])
 
 
+def _prefill_convention(
+    arm_legs: pl.DataFrame,
+    sums: dict[int, dict[str, Any]],
+    requests: dict[int, list[dict[str, Any]]],
+    stated: int | None,
+) -> dict[str, Any]:
+    """How many output tokens per request come from prefill rather than a verify step.
+
+    Stated by the user, or learned from the arm: each leg whose every line carries `emitted`
+    votes for the k in (0, 1) with completion_tokens = k * requests + sum(emitted); the k with
+    most votes wins (ties and no votes: the servers' 1). Legs that disagree are flagged.
+    """
+    if stated is not None:
+        return {"per_request": stated, "source": "stated"}
+    votes = dict.fromkeys(PREFILL_CONVENTIONS, 0)
+    for leg in arm_legs.iter_rows(named=True):
+        leg_sums = sums.get(leg["index"])
+        count = len(requests.get(leg["index"], []))
+        if not leg_sums or not count or leg_sums["emitted_lines"] != leg_sums["lines"]:
+            continue
+        for k in PREFILL_CONVENTIONS:
+            if leg["completion_tokens"] == k * count + leg_sums["emitted"]:
+                votes[k] += 1
+    legs_agreeing = {str(k): count for k, count in votes.items()}  # JSON keys are strings
+    if not any(votes.values()):
+        return {"per_request": SERVER_PREFILL_TOKENS, "source": "default", "legs": legs_agreeing}
+    best = max(PREFILL_CONVENTIONS, key=lambda k: (votes[k], k == SERVER_PREFILL_TOKENS))
+    return {"per_request": best, "source": "learned from the arm", "legs": legs_agreeing}
+
+
+def add_intervals(result: FoldResult, resamples: int, seed: int) -> None:
+    """Put ``<figure>_ci`` beside each pooled figure of the warm and all-legs folds."""
+    check_resamples(resamples, seed)
+    result.replicates = fold_replicates(result.legs, resamples, seed) if resamples else {}
+    for name, fold in (("warm", result.warm), ("all", result.all)):
+        fold.update(interval_fields(result.replicates.get(name)))
+        if "cadence" in fold:
+            fold["cadence"]["decode_steps_per_s_ci"] = decode_interval(result.replicates.get(name))
+    result.bootstrap = method_note(resamples, seed)
+
+
 def _leg_figures(
     leg: dict[str, Any],
     *,
+    prefill_tokens: int,
     warm: bool,
     sums: dict[str, Any] | None,
     counts: dict[int, int],
@@ -172,8 +244,7 @@ def _leg_figures(
     emitted_consistent = None
     expected_completion = None
     if sums["lines"] and sums["emitted_lines"] == sums["lines"]:
-        # Each request's first token comes from prefill, not from a verify step.
-        expected_completion = len(requests) + sums["emitted"]
+        expected_completion = prefill_tokens * len(requests) + sums["emitted"]
         emitted_consistent = expected_completion == leg["completion_tokens"]
         if not emitted_consistent:
             flags.append("emitted != completion")
@@ -201,6 +272,7 @@ def _leg_figures(
         "emitted": sums["emitted"] if sums["emitted_lines"] else None,
         "emitted_lines": sums["emitted_lines"],
         "expected_completion_tokens": expected_completion,
+        "prefill_tokens_per_request": prefill_tokens,
         "emitted_consistent": emitted_consistent,
         "requests": requests,
         "windows": [
@@ -249,19 +321,40 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
     }
 
 
+MAX_LEGS_NAMED = 8
+
+
 def _refuse_warm_legs_without_steps(legs: list[dict[str, Any]], partial: PartialFold) -> None:
     empty = [leg for leg in legs if leg["warm"] and leg["steps"] == 0]
     if not empty:
         return
-    unattributed = int(partial.files["unattributed"].sum()) if partial.files.height else 0
-    described = ", ".join(
+    files = partial.files
+    unattributed = int(files["unattributed"].sum()) if files.height else 0
+    ambiguous = int(files["ambiguous"].sum()) if files.height else 0
+    named = ", ".join(
         f"leg {leg['index']} (run {leg['run']}, {leg['lines']} lines without a draft)"
-        for leg in empty[:5]
+        for leg in empty[:MAX_LEGS_NAMED]
     )
+    if len(empty) > MAX_LEGS_NAMED:
+        named += f" and {len(empty) - MAX_LEGS_NAMED} more"
+    found = (
+        f"{len(empty)} warm leg(s) have no verify step with a draft in the step log: {named}. "
+        "A drafter that never proposed is not a 0% acceptance. "
+    )
+    if ambiguous:
+        raise RefusedError(
+            found + f"{ambiguous} step line(s) are ambiguous: they fall inside two or more "
+            "overlapping leg windows and carry no leg label that names exactly one of them, so "
+            "they are kept out of every leg. Label the legs: run each leg's engine with "
+            "DFLASH_STEP_LEG=<label> and give that leg the same 'leg' field in the arm record"
+            + (
+                f" ({unattributed} other line(s) fell outside every leg window)"
+                if unattributed
+                else ""
+            )
+        )
     raise RefusedError(
-        f"{len(empty)} warm leg(s) have no verify step with a draft in the step log: "
-        f"{described}. A drafter that never proposed is not a 0% acceptance. "
-        f"{unattributed} step line(s) fell outside every leg window: check that the log "
+        found + f"{unattributed} step line(s) fell outside every leg window: check that the log "
         "belongs to this run and that the engine's clock matches the gate's"
     )
 

@@ -10,6 +10,7 @@ import polars as pl
 
 from fold.arm import ArmRecord
 from fold.errors import InputError, RefusedError
+from fold.wording import figures_apart
 
 DEFAULT_PREDICATE = "run > 1"
 RELATIVE_TOLERANCE = 1e-9
@@ -74,9 +75,10 @@ def check_against_record(
         throughput is None
         or not math.isclose(throughput, recorded_throughput_tok_s, rel_tol=RELATIVE_TOLERANCE)
     ):
+        recorded, folded = figures_apart(recorded_throughput_tok_s, throughput)
         problems.append(
-            f"metrics.output_throughput_tok_s is {recorded_throughput_tok_s!r} in the record, "
-            f"but the median tok_s of the legs selected by {predicate!r} is {throughput!r}"
+            f"metrics.output_throughput_tok_s is {recorded} in the record, "
+            f"but the median tok_s of the legs selected by {predicate!r} is {folded}"
         )
     if isinstance(recorded_warm_legs, list):
         if recorded_warm_legs != warm_indices:

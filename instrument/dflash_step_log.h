@@ -21,7 +21,7 @@
 //
 // API (namespace dflash::step_log; the C functions below do the same for C engines and ctypes):
 //   enabled()                          true when lines are written; lets callers skip work.
-//   record(seq, proposed, accepted[, emitted])
+//   record(seq, proposed, accepted[, emitted])   (any integer types; see below)
 //                                      one line, one write(2), for one request's verify step.
 //   Batch b; b.add(seq, ...); ...; b.commit();
 //                                      the rows of one verify forward (sharing one t_ns, taken
@@ -96,6 +96,7 @@ DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void);
 
 #include <atomic>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdarg>
 #include <charconv>
 #include <cstddef>
@@ -103,6 +104,8 @@ DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void);
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <limits>
+#include <type_traits>
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -120,9 +123,14 @@ bool enabled() noexcept;
 // One line for one verify step of request `seq`: `proposed` draft tokens verified, `accepted`
 // of them accepted (bonus/correction token excluded) and, optionally, `emitted` tokens appended
 // to the output (normally accepted + 1, fewer when EOS or max_tokens cut the step).
-void record(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted) noexcept;
-void record(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
-            std::uint32_t emitted) noexcept;
+// Each argument may be of any integer type (`draft.size()`, an `int` slot id, ...): call sites
+// need no casts and compile clean under -Wconversion. A value that does not fit its field
+// (`seq` in 0..2^64-1, the counts in 0..2^32-1; so any negative value) would make a false row:
+// nothing is written, the row takes its `n` and counts in dropped(), as accepted > proposed does.
+template <typename Seq, typename Proposed, typename Accepted>
+void record(Seq seq, Proposed proposed, Accepted accepted) noexcept;
+template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
+void record(Seq seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept;
 
 // Lines this writer (process; a forked child starts at 0) issued that never reached the file.
 std::uint64_t dropped() noexcept;
@@ -136,6 +144,28 @@ struct Row {
   std::uint64_t seq;
   std::uint32_t proposed, accepted, emitted, has_emitted;
 };
+
+template <typename Int>
+inline constexpr bool kIsInteger =
+    std::is_integral_v<Int> && !std::is_same_v<std::remove_cv_t<Int>, bool>;
+
+// Stores `value` in `out` when it is within 0..max of Field; false when it is not. No branch of
+// it casts a type to itself, so -Wuseless-cast stays quiet for every argument type.
+template <typename Field, typename Int>
+constexpr bool narrow(Int value, Field& out) noexcept {
+  static_assert(kIsInteger<Int>, "dflash::step_log: seq and the counts must be integers");
+  if constexpr (std::is_signed_v<Int>) {
+    if (value < 0) return false;
+    return narrow(static_cast<std::make_unsigned_t<Int>>(value), out);
+  } else if constexpr (sizeof(Int) <= sizeof(Field)) {
+    out = value;  // widening: every value fits
+    return true;
+  } else {
+    if (value > std::numeric_limits<Field>::max()) return false;
+    out = static_cast<Field>(value);
+    return true;
+  }
+}
 }  // namespace detail
 
 // The rows of one verify forward, one per request, handed to the kernel by one write(2).
@@ -150,14 +180,17 @@ class Batch {
   Batch& operator=(const Batch&) = delete;
   ~Batch() { commit(); }
 
-  void add(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted) noexcept;
-  void add(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
-           std::uint32_t emitted) noexcept;
+  // The arguments as for record(): any integer types, a value that does not fit is dropped.
+  template <typename Seq, typename Proposed, typename Accepted>
+  void add(Seq seq, Proposed proposed, Accepted accepted) noexcept;
+  template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
+  void add(Seq seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept;
   void commit() noexcept;  // ONE write(2) for all rows added since the last commit
 
  private:
-  void add_row(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
-               std::uint32_t has_emitted, std::uint32_t emitted) noexcept;
+  void add_row(const detail::Row& row, bool fits) noexcept;
+  // Out of line: the rare full-batch write, which GCC's flow analysis misreads when inlined.
+  [[gnu::noinline]] void commit_full() noexcept { commit(); }
 
   std::size_t count_ = 0;
   detail::Row rows_[detail::kBatchRows];
@@ -204,7 +237,16 @@ struct State {
 };
 
 inline State g;
+// glibc's initializer spells null pointers as 0; the engine may build with
+// -Wzero-as-null-pointer-constant, and the macro is the only static initializer POSIX has.
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wzero-as-null-pointer-constant"
+#endif
 inline pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 inline void append(char*& out, const char* text, std::size_t len) noexcept {
   std::memcpy(out, text, len);
@@ -479,15 +521,20 @@ inline bool ready() noexcept {
   return ensure_ready();
 }
 
-// Counts a row with accepted > proposed: it takes an `n` (so readers see the gap) but is not
-// written.
-[[gnu::noinline]] inline void drop_invalid(std::uint32_t proposed, std::uint32_t accepted) noexcept {
+// Counts a row that would break the format (accepted > proposed, or a value that does not fit
+// its field): it takes an `n` (so readers see the gap) but is not written.
+[[gnu::noinline]] inline void drop_row(const Row& row, bool fits) noexcept {
   g.next_n.fetch_add(1, std::memory_order_relaxed);
   g.dropped.fetch_add(1, std::memory_order_relaxed);
-  if (!g.warned_invalid.exchange(true, std::memory_order_relaxed)) {
-    warn("dflash_step_log: a step with accepted=%u > proposed=%u was not written and counts in "
-         "dropped(); further ones are counted silently\n", static_cast<unsigned>(accepted),
-         static_cast<unsigned>(proposed));
+  if (g.warned_invalid.exchange(true, std::memory_order_relaxed)) return;
+  if (!fits) {
+    warn("dflash_step_log: a step with a negative seq or count, or one past its field (seq "
+         "2^64-1, counts 2^32-1), was not written and counts in dropped(); further ones are "
+         "counted silently\n");
+  } else {
+    warn("dflash_step_log: a step with accepted=%" PRIu32 " > proposed=%" PRIu32 " was not "
+         "written and counts in dropped(); further ones are counted silently\n",
+         row.accepted, row.proposed);
   }
 }
 
@@ -552,18 +599,17 @@ inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noe
   }
 }
 
-[[gnu::noinline]] inline void record_enabled(std::uint64_t seq, std::uint32_t proposed,
-                                             std::uint32_t accepted, bool has_emitted,
-                                             std::uint32_t emitted) noexcept {
+[[gnu::noinline]] inline void record_enabled(const Row& row, bool fits) noexcept {
   if (!ready()) return;
-  if (accepted > proposed) {
-    drop_invalid(proposed, accepted);
+  if (!fits || row.accepted > row.proposed) {
+    drop_row(row, fits);
     return;
   }
   const std::uint64_t n = g.next_n.fetch_add(1, std::memory_order_relaxed);
   const Time time;
   char line[kMaxLine];
-  char* end = format_line(line, n, time, seq, proposed, accepted, has_emitted, emitted);
+  char* end = format_line(line, n, time, row.seq, row.proposed, row.accepted,
+                          row.has_emitted != 0, row.emitted);
   write_lines(line, static_cast<std::size_t>(end - line), 1);
 }
 
@@ -594,42 +640,56 @@ namespace dflash::step_log {
 
 inline bool enabled() noexcept { return detail::ready(); }
 
-inline void record(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted) noexcept {
+template <typename Seq, typename Proposed, typename Accepted>
+inline void record(Seq seq, Proposed proposed, Accepted accepted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
-  detail::record_enabled(seq, proposed, accepted, false, 0);
+  detail::Row row{};
+  const bool fits = detail::narrow(seq, row.seq) && detail::narrow(proposed, row.proposed) &&
+                    detail::narrow(accepted, row.accepted);
+  detail::record_enabled(row, fits);
 }
 
-inline void record(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
-                   std::uint32_t emitted) noexcept {
+template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
+inline void record(Seq seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
-  detail::record_enabled(seq, proposed, accepted, true, emitted);
+  detail::Row row{};
+  row.has_emitted = 1;
+  const bool fits = detail::narrow(seq, row.seq) && detail::narrow(proposed, row.proposed) &&
+                    detail::narrow(accepted, row.accepted) && detail::narrow(emitted, row.emitted);
+  detail::record_enabled(row, fits);
 }
 
 inline std::uint64_t dropped() noexcept {
   return detail::g.dropped.load(std::memory_order_relaxed);
 }
 
-inline void Batch::add(std::uint64_t seq, std::uint32_t proposed,
-                       std::uint32_t accepted) noexcept {
+template <typename Seq, typename Proposed, typename Accepted>
+inline void Batch::add(Seq seq, Proposed proposed, Accepted accepted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
-  add_row(seq, proposed, accepted, 0, 0);
+  detail::Row row{};
+  const bool fits = detail::narrow(seq, row.seq) && detail::narrow(proposed, row.proposed) &&
+                    detail::narrow(accepted, row.accepted);
+  add_row(row, fits);
 }
 
-inline void Batch::add(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
-                       std::uint32_t emitted) noexcept {
+template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
+inline void Batch::add(Seq seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
-  add_row(seq, proposed, accepted, 1, emitted);
+  detail::Row row{};
+  row.has_emitted = 1;
+  const bool fits = detail::narrow(seq, row.seq) && detail::narrow(proposed, row.proposed) &&
+                    detail::narrow(accepted, row.accepted) && detail::narrow(emitted, row.emitted);
+  add_row(row, fits);
 }
 
-inline void Batch::add_row(std::uint64_t seq, std::uint32_t proposed, std::uint32_t accepted,
-                           std::uint32_t has_emitted, std::uint32_t emitted) noexcept {
+inline void Batch::add_row(const detail::Row& row, bool fits) noexcept {
   if (!detail::ready()) return;
-  if (accepted > proposed) {
-    detail::drop_invalid(proposed, accepted);
+  if (!fits || row.accepted > row.proposed) {
+    detail::drop_row(row, fits);
     return;
   }
-  if (count_ == detail::kBatchRows) commit();  // full: write these rows, keep collecting
-  rows_[count_++] = detail::Row{seq, proposed, accepted, emitted, has_emitted};
+  if (count_ == detail::kBatchRows) commit_full();  // full: write these rows, keep collecting
+  rows_[count_++] = row;
 }
 
 inline void Batch::commit() noexcept {

@@ -305,8 +305,32 @@ def windows_of(leg: Leg, steps: list[Step], window_steps: int) -> list[dict[str,
     return result
 
 
+def prefill_convention(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str, Any]:
+    """Output tokens per request not from a verify step: 0 or 1, whichever more legs show."""
+    agreeing = {"0": 0, "1": 0}
+    for leg in legs:
+        steps = leg_steps[leg.index]
+        if not steps or any(step.emitted is None for step in steps):
+            continue
+        requests = len({(step.w, step.seq) for step in steps})
+        extra = leg.fields["completion_tokens"] - sum(step.emitted or 0 for step in steps)
+        if extra == 0:
+            agreeing["0"] += 1
+        if extra == requests:
+            agreeing["1"] += 1
+    if agreeing["0"] == agreeing["1"] == 0:
+        return {"per_request": 1, "source": "default", "legs": agreeing}
+    chosen = 0 if agreeing["0"] > agreeing["1"] else 1
+    return {"per_request": chosen, "source": "learned from the arm", "legs": agreeing}
+
+
 def leg_figures(
-    leg: Leg, warm: bool, steps: list[Step], window_steps: int, stall_factor: float = STALL_FACTOR
+    leg: Leg,
+    warm: bool,
+    steps: list[Step],
+    window_steps: int,
+    prefill: int = 1,
+    stall_factor: float = STALL_FACTOR,
 ) -> dict[str, Any]:
     drafted = [step for step in steps if step.proposed > 0]
     s = len(drafted)
@@ -348,7 +372,7 @@ def leg_figures(
     consistent = None
     if steps and len(with_emitted) == len(steps):
         assert emitted is not None
-        expected = len(requests) + emitted
+        expected = prefill * len(requests) + emitted
         consistent = expected == completion
 
     flags = []
@@ -385,6 +409,7 @@ def leg_figures(
         "emitted": emitted,
         "emitted_lines": len(with_emitted),
         "expected_completion_tokens": expected,
+        "prefill_tokens_per_request": prefill,
         "emitted_consistent": consistent,
         "requests": requests,
         "windows": windows,
@@ -460,9 +485,15 @@ def fold_records(
                 "skipped": record.skipped,
             }
         )
+    convention = prefill_convention(legs, leg_steps)
     figures = [
         leg_figures(
-            leg, leg.index in warm_indices, leg_steps[leg.index], window_steps, stall_factor
+            leg,
+            leg.index in warm_indices,
+            leg_steps[leg.index],
+            window_steps,
+            convention["per_request"],
+            stall_factor,
         )
         for leg in legs
     ]
@@ -500,6 +531,7 @@ def fold_records(
             for record in records
             for line in record.skipped_lines[:MAX_SKIPPED_EXAMPLES]
         ],
+        "prefill_tokens": convention,
     }
 
 
@@ -634,6 +666,24 @@ def cadence_members(
 # ----------------------------------------------------------------------------------------------
 # Comparing with the library's output
 # ----------------------------------------------------------------------------------------------
+
+
+def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
+    """A fold's JSON without the bootstrap's keys: this model has none (test_uncertainty.py
+    checks the intervals against their own model)."""
+    document = dict(document)
+    document.pop("bootstrap", None)
+    for name in ("warm", "all"):
+        document[name] = {
+            key: value for key, value in document[name].items() if not key.endswith("_ci")
+        }
+        if "cadence" in document[name]:
+            document[name]["cadence"] = {
+                key: value
+                for key, value in document[name]["cadence"].items()
+                if not key.endswith("_ci")
+            }
+    return document
 
 
 def differences(expected: Any, actual: Any, where: str = "$") -> list[str]:

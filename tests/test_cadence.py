@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 from cadence_logs import T0_NS, WRITER_A, Row, S, leg, stall_and_pace_run, write_run
 from hypothesis import assume, given
+from rich.console import Console
 from strategies import FoldCase, fold_cases, scaled
 
 from fold.api import LogFold, fold_acceptance
 from fold.arm import arm_from_document, load_arm
 from fold.cli import main
 from fold.errors import InputError, RefusedError
+from fold.render_cadence import cadence_view
+from fold.uncertainty import decode_steps_per_s
 
 approx = pytest.approx
 
@@ -212,3 +215,55 @@ def test_cadence_invariants(case: FoldCase) -> None:
             total = shares["before_first_step"] + shares["decode"] + shares["tail"]
             assert total == pytest.approx(1.0, rel=1e-9)
             assert shares["stalls"] <= shares["decode"] + 1e-6 / figures["window_secs"]
+
+
+def test_decode_steps_per_s_interval_is_the_bootstrap_of_each_requests_decode_time(run):
+    arm, log = run
+    # Every leg warm, so the warm fold's draws are those of a bootstrap over the same legs.
+    result = fold_acceptance(arm, [log], predicate="run >= 1", resamples=400, seed=11)
+    # By hand from cadence_logs: leg 0 holds one request with one line (no interval, 0 s of
+    # decoding); leg 1 one request, 61 intervals over 5.0 s; leg 2 two requests, 100 intervals
+    # over 2.0 s and 70 over 2.8 s.
+    by_hand = [([0], [0.0]), ([61], [5.0]), ([100, 70], [2.0, 2.8])]
+    point, expected = decode_steps_per_s(by_hand, resamples=400, seed=11)
+    assert point == approx(231 / 9.8)
+    for fold in (result.warm, result.all):
+        cadence = fold["cadence"]
+        assert cadence["decode_steps_per_s"] == approx(231 / 9.8)
+        assert cadence["decode_steps_per_s_ci"] == approx(list(expected))
+        low, high = cadence["decode_steps_per_s_ci"]
+        assert low < 231 / 9.8 < high
+
+
+def test_decode_steps_per_s_interval_of_identical_legs_has_no_width(tmp_path):
+    # Three legs alike: two requests each at one pace, every 50 ms, one for 1 s (20
+    # intervals), the other for 0.5 s (10): any draw of them decodes 20 steps a second.
+    legs, rows = [], []
+    for number in range(3):
+        start = T0_NS + number * 10 * S
+        legs.append(leg((start // S), (start // S) + 2, run=2))
+        rows += [Row(WRITER_A, start + S // 2 + k * 50_000_000, seq=1) for k in range(21)]
+        rows += [Row(WRITER_A, start + S // 2 + k * 50_000_000, seq=2) for k in range(11)]
+    arm, log = write_run(tmp_path, legs, rows)
+    cadence = fold_acceptance(arm, [log], resamples=200).warm["cadence"]
+    assert cadence["decode_steps_per_s"] == approx(20.0)
+    assert cadence["decode_steps_per_s_ci"] == approx([20.0, 20.0])
+
+
+def test_decode_steps_per_s_has_no_interval_without_resamples(run):
+    arm, log = run
+    cadence = fold_acceptance(arm, [log], resamples=0).warm["cadence"]
+    assert cadence["decode_steps_per_s_ci"] is None
+    assert cadence["decode_steps_per_s"] == approx(231 / 9.8)
+
+
+@pytest.mark.parametrize("width", [80, 40])
+def test_the_cadence_table_keeps_every_figure_whole(run, width):
+    arm, log = run
+    console = Console(width=width, record=True, color_system=None)
+    console.print(cadence_view(fold_acceptance(arm, [log])))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    # leg 1's stall time and leg 2's pooled decode steps/s (170 / 4.8 s), worked out by hand
+    for figure in ("1.95s", "35.42", "12.2"):
+        assert figure in text.split(), (figure, text)

@@ -1,4 +1,7 @@
-"""Following growing logs: the follower's final fold equals a one-shot fold of the same files."""
+"""Following growing logs: the follower's final fold equals a one-shot fold of the same files.
+
+Every test runs twice: with the native reader, and with the polars reader it falls back to.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +22,14 @@ from fold.render_live import live_view
 from fold.steplog import format_line
 
 BASE_S = 1_800_000_000
+
+
+@pytest.fixture(autouse=True, params=["native", "polars"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("FOLD_ACCEPTANCE_NATIVE", "1" if request.param == "native" else "0")
+    return request.param
+
+
 NS = 1_000_000_000
 LEG_SECONDS = 10
 

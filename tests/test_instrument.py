@@ -257,6 +257,42 @@ def test_accepted_above_proposed_is_dropped_not_written(asan, tmp_path):
     assert len(stderr) == 1 and "accepted=4 > proposed=3" in stderr[0]
 
 
+def test_any_integer_type_is_taken_and_out_of_range_values_are_dropped(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    fields, stderr = run(asan, "types", env=driver_env(DFLASH_STEP_LOG=str(log)))
+    lines, _ = parse_lines(log)
+    rows = [(o["seq"], o["proposed"], o["accepted"], o.get("emitted")) for _, o in lines]
+    assert rows == [(4, 5, 3, 3), (1, 2, 0, None), (5, 5, 1, 2), (7, 2, 2, None)]
+    # Four rows did not fit (negative seq, 2^32 proposed, negative accepted, 2^32 emitted):
+    # each took an n, so the reader sees them as lost lines, never as false rows.
+    assert fields["dropped"] == "4"
+    n_values = sorted(o["n"] for _, o in lines)
+    assert len(n_values) == 4 and set(n_values) < set(range(8))
+    assert len(stderr) == 1 and "negative seq or count" in stderr[0]
+
+
+def test_call_sites_need_no_casts_under_strict_warnings(cpp_build_dir):
+    """What an engine's build may turn on: the header and call sites passing size_t, int, ...
+
+    Compiled with the flags the contract names plus the ones engines such as llama.cpp's
+    consumers use, so that `record(seq, draft.size(), ...)` never forces a cast or a warning.
+    """
+    strict = [
+        "-Wconversion",
+        "-Wsign-conversion",
+        "-Wuseless-cast",
+        "-Wzero-as-null-pointer-constant",
+        "-Wshadow",
+        "-Wold-style-cast",
+    ]
+    for optimization in ("-O0", "-O2"):
+        out = cpp_build_dir / f"types{optimization}.o"
+        source = CPP / "step_log_driver.cc"
+        args = [*WARNINGS, *strict, optimization, f"-I{INSTRUMENT}", "-c", str(source)]
+        assert compile_cxx([*args, "-o", str(out)]) == ""
+        assert out.exists()
+
+
 # --- leg labels and byte compatibility ----------------------------------------------------------
 
 LEGS = [

@@ -80,17 +80,37 @@ def test_the_worked_example_record_matches_its_json(tmp_path: Path):
         ):
             if figures[key] is None:
                 assert row[header] == "not recorded"
+                continue
+            shown, _, interval = row[header].partition(" ")
+            assert parse(shown) == pytest.approx(figures[key], abs=0.6 * 10**-places)
+            # The JSON's interval, as [low, high] in the same format, or none.
+            if figures[f"{key}_ci"] is None:
+                assert interval == ""
             else:
-                assert parse(row[header]) == pytest.approx(figures[key], abs=0.6 * 10**-places)
+                low, high = (parse(end) for end in interval.strip("[]").split(", "))
+                assert [low, high] == pytest.approx(figures[f"{key}_ci"], abs=0.6 * 10**-places)
     assert rows["vllm"]["source"].startswith("vllm; tok/s: ")
     for name, gap in document["oracles"]["gaps"].items():
         assert f"- **vs {name}**: {gap['verdict']}" in markdown
+        # The split's intervals follow the verdict, each [low, high] as the JSON has it.
+        lines = markdown.splitlines()
+        line = lines[lines.index(f"- **vs {name}**: {gap['verdict']}") + 1]
+        assert line.startswith("  - 95% intervals"), line
+        for label, key in (("r", "ratio"), ("speed factor", "speed_factor")):
+            if gap[f"{key}_ci"] is None:
+                continue
+            found = re.search(rf"{label} ([\d.]+) \[([\d.]+), ([\d.]+)\]", line)
+            assert found is not None, line
+            assert [float(value) for value in found.groups()] == pytest.approx(
+                [gap[key], *gap[f"{key}_ci"]], abs=0.0006
+            )
     warm = next(row for row in tables["Fold"] if row["fold"] == "warm")
     for header, key in (("S", "steps"), ("P", "proposed"), ("A", "accepted")):
         assert int(warm[header]) == document["warm"][key]
-    assert float(warm["1+A/S"]) == pytest.approx(
-        document["warm"]["mean_acceptance_length"], abs=0.006
-    )
+    shown, interval = warm["1+A/S"].split(" ", 1)
+    assert float(shown) == pytest.approx(document["warm"]["mean_acceptance_length"], abs=0.006)
+    ends = [float(end) for end in interval.strip("[]").split(", ")]
+    assert ends == pytest.approx(document["warm"]["mean_acceptance_length_ci"], abs=0.006)
     legs = tables["Legs"]
     assert [int(row["leg"]) for row in legs] == [leg["index"] for leg in document["legs"]]
     for row, leg in zip(legs, document["legs"], strict=True):
@@ -103,9 +123,10 @@ def test_the_worked_example_record_matches_its_json(tmp_path: Path):
     assert [row["leg"] for row in cadence] == [*(str(leg["index"]) for leg in document["legs"]),
                                                "warm"]  # fmt: skip
     pooled = document["warm"]["cadence"]
-    assert float(cadence[-1]["decode steps/s"]) == pytest.approx(
-        pooled["decode_steps_per_s"], rel=1e-3
-    )
+    shown, interval = cadence[-1]["decode steps/s"].split(" ", 1)
+    assert float(shown) == pytest.approx(pooled["decode_steps_per_s"], rel=1e-3)
+    ends = [float(end) for end in interval.strip("[]").split(", ")]
+    assert ends == pytest.approx(pooled["decode_steps_per_s_ci"], rel=1e-3)
     assert int(cadence[-1]["requests"]) == pooled["requests"]
 
 

@@ -1,46 +1,54 @@
-"""The native fold (``fold._native`` through ``fold.native``) against the polars paths.
+"""The native reader (``fold._native`` through ``fold.native``) against the polars reference.
 
 The extension is imported at the top: when it was not built, this module fails (CI builds it
-with the package), it is not skipped. Every comparison runs the same public fold twice, once
-as is and once with ``FOLD_ACCEPTANCE_NATIVE=0``, and checks that the native pass really took
-the file (or really declined it).
+with the package), it is not skipped. Every comparison folds the same files twice, once as is
+and once with ``FOLD_ACCEPTANCE_NATIVE=0`` (``StepLogReader`` and ``partial_fold``), and checks
+every table of the partial fold, every count and every error.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
+import subprocess
+import sysconfig
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
+from reference import arm_legs, attribute, parse_step
 from strategies import BASE_US, LABELS, canonical_line, leg_bounds_ns, timestamps
 
+import fold.accumulate
+import fold.logfile
 import fold.native
-from fold import _native
-from fold.accumulate import TIME_BINS_PER_LEG, fold_file
-from fold.api import fold_acceptance
+from fold import _native  # fails here when the extension was not built
+from fold.accumulate import PartialFold
+from fold.api import LogFold, fold_acceptance
 from fold.arm import arm_from_document, load_arm
-from fold.attribute import leg_windows
 from fold.errors import InputError, RefusedError
+from fold.logfile import Legs
+from fold.reader import ReadCounts
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-TABLES = ("legs", "histogram", "requests", "bins", "writers", "files")
+TABLES = ("legs", "histogram", "requests", "bins", "writers", "step_times", "files")
 SWITCH = fold.native.ENVIRONMENT_SWITCH
 
 
-def outcome(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
-    """The public fold's JSON, or the error it stopped with, with the native path on or off."""
+@contextmanager
+def native_switch(on: bool):
     saved = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "1" if native else "0"
+    os.environ[SWITCH] = "1" if on else "0"
     try:
-        return fold_acceptance(arm, paths, **options).to_json()
-    except (InputError, RefusedError) as error:
-        return (type(error).__name__, str(error))
+        yield
     finally:
         if saved is None:
             del os.environ[SWITCH]
@@ -48,20 +56,59 @@ def outcome(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
             os.environ[SWITCH] = saved
 
 
-def assert_same_partials(path: str, legs: Any) -> None:
-    """The native partial fold, table by table, equals the streaming scan's."""
-    native = fold.native.fold_file_native(path, legs)
-    assert native is not None, "the native pass declined a file in the writers' layout"
-    scanned = fold_file(path, leg_windows(legs), legs)
-    assert scanned is not None
+def outcome(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
+    """The public fold's JSON, or the error it stopped with, with the native reader on or off."""
+    with native_switch(native):
+        try:
+            return fold_acceptance(arm, paths, **options).to_json()
+        except (InputError, RefusedError) as error:
+            return (type(error).__name__, str(error))
+
+
+def folded(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
+    """(partial fold, read counts) of the files, or the error, with the native reader on/off."""
+    with native_switch(native):
+        fold = LogFold(arm)
+        try:
+            for path in paths:
+                fold.add_file(path, **options)
+        except (InputError, RefusedError) as error:
+            return (type(error).__name__, str(error))
+        return fold.partial, fold.read_counts
+
+
+def sorted_times(table: pl.DataFrame) -> pl.DataFrame:
+    return table.with_columns(pl.col("t_ns").list.sort())
+
+
+def assert_same_partials(native: PartialFold, reference: PartialFold) -> None:
     for name in TABLES:
-        assert_frame_equal(getattr(native, name), getattr(scanned, name))
+        left, right = getattr(native, name), getattr(reference, name)
+        if name == "step_times":
+            left, right = sorted_times(left), sorted_times(right)
+        assert_frame_equal(left, right, check_row_order=name != "files")
 
 
-def native_raw(path: str | Path, legs: Any, *extra: int) -> Any:
-    return _native.fold_layout_file(
-        str(path), legs["start_ns"].to_list(), legs["end_ns"].to_list(), TIME_BINS_PER_LEG, *extra
-    )
+def assert_both_ways_agree(arm: Any, paths: list[str], **options: Any) -> Any:
+    native = folded(arm, paths, native=True, **options)
+    reference = folded(arm, paths, native=False, **options)
+    if isinstance(reference, tuple) and isinstance(reference[0], str):
+        assert native == reference
+        return native
+    assert not isinstance(native[0], str), native
+    assert_same_partials(native[0], reference[0])
+    assert native[1] == reference[1]
+    return native
+
+
+def raw_read(path: Path, arm: Any, **options: Any) -> dict[str, Any]:
+    """The extension's own result for the whole file (events, counts), without Python's part."""
+    legs = Legs.of(arm.legs)
+    extra = [options.pop(name) for name in ("block", "bytes_per_thread") if name in options]
+    return _native.fold_range(
+        str(path), 0, -1, options.get("skip_bad", True), False, *legs.native.arguments, 512,
+        *extra,
+    )  # fmt: skip
 
 
 # -- the fixtures ------------------------------------------------------------------------------
@@ -69,30 +116,87 @@ def native_raw(path: str | Path, legs: Any, *extra: int) -> Any:
 
 @pytest.mark.parametrize("directory", [FIXTURES, FIXTURES / "gate-example"])
 def test_fixtures_fold_the_same_both_ways(directory: Path):
-    arm = directory / "our-arm.json"
+    arm = load_arm(directory / "our-arm.json")
     log = str(directory / "steps.jsonl")
-    assert_same_partials(log, load_arm(arm).legs)
+    assert_both_ways_agree(arm, [log])
     assert outcome(arm, [log], native=True) == outcome(arm, [log], native=False)
 
 
-def test_the_switch_turns_the_native_path_off(monkeypatch: pytest.MonkeyPatch):
-    legs = load_arm(FIXTURES / "our-arm.json").legs
-    log = str(FIXTURES / "steps.jsonl")
+def test_the_switch_turns_the_native_reader_off(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(SWITCH, "0")
-    assert fold.native.fold_file_native(log, legs) is None
+    assert not fold.native.available()
     monkeypatch.setenv(SWITCH, "1")
-    assert fold.native.fold_file_native(log, legs) is not None
+    assert fold.native.available()
 
 
-# -- generated logs ----------------------------------------------------------------------------
+# -- lines in any valid v1 shape ----------------------------------------------------------------
+
+SPACES = st.sampled_from(["", "", " ", "  ", "\t", " \t "])
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+ODD_LABELS = st.sampled_from(
+    ["wärm", 'run "b"', "back\\slash", "tab\there", "nl\nx", "ctl\x01", "snow☃", "emoji😀", "}",
+     '","leg":"x', "ü" * 3, ""]
+) | st.text(max_size=6)  # fmt: skip
 
 
 @st.composite
-def disjoint_legs(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Legs whose widened windows are apart (a gap of 2 us or more between recorded ends)."""
+def v1_line(draw: st.DrawFn, row: dict[str, Any]) -> bytes:
+    """``row`` as some writer might write it: any key order, whitespace between tokens, unknown
+    keys with nested values, labels escaped or raw UTF-8, absent optionals as null or missing."""
+    items = [(key, value) for key, value in row.items() if value is not None]
+    for key in ("emitted", "leg"):
+        if row.get(key) is None and draw(st.booleans()):
+            items.append((key, None))
+    for _ in range(draw(st.integers(0, 2))):
+        items.append((draw(st.sampled_from(["future", "x", "meta", "ü"])), draw(JSON_VALUES)))
+    items = list({key: value for key, value in items}.items())  # one value per key
+    items = draw(st.permutations(items))
+    ascii_only = draw(st.booleans())
+    parts = []
+    for key, value in items:
+        encoded = json.dumps(value, ensure_ascii=ascii_only)
+        parts.append(
+            f"{draw(SPACES)}{json.dumps(key, ensure_ascii=ascii_only)}{draw(SPACES)}:"
+            f"{draw(SPACES)}{encoded}{draw(SPACES)}"
+        )
+    text = draw(SPACES) + "{" + ",".join(parts) + "}" + draw(st.sampled_from(["", " ", "\r"]))
+    return text.encode("utf-8")
+
+
+BAD_LINES = [
+    b"",
+    b"   ",
+    b"not json",
+    b"[1, 2]",
+    b'{"v":2,"w":"00000000000000ff","n":0}',
+    b'{"v":1,"w":7}',
+    b'{"v":1}',
+    b"\xff\xfe",
+    b'{"v":1,"w":"00000000000000ff","n":0,"t_ns":1,"pid":1,"seq":1,"proposed":1,"accepted":0,',
+    b'{"v":1,"w":"00000000000000ff","n":1.5,"t_ns":1,"pid":1,"seq":1,"proposed":1,"accepted":0}',
+    b'{"v":1,"w":"00000000000000ff","n":0,"t_ns":1,"pid":1,"seq":1,"proposed":1,"accepted":0,'
+    b'"leg":"\xc3"}',
+]
+
+
+@st.composite
+def disjoint_or_overlapping_legs(draw: st.DrawFn) -> list[dict[str, Any]]:
     legs = []
     start = BASE_US + draw(st.integers(0, 10**6))
-    for index in range(draw(st.integers(1, 5))):
+    for index in range(draw(st.integers(1, 4))):
         end = start + draw(st.sampled_from([0, 1, 2]) | st.integers(0, 100))
         leg = {
             "run": 1 if index == 0 else draw(st.sampled_from([1, 2, 3])),
@@ -105,105 +209,92 @@ def disjoint_legs(draw: st.DrawFn) -> list[dict[str, Any]]:
             "generate_end_unix": end / 1e6,
         }
         if draw(st.booleans()):
-            leg["leg"] = draw(st.sampled_from(LABELS))
+            leg["leg"] = draw(st.sampled_from([*LABELS, "wärm", 'run "b"']))
         legs.append(leg)
-        start = end + draw(st.sampled_from([2, 3]) | st.integers(2, 50))
-    return draw(st.permutations(legs))
+        start = end + draw(st.sampled_from([-20, 0, 1, 2, 3]) | st.integers(2, 50))
+    return legs
 
 
 @st.composite
-def layout_logs(draw: st.DrawFn, legs: list[dict[str, Any]]) -> bytes:
-    """Lines in the writers' exact layout: several writers, big seqs, emitted and labels or
-    not, zero proposals, steps on window edges (+-1 ns), inside, between, before and after."""
-    writers = draw(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=4, unique=True))
+def any_shape_logs(draw: st.DrawFn, legs: list[dict[str, Any]]) -> bytes:
+    """Valid v1 lines in any shape, with (sometimes) bad lines, a glued torn fragment, a torn
+    tail, and lost lines."""
+    writers = draw(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=3, unique=True))
     counters = dict.fromkeys(writers, 0)
+    labels = [leg.get("leg") for leg in legs if leg.get("leg")] + ["elsewhere"]
     lines = []
-    for _ in range(draw(st.integers(1, 40))):
+    for _ in range(draw(st.integers(1, 30))):
         w = draw(st.sampled_from(writers))
-        proposed = draw(st.sampled_from([0, 0, 1, 3, 7, 2**40]) | st.integers(0, 64))
+        proposed = draw(st.sampled_from([0, 0, 1, 3, 7]) | st.integers(0, 16))
         accepted = draw(st.integers(0, proposed))
         row = {
             "v": 1,
             "w": f"{w:016x}",
-            "n": counters[w] + draw(st.sampled_from([0, 0, 0, 1, 2**62])),
+            "n": counters[w] + draw(st.sampled_from([0, 0, 0, 1])),
             "t_ns": draw(timestamps(legs)),
             "pid": draw(st.sampled_from([1, 4242, 2**63 - 1])),
-            "seq": draw(st.sampled_from([0, 1, 7, 2**63 - 1, 2**63, 2**64 - 1])),
+            "seq": draw(st.sampled_from([0, 1, 7, 2**63, 2**64 - 1])),
             "proposed": proposed,
             "accepted": accepted,
-            "emitted": draw(st.none() | st.integers(0, accepted + 1) | st.just(2**40)),
-            "leg": draw(st.none() | st.sampled_from([*LABELS, "", "with space", "x/y:z"])),
+            "emitted": draw(st.none() | st.integers(0, accepted + 1)),
+            "leg": draw(st.none() | st.sampled_from(labels) | ODD_LABELS),
         }
-        counters[w] += 1
-        lines.append(canonical_line(row) + b"\n")
-    return b"".join(lines)
+        counters[w] = row["n"] + 1
+        line = canonical_line(row) if draw(st.integers(0, 3)) == 0 else draw(v1_line(row))
+        if draw(st.integers(0, 12)) == 0:
+            torn = canonical_line(row)
+            line = torn[: draw(st.integers(1, len(torn) - 1))] + canonical_line(row)
+        lines.append(line + b"\n")
+    for _ in range(draw(st.integers(0, 2))):
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(BAD_LINES)) + b"\n")
+    tail = draw(st.sampled_from([b"", b"", b'{"v":1,"w":"0']))
+    return b"".join(lines) + tail
 
 
-@given(legs=disjoint_legs(), data=st.data())
-def test_generated_logs_fold_the_same_both_ways(tmp_path_factory, legs, data):
-    log_bytes = data.draw(layout_logs(legs))
-    directory = tmp_path_factory.mktemp("native")
-    log = directory / "steps.jsonl"
+@given(legs=disjoint_or_overlapping_legs(), data=st.data())
+def test_any_v1_shape_folds_as_the_reference(tmp_path_factory, legs, data):
+    """Every table, count, skipped example and error equals the polars reference's, for lines
+    in random key orders and spacing, unknown nested keys, escaped and UTF-8 labels, glued
+    fragments, torn tails and bad lines, over windows apart or overlapping."""
+    log_bytes = data.draw(any_shape_logs(legs), label="log")
+    skip = data.draw(st.booleans(), label="skip bad lines")
+    log = tmp_path_factory.mktemp("native") / "steps.jsonl"
     log.write_bytes(log_bytes)
-    note(log_bytes.decode())
+    note(log_bytes.decode("utf-8", "replace"))
     arm = arm_from_document({"legs": legs})
-    assert_same_partials(str(log), arm.legs)
-    # Split on two threads and read in small blocks: the same sums.
-    assert native_raw(log, arm.legs, 256, 1) == native_raw(log, arm.legs)
-    if max(json.loads(line)["proposed"] for line in log_bytes.splitlines()) > 64:
-        return  # the result lists per-position rates up to the largest proposal: too long
-    assert outcome(arm, [str(log)], native=True, predicate="run >= 1") == outcome(
-        arm, [str(log)], native=False, predicate="run >= 1"
-    )
+    assert_both_ways_agree(arm, [str(log)], skip_bad_lines=skip)
+    # Small blocks and one thread per few hundred bytes: the same sums, lines and events.
+    whole = raw_read(log, arm)
+    split = raw_read(log, arm, block=64, bytes_per_thread=200)
+    for key in ("lines", "folded", "attributed", "unattributed", "ambiguous", "torn", "bad"):
+        assert split[key] == whole[key], key
+    assert [event[0] for event in split["events"]] == [event[0] for event in whole["events"]]
 
 
-def test_a_file_split_across_threads_and_blocks_folds_the_same(tmp_path: Path):
-    legs = [
-        {
-            "run": 2,
-            "secs": 0.001,
-            "tok_s": 10.0,
-            "prompt_tokens": 1,
-            "completion_tokens": 1,
-            "finish_reason": "stop",
-            "generate_start_unix": (BASE_US + 1000 * k) / 1e6,
-            "generate_end_unix": (BASE_US + 1000 * k + 900) / 1e6,
-        }
-        for k in range(4)
+def test_writers_layout_and_common_shapes_take_no_detour(tmp_path: Path):
+    """Lines any JSON writer produces are folded by the pass itself: nothing handed back."""
+    row = json.loads(GOOD)
+    shapes = [
+        GOOD,
+        json.dumps(row).encode() + b"\n",  # ": " and ", " spacing
+        json.dumps(dict(reversed(list(row.items())))).encode() + b"\n",
+        json.dumps({**row, "leg": "wärm"}, ensure_ascii=False).encode() + b"\n",
+        json.dumps({**row, "leg": "wärm"}).encode() + b"\n",  # \u00e4
+        json.dumps({**row, "leg": 'run "b"'}).encode() + b"\n",
+        json.dumps({**row, "leg": "😀"}).encode() + b"\n",  # a surrogate pair
+        json.dumps({**row, "extra": {"a": [1, 2.5e-7, None, "x\\y"], "b": True}}).encode() + b"\n",
+        json.dumps({**row, "emitted": None, "leg": None}).encode() + b"\n",
+        GOOD.replace(b"}\n", b"}\r\n"),
     ]
-    arm = arm_from_document(legs)
-    rows = []
-    for i in range(3000):
-        writer = i % 5
-        proposed = i % 8
-        rows.append(
-            canonical_line(
-                {
-                    "v": 1,
-                    "w": f"{writer * 0x1111111111111111:016x}",
-                    "n": i // 5,
-                    "t_ns": (BASE_US - 100) * 1000 + i * 1700,
-                    "pid": 100 + writer,
-                    "seq": i % 7,
-                    "proposed": proposed,
-                    "accepted": proposed // 2,
-                    "emitted": None if i % 3 else proposed // 2 + 1,
-                    "leg": "warm" if i % 2 else None,
-                }
-            )
-            + b"\n"
-        )
     log = tmp_path / "steps.jsonl"
-    log.write_bytes(b"".join(rows))
-    whole = native_raw(log, arm.legs)
-    assert whole is not None
-    for block, bytes_per_thread in [(200, 1), (1000, 30_000), (4096, 100_000), (1 << 20, 1)]:
-        assert native_raw(log, arm.legs, block, bytes_per_thread) == whole
-    assert native_raw(log, arm.legs, 100) is None  # a line longer than a block
-    assert_same_partials(str(log), arm.legs)
+    log.write_bytes(b"".join(shapes))
+    arm = arm_from_document([LEG])
+    raw = raw_read(log, arm)
+    assert raw["events"] == [] and raw["folded"] == len(shapes)
+    assert_both_ways_agree(arm, [str(log)])
 
 
-# -- declines ----------------------------------------------------------------------------------
+# -- lines handed back -------------------------------------------------------------------------
 
 GOOD = (
     b'{"v":1,"w":"5f0c1a2b3c4d5e6f","n":0,"t_ns":1764450000000001000,"pid":4242,"seq":7,'
@@ -227,84 +318,137 @@ def good_line(**changes: Any) -> bytes:
     return canonical_line({key: value for key, value in row.items() if value is not None})
 
 
-DECLINED = {
-    "empty file": b"",
-    "torn last line": GOOD + GOOD[:40],
-    "a space": GOOD + GOOD.replace(b'"n":0', b'"n": 1'),
-    "other key order": GOOD
-    + GOOD.replace(b'"n":0,"t_ns"', b'"t_ns"').replace(b'"pid"', b'"n":1,"pid"'),
-    "escaped label": GOOD + good_line(n=1, leg='say "hi"') + b"\n",
-    "control byte in label": GOOD + good_line(n=1).replace(b"warm", b"wa\x01rm") + b"\n",
-    "non-ASCII label": GOOD + good_line(n=1, leg="wärm") + b"\n",
-    "leading zero": GOOD + GOOD.replace(b'"pid":4242', b'"pid":04242'),
-    "negative number": GOOD + GOOD.replace(b'"proposed":7', b'"proposed":-7'),
-    "a float": GOOD + GOOD.replace(b'"emitted":4', b'"emitted":4.0'),
-    "exponent": GOOD + GOOD.replace(b'"emitted":4', b'"emitted":4e0'),
-    "accepted > proposed": GOOD + good_line(n=1, accepted=8) + b"\n",
-    "n = 2^63": GOOD + good_line(n=2**63) + b"\n",
-    "seq = 2^64": GOOD + good_line(n=1, seq=2**64) + b"\n",
-    "a 21-digit seq": GOOD + good_line(n=1).replace(b'"seq":7', b'"seq":' + b"1" * 21) + b"\n",
-    "emitted = 2^63": GOOD + good_line(n=1, emitted=2**63) + b"\n",
-    "a sum beyond 64 bits": good_line(proposed=2**62 * 3 // 2, accepted=0)
-    + b"\n"
-    + good_line(n=1, proposed=2**62 * 3 // 2, accepted=0)
-    + b"\n",
-    "uppercase writer id": GOOD + GOOD.replace(b"5f0c1a2b3c4d5e6f", b"5F0C1A2B3C4D5E6F"),
-    "version 2": GOOD + GOOD.replace(b'"v":1', b'"v":2'),
-    "an extra key": GOOD + GOOD.replace(b'"warm"}', b'"warm","x":1}'),
-    "an empty line": GOOD + b"\n",
-    "CRLF": GOOD.replace(b"}\n", b"}\r\n"),
+# Valid JSON that only the exact parser judges: folded (or refused) as the reference does.
+DEFERRED = {
+    "negative pid": GOOD.replace(b'"pid":4242', b'"pid":-4242'),
+    "minus zero": GOOD.replace(b'"n":0', b'"n":-0'),
+    "duplicate key": GOOD.replace(b'"n":0', b'"n":"x","n":0'),
+    "escaped key": GOOD.replace(b'"pid"', b'"p\\u0069d"'),
+    "uppercase writer id": GOOD.replace(b"5f0c1a2b3c4d5e6f", b"5F0C1A2B3C4D5E6F"),
+    "short writer id": GOOD.replace(b"5f0c1a2b3c4d5e6f", b"w1"),
+    "negative count": GOOD.replace(b'"proposed":7', b'"proposed":-7'),
+    "infinite number": GOOD.replace(b'"v":1,', b'"v":1,"x":1e999,'),
+}
+# Not a v1 step: the same error (or skipped count and example) as the exact parser's.
+BAD = {
+    "leading zero": GOOD.replace(b'"pid":4242', b'"pid":04242'),
+    "a float": GOOD.replace(b'"emitted":4', b'"emitted":4.0'),
+    "exponent": GOOD.replace(b'"emitted":4', b'"emitted":4e0'),
+    "n = 2^63": good_line(n=2**63) + b"\n",
+    "seq = 2^64": good_line(seq=2**64) + b"\n",
+    "a 21-digit seq": GOOD.replace(b'"seq":7', b'"seq":' + b"1" * 21),
+    "version 2": GOOD.replace(b'"v":1', b'"v":2'),
+    "v as a string": GOOD.replace(b'"v":1', b'"v":"1"'),
+    "missing field": GOOD.replace(b'"pid":4242,', b""),
+    "label a number": GOOD.replace(b'"warm"', b"5"),
+    "an empty line": b"\n",
+    "trailing comma": GOOD.replace(b"}\n", b",}\n"),
+    "garbage after": GOOD.replace(b"}\n", b"}x\n"),
+    "bad UTF-8": GOOD.replace(b"warm", b"w\xe2\x82rm"),
+    "raw control character": GOOD.replace(b"warm", b"wa\x01rm"),
+    "label opening with bad UTF-8": GOOD.replace(b'"warm"', b'"\xffwarm"'),
+    "label opening with a control character": GOOD.replace(b'"warm"', b'"\x01warm"'),
+    "bad escape": GOOD.replace(b"warm", b"wa\\qrm"),
+    "unknown key, bad value": GOOD.replace(b'"v":1,', b'"v":1,"x":[1,],'),
 }
 
 
-@pytest.mark.parametrize("name", list(DECLINED))
-def test_declines_what_is_not_the_common_case(tmp_path: Path, name: str):
+@pytest.mark.parametrize("name", list(DEFERRED))
+def test_deferred_lines_are_decided_by_the_exact_parser(tmp_path: Path, name: str):
     log = tmp_path / "steps.jsonl"
-    log.write_bytes(DECLINED[name])
+    log.write_bytes(GOOD + DEFERRED[name] + good_line(n=2) + b"\n")
     arm = arm_from_document([LEG])
-    assert native_raw(log, arm.legs) is None
-    if name == "a sum beyond 64 bits":
-        return  # the result would list per-position rates up to a proposal of 2^62
-    # The public fold still gives the block path's figures or its exact error.
-    both = [outcome(arm, [str(log)], native=native, skip_bad_lines=True) for native in (1, 0)]
-    assert both[0] == both[1]
+    assert [event[3] for event in raw_read(log, arm)["events"]] == [0]
+    for skip in (False, True):
+        assert_both_ways_agree(arm, [str(log)], skip_bad_lines=skip)
 
 
-def test_the_good_line_is_taken(tmp_path: Path):
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_lines_are_worded_as_the_exact_parser_words_them(tmp_path: Path, name: str):
     log = tmp_path / "steps.jsonl"
-    log.write_bytes(GOOD + good_line(n=1, seq=2**64 - 1, emitted=None, leg=None) + b"\n")
+    log.write_bytes(GOOD + BAD[name] + good_line(n=2) + b"\n")
     arm = arm_from_document([LEG])
-    assert native_raw(log, arm.legs) is not None
-    assert_same_partials(str(log), arm.legs)
+    raw = raw_read(log, arm)
+    assert raw["bad"] == 1
+    with native_switch(True), pytest.raises(InputError, match=r"steps\.jsonl:2: ") as error:
+        fold_acceptance(arm, [str(log)])
+    assert outcome(arm, [str(log)], native=False) == ("InputError", str(error.value))
+    partial, counts = assert_both_ways_agree(arm, [str(log)], skip_bad_lines=True)
+    assert counts[str(log)].skipped_lines == 1
+    assert counts[str(log)].skipped_examples[0].line == 2
+    assert partial.files["lines"].to_list() == [2]
 
 
-def test_declined_files_keep_the_exact_errors_and_counts(tmp_path: Path):
-    arm = arm_from_document([LEG])
-    refused = tmp_path / "refused.jsonl"
-    refused.write_bytes(DECLINED["accepted > proposed"])
-    with pytest.raises(RefusedError, match=r"refused\.jsonl:2: 'accepted' exceeds 'proposed'"):
-        fold_acceptance(arm, [str(refused)])
-    torn = tmp_path / "torn.jsonl"
-    torn.write_bytes(DECLINED["torn last line"])
-    result = fold_acceptance(arm, [str(torn)]).to_json()
-    assert result["torn_lines"] == 1
-    bad = tmp_path / "bad.jsonl"
-    bad.write_bytes(DECLINED["an empty line"])
-    with pytest.raises(InputError, match=r"bad\.jsonl:2: empty line"):
-        fold_acceptance(arm, [str(bad)])
-
-
-def test_declines_overlapping_windows(tmp_path: Path):
+def test_refusal_names_the_first_impossible_line(tmp_path: Path):
     log = tmp_path / "steps.jsonl"
-    log.write_bytes(GOOD)
-    one = {"generate_start_unix": 1764450000.0, "generate_end_unix": 1764450001.0}
-    # Windows widened by 500 ns: recorded ends 1 us apart share one nanosecond.
-    touching = {"generate_start_unix": 1764450001.000001, "generate_end_unix": 1764450002.0}
-    apart = {"generate_start_unix": 1764450001.000002, "generate_end_unix": 1764450002.0}
-    for second, taken in [(touching, False), (apart, True), (one, False)]:
-        arm = arm_from_document([{**LEG, **one}, {**LEG, **second}])
-        assert (native_raw(log, arm.legs) is not None) is taken
+    log.write_bytes(GOOD + good_line(n=1, accepted=8) + good_line(n=2, accepted=9) + b"\n")
+    arm = arm_from_document([LEG])
+    for skip in (False, True):
+        with native_switch(True), pytest.raises(RefusedError, match=r"steps\.jsonl:2: 'accepted'"):
+            fold_acceptance(arm, [str(log)], skip_bad_lines=skip)
         assert outcome(arm, [str(log)], native=True) == outcome(arm, [str(log)], native=False)
+
+
+def test_many_bad_lines_keep_the_first_examples_across_threads(tmp_path: Path):
+    rows = []
+    for n in range(2000):
+        rows.append(good_line(n=n) + b"\n" if n % 97 else b"oops\n")
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(rows))
+    arm = arm_from_document([LEG])
+    bad = [n + 1 for n in range(2000) if n % 97 == 0]
+    with native_switch(True):
+        counts = ReadCounts()
+        read = fold.native.read_range(
+            str(log), arm.legs, None, Legs.of(arm.legs).native, counts,
+            skip_bad_lines=True, block=300, bytes_per_thread=5000,
+        )  # fmt: skip
+    assert read is not None and read.lines == 2000
+    assert counts.skipped_lines == len(bad)
+    assert [example.line for example in counts.skipped_examples] == bad[:5]
+    _, reference_counts = folded(arm, [str(log)], native=False, skip_bad_lines=True)
+    assert counts == reference_counts[str(log)]
+    # Without skipping: the first bad line, named, whatever the split.
+    with native_switch(True), pytest.raises(InputError, match=r"steps\.jsonl:1: not valid JSON"):
+        fold_acceptance(arm, [str(log)])
+
+
+def test_a_line_longer_than_the_block_is_read_whole(tmp_path: Path):
+    long_line = json.dumps({**json.loads(GOOD), "pad": "x" * 5000}).encode() + b"\n"
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(GOOD + long_line + good_line(n=2) + b"\n")
+    arm = arm_from_document([LEG])
+    raw = raw_read(log, arm, block=100, bytes_per_thread=1 << 30)
+    assert (raw["folded"], raw["events"]) == (3, [])
+
+
+def test_a_file_split_across_threads_and_blocks_folds_the_same(tmp_path: Path):
+    legs = [
+        {**LEG, "generate_start_unix": (BASE_US + 1000 * k) / 1e6,
+         "generate_end_unix": (BASE_US + 1000 * k + 900) / 1e6}
+        for k in range(4)
+    ]  # fmt: skip
+    arm = arm_from_document(legs)
+    rng = random.Random(5)
+    rows = []
+    for i in range(3000):
+        proposed = i % 8
+        row = {"v": 1, "w": f"{(i % 5) * 0x1111111111111111:016x}", "n": i // 5,
+               "t_ns": (BASE_US - 100) * 1000 + i * 1700, "pid": 100 + i % 5, "seq": i % 7,
+               "proposed": proposed, "accepted": proposed // 2,
+               "emitted": None if i % 3 else proposed // 2 + 1,
+               "leg": "warm" if i % 2 else None}  # fmt: skip
+        items = [(k, v) for k, v in row.items() if v is not None]
+        rng.shuffle(items)
+        rows.append(json.dumps(dict(items)).encode() + b"\n")
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(rows))
+    whole = raw_read(log, arm)
+    for block, bytes_per_thread in [(200, 1), (1000, 30_000), (4096, 100_000), (1 << 20, 1)]:
+        split = raw_read(log, arm, block=block, bytes_per_thread=bytes_per_thread)
+        for key in ("lines", "folded", "attributed", "unattributed", "torn", "bad", "events"):
+            assert split[key] == whole[key], key
+    assert_both_ways_agree(arm, [str(log)])
 
 
 def test_window_edges_are_closed(tmp_path: Path):
@@ -312,9 +456,138 @@ def test_window_edges_are_closed(tmp_path: Path):
     start, end = leg_bounds_ns(LEG)
     times = [start - 1, start, start + 1, end - 1, end, end + 1]
     log = tmp_path / "steps.jsonl"
-    log.write_bytes(
-        b"".join(good_line(n=n, t_ns=t) + b"\n" for n, t in enumerate(times)),
-    )
-    (lines, attributed, unattributed), *_ = native_raw(log, arm.legs)
-    assert (lines, attributed, unattributed) == (6, 4, 2)
-    assert_same_partials(str(log), arm.legs)
+    log.write_bytes(b"".join(good_line(n=n, t_ns=t) + b"\n" for n, t in enumerate(times)))
+    raw = raw_read(log, arm)
+    assert (raw["folded"], raw["attributed"], raw["unattributed"]) == (6, 4, 2)
+    assert_both_ways_agree(arm, [str(log)])
+
+
+# -- step times ---------------------------------------------------------------------------------
+
+
+@given(legs=disjoint_or_overlapping_legs(), data=st.data())
+def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
+    """One row per (leg, writer, seq) with the t_ns of each line attributed to it, computed
+    here from the reference's parse and attribution, the same both ways."""
+    log_bytes = data.draw(any_shape_logs(legs), label="log")
+    log = tmp_path_factory.mktemp("times") / "steps.jsonl"
+    log.write_bytes(log_bytes)
+    arm = arm_from_document({"legs": legs})
+    result = folded(arm, [str(log)], native=True, skip_bad_lines=True)
+    if isinstance(result[0], str):
+        return  # refused (agreement is checked above)
+    expected: dict[tuple[int, str, int], list[int]] = {}
+    reference_legs = arm_legs({"legs": legs})
+    for raw in log_bytes.split(b"\n")[:-1]:
+        step = parse_step(raw)
+        if step is None and raw.rfind(b'{"v":') > 0:
+            step = parse_step(raw[raw.rfind(b'{"v":') :])
+        if step is None:
+            continue
+        _, leg = attribute(step, reference_legs)
+        if leg is not None:
+            expected.setdefault((leg, step.w, step.seq), []).append(step.t_ns)
+    for native in (True, False):
+        partial, _ = folded(arm, [str(log)], native=native, skip_bad_lines=True)
+        actual = {
+            (row["leg"], row["w"], row["seq"]): sorted(row["t_ns"])
+            for row in partial.step_times.iter_rows(named=True)
+        }
+        assert actual == {key: sorted(times) for key, times in expected.items()}
+
+
+def test_step_times_merge_by_concatenation(tmp_path: Path):
+    arm = arm_from_document([LEG])
+    start, _ = leg_bounds_ns(LEG)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(good_line(n=0, t_ns=start + 5) + b"\n" + good_line(n=1, t_ns=start + 1)
+                      + b"\n")  # fmt: skip
+    second.write_bytes(good_line(n=2, t_ns=start + 3, proposed=0, accepted=0) + b"\n")
+    partial, _ = folded(arm, [str(first), str(second)], native=True)
+    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, [start + 5, start + 1,
+                                                                    start + 3])]  # fmt: skip
+
+
+def test_progress_reports_the_file_size(tmp_path: Path):
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(good_line(n=n) + b"\n" for n in range(100)) + b'{"v":1')
+    reported: list[int] = []
+    fold_acceptance(arm_from_document([LEG]), [str(log)], progress=reported.append)
+    assert sum(reported) == log.stat().st_size
+
+
+def test_the_extension_compiles_without_warnings():
+    compiler = shutil.which("g++")
+    assert compiler is not None, "g++ is required to check the native reader's source"
+    flags = ["-std=c++17", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fsyntax-only"]
+    include = sysconfig.get_paths()["include"]
+    source = str(ROOT / "fold" / "_native.cc")
+    result = subprocess.run([compiler, *flags, f"-I{include}", source], capture_output=True)
+    assert result.returncode == 0, result.stderr.decode()
+
+
+def test_without_the_extension_the_polars_reader_folds(tmp_path: Path, monkeypatch):
+    """A machine without a compiler installs no fold._native: every file takes the polars
+    reader, with the same figures."""
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(GOOD + good_line(n=1, t_ns=1764450000500000000) + b"\n" + b'{"v":1')
+    arm = arm_from_document([LEG])
+    with_native = outcome(arm, [str(log)], native=True)
+    monkeypatch.setattr(fold.native, "_native", None)
+    assert not fold.native.available()
+    assert outcome(arm, [str(log)], native=True) == with_native
+
+
+def test_the_first_problem_in_file_order_is_named_both_ways(tmp_path: Path):
+    """A refused line before a bad one is refused; a bad line before a refused one stops the
+    fold with its error; both readers, whatever the block."""
+    refused, bad = good_line(n=1, accepted=8) + b"\n", b"not json\n"
+    arm = arm_from_document([LEG])
+    for body, error in [(refused + bad, "RefusedError"), (bad + refused, "InputError")]:
+        log = tmp_path / "steps.jsonl"
+        log.write_bytes(GOOD + body)
+        for native in (True, False):
+            found = outcome(arm, [str(log)], native=native)
+            assert found[0] == error and "steps.jsonl:2: " in found[1], (native, found)
+
+
+def test_following_reads_a_backlog_in_pieces(tmp_path: Path, monkeypatch):
+    """The follower's reads are cut at a small size: lines cut across pieces, and a line
+    longer than a piece, are read whole, with the same fold as one read."""
+    monkeypatch.setattr(fold.logfile, "FOLLOW_CHUNK_BYTES", 100)
+    long_line = json.dumps({**json.loads(GOOD), "n": 3, "pad": "x" * 500}).encode() + b"\n"
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(good_line(n=n) + b"\n" for n in range(3)) + long_line + b'{"v"')
+    arm = arm_from_document([LEG])
+    legs = Legs.of(arm.legs)
+    with native_switch(True):
+        piecewise = fold.logfile.LogFile(str(log))
+        pieces = list(piecewise.read_available(legs, want_steps=True))
+        piecewise.finish()
+    assert len(pieces) > 3
+    assert sum(steps.height for _, steps in pieces) == 4
+    assert (piecewise.lines_read, piecewise.counts.torn_lines) == (4, 1)
+    merged = fold.accumulate.merge_all([partial for partial, _ in pieces])
+    whole, counts = folded(arm, [str(log)], native=False)
+    assert_same_partials(merged, whole)
+    assert counts[str(log)] == piecewise.counts
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_bad_line_in_a_later_thread_is_named_by_its_file_line(tmp_path: Path, skip: bool):
+    rows = [good_line(n=n) + b"\n" for n in range(1500)]
+    rows[1234] = b'{"v":1,"w":"00000000000000ff"\n'
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(rows))
+    arm = arm_from_document([LEG])
+    counts = ReadCounts()
+    arguments = (str(log), arm.legs, None, Legs.of(arm.legs).native, counts)
+    options = {"skip_bad_lines": skip, "block": 500, "bytes_per_thread": 20_000}
+    with native_switch(True):
+        if not skip:
+            with pytest.raises(InputError, match=r"steps\.jsonl:1235: not valid JSON"):
+                fold.native.read_range(*arguments, **options)
+            return
+        read = fold.native.read_range(*arguments, **options)
+    assert read is not None and read.lines == 1500
+    assert [example.line for example in counts.skipped_examples] == [1235]

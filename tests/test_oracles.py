@@ -18,7 +18,7 @@ from fold.oracles import (
     arm_from_counts,
     detect_kind,
     load_oracle,
-    parse_prometheus_text,
+    parse_scrapes,
     parse_vs_spec,
     read_oracle,
 )
@@ -69,7 +69,8 @@ def test_vllm_before_after_pairs_give_the_delta() -> None:
     # after - before: 350-40 = 310, 2450-280 = 2170, 1121-121 = 1000
     arm = load_oracle("vllm", FIXTURES / "vllm-arm-pairs.json")
     _assert_gate_vllm_counts(arm)
-    assert "delta" in arm.sources["steps"]
+    assert "(metrics.after - metrics.before)" in arm.sources["steps"]
+    assert arm.population == "between two scrapes"
 
 
 def test_prometheus_two_scrapes_give_the_delta() -> None:
@@ -102,7 +103,9 @@ def test_sglang_legs_fixture_keeps_its_own_unit() -> None:
     assert arm.completion_tokens_per_step == pytest.approx(4.67)
     assert arm.mean_acceptance_length is None
     assert arm.accept_rate is None
-    assert arm.verify_steps_per_s is None
+    # steps/s in SGLang's unit: 16.034 / 4.67 = 3.43340
+    assert arm.verify_steps_per_s == pytest.approx(3.433405, abs=1e-6)
+    assert arm.population == "warm legs"
     assert "plain mean" in arm.sources["completion_tokens_per_step"]
     assert "SGLang unit" in arm.sources["completion_tokens_per_step"]
     assert arm.sources["mean_acceptance_length"].startswith("not recorded")
@@ -135,7 +138,7 @@ def test_sglang_pooled_rate_is_a_ratio_of_sums() -> None:
     assert arm.accept_rate == pytest.approx(100 / 120)
     # 1 + 100/30 = 4.3333
     assert arm.mean_acceptance_length == pytest.approx(4.333333, abs=1e-6)
-    assert arm.notes == ()
+    assert len(arm.notes) == 1 and "does not measure P" in arm.notes[0]
 
 
 def test_sglang_correct_drafts_synonym_and_meta_info() -> None:
@@ -275,7 +278,7 @@ def test_counter_reset_between_scrapes_is_refused() -> None:
         read_oracle("v", _vllm_record(metrics))
 
 
-def test_before_after_with_different_counters_is_an_input_error() -> None:
+def test_a_counter_missing_before_counts_from_zero_and_one_missing_after_is_refused() -> None:
     metrics = {
         "before": {"vllm:spec_decode_num_drafts_total": 5},
         "after": {
@@ -283,7 +286,11 @@ def test_before_after_with_different_counters_is_an_input_error() -> None:
             "vllm:spec_decode_num_accepted_tokens_total": 4,
         },
     }
-    with pytest.raises(InputError, match="only after: vllm:spec_decode_num_accepted_tokens_total"):
+    arm = read_oracle("v", _vllm_record(metrics))
+    assert (arm.steps, arm.accepted) == (10, 4)  # 15 - 5, and 4 - 0
+    assert any("counted from 0" in note for note in arm.notes)
+    metrics["before"], metrics["after"] = metrics["after"], metrics["before"]
+    with pytest.raises(RefusedError, match="not after"):
         read_oracle("v", _vllm_record(metrics))
 
 
@@ -318,7 +325,7 @@ def test_tok_s_from_legs_when_not_given_top_level() -> None:
     }
     arm = read_oracle("v", _json(record))
     assert arm.output_throughput_tok_s == 12.0  # median of 12, 11, 13; the cold 9 dropped
-    assert "warm legs" in arm.sources["tok_s"]
+    assert "warm legs of 4 (run > 1)" in arm.sources["tok_s"]
 
 
 def test_negative_and_fractional_counts_are_input_errors() -> None:
@@ -355,7 +362,7 @@ def _counts(s: int | None, p: int | None, a: int | None, pp: list[int] | None = 
         (None, 0, None, None, "no speculative step"),
         (10, 5, 2, None, "less than vllm:spec_decode_num_drafts_total"),
         (310, 2170, 1000, [300, 300, 300, 99], "sum to 999"),
-        (10, 30, 12, [11, 1], "exceeds vllm:spec_decode_num_drafts_total = 10"),
+        (10, 30, 12, [11, 1], r"exceeds vllm:spec_decode_num_drafts_total \(cumulative\) = 10"),
     ],
 )
 def test_inconsistent_counters_are_refused(
@@ -402,10 +409,10 @@ def test_prometheus_parsing_labels_escapes_and_engines() -> None:
             "process_cpu_seconds_total 12.5",
         ]
     )
-    scrapes = parse_prometheus_text(text, where="m.prom")
+    scrapes = parse_scrapes(text, where="m.prom")
     assert len(scrapes) == 1
     key = ("vllm:spec_decode_num_drafts_total", (("engine", "0"), ("model_name", 'a "b" c')))
-    assert scrapes[0].samples[key] == 6.0
+    assert scrapes[0].samples[key].value == 6.0
     arm = read_oracle("v", text)
     assert arm.steps == 10  # summed over the two engines
     assert arm.accepted == 12
@@ -414,12 +421,12 @@ def test_prometheus_parsing_labels_escapes_and_engines() -> None:
 
 def test_prometheus_three_scrapes_and_bad_lines() -> None:
     one = "vllm:spec_decode_num_drafts_total 1\n"
-    with pytest.raises(InputError, match="third scrape"):
-        parse_prometheus_text(one * 3, where="m.prom")
+    with pytest.raises(InputError, match="scrape 3 starts here"):
+        parse_scrapes(one * 3, where="m.prom")
     with pytest.raises(InputError, match=r"m\.prom:2: not a Prometheus"):
-        parse_prometheus_text(one + "this is not a sample line\n", where="m.prom")
+        parse_scrapes(one + "this is not a sample line\n", where="m.prom")
     with pytest.raises(InputError, match="not a number"):
-        parse_prometheus_text("vllm:spec_decode_num_drafts_total abc\n", where="m.prom")
+        parse_scrapes("vllm:spec_decode_num_drafts_total abc\n", where="m.prom")
 
 
 def test_prometheus_per_position_needs_position_label() -> None:
@@ -454,13 +461,13 @@ def test_unknown_kind_asks_for_it() -> None:
 def test_given_kind_must_match_the_content() -> None:
     with pytest.raises(InputError, match="given as llamacpp"):
         read_oracle("x", (FIXTURES / "vllm-arm.json").read_text(), "llama.cpp")
-    with pytest.raises(InputError, match="not JSONL records"):
+    with pytest.raises(InputError, match="several vLLM records"):
         read_oracle("x", _jsonl({"tok_s": 1.0}, {"tok_s": 2.0}), "vllm")
 
 
 def test_mixed_engines_in_one_file() -> None:
     metrics = {"vllm:spec_decode_num_drafts": 1, "llamacpp:spec_decode_num_drafts": 1}
-    with pytest.raises(InputError, match="mix"):
+    with pytest.raises(InputError, match="shows llamacpp and vllm"):
         read_oracle("x", _vllm_record(metrics))
 
 

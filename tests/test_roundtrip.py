@@ -90,7 +90,7 @@ def fold_one_leg(path: str, start_ns: int, end_ns: int, label: str | None) -> di
     if label:
         legs.append({**legs[0], "run": 1, "leg": label + "-other"})
         legs[0]["leg"] = label
-    return fold_acceptance(arm_from_document(legs), [path]).to_json()
+    return fold_acceptance(arm_from_document(legs), [path], resamples=0).to_json()
 
 
 def check_fold(path: str, span: tuple[int, int], label: str | None, rows: list, dropped: int):

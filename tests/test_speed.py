@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 from cadence_logs import stall_and_pace_run
+from rich.console import Console
 
 from fold.api import fold_acceptance
 from fold.cli import main
 from fold.gap import attribute_gap
 from fold.oracles import arm_from_counts
-from fold.render_cadence import speed_summary
+from fold.render_compare import comparison, speed_summary
 from fold.speed import split_speed
 
 approx = pytest.approx
@@ -108,3 +109,22 @@ def test_the_command_prints_and_writes_the_split(tmp_path: Path, capsys):
     speed = json.loads(out_json.read_text())["oracles"]["speed"]["vllm"]
     assert speed["leg_factor"] == approx(0.5)
     assert speed["decode_factor"] == approx(0.5 * 18 / 9.8)
+
+
+@pytest.mark.parametrize("width", [80, 50, 30])
+def test_the_split_sits_under_its_verdict_with_every_figure_whole(warm_cadence, width):
+    gap = attribute_gap(arm("ours", 10.0), arm("vllm", 20.0))
+    split = split_speed(gap, warm_cadence, "vllm")
+    console = Console(width=width, record=True, color_system=None)
+    console.print(comparison([arm("ours", 10.0), arm("vllm", 20.0)], {"vllm": gap},
+                             speeds={"vllm": split}))  # fmt: skip
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    words = text.split()
+    # By hand (see the first test): 0.5, 0.5 * 18 / 9.8 and 0.5 * 18 / 7.85; our shares
+    # 4 / 18, 1.95 / 18 and 4.2 / 18 of the warm leg time.
+    for figure in ("0.500", "0.918", "1.146", "22.2%", "10.8%", "23.3%"):
+        assert figure in words, (figure, text)
+    verdict = text.index("verdict:")
+    assert verdict < text.index("0.918") and verdict < text.index("22.2%")
+    assert text.index("speed: 50% tail") > verdict

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   if (mode == "fsize" && argc == 4) {  // fsize LIMIT_BYTES COUNT
     std::signal(SIGXFSZ, SIG_IGN);
     rlimit limit{};
-    limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(arg(argv, 2));
+    limit.rlim_cur = limit.rlim_max = arg(argv, 2);  // rlim_t is 64-bit unsigned on Linux
     if (setrlimit(RLIMIT_FSIZE, &limit) != 0) return 3;
     write_rows(0, arg(argv, 3));
     report(" alive=1");
@@ -156,6 +156,27 @@ int main(int argc, char** argv) {
     batch.add(18446744073709551615ull, big, big);
     batch.add(10, big, 0, big);
     batch.commit();
+    report();
+    return 0;
+  }
+
+  if (mode == "types" && argc == 2) {  // counts of every integer type, in and out of range
+    const std::vector<int> draft(5);
+    const unsigned char small = 3;
+    const unsigned short medium = 2;
+    const std::uint64_t too_big = 4294967296ull;  // 2^32: past the counts' field
+    const int slot = 4;
+    sl::record(slot, draft.size(), draft.size() - 2, small);  // int, size_t, size_t, uchar
+    sl::record(1u, medium, 0L);                               // unsigned, ushort, long
+    sl::record(-1, 1, 0);                                     // negative seq: dropped
+    sl::record(2, too_big, 0u);                               // proposed too big: dropped
+    sl::record(3, 4, -2);                                     // negative accepted: dropped
+    {
+      sl::Batch batch;
+      batch.add(5ull, draft.size(), 1, std::uint16_t{2});
+      batch.add(6, 2, 1, too_big);  // emitted too big: dropped
+      batch.add(7, 2, 2);
+    }
     report();
     return 0;
   }

@@ -1,0 +1,154 @@
+// Columns handed to polars through the Arrow C data interface (PyCapsules), without a copy.
+// Part of fold/_native.cc, its only includer.
+
+#ifndef FOLD_NATIVE_ARROW_EXPORT_H_
+#define FOLD_NATIVE_ARROW_EXPORT_H_
+
+#include <Python.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace fold_native {
+
+// -- the Arrow C data interface ------------------------------------------------------------
+
+struct ArrowSchema {
+  const char* format;
+  const char* name;
+  const char* metadata;
+  std::int64_t flags;
+  std::int64_t n_children;
+  ArrowSchema** children;
+  ArrowSchema* dictionary;
+  void (*release)(ArrowSchema*);
+  void* private_data;
+};
+
+struct ArrowArray {
+  std::int64_t length;
+  std::int64_t null_count;
+  std::int64_t offset;
+  std::int64_t n_buffers;
+  std::int64_t n_children;
+  const void** buffers;
+  ArrowArray** children;
+  ArrowArray* dictionary;
+  void (*release)(ArrowArray*);
+  void* private_data;
+};
+
+constexpr std::int64_t kNullable = 2;
+
+// What a schema owns: its child (for a list) and the child's pointer array.
+struct SchemaHolder {
+  ArrowSchema child{};
+  ArrowSchema* children[1] = {&child};
+};
+
+inline void release_schema(ArrowSchema* schema) {
+  delete static_cast<SchemaHolder*>(schema->private_data);
+  schema->release = nullptr;
+}
+
+inline void release_child_schema(ArrowSchema* schema) { schema->release = nullptr; }
+
+// What an array owns: its values (or offsets) and, for a list, its child array.
+struct ArrayHolder {
+  std::vector<std::int64_t> data;
+  const void* buffers[2] = {nullptr, nullptr};
+  ArrowArray* children[1] = {nullptr};
+  ArrowArray* child = nullptr;
+};
+
+inline void release_array(ArrowArray* array) {
+  auto* holder = static_cast<ArrayHolder*>(array->private_data);
+  if (holder->child != nullptr) {
+    if (holder->child->release != nullptr) holder->child->release(holder->child);
+    delete holder->child;
+  }
+  delete holder;
+  array->release = nullptr;
+}
+
+inline void schema_capsule_destructor(PyObject* capsule) {
+  auto* schema = static_cast<ArrowSchema*>(PyCapsule_GetPointer(capsule, "arrow_schema"));
+  if (schema != nullptr && schema->release != nullptr) schema->release(schema);
+  delete schema;
+}
+
+inline void array_capsule_destructor(PyObject* capsule) {
+  auto* array = static_cast<ArrowArray*>(PyCapsule_GetPointer(capsule, "arrow_array"));
+  if (array != nullptr && array->release != nullptr) array->release(array);
+  delete array;
+}
+
+inline ArrowArray* primitive_array(std::vector<std::int64_t>&& values) {
+  auto* holder = new ArrayHolder;
+  holder->data = std::move(values);
+  holder->buffers[1] = holder->data.data();
+  auto* array = new ArrowArray{};
+  array->length = static_cast<std::int64_t>(holder->data.size());
+  array->n_buffers = 2;
+  array->buffers = holder->buffers;
+  array->release = release_array;
+  array->private_data = holder;
+  return array;
+}
+
+// (schema capsule, array capsule) of a 64-bit column ("l" signed, "L" unsigned), or of a
+// large list of int64 ("+L") when `offsets` is given: values are then the child's.
+inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsigned,
+                       std::vector<std::int64_t>* offsets = nullptr) {
+  auto* schema = new ArrowSchema{};
+  schema->name = "";
+  schema->flags = kNullable;
+  schema->release = release_schema;
+  auto* schema_holder = new SchemaHolder;
+  schema->private_data = schema_holder;
+  ArrowArray* array;
+  if (offsets == nullptr) {
+    schema->format = is_unsigned ? "L" : "l";
+    array = primitive_array(std::move(values));
+  } else {
+    schema->format = "+L";
+    schema->n_children = 1;
+    schema->children = schema_holder->children;
+    schema_holder->child.format = "l";
+    schema_holder->child.name = "item";
+    schema_holder->child.flags = kNullable;
+    schema_holder->child.release = release_child_schema;
+    ArrowArray* child = primitive_array(std::move(values));
+    array = primitive_array(std::move(*offsets));
+    array->length -= 1;
+    auto* holder = static_cast<ArrayHolder*>(array->private_data);
+    holder->child = child;
+    holder->children[0] = child;
+    array->n_children = 1;
+    array->children = holder->children;
+  }
+  PyObject* schema_capsule = PyCapsule_New(schema, "arrow_schema", schema_capsule_destructor);
+  if (schema_capsule == nullptr) {
+    schema->release(schema);
+    delete schema;
+    array->release(array);
+    delete array;
+    return nullptr;
+  }
+  PyObject* array_capsule = PyCapsule_New(array, "arrow_array", array_capsule_destructor);
+  if (array_capsule == nullptr) {
+    Py_DECREF(schema_capsule);
+    array->release(array);
+    delete array;
+    return nullptr;
+  }
+  PyObject* pair = PyTuple_Pack(2, schema_capsule, array_capsule);
+  Py_DECREF(schema_capsule);
+  Py_DECREF(array_capsule);
+  return pair;
+}
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_ARROW_EXPORT_H_

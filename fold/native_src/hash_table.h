@@ -1,0 +1,86 @@
+// The fold's hash tables: open addressing over 64-bit keys, entries kept in insertion order.
+// Part of fold/_native.cc, its only includer.
+
+#ifndef FOLD_NATIVE_HASH_TABLE_H_
+#define FOLD_NATIVE_HASH_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace fold_native {
+
+inline std::uint64_t mix(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+struct Key {
+  std::uint64_t a;
+  std::uint64_t b;
+  std::int64_t c;
+  bool operator==(const Key& other) const {
+    return a == other.a && b == other.b && c == other.c;
+  }
+  std::uint64_t hash() const {
+    // One finalizer over a multiplicative combination: the three parts land on different
+    // bits, and the finalizer spreads them over the slot index.
+    return mix(a ^ (b * 0x9e3779b97f4a7c15ULL) ^
+               (static_cast<std::uint64_t>(c) * 0xc2b2ae3d27d4eb4fULL));
+  }
+};
+
+// Open addressing with linear probing over an index array; entries stay dense and in
+// insertion order, so iterating (and merging) touches only what was inserted.
+template <class Value>
+class Table {
+ public:
+  Table() : slots_(1024, 0), mask_(1023) {}
+
+  Value& at(const Key& key) {
+    std::size_t slot = key.hash() & mask_;
+    while (true) {
+      std::uint32_t held = slots_[slot];
+      if (held == 0) break;
+      Entry& entry = entries_[held - 1];
+      if (entry.key == key) return entry.value;
+      slot = (slot + 1) & mask_;
+    }
+    entries_.push_back(Entry{key, Value{}});
+    slots_[slot] = static_cast<std::uint32_t>(entries_.size());
+    if (entries_.size() * 2 > slots_.size()) grow();
+    return entries_.back().value;
+  }
+
+  struct Entry {
+    Key key;
+    Value value;
+  };
+  std::vector<Entry>& entries() { return entries_; }
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  void grow() {
+    std::vector<std::uint32_t> slots(slots_.size() * 2, 0);
+    std::size_t mask = slots.size() - 1;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      std::size_t slot = entries_[i].key.hash() & mask;
+      while (slots[slot] != 0) slot = (slot + 1) & mask;
+      slots[slot] = static_cast<std::uint32_t>(i + 1);
+    }
+    slots_.swap(slots);
+    mask_ = mask;
+  }
+
+  std::vector<std::uint32_t> slots_;
+  std::size_t mask_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_HASH_TABLE_H_

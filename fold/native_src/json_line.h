@@ -1,0 +1,546 @@
+// One step line parsed as JSON, judged as orjson and fold.reader.judge_line would judge it.
+// Part of fold/_native.cc, its only includer.
+
+#ifndef FOLD_NATIVE_JSON_LINE_H_
+#define FOLD_NATIVE_JSON_LINE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace fold_native {
+
+constexpr std::uint64_t kSignedMax = (std::uint64_t{1} << 63) - 1;
+constexpr int kMaxDepth = 64;  // deeper unknown values are deferred
+
+// One parsed step: what the fold needs. The label is kept as its bytes in the line, between
+// its quotes, and unescaped only when it is needed (few lines need it: those in overlapping
+// windows, or kept for the follower's groups).
+struct Step {
+  std::uint64_t writer = 0, seq = 0;
+  std::int64_t n = 0, t_ns = 0, pid = 0, proposed = 0, accepted = 0, emitted = 0;
+  bool has_emitted = false, has_label = false, label_escaped = false;
+  const char* label_begin = nullptr;
+  std::size_t label_length = 0;
+};
+
+// -- JSON scanning -------------------------------------------------------------------------
+// The parsed bytes of a line end with '\n', which continues no token, and the caller leaves
+// readable slack after its buffer, so no scan needs a bounds check: each stops at the '\n'.
+
+enum class Verdict { kOk, kBad, kDefer };
+
+inline void skip_ws(const char*& p) {
+  while (*p == ' ' || *p == '\t' || *p == '\r') ++p;
+}
+
+inline unsigned hex_value(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return 16;
+}
+
+// One UTF-8 sequence starting at a byte >= 0x80 (shortest form, no surrogates, <= U+10FFFF),
+// as orjson demands; advances past it.
+inline bool utf8_sequence(const char*& p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  auto cont = [](unsigned char c) { return (c & 0xC0) == 0x80; };
+  unsigned char c = u[0];
+  if (c >= 0xC2 && c <= 0xDF) {
+    if (!cont(u[1])) return false;
+    p += 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    if (u[1] < lo || u[1] > hi || !cont(u[2])) return false;
+    p += 3;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    if (u[1] < lo || u[1] > hi || !cont(u[2]) || !cont(u[3])) return false;
+    p += 4;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+inline void append_utf8(std::string* out, std::uint32_t code) {
+  if (out == nullptr) return;
+  if (code < 0x80) {
+    out->push_back(static_cast<char>(code));
+  } else if (code < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (code >> 6)));
+    out->push_back(static_cast<char>(0x80 | (code & 0x3F)));
+  } else if (code < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (code >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (code & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (code >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((code >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (code & 0x3F)));
+  }
+}
+
+inline bool four_hex(const char* p, std::uint32_t& out) {
+  std::uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) {
+    unsigned digit = hex_value(static_cast<unsigned char>(p[i]));
+    if (digit > 15) return false;
+    value = value << 4 | digit;
+  }
+  out = value;
+  return true;
+}
+
+// A string after its opening quote, up to and past its closing quote; unescaped into `out`
+// when given. Surrogate escapes that do not pair are deferred (orjson and Python's json
+// disagree on them).
+inline Verdict scan_string(const char*& p, std::string* out) {
+  while (true) {
+    const char* run = p;
+    while (true) {
+      unsigned char c = static_cast<unsigned char>(*p);
+      if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
+      ++p;
+    }
+    if (out != nullptr) out->append(run, static_cast<std::size_t>(p - run));
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"') {
+      ++p;
+      return Verdict::kOk;
+    }
+    if (c < 0x20) return Verdict::kBad;
+    if (c >= 0x80) {
+      const char* start = p;
+      if (!utf8_sequence(p)) return Verdict::kBad;
+      if (out != nullptr) out->append(start, static_cast<std::size_t>(p - start));
+      continue;
+    }
+    ++p;  // the backslash
+    char e = *p++;
+    switch (e) {
+      case '"': if (out) out->push_back('"'); break;
+      case '\\': if (out) out->push_back('\\'); break;
+      case '/': if (out) out->push_back('/'); break;
+      case 'b': if (out) out->push_back('\b'); break;
+      case 'f': if (out) out->push_back('\f'); break;
+      case 'n': if (out) out->push_back('\n'); break;
+      case 'r': if (out) out->push_back('\r'); break;
+      case 't': if (out) out->push_back('\t'); break;
+      case 'u': {
+        std::uint32_t code;
+        if (!four_hex(p, code)) return Verdict::kBad;
+        p += 4;
+        if (code >= 0xD800 && code <= 0xDBFF) {
+          std::uint32_t low;
+          if (p[0] != '\\' || p[1] != 'u' || !four_hex(p + 2, low) || low < 0xDC00 ||
+              low > 0xDFFF) {
+            return Verdict::kDefer;
+          }
+          p += 6;
+          code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+        } else if (code >= 0xDC00 && code <= 0xDFFF) {
+          return Verdict::kDefer;
+        }
+        append_utf8(out, code);
+        break;
+      }
+      default:
+        return Verdict::kBad;
+    }
+  }
+}
+
+// The step's label as UTF-8, unescaped into `scratch` when it has escapes.
+inline std::string_view label_of(const Step& step, std::string& scratch) {
+  if (!step.label_escaped) return {step.label_begin, step.label_length};
+  scratch.clear();
+  const char* p = step.label_begin;
+  scan_string(p, &scratch);  // valid: the line was parsed
+  return scratch;
+}
+
+// A JSON number. Exponents of three digits or more and integer parts past 300 digits are
+// deferred: orjson refuses a number that is infinite as a double.
+inline Verdict scan_number(const char*& p) {
+  if (*p == '-') ++p;
+  const char* digits = p;
+  if (*p == '0') {
+    ++p;
+  } else if (*p >= '1' && *p <= '9') {
+    while (*p >= '0' && *p <= '9') ++p;
+  } else {
+    return Verdict::kBad;
+  }
+  if (p - digits > 300) return Verdict::kDefer;
+  if (*p >= '0' && *p <= '9') return Verdict::kBad;  // a leading zero
+  if (*p == '.') {
+    ++p;
+    if (!(*p >= '0' && *p <= '9')) return Verdict::kBad;
+    while (*p >= '0' && *p <= '9') ++p;
+  }
+  if (*p == 'e' || *p == 'E') {
+    ++p;
+    if (*p == '+' || *p == '-') ++p;
+    const char* exponent = p;
+    if (!(*p >= '0' && *p <= '9')) return Verdict::kBad;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (p - exponent > 2) return Verdict::kDefer;
+  }
+  return Verdict::kOk;
+}
+
+template <std::size_t N>
+inline bool literal(const char*& p, const char (&word)[N]) {
+  if (std::memcmp(p, word, N - 1) != 0) return false;
+  p += N - 1;
+  return true;
+}
+
+// Any JSON value, validated and skipped.
+inline Verdict skip_value(const char*& p, int depth) {
+  char c = *p;
+  if (c == '"') {
+    ++p;
+    return scan_string(p, nullptr);
+  }
+  if (c == '-' || (c >= '0' && c <= '9')) return scan_number(p);
+  if (c == 't') return literal(p, "true") ? Verdict::kOk : Verdict::kBad;
+  if (c == 'f') return literal(p, "false") ? Verdict::kOk : Verdict::kBad;
+  if (c == 'n') return literal(p, "null") ? Verdict::kOk : Verdict::kBad;
+  if (c != '[' && c != '{') return Verdict::kBad;
+  if (depth >= kMaxDepth) return Verdict::kDefer;
+  bool object = c == '{';
+  char close = object ? '}' : ']';
+  ++p;
+  skip_ws(p);
+  if (*p == close) {
+    ++p;
+    return Verdict::kOk;
+  }
+  while (true) {
+    if (object) {
+      if (*p != '"') return Verdict::kBad;
+      ++p;
+      Verdict key = scan_string(p, nullptr);
+      if (key != Verdict::kOk) return key;
+      skip_ws(p);
+      if (*p != ':') return Verdict::kBad;
+      ++p;
+      skip_ws(p);
+    }
+    Verdict value = skip_value(p, depth + 1);
+    if (value != Verdict::kOk) return value;
+    skip_ws(p);
+    if (*p == ',') {
+      ++p;
+      skip_ws(p);
+      continue;
+    }
+    if (*p == close) {
+      ++p;
+      return Verdict::kOk;
+    }
+    return Verdict::kBad;
+  }
+}
+
+enum Field { kV, kW, kN, kTns, kPid, kSeq, kProposed, kAccepted, kEmitted, kLeg, kUnknown };
+constexpr unsigned kRequired = (1u << kV) | (1u << kW) | (1u << kN) | (1u << kTns) |
+                               (1u << kPid) | (1u << kSeq) | (1u << kProposed) |
+                               (1u << kAccepted);
+
+inline Field field_of(const char* key, std::size_t length) {
+  auto is = [&](const char* name, std::size_t size) {
+    return length == size && std::memcmp(key, name, size) == 0;
+  };
+  switch (length) {
+    case 1:
+      return key[0] == 'v' ? kV : key[0] == 'w' ? kW : key[0] == 'n' ? kN : kUnknown;
+    case 3:
+      return is("pid", 3) ? kPid : is("seq", 3) ? kSeq : is("leg", 3) ? kLeg : kUnknown;
+    case 4:
+      return is("t_ns", 4) ? kTns : kUnknown;
+    case 7:
+      return is("emitted", 7) ? kEmitted : kUnknown;
+    case 8:
+      return is("proposed", 8) ? kProposed : is("accepted", 8) ? kAccepted : kUnknown;
+    default:
+      return kUnknown;
+  }
+}
+
+// The keys of the last line read, in their order, each as the bytes from after its opening
+// quote to past its colon (at most 16): a writer keeps one key order, so the next line's key
+// at the same place is one masked 16-byte compare, whatever the order and whatever the keys.
+// It starts as the writers' layout.
+class KeyOrder {
+ public:
+  static constexpr int kPlaces = 16;
+
+  KeyOrder() {
+    const char* layout[] = {"v\":", "w\":", "n\":", "t_ns\":", "pid\":", "seq\":",
+                            "proposed\":", "accepted\":", "emitted\":", "leg\":"};
+    for (int i = 0; i < 10; ++i) {
+      remember(i, layout[i], std::strlen(layout[i]), static_cast<Field>(i));
+    }
+  }
+
+  // The key at place i when it is the last line's: its field, and p moved past its colon.
+  bool match(int place, const char*& p, Field& field) const {
+    if (place >= kPlaces) return false;
+    const Known& known = known_[place];
+    std::uint64_t first, second;
+    std::memcpy(&first, p, 8);  // readable: the caller's slack follows every line
+    std::memcpy(&second, p + 8, 8);
+    if (known.length == 0 || ((first ^ known.first) & known.first_mask) != 0 ||
+        ((second ^ known.second) & known.second_mask) != 0) {
+      return false;
+    }
+    field = known.field;
+    p += known.length;
+    return true;
+  }
+
+  void remember(int place, const char* text, std::size_t length, Field field) {
+    if (place >= kPlaces) return;
+    Known& known = known_[place];
+    known.length = length <= 16 ? length : 0;
+    if (known.length == 0) return;
+    char bytes[16] = {};
+    std::memcpy(bytes, text, length);
+    std::memcpy(&known.first, bytes, 8);
+    std::memcpy(&known.second, bytes + 8, 8);
+    known.first_mask = mask(length >= 8 ? 8 : length);
+    known.second_mask = mask(length > 8 ? length - 8 : 0);
+    known.field = field;
+  }
+
+ private:
+  // Ones over the first `bytes` bytes in memory order, whatever the byte order.
+  static std::uint64_t mask(std::size_t bytes) {
+    unsigned char layout[8];
+    for (std::size_t i = 0; i < 8; ++i) layout[i] = i < bytes ? 0xFF : 0;
+    std::uint64_t value;
+    std::memcpy(&value, layout, 8);
+    return value;
+  }
+
+  struct Known {
+    std::uint64_t first = 0, second = 0, first_mask = 0, second_mask = 0;
+    std::size_t length = 0;
+    Field field = kUnknown;
+  };
+  Known known_[kPlaces];
+};
+
+// A key after its opening quote, up to and past the colon after it. Escaped keys are deferred.
+inline Verdict read_key(const char*& p, Field& field) {
+  const char* key = p;
+  while (true) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
+    ++p;
+  }
+  if (*p == '"') {
+    field = field_of(key, static_cast<std::size_t>(p - key));
+    ++p;
+  } else {
+    field = kUnknown;  // a key outside ASCII is no key of the format
+    Verdict rest = scan_string(p, nullptr);
+    if (rest != Verdict::kOk) return rest;
+    for (const char* q = key; q < p; ++q) {
+      if (*q == '\\') return Verdict::kDefer;
+    }
+  }
+  skip_ws(p);
+  if (*p != ':') return Verdict::kBad;
+  ++p;
+  return Verdict::kOk;
+}
+
+// An integer field: plain decimal up to `max` is kOk with `out` set. A sign is deferred
+// (the exact reader refuses a negative count, or reads -0); a fraction, an exponent or a
+// value out of range makes the line bad (orjson reads a float). `wrong` is set when the value
+// is valid JSON but not a usable integer.
+inline Verdict integer_field(const char*& p, std::uint64_t max, std::uint64_t& out, bool& wrong) {
+  char c = *p;
+  if (c == '-') {
+    Verdict number = scan_number(p);
+    return number == Verdict::kOk ? Verdict::kDefer : number;
+  }
+  if (!(c >= '0' && c <= '9')) {
+    wrong = true;
+    return skip_value(p, 0);
+  }
+  const char* start = p;
+  std::uint64_t value = 0;
+  bool fits = true;
+  // Nineteen digits cannot overflow 64 bits; only longer numbers need checking.
+  unsigned digit;
+  while ((digit = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9 &&
+         p - start < 19) {
+    value = value * 10 + digit;
+    ++p;
+  }
+  while ((digit = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9) {
+    if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
+        __builtin_add_overflow(value, std::uint64_t{digit}, &value)) {
+      fits = false;
+    }
+    ++p;
+  }
+  if (*start == '0' && p - start > 1) return Verdict::kBad;  // a leading zero
+  if (*p == '.' || *p == 'e' || *p == 'E') {
+    p = start;
+    Verdict number = scan_number(p);
+    if (number != Verdict::kOk) return number;
+    wrong = true;
+    return Verdict::kOk;
+  }
+  if (p - start > 300) return Verdict::kDefer;
+  if (!fits || value > max) {
+    wrong = true;
+    return Verdict::kOk;
+  }
+  out = value;
+  return Verdict::kOk;
+}
+
+// One line [p, end), end pointing at its '\n'.
+inline Verdict parse_line(const char* p, const char* end, Step& step, KeyOrder& order) {
+  unsigned seen = 0;
+  bool wrong = false;  // a field of the wrong type or range: bad unless a duplicate key
+  step.has_emitted = step.has_label = false;
+  skip_ws(p);
+  if (*p != '{') return Verdict::kBad;
+  ++p;
+  skip_ws(p);
+  if (*p == '}') {
+    ++p;
+  } else {
+    int place = 0;
+    while (true) {
+      if (*p != '"') return Verdict::kBad;
+      ++p;
+      Field field = kUnknown;
+      if (!order.match(place, p, field)) {
+        const char* key = p;
+        Verdict read = read_key(p, field);
+        if (read != Verdict::kOk) return read;
+        order.remember(place, key, static_cast<std::size_t>(p - key), field);
+      }
+      ++place;
+      skip_ws(p);
+      if (field != kUnknown) {
+        if (seen & (1u << field)) return Verdict::kDefer;  // the exact reader keeps the last
+        seen |= 1u << field;
+      }
+      Verdict value = Verdict::kOk;
+      std::uint64_t number = 0;
+      switch (field) {
+        case kV:
+          value = integer_field(p, kSignedMax, number, wrong);
+          if (value == Verdict::kOk && number != 1) wrong = true;
+          break;
+        case kW: {
+          if (*p != '"') {
+            wrong = true;
+            value = skip_value(p, 0);
+            break;
+          }
+          ++p;
+          std::uint64_t writer = 0;
+          int i = 0;
+          for (; i < 16; ++i) {
+            unsigned char c = static_cast<unsigned char>(p[i]);
+            unsigned digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 16;
+            if (digit > 15) break;
+            writer = writer << 4 | digit;
+          }
+          if (i == 16 && p[16] == '"') {
+            p += 17;
+            step.writer = writer;
+          } else {
+            value = scan_string(p, nullptr);
+            if (value == Verdict::kOk) value = Verdict::kDefer;  // a string, not the writers' id
+          }
+          break;
+        }
+        case kN:
+          value = integer_field(p, kSignedMax, number, wrong);
+          step.n = static_cast<std::int64_t>(number);
+          break;
+        case kTns:
+          value = integer_field(p, kSignedMax, number, wrong);
+          step.t_ns = static_cast<std::int64_t>(number);
+          break;
+        case kPid:
+          value = integer_field(p, kSignedMax, number, wrong);
+          step.pid = static_cast<std::int64_t>(number);
+          break;
+        case kSeq:
+          value = integer_field(p, ~std::uint64_t{0}, number, wrong);
+          step.seq = number;
+          break;
+        case kProposed:
+          value = integer_field(p, kSignedMax, number, wrong);
+          step.proposed = static_cast<std::int64_t>(number);
+          break;
+        case kAccepted:
+          value = integer_field(p, kSignedMax, number, wrong);
+          step.accepted = static_cast<std::int64_t>(number);
+          break;
+        case kEmitted:
+          if (literal(p, "null")) break;  // null is absent
+          value = integer_field(p, kSignedMax, number, wrong);
+          step.emitted = static_cast<std::int64_t>(number);
+          step.has_emitted = true;
+          break;
+        case kLeg:
+          if (literal(p, "null")) break;
+          if (*p != '"') {
+            wrong = true;
+            value = skip_value(p, 0);
+            break;
+          }
+          ++p;
+          step.label_begin = p;
+          value = scan_string(p, nullptr);
+          if (value != Verdict::kOk) break;
+          step.label_length = static_cast<std::size_t>(p - 1 - step.label_begin);
+          step.label_escaped =
+              std::memchr(step.label_begin, '\\', step.label_length) != nullptr;
+          step.has_label = true;
+          break;
+        case kUnknown:
+          value = skip_value(p, 0);
+          break;
+      }
+      if (value != Verdict::kOk) return value;
+      skip_ws(p);
+      if (*p == ',') {
+        ++p;
+        skip_ws(p);
+        continue;
+      }
+      if (*p == '}') {
+        ++p;
+        break;
+      }
+      return Verdict::kBad;
+    }
+  }
+  skip_ws(p);
+  if (p != end) return Verdict::kBad;
+  if (wrong || (seen & kRequired) != kRequired) return Verdict::kBad;
+  return Verdict::kOk;
+}
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_JSON_LINE_H_
