@@ -14,8 +14,11 @@ stalls among them), so a log of millions of steps still gives a file a browser o
 acceptance windows widen by the same rule. ``otherData`` in the file says whether and how it
 was aggregated, and whether the limit was met (a slice per request at least).
 
-The trace is an extra output: it reads the logs again with the fold's own reader and
-attribution rather than making the fold keep every step.
+The trace is an extra output: it reads the logs again rather than making the fold keep every
+step, with the polars reference reader (``fold.reader.StepLogReader``, the one exact parser) and
+the fold's attribution (``fold.attribute``). The native pass hands back per line only what a
+follower's provisional groups need (no request id, no emitted count, no leg), so the trace
+cannot take it; the reference reader reads the same lines with the same errors, more slowly.
 """
 
 from __future__ import annotations
