@@ -267,3 +267,17 @@ def test_the_cadence_table_keeps_every_figure_whole(run, width):
     # leg 1's stall time and leg 2's pooled decode steps/s (170 / 4.8 s), worked out by hand
     for figure in ("1.95s", "35.42", "12.2"):
         assert figure in text.split(), (figure, text)
+
+
+def test_the_warm_cadence_line_shows_the_decode_interval_as_plus_minus(run, tmp_path, capsys):
+    arm, log = run
+    out_json = tmp_path / "fold.json"
+    assert main([arm, log, "--json", str(out_json)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    cadence = json.loads(out_json.read_text())["warm"]["cadence"]
+    low, high = cadence["decode_steps_per_s_ci"]
+    value = 231 / 9.8  # by hand: 61 + 100 + 70 intervals over 5.0 + 2.0 + 2.8 s
+    shown = out.split("decode steps/s ", 1)[1].split()
+    assert shown[0] == "23.57"
+    assert shown[1].startswith("±")
+    assert float(shown[1][1:]) == approx(max(value - low, high - value), rel=1e-3)
