@@ -25,6 +25,7 @@ LEG_FIELDS = (
     "per_position",
     "histogram",
     "flags",
+    "cadence",
 )
 POOLED_FIELDS = (
     "legs",
@@ -37,6 +38,7 @@ POOLED_FIELDS = (
     "output_throughput_tok_s",
     "per_position",
     "histogram",
+    "cadence",
 )
 
 
@@ -77,6 +79,7 @@ def annotated_record(arm: ArmRecord, result: FoldResult) -> Any:
     document["acceptance"] = {
         "format": JSON_FORMAT,
         "predicate": result.predicate,
+        "stall_factor": result.stall_factor,
         "warm": _with_intervals(result.warm),
         "all": _with_intervals(result.all),
         "unattributed_steps": result.unattributed_steps,

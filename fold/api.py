@@ -9,6 +9,7 @@ from pathlib import Path
 from fold.acceptance import DEFAULT_WINDOW_STEPS
 from fold.accumulate import MERGE_EVERY, PartialFold, merge_all
 from fold.arm import ArmRecord, load_arm
+from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.errors import InputError
 from fold.logfile import Legs, LogFile
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
@@ -78,6 +79,7 @@ class LogFold:
         prefill_tokens: int | None = None,
         resamples: int = DEFAULT_RESAMPLES,
         seed: int = DEFAULT_SEED,
+        stall_factor: float = DEFAULT_STALL_FACTOR,
     ) -> FoldResult:
         """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out)."""
         check = check_arm(self.arm, predicate)
@@ -88,6 +90,7 @@ class LogFold:
             check,
             window_steps,
             prefill_tokens=prefill_tokens,
+            stall_factor=stall_factor,
         )
         add_intervals(result, resamples, seed)
         return result
@@ -105,6 +108,7 @@ def fold_acceptance(
     prefill_tokens: int | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
 ) -> FoldResult:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
@@ -118,6 +122,7 @@ def fold_acceptance(
     if window_steps < 1:
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
     check_resamples(resamples, seed)
+    check_stall_factor(stall_factor)
     check_arm(record, predicate)
     fold = LogFold(record)
     for path in expand_log_paths(logs):
@@ -125,5 +130,10 @@ def fold_acceptance(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )
     return fold.result(
-        predicate, window_steps, prefill_tokens=prefill_tokens, resamples=resamples, seed=seed
+        predicate,
+        window_steps,
+        prefill_tokens=prefill_tokens,
+        resamples=resamples,
+        seed=seed,
+        stall_factor=stall_factor,
     )

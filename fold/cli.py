@@ -16,15 +16,19 @@ from fold.acceptance import DEFAULT_WINDOW_STEPS
 from fold.annotate import dumps, write_annotated, write_atomically
 from fold.api import fold_acceptance
 from fold.arm import load_arm
+from fold.cadence import DEFAULT_STALL_FACTOR
 from fold.compare import compare, load_oracles
 from fold.errors import FoldError, InputError
 from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
+from fold.markdown import markdown_record
 from fold.reader import expand_log_paths
 from fold.render import report
+from fold.render_cadence import cadence_view
 from fold.render_compare import comparison
 from fold.render_live import live_view
 from fold.result import FoldResult
+from fold.trace import write_trace
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.warm import DEFAULT_PREDICATE
 
@@ -132,6 +136,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="output tokens per request that no verify step emits: 1 for servers, 0 for "
         "llama.cpp's speculative-simple (default: learned from the arm)",
     )
+    parser.add_argument(
+        "--stall-factor",
+        type=float,
+        default=DEFAULT_STALL_FACTOR,
+        metavar="F",
+        help="a stall is an interval between a request's steps longer than F times its median "
+        f"interval (default {DEFAULT_STALL_FACTOR:g})",
+    )
+    parser.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="also write the run as Chrome trace-event JSON (Perfetto UI, chrome://tracing): "
+        "a track per request, a slice per verify step, the legs, stalls and acceptance",
+    )
+    parser.add_argument(
+        "--markdown",
+        metavar="PATH",
+        help="also write a GitHub-flavoured markdown record of the fold and comparison to PATH "
+        "('-' for stdout only)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -151,8 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
     if arguments.idle is not None and not arguments.follow:
         raise InputError("--idle goes with --follow")
-    if arguments.prefill_tokens is not None and arguments.follow:
-        raise InputError("--prefill-tokens does not go with --follow yet: fold once instead")
+    if arguments.json == "-" and arguments.markdown == "-":
+        raise InputError("--json - and --markdown - both want stdout; write one to a file")
     oracles = load_oracles(arguments.vs)
     if arguments.follow:
         result = _follow(arguments, stderr)
@@ -161,6 +185,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         arm = load_arm(arguments.arm)
         result = _fold_once(arm, arguments, stderr)
     comparison_view = None
+    found = None
     if oracles:
         found = compare(result, oracles, arguments.tolerance)
         comparison_view = comparison(
@@ -169,15 +194,29 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             measured_steps_per_s=found.measured_steps_per_s,
             step_check=found.step_check,
             intervals=found.intervals,
+            speeds=found.speeds,
         )
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
+    if arguments.trace:
+        write_trace(
+            arguments.trace, arm, arguments.logs, result, skip_bad_lines=arguments.skip_bad_lines
+        )
+    if arguments.markdown:
+        record = markdown_record(result, found, arm_path=arguments.arm).encode()
+        if arguments.markdown == "-":
+            sys.stdout.buffer.write(record)
+            if arguments.json:
+                write_atomically(arguments.json, dumps(result.to_json()))
+            return EXIT_OK
+        write_atomically(arguments.markdown, record)
     if arguments.json == "-":
         sys.stdout.buffer.write(dumps(result.to_json()))
         return EXIT_OK
     if arguments.json:
         write_atomically(arguments.json, dumps(result.to_json()))
     stdout.print(report(result))
+    stdout.print(cadence_view(result))
     if comparison_view is not None:
         stdout.print(comparison_view)
     return EXIT_OK
@@ -193,6 +232,7 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResul
             window_steps=arguments.window,
             skip_bad_lines=arguments.skip_bad_lines,
             progress=progress.advance,
+            stall_factor=arguments.stall_factor,
             prefill_tokens=arguments.prefill_tokens,
             resamples=arguments.bootstrap,
             seed=arguments.seed,
@@ -209,6 +249,8 @@ def _follow(arguments: argparse.Namespace, stderr: Console) -> FoldResult:
         predicate=arguments.warm,
         window_steps=arguments.window,
         skip_bad_lines=arguments.skip_bad_lines,
+        stall_factor=arguments.stall_factor,
+        prefill_tokens=arguments.prefill_tokens,
         resamples=arguments.bootstrap,
         seed=arguments.seed,
     )

@@ -8,7 +8,7 @@ otherwise. tok/s is the warm throughput fold on both sides, as the gate compares
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fold.acceptance import accepted_at_position
@@ -34,6 +34,7 @@ from fold.oracles import (
     parse_vs_spec,
 )
 from fold.result import FoldResult
+from fold.speed import SpeedSplit, split_speeds
 from fold.uncertainty import Interval, Replicates, percentile_interval
 
 OURS = "ours"
@@ -52,6 +53,8 @@ class Comparison:
     whether they are the same."""
     intervals: dict[str, dict[str, Interval | None]] | None = None
     """Per arm row, each figure's 95% interval; an arm known by totals is absent."""
+    speeds: dict[str, SpeedSplit] = field(default_factory=dict)
+    """Per oracle: its speed factor split with our cadence (``fold.speed``)."""
 
 
 def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
@@ -158,9 +161,10 @@ def compare(
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, found)
     result.oracles = block
+    speeds = split_speeds(result, gaps, {oracle.name: oracle.kind for oracle in oracles}, tolerance)
     # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
     return Comparison(
-        rows, gaps, measured, step_check, populations, intervals if resamples else None
+        rows, gaps, measured, step_check, populations, intervals if resamples else None, speeds
     )
 
 

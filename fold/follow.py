@@ -31,6 +31,7 @@ from fold.acceptance import DEFAULT_WINDOW_STEPS, accept_rate, mean_acceptance_l
 from fold.accumulate import PartialFold, merge_all
 from fold.api import LogFold
 from fold.arm import ArmRecord, load_arm
+from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.errors import FoldError, InputError
 from fold.logfile import Legs, LogFile
 from fold.result import FoldResult
@@ -238,6 +239,8 @@ class Follower:
         gap_seconds: float = DEFAULT_GAP_SECONDS,
         resamples: int = DEFAULT_RESAMPLES,
         seed: int = DEFAULT_SEED,
+        stall_factor: float = DEFAULT_STALL_FACTOR,
+        prefill_tokens: int | None = None,
     ) -> None:
         if window_steps < 1:
             raise InputError(f"--window must be at least 1 step, got {window_steps}")
@@ -250,7 +253,13 @@ class Follower:
         self.skip_bad_lines = skip_bad_lines
         self.block_bytes = block_bytes
         self.gap_ns = round(gap_seconds * 1e9)
-        self.intervals = {"resamples": check_resamples(resamples, seed), "seed": seed}
+        # What the final fold and each live view are built with, the same as a one-shot fold's.
+        self.result_options = {
+            "resamples": check_resamples(resamples, seed),
+            "seed": seed,
+            "stall_factor": check_stall_factor(stall_factor),
+            "prefill_tokens": prefill_tokens,
+        }
         self._tails: dict[str, _Tail] = {}
         self._arm = _ArmState()
         self._failure: FoldError | None = None
@@ -290,7 +299,7 @@ class Follower:
             raise InputError(f"{', '.join(self.log_patterns)}: no step log appeared")
         for tail in self._tails.values():
             tail.reader.finish()
-        return self._fold(arm).result(self.predicate, self.window_steps, **self.intervals)
+        return self._fold(arm).result(self.predicate, self.window_steps, **self.result_options)
 
     def _advance(self, notices: list[Notice]) -> int:
         if self._reload_arm(notices):
@@ -445,7 +454,9 @@ class Follower:
             )
         else:
             try:
-                result = self._fold(arm).result(self.predicate, self.window_steps, **self.intervals)
+                result = self._fold(arm).result(
+                    self.predicate, self.window_steps, **self.result_options
+                )
             except FoldError as error:
                 status = f"not foldable yet: {error}"
         if self._arm.problem is not None and arm is not None and status is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -27,6 +27,7 @@ from fold.oracles import (
 )
 from fold.render import length, percent, plus_minus, three_decimals
 from fold.render_fit import Fitted, fit
+from fold.speed import SpeedSplit
 from fold.uncertainty import Interval
 
 NOT_RECORDED = "not recorded"
@@ -350,6 +351,58 @@ def step_rate_line(
     return Text(f"{line}: agree within {tolerance * 100:g}%")
 
 
+_PART_LABELS = {"before_first_step": "start-up", "stalls": "stalls", "tail": "tail"}
+
+
+def speed_summary(split: SpeedSplit) -> str | None:
+    """'speed: 70% slower steps, 30% start-up, 0% stalls, 0% tail', largest part first."""
+    if split.parts is None:
+        return None
+    slower = split.steady_factor is not None and split.steady_factor < 1
+    labels = {"steps": "slower steps" if slower else "faster steps", **_PART_LABELS}
+    phrases = []
+    for name, part in sorted(split.parts.items(), key=lambda item: -item[1]):
+        share = round(abs(part) * 100)
+        phrases.append(
+            f"{share}% {labels[name]}" if part >= 0 else f"{labels[name]} offset {share}%"
+        )
+    return "speed: " + ", ".join(phrases)
+
+
+def speed_table(split: SpeedSplit) -> Fitted:
+    """The speed factor over leg windows, our decode windows and our steady decoding, beside
+    our shares of warm leg time outside steady decoding (the oracle records none of its own)."""
+    table = Table(
+        title=f"speed factor vs {split.oracle}, and our warm leg time",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    headers = ("over leg windows", "over our decode windows", "over our steady decoding",
+               "before first step", "in stalls", "in the tail")  # fmt: skip
+    for header in headers:
+        table.add_column(header, justify="right", overflow="fold")
+    shares = split.shares
+    table.add_row(
+        _cell(fmt_factor(split.leg_factor)),
+        _cell(fmt_factor(split.decode_factor)),
+        _cell(fmt_factor(split.steady_factor)),
+        *(_cell(fmt_rate(shares[name])) for name in ("before_first_step", "stalls", "tail")),
+    )
+    return fit(table)
+
+
+def speed_lines(split: SpeedSplit) -> list[RenderableType]:
+    """Under an oracle's verdict: the speed factor one level deeper, the split of its log into
+    slower steps and time outside steady decoding, and what the oracle does not record."""
+    lines: list[RenderableType] = [speed_table(split)]
+    summary = speed_summary(split)
+    if summary is not None:
+        lines.append(Text("  " + summary + " (shares of the speed factor's log)", "bold"))
+    lines.extend(Text(f"  {lack}", style="dim") for lack in split.oracle_lacks)
+    return lines
+
+
 def verdict_lines(
     gaps: Mapping[str, GapAttribution],
     *,
@@ -357,15 +410,20 @@ def verdict_lines(
     measured_steps_per_s: float | None = None,
     step_check: StepRateCheck | None = None,
     tolerance: float | None = None,
-) -> list[Text]:
-    """Per oracle: the factors, the log-gap shares and the verdict; then the step-rate check."""
-    lines: list[Text] = []
+    speeds: Mapping[str, SpeedSplit] | None = None,
+) -> list[RenderableType]:
+    """Per oracle: the factors, the log-gap shares, the verdict and, with ``speeds``, the speed
+    split under it; then the step-rate check."""
+    lines: list[RenderableType] = []
     by_name = {row.name: row for row in rows}
-    for gap in gaps.values():
+    for name, gap in gaps.items():
         lines.extend(gap_lines(gap))
         covers = population_line(by_name.get(gap.ours), by_name.get(gap.oracle))
         if covers is not None and gap.acceptance_factor is not None:
             lines.append(covers)
+        split = (speeds or {}).get(name)
+        if split is not None:
+            lines.extend(speed_lines(split))
     if step_check is not None:
         tol = tolerance
         if tol is None:
@@ -381,12 +439,17 @@ def comparison(
     measured_steps_per_s: float | None = None,
     step_check: StepRateCheck | None = None,
     intervals: Mapping[str, Mapping[str, Interval | None]] | None = None,
+    speeds: Mapping[str, SpeedSplit] | None = None,
 ) -> Group:
     """The table, the sources and the verdict lines together, ready for ``Console.print``."""
     return Group(
         comparison_table(rows, gaps, intervals),
         fit(sources_table(rows)),
         *verdict_lines(
-            gaps, rows=rows, measured_steps_per_s=measured_steps_per_s, step_check=step_check
+            gaps,
+            rows=rows,
+            measured_steps_per_s=measured_steps_per_s,
+            step_check=step_check,
+            speeds=speeds,
         ),
     )

@@ -11,11 +11,13 @@ import polars as pl
 from fold import acceptance
 from fold.accumulate import PartialFold
 from fold.arm import WINDOW_SLACK_NS
+from fold.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor, fold_cadence
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
 from fold.uncertainty import (
     Replicates,
     check_resamples,
+    decode_interval,
     fold_replicates,
     interval_fields,
     method_note,
@@ -43,6 +45,7 @@ class FoldResult:
     writers: list[dict[str, Any]]
     skipped_examples: list[SkippedLine] = field(default_factory=list)
     oracles: dict[str, Any] | None = None
+    stall_factor: float = DEFAULT_STALL_FACTOR
     prefill_tokens: dict[str, Any] = field(
         default_factory=lambda: {"per_request": SERVER_PREFILL_TOKENS, "source": "default"}
     )
@@ -76,6 +79,7 @@ class FoldResult:
             "format": JSON_FORMAT,
             "predicate": self.predicate,
             "window_steps": self.window_steps,
+            "stall_factor": self.stall_factor,
             "legs": self.legs,
             "warm": self.warm,
             "all": self.all,
@@ -104,6 +108,7 @@ def build_result(
     window_steps: int = acceptance.DEFAULT_WINDOW_STEPS,
     *,
     prefill_tokens: int | None = None,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
     user states it; None learns it from the arm (see ``_prefill_convention``)."""
@@ -135,9 +140,10 @@ def build_result(
     ]
     _refuse_warm_legs_without_steps(legs, partial)
     writers = _writers(partial)
-    return FoldResult(
+    result = FoldResult(
         predicate=check.predicate,
         window_steps=window_steps,
+        stall_factor=check_stall_factor(stall_factor),
         legs=legs,
         warm=pooled([leg for leg in legs if leg["warm"]], histograms),
         all=pooled(legs, histograms),
@@ -148,6 +154,18 @@ def build_result(
         ],
         prefill_tokens=convention,
     )
+    _add_cadence(result, fold_cadence(partial.step_times, arm_legs, stall_factor))
+    return result
+
+
+def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
+    """Each request's, each leg's and the folds' cadence, beside their acceptance."""
+    for leg in result.legs:
+        for request in leg["requests"]:
+            request["cadence"] = cadence.request(leg["index"], request["w"], request["seq"])
+        leg["cadence"] = cadence.group([leg["index"]])
+    result.warm["cadence"] = cadence.group(result.warm["legs"])
+    result.all["cadence"] = cadence.group(result.all["legs"])
 
 
 def _prefill_convention(
@@ -186,6 +204,8 @@ def add_intervals(result: FoldResult, resamples: int, seed: int) -> None:
     result.replicates = fold_replicates(result.legs, resamples, seed) if resamples else {}
     for name, fold in (("warm", result.warm), ("all", result.all)):
         fold.update(interval_fields(result.replicates.get(name)))
+        if "cadence" in fold:
+            fold["cadence"]["decode_steps_per_s_ci"] = decode_interval(result.replicates.get(name))
     result.bootstrap = method_note(resamples, seed)
 
 

@@ -354,8 +354,11 @@ def fold_legs(legs: Sequence[Mapping[str, Any]]) -> list[Leg]:
     return [
         Leg(
             requests={
-                column: [request[column] for request in leg["requests"]]
-                for column in ("steps", "proposed", "accepted")
+                **{
+                    column: [request[column] for request in leg["requests"]]
+                    for column in ("steps", "proposed", "accepted")
+                },
+                **_decode_columns(leg["requests"]),
             },
             values={
                 "completion_tokens": leg["completion_tokens"],
@@ -366,6 +369,17 @@ def fold_legs(legs: Sequence[Mapping[str, Any]]) -> list[Leg]:
         )
         for leg in legs
     ]
+
+
+def _decode_columns(requests: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Each request's decode steps (intervals after its first step) and decode seconds, from
+    its cadence, so decode steps/s is resampled as the cadence pools it; none without one."""
+    if not all("cadence" in request for request in requests):
+        return {}
+    return {
+        "decode_steps": [request["cadence"]["intervals"] for request in requests],
+        "decode_secs": [request["cadence"]["decode_s"] or 0.0 for request in requests],
+    }
 
 
 def fold_replicates(
@@ -395,6 +409,12 @@ def interval_fields(replicates: Replicates | None) -> dict[str, list[float] | No
         found = None if replicates is None else replicates.interval(figure)
         fields[f"{figure}_ci"] = None if found is None else [found[0], found[1]]
     return fields
+
+
+def decode_interval(replicates: Replicates | None) -> list[float] | None:
+    """The 95% interval of the cadence's pooled decode steps/s, as ``[low, high]`` or None."""
+    found = None if replicates is None else replicates.interval("decode_steps_per_s")
+    return None if found is None else [found[0], found[1]]
 
 
 # --------------------------------------------------------------------------------------------

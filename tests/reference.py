@@ -12,6 +12,7 @@ exactly j, j = 0 .. max proposed; lost lines per writer = max_n + 1 - lines.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -24,6 +25,8 @@ LINE_START = b'{"v":'
 TIME_BINS_PER_LEG = 512
 COLLAPSE_FRACTION = 0.5
 MAX_SKIPPED_EXAMPLES = 5
+# README "The cadence": a stall is an interval over this many times its request's median.
+STALL_FACTOR = 4.0
 
 
 @dataclass(frozen=True)
@@ -322,7 +325,12 @@ def prefill_convention(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> dic
 
 
 def leg_figures(
-    leg: Leg, warm: bool, steps: list[Step], window_steps: int, prefill: int = 1
+    leg: Leg,
+    warm: bool,
+    steps: list[Step],
+    window_steps: int,
+    prefill: int = 1,
+    stall_factor: float = STALL_FACTOR,
 ) -> dict[str, Any]:
     drafted = [step for step in steps if step.proposed > 0]
     s = len(drafted)
@@ -353,6 +361,9 @@ def leg_figures(
                 else None,
             }
         )
+    members = cadence_members(leg, steps, stall_factor)
+    for request, (_, cadence, _) in zip(requests, members, strict=True):
+        request["cadence"] = cadence
     windows = windows_of(leg, steps, window_steps)
 
     with_emitted = [step for step in steps if step.emitted is not None]
@@ -403,6 +414,7 @@ def leg_figures(
         "requests": requests,
         "windows": windows,
         "flags": flags,
+        "cadence": group_cadence(members),
     }
 
 
@@ -443,6 +455,7 @@ def fold_records(
     predicate: str,
     records: list[FileRecord],
     window_steps: int,
+    stall_factor: float = STALL_FACTOR,
 ) -> dict[str, Any]:
     """The fold's JSON document for steps already read (raises ReferenceRefused)."""
     legs = arm_legs(document)
@@ -480,6 +493,7 @@ def fold_records(
             leg_steps[leg.index],
             window_steps,
             convention["per_request"],
+            stall_factor,
         )
         for leg in legs
     ]
@@ -492,13 +506,19 @@ def fold_records(
             raise ReferenceRefused(f"writer {w} has more lines than its counter")
         writer_rows.append({"w": w, **row, "lost": row["max_n"] + 1 - row["lines"]})
     warm_legs = [leg for leg in legs if leg.index in warm_indices]
+    members = {leg.index: cadence_members(leg, leg_steps[leg.index], stall_factor) for leg in legs}
+
+    def cadence_of(chosen: list[Leg]) -> dict[str, Any]:
+        return group_cadence([member for leg in chosen for member in members[leg.index]])
+
     return {
         "format": "fold-acceptance/1",
         "predicate": predicate,
         "window_steps": window_steps,
+        "stall_factor": stall_factor,
         "legs": figures,
-        "warm": pooled(warm_legs, leg_steps, figures),
-        "all": pooled(legs, leg_steps, figures),
+        "warm": {**pooled(warm_legs, leg_steps, figures), "cadence": cadence_of(warm_legs)},
+        "all": {**pooled(legs, leg_steps, figures), "cadence": cadence_of(legs)},
         "unattributed_steps": sum(f["unattributed"] for f in files),
         "ambiguous_steps": sum(f["ambiguous"] for f in files),
         "torn_lines": sum(f["torn"] for f in files),
@@ -523,11 +543,124 @@ def reference_fold(
     *,
     window_steps: int = 32,
     skip_bad_lines: bool = False,
+    stall_factor: float = STALL_FACTOR,
 ) -> dict[str, Any]:
     """The fold of ``files`` ((path, contents), in reading order) over the arm record."""
     check_record(document, arm_legs(document), warm)  # refused before any log is read
     records = [read_file(path, data, skip_bad_lines=skip_bad_lines) for path, data in files]
-    return fold_records(document, warm, predicate, records, window_steps)
+    return fold_records(document, warm, predicate, records, window_steps, stall_factor)
+
+
+# ----------------------------------------------------------------------------------------------
+# Cadence (README "The cadence")
+# ----------------------------------------------------------------------------------------------
+
+
+def nearest_rank(ordered: list[int], percent: int) -> int:
+    """The smallest value with at least ``percent``% of ``ordered`` at or below it."""
+    rank = math.ceil(len(ordered) * percent / 100)
+    return ordered[rank - 1]
+
+
+def request_cadence(leg: Leg, times: list[int], stall_factor: float) -> dict[str, Any]:
+    times = sorted(times)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    start = leg.start_ns + WINDOW_SLACK_NS
+    end = leg.end_ns - WINDOW_SLACK_NS
+    middle = median(gaps)
+    judged = middle is not None and middle > 0
+    stalled = [gap for gap in gaps if judged and gap > stall_factor * middle]
+    # README "Cadence": a step in the band around the recorded window counts as at its edge.
+    first = min(max(times[0], start), end)
+    last = max(min(times[-1], end), start)
+    decode_s = max(0, last - first) / 1e9
+    ordered = sorted(gaps)
+    return {
+        "lines": len(times),
+        "intervals": len(gaps),
+        "first_step_s": max(0, first - start) / 1e9,
+        "decode_s": decode_s,
+        "tail_s": max(0, end - last) / 1e9,
+        "interval_median_s": None if middle is None else middle / 1e9,
+        "interval_p90_s": nearest_rank(ordered, 90) / 1e9 if gaps else None,
+        "interval_p99_s": nearest_rank(ordered, 99) / 1e9 if gaps else None,
+        "interval_max_s": max(gaps) / 1e9 if gaps else None,
+        "stalls": len(stalled) if judged else None,
+        "stall_s": sum(gap - middle for gap in stalled) / 1e9 if judged else None,
+        "decode_steps_per_s": len(gaps) / decode_s if decode_s > 0 else None,
+    }
+
+
+CADENCE_FIGURES = (
+    "first_step_s",
+    "decode_s",
+    "tail_s",
+    "interval_median_s",
+    "interval_p90_s",
+    "interval_p99_s",
+    "interval_max_s",
+    "stalls",
+    "stall_s",
+    "decode_steps_per_s",
+)
+
+
+def group_cadence(members: list[tuple[Leg, dict[str, Any], list[int]]]) -> dict[str, Any]:
+    """(leg, request cadence, the request's intervals) for every request of a group of legs."""
+    count = len(members)
+    figures = [figure for _, figure, _ in members]
+    gaps = sorted(gap for _, _, request_gaps in members for gap in request_gaps)
+    judged = [figure for figure in figures if figure["stalls"] is not None]
+    decode_total = sum(figure["decode_s"] for figure in figures)
+    timed = [(leg, figure) for leg, figure, _ in members if leg.end_ns - leg.start_ns > 1000]
+    window_s = sum((leg.end_ns - leg.start_ns - 2 * WINDOW_SLACK_NS) for leg, _ in timed) / 1e9
+
+    def share(name: str) -> float | None:
+        if not timed or window_s <= 0:
+            return None
+        return sum(figure[name] or 0.0 for _, figure in timed) / window_s
+
+    def middle(name: str) -> float | None:
+        values = [figure[name] for figure in figures if figure[name] is not None]
+        return None if not values else float(median(values))
+
+    return {
+        "requests": count,
+        "lines": sum(figure["lines"] for figure in figures),
+        "intervals": len(gaps),
+        "first_step_s": sum(f["first_step_s"] for f in figures) / count if count else None,
+        "decode_s": decode_total / count if count else None,
+        "tail_s": sum(f["tail_s"] for f in figures) / count if count else None,
+        "interval_median_s": median(gaps) / 1e9 if gaps else None,
+        "interval_p90_s": nearest_rank(gaps, 90) / 1e9 if gaps else None,
+        "interval_p99_s": nearest_rank(gaps, 99) / 1e9 if gaps else None,
+        "interval_max_s": gaps[-1] / 1e9 if gaps else None,
+        "stalls": sum(f["stalls"] for f in judged) if judged else None,
+        "stall_s": sum(f["stall_s"] for f in judged) / len(judged) if judged else None,
+        "decode_steps_per_s": len(gaps) / decode_total if decode_total > 0 else None,
+        "shares": {
+            "before_first_step": share("first_step_s"),
+            "decode": share("decode_s"),
+            "stalls": share("stall_s"),
+            "tail": share("tail_s"),
+        },
+        "median": {name: middle(name) for name in CADENCE_FIGURES},
+    }
+
+
+def cadence_members(
+    leg: Leg, steps: list[Step], stall_factor: float
+) -> list[tuple[Leg, dict[str, Any], list[int]]]:
+    """Per request of ``leg`` in (writer, seq) order: its cadence and its intervals."""
+    by_request: dict[tuple[str, int], list[int]] = {}
+    for step in steps:
+        by_request.setdefault((step.w, step.seq), []).append(step.t_ns)
+    members = []
+    for key in sorted(by_request):
+        times = sorted(by_request[key])
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        members.append((leg, request_cadence(leg, times, stall_factor), gaps))
+    return members
 
 
 # ----------------------------------------------------------------------------------------------
@@ -544,6 +677,12 @@ def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
         document[name] = {
             key: value for key, value in document[name].items() if not key.endswith("_ci")
         }
+        if "cadence" in document[name]:
+            document[name]["cadence"] = {
+                key: value
+                for key, value in document[name]["cadence"].items()
+                if not key.endswith("_ci")
+            }
     return document
 
 

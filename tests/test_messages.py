@@ -11,6 +11,7 @@ from test_fold import arm, leg, ns, step, write
 from fold.api import fold_acceptance
 from fold.cli import main
 from fold.errors import RefusedError
+from fold.follow import Follower
 from fold.wording import figure, figures_apart
 
 
@@ -81,10 +82,35 @@ def test_a_stated_convention_wins_over_the_arm(tmp_path, capsys):
     arm_path.write_text(json.dumps({"legs": one_request_legs([9, 9])}))
     assert main([str(arm_path), path, "--prefill-tokens", "0"]) == 0
     assert "emitted != completion" not in capsys.readouterr().out
-    assert main([str(arm_path), path, "--prefill-tokens", "1", "--follow"]) == 2
+    # A follower takes the stated convention too: its final fold is the one-shot fold's.
+    out = tmp_path / "followed.json"
+    followed = [str(arm_path), path, "--prefill-tokens", "1", "--follow", "--idle", "0.2"]
+    assert main([*followed, "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert document["prefill_tokens"] == {"per_request": 1, "source": "stated"}
+    assert [figures["expected_completion_tokens"] for figures in document["legs"]] == [10, 10]
+    assert all("emitted != completion" in figures["flags"] for figures in document["legs"])
     with pytest.raises(SystemExit) as usage:
         main([str(arm_path), path, "--prefill-tokens", "2"])
     assert usage.value.code == 2
+
+
+def test_a_follower_folds_with_the_stated_convention_as_lines_arrive(tmp_path):
+    # The arm says 9 tokens per leg (k = 0 learned); stated k = 1 expects 1 + 9 = 10 and flags.
+    lines = emitted_lines(2, EMITTED)
+    arm_path = tmp_path / "arm.json"
+    arm_path.write_text(json.dumps({"legs": one_request_legs([9, 9])}))
+    path = write(tmp_path / "s.jsonl", lines[:3])
+    follower = Follower(arm_path, [path], prefill_tokens=1)
+    follower.poll()
+    with open(path, "ab") as handle:
+        handle.write(b"".join(lines[3:]))
+    result = follower.finish()
+    assert result.prefill_tokens == {"per_request": 1, "source": "stated"}
+    assert [figures["expected_completion_tokens"] for figures in result.legs] == [10, 10]
+    learned = Follower(arm_path, [path]).finish()
+    assert learned.prefill_tokens["per_request"] == 0
+    assert [figures["flags"] for figures in learned.legs] == [[], []]
 
 
 def test_ambiguous_steps_are_named_as_the_cause_with_every_leg(tmp_path):
