@@ -49,10 +49,20 @@ def plus_minus(
 
 
 def rate(value: float | None) -> str:
-    """Per-leg rates, to four significant digits (three below 1)."""
+    """Per-leg rates, to four significant digits (three below 1), trailing zeros kept so a
+    column of them reads alike: 15 -> '15.00' beside 14.95."""
     if value is None:
         return NOT_DEFINED
-    return f"{value:.0f}" if value >= 1000 else f"{value:.3g}" if value < 1 else f"{value:.4g}"
+    if value >= 999.95:
+        return f"{value:.0f}"
+    return f"{value:#.3g}" if value < 1 else f"{value:#.4g}"
+
+
+def same_decimals(reach: float, shown: str) -> str:
+    """``reach`` to as many decimals as the figure ``shown`` beside it: ('3.590', 0.0115) ->
+    '0.012'."""
+    decimals = len(shown.partition(".")[2].rstrip("%"))
+    return f"{reach:.{decimals}f}"
 
 
 def sparkline(windows: list[dict[str, Any]], width: int = SPARK_WIDTH) -> str:

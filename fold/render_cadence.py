@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.render import NOT_DEFINED, percent, rate
+from fold.render import NOT_DEFINED, percent, rate, same_decimals
 from fold.render_fit import Fitted, fit
 from fold.result import FoldResult
 
@@ -99,7 +99,8 @@ def decode_rate(cadence: dict[str, Any]) -> str:
     if value is None or interval is None:
         return rate(value)
     reach = max(value - interval[0], interval[1] - value, 0.0)
-    return f"{rate(value)} ±{rate(reach)}"
+    shown = rate(value)
+    return f"{shown} ±{same_decimals(reach, shown)}"
 
 
 def warm_cadence_lines(result: FoldResult) -> Text:

@@ -163,7 +163,7 @@ def test_the_command_prints_the_cadence_and_takes_a_stall_factor(run, tmp_path, 
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
     # leg 1: 3 s, 5 s, 2 s; intervals 50 ms, 50 ms, 2 s, 2 s; 1 stall of 1.95 s; 12.2 steps/s
-    assert rows["1"][1:] == ["3s", "5s", "2s", "50ms", "50ms", "2s", "2s", "1", "1.95s", "12.2"]
+    assert rows["1"][1:] == ["3s", "5s", "2s", "50ms", "50ms", "2s", "2s", "1", "1.95s", "12.20"]
     assert "22.2% before the first step" in out  # 4 of 18 request-seconds
     document = json.loads(annotated.read_text())
     assert document["legs"][1]["acceptance"]["cadence"]["stalls"] == 1
@@ -265,7 +265,7 @@ def test_the_cadence_table_keeps_every_figure_whole(run, width):
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= width
     # leg 1's stall time and leg 2's pooled decode steps/s (170 / 4.8 s), worked out by hand
-    for figure in ("1.95s", "35.42", "12.2"):
+    for figure in ("1.95s", "35.42", "12.20"):
         assert figure in text.split(), (figure, text)
 
 

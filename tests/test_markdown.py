@@ -141,11 +141,11 @@ def test_hand_built_cadence_in_the_record(tmp_path: Path, capsys):
     # leg 1: 3 s before the first step, 5 s decoding, 2 s tail, one stall of 1.95 s
     assert [rows["1"][h] for h in ("first step", "decode", "tail", "p50", "p99", "stalls",
                                    "stall", "decode steps/s")] == [
-        "3s", "5s", "2s", "50ms", "2s", "1", "1.95s", "12.2"
+        "3s", "5s", "2s", "50ms", "2s", "1", "1.95s", "12.20"
     ]  # fmt: skip
     # leg 2: requests at 50 and 25 steps/s: pooled 170 / 4.8 s, median request 37.5
     assert rows["2"]["requests"] == "2"
-    assert rows["2"]["decode steps/s"] == "35.42" and rows["2"]["median request"] == "37.5"
+    assert rows["2"]["decode steps/s"] == "35.42" and rows["2"]["median request"] == "37.50"
     assert "warm leg time: 22.2% before the first step" in markdown
 
 
