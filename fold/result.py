@@ -11,7 +11,13 @@ import polars as pl
 from fold import acceptance
 from fold.accumulate import PartialFold
 from fold.arm import WINDOW_SLACK_NS
-from fold.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor, fold_cadence
+from fold.cadence import (
+    DEFAULT_STALL_FACTOR,
+    Cadence,
+    check_stall_factor,
+    fold_cadence,
+    no_request,
+)
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
 from fold.uncertainty import (
@@ -160,12 +166,15 @@ def build_result(
 
 def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
     """Each request's, each leg's and the folds' cadence, beside their acceptance."""
+    by_request = cadence.request_figures()
     for leg in result.legs:
         for request in leg["requests"]:
-            request["cadence"] = cadence.request(leg["index"], request["w"], request["seq"])
-        leg["cadence"] = cadence.group([leg["index"]])
-    result.warm["cadence"] = cadence.group(result.warm["legs"])
-    result.all["cadence"] = cadence.group(result.all["legs"])
+            key = (leg["index"], request["w"], request["seq"])
+            request["cadence"] = by_request.get(key) or no_request()
+    folds = [result.warm, result.all]
+    groups = cadence.groups([[leg["index"]] for leg in result.legs] + [f["legs"] for f in folds])
+    for owner, figures in zip([*result.legs, *folds], groups, strict=True):
+        owner["cadence"] = figures
 
 
 def _prefill_convention(
