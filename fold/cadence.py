@@ -114,13 +114,11 @@ class Cadence:
     requests: pl.DataFrame
     """One row per request: KEY and ``RAW_SCHEMA``, sorted by KEY."""
     pooled_intervals: PooledIntervals = field(repr=False)
+    by_request: dict[tuple[int, str, int], dict[str, Any]] = field(repr=False)
+    """Every request's figures (seconds, as the JSON shows them) by (leg, w, seq)."""
 
     def request_figures(self) -> dict[tuple[int, str, int], dict[str, Any]]:
-        """Every request's figures by (leg, w, seq), built column-wise."""
-        frame = self.requests
-        columns = (frame[name].to_list() for name in KEY)
-        keys = zip(*columns, strict=True)
-        return dict(zip(keys, frame.select(_request_columns()).to_dicts(), strict=True))
+        return self.by_request
 
     def group(self, legs: Iterable[int]) -> dict[str, Any]:
         """Median and pooled figures over the requests of ``legs``."""
@@ -244,7 +242,13 @@ def fold_cadence(
     starts, ends = [0] * size, [0] * size
     for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
         starts[index], ends[index] = start + WINDOW_SLACK_NS, end - WINDOW_SLACK_NS
-    raw, pooled = native.cadence(step_times["t_ns"], step_times["leg"], starts, ends, stall_factor)
+    raw, figures, pooled = native.cadence(
+        step_times["t_ns"], step_times["leg"], starts, ends, stall_factor
+    )
+    keys = zip(*(step_times[name].to_list() for name in KEY), strict=True)
+    by_request = {
+        key: figure for key, figure in zip(keys, figures, strict=True) if figure is not None
+    }
     requests = (
         pl.concat([step_times.select(KEY), raw], how="horizontal")
         .filter(pl.col("lines") > 0)
@@ -261,7 +265,7 @@ def fold_cadence(
         .cast(RAW_SCHEMA)
         .sort(KEY)
     )
-    return Cadence(stall_factor, requests, pooled)
+    return Cadence(stall_factor, requests, pooled, by_request)
 
 
 def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> Cadence:
@@ -355,7 +359,33 @@ def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: f
             ordered[-1],
         )
 
-    return Cadence(stall_factor, requests, pooled)
+    by_request = {
+        (row["leg"], row["w"], row["seq"]): _request_figures(row)
+        for row in requests.iter_rows(named=True)
+    }
+    return Cadence(stall_factor, requests, pooled, by_request)
+
+
+def _request_figures(row: dict[str, Any]) -> dict[str, Any]:
+    """A request's figures in seconds from its ``RAW_SCHEMA`` row, with Python's arithmetic
+    (the extension's is the same, operation for operation)."""
+    decode_s = row["decode_ns"] / _NS
+    return {
+        "lines": row["lines"],
+        "intervals": row["intervals"],
+        "first_step_s": row["first_step_ns"] / _NS,
+        "decode_s": decode_s,
+        "tail_s": row["tail_ns"] / _NS,
+        **{
+            name: None if row[column] is None else row[column] / _NS
+            for name, column in zip(
+                INTERVALS, ("median_ns", "p90_ns", "p99_ns", "max_ns"), strict=True
+            )
+        },
+        "stalls": row["stalls"],
+        "stall_s": None if row["stall_ns"] is None else row["stall_ns"] / _NS,
+        "decode_steps_per_s": row["intervals"] / decode_s if decode_s > 0 else None,
+    }
 
 
 def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
