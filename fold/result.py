@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +119,27 @@ def build_result(
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
     user states it; None learns it from the arm (see ``_prefill_convention``)."""
+    stall_factor = check_stall_factor(stall_factor)
+    # The cadence's pass runs in the extension without the GIL: started first, on a thread of
+    # its own, it overlaps the acceptance figures (mostly Python) instead of following them.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        cadence = pool.submit(fold_cadence, partial.step_times, arm_legs, stall_factor)
+        result = _acceptance_result(
+            arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
+        )
+        _add_cadence(result, cadence.result())
+    return result
+
+
+def _acceptance_result(
+    arm_legs: pl.DataFrame,
+    partial: PartialFold,
+    read_counts: dict[str, ReadCounts],
+    check: ThroughputCheck,
+    window_steps: int,
+    prefill_tokens: int | None,
+    stall_factor: float,
+) -> FoldResult:
     warm_set = set(check.warm_legs)
     sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
     histograms: dict[int, dict[int, int]] = defaultdict(dict)
@@ -160,7 +182,6 @@ def build_result(
         ],
         prefill_tokens=convention,
     )
-    _add_cadence(result, fold_cadence(partial.step_times, arm_legs, stall_factor))
     return result
 
 
