@@ -120,6 +120,9 @@ class Cadence:
     def request_figures(self) -> dict[tuple[int, str, int], dict[str, Any]]:
         return self.by_request
 
+    def request(self, leg: int, w: str, seq: int) -> dict[str, Any]:
+        return self.by_request.get((leg, w, seq)) or no_request()
+
     def group(self, legs: Iterable[int]) -> dict[str, Any]:
         """Median and pooled figures over the requests of ``legs``."""
         return self.groups([legs])[0]
