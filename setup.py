@@ -13,6 +13,7 @@ setup(
             sources=["fold/_native.cc"],
             depends=[
                 "fold/native_src/arrow_export.h",
+                "fold/native_src/cadence.h",
                 "fold/native_src/fold_pass.h",
                 "fold/native_src/hash_table.h",
                 "fold/native_src/json_line.h",

@@ -28,13 +28,13 @@ summed durations by the summed leg windows (request-seconds) of the requests in 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
-from statistics import median
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
+from fold import native
 from fold.arm import WINDOW_SLACK_NS
 from fold.errors import InputError
 
@@ -85,134 +85,199 @@ def with_intervals(lines: pl.DataFrame, stall_factor: float) -> pl.DataFrame:
     )
 
 
+RAW_SCHEMA = {
+    "lines": pl.Int64,
+    "intervals": pl.Int64,
+    "first_step_ns": pl.Int64,
+    "decode_ns": pl.Int64,
+    "tail_ns": pl.Int64,
+    "window_ns": pl.Int64,
+    "median_ns": pl.Float64,
+    "p90_ns": pl.Int64,
+    "p99_ns": pl.Int64,
+    "max_ns": pl.Int64,
+    "stalls": pl.Int64,
+    "stall_ns": pl.Float64,
+}
+"""A request's figures in nanoseconds, as both paths compute them (null where none)."""
+
+PooledIntervals = Callable[[list[int]], "tuple[int, int, int, int, int, int] | None"]
+"""The pooled intervals of the requests of some legs: (count, the two middle values, the
+nearest ranks 90 and 99, the largest), in nanoseconds; None without any."""
+
+
 @dataclass(frozen=True)
 class Cadence:
     """The cadence of every request of a fold, and of any group of its legs."""
 
     stall_factor: float
     requests: pl.DataFrame
-    """One row per request: KEY, ``window_ns``, ``lines``, ``intervals`` and the figures."""
-    intervals: pl.DataFrame
-    """Every interval: ``leg``, ``interval_ns``."""
+    """One row per request: KEY and ``RAW_SCHEMA``, sorted by KEY."""
+    pooled_intervals: PooledIntervals = field(repr=False)
+    by_request: dict[tuple[int, str, int], dict[str, Any]] = field(repr=False)
+    """Every request's figures (seconds, as the JSON shows them) by (leg, w, seq)."""
+
+    def request_figures(self) -> dict[tuple[int, str, int], dict[str, Any]]:
+        return self.by_request
 
     def request(self, leg: int, w: str, seq: int) -> dict[str, Any]:
-        return self._by_request.get((leg, w, seq)) or _no_request()
-
-    @property
-    def _by_request(self) -> dict[tuple[int, str, int], dict[str, Any]]:
-        return self._cached(
-            "_request_cache",
-            lambda: {
-                (row.pop("leg"), row.pop("w"), row.pop("seq")): _request_figures(row)
-                for row in self.requests.iter_rows(named=True)
-            },
-        )
+        return self.by_request.get((leg, w, seq)) or no_request()
 
     def group(self, legs: Iterable[int]) -> dict[str, Any]:
         """Median and pooled figures over the requests of ``legs``."""
-        chosen = sorted(set(legs))
-        by_leg = self._by_leg
-        keys = [key for leg in chosen for key in by_leg.get(leg, ())]
-        figures = [self._by_request[key] for key in keys]
-        windows = [self._windows[key] for key in keys]
-        parts = self._intervals_by_leg
-        intervals = pl.concat(
-            [parts[leg] for leg in chosen if leg in parts]
-            or [pl.Series("interval_ns", [], dtype=pl.Int64)]
-        )
-        count = len(figures)
-        lines = sum(figure["lines"] for figure in figures)
-        interval_count = sum(figure["intervals"] for figure in figures)
-        decode_total = sum(figure["decode_s"] for figure in figures)
-        judged = [figure for figure in figures if figure["stalls"] is not None]
-        pooled: dict[str, Any] = {
-            name: sum(figure[name] for figure in figures) / count if count else None
-            for name in DURATIONS
-        }
-        pooled.update(_interval_figures(intervals))
-        pooled["stalls"] = sum(figure["stalls"] for figure in judged) if judged else None
-        pooled["stall_s"] = (
-            sum(figure["stall_s"] for figure in judged) / len(judged) if judged else None
-        )
-        pooled["decode_steps_per_s"] = interval_count / decode_total if decode_total > 0 else None
-        return {
-            "requests": count,
-            "lines": lines,
-            "intervals": interval_count,
-            **pooled,
-            "shares": _shares(windows, figures),
-            "median": {
-                name: _median([figure[name] for figure in figures]) for name in REQUEST_FIGURES
+        return self.groups([legs])[0]
+
+    def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
+        """``group`` of each of ``groups``, the requests' figures aggregated in one pass."""
+        chosen = [sorted(set(legs)) for legs in groups]
+        membership = pl.DataFrame(
+            {
+                "group": [index for index, legs in enumerate(chosen) for _ in legs],
+                "leg": [leg for legs in chosen for leg in legs],
             },
-        }
-
-    def _cached(self, name: str, build: Any) -> Any:
-        value = self.__dict__.get(name)
-        if value is None:
-            value = build()
-            object.__setattr__(self, name, value)
-        return value
-
-    @property
-    def _by_leg(self) -> dict[int, list[tuple[int, str, int]]]:
-        def build() -> dict[int, list[tuple[int, str, int]]]:
-            grouped: dict[int, list[tuple[int, str, int]]] = {}
-            for key in self.requests.select(KEY).iter_rows():
-                grouped.setdefault(key[0], []).append(key)
-            return grouped
-
-        return self._cached("_leg_cache", build)
-
-    @property
-    def _windows(self) -> dict[tuple[int, str, int], int]:
-        return self._cached(
-            "_window_cache",
-            lambda: {
-                (leg, w, seq): window
-                for leg, w, seq, window in self.requests.select(*KEY, "window_ns").iter_rows()
-            },
+            schema={"group": pl.Int64, "leg": pl.Int64},
         )
-
-    @property
-    def _intervals_by_leg(self) -> dict[int, pl.Series]:
-        return self._cached(
-            "_interval_cache",
-            lambda: {
-                key[0]: frame["interval_ns"]
-                for key, frame in self.intervals.partition_by("leg", as_dict=True).items()
-            },
+        members = membership.join(
+            self.requests.drop("w", "seq").with_columns(_request_columns()),
+            on="leg",
+            how="inner",
         )
+        timed = pl.col("window_ns") > 0
+        sums = members.group_by("group").agg(
+            pl.len().alias("requests"),
+            pl.col("lines", "intervals", "first_step_ns", "decode_ns", "tail_ns").sum(),
+            pl.col("stalls").is_not_null().sum().alias("judged"),
+            pl.col("stalls").sum(),
+            pl.col("stall_ns").sum(),
+            timed.sum().alias("timed"),
+            *(
+                pl.col(name).filter(timed).sum().alias(f"timed_{name}")
+                for name in ("window_ns", "first_step_ns", "decode_ns", "tail_ns")
+            ),
+            pl.col("stall_ns").filter(timed).fill_null(0.0).sum().alias("timed_stall_ns"),
+            *(pl.col(name).median().alias(f"median_{name}") for name in REQUEST_FIGURES),
+        )
+        by_group = {row["group"]: row for row in sums.iter_rows(named=True)}
+        return [
+            _group_figures(by_group.get(index), self.pooled_intervals(legs))
+            for index, legs in enumerate(chosen)
+        ]
 
 
-def _shares(windows: list[int], figures: list[dict[str, Any]]) -> dict[str, Any]:
-    """Summed durations over summed leg windows, over the requests of timed legs."""
-    timed = [
-        (window, figure) for window, figure in zip(windows, figures, strict=True) if window > 0
+def _request_columns() -> list[pl.Expr]:
+    """The figures of a request, in seconds, in the order the JSON shows them."""
+    decode_s = pl.col("decode_ns") / _NS
+    return [
+        pl.col("lines"),
+        pl.col("intervals"),
+        (pl.col("first_step_ns") / _NS).alias("first_step_s"),
+        decode_s.alias("decode_s"),
+        (pl.col("tail_ns") / _NS).alias("tail_s"),
+        (pl.col("median_ns") / _NS).alias("interval_median_s"),
+        (pl.col("p90_ns") / _NS).alias("interval_p90_s"),
+        (pl.col("p99_ns") / _NS).alias("interval_p99_s"),
+        (pl.col("max_ns") / _NS).alias("interval_max_s"),
+        pl.col("stalls"),
+        (pl.col("stall_ns") / _NS).alias("stall_s"),
+        pl.when(pl.col("decode_ns") > 0)
+        .then(pl.col("intervals") / decode_s)
+        .alias("decode_steps_per_s"),
     ]
-    window_s = sum(window for window, _ in timed) / _NS
-    if not timed or window_s <= 0:
-        return dict.fromkeys(SHARES)
-    return {
-        "before_first_step": sum(figure["first_step_s"] for _, figure in timed) / window_s,
-        "decode": sum(figure["decode_s"] for _, figure in timed) / window_s,
-        "stalls": sum(figure["stall_s"] or 0.0 for _, figure in timed) / window_s,
-        "tail": sum(figure["tail_s"] for _, figure in timed) / window_s,
+
+
+def _group_figures(
+    sums: dict[str, Any] | None, pooled: tuple[int, int, int, int, int, int] | None
+) -> dict[str, Any]:
+    """A group's figures from its requests' sums and medians and its pooled intervals.
+
+    Durations are summed in whole nanoseconds, so no figure depends on the requests' order."""
+    count = sums["requests"] if sums else 0
+    if not count:
+        return {
+            "requests": 0,
+            "lines": 0,
+            "intervals": 0,
+            **dict.fromkeys(REQUEST_FIGURES),
+            "shares": dict.fromkeys(SHARES),
+            "median": dict.fromkeys(REQUEST_FIGURES),
+        }
+    figures: dict[str, Any] = {
+        "requests": count,
+        "lines": sums["lines"],
+        "intervals": sums["intervals"],
+        **{name: sums[name[:-2] + "_ns"] / count / _NS for name in DURATIONS},
+        **_interval_figures(pooled),
     }
+    judged = sums["judged"]
+    figures["stalls"] = sums["stalls"] if judged else None
+    figures["stall_s"] = (sums["stall_ns"] or 0.0) / judged / _NS if judged else None
+    decode_ns = sums["decode_ns"]
+    figures["decode_steps_per_s"] = sums["intervals"] / (decode_ns / _NS) if decode_ns else None
+    window_ns = sums["timed_window_ns"]
+    if sums["timed"] and window_ns > 0:
+        shares = {
+            share: sums[f"timed_{name}"] / window_ns
+            for share, name in zip(
+                SHARES, ("first_step_ns", "decode_ns", "stall_ns", "tail_ns"), strict=True
+            )
+        }
+    else:
+        shares = dict.fromkeys(SHARES)
+    figures["shares"] = shares
+    figures["median"] = {name: sums[f"median_{name}"] for name in REQUEST_FIGURES}
+    return figures
 
 
 def fold_cadence(
     step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float = DEFAULT_STALL_FACTOR
 ) -> Cadence:
     """The cadence from a partial fold's ``step_times`` and the arm's legs (``index``,
-    ``start_ns``, ``end_ns``, widened by the attribution band)."""
+    ``start_ns``, ``end_ns``, widened by the attribution band).
+
+    The native extension computes each request's figures and pools intervals by selection;
+    without it (or switched off), ``polars_cadence`` does, the reference the tests hold it to.
+    """
     stall_factor = check_stall_factor(stall_factor)
-    # List operations per request: a request's times are sorted within its own list, never
-    # across the whole log, and no group-by over millions of lines is needed.
+    step_times = _one_row_per_request(step_times)
+    if not native.available():
+        return polars_cadence(step_times, legs, stall_factor)
+    size = int(legs["index"].max()) + 1 if legs.height else 0
+    starts, ends = [0] * size, [0] * size
+    for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
+        starts[index], ends[index] = start + WINDOW_SLACK_NS, end - WINDOW_SLACK_NS
+    raw, figures, pooled = native.cadence(
+        step_times["t_ns"], step_times["leg"], starts, ends, stall_factor
+    )
+    keys = zip(*(step_times[name].to_list() for name in KEY), strict=True)
+    by_request = {
+        key: figure for key, figure in zip(keys, figures, strict=True) if figure is not None
+    }
+    requests = (
+        pl.concat([step_times.select(KEY), raw], how="horizontal")
+        .filter(pl.col("lines") > 0)
+        .with_columns(
+            pl.when(pl.col("median2_ns") >= 0).then(pl.col("median2_ns") / 2).alias("median_ns"),
+            *(
+                pl.when(pl.col(name) >= 0).then(pl.col(name)).alias(name)
+                for name in ("p90_ns", "p99_ns", "max_ns")
+            ),
+            pl.when(pl.col("judged") == 1).then(pl.col("stalls")).alias("stalls"),
+            pl.when(pl.col("judged") == 1).then(pl.col("stall2_ns") / 2).alias("stall_ns"),
+        )
+        .select(*KEY, *RAW_SCHEMA)
+        .cast(RAW_SCHEMA)
+        .sort(KEY)
+    )
+    return Cadence(stall_factor, requests, pooled, by_request)
+
+
+def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> Cadence:
+    """The reference: list operations per request, a request's times sorted within its own
+    list, never across the whole log, and no group-by over millions of lines."""
     gaps = pl.col("t_ns").list.sort().list.diff().list.slice(1).list.sort()
     count = pl.col("gaps").list.len()
     per_request = (
-        _one_row_per_request(step_times)
-        .select(
+        step_times.select(
             *KEY,
             pl.col("t_ns").list.len().cast(pl.Int64).alias("lines"),
             pl.col("t_ns").list.min().alias("first_ns"),
@@ -253,6 +318,10 @@ def fold_cadence(
         (pl.col("start_ns") + WINDOW_SLACK_NS).cast(pl.Int64).alias("start"),
         (pl.col("end_ns") - WINDOW_SLACK_NS).cast(pl.Int64).alias("end"),
     )
+    # A step in the attribution band around the recorded window counts as at its edge, so the
+    # three durations fill the window exactly.
+    first = pl.min_horizontal(pl.max_horizontal("first_ns", "start"), "end")
+    last = pl.max_horizontal(pl.min_horizontal("last_ns", "end"), "start")
     requests = (
         per_request.drop("gaps")
         .with_row_index("row")
@@ -260,17 +329,66 @@ def fold_cadence(
         .join(stalls, on="row", how="left")
         .join(windows, on="leg", how="left")
         .with_columns(
-            pl.col("stalls").fill_null(0),
+            pl.max_horizontal(first - pl.col("start"), 0).alias("first_step_ns"),
+            pl.max_horizontal(last - first, 0).alias("decode_ns"),
+            pl.max_horizontal(pl.col("end") - last, 0).alias("tail_ns"),
             (pl.col("end") - pl.col("start")).alias("window_ns"),
+            pl.when("judged").then(pl.col("stalls").fill_null(0)).alias("stalls"),
+            pl.when("judged").then(pl.col("stall_ns").fill_null(0.0)).alias("stall_ns"),
         )
-        .drop("row")
+        .select(*KEY, *RAW_SCHEMA)
+        .cast(RAW_SCHEMA)
         .sort(KEY)
     )
-    return Cadence(
-        stall_factor=stall_factor,
-        requests=requests,
-        intervals=intervals.select("leg", "interval_ns"),
-    )
+    by_leg = {
+        key[0]: frame["interval_ns"].drop_nulls()
+        for key, frame in intervals.select("leg", "interval_ns")
+        .partition_by("leg", as_dict=True)
+        .items()
+    }
+
+    def pooled(legs: list[int]) -> tuple[int, int, int, int, int, int] | None:
+        parts = [by_leg[leg] for leg in legs if leg in by_leg]
+        ordered = pl.concat(parts).sort() if parts else pl.Series([], dtype=pl.Int64)
+        count = ordered.len()
+        if count == 0:
+            return None
+        return (
+            count,
+            ordered[(count - 1) // 2],
+            ordered[count // 2],
+            ordered[(count * 90 + 99) // 100 - 1],
+            ordered[(count * 99 + 99) // 100 - 1],
+            ordered[-1],
+        )
+
+    by_request = {
+        (row["leg"], row["w"], row["seq"]): _request_figures(row)
+        for row in requests.iter_rows(named=True)
+    }
+    return Cadence(stall_factor, requests, pooled, by_request)
+
+
+def _request_figures(row: dict[str, Any]) -> dict[str, Any]:
+    """A request's figures in seconds from its ``RAW_SCHEMA`` row, with Python's arithmetic
+    (the extension's is the same, operation for operation)."""
+    decode_s = row["decode_ns"] / _NS
+    return {
+        "lines": row["lines"],
+        "intervals": row["intervals"],
+        "first_step_s": row["first_step_ns"] / _NS,
+        "decode_s": decode_s,
+        "tail_s": row["tail_ns"] / _NS,
+        **{
+            name: None if row[column] is None else row[column] / _NS
+            for name, column in zip(
+                INTERVALS, ("median_ns", "p90_ns", "p99_ns", "max_ns"), strict=True
+            )
+        },
+        "stalls": row["stalls"],
+        "stall_s": None if row["stall_ns"] is None else row["stall_ns"] / _NS,
+        "decode_steps_per_s": row["intervals"] / decode_s if decode_s > 0 else None,
+    }
 
 
 def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
@@ -282,52 +400,18 @@ def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _request_figures(row: dict[str, Any]) -> dict[str, Any]:
-    start, end = row["start"], row["end"]
-    # A step in the attribution band around the recorded window counts as at its edge, so the
-    # three durations fill the window exactly.
-    first = min(max(row["first_ns"], start), end)
-    last = max(min(row["last_ns"], end), start)
-    decode_s = max(0, last - first) / _NS
-    judged = bool(row["judged"])
-    return {
-        "lines": row["lines"],
-        "intervals": row["intervals"],
-        "first_step_s": max(0, first - start) / _NS,
-        "decode_s": decode_s,
-        "tail_s": max(0, end - last) / _NS,
-        "interval_median_s": _seconds(row["median_ns"]),
-        "interval_p90_s": _seconds(row["p90_ns"]),
-        "interval_p99_s": _seconds(row["p99_ns"]),
-        "interval_max_s": _seconds(row["max_ns"]),
-        "stalls": row["stalls"] if judged else None,
-        "stall_s": (row["stall_ns"] or 0) / _NS if judged else None,
-        "decode_steps_per_s": row["intervals"] / decode_s if decode_s > 0 else None,
-    }
-
-
-def _no_request() -> dict[str, Any]:
+def no_request() -> dict[str, Any]:
+    """The figures of a request without steps in the fold."""
     return {"lines": 0, "intervals": 0, **dict.fromkeys(REQUEST_FIGURES)}
 
 
-def _interval_figures(intervals: pl.Series) -> dict[str, Any]:
-    if intervals.len() == 0:
+def _interval_figures(pooled: tuple[int, int, int, int, int, int] | None) -> dict[str, Any]:
+    if pooled is None:
         return dict.fromkeys(INTERVALS)
-    ordered = intervals.sort()
-    count = ordered.len()
-    middle = (ordered[(count - 1) // 2] + ordered[count // 2]) / 2
+    _count, lower, upper, p90, p99, largest = pooled
     return {
-        "interval_median_s": middle / _NS,
-        "interval_p90_s": ordered[(count * 90 + 99) // 100 - 1] / _NS,
-        "interval_p99_s": ordered[(count * 99 + 99) // 100 - 1] / _NS,
-        "interval_max_s": ordered[-1] / _NS,
+        "interval_median_s": (lower + upper) / 2 / _NS,
+        "interval_p90_s": p90 / _NS,
+        "interval_p99_s": p99 / _NS,
+        "interval_max_s": largest / _NS,
     }
-
-
-def _seconds(nanoseconds: float | None) -> float | None:
-    return None if nanoseconds is None else nanoseconds / _NS
-
-
-def _median(values: list[Any]) -> float | None:
-    present = [value for value in values if value is not None]
-    return float(median(present)) if present else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,13 @@ import polars as pl
 from fold import acceptance
 from fold.accumulate import PartialFold
 from fold.arm import WINDOW_SLACK_NS
-from fold.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor, fold_cadence
+from fold.cadence import (
+    DEFAULT_STALL_FACTOR,
+    Cadence,
+    check_stall_factor,
+    fold_cadence,
+    no_request,
+)
 from fold.errors import RefusedError
 from fold.reader import ReadCounts, SkippedLine
 from fold.uncertainty import (
@@ -112,6 +119,27 @@ def build_result(
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
     user states it; None learns it from the arm (see ``_prefill_convention``)."""
+    stall_factor = check_stall_factor(stall_factor)
+    # The cadence's pass runs in the extension without the GIL: started first, on a thread of
+    # its own, it overlaps the acceptance figures (mostly Python) instead of following them.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        cadence = pool.submit(fold_cadence, partial.step_times, arm_legs, stall_factor)
+        result = _acceptance_result(
+            arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
+        )
+        _add_cadence(result, cadence.result())
+    return result
+
+
+def _acceptance_result(
+    arm_legs: pl.DataFrame,
+    partial: PartialFold,
+    read_counts: dict[str, ReadCounts],
+    check: ThroughputCheck,
+    window_steps: int,
+    prefill_tokens: int | None,
+    stall_factor: float,
+) -> FoldResult:
     warm_set = set(check.warm_legs)
     sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
     histograms: dict[int, dict[int, int]] = defaultdict(dict)
@@ -154,18 +182,20 @@ def build_result(
         ],
         prefill_tokens=convention,
     )
-    _add_cadence(result, fold_cadence(partial.step_times, arm_legs, stall_factor))
     return result
 
 
 def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
     """Each request's, each leg's and the folds' cadence, beside their acceptance."""
+    by_request = cadence.request_figures()
     for leg in result.legs:
         for request in leg["requests"]:
-            request["cadence"] = cadence.request(leg["index"], request["w"], request["seq"])
-        leg["cadence"] = cadence.group([leg["index"]])
-    result.warm["cadence"] = cadence.group(result.warm["legs"])
-    result.all["cadence"] = cadence.group(result.all["legs"])
+            key = (leg["index"], request["w"], request["seq"])
+            request["cadence"] = by_request.get(key) or no_request()
+    folds = [result.warm, result.all]
+    groups = cadence.groups([[leg["index"]] for leg in result.legs] + [f["legs"] for f in folds])
+    for owner, figures in zip([*result.legs, *folds], groups, strict=True):
+        owner["cadence"] = figures
 
 
 def _prefill_convention(

@@ -41,6 +41,26 @@ struct ArrowArray {
 
 constexpr std::int64_t kNullable = 2;
 
+struct ArrowArrayStream {
+  int (*get_schema)(ArrowArrayStream*, ArrowSchema* out);
+  int (*get_next)(ArrowArrayStream*, ArrowArray* out);
+  const char* (*get_last_error)(ArrowArrayStream*);
+  void (*release)(ArrowArrayStream*);
+  void* private_data;
+};
+
+// One chunk of a list of int64 column taken from Python (``__arrow_c_stream__``), read in place.
+struct Int64ListChunk {
+  std::int64_t rows = 0;
+  const std::int64_t* large_offsets = nullptr;  // "+L"
+  const std::int32_t* offsets = nullptr;        // "+l"
+  const std::int64_t* values = nullptr;
+
+  std::int64_t begin(std::int64_t row) const {
+    return large_offsets != nullptr ? large_offsets[row] : offsets[row];
+  }
+};
+
 // What a schema owns: its child (for a list) and the child's pointer array.
 struct SchemaHolder {
   ArrowSchema child{};

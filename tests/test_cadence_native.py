@@ -1,0 +1,203 @@
+"""The native cadence (``fold._native.cadence`` through ``fold.cadence.fold_cadence``) gives the
+same figures as the polars reference (``polars_cadence``), exactly, per request and for any
+group of legs; and both match the definitions computed by hand.
+
+The extension is imported at the top: when it was not built, this module fails, it is not
+skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from contextlib import contextmanager
+from typing import Any
+
+import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+from pytest import approx
+from strategies import scaled
+
+from fold import _native  # noqa: F401  fails here when the extension was not built
+from fold.arm import WINDOW_SLACK_NS
+from fold.cadence import Cadence, fold_cadence, polars_cadence
+from fold.native import ENVIRONMENT_SWITCH
+
+SECOND = 1_000_000_000
+LEG_SECONDS = 10
+
+
+def close(expected: float) -> Any:
+    return approx(expected, rel=1e-12)
+
+
+@contextmanager
+def native_switch(on: bool):
+    saved = os.environ.get(ENVIRONMENT_SWITCH)
+    os.environ[ENVIRONMENT_SWITCH] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[ENVIRONMENT_SWITCH]
+        else:
+            os.environ[ENVIRONMENT_SWITCH] = saved
+
+
+def legs_frame(count: int) -> pl.DataFrame:
+    """``count`` legs of LEG_SECONDS each, one after the other, widened by the band as the arm
+    widens them."""
+    starts = [(1 + 2 * LEG_SECONDS * index) * SECOND for index in range(count)]
+    return pl.DataFrame(
+        {
+            "index": list(range(count)),
+            "start_ns": [start - WINDOW_SLACK_NS for start in starts],
+            "end_ns": [start + LEG_SECONDS * SECOND + WINDOW_SLACK_NS for start in starts],
+        },
+        schema={"index": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+
+
+def step_times(rows: list[tuple[int, str, int, list[int]]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        rows,
+        schema={"leg": pl.Int64, "w": pl.String, "seq": pl.UInt64, "t_ns": pl.List(pl.Int64)},
+        orient="row",
+    )
+
+
+def both(times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> tuple[Cadence, Cadence]:
+    with native_switch(True):
+        native = fold_cadence(times, legs, stall_factor)
+    with native_switch(False):
+        reference = fold_cadence(times, legs, stall_factor)
+    return native, reference
+
+
+def assert_same(native: Cadence, reference: Cadence, groups: list[list[int]]) -> None:
+    assert_frame_equal(native.requests, reference.requests, check_exact=True)
+    assert native.request_figures() == reference.request_figures()
+    assert native.groups(groups) == reference.groups(groups)
+
+
+@st.composite
+def cadence_logs(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, list[list[int]], float]:
+    """Requests in legs with concurrent requests, batches sharing a time, single steps, stalls,
+    steps in the band around the window, legs without requests, times out of order and
+    requests split over rows (as unmerged partial folds hold them)."""
+    leg_count = draw(st.integers(1, 4))
+    legs = legs_frame(leg_count)
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    rows: list[tuple[int, str, int, list[int]]] = []
+    for leg, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
+        requests = draw(st.integers(0, 4))  # 0: a leg without requests
+        for request in range(requests):
+            lines = draw(st.integers(1, 40))
+            pace = draw(st.sampled_from([0, 1, 999, 20_000_000, 50_000_000]))
+            # Start in the band before the window, at it, or well inside.
+            t = draw(
+                st.sampled_from([start, start + 1, start + 2 * WINDOW_SLACK_NS, start + SECOND])
+            )
+            times = []
+            for _ in range(lines):
+                times.append(min(t, end))
+                stall = rng.random() < 0.1
+                t += pace * (rng.choice([5, 40]) if stall else 1) + rng.choice([0, 0, 1, 17])
+            if draw(st.booleans()):
+                times[-1] = end - rng.randrange(0, 2 * WINDOW_SLACK_NS + 1)  # the end band
+            writer = f"{request % 2:016x}"
+            if draw(st.booleans()):
+                rng.shuffle(times)
+            cut = draw(st.integers(0, len(times)))
+            parts = [times[:cut], times[cut:]] if 0 < cut < len(times) else [times]
+            rows.extend((leg, writer, request, part) for part in parts)
+    rng.shuffle(rows)
+    indices = list(range(leg_count))
+    groups = [[leg] for leg in indices] + [indices, indices[1:], [], indices + indices]
+    factor = draw(st.sampled_from([1.0, 1.5, 4.0, 10.0]))
+    return step_times(rows), legs, groups, factor
+
+
+@scaled(0.5)
+@given(cadence_logs())
+def test_native_cadence_equals_the_polars_reference(case) -> None:
+    times, legs, groups, factor = case
+    native, reference = both(times, legs, factor)
+    assert_same(native, reference, groups)
+
+
+def test_the_extension_is_used_when_on() -> None:
+    """The comparison above compares two paths, not one path twice."""
+    times = step_times([(0, "a", 1, [2 * SECOND, 2 * SECOND + 10])])
+    legs = legs_frame(1)
+    with native_switch(True):
+        native = fold_cadence(times, legs)
+    reference = polars_cadence(times, legs, 4.0)
+    assert native.pooled_intervals.__module__ == "fold.native"
+    assert reference.pooled_intervals.__module__ == "fold.cadence"
+
+
+def test_hand_computed_figures_on_both_paths() -> None:
+    """Figures worked out by hand (floats to 1e-12). One request stepping every 50 ms with one
+    2 s gap, starting 3 s into a 10 s leg, and a second request of one step in the band before
+    the window; a second leg without steps."""
+    legs = legs_frame(2)
+    start = SECOND  # leg 0's recorded start
+    times = [start + 3 * SECOND + 50_000_000 * i for i in range(11)]  # 10 intervals of 50 ms
+    times += [times[-1] + 2 * SECOND]  # one stall of 2 s
+    times += [times[-1] + 50_000_000 * i for i in range(1, 10)]  # 9 more of 50 ms
+    rows = [(0, "a", 1, list(reversed(times))), (0, "b", 7, [start - 300])]
+    for cadence in both(step_times(rows), legs, 4.0):
+        figures = cadence.request_figures()
+        paced = figures[(0, "a", 1)]
+        assert paced["lines"] == 21 and paced["intervals"] == 20
+        assert paced["first_step_s"] == 3.0
+        assert paced["decode_s"] == close((times[-1] - times[0]) / SECOND)
+        assert paced["tail_s"] == close((start + LEG_SECONDS * SECOND - times[-1]) / SECOND)
+        assert paced["interval_median_s"] == close(0.05)
+        assert paced["interval_p90_s"] == close(0.05)  # the 18th of 20: still 50 ms
+        assert paced["interval_p99_s"] == 2.0 and paced["interval_max_s"] == 2.0
+        assert paced["stalls"] == 1 and paced["stall_s"] == close(1.95)
+        single = figures[(0, "b", 7)]  # in the band: counts as at the window's start
+        assert single["first_step_s"] == 0.0 and single["decode_s"] == 0.0
+        assert single["tail_s"] == LEG_SECONDS
+        assert single["interval_median_s"] is None and single["stalls"] is None
+        leg, warm, empty = cadence.groups([[0], [0, 1], [1]])
+        assert leg == warm
+        assert leg["requests"] == 2 and leg["intervals"] == 20 and leg["stalls"] == 1
+        assert leg["interval_median_s"] == close(0.05) and leg["interval_max_s"] == 2.0
+        assert leg["median"]["first_step_s"] == (3.0 + 0.0) / 2
+        assert leg["shares"]["before_first_step"] == close(3.0 / (2 * LEG_SECONDS))
+        assert empty["requests"] == 0 and empty["interval_median_s"] is None
+        assert empty["shares"] == dict.fromkeys(empty["shares"])
+
+
+def test_pooled_intervals_of_many_legs_on_a_large_log() -> None:
+    """Legs whose intervals spread over many orders of magnitude (radix passes over the whole
+    range) and whose requests are not next to each other; the pooled ranks by definition."""
+    rng = random.Random(5)
+    legs = legs_frame(3)
+    rows: list[tuple[int, str, int, list[int]]] = []
+    gaps: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    for request in range(60):
+        leg = request % 3
+        t = (1 + 2 * LEG_SECONDS * leg) * SECOND
+        times = [t]
+        for _ in range(rng.randrange(1, 300)):
+            gap = rng.choice([0, 1, rng.randrange(10**3), rng.randrange(10**9)])
+            gaps[leg].append(gap)
+            times.append(times[-1] + gap)
+        rows.append((leg, f"{request:016x}", request, times))
+    native, reference = both(step_times(rows), legs, 4.0)
+    groups = [[0], [1], [2], [0, 2], [0, 1, 2]]
+    assert_same(native, reference, groups)
+    for group, figures in zip(groups, native.groups(groups), strict=True):
+        ordered = sorted(gap for leg in group for gap in gaps[leg])
+        count = len(ordered)
+        middle = (ordered[(count - 1) // 2] + ordered[count // 2]) / 2
+        assert figures["interval_median_s"] == close(middle / SECOND)
+        assert figures["interval_p90_s"] == close(ordered[-(-count * 90 // 100) - 1] / SECOND)
+        assert figures["interval_p99_s"] == close(ordered[-(-count * 99 // 100) - 1] / SECOND)
+        assert figures["interval_max_s"] == close(ordered[-1] / SECOND)
