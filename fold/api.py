@@ -13,7 +13,7 @@ from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.errors import InputError
 from fold.logfile import Legs, LogFile
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
-from fold.result import FoldResult, add_intervals, build_result
+from fold.result import FoldResult, build_result
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
@@ -83,7 +83,7 @@ class LogFold:
     ) -> FoldResult:
         """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out)."""
         check = check_arm(self.arm, predicate)
-        result = build_result(
+        return build_result(
             self.arm.legs,
             self.partial,
             self.read_counts,
@@ -91,9 +91,9 @@ class LogFold:
             window_steps,
             prefill_tokens=prefill_tokens,
             stall_factor=stall_factor,
+            resamples=resamples,
+            seed=seed,
         )
-        add_intervals(result, resamples, seed)
-        return result
 
 
 def fold_acceptance(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +20,10 @@ from fold.cadence import (
     no_request,
 )
 from fold.errors import RefusedError
+from fold.leg_sums import Leg
 from fold.reader import ReadCounts, SkippedLine
 from fold.uncertainty import (
+    DEFAULT_SEED,
     Replicates,
     check_resamples,
     decode_interval,
@@ -116,18 +118,27 @@ def build_result(
     *,
     prefill_tokens: int | None = None,
     stall_factor: float = DEFAULT_STALL_FACTOR,
+    resamples: int = 0,
+    seed: int = DEFAULT_SEED,
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
-    user states it; None learns it from the arm (see ``_prefill_convention``)."""
+    user states it; None learns it from the arm (see ``_prefill_convention``). ``resamples``
+    above 0 puts 95% bootstrap intervals beside the pooled figures (``_add_intervals``)."""
     stall_factor = check_stall_factor(stall_factor)
-    # The cadence's pass runs in the extension without the GIL: started first, on a thread of
-    # its own, it overlaps the acceptance figures (mostly Python) instead of following them.
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    check_resamples(resamples, seed)
+    # The cadence's pass and the bootstrap's draws run without the GIL (the extension, numpy),
+    # and both need only the partial fold: started first, on threads of their own, they overlap
+    # the acceptance figures (mostly Python) instead of following them.
+    with ThreadPoolExecutor(max_workers=2) as pool:
         cadence = pool.submit(fold_cadence, partial.step_times, arm_legs, stall_factor)
+        replicates = pool.submit(
+            _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
+        )
         result = _acceptance_result(
             arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
         )
         _add_cadence(result, cadence.result())
+        _add_intervals(result, replicates.result(), resamples, seed)
     return result
 
 
@@ -228,10 +239,55 @@ def _prefill_convention(
     return {"per_request": best, "source": "learned from the arm", "legs": legs_agreeing}
 
 
-def add_intervals(result: FoldResult, resamples: int, seed: int) -> None:
+def _fold_replicates(
+    arm_legs: pl.DataFrame,
+    partial: PartialFold,
+    check: ThroughputCheck,
+    cadence: Future[Cadence],
+    resamples: int,
+    seed: int,
+) -> dict[str, Replicates]:
+    """The warm and all-legs folds' replicates (none for 0 resamples), from the same sums as
+    the legs' figures: per request S, P, A and its cadence's decode steps and seconds."""
+    if not resamples:
+        return {}
+    by_request = cadence.result().request_figures()
+    steps_in_leg = dict(partial.legs.select("leg", "steps").iter_rows())
+    ordered = partial.requests.sort("leg", "w", "seq")
+    requests = {key[0]: frame for key, frame in ordered.partition_by("leg", as_dict=True).items()}
+    warm_set = set(check.warm_legs)
+    legs, warm = [], []
+    for leg in arm_legs.iter_rows(named=True):
+        index = leg["index"]
+        frame = requests.get(index, ordered.clear())
+        figures = [
+            by_request.get((index, w, seq)) or no_request()
+            for w, seq in zip(frame["w"].to_list(), frame["seq"].to_list(), strict=True)
+        ]
+        legs.append(
+            Leg(
+                requests={
+                    **{name: frame[name].to_list() for name in ("steps", "proposed", "accepted")},
+                    "decode_steps": [request["intervals"] for request in figures],
+                    "decode_secs": [request["decode_s"] or 0.0 for request in figures],
+                },
+                values={
+                    "completion_tokens": leg["completion_tokens"],
+                    "steps": steps_in_leg.get(index, 0),
+                    "window_secs": _window_secs(leg),
+                },
+                tok_s=leg["tok_s"],
+            )
+        )
+        warm.append(index in warm_set)
+    return fold_replicates(legs, warm, resamples, seed)
+
+
+def _add_intervals(
+    result: FoldResult, replicates: dict[str, Replicates], resamples: int, seed: int
+) -> None:
     """Put ``<figure>_ci`` beside each pooled figure of the warm and all-legs folds."""
-    check_resamples(resamples, seed)
-    result.replicates = fold_replicates(result.legs, resamples, seed) if resamples else {}
+    result.replicates = replicates
     for name, fold in (("warm", result.warm), ("all", result.all)):
         fold.update(interval_fields(result.replicates.get(name)))
         if "cadence" in fold:
@@ -254,8 +310,7 @@ def _leg_figures(
                     "emitted_lines": 0, "max_proposed": 0}  # fmt: skip
     steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
     steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
-    # The generate window as recorded (microseconds), not the band attribution widens it by.
-    window_secs = (leg["end_ns"] - leg["start_ns"] - 2 * WINDOW_SLACK_NS) / 1e9
+    window_secs = _window_secs(leg)
     windows = acceptance.windows_from_bins(bins, window_steps)
     full_windows = [window for window in windows if window.steps >= window_steps]
     for request in requests:
@@ -316,6 +371,11 @@ def _leg_figures(
         ],
         "flags": flags,
     }
+
+
+def _window_secs(leg: dict[str, Any]) -> float:
+    # The generate window as recorded (microseconds), not the band attribution widens it by.
+    return (leg["end_ns"] - leg["start_ns"] - 2 * WINDOW_SLACK_NS) / 1e9
 
 
 def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) -> dict[str, Any]:

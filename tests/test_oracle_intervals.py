@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from fold.cli import main
+from fold.leg_sums import Leg
 from fold.oracles import load_oracle, read_oracle
 from fold.render import plus_minus
 from fold.uncertainty import bootstrap, fold_replicates
@@ -251,24 +252,20 @@ def test_ours_over_all_legs_is_resampled_over_all_legs(capsys) -> None:
     assert gap["acceptance_factor_ci"] == pytest.approx([low / gate_length, high / gate_length])
 
 
-def _leg(warm: bool, proposed: int, accepted: int, tok_s: float) -> dict:
-    return {
-        "warm": warm,
-        "requests": [{"steps": proposed and 1, "proposed": proposed, "accepted": accepted}],
-        "completion_tokens": accepted + 2,
-        "steps": proposed and 1,
-        "window_secs": 1.0,
-        "tok_s": tok_s,
-    }
+def _leg(proposed: int, accepted: int, tok_s: float) -> Leg:
+    steps = proposed and 1
+    return Leg(
+        requests={"steps": [steps], "proposed": [proposed], "accepted": [accepted]},
+        values={"completion_tokens": accepted + 2, "steps": steps, "window_secs": 1.0},
+        tok_s=tok_s,
+    )
 
 
 def test_all_legs_resamples_keep_the_count_of_cold_and_warm_legs() -> None:
     # cold legs accept nothing, warm legs everything: a resample that kept 3 cold and 6 warm
     # legs always gives A/P = 60/90; one that drew legs regardless of warmth would vary
-    legs = [_leg(False, 10, 0, 9.0) for _ in range(3)] + [
-        _leg(True, 10, 10, 16.0 + i) for i in range(6)
-    ]
-    found = fold_replicates(legs, 300, seed=4)
+    legs = [_leg(10, 0, 9.0) for _ in range(3)] + [_leg(10, 10, 16.0 + i) for i in range(6)]
+    found = fold_replicates(legs, [False] * 3 + [True] * 6, 300, seed=4)
     assert np.allclose(found["all"].figures["accept_rate"], 2 / 3)
     assert found["all"].interval("accept_rate") == pytest.approx((2 / 3, 2 / 3))
 
@@ -276,10 +273,8 @@ def test_all_legs_resamples_keep_the_count_of_cold_and_warm_legs() -> None:
 def test_all_legs_resamples_pair_with_the_warm_ones() -> None:
     # cold legs drafted nothing, so each all-legs resample's A/P is that of the warm legs it
     # drew; with the warm draws reused, it equals the warm resample's, row by row
-    legs = [_leg(False, 0, 0, 9.0) for _ in range(2)] + [
-        _leg(True, 10, a, 16.0 + a) for a in (2, 4, 5, 7, 9)
-    ]
-    found = fold_replicates(legs, 300, seed=11)
+    legs = [_leg(0, 0, 9.0) for _ in range(2)] + [_leg(10, a, 16.0 + a) for a in (2, 4, 5, 7, 9)]
+    found = fold_replicates(legs, [False] * 2 + [True] * 5, 300, seed=11)
     warm, every = found["warm"].figures["accept_rate"], found["all"].figures["accept_rate"]
     assert np.array_equal(warm, every)
     assert np.unique(warm).size > 5  # and they do vary
