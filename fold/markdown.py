@@ -12,7 +12,7 @@ from typing import Any
 from fold.compare import Comparison
 from fold.oracles import ArmFigures
 from fold.render import length, percent, rate, sparkline, three_decimals
-from fold.render_cadence import count, duration, where_time_goes
+from fold.render_cadence import time_cells, where_time_goes
 from fold.render_compare import speed_summary
 from fold.result import FoldResult
 from fold.speed import SpeedSplit
@@ -211,15 +211,7 @@ def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:
     return (
         name,
         cadence["requests"],
-        duration(cadence["first_step_s"]),
-        duration(cadence["decode_s"]),
-        duration(cadence["tail_s"]),
-        duration(cadence["interval_median_s"]),
-        duration(cadence["interval_p90_s"]),
-        duration(cadence["interval_p99_s"]),
-        duration(cadence["interval_max_s"]),
-        count(cadence["stalls"]),
-        duration(cadence["stall_s"]),
+        *time_cells(cadence),
         with_interval(rate, cadence["decode_steps_per_s"], cadence.get("decode_steps_per_s_ci"))
         if cadence["decode_steps_per_s"] is not None
         else rate(None),

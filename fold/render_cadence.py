@@ -66,15 +66,7 @@ def cadence_table(result: FoldResult) -> Fitted:
             continue
         table.add_row(
             f"{leg['index']}{'' if leg['warm'] else 'c'}",
-            duration(cadence["first_step_s"]),
-            duration(cadence["decode_s"]),
-            duration(cadence["tail_s"]),
-            duration(cadence["interval_median_s"]),
-            duration(cadence["interval_p90_s"]),
-            duration(cadence["interval_p99_s"]),
-            duration(cadence["interval_max_s"]),
-            count(cadence["stalls"]),
-            duration(cadence["stall_s"]),
+            *time_cells(cadence),
             rate(cadence["decode_steps_per_s"]),
         )
     return fit(table)
@@ -89,6 +81,21 @@ def where_time_goes(cadence: dict[str, Any]) -> str:
         f"{percent(shares['before_first_step'])} before the first step, "
         f"{percent(shares['decode'])} decoding ({percent(shares['stalls'])} in stalls), "
         f"{percent(shares['tail'])} in the tail"
+    )
+
+
+def time_cells(cadence: dict[str, Any]) -> tuple[str, ...]:
+    """A group's durations, intervals, stall count and stall time as its table rows show them."""
+    return (
+        duration(cadence["first_step_s"]),
+        duration(cadence["decode_s"]),
+        duration(cadence["tail_s"]),
+        duration(cadence["interval_median_s"]),
+        duration(cadence["interval_p90_s"]),
+        duration(cadence["interval_p99_s"]),
+        duration(cadence["interval_max_s"]),
+        count(cadence["stalls"]),
+        duration(cadence["stall_s"]),
     )
 
 

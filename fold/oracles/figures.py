@@ -398,6 +398,13 @@ def _approximate_note(
     return text
 
 
+def middle_of_range(low: int, high: int) -> tuple[int, dict[str, float]]:
+    """S from the summed range of whole step counts that fit printed lengths: the middle, with
+    its distance to either end as the bound when the range holds more than one count."""
+    steps = (low + high) // 2
+    return steps, ({"steps": float(max(steps - low, high - steps))} if high > low else {})
+
+
 def steps_range(
     accepted: int, proposed: int, length: float, half_unit: float
 ) -> tuple[int, int] | None:

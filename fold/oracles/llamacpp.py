@@ -19,7 +19,13 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.oracles import counter_arms, counters
-from fold.oracles.figures import REQUESTS, ArmFigures, arm_from_counts, steps_range
+from fold.oracles.figures import (
+    REQUESTS,
+    ArmFigures,
+    arm_from_counts,
+    middle_of_range,
+    steps_range,
+)
 from fold.oracles.legs import leg_tok_s, oracle_legs
 from fold.oracles.prometheus import Sample, looks_like_scrape
 from fold.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive, warm
@@ -312,12 +318,10 @@ def _read_server_log(name: str, doc: Document) -> ArmFigures:
         "tok_s": "not recorded: the draft acceptance line carries no tok/s",
         "per_position": "not recorded: the per-position line is printed at trace level only",
     }
-    steps = None
+    steps: int | None = None
     bounds: dict[str, float] = {}
     if steps_known and lines:
-        steps = (low + high) // 2
-        if high > low:
-            bounds["steps"] = float(max(steps - low, high - steps))
+        steps, bounds = middle_of_range(low, high)
         sources["steps"] = (
             "the whole step counts whose 1 + A/S rounds to each line's mean len (two "
             f"decimals), summed over {lines} lines"

@@ -22,6 +22,7 @@ from fold.oracles.figures import (
     SINCE_START,
     ArmFigures,
     arm_from_counts,
+    middle_of_range,
     steps_range,
 )
 from fold.oracles.prometheus import looks_like_scrape
@@ -324,12 +325,10 @@ def _read_log(name: str, doc: Document) -> ArmFigures:
         "tok_s": "not recorded: the log line's throughputs are accepted and drafted tokens/s",
         "per_position": "not recorded: the log line rounds per-position rates to 3 decimals",
     }
-    steps = None
+    steps: int | None = None
     bounds: dict[str, float] = {}
     if steps_known and lines:
-        steps = (low + high) // 2
-        if high > low:
-            bounds["steps"] = float(max(steps - low, high - steps))
+        steps, bounds = middle_of_range(low, high)
         sources["steps"] = (
             "the whole step counts whose 1 + A/S rounds to each line's mean acceptance length "
             f"(two decimals), summed over {lines} lines"
