@@ -37,6 +37,7 @@ from fold.oracles.source import (
     count,
     legs_of,
     median_tok_s,
+    one_workload,
     pick,
     positive,
     warm,
@@ -398,14 +399,7 @@ def _read_bench(name: str, records: Sequence[Record], where: str) -> ArmFigures:
     Runs appended to one file are pooled only when they ran the same workload: tok/s is their
     median, and the last run's ``accept_length`` (cumulative since server start) covers all.
     """
-    first = records[0][0]
-    for record, rwhere in records[1:]:
-        differing = [k for k in _BENCH_WORKLOAD if record.get(k) != first.get(k)]
-        if differing:
-            raise InputError(
-                f"{rwhere}: this run differs from the first in {', '.join(differing)}; keep "
-                "one kind of run per file"
-            )
+    one_workload(records, _BENCH_WORKLOAD)
     values = [positive(r.get("output_throughput"), f"{w}: output_throughput") for r, w in records]
     last, last_where = records[-1]
     length = last.get("accept_length")

@@ -143,6 +143,20 @@ def _jsonl(text: str, where: str) -> list[Record]:
 # --------------------------------------------------------------------------------------------
 
 
+def one_workload(records: Sequence[Record], workload_keys: Sequence[str]) -> None:
+    """Refuse runs appended to one file that ran different workloads: pooling them would give
+    no one run's figures."""
+    first = records[0][0]
+    for record, where in records[1:]:
+        differing = [k for k in workload_keys if record.get(k) != first.get(k)]
+        if differing:
+            raise InputError(
+                f"{where}: this run differs from the first in {', '.join(differing)}; pooling "
+                "runs of different workloads would give no one run's figures. Keep one kind of "
+                "run per file"
+            )
+
+
 def count(value: Any, where: str) -> int:
     """A counter's value as an int: whole floats (``310.0``) are fine, fractions are not."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

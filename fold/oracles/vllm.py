@@ -26,7 +26,7 @@ from fold.oracles.figures import (
     steps_range,
 )
 from fold.oracles.prometheus import looks_like_scrape
-from fold.oracles.source import Document, Record, count, positive
+from fold.oracles.source import Document, Record, count, one_workload, positive
 
 KIND = "vllm"
 ALIASES = ("vllm",)
@@ -110,15 +110,7 @@ def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:
 
     Several runs are pooled (counts summed, tok/s their median) only when they ran the same
     workload."""
-    first = records[0][0]
-    for record, rwhere in records[1:]:
-        differing = [k for k in _WORKLOAD_KEYS if record.get(k) != first.get(k)]
-        if differing:
-            raise InputError(
-                f"{rwhere}: this run differs from the first in {', '.join(differing)}; pooling "
-                "runs of different workloads would give no one run's figures. Keep one kind of "
-                "run per file"
-            )
+    one_workload(records, _WORKLOAD_KEYS)
     tok_values = [
         positive(r.get("output_throughput"), f"{w}: output_throughput") for r, w in records
     ]
