@@ -8,14 +8,13 @@ skipped.
 
 from __future__ import annotations
 
-import os
 import random
-from contextlib import contextmanager
 from typing import Any
 
 import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
+from native_switch import native_switch
 from polars.testing import assert_frame_equal
 from pytest import approx
 from strategies import scaled
@@ -23,7 +22,6 @@ from strategies import scaled
 from fold import _native  # noqa: F401  fails here when the extension was not built
 from fold.arm import WINDOW_SLACK_NS
 from fold.cadence import Cadence, fold_cadence, polars_cadence
-from fold.native import ENVIRONMENT_SWITCH
 
 SECOND = 1_000_000_000
 LEG_SECONDS = 10
@@ -31,19 +29,6 @@ LEG_SECONDS = 10
 
 def close(expected: float) -> Any:
     return approx(expected, rel=1e-12)
-
-
-@contextmanager
-def native_switch(on: bool):
-    saved = os.environ.get(ENVIRONMENT_SWITCH)
-    os.environ[ENVIRONMENT_SWITCH] = "1" if on else "0"
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ[ENVIRONMENT_SWITCH]
-        else:
-            os.environ[ENVIRONMENT_SWITCH] = saved
 
 
 def legs_frame(count: int) -> pl.DataFrame:

@@ -9,12 +9,10 @@ every table of the partial fold, every count and every error.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import subprocess
 import sysconfig
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,10 @@ import polars as pl
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
+from native_switch import native_switch
 from polars.testing import assert_frame_equal
 from reference import arm_legs, attribute, parse_step
+from strategies import BAD_LINES as SHARED_BAD_LINES
 from strategies import BASE_US, LABELS, canonical_line, leg_bounds_ns, timestamps
 
 import fold.accumulate
@@ -41,19 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 TABLES = ("legs", "histogram", "requests", "bins", "writers", "step_times", "files")
 SWITCH = fold.native.ENVIRONMENT_SWITCH
-
-
-@contextmanager
-def native_switch(on: bool):
-    saved = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "1" if on else "0"
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ[SWITCH]
-        else:
-            os.environ[SWITCH] = saved
 
 
 def outcome(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
@@ -176,15 +163,9 @@ def v1_line(draw: st.DrawFn, row: dict[str, Any]) -> bytes:
     return text.encode("utf-8")
 
 
+# The shared malformed lines, and ones only a JSON reader written by hand can get wrong.
 BAD_LINES = [
-    b"",
-    b"   ",
-    b"not json",
-    b"[1, 2]",
-    b'{"v":2,"w":"00000000000000ff","n":0}',
-    b'{"v":1,"w":7}',
-    b'{"v":1}',
-    b"\xff\xfe",
+    *SHARED_BAD_LINES,
     b'{"v":1,"w":"00000000000000ff","n":0,"t_ns":1,"pid":1,"seq":1,"proposed":1,"accepted":0,',
     b'{"v":1,"w":"00000000000000ff","n":1.5,"t_ns":1,"pid":1,"seq":1,"proposed":1,"accepted":0}',
     b'{"v":1,"w":"00000000000000ff","n":0,"t_ns":1,"pid":1,"seq":1,"proposed":1,"accepted":0,'
