@@ -117,18 +117,9 @@ class Cadence:
     by_request: dict[tuple[int, str, int], dict[str, Any]] = field(repr=False)
     """Every request's figures (seconds, as the JSON shows them) by (leg, w, seq)."""
 
-    def request_figures(self) -> dict[tuple[int, str, int], dict[str, Any]]:
-        return self.by_request
-
-    def request(self, leg: int, w: str, seq: int) -> dict[str, Any]:
-        return self.by_request.get((leg, w, seq)) or no_request()
-
-    def group(self, legs: Iterable[int]) -> dict[str, Any]:
-        """Median and pooled figures over the requests of ``legs``."""
-        return self.groups([legs])[0]
-
     def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
-        """``group`` of each of ``groups``, the requests' figures aggregated in one pass."""
+        """Median and pooled figures over the requests of each group of legs, all groups
+        aggregated in one pass."""
         chosen = [sorted(set(legs)) for legs in groups]
         membership = pl.DataFrame(
             {

@@ -198,7 +198,7 @@ def _acceptance_result(
 
 def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
     """Each request's, each leg's and the folds' cadence, beside their acceptance."""
-    by_request = cadence.request_figures()
+    by_request = cadence.by_request
     for leg in result.legs:
         for request in leg["requests"]:
             key = (leg["index"], request["w"], request["seq"])
@@ -251,7 +251,7 @@ def _fold_replicates(
     the legs' figures: per request S, P, A and its cadence's decode steps and seconds."""
     if not resamples:
         return {}
-    by_request = cadence.result().request_figures()
+    by_request = cadence.result().by_request
     steps_in_leg = dict(partial.legs.select("leg", "steps").iter_rows())
     ordered = partial.requests.sort("leg", "w", "seq")
     requests = {key[0]: frame for key, frame in ordered.partition_by("leg", as_dict=True).items()}

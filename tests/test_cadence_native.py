@@ -63,7 +63,7 @@ def both(times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> tuple[
 
 def assert_same(native: Cadence, reference: Cadence, groups: list[list[int]]) -> None:
     assert_frame_equal(native.requests, reference.requests, check_exact=True)
-    assert native.request_figures() == reference.request_figures()
+    assert native.by_request == reference.by_request
     assert native.groups(groups) == reference.groups(groups)
 
 
@@ -135,7 +135,7 @@ def test_hand_computed_figures_on_both_paths() -> None:
     times += [times[-1] + 50_000_000 * i for i in range(1, 10)]  # 9 more of 50 ms
     rows = [(0, "a", 1, list(reversed(times))), (0, "b", 7, [start - 300])]
     for cadence in both(step_times(rows), legs, 4.0):
-        figures = cadence.request_figures()
+        figures = cadence.by_request
         paced = figures[(0, "a", 1)]
         assert paced["lines"] == 21 and paced["intervals"] == 20
         assert paced["first_step_s"] == 3.0
