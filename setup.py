@@ -19,7 +19,7 @@ setup(
                 "fold/native_src/json_line.h",
             ],
             language="c++",
-            extra_compile_args=["-O2", "-std=c++17"],
+            extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden"],
             optional=True,
         )
     ]

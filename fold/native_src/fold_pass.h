@@ -100,17 +100,26 @@ class Folder {
   bool lines(const char* p, const char* end, std::int64_t base) {
     const char* begin = p;
     while (p < end) {
-      const char* newline = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
       std::int64_t number = fold_.lines++;
-      if (!line(p, newline, number, base + (p - begin))) return false;
+      // Most lines are valid and end where their object does: only the others are searched
+      // for their newline and judged again.
+      const char* stop = p;
+      Verdict verdict = parse_object(stop, step_, order_);
+      const char* newline = stop;
+      if (verdict != Verdict::kOk || *stop != '\n') {
+        newline = static_cast<const char*>(
+            std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+        verdict = parse_line(p, newline, step_, order_);
+      }
+      if (!line(verdict, p, newline, number, base + (p - begin))) return false;
       p = newline + 1;
     }
     return true;
   }
 
  private:
-  bool line(const char* p, const char* end, std::int64_t number, std::int64_t offset) {
-    Verdict verdict = parse_line(p, end, step_, order_);
+  bool line(Verdict verdict, const char* p, const char* end, std::int64_t number,
+            std::int64_t offset) {
     bool glued = false;
     if (verdict == Verdict::kBad) {
       const char* start = find_last_line_start(p, end);
@@ -200,7 +209,7 @@ class Folder {
     fold_.unattributed += status == kUnattributed;
     fold_.ambiguous += status == kAmbiguous;
     if (want_steps_) keep_step();
-    Request& request = fold_.requests.at(Key{step_.writer, step_.seq, leg});
+    Request& request = fold_.requests.entries()[request_index(Key{step_.writer, step_.seq, leg})].value;
     request.lines += 1;
     request.steps += step_.proposed > 0;
     if (!add(request.proposed, step_.proposed) || !add(request.accepted, step_.accepted) ||
@@ -238,6 +247,16 @@ class Folder {
     Bin& sums = *last_bin_;
     sums.steps += 1;
     return add(sums.proposed, step_.proposed) && add(sums.accepted, step_.accepted);
+  }
+
+  // The request's place in the table. Writers interleave their lines, but each writer's run
+  // of lines belongs to one request at a time: a small cache by writer id answers most lines
+  // without probing the table.
+  std::size_t request_index(const Key& key) {
+    CachedRequest& cached = request_cache_[(key.a ^ key.a >> 17) % kRequestCache];
+    if (cached.filled && cached.key == key) return cached.index;
+    cached = CachedRequest{key, fold_.requests.index(key), true};
+    return cached.index;
   }
 
   void keep_step() {
@@ -279,6 +298,13 @@ class Folder {
   Step step_;
   std::string scratch_;  // an unescaped label
   KeyOrder order_;
+  struct CachedRequest {
+    Key key{0, 0, 0};
+    std::size_t index = 0;
+    bool filled = false;
+  };
+  static constexpr std::size_t kRequestCache = 64;
+  CachedRequest request_cache_[kRequestCache];
   Bin* last_bin_ = nullptr;
   Key last_bin_key_{0, 0, 0};
   std::size_t last_bins_size_ = 0;

@@ -41,19 +41,22 @@ class Table {
  public:
   Table() : slots_(1024, 0), mask_(1023) {}
 
-  Value& at(const Key& key) {
+  Value& at(const Key& key) { return entries_[index(key)].value; }
+
+  // The entry's place in entries(), inserting it when new. Places never change, even when
+  // the table grows (entries may move in memory; hold places, not references).
+  std::size_t index(const Key& key) {
     std::size_t slot = key.hash() & mask_;
     while (true) {
       std::uint32_t held = slots_[slot];
       if (held == 0) break;
-      Entry& entry = entries_[held - 1];
-      if (entry.key == key) return entry.value;
+      if (entries_[held - 1].key == key) return held - 1;
       slot = (slot + 1) & mask_;
     }
     entries_.push_back(Entry{key, Value{}});
     slots_[slot] = static_cast<std::uint32_t>(entries_.size());
     if (entries_.size() * 2 > slots_.size()) grow();
-    return entries_.back().value;
+    return entries_.size() - 1;
   }
 
   struct Entry {

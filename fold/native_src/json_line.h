@@ -32,8 +32,17 @@ struct Step {
 
 enum class Verdict { kOk, kBad, kDefer };
 
+// JSON's whitespace but '\n', which ends a line: space, tab and carriage return.
+struct SpaceTable {
+  bool space[256];
+  constexpr SpaceTable() : space() { space[' '] = space['\t'] = space['\r'] = true; }
+};
+inline constexpr SpaceTable kSpace{};
+
 inline void skip_ws(const char*& p) {
-  while (*p == ' ' || *p == '\t' || *p == '\r') ++p;
+  // Most tokens are not preceded by whitespace: one compare decides that.
+  if (static_cast<unsigned char>(*p) > ' ') return;
+  while (kSpace.space[static_cast<unsigned char>(*p)]) ++p;
 }
 
 inline unsigned hex_value(unsigned char c) {
@@ -85,6 +94,19 @@ inline void append_utf8(std::string* out, std::uint32_t code) {
   }
 }
 
+// Lowercase hex digits as the writers write ids: the digit's value, 16 for any other byte.
+struct LowerHexTable {
+  unsigned char value[256];
+  constexpr LowerHexTable() : value() {
+    for (int c = 0; c < 256; ++c) {
+      value[c] = c >= '0' && c <= '9' ? static_cast<unsigned char>(c - '0')
+                 : c >= 'a' && c <= 'f' ? static_cast<unsigned char>(c - 'a' + 10)
+                                        : 16;
+    }
+  }
+};
+inline constexpr LowerHexTable kLowerHex{};
+
 inline bool four_hex(const char* p, std::uint32_t& out) {
   std::uint32_t value = 0;
   for (int i = 0; i < 4; ++i) {
@@ -96,17 +118,23 @@ inline bool four_hex(const char* p, std::uint32_t& out) {
   return true;
 }
 
+// Bytes a string run takes as they are: not '"', '\\', a control byte or a byte of a
+// multi-byte UTF-8 sequence. One table load per byte instead of four compares.
+struct PlainByteTable {
+  bool plain[256];
+  constexpr PlainByteTable() : plain() {
+    for (int c = 0; c < 256; ++c) plain[c] = c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+  }
+};
+inline constexpr PlainByteTable kPlainByte{};
+
 // A string after its opening quote, up to and past its closing quote; unescaped into `out`
 // when given. Surrogate escapes that do not pair are deferred (orjson and Python's json
 // disagree on them).
 inline Verdict scan_string(const char*& p, std::string* out) {
   while (true) {
     const char* run = p;
-    while (true) {
-      unsigned char c = static_cast<unsigned char>(*p);
-      if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-      ++p;
-    }
+    while (kPlainByte.plain[static_cast<unsigned char>(*p)]) ++p;
     if (out != nullptr) out->append(run, static_cast<std::size_t>(p - run));
     unsigned char c = static_cast<unsigned char>(*p);
     if (c == '"') {
@@ -363,11 +391,51 @@ inline Verdict read_key(const char*& p, Field& field) {
   return Verdict::kOk;
 }
 
+// Up to `limit` leading decimal digits at p as a number, p moved past them. Timestamps are
+// nineteen digits: eight at a time (SWAR) where the byte order allows, else one at a time.
+__attribute__((always_inline)) inline std::uint64_t leading_digits(const char*& p, int limit) {
+  std::uint64_t value = 0;
+  int taken = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  constexpr std::uint64_t kZeros = 0x3030303030303030ULL, kHigh = 0xF0F0F0F0F0F0F0F0ULL;
+  constexpr std::uint64_t kSix = 0x0606060606060606ULL;
+  static constexpr std::uint64_t kPowers[9] = {1,      10,      100,      1000,     10000,
+                                        100000, 1000000, 10000000, 100000000};
+  while (limit - taken >= 8) {
+    std::uint64_t chunk;
+    std::memcpy(&chunk, p, 8);  // readable: the caller's slack follows every line
+    // A byte is a digit when its high nibble is 3 both before and after adding 6. A carry
+    // out of a non-digit byte only reaches later bytes, past the first non-digit.
+    std::uint64_t other = ((chunk & kHigh) ^ kZeros) | (((chunk + kSix) & kHigh) ^ kZeros);
+    int digits = other == 0 ? 8 : __builtin_ctzll(other) / 8;
+    if (digits == 0) return value;
+    // Digits first in memory are the low bytes: shift the others out, then combine pairs,
+    // quads and octets, most significant first.
+    std::uint64_t d = (chunk - kZeros) << (8 * (8 - digits));
+    d = (d * 10 + (d >> 8)) & 0x00FF00FF00FF00FFULL;
+    d = (d * 100 + (d >> 16)) & 0x0000FFFF0000FFFFULL;
+    d = (d * 10000 + (d >> 32)) & 0x00000000FFFFFFFFULL;
+    value = value * kPowers[digits] + d;
+    p += digits;
+    taken += digits;
+    if (digits < 8) return value;
+  }
+#endif
+  unsigned digit;
+  while (taken < limit &&
+         (digit = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9) {
+    value = value * 10 + digit;
+    ++p;
+    ++taken;
+  }
+  return value;
+}
+
 // An integer field: plain decimal up to `max` is kOk with `out` set. A sign is deferred
 // (the exact reader refuses a negative count, or reads -0); a fraction, an exponent or a
 // value out of range makes the line bad (orjson reads a float). `wrong` is set when the value
 // is valid JSON but not a usable integer.
-inline Verdict integer_field(const char*& p, std::uint64_t max, std::uint64_t& out, bool& wrong) {
+__attribute__((noinline)) inline Verdict integer_field_any(const char*& p, std::uint64_t max, std::uint64_t& out, bool& wrong) {
   char c = *p;
   if (c == '-') {
     Verdict number = scan_number(p);
@@ -378,15 +446,10 @@ inline Verdict integer_field(const char*& p, std::uint64_t max, std::uint64_t& o
     return skip_value(p, 0);
   }
   const char* start = p;
-  std::uint64_t value = 0;
-  bool fits = true;
   // Nineteen digits cannot overflow 64 bits; only longer numbers need checking.
+  std::uint64_t value = leading_digits(p, 19);
+  bool fits = true;
   unsigned digit;
-  while ((digit = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9 &&
-         p - start < 19) {
-    value = value * 10 + digit;
-    ++p;
-  }
   while ((digit = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9) {
     if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
         __builtin_add_overflow(value, std::uint64_t{digit}, &value)) {
@@ -411,8 +474,34 @@ inline Verdict integer_field(const char*& p, std::uint64_t max, std::uint64_t& o
   return Verdict::kOk;
 }
 
-// One line [p, end), end pointing at its '\n'.
-inline Verdict parse_line(const char* p, const char* end, Step& step, KeyOrder& order) {
+
+// integer_field's common case inline: a plain integer of at most nineteen digits, with no
+// fraction or exponent after it. Anything else is judged by integer_field_any from the start.
+__attribute__((always_inline)) inline Verdict integer_field(const char*& p, std::uint64_t max,
+                                                            std::uint64_t& out, bool& wrong) {
+  const char* start = p;
+  if (static_cast<unsigned char>(*p) - static_cast<unsigned>('0') <= 9) {
+    std::uint64_t value = leading_digits(p, 19);
+    char next = *p;
+    bool leading_zero = *start == '0' && p - start > 1;
+    if (!(next >= '0' && next <= '9') && next != '.' && (next | 0x20) != 'e' &&
+        !leading_zero) {
+      if (value > max) {
+        wrong = true;
+      } else {
+        out = value;
+      }
+      return Verdict::kOk;
+    }
+    p = start;
+  }
+  return integer_field_any(p, max, out, wrong);
+}
+
+// One object with the whitespace around it, from p; p is left after the trailing whitespace.
+// The scan stops at a line's '\n' (no token continues across it), so the caller learns where
+// a valid line ends without searching for its newline first.
+inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
   unsigned seen = 0;
   bool wrong = false;  // a field of the wrong type or range: bad unless a duplicate key
   step.has_emitted = step.has_label = false;
@@ -454,15 +543,16 @@ inline Verdict parse_line(const char* p, const char* end, Step& step, KeyOrder& 
             break;
           }
           ++p;
+          // Sixteen lowercase hex digits, by table and without a branch per digit: digits
+          // and letters alternate at random, which a branch would mispredict.
           std::uint64_t writer = 0;
-          int i = 0;
-          for (; i < 16; ++i) {
-            unsigned char c = static_cast<unsigned char>(p[i]);
-            unsigned digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 16;
-            if (digit > 15) break;
-            writer = writer << 4 | digit;
+          unsigned invalid = 0;
+          for (int i = 0; i < 16; ++i) {
+            unsigned digit = kLowerHex.value[static_cast<unsigned char>(p[i])];
+            invalid |= digit;
+            writer = writer << 4 | (digit & 15);
           }
-          if (i == 16 && p[16] == '"') {
+          if (invalid < 16 && p[16] == '"') {
             p += 17;
             step.writer = writer;
           } else {
@@ -536,9 +626,15 @@ inline Verdict parse_line(const char* p, const char* end, Step& step, KeyOrder& 
     }
   }
   skip_ws(p);
-  if (p != end) return Verdict::kBad;
   if (wrong || (seen & kRequired) != kRequired) return Verdict::kBad;
   return Verdict::kOk;
+}
+
+// One line [p, end), end pointing at its '\n'.
+inline Verdict parse_line(const char* p, const char* end, Step& step, KeyOrder& order) {
+  Verdict verdict = parse_object(p, step, order);
+  if (verdict == Verdict::kOk && p != end) return Verdict::kBad;
+  return verdict;
 }
 
 }  // namespace fold_native
