@@ -17,6 +17,7 @@ setup(
                 "fold/native_src/fold_pass.h",
                 "fold/native_src/hash_table.h",
                 "fold/native_src/json_line.h",
+                "fold/native_src/resample.h",
             ],
             language="c++",
             extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden"],

@@ -49,6 +49,7 @@
 #include "native_src/hash_table.h"
 #include "native_src/fold_pass.h"
 #include "native_src/json_line.h"
+#include "native_src/resample.h"
 
 namespace {
 
@@ -774,10 +775,80 @@ PyObject* cadence_pooled_py(PyObject*, PyObject* args) {
                        static_cast<long long>(found.max));
 }
 
+// -- bootstrap -------------------------------------------------------------------------------
+
+const char kResampleDoc[] =
+    "resample_sums(values, draws, out) -> None\n\n"
+    "The bootstrap's stage-2 sums: values a C-contiguous int64 buffer of shape (requests,\n"
+    "columns), draws an int32 buffer (rows, requests) of request indices, out an int64\n"
+    "buffer (rows, columns) to fill with each row's column sums over its drawn requests.";
+
+// A writable or read-only view of a C-contiguous 2-D buffer of `itemsize`-byte items.
+bool matrix_view(PyObject* object, Py_buffer& view, bool writable, Py_ssize_t itemsize,
+                 const char* name) {
+  int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(object, &view, flags) != 0) return false;
+  // Integers only ('i' int32, 'l'/'q' int64, signed or not): a float buffer of the same size
+  // must not be read as integers.
+  const char* format = view.format == nullptr ? "B" : view.format;
+  while (*format == '@' || *format == '=' || *format == '<') ++format;
+  bool integers = format[0] != '\0' && format[1] == '\0' && std::strchr("iIlLqQ", format[0]);
+  if (view.ndim != 2 || view.itemsize != itemsize || !integers) {
+    PyErr_Format(PyExc_ValueError, "resample_sums: %s must be 2-D with %zd-byte integers", name,
+                 itemsize);
+    PyBuffer_Release(&view);
+    return false;
+  }
+  return true;
+}
+
+PyObject* resample_sums_py(PyObject*, PyObject* args) {
+  PyObject *values_object, *draws_object, *out_object;
+  if (!PyArg_ParseTuple(args, "OOO:resample_sums", &values_object, &draws_object, &out_object)) {
+    return nullptr;
+  }
+  Py_buffer values, draws, out;
+  if (!matrix_view(values_object, values, false, 8, "values")) return nullptr;
+  if (!matrix_view(draws_object, draws, false, 4, "draws")) {
+    PyBuffer_Release(&values);
+    return nullptr;
+  }
+  if (!matrix_view(out_object, out, true, 8, "out")) {
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&draws);
+    return nullptr;
+  }
+  auto requests = static_cast<std::size_t>(values.shape[0]);
+  auto columns = static_cast<std::size_t>(values.shape[1]);
+  auto rows = static_cast<std::size_t>(draws.shape[0]);
+  bool shapes = static_cast<std::size_t>(draws.shape[1]) == requests &&
+                static_cast<std::size_t>(out.shape[0]) == rows &&
+                static_cast<std::size_t>(out.shape[1]) == columns;
+  bool ok = false;
+  if (shapes) {
+    Py_BEGIN_ALLOW_THREADS;
+    ok = resample_sums(static_cast<const std::int64_t*>(values.buf), requests, columns,
+                       static_cast<const std::int32_t*>(draws.buf), rows,
+                       static_cast<std::uint64_t*>(out.buf));
+    Py_END_ALLOW_THREADS;
+  }
+  PyBuffer_Release(&values);
+  PyBuffer_Release(&draws);
+  PyBuffer_Release(&out);
+  if (!ok) {
+    PyErr_SetString(PyExc_ValueError,
+                    shapes ? "resample_sums: a draw is not a request index, or too many columns"
+                           : "resample_sums: the shapes of values, draws and out disagree");
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kMethods[] = {
     {"fold_range", fold_range_py, METH_VARARGS, kDoc},
     {"cadence", cadence_py, METH_VARARGS, kCadenceDoc},
     {"cadence_pooled", cadence_pooled_py, METH_VARARGS, kPooledDoc},
+    {"resample_sums", resample_sums_py, METH_VARARGS, kResampleDoc},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -17,8 +17,9 @@ class Leg:
     """One leg of an arm as the bootstrap sees it.
 
     ``requests`` maps a per-request sum (``steps``, ``proposed``, ``accepted``,
-    ``decode_steps``, ``decode_secs``) to one value per request of the leg. ``values`` holds
-    what exists only per leg (``completion_tokens``, ``steps``, ``window_secs``); ``tok_s`` is
+    ``decode_steps``, and ``decode_ns``, the decode time in integer nanoseconds) to one value
+    per request of the leg. ``values`` holds what exists only per leg (``completion_tokens``,
+    ``steps``, ``window_secs``); ``tok_s`` is
     the leg's throughput. Anything the input does not record is simply absent (or None). A leg
     with counts but no ``tok_s`` generated nothing (a response that stopped at once): it takes
     no part in the median, as it takes none in the pooled one.

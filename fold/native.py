@@ -332,3 +332,10 @@ def cadence(
         return _native.cadence_pooled(state, chosen)
 
     return frame, figures, pooled
+
+
+def resample_sums(values: Any, draws: Any, out: Any) -> None:
+    """The bootstrap's stage-2 sums in one pass over the draws: ``out[r, c]`` is the sum of
+    ``values[i, c]`` over the requests ``i`` in ``draws[r]`` (int64 values and out, int32
+    draws, all C-contiguous; ``fold.uncertainty`` holds it equal to numpy's gathers)."""
+    _native.resample_sums(values, draws, out)

@@ -19,6 +19,7 @@ from fold.cadence import (
     fold_cadence,
     no_request,
 )
+from fold.cadence import KEY as CADENCE_KEY
 from fold.errors import RefusedError
 from fold.leg_sums import Leg
 from fold.reader import ReadCounts, SkippedLine
@@ -248,29 +249,29 @@ def _fold_replicates(
     seed: int,
 ) -> dict[str, Replicates]:
     """The warm and all-legs folds' replicates (none for 0 resamples), from the same sums as
-    the legs' figures: per request S, P, A and its cadence's decode steps and seconds."""
+    the legs' figures: per request S, P, A and its cadence's decode steps and nanoseconds (a
+    request without cadence decodes nothing)."""
     if not resamples:
         return {}
-    by_request = cadence.result().by_request
-    steps_in_leg = dict(partial.legs.select("leg", "steps").iter_rows())
-    ordered = partial.requests.sort("leg", "w", "seq")
+    decode = cadence.result().requests.select(
+        *CADENCE_KEY, pl.col("intervals").alias("decode_steps"), "decode_ns"
+    )
+    ordered = (
+        partial.requests.select(*CADENCE_KEY, "steps", "proposed", "accepted")
+        .join(decode, on=CADENCE_KEY, how="left")
+        .with_columns(pl.col("decode_steps", "decode_ns").fill_null(0))
+        .sort(CADENCE_KEY)
+    )
     requests = {key[0]: frame for key, frame in ordered.partition_by("leg", as_dict=True).items()}
+    steps_in_leg = dict(partial.legs.select("leg", "steps").iter_rows())
     warm_set = set(check.warm_legs)
     legs, warm = [], []
     for leg in arm_legs.iter_rows(named=True):
         index = leg["index"]
         frame = requests.get(index, ordered.clear())
-        figures = [
-            by_request.get((index, w, seq)) or no_request()
-            for w, seq in zip(frame["w"].to_list(), frame["seq"].to_list(), strict=True)
-        ]
         legs.append(
             Leg(
-                requests={
-                    **{name: frame[name].to_list() for name in ("steps", "proposed", "accepted")},
-                    "decode_steps": [request["intervals"] for request in figures],
-                    "decode_secs": [request["decode_s"] or 0.0 for request in figures],
-                },
+                requests={name: frame[name].to_numpy() for name in _REQUEST_SUMS},
                 values={
                     "completion_tokens": leg["completion_tokens"],
                     "steps": steps_in_leg.get(index, 0),
@@ -281,6 +282,9 @@ def _fold_replicates(
         )
         warm.append(index in warm_set)
     return fold_replicates(legs, warm, resamples, seed)
+
+
+_REQUEST_SUMS = ("steps", "proposed", "accepted", "decode_steps", "decode_ns")
 
 
 def _add_intervals(
