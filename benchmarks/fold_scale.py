@@ -271,6 +271,10 @@ RUNNERS = {"fold": run_fold, "fold-polars": run_fold, "duckdb": run_duckdb, "orj
 
 
 def _child(name: str, arm: str, log: str, shape: str) -> None:
+    # Every contestant runs in the process the command sets up (one BLAS thread, set before
+    # numpy loads; see fold.command_process), so none pays for OpenBLAS's idle spin.
+    importlib.import_module("fold.command_process")
+
     # Imports are not part of the job: load them before the clock starts.
     import orjson  # noqa: F401
 

@@ -6,12 +6,32 @@ A gate script gets the command's numbers with::
 
     result = fold.fold_acceptance("our-arm.json", ["steps-*.jsonl"])
     result.warm["mean_acceptance_length"], result.to_json()
+
+The names below load on first use, so that importing a part of the package (the command's
+process setup, ``fold.command_process``, above all) does not load numpy first.
 """
 
-from fold.api import LogFold, fold_acceptance
-from fold.arm import ArmRecord, load_arm
-from fold.errors import FoldError, InputError, RefusedError
-from fold.result import FoldResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fold.api import LogFold, fold_acceptance
+    from fold.arm import ArmRecord, load_arm
+    from fold.errors import FoldError, InputError, RefusedError
+    from fold.result import FoldResult
+
+_HOMES = {
+    "ArmRecord": "fold.arm",
+    "FoldError": "fold.errors",
+    "FoldResult": "fold.result",
+    "InputError": "fold.errors",
+    "LogFold": "fold.api",
+    "RefusedError": "fold.errors",
+    "fold_acceptance": "fold.api",
+    "load_arm": "fold.arm",
+}
 
 __all__ = [
     "ArmRecord",
@@ -23,3 +43,9 @@ __all__ = [
     "fold_acceptance",
     "load_arm",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'fold' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

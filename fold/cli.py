@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
+import fold.command_process  # noqa: F401  first: it sets the process up before numpy loads
 from fold.acceptance import DEFAULT_WINDOW_STEPS
 from fold.annotate import dumps, write_annotated, write_atomically
 from fold.api import fold_acceptance

@@ -153,3 +153,27 @@ def test_progress_bar_only_on_a_terminal_for_slow_folds(
     bar.advance(1000)
     bar.stop()
     assert ("folding" in output.getvalue()) is shown
+
+
+def _blas_threads_after(code: str, environment: dict[str, str]) -> str:
+    """OPENBLAS_NUM_THREADS in a fresh interpreter once ``code`` has run."""
+    probe = f"{code}\nimport os, sys\nprint(os.environ.get('OPENBLAS_NUM_THREADS'))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=environment, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_the_command_starts_one_blas_thread_and_the_library_leaves_the_process_alone():
+    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    # The command sets it before numpy loads (numpy is imported after, by the library) ...
+    loaded_after = "import fold.cli, sys\nassert 'numpy' in sys.modules"
+    assert _blas_threads_after(loaded_after, environment) == "1"
+    not_before = "import fold.command_process, sys\nassert 'numpy' not in sys.modules"
+    assert _blas_threads_after(not_before, environment) == "1"
+    # ... keeps what the user set ...
+    assert (
+        _blas_threads_after("import fold.cli", {**environment, "OPENBLAS_NUM_THREADS": "3"}) == "3"
+    )
+    # ... and a program importing the library keeps its own settings.
+    assert _blas_threads_after("import fold, fold.api\nfold.fold_acceptance", environment) == "None"
