@@ -389,3 +389,34 @@ def test_request_ids_use_the_whole_unsigned_64_bit_range(tmp_path):
     too_big = step(ns(3), 4, 3, 2).replace(b'"seq":0', f'"seq":{2**64}'.encode())
     with pytest.raises(InputError, match="'seq' does not fit in 64 bits"):
         fold_acceptance(record, [write(tmp_path / "t.jsonl", [*lines, too_big])])
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_the_fold_leaves_the_cycle_collector_as_it_found_it(tmp_path, monkeypatch, enabled_before):
+    """The collector is paused while the figures are built (they hold no cycles) and set back
+    after, also when the fold is refused."""
+    import gc
+
+    import fold.result
+
+    seen_while_building = []
+    building = fold.result._acceptance_result
+
+    def spy(*args, **kwargs):
+        seen_while_building.append(gc.isenabled())
+        return building(*args, **kwargs)
+
+    monkeypatch.setattr(fold.result, "_acceptance_result", spy)
+    record = arm([leg(2, 0, 10), leg(2, 20, 30)])
+    good = write(tmp_path / "good.jsonl", [step(ns(1), 2, 1, 0), step(ns(21), 2, 2, 1)])
+    refused = write(tmp_path / "refused.jsonl", [step(ns(1), 2, 1, 0)])
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        fold_acceptance(record, [good])
+        assert gc.isenabled() is enabled_before
+        with pytest.raises(RefusedError):
+            fold_acceptance(record, [refused])
+        assert gc.isenabled() is enabled_before
+    finally:
+        gc.enable()
+    assert seen_while_building == [False, False]
