@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -102,12 +103,14 @@ class CadencePass {
       std::size_t count = requests[i].count;
       gap_begin[i + 1] = gap_begin[i] + (count > 0 ? count - 1 : 0);
     }
-    gaps_.resize(gap_begin.back());
+    // Left unwritten here: each thread writes (and first touches) its own requests' part.
+    gap_count_ = gap_begin.back();
+    gaps_.reset(new std::int64_t[gap_count_]);
     for (auto& column : columns) column.assign(requests.size(), 0);
     // Shares cut where the intervals before reach each thread's part of the whole.
     std::vector<std::size_t> cuts = {0};
     for (unsigned part = 1; part < threads; ++part) {
-      std::size_t wanted = gaps_.size() / threads * part;
+      std::size_t wanted = gap_count_ / threads * part;
       cuts.push_back(static_cast<std::size_t>(
           std::lower_bound(gap_begin.begin(), gap_begin.end() - 1, wanted) - gap_begin.begin()));
     }
@@ -217,7 +220,7 @@ class CadencePass {
     std::int64_t first = std::min(std::max(times[0], start), end);
     std::int64_t last = std::max(std::min(times[count - 1], end), start);
     auto intervals = static_cast<std::int64_t>(count - 1);
-    std::int64_t* gaps = gaps_.data() + begin;
+    std::int64_t* gaps = gaps_.get() + begin;
     for (std::size_t i = 1; i < count; ++i) gaps[i - 1] = times[i] - times[i - 1];
     std::int64_t median2 = -1, p90 = -1, p99 = -1, max = -1, stalls = 0, stall2 = 0;
     bool judged = false;
@@ -270,11 +273,10 @@ class CadencePass {
   // A leg whose requests are not next to each other is gathered once.
   void sort_leg(LegIntervals& leg, std::vector<std::int64_t>& scratch) {
     if (leg.ranges.size() == 1) {
-      leg.data = gaps_.data() + leg.ranges.front().first;
+      leg.data = gaps_.get() + leg.ranges.front().first;
     } else {
       for (const auto& [from, to] : leg.ranges) {
-        leg.own.insert(leg.own.end(), gaps_.begin() + static_cast<std::ptrdiff_t>(from),
-                       gaps_.begin() + static_cast<std::ptrdiff_t>(to));
+        leg.own.insert(leg.own.end(), gaps_.get() + from, gaps_.get() + to);
       }
       leg.data = leg.own.data();
     }
@@ -295,7 +297,9 @@ class CadencePass {
 
   std::vector<std::int64_t> starts_, ends_;
   double factor_;
-  std::vector<std::int64_t> gaps_;  // every request's intervals, request after request
+  // Every request's intervals, request after request (not zeroed: every one is written).
+  std::unique_ptr<std::int64_t[]> gaps_;
+  std::size_t gap_count_ = 0;
   std::vector<LegIntervals> by_leg_;
 };
 
