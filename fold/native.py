@@ -334,8 +334,9 @@ def cadence(
     return frame, figures, pooled
 
 
-def resample_sums(values: Any, draws: Any, out: Any) -> None:
-    """The bootstrap's stage-2 sums in one pass over the draws: ``out[r, c]`` is the sum of
-    ``values[i, c]`` over the requests ``i`` in ``draws[r]`` (int64 values and out, int32
-    draws, all C-contiguous; ``fold.uncertainty`` holds it equal to numpy's gathers)."""
-    _native.resample_sums(values, draws, out)
+def resample_sums(values: Any, key: int, first_row: int, out: Any) -> None:
+    """The bootstrap's stage-2 resamples ``first_row`` ... of one leg, drawn and summed in one
+    pass: ``out[r, c]`` is the sum of ``values[i, c]`` over the requests ``i`` drawn for
+    resample ``first_row + r`` from the leg's stream ``key`` (int64 values and out,
+    C-contiguous). The draws are ``fold.uncertainty.request_draws``'s, which the tests check."""
+    _native.resample_sums(values, key, first_row, out)

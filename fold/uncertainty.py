@@ -224,32 +224,63 @@ def _leg_copies(
         for column in present:
             sums[column] = np.full(count, float(values[column].sum()))
         return sums
-    rng = np.random.default_rng(stream)
-    parts: dict[str, list[np.ndarray]] = {column: [] for column in present}
-    # Integer columns are summed together by the extension, one pass over the draws for all
-    # of them; numpy gathers each column apart (the reference, and the path for floats).
+    key = int(stream.generate_state(1, np.uint64)[0])
+    # Integer columns are drawn and summed by the extension in one pass, with no array of
+    # draws; otherwise (floats, or no extension) numpy makes the same draws a block at a time
+    # and gathers each column (the reference the tests hold the extension to).
     fused = [column for column in present if values[column].dtype.kind == "i"]
     fused = fused if native.available() else []
-    packed = None
     if fused:
         packed = np.column_stack([values[column] for column in fused]).astype(np.int64)
+        drawn_sums = np.empty((count, len(fused)), dtype=np.int64)
+        native.resample_sums(packed, key, 0, drawn_sums)
+        for position, column in enumerate(fused):
+            sums[column] = drawn_sums[:, position].astype(np.float64)
+    rest = [column for column in present if column not in fused]
+    parts: dict[str, list[np.ndarray]] = {column: [] for column in rest}
     per_block = max(1, _DRAW_BLOCK // requests)
-    for start in range(0, count, per_block):
+    for start in range(0, count if rest else 0, per_block):
         rows = min(per_block, count - start)
-        index = rng.integers(0, requests, size=(rows, requests), dtype=np.int32)
-        if packed is not None:
-            sums_of_block = np.empty((rows, len(fused)), dtype=np.int64)
-            native.resample_sums(packed, index, sums_of_block)
-            for position, column in enumerate(fused):
-                parts[column].append(sums_of_block[:, position])
-        for column in present:
-            if column not in fused:
-                parts[column].append(_row_sums(values[column], index))
-    for column in present:
+        index = request_draws(key, start, rows, requests)
+        for column in rest:
+            parts[column].append(_row_sums(values[column], index))
+    for column in rest:
         sums[column] = (
             np.concatenate(parts[column]).astype(np.float64) if parts[column] else np.zeros(0)
         )
     return sums
+
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+_LOW_HALF = np.uint64(0xFFFFFFFF)
+
+
+def request_draws(key: int, first_row: int, rows: int, requests: int) -> np.ndarray:
+    """Rows ``first_row`` ... of a leg's stage-2 draws (``rows`` x ``requests`` indices into
+    its requests), from the leg's stream ``key``.
+
+    Draw i (row after row) is SplitMix64's output after i + 1 steps from the key, scaled to
+    [0, requests) by the high half of its 128-bit product with ``requests`` (a bias of at most
+    requests / 2^64). Counter-based, so any block is drawn on its own, and the extension's
+    fused draws (``fold.native.resample_sums``) are these very numbers.
+    """
+    if not 0 < requests < 2**32:
+        raise ValueError("a leg's requests must number from 1 to 2^32 - 1")
+    first = first_row * requests
+    z = np.arange(first + 1, first + rows * requests + 1, dtype=np.uint64)
+    z *= _GAMMA
+    z += np.uint64(key)
+    for shift, multiplier in zip((30, 27), _MIX, strict=True):
+        z ^= z >> np.uint64(shift)
+        z *= multiplier
+    z ^= z >> np.uint64(31)
+    # The high 64 bits of z * requests (requests < 2^32), from z's 32-bit halves.
+    count = np.uint64(requests)
+    high = ((z & _LOW_HALF) * count) >> np.uint64(32)
+    high += (z >> np.uint64(32)) * count
+    high >>= np.uint64(32)
+    return high.astype(np.int32).reshape(rows, requests)
 
 
 def _row_sums(values: np.ndarray, index: np.ndarray) -> np.ndarray:
