@@ -230,8 +230,7 @@ class Folder {
     request.times.push_back(step_.t_ns);
     if (step_.proposed == 0) return true;
     auto index = static_cast<std::size_t>(leg);
-    fold_.hist.at(Key{static_cast<std::uint64_t>(leg),
-                      static_cast<std::uint64_t>(step_.accepted), 0}) += 1;
+    fold_.hist.entries()[histogram_index(leg, step_.accepted)].value += 1;
     // (t_ns - start) * bins < span * bins, which the caller checked fits in 64 bits.
     std::int64_t bin =
         (step_.t_ns - legs_.leg_start[index]) * legs_.bins_per_leg / legs_.leg_span[index];
@@ -257,6 +256,21 @@ class Folder {
     if (cached.filled && cached.key == key) return cached.index;
     cached = CachedRequest{key, fold_.requests.index(key), true};
     return cached.index;
+  }
+
+  // The histogram bucket's place in its table: lines come in time order, so most share the
+  // last leg, and its buckets for small accepted counts are remembered by count.
+  std::size_t histogram_index(std::int64_t leg, std::int64_t accepted) {
+    if (leg != histogram_leg_) {
+      histogram_leg_ = leg;
+      std::fill(std::begin(histogram_places_), std::end(histogram_places_), kNoPlace);
+    }
+    bool small = accepted >= 0 && accepted < kRememberedCounts;
+    if (small && histogram_places_[accepted] != kNoPlace) return histogram_places_[accepted];
+    std::size_t place = fold_.hist.index(
+        Key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(accepted), 0});
+    if (small) histogram_places_[accepted] = place;
+    return place;
   }
 
   void keep_step() {
@@ -305,6 +319,10 @@ class Folder {
   };
   static constexpr std::size_t kRequestCache = 64;
   CachedRequest request_cache_[kRequestCache];
+  static constexpr std::int64_t kRememberedCounts = 64;
+  static constexpr std::size_t kNoPlace = ~std::size_t{0};
+  std::int64_t histogram_leg_ = -1;
+  std::size_t histogram_places_[kRememberedCounts];
   Bin* last_bin_ = nullptr;
   Key last_bin_key_{0, 0, 0};
   std::size_t last_bins_size_ = 0;

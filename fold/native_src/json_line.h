@@ -129,9 +129,9 @@ struct PlainByteTable {
 inline constexpr PlainByteTable kPlainByte{};
 
 // A string after its opening quote, up to and past its closing quote; unescaped into `out`
-// when given. Surrogate escapes that do not pair are deferred (orjson and Python's json
-// disagree on them).
-inline Verdict scan_string(const char*& p, std::string* out) {
+// when given, and `escaped` set when given and the string has an escape. Surrogate escapes
+// that do not pair are deferred (orjson and Python's json disagree on them).
+inline Verdict scan_string(const char*& p, std::string* out, bool* escaped = nullptr) {
   while (true) {
     const char* run = p;
     while (kPlainByte.plain[static_cast<unsigned char>(*p)]) ++p;
@@ -149,6 +149,7 @@ inline Verdict scan_string(const char*& p, std::string* out) {
       continue;
     }
     ++p;  // the backslash
+    if (escaped != nullptr) *escaped = true;
     char e = *p++;
     switch (e) {
       case '"': if (out) out->push_back('"'); break;
@@ -600,11 +601,10 @@ inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
           }
           ++p;
           step.label_begin = p;
-          value = scan_string(p, nullptr);
+          step.label_escaped = false;
+          value = scan_string(p, nullptr, &step.label_escaped);
           if (value != Verdict::kOk) break;
           step.label_length = static_cast<std::size_t>(p - 1 - step.label_begin);
-          step.label_escaped =
-              std::memchr(step.label_begin, '\\', step.label_length) != nullptr;
           step.has_label = true;
           break;
         case kUnknown:
