@@ -7,6 +7,8 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -74,9 +76,32 @@ inline void release_schema(ArrowSchema* schema) {
 
 inline void release_child_schema(ArrowSchema* schema) { schema->release = nullptr; }
 
+// A vector whose elements are left uninitialized when it is sized: a column that is filled
+// in place (on several threads) is not first zeroed on one.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* place) noexcept {
+    ::new (static_cast<void*>(place)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* place, Args&&... args) {
+    ::new (static_cast<void*>(place)) U(std::forward<Args>(args)...);
+  }
+};
+using FilledInPlace = std::vector<std::int64_t, UninitializedAllocator<std::int64_t>>;
+
 // What an array owns: its values (or offsets) and, for a list, its child array.
 struct ArrayHolder {
   std::vector<std::int64_t> data;
+  FilledInPlace filled;  // instead of data, for a column filled in place
   const void* buffers[2] = {nullptr, nullptr};
   ArrowArray* children[1] = {nullptr};
   ArrowArray* child = nullptr;
@@ -104,12 +129,15 @@ inline void array_capsule_destructor(PyObject* capsule) {
   delete array;
 }
 
-inline ArrowArray* primitive_array(std::vector<std::int64_t>&& values) {
+inline ArrowArray* primitive_array(std::vector<std::int64_t>&& values,
+                                   FilledInPlace&& filled = FilledInPlace()) {
   auto* holder = new ArrayHolder;
   holder->data = std::move(values);
-  holder->buffers[1] = holder->data.data();
+  holder->filled = std::move(filled);
+  bool in_place = !holder->filled.empty();
+  holder->buffers[1] = in_place ? holder->filled.data() : holder->data.data();
   auto* array = new ArrowArray{};
-  array->length = static_cast<std::int64_t>(holder->data.size());
+  array->length = static_cast<std::int64_t>(in_place ? holder->filled.size() : holder->data.size());
   array->n_buffers = 2;
   array->buffers = holder->buffers;
   array->release = release_array;
@@ -119,8 +147,10 @@ inline ArrowArray* primitive_array(std::vector<std::int64_t>&& values) {
 
 // (schema capsule, array capsule) of a 64-bit column ("l" signed, "L" unsigned), or of a
 // large list of int64 ("+L") when `offsets` is given: values are then the child's.
+// `filled`, when given with offsets, holds the list's values instead of `values`.
 inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsigned,
-                       std::vector<std::int64_t>* offsets = nullptr) {
+                              std::vector<std::int64_t>* offsets = nullptr,
+                              FilledInPlace* filled = nullptr) {
   auto* schema = new ArrowSchema{};
   schema->name = "";
   schema->flags = kNullable;
@@ -139,7 +169,9 @@ inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsign
     schema_holder->child.name = "item";
     schema_holder->child.flags = kNullable;
     schema_holder->child.release = release_child_schema;
-    ArrowArray* child = primitive_array(std::move(values));
+    ArrowArray* child = filled != nullptr
+                            ? primitive_array(std::vector<std::int64_t>(), std::move(*filled))
+                            : primitive_array(std::move(values));
     array = primitive_array(std::move(*offsets));
     array->length -= 1;
     auto* holder = static_cast<ArrayHolder*>(array->private_data);

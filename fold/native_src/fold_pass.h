@@ -30,13 +30,9 @@ constexpr std::int64_t kAmbiguous = 2;
 
 enum class Kind : std::int64_t { kDeferred = 0, kBad = 1, kRefused = 2 };
 
-struct Request {  // per (writer, seq, leg or -1)
+struct Request {  // per (writer, seq, leg or -1); an attributed request has a time per line
   std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
-  std::vector<std::int64_t> times;  // t_ns of every line, attributed requests only
-  // The same request's times in other threads' folds, gathered only when exported: merging
-  // them earlier would hold both copies at once.
-  std::vector<std::vector<std::int64_t>*> more_times;
 };
 
 struct Bin {  // per (leg, time bin)
@@ -68,6 +64,16 @@ struct Fold {
   std::size_t deferred = 0;
   bool stopped = false;     // a bad line (without skip_bad) or a refusal ended the range
   bool overflow = false;    // a sum beyond 64 bits, or too many deferred lines
+  // Every attributed line's time, in file order, with its request's place in `requests`:
+  // two flat arrays grow far more cheaply than a vector per request, and the export puts
+  // each time in its request's list in one pass (export_times).
+  std::vector<std::uint32_t> line_request;
+  std::vector<std::int64_t> line_t;
+  // Once merged into the first range's fold: each request's place there, and how many of
+  // its lines the ranges before this one hold (where this range's times start in its list).
+  bool merged = false;
+  std::vector<std::uint32_t> merged_place;
+  std::vector<std::int64_t> merged_before;
   // With want_steps: per folded line, its group key (label index, or -1 - writer index
   // among `step_writers`), time and counts, for the follower's provisional groups.
   std::vector<std::int64_t> step_key, step_t, step_proposed, step_accepted;
@@ -209,7 +215,8 @@ class Folder {
     fold_.unattributed += status == kUnattributed;
     fold_.ambiguous += status == kAmbiguous;
     if (want_steps_) keep_step();
-    Request& request = fold_.requests.entries()[request_index(Key{step_.writer, step_.seq, leg})].value;
+    std::size_t place = request_index(Key{step_.writer, step_.seq, leg});
+    Request& request = fold_.requests.entries()[place].value;
     request.lines += 1;
     request.steps += step_.proposed > 0;
     if (!add(request.proposed, step_.proposed) || !add(request.accepted, step_.accepted) ||
@@ -227,7 +234,8 @@ class Folder {
       request.max_pid = std::max(request.max_pid, step_.pid);
     }
     if (leg < 0) return true;
-    request.times.push_back(step_.t_ns);
+    fold_.line_request.push_back(static_cast<std::uint32_t>(place));
+    fold_.line_t.push_back(step_.t_ns);
     if (step_.proposed == 0) return true;
     auto index = static_cast<std::size_t>(leg);
     fold_.hist.entries()[histogram_index(leg, step_.accepted)].value += 1;
@@ -344,9 +352,14 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
     event.line += line_base;
     into.events.push_back(event);
   }
+  from.merged_place.reserve(from.requests.entries().size());
+  from.merged_before.reserve(from.requests.entries().size());
   for (auto& entry : from.requests.entries()) {
-    Request& target = into.requests.at(entry.key);
+    std::size_t place = into.requests.index(entry.key);
+    Request& target = into.requests.entries()[place].value;
     Request& source = entry.value;
+    from.merged_place.push_back(static_cast<std::uint32_t>(place));
+    from.merged_before.push_back(target.lines);
     if (!add(target.lines, source.lines) || !add(target.steps, source.steps) ||
         !add(target.proposed, source.proposed) || !add(target.accepted, source.accepted) ||
         !add(target.emitted, source.emitted) ||
@@ -357,7 +370,6 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
     target.max_proposed = fresh ? source.max_proposed : std::max(target.max_proposed, source.max_proposed);
     target.max_n = fresh ? source.max_n : std::max(target.max_n, source.max_n);
     target.max_pid = fresh ? source.max_pid : std::max(target.max_pid, source.max_pid);
-    if (!source.times.empty()) target.more_times.push_back(&source.times);
   }
   for (const auto& entry : from.hist.entries()) into.hist.at(entry.key) += entry.value;
   for (const auto& entry : from.bins.entries()) {
