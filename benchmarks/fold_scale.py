@@ -15,7 +15,9 @@ shapes of the same steps:
 
 Then the same job (read every line, attribute each step to the leg window holding its t_ns,
 sum S/P/A per leg) runs three ways per shape, each in a child process so that its peak
-anonymous memory (RssAnon, sampled from /proc every 10 ms) is its own:
+anonymous memory (RssAnon, sampled from /proc every 10 ms) is its own, set up as the command
+sets up its process (``fold.command_process``: one BLAS thread) and with its imports loaded
+before the clock starts:
 
 - ``fold``: ``fold.api.fold_acceptance``, the whole fold (requests, histograms, windows, step
   times too) by its default path, the native reader (the run fails if it is not built);

@@ -32,14 +32,15 @@ from fold.leg_sums import Leg
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 20_261_201
 LEVEL = 0.95
-# Stage-2 draws are made this many indices at a time, so a leg with very many requests does
-# not hold all its draws at once. Fixed, so the draws (and the bytes) never depend on memory.
+# Where numpy makes the stage-2 draws (float columns, or no extension), it makes this many
+# indices at a time, so a leg with very many requests does not hold all its draws at once.
+# The draws are counter-based (``request_draws``): blocks never change them.
 _DRAW_BLOCK = 1 << 21
 # Drawn indices are gathered and summed this many at a time (see ``_row_sums``).
 _GATHER_BLOCK = 1 << 18
-# numpy's draws and gathers release the GIL, so legs are redrawn on this many threads, once
-# there are enough draws to pay for them. Each leg has its own stream: threads never change
-# the draws.
+# The extension's draws and sums and numpy's release the GIL, so legs are redrawn on this
+# many threads, once there are enough draws to pay for them. Each leg has its own stream:
+# threads never change the draws.
 _WORKERS = min(4, os.cpu_count() or 1)
 _THREADS_FROM_DRAWS = 1 << 21
 
