@@ -130,18 +130,20 @@ def build_result(
     above 0 puts 95% bootstrap intervals beside the pooled figures (``_add_intervals``)."""
     stall_factor = check_stall_factor(stall_factor)
     check_resamples(resamples, seed)
-    with _no_cycle_collection():
-        return _build_result(
-            arm_legs,
-            partial,
-            read_counts,
-            check,
-            window_steps,
-            prefill_tokens,
-            stall_factor,
-            resamples,
-            seed,
+    # The cadence's pass and the bootstrap's draws run without the GIL (the extension, numpy),
+    # and both need only the partial fold: started first, on threads of their own, they overlap
+    # the acceptance figures (mostly Python) instead of following them.
+    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=2) as pool:
+        cadence = pool.submit(fold_cadence, partial.step_times, arm_legs, stall_factor)
+        replicates = pool.submit(
+            _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
         )
+        result = _acceptance_result(
+            arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
+        )
+        _add_cadence(result, cadence.result())
+        _add_intervals(result, replicates.result(), resamples, seed)
+    return result
 
 
 @contextmanager
@@ -157,33 +159,6 @@ def _no_cycle_collection() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _build_result(
-    arm_legs: pl.DataFrame,
-    partial: PartialFold,
-    read_counts: dict[str, ReadCounts],
-    check: ThroughputCheck,
-    window_steps: int,
-    prefill_tokens: int | None,
-    stall_factor: float,
-    resamples: int,
-    seed: int,
-) -> FoldResult:
-    # The cadence's pass and the bootstrap's draws run without the GIL (the extension, numpy),
-    # and both need only the partial fold: started first, on threads of their own, they overlap
-    # the acceptance figures (mostly Python) instead of following them.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        cadence = pool.submit(fold_cadence, partial.step_times, arm_legs, stall_factor)
-        replicates = pool.submit(
-            _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
-        )
-        result = _acceptance_result(
-            arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
-        )
-        _add_cadence(result, cadence.result())
-        _add_intervals(result, replicates.result(), resamples, seed)
-    return result
 
 
 def _acceptance_result(
