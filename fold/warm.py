@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 
@@ -10,10 +9,9 @@ import polars as pl
 
 from fold.arm import ArmRecord
 from fold.errors import InputError, RefusedError
-from fold.wording import figures_apart
+from fold.recorded_fold import RecordedFold, disagreements
 
 DEFAULT_PREDICATE = "run > 1"
-RELATIVE_TOLERANCE = 1e-9
 
 
 def warm_mask(legs: pl.DataFrame, predicate: str = DEFAULT_PREDICATE) -> pl.Series:
@@ -70,33 +68,20 @@ def check_against_record(
     warm = legs.filter(mask)
     warm_indices = warm["index"].to_list()
     throughput = throughput_fold(warm["tok_s"].to_list())
-    problems = []
-    if recorded_throughput_tok_s is not None and (
-        throughput is None
-        or not math.isclose(throughput, recorded_throughput_tok_s, rel_tol=RELATIVE_TOLERANCE)
-    ):
-        recorded, folded = figures_apart(recorded_throughput_tok_s, throughput)
-        problems.append(
-            f"metrics.output_throughput_tok_s is {recorded} in the record, "
-            f"but the median tok_s of the legs selected by {predicate!r} is {folded}"
-        )
-    if isinstance(recorded_warm_legs, list):
-        if recorded_warm_legs != warm_indices:
-            problems.append(
-                f"warm_legs in the record is {recorded_warm_legs}, but {predicate!r} selects "
-                f"{warm_indices}"
-            )
-    elif recorded_warm_legs is not None and recorded_warm_legs != len(warm_indices):
-        problems.append(
-            f"warm_legs in the record is {recorded_warm_legs}, but {predicate!r} selects "
-            f"{len(warm_indices)} legs"
-        )
-    cold = legs.height - len(warm_indices)
-    if recorded_cold_legs_discarded is not None and recorded_cold_legs_discarded != cold:
-        problems.append(
-            f"cold_legs_discarded in the record is {recorded_cold_legs_discarded}, but "
-            f"{predicate!r} leaves {cold} legs cold"
-        )
+    recorded = RecordedFold(
+        recorded_throughput_tok_s,
+        "metrics.output_throughput_tok_s",
+        recorded_warm_legs,
+        recorded_cold_legs_discarded,
+    )
+    problems = disagreements(
+        recorded,
+        warm_indices,
+        legs.height,
+        throughput,
+        rule=repr(predicate),
+        chosen=f"the legs selected by {predicate!r}",
+    )
     if problems:
         raise RefusedError(
             "the recorded throughput fold does not come out of the warm predicate: "

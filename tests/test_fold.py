@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -262,6 +263,18 @@ def test_recorded_throughput_must_come_out_of_the_predicate(tmp_path):
     wrong = arm(legs, metrics={"output_throughput_tok_s": 12.0})
     with pytest.raises(RefusedError, match="median tok_s"):
         fold_acceptance(wrong, [path])
+    # The recorded leg counts, as a count or as the warm legs' indices, must come out too.
+    for recorded, reason in [
+        ({"warm_legs": 3}, "warm_legs is 3 in the record, but 'run > 1' selects 2 legs"),
+        ({"warm_legs": [1]}, "warm_legs is [1] in the record, but 'run > 1' selects [1, 2]"),
+        ({"cold_legs_discarded": 0}, "cold_legs_discarded is 0 in the record, but 'run > 1' "
+         "leaves 1 legs cold"),
+    ]:  # fmt: skip
+        record = arm(legs, metrics={"output_throughput_tok_s": 11.0}, **recorded)
+        with pytest.raises(RefusedError, match=re.escape(reason)):
+            fold_acceptance(record, [path])
+    listed = arm(legs, metrics={"output_throughput_tok_s": 11.0}, warm_legs=[1, 2])
+    assert fold_acceptance(listed, [path]).warm["legs"] == [1, 2]
     # A predicate over another field, agreeing with the record, is accepted.
     other = arm(legs, metrics={"output_throughput_tok_s": 56.0})  # median of 100 and 12
     assert fold_acceptance(other, [path], predicate="tok_s > 11").warm["legs"] == [0, 2]

@@ -20,9 +20,9 @@ import orjson
 
 from fold.errors import InputError, RefusedError
 from fold.oracles.figures import ALL_LEGS, WARM_LEGS
+from fold.recorded_fold import RecordedFold, disagreements
 
 # The gate's own check of its throughput fold (fold.warm), applied to an oracle's legs too.
-RELATIVE_TOLERANCE = 1e-9
 TOK_S_FIELDS = ("output_throughput_tok_s", "tok_s", "output_throughput")
 
 Record = tuple[dict[str, Any], str]
@@ -308,34 +308,26 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
     selection = warm(legs)
     median, how = median_tok_s(selection)
     how = how.replace("records", "legs")
-    problems = []
-    if recorded is not None and (
-        median is None or not math.isclose(median, recorded, rel_tol=RELATIVE_TOLERANCE)
-    ):
-        problems.append(f"{key} is {recorded!r} but the {how} is {median!r}")
-    warm_legs = record.get("warm_legs")
-    if (
-        isinstance(warm_legs, int)
-        and not isinstance(warm_legs, bool)
-        and selection.by_run
-        and warm_legs != len(selection.records)
-    ):
-        problems.append(f"warm_legs is {warm_legs} but {len(selection.records)} legs have run > 1")
-    if isinstance(warm_legs, list) and selection.by_run:
-        indices = [i for i, (leg, _) in enumerate(legs) if (run_number(leg, "") or 0) > 1]
-        if warm_legs != indices:
-            problems.append(f"warm_legs is {warm_legs} but the legs with run > 1 are {indices}")
-    cold = record.get("cold_legs_discarded")
-    if (
-        isinstance(cold, int)
-        and not isinstance(cold, bool)
-        and selection.by_run
-        and cold != len(legs) - len(selection.records)
-    ):
-        problems.append(
-            f"cold_legs_discarded is {cold} but {len(legs) - len(selection.records)} legs "
-            "have run 1"
-        )
+    # Leg counts are checked only where the legs say which are warm (a run field on each).
+    counts = selection.by_run
+    warm_legs, cold = record.get("warm_legs"), record.get("cold_legs_discarded")
+    recorded_fold = RecordedFold(
+        recorded,
+        str(key),
+        warm_legs if counts and _int_or_ints(warm_legs) else None,
+        cold if counts and _int_or_ints(cold) and not isinstance(cold, list) else None,
+    )
+    warm_indices = [
+        i for i, (leg, _) in enumerate(legs) if not counts or (run_number(leg, "") or 0) > 1
+    ]
+    problems = disagreements(
+        recorded_fold,
+        warm_indices,
+        len(legs),
+        median,
+        rule="run > 1",
+        chosen=selection.description.replace("records", "legs"),
+    )
     if problems:
         raise RefusedError(
             f"{where}: the oracle's recorded throughput fold does not come out of its own legs: "
@@ -345,3 +337,10 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
     if recorded is not None:
         return recorded, f"{key} (= {how})"
     return median, how
+
+
+def _int_or_ints(value: Any) -> bool:
+    """An integer, or a list of them, as a record's leg counts are written (a bool is not)."""
+    if isinstance(value, list):
+        return all(isinstance(item, int) and not isinstance(item, bool) for item in value)
+    return isinstance(value, int) and not isinstance(value, bool)
