@@ -14,9 +14,13 @@ setup(
             depends=[
                 "fold/native_src/arrow_export.h",
                 "fold/native_src/cadence.h",
+                "fold/native_src/cadence_module.h",
                 "fold/native_src/fold_pass.h",
                 "fold/native_src/hash_table.h",
                 "fold/native_src/json_line.h",
+                "fold/native_src/json_scan.h",
+                "fold/native_src/python_values.h",
+                "fold/native_src/read_range.h",
                 "fold/native_src/resample.h",
             ],
             language="c++",

@@ -49,7 +49,8 @@ inline std::int64_t nearest_rank(std::int64_t count, std::int64_t percent) {
 
 // Sorts values (non-negative) in place, least significant digit first over value - minimum, so a
 // narrow spread of large values (intervals of a steady pace) takes one or two passes.
-inline void radix_sort(std::int64_t* values, std::size_t count, std::vector<std::int64_t>& scratch) {
+inline void radix_sort(std::int64_t* values, std::size_t count,
+                       std::vector<std::int64_t>& scratch) {
   if (count < 2) return;
   constexpr int kDigitBits = 11;
   constexpr std::size_t kDigits = std::size_t{1} << kDigitBits;

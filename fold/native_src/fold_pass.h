@@ -367,7 +367,8 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
       return false;
     }
     bool fresh = target.lines == source.lines;
-    target.max_proposed = fresh ? source.max_proposed : std::max(target.max_proposed, source.max_proposed);
+    target.max_proposed =
+        fresh ? source.max_proposed : std::max(target.max_proposed, source.max_proposed);
     target.max_n = fresh ? source.max_n : std::max(target.max_n, source.max_n);
     target.max_pid = fresh ? source.max_pid : std::max(target.max_pid, source.max_pid);
   }

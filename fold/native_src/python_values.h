@@ -1,0 +1,91 @@
+// Python values to and from the extension's C++: integer sequences, segment labels, lists of
+// str, dicts of new references. Part of fold/_native.cc, its only includer.
+
+#ifndef FOLD_NATIVE_PYTHON_VALUES_H_
+#define FOLD_NATIVE_PYTHON_VALUES_H_
+
+#include <Python.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fold_pass.h"
+
+namespace fold_native {
+
+inline bool read_int64s(PyObject* sequence, std::vector<std::int64_t>& out) {
+  PyObject* fast = PySequence_Fast(sequence, "expected a sequence of integers");
+  if (fast == nullptr) return false;
+  Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
+  PyObject** items = PySequence_Fast_ITEMS(fast);
+  out.resize(static_cast<std::size_t>(count));
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    long long value = PyLong_AsLongLong(items[i]);
+    if (value == -1 && PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return false;
+    }
+    out[static_cast<std::size_t>(i)] = value;
+  }
+  Py_DECREF(fast);
+  return true;
+}
+
+// Segment labels: a sequence of (segment, label as str, leg).
+inline bool read_segment_labels(PyObject* sequence, Legs& legs) {
+  PyObject* fast = PySequence_Fast(sequence, "expected a sequence of (segment, label, leg)");
+  if (fast == nullptr) return false;
+  legs.segment_labels.assign(legs.segment_leg.size(), {});
+  Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    long long segment, leg;
+    const char* label;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "Ls#L", &segment, &label, &length,
+                          &leg)) {
+      Py_DECREF(fast);
+      return false;
+    }
+    if (segment < 0 || static_cast<std::size_t>(segment) >= legs.segment_labels.size()) {
+      Py_DECREF(fast);
+      PyErr_SetString(PyExc_ValueError, "segment out of range");
+      return false;
+    }
+    legs.segment_labels[static_cast<std::size_t>(segment)].emplace_back(
+        std::string(label, static_cast<std::size_t>(length)), leg);
+  }
+  Py_DECREF(fast);
+  return true;
+}
+
+inline PyObject* string_list(const std::vector<std::string>& items) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(items.size()));
+  for (std::size_t i = 0; list != nullptr && i < items.size(); ++i) {
+    PyObject* item = PyUnicode_DecodeUTF8(items[i].data(), static_cast<Py_ssize_t>(items[i].size()),
+                                          "strict");
+    if (item == nullptr) {
+      Py_CLEAR(list);
+      break;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+  }
+  return list;
+}
+
+// A dict of new references, or nullptr (dropping them all) when any is nullptr.
+inline PyObject* dict_of(std::vector<std::pair<const char*, PyObject*>> items) {
+  bool ok = std::all_of(items.begin(), items.end(), [](const auto& item) { return item.second; });
+  PyObject* dict = ok ? PyDict_New() : nullptr;
+  for (auto& [name, value] : items) {
+    if (dict != nullptr && PyDict_SetItemString(dict, name, value) != 0) Py_CLEAR(dict);
+    Py_XDECREF(value);
+  }
+  return dict;
+}
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_PYTHON_VALUES_H_

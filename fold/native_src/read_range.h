@@ -1,0 +1,244 @@
+// Reading a byte range of a step log: pread(2) into a buffer, whole lines to the fold, on one
+// thread per share of a large range, the threads' folds merged in file order; and the export's
+// step times, each range's put in its requests' lists. Part of fold/_native.cc, its only
+// includer; no Python.
+
+#ifndef FOLD_NATIVE_READ_RANGE_H_
+#define FOLD_NATIVE_READ_RANGE_H_
+
+#include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>  // malloc_trim: hand freed memory back (glibc only; elsewhere a no-op)
+#endif
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "arrow_export.h"
+#include "fold_pass.h"
+#include "hash_table.h"
+
+namespace fold_native {
+
+constexpr std::size_t kPad = 64;  // readable slack after the parsed bytes
+// Folds the bytes [begin, end) of the file, whole lines only: begin is a line start. Returns
+// the offset after the last newline read. Lines longer than a block grow the buffer.
+inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, const Legs& legs,
+                               bool skip_bad, bool want_steps, std::size_t block, Fold& fold,
+                               std::vector<std::string>& writer_names, bool& io_error) {
+  std::vector<char> buffer(2 * block + kPad);
+  Folder folder(legs, skip_bad, want_steps, fold);
+  // Room for a time per line of the shortest valid lines (about 90 bytes), so the arrays do
+  // not move as they grow (0.04 s of 0.49 at 10M lines); it is address space until written.
+  // Capped, and only a wish: without the room the arrays grow as vectors do.
+  constexpr std::int64_t kMostReserved = std::int64_t{1} << 26;
+  auto most_lines = static_cast<std::size_t>(std::min((end - begin) / 80 + 1, kMostReserved));
+  try {
+    fold.line_request.reserve(most_lines);
+    fold.line_t.reserve(most_lines);
+  } catch (const std::bad_alloc&) {
+  }
+  std::size_t carried = 0;
+  std::int64_t offset = begin;
+  std::int64_t consumed = begin;
+  while (offset < end) {
+    if (buffer.size() < carried + block + kPad) buffer.resize(2 * (carried + block) + kPad);
+    std::size_t want = static_cast<std::size_t>(std::min<std::int64_t>(end - offset, block));
+    ssize_t got = pread(fd, buffer.data() + carried, want, offset);
+    if (got <= 0) {
+      io_error = got < 0;
+      break;  // the file shrank while being read: what was read is folded
+    }
+    offset += got;
+    std::size_t filled = carried + static_cast<std::size_t>(got);
+    char* data = buffer.data();
+    std::memset(data + filled, 0, kPad);
+    const void* last = memrchr(data, '\n', filled);
+    if (last == nullptr) {
+      carried = filled;
+      continue;
+    }
+    std::size_t cut = static_cast<const char*>(last) - data + 1;
+    bool going = folder.lines(data, data + cut, consumed);
+    consumed += static_cast<std::int64_t>(cut);
+    if (!going) break;
+    carried = filled - cut;
+    std::memmove(data, data + cut, carried);
+  }
+  writer_names = std::move(folder.writer_names_);
+  return consumed;
+}
+
+// The offset just after the first '\n' at or after `from`, or -1.
+inline std::int64_t next_line_start(int fd, std::int64_t from, std::int64_t size) {
+  char chunk[4096];
+  while (from < size) {
+    ssize_t got = pread(fd, chunk, sizeof chunk, from);
+    if (got <= 0) return -1;
+    const void* newline = std::memchr(chunk, '\n', static_cast<std::size_t>(got));
+    if (newline != nullptr) return from + (static_cast<const char*>(newline) - chunk) + 1;
+    from += got;
+  }
+  return -1;
+}
+
+struct RangeResult {
+  Fold fold;
+  std::int64_t consumed = 0;  // offset after the last newline read
+  std::int64_t size = 0;      // the end of the range that was read
+  std::vector<std::string> writer_names;  // for want_steps keys
+  bool io_error = false;
+  std::vector<Fold> others;  // the other threads' folds: their step times are exported
+};
+
+// Folds [begin, end) of `path` (end < 0: to the end of the file).
+inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t end,
+                            const Legs& legs, bool skip_bad, bool want_steps, std::size_t block,
+                            std::int64_t bytes_per_thread, RangeResult& result) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat info;
+  if (fstat(fd, &info) != 0) return false;
+  std::int64_t size = info.st_size;
+  if (end < 0 || end > size) end = size;
+  if (begin > end) begin = end;
+  result.size = end;
+  result.consumed = begin;
+  if (begin == end) return true;
+  posix_fadvise(fd, begin, end - begin, POSIX_FADV_SEQUENTIAL);
+
+  unsigned cores = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
+  unsigned parts = want_steps ? 1u : static_cast<unsigned>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>(cores, (end - begin) / bytes_per_thread)));
+  std::vector<std::int64_t> bounds{begin};
+  for (unsigned i = 1; i < parts; ++i) {
+    std::int64_t at = begin + (end - begin) / parts * i;
+    std::int64_t cut = next_line_start(fd, std::max(bounds.back(), at), end);
+    if (cut < 0 || cut >= end) break;
+    if (cut > bounds.back()) bounds.push_back(cut);
+  }
+  bounds.push_back(end);
+  std::size_t ranges = bounds.size() - 1;
+  if (ranges == 1) {
+    result.consumed = fold_range(fd, begin, end, legs, skip_bad, want_steps, block,
+                                 result.fold, result.writer_names, result.io_error);
+    return true;
+  }
+  // Every range but the last ends at a newline, so each is read whole unless it stops.
+  std::vector<Fold>& folds = result.others;
+  folds.resize(ranges - 1);
+  std::vector<std::int64_t> consumed(ranges, 0);
+  std::vector<char> failed(ranges, 0);
+  std::vector<std::vector<std::string>> names(ranges);
+  std::vector<char> io_errors(ranges, 0);
+  auto run = [&](std::size_t i, Fold& fold) {
+    bool io_error = false;
+    try {
+      consumed[i] = fold_range(fd, bounds[i], bounds[i + 1], legs, skip_bad, want_steps, block,
+                               fold, names[i], io_error);
+    } catch (const std::bad_alloc&) {
+      failed[i] = 1;
+    }
+    io_errors[i] = io_error;
+  };
+  std::vector<std::thread> threads;
+  try {
+    for (std::size_t i = 1; i < ranges; ++i) {
+      threads.emplace_back([&, i] { run(i, folds[i - 1]); });
+    }
+  } catch (...) {
+    for (auto& thread : threads) thread.join();
+    throw;
+  }
+  run(0, result.fold);
+  for (auto& thread : threads) thread.join();
+  if (std::find(failed.begin(), failed.end(), 1) != failed.end()) throw std::bad_alloc();
+  result.consumed = consumed[0];
+  result.io_error = io_errors[0];
+  for (std::size_t i = 1; i < ranges; ++i) {
+    // A range that stopped early (a bad line, a refusal, a short read) ends the file there.
+    if (result.fold.stopped || result.fold.overflow || result.consumed != bounds[i]) break;
+    if (!merge_into(result.fold, folds[i - 1], result.fold.lines)) {
+      result.fold.overflow = true;
+      break;
+    }
+    folds[i - 1].merged = true;
+    result.fold.stopped = folds[i - 1].stopped;
+    result.fold.overflow = folds[i - 1].overflow;
+    result.consumed = consumed[i];
+    result.io_error = io_errors[i];
+  }
+  return true;
+}
+
+// Attributed requests first, in (leg, writer, seq) order (writer ids as 16 lowercase hex
+// digits sort as their numbers), then the unattributed: the order the partial fold keeps, so
+// the step times need no sort or filter (no copy) in Python. Returns the places in `entries`
+// in that order; the entries stay where they are (the lines' request places point at them).
+inline std::vector<std::uint32_t> request_order(const std::vector<Table<Request>::Entry>& entries) {
+  std::vector<std::uint32_t> order(entries.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+  std::sort(order.begin(), order.end(), [&](std::uint32_t i, std::uint32_t j) {
+    const Key& x = entries[i].key;
+    const Key& y = entries[j].key;
+    bool x_out = x.c < 0, y_out = y.c < 0;
+    if (x_out != y_out) return y_out;
+    if (x.c != y.c) return x.c < y.c;
+    if (x.a != y.a) return x.a < y.a;
+    return x.b < y.b;
+  });
+  return order;
+}
+
+// Every merged range's attributed lines' times put in their request's list (`starts`: where
+// each request's list begins, by its place in the first range's table), in file order within
+// a request: a range's times follow those of the ranges before it. One thread per range,
+// writing disjoint places; each range's line arrays are freed once placed.
+inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
+                  FilledInPlace& times) {
+  std::vector<Fold*> ranges{&result.fold};
+  for (Fold& other : result.others) {
+    if (other.merged) ranges.push_back(&other);
+  }
+  auto place_range = [&](std::size_t index) {
+    Fold& range = *ranges[index];
+    bool first = index == 0;
+    std::vector<std::int64_t> placed(range.requests.entries().size(), 0);
+    for (std::size_t line = 0; line < range.line_t.size(); ++line) {
+      std::uint32_t own = range.line_request[line];
+      std::uint32_t place = first ? own : range.merged_place[own];
+      std::int64_t before = first ? 0 : range.merged_before[own];
+      times[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = range.line_t[line];
+    }
+    std::vector<std::uint32_t>().swap(range.line_request);
+    std::vector<std::int64_t>().swap(range.line_t);
+  };
+  std::vector<std::thread> threads;
+  std::size_t index = 1;
+  try {
+    for (; index < ranges.size(); ++index) threads.emplace_back(place_range, index);
+  } catch (const std::system_error&) {  // no thread to be had: the rest on this one
+    for (; index < ranges.size(); ++index) place_range(index);
+  }
+  place_range(0);
+  for (auto& thread : threads) thread.join();
+#ifdef __GLIBC__
+  malloc_trim(0);  // the line arrays' memory back to the system
+#endif
+}
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_READ_RANGE_H_
