@@ -70,8 +70,6 @@ constexpr Py_ssize_t kDefaultBytesPerThread = Py_ssize_t{64} << 20;  // less: on
 
 // -- the Python side -----------------------------------------------------------------------
 
-// -- the Python side -----------------------------------------------------------------------
-
 PyObject* build_result(RangeResult& result) {
   Fold& fold = result.fold;
   auto& requests = fold.requests.entries();
@@ -94,12 +92,9 @@ PyObject* build_result(RangeResult& result) {
     offsets.push_back(offsets.back() + entry.value.lines);
     ++attributed;
   }
-  FilledInPlace times(static_cast<std::size_t>(offsets.back()));
-  Py_BEGIN_ALLOW_THREADS;
-  export_times(result, starts, times);
-  Py_END_ALLOW_THREADS;
   Table<std::int64_t> writer_index;
   std::vector<std::string> writer_ids;
+  std::vector<std::int64_t> writer_of(count, 0);  // by place
   for (std::uint32_t place : order) {
     const Key& key = requests[place].key;
     const Request& r = requests[place].value;
@@ -110,6 +105,7 @@ PyObject* build_result(RangeResult& result) {
       writer_ids.emplace_back(hex, 16);
       index = static_cast<std::int64_t>(writer_ids.size());
     }
+    writer_of[place] = index - 1;
     leg.push_back(key.c);
     writer.push_back(index - 1);
     seq.push_back(static_cast<std::int64_t>(key.b));
@@ -123,6 +119,12 @@ PyObject* build_result(RangeResult& result) {
     max_n.push_back(r.max_n);
     pid.push_back(r.max_pid);
   }
+  TraceLines trace;
+  if (result.per_line == PerLine::kTrace) trace = trace_lines(result, writer_of);
+  FilledInPlace times(static_cast<std::size_t>(offsets.back()));
+  Py_BEGIN_ALLOW_THREADS;
+  export_times(result, starts, times);
+  Py_END_ALLOW_THREADS;
   std::vector<std::int64_t> hist_leg, hist_accepted, hist_count;
   for (const auto& entry : fold.hist.entries()) {
     hist_leg.push_back(static_cast<std::int64_t>(entry.key.a));
@@ -163,6 +165,21 @@ PyObject* build_result(RangeResult& result) {
         {"writers", string_list(result.writer_names)},
     });
   }
+  PyObject* trace_result = Py_None;
+  Py_INCREF(Py_None);
+  if (result.per_line == PerLine::kTrace) {
+    Py_DECREF(Py_None);
+    trace_result = dict_of({
+        {"leg", arrow_column(std::move(trace.leg), false)},
+        {"w", arrow_column(std::move(trace.writer), false)},
+        {"seq", arrow_column(std::move(trace.seq), true)},
+        {"t_ns", arrow_column(std::move(trace.t_ns), false)},
+        {"pid", arrow_column(std::move(trace.pid), false)},
+        {"proposed", arrow_column(std::move(trace.proposed), false)},
+        {"accepted", arrow_column(std::move(trace.accepted), false)},
+        {"emitted", arrow_column(std::move(trace.emitted), false)},
+    });
+  }
   return dict_of({
       {"consumed", PyLong_FromLongLong(result.consumed)},
       {"size", PyLong_FromLongLong(result.size)},
@@ -201,28 +218,32 @@ PyObject* build_result(RangeResult& result) {
       {"bin_proposed", arrow_column(std::move(bin_proposed), false)},
       {"bin_accepted", arrow_column(std::move(bin_accepted), false)},
       {"steps_by_line", steps_result},
+      {"trace_lines", trace_result},
   });
 }
 
 const char kDoc[] =
-    "fold_range(path, begin, end, skip_bad, want_steps, points, segment_leg, segment_status,\n"
+    "fold_range(path, begin, end, skip_bad, per_line, points, segment_leg, segment_status,\n"
     "           segment_labels, leg_start, leg_span, bins_per_leg[, block[, bytes_per_thread]])\n"
     "    -> dict\n\n"
     "Read, attribute and fold the whole lines of path[begin:end] (end < 0: to the end).\n"
     "Segments as fold.attribute cuts the leg windows; leg_start/leg_span by leg index.\n"
     "Returns counts, the offset after the last newline read ('consumed'), the lines handed\n"
     "back as (line, offset, length, kind: 0 deferred, 1 bad, 2 refused), and the tables as\n"
-    "Arrow PyCapsule pairs (legs -1 when unattributed; writers as indices into writer_ids).";
+    "Arrow PyCapsule pairs (legs -1 when unattributed; writers as indices into writer_ids).\n"
+    "per_line: 0 nothing per line; 1 each folded line's group key, time and counts\n"
+    "('steps_by_line', one thread); 2 each attributed line's leg, writer, seq, time, pid and\n"
+    "counts ('trace_lines', emitted -1 where a line has none).";
 
 PyObject* fold_range_py(PyObject*, PyObject* args) {
   PyObject* path_bytes = nullptr;
   long long begin, end, bins_per_leg;
-  int skip_bad, want_steps;
+  int skip_bad, per_line;
   PyObject *points, *segment_leg, *segment_status, *segment_labels, *leg_start, *leg_span;
   Py_ssize_t block = kDefaultBlock;
   Py_ssize_t bytes_per_thread = kDefaultBytesPerThread;
-  if (!PyArg_ParseTuple(args, "O&LLppOOOOOOL|nn:fold_range", PyUnicode_FSConverter, &path_bytes,
-                        &begin, &end, &skip_bad, &want_steps, &points, &segment_leg,
+  if (!PyArg_ParseTuple(args, "O&LLpiOOOOOOL|nn:fold_range", PyUnicode_FSConverter, &path_bytes,
+                        &begin, &end, &skip_bad, &per_line, &points, &segment_leg,
                         &segment_status, &segment_labels, &leg_start, &leg_span, &bins_per_leg,
                         &block, &bytes_per_thread)) {
     return nullptr;
@@ -270,14 +291,19 @@ PyObject* fold_range_py(PyObject*, PyObject* args) {
     }
   }
 
+  if (per_line < 0 || per_line > static_cast<int>(PerLine::kTrace)) {
+    PyErr_SetString(PyExc_ValueError, "per_line must be 0 (none), 1 (groups) or 2 (trace)");
+    return nullptr;
+  }
   auto result = std::make_unique<RangeResult>();
+  result->per_line = static_cast<PerLine>(per_line);
   bool opened = false;
   bool out_of_memory = false;
   bool no_thread = false;
   const char* path = PyBytes_AS_STRING(path_bytes);
   Py_BEGIN_ALLOW_THREADS;
   try {
-    opened = fold_file_range(path, begin, end, legs, skip_bad, want_steps,
+    opened = fold_file_range(path, begin, end, legs, skip_bad, result->per_line,
                              static_cast<std::size_t>(block), bytes_per_thread, *result);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;

@@ -37,7 +37,7 @@ from fold.accumulate import (
     merge_all,
     partial_fold,
 )
-from fold.attribute import UNATTRIBUTED, LegWindows
+from fold.attribute import ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
 from fold.reader import (
     MAX_SKIPPED_EXAMPLES,
     ReadCounts,
@@ -53,6 +53,7 @@ except ImportError:  # built without a compiler or Python headers: the polars re
 
 ENVIRONMENT_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
 _DEFERRED, _BAD, _REFUSED = 0, 1, 2
+_PER_LINE_GROUPS, _PER_LINE_TRACE = 1, 2  # what fold_range keeps per line beside its sums
 
 
 def available() -> bool:
@@ -74,6 +75,10 @@ class RangeRead:
     steps: pl.DataFrame | None
     """With ``want_steps``: every folded line's ``w``, ``label``, ``t_ns``, ``proposed`` and
     ``accepted`` (the follower's provisional groups)."""
+    attributed_lines: pl.DataFrame | None = None
+    """With ``want_lines``: every attributed line's ``leg``, ``w``, ``seq``, ``t_ns``, ``pid``,
+    ``proposed``, ``accepted`` and ``emitted`` (null where absent), in file order but for
+    lines the exact parser judged (last); for the trace."""
 
 
 class _ArrowColumn:
@@ -129,6 +134,7 @@ def read_range(
     first_line: int = 1,
     skip_bad_lines: bool = False,
     want_steps: bool = False,
+    want_lines: bool = False,
     block: int | None = None,
     bytes_per_thread: int | None = None,
 ) -> RangeRead | None:
@@ -141,12 +147,13 @@ def read_range(
     or more than a million deferred lines): the caller reads it with the polars reader.
     """
     extra = [value for value in (block, bytes_per_thread) if value is not None]
+    per_line = _PER_LINE_GROUPS if want_steps else _PER_LINE_TRACE if want_lines else 0
     raw = _native.fold_range(
         path,
         begin,
         end,
         skip_bad_lines,
-        want_steps,
+        per_line,
         *native_legs.arguments,
         TIME_BINS_PER_LEG,
         *extra,
@@ -165,15 +172,42 @@ def read_range(
     counts.skipped_examples.extend(met.skipped_examples[:room])
     partial = _partial(path, raw)
     steps = _steps(raw["steps_by_line"]) if want_steps else None
+    lines = _attributed_lines(raw) if want_lines else None
     if rows:
         frame = row_frame(rows)
         if windows is not None and legs is not None and legs.height:
             partial = merge_all([partial, partial_fold(frame, windows, legs, path)])
+            if lines is not None:
+                attributed = attribute(frame, windows).filter(pl.col("status") == ATTRIBUTED)
+                lines = pl.concat([lines, attributed.select(lines.columns).cast(lines.schema)])
         else:
             partial = merge_all([partial, _unattributed_fold(frame, path)])
         if steps is not None:
             steps = pl.concat([steps, frame.select(steps.columns)])
-    return RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps)
+    return RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps, lines)
+
+
+_LINES_SCHEMA = {
+    "leg": pl.Int64,
+    "w": pl.String,
+    "seq": pl.UInt64,
+    "t_ns": pl.Int64,
+    "pid": pl.Int64,
+    "proposed": pl.Int64,
+    "accepted": pl.Int64,
+    "emitted": pl.Int64,
+}
+
+
+def _attributed_lines(raw: dict[str, Any]) -> pl.DataFrame:
+    """The pass's attributed lines (``trace_lines``) with writer ids and null for no emitted."""
+    columns = raw["trace_lines"]
+    writers = pl.Series("w", raw["writer_ids"], dtype=pl.String)
+    frame = pl.DataFrame([_series(name, columns[name]) for name in _LINES_SCHEMA])
+    return frame.with_columns(
+        pl.lit(writers).gather(pl.col("w")).alias("w"),
+        pl.when(pl.col("emitted") >= 0).then(pl.col("emitted")).alias("emitted"),
+    ).cast(_LINES_SCHEMA)
 
 
 def _judge_handed_back(

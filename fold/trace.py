@@ -15,10 +15,10 @@ acceptance windows widen by the same rule. ``otherData`` in the file says whethe
 was aggregated, and whether the limit was met (a slice per request at least).
 
 The trace is an extra output: it reads the logs again rather than making the fold keep every
-step, with the polars reference reader (``fold.reader.StepLogReader``, the one exact parser) and
-the fold's attribution (``fold.attribute``). The native pass hands back per line only what a
-follower's provisional groups need (no request id, no emitted count, no leg), so the trace
-cannot take it; the reference reader reads the same lines with the same errors, more slowly.
+step. The native pass hands back every attributed line (``fold.native.read_range`` with
+``want_lines``); without the extension, or for a file the pass cannot take, the polars
+reference reader (``fold.reader.StepLogReader``) and the fold's attribution (``fold.attribute``)
+read the same lines with the same errors, more slowly. The tests hold both to the same lines.
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ from typing import Any
 import orjson
 import polars as pl
 
+from fold import native
 from fold.annotate import write_atomically
 from fold.arm import WINDOW_SLACK_NS, ArmRecord
-from fold.attribute import ATTRIBUTED, attribute, leg_windows
+from fold.attribute import ATTRIBUTED, attribute
 from fold.cadence import KEY, with_intervals
-from fold.reader import StepLogReader, expand_log_paths
+from fold.logfile import Legs
+from fold.reader import ReadCounts, StepLogReader, expand_log_paths
 from fold.result import FoldResult
 
 TRACE_FORMAT = "fold-acceptance-trace/1"
@@ -162,18 +164,37 @@ def _attributed_lines(
     arm: ArmRecord, paths: list[str], skip_bad_lines: bool
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """The attributed lines, in the few narrow columns the trace needs (a log of millions of
-    lines is held whole), and each writer's pid."""
-    windows = leg_windows(arm.legs)
+    lines is held whole), and each writer's pid. The native pass hands them back when it is
+    built (a file it cannot take goes to the polars reader, as a fold's does)."""
+    legs = Legs.of(arm.legs)
     frames = []
     pids: dict[str, int] = {}
+
+    def keep(lines: pl.DataFrame, writer_pids: pl.DataFrame) -> None:
+        for w, pid in writer_pids.group_by("w").agg(pl.col("pid").max()).iter_rows():
+            pids[w] = max(pid, pids.get(w, pid))
+        frames.append(lines.select(pl.col(name).cast(dtype) for name, dtype in
+                                   _LINE_SCHEMA.items()))  # fmt: skip
+
     for path in paths:
+        read = None
+        if native.available():
+            read = native.read_range(
+                path,
+                arm.legs,
+                legs.windows,
+                legs.native,
+                ReadCounts(),
+                skip_bad_lines=skip_bad_lines,
+                want_lines=True,
+            )
+        if read is not None and read.attributed_lines is not None:
+            keep(read.attributed_lines, read.attributed_lines)
+            continue
         reader = StepLogReader(path, skip_bad_lines=skip_bad_lines)
         for block in reader.read_available():
-            attributed = attribute(block, windows).filter(pl.col("status") == ATTRIBUTED)
-            for w, pid in attributed.group_by("w").agg(pl.col("pid").max()).iter_rows():
-                pids[w] = max(pid, pids.get(w, pid))
-            frames.append(attributed.select(pl.col(name).cast(dtype) for name, dtype in
-                                            _LINE_SCHEMA.items()))  # fmt: skip
+            attributed = attribute(block, legs.windows).filter(pl.col("status") == ATTRIBUTED)
+            keep(attributed, attributed)
         reader.finish()
     lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINE_SCHEMA)
     return lines, pids

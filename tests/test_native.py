@@ -29,6 +29,7 @@ from strategies import BASE_US, LABELS, canonical_line, leg_bounds_ns, timestamp
 import fold.accumulate
 import fold.logfile
 import fold.native
+import fold.trace
 from fold import _native  # fails here when the extension was not built
 from fold.accumulate import PartialFold
 from fold.api import LogFold, fold_acceptance
@@ -572,3 +573,41 @@ def test_a_bad_line_in_a_later_thread_is_named_by_its_file_line(tmp_path: Path, 
         read = fold.native.read_range(*arguments, **options)
     assert read is not None and read.lines == 1500
     assert [example.line for example in counts.skipped_examples] == [1235]
+
+
+def _trace_lines(arm: Any, log: Path, *, native: bool, skip: bool) -> Any:
+    """The trace's attributed lines and writers' pids (sorted, to compare), or the error."""
+    with native_switch(native):
+        try:
+            lines, pids = fold.trace._attributed_lines(arm, [str(log)], skip)
+        except (InputError, RefusedError) as error:
+            return (type(error).__name__, str(error))
+    return lines.sort(lines.columns), pids
+
+
+@given(legs=disjoint_or_overlapping_legs(), data=st.data())
+def test_the_traces_lines_are_the_references(tmp_path_factory, legs, data):
+    """The trace takes its lines from the native pass: the same lines, columns and pids as the
+    polars reference gives it, and the same whether the pass splits the file or not."""
+    log_bytes = data.draw(any_shape_logs(legs), label="log")
+    skip = data.draw(st.booleans(), label="skip bad lines")
+    log = tmp_path_factory.mktemp("trace") / "steps.jsonl"
+    log.write_bytes(log_bytes)
+    arm = arm_from_document({"legs": legs})
+    native = _trace_lines(arm, log, native=True, skip=skip)
+    reference = _trace_lines(arm, log, native=False, skip=skip)
+    if isinstance(reference[0], str):
+        assert native == reference
+        return
+    assert_frame_equal(native[0], reference[0])
+    assert native[1] == reference[1]
+    legs_read = Legs.of(arm.legs)
+    split = fold.native.read_range(
+        str(log), arm.legs, legs_read.windows, legs_read.native, ReadCounts(),
+        skip_bad_lines=skip, want_lines=True, block=64, bytes_per_thread=200,
+    )  # fmt: skip
+    if split is not None:  # None: more deferred lines than the pass keeps (polars then)
+        lines = split.attributed_lines
+        assert lines is not None
+        assert_frame_equal(lines.select(native[0].columns).cast(native[0].schema).sort(
+            native[0].columns), native[0])  # fmt: skip

@@ -30,6 +30,11 @@ constexpr std::int64_t kAmbiguous = 2;
 
 enum class Kind : std::int64_t { kDeferred = 0, kBad = 1, kRefused = 2 };
 
+// What a pass keeps per line beside its sums: nothing; every folded line's group key, time
+// and counts (the follower's provisional groups); or every attributed line's counts beside
+// its time and request (the trace).
+enum class PerLine : int { kNone = 0, kGroups = 1, kTrace = 2 };
+
 struct Request {  // per (writer, seq, leg or -1); an attributed request has a time per line
   std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
@@ -69,12 +74,14 @@ struct Fold {
   // each time in its request's list in one pass (export_times).
   std::vector<std::uint32_t> line_request;
   std::vector<std::int64_t> line_t;
+  // With PerLine::kTrace, beside each: its pid and counts (emitted -1 where it has none).
+  std::vector<std::int64_t> line_pid, line_proposed, line_accepted, line_emitted;
   // Once merged into the first range's fold: each request's place there, and how many of
   // its lines the ranges before this one hold (where this range's times start in its list).
   bool merged = false;
   std::vector<std::uint32_t> merged_place;
   std::vector<std::int64_t> merged_before;
-  // With want_steps: per folded line, its group key (label index, or -1 - writer index
+  // With PerLine::kGroups: per folded line, its group key (label index, or -1 - writer index
   // among `step_writers`), time and counts, for the follower's provisional groups.
   std::vector<std::int64_t> step_key, step_t, step_proposed, step_accepted;
   std::vector<std::string> step_labels;
@@ -98,8 +105,8 @@ struct Legs {
 
 class Folder {
  public:
-  Folder(const Legs& legs, bool skip_bad, bool want_steps, Fold& fold)
-      : legs_(legs), skip_bad_(skip_bad), want_steps_(want_steps), fold_(fold) {}
+  Folder(const Legs& legs, bool skip_bad, PerLine per_line, Fold& fold)
+      : legs_(legs), skip_bad_(skip_bad), per_line_(per_line), fold_(fold) {}
 
   // Folds the whole lines in [p, end); end[-1] is '\n'. `base` is the file offset of p.
   // False: stop reading (the range stopped, or a sum overflowed).
@@ -214,7 +221,7 @@ class Folder {
     fold_.attributed += status == kAttributed;
     fold_.unattributed += status == kUnattributed;
     fold_.ambiguous += status == kAmbiguous;
-    if (want_steps_) keep_step();
+    if (per_line_ == PerLine::kGroups) keep_step();
     std::size_t place = request_index(Key{step_.writer, step_.seq, leg});
     Request& request = fold_.requests.entries()[place].value;
     request.lines += 1;
@@ -236,6 +243,12 @@ class Folder {
     if (leg < 0) return true;
     fold_.line_request.push_back(static_cast<std::uint32_t>(place));
     fold_.line_t.push_back(step_.t_ns);
+    if (per_line_ == PerLine::kTrace) {
+      fold_.line_pid.push_back(step_.pid);
+      fold_.line_proposed.push_back(step_.proposed);
+      fold_.line_accepted.push_back(step_.accepted);
+      fold_.line_emitted.push_back(step_.has_emitted ? step_.emitted : -1);
+    }
     if (step_.proposed == 0) return true;
     auto index = static_cast<std::size_t>(leg);
     fold_.hist.entries()[histogram_index(leg, step_.accepted)].value += 1;
@@ -315,7 +328,7 @@ class Folder {
  private:
   const Legs& legs_;
   bool skip_bad_;
-  bool want_steps_;
+  PerLine per_line_;
   Fold& fold_;
   Step step_;
   std::string scratch_;  // an unescaped label

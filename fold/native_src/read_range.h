@@ -32,10 +32,10 @@ constexpr std::size_t kPad = 64;  // readable slack after the parsed bytes
 // Folds the bytes [begin, end) of the file, whole lines only: begin is a line start. Returns
 // the offset after the last newline read. Lines longer than a block grow the buffer.
 inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, const Legs& legs,
-                               bool skip_bad, bool want_steps, std::size_t block, Fold& fold,
+                               bool skip_bad, PerLine per_line, std::size_t block, Fold& fold,
                                std::vector<std::string>& writer_names, bool& io_error) {
   std::vector<char> buffer(2 * block + kPad);
-  Folder folder(legs, skip_bad, want_steps, fold);
+  Folder folder(legs, skip_bad, per_line, fold);
   // Room for a time per line of the shortest valid lines (about 90 bytes), so the arrays do
   // not move as they grow (0.04 s of 0.49 at 10M lines); it is address space until written.
   // Capped, and only a wish: without the room the arrays grow as vectors do.
@@ -94,14 +94,15 @@ struct RangeResult {
   Fold fold;
   std::int64_t consumed = 0;  // offset after the last newline read
   std::int64_t size = 0;      // the end of the range that was read
-  std::vector<std::string> writer_names;  // for want_steps keys
+  std::vector<std::string> writer_names;  // for PerLine::kGroups keys
+  PerLine per_line = PerLine::kNone;
   bool io_error = false;
   std::vector<Fold> others;  // the other threads' folds: their step times are exported
 };
 
 // Folds [begin, end) of `path` (end < 0: to the end of the file).
 inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t end,
-                            const Legs& legs, bool skip_bad, bool want_steps, std::size_t block,
+                            const Legs& legs, bool skip_bad, PerLine per_line, std::size_t block,
                             std::int64_t bytes_per_thread, RangeResult& result) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -120,8 +121,11 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
   posix_fadvise(fd, begin, end - begin, POSIX_FADV_SEQUENTIAL);
 
   unsigned cores = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
-  unsigned parts = want_steps ? 1u : static_cast<unsigned>(std::max<std::int64_t>(
-      1, std::min<std::int64_t>(cores, (end - begin) / bytes_per_thread)));
+  // The follower's groups keep the order lines were read in: one thread.
+  std::int64_t shares = std::min<std::int64_t>(cores, (end - begin) / bytes_per_thread);
+  unsigned parts = per_line == PerLine::kGroups
+                       ? 1u
+                       : static_cast<unsigned>(std::max<std::int64_t>(1, shares));
   std::vector<std::int64_t> bounds{begin};
   for (unsigned i = 1; i < parts; ++i) {
     std::int64_t at = begin + (end - begin) / parts * i;
@@ -132,7 +136,7 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
   bounds.push_back(end);
   std::size_t ranges = bounds.size() - 1;
   if (ranges == 1) {
-    result.consumed = fold_range(fd, begin, end, legs, skip_bad, want_steps, block,
+    result.consumed = fold_range(fd, begin, end, legs, skip_bad, per_line, block,
                                  result.fold, result.writer_names, result.io_error);
     return true;
   }
@@ -146,7 +150,7 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
   auto run = [&](std::size_t i, Fold& fold) {
     bool io_error = false;
     try {
-      consumed[i] = fold_range(fd, bounds[i], bounds[i + 1], legs, skip_bad, want_steps, block,
+      consumed[i] = fold_range(fd, bounds[i], bounds[i + 1], legs, skip_bad, per_line, block,
                                fold, names[i], io_error);
     } catch (const std::bad_alloc&) {
       failed[i] = 1;
@@ -202,16 +206,59 @@ inline std::vector<std::uint32_t> request_order(const std::vector<Table<Request>
   return order;
 }
 
+// The ranges whose lines the result holds, in file order: the first, and the others merged
+// into it before any stop.
+inline std::vector<Fold*> merged_ranges(RangeResult& result) {
+  std::vector<Fold*> ranges{&result.fold};
+  for (Fold& other : result.others) {
+    if (other.merged) ranges.push_back(&other);
+  }
+  return ranges;
+}
+
+// With PerLine::kTrace: every attributed line in file order, as columns: its request's leg,
+// writer (as `writer_of` numbers requests' writers, by place in the first range's table) and
+// seq, its time, pid and counts. Read before export_times frees the line arrays.
+struct TraceLines {
+  std::vector<std::int64_t> leg, writer, seq, t_ns, pid, proposed, accepted, emitted;
+};
+
+inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_t>& writer_of) {
+  TraceLines lines;
+  const auto& requests = result.fold.requests.entries();
+  std::vector<Fold*> ranges = merged_ranges(result);
+  std::size_t total = 0;
+  for (const Fold* range : ranges) total += range->line_t.size();
+  for (auto* column : {&lines.leg, &lines.writer, &lines.seq, &lines.t_ns, &lines.pid,
+                       &lines.proposed, &lines.accepted, &lines.emitted}) {
+    column->reserve(total);
+  }
+  for (std::size_t index = 0; index < ranges.size(); ++index) {
+    const Fold& range = *ranges[index];
+    for (std::size_t line = 0; line < range.line_t.size(); ++line) {
+      std::uint32_t own = range.line_request[line];
+      std::uint32_t place = index == 0 ? own : range.merged_place[own];
+      const Key& key = requests[place].key;
+      lines.leg.push_back(key.c);
+      lines.writer.push_back(writer_of[place]);
+      lines.seq.push_back(static_cast<std::int64_t>(key.b));
+      lines.t_ns.push_back(range.line_t[line]);
+      lines.pid.push_back(range.line_pid[line]);
+      lines.proposed.push_back(range.line_proposed[line]);
+      lines.accepted.push_back(range.line_accepted[line]);
+      lines.emitted.push_back(range.line_emitted[line]);
+    }
+  }
+  return lines;
+}
+
 // Every merged range's attributed lines' times put in their request's list (`starts`: where
 // each request's list begins, by its place in the first range's table), in file order within
 // a request: a range's times follow those of the ranges before it. One thread per range,
 // writing disjoint places; each range's line arrays are freed once placed.
 inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
-                  FilledInPlace& times) {
-  std::vector<Fold*> ranges{&result.fold};
-  for (Fold& other : result.others) {
-    if (other.merged) ranges.push_back(&other);
-  }
+                         FilledInPlace& times) {
+  std::vector<Fold*> ranges = merged_ranges(result);
   auto place_range = [&](std::size_t index) {
     Fold& range = *ranges[index];
     bool first = index == 0;
