@@ -152,34 +152,25 @@ PyObject* build_result(RangeResult& result) {
     }
     PyList_SET_ITEM(events, static_cast<Py_ssize_t>(i), item);
   }
-  PyObject* steps_result = Py_None;
-  Py_INCREF(Py_None);
-  if (!fold.step_t.empty() || !fold.step_labels.empty()) {
-    Py_DECREF(Py_None);
-    steps_result = dict_of({
-        {"key", arrow_column(std::move(fold.step_key), false)},
-        {"t_ns", arrow_column(std::move(fold.step_t), false)},
-        {"proposed", arrow_column(std::move(fold.step_proposed), false)},
-        {"accepted", arrow_column(std::move(fold.step_accepted), false)},
-        {"labels", string_list(fold.step_labels)},
-        {"writers", string_list(result.writer_names)},
-    });
-  }
-  PyObject* trace_result = Py_None;
-  Py_INCREF(Py_None);
-  if (result.per_line == PerLine::kTrace) {
-    Py_DECREF(Py_None);
-    trace_result = dict_of({
-        {"leg", arrow_column(std::move(trace.leg), false)},
-        {"w", arrow_column(std::move(trace.writer), false)},
-        {"seq", arrow_column(std::move(trace.seq), true)},
-        {"t_ns", arrow_column(std::move(trace.t_ns), false)},
-        {"pid", arrow_column(std::move(trace.pid), false)},
-        {"proposed", arrow_column(std::move(trace.proposed), false)},
-        {"accepted", arrow_column(std::move(trace.accepted), false)},
-        {"emitted", arrow_column(std::move(trace.emitted), false)},
-    });
-  }
+  bool has_steps = !fold.step_t.empty() || !fold.step_labels.empty();
+  PyObject* steps_result = !has_steps ? Py_NewRef(Py_None) : dict_of({
+      {"key", arrow_column(std::move(fold.step_key), false)},
+      {"t_ns", arrow_column(std::move(fold.step_t), false)},
+      {"proposed", arrow_column(std::move(fold.step_proposed), false)},
+      {"accepted", arrow_column(std::move(fold.step_accepted), false)},
+      {"labels", string_list(fold.step_labels)},
+      {"writers", string_list(result.writer_names)},
+  });
+  PyObject* trace_result = result.per_line != PerLine::kTrace ? Py_NewRef(Py_None) : dict_of({
+      {"leg", arrow_column(std::move(trace.leg), false)},
+      {"w", arrow_column(std::move(trace.writer), false)},
+      {"seq", arrow_column(std::move(trace.seq), true)},
+      {"t_ns", arrow_column(std::move(trace.t_ns), false)},
+      {"pid", arrow_column(std::move(trace.pid), false)},
+      {"proposed", arrow_column(std::move(trace.proposed), false)},
+      {"accepted", arrow_column(std::move(trace.accepted), false)},
+      {"emitted", arrow_column(std::move(trace.emitted), false)},
+  });
   return dict_of({
       {"consumed", PyLong_FromLongLong(result.consumed)},
       {"size", PyLong_FromLongLong(result.size)},
