@@ -683,7 +683,27 @@ def test_llamacpp_response_that_generated_nothing_has_no_speed_to_take() -> None
     arm = read_oracle("l", _text([*responses, empty]))
     # as before: P 1344, A 941, tok/s median(64, 80, 64); the fourth response is left out
     _check(arm, s=None, p=1344, a=941, tok_s=64.0, population=REQUESTS)
-    assert "1 that generated nothing left out" in arm.sources["tok_s"]
+    assert "1 that generated nothing or one token left out" in arm.sources["tok_s"]
+
+
+def test_llamacpp_response_of_one_token_has_no_generation_step_to_time() -> None:
+    """0.3.36 divides predicted_n - 1 generation steps by predicted_ms: one token (from the
+    prefill) reports predicted_per_second 0, which is no speed, not a refusal. An older
+    server's positive speed for one token is taken; a 0 speed for several tokens is an error."""
+    responses = orjson.loads((FIXTURES / "llamacpp-completions.json").read_bytes())
+    one = _fixture_json("llamacpp-completion.json")
+    one["timings"].update(predicted_n=1, predicted_ms=0.0, predicted_per_second=0.0)
+    del one["timings"]["draft_n"], one["timings"]["draft_n_accepted"]
+    arm = read_oracle("l", _text([*responses, one]))
+    _check(arm, s=None, p=1344, a=941, tok_s=64.0, population=REQUESTS)
+    assert "1 that generated nothing or one token left out" in arm.sources["tok_s"]
+    older = {**one, "timings": {**one["timings"], "predicted_ms": 12.5,
+                                "predicted_per_second": 80.0}}  # fmt: skip
+    arm = read_oracle("l", _text([*responses, older]))
+    _check(arm, s=None, p=1344, a=941, tok_s=72.0, population=REQUESTS)  # median(64, 80, 64, 80)
+    stalled = {**one, "timings": {**one["timings"], "predicted_n": 5, "predicted_ms": 50.0}}
+    with pytest.raises(InputError, match=r"predicted_per_second = 0\.0 must be a finite positive"):
+        read_oracle("l", _text([*responses, stalled]))
 
 
 def test_a_json_list_of_two_scrape_texts_is_a_pair() -> None:

@@ -137,8 +137,9 @@ def _read_completions(
         timings = record["timings"]
         twhere = f"{where}: timings"
         n = timings.get("predicted_n")
-        if n is not None and count(n, f"{twhere}.predicted_n") == 0:
-            # nothing generated (an immediate stop): no speed to take, and no drafts either
+        if n is not None and _no_generation_step(timings, count(n, f"{twhere}.predicted_n")):
+            # nothing generated (an immediate stop), or only the token prefill gives: no
+            # generation step to time, and no drafts either
             silent += 1
             speeds.append(None)
         else:
@@ -156,7 +157,7 @@ def _read_completions(
         counts.append({"proposed": p, "accepted": a})
     if not tok_values:
         raise InputError(f"{where}: no response generated a token; there is no speed to compare")
-    skipped = f" ({silent} that generated nothing left out)" if silent else ""
+    skipped = f" ({silent} that generated nothing or one token left out)" if silent else ""
     tok_value = statistics.median(tok_values)
     tok_source = f"median timings.predicted_per_second of {how}{skipped}"
     if tok_s is not None and tok_s[0] is not None:
@@ -197,6 +198,16 @@ def _read_completions(
         population_detail=how,
     )
     return replace(figures, legs=oracle_legs(speeds, counts if drafted else None))
+
+
+def _no_generation_step(timings: dict[str, Any], predicted_n: int) -> bool:
+    """A response with no generation step to time: nothing generated, or the one token the
+    prefill gives, which 0.3.36 reports as ``predicted_per_second`` 0 (``n_gen_tps`` over
+    ``predicted_n - 1`` steps). Older servers, dividing ``predicted_n``, give such a response
+    a speed, which is taken."""
+    if predicted_n == 0:
+        return True
+    return predicted_n == 1 and timings.get("predicted_per_second") == 0
 
 
 def _speed(timings: dict[str, Any], where: str) -> float:
