@@ -611,3 +611,51 @@ def test_the_traces_lines_are_the_references(tmp_path_factory, legs, data):
         assert lines is not None
         assert_frame_equal(lines.select(native[0].columns).cast(native[0].schema).sort(
             native[0].columns), native[0])  # fmt: skip
+
+
+def _with_extra(n: int, extra: bytes, label: bytes = b'"warm"') -> bytes:
+    """GOOD's line n with an unknown key's value ``extra`` after "v", and ``label``."""
+    line = good_line(n=n).replace(b'"v":1,', b'"v":1,"host":' + extra + b",", 1)
+    return line.replace(b'"warm"', label) + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("then", "bad"),
+    [
+        (b"12", False),  # the same bytes again: taken as they are
+        (b"123", False),  # the remembered 12 is a prefix: the next byte continues the number
+        (b"12.5", False),  # valid JSON, not a count: skipped as an unknown value
+        (b"12e3", False),
+        (b"12x", True),  # what follows the prefix ends no value: bad, as the reference says
+        (b"012", True),
+        (b'{"a": [1, 2]}', False),
+        (b'{"a": [1, 2]', True),
+    ],
+)
+def test_a_repeated_unknown_value_is_judged_as_if_scanned(tmp_path: Path, then: bytes, bad: bool):
+    """A writer repeats its metadata on every line, so the pass remembers each unknown key's
+    last value and takes the same bytes again without scanning them. Whatever comes after the
+    remembered bytes, the line is judged as the exact parser judges it."""
+    log = tmp_path / "steps.jsonl"
+    first = b'{"a": [1, 2]}' if then.startswith(b"{") else b"12"
+    log.write_bytes(_with_extra(0, first) + _with_extra(1, first) + _with_extra(2, then))
+    arm = arm_from_document([LEG])
+    assert raw_read(log, arm)["bad"] == int(bad)
+    _, counts = assert_both_ways_agree(arm, [str(log)], skip_bad_lines=True)
+    assert counts[str(log)].skipped_lines == int(bad)
+
+
+def test_a_repeated_label_keeps_its_escapes(tmp_path: Path):
+    """A label remembered with its escapes is unescaped when a window overlap needs it: the
+    same steps go to the same legs both ways."""
+    overlapping = [
+        {**LEG, "leg": 'run "b"', "generate_end_unix": 1764450000.5},
+        {**LEG, "leg": "warm", "generate_start_unix": 1764450000.0},
+    ]
+    lines = [_with_extra(n, b"1", label=b'"run \\"b\\""') for n in range(3)]
+    lines += [_with_extra(n, b"1") for n in range(3, 5)]
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(lines))
+    arm = arm_from_document(overlapping)
+    partial, _ = assert_both_ways_agree(arm, [str(log)])
+    assert sorted(partial.legs["leg"].to_list()) == [0, 1]

@@ -94,6 +94,7 @@ class KeyOrder {
   void remember(int place, const char* text, std::size_t length, Field field) {
     if (place >= kPlaces) return;
     Known& known = known_[place];
+    known.value_length = 0;  // another key: its value is not the last one's
     known.length = length <= 16 ? length : 0;
     if (known.length == 0) return;
     char bytes[16] = {};
@@ -104,6 +105,38 @@ class KeyOrder {
     known.second_mask = mask(length > 8 ? length - 8 : 0);
     known.field = field;
   }
+
+  // An unknown key's value at place i when its bytes are the value the last line had there,
+  // which scanned whole and valid (a writer repeats its metadata, such as a host object, on
+  // every line): p moved past it, with no scan. The same bytes are the same value, but for a
+  // number, which the next byte could continue: that byte must end the value.
+  // For a label, `escaped` gets whether it had escapes.
+  bool same_value(int place, const char*& p, bool* escaped = nullptr) const {
+    if (place >= kPlaces) return false;
+    const Known& known = known_[place];
+    std::size_t length = known.value_length;
+    // Readable: a memo is at most the caller's slack long, and the line ends with its '\n'.
+    if (length == 0 || std::memcmp(p, known.value, length) != 0) return false;
+    char next = p[length];
+    if (next != ',' && next != '}' && !kSpace.space[static_cast<unsigned char>(next)]) {
+      return false;
+    }
+    p += length;
+    if (escaped != nullptr) *escaped = known.value_escaped;
+    return true;
+  }
+
+  void remember_value(int place, const char* begin, const char* end, bool escaped = false) {
+    if (place >= kPlaces) return;
+    Known& known = known_[place];
+    auto length = static_cast<std::size_t>(end - begin);
+    known.value_length = length <= kValueMemo ? length : 0;
+    known.value_escaped = escaped;
+    if (known.value_length != 0) std::memcpy(known.value, begin, length);
+  }
+
+  // The longest value remembered: the caller's slack after its buffer covers reading it.
+  static constexpr std::size_t kValueMemo = 64;
 
  private:
   // Ones over the first `bytes` bytes in memory order, whatever the byte order.
@@ -119,6 +152,9 @@ class KeyOrder {
     std::uint64_t first = 0, second = 0, first_mask = 0, second_mask = 0;
     std::size_t length = 0;
     Field field = kUnknown;
+    std::size_t value_length = 0;  // 0: no value remembered
+    bool value_escaped = false;    // a label's: whether it had escapes
+    char value[kValueMemo];
   };
   Known known_[kPlaces];
 };
@@ -173,7 +209,7 @@ inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
         if (read != Verdict::kOk) return read;
         order.remember(place, key, static_cast<std::size_t>(p - key), field);
       }
-      ++place;
+      const int here = place++;
       skip_ws(p);
       if (field != kUnknown) {
         if (seen & (1u << field)) return Verdict::kDefer;  // the exact reader keeps the last
@@ -248,17 +284,26 @@ inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
             value = skip_value(p, 0);
             break;
           }
+          step.label_begin = p + 1;
+          step.has_label = true;
+          if (order.same_value(here, p, &step.label_escaped)) {
+            step.label_length = static_cast<std::size_t>(p - 1 - step.label_begin);
+            break;
+          }
           ++p;
-          step.label_begin = p;
           step.label_escaped = false;
           value = scan_string(p, nullptr, &step.label_escaped);
           if (value != Verdict::kOk) break;
           step.label_length = static_cast<std::size_t>(p - 1 - step.label_begin);
-          step.has_label = true;
+          order.remember_value(here, step.label_begin - 1, p, step.label_escaped);
           break;
-        case kUnknown:
+        case kUnknown: {
+          if (order.same_value(here, p)) break;
+          const char* begin = p;
           value = skip_value(p, 0);
+          if (value == Verdict::kOk) order.remember_value(here, begin, p);
           break;
+        }
       }
       if (value != Verdict::kOk) return value;
       skip_ws(p);

@@ -29,6 +29,7 @@
 namespace fold_native {
 
 constexpr std::size_t kPad = 64;  // readable slack after the parsed bytes
+static_assert(kPad >= KeyOrder::kValueMemo, "a remembered value is compared in the slack");
 // Folds the bytes [begin, end) of the file, whole lines only: begin is a line start. Returns
 // the offset after the last newline read. Lines longer than a block grow the buffer.
 inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, const Legs& legs,
