@@ -306,17 +306,9 @@ inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
         }
       }
       if (value != Verdict::kOk) return value;
-      skip_ws(p);
-      if (*p == ',') {
-        ++p;
-        skip_ws(p);
-        continue;
-      }
-      if (*p == '}') {
-        ++p;
-        break;
-      }
-      return Verdict::kBad;
+      Next next = after_member(p, '}');
+      if (next == Next::kBad) return Verdict::kBad;
+      if (next == Next::kClosed) break;
     }
   }
   skip_ws(p);

@@ -211,6 +211,24 @@ inline bool literal(const char*& p, const char (&word)[N]) {
   return true;
 }
 
+// What follows a member of an object or an element of an array, past its whitespace: a comma
+// (another one follows, whitespace skipped), the closing bracket, or anything else (bad).
+enum class Next { kMore, kClosed, kBad };
+
+inline Next after_member(const char*& p, char close) {
+  skip_ws(p);
+  if (*p == ',') {
+    ++p;
+    skip_ws(p);
+    return Next::kMore;
+  }
+  if (*p == close) {
+    ++p;
+    return Next::kClosed;
+  }
+  return Next::kBad;
+}
+
 // Any JSON value, validated and skipped.
 inline Verdict skip_value(const char*& p, int depth) {
   char c = *p;
@@ -245,15 +263,10 @@ inline Verdict skip_value(const char*& p, int depth) {
     }
     Verdict value = skip_value(p, depth + 1);
     if (value != Verdict::kOk) return value;
-    skip_ws(p);
-    if (*p == ',') {
-      ++p;
-      skip_ws(p);
-      continue;
-    }
-    if (*p == close) {
-      ++p;
-      return Verdict::kOk;
+    switch (after_member(p, close)) {
+      case Next::kMore: continue;
+      case Next::kClosed: return Verdict::kOk;
+      case Next::kBad: return Verdict::kBad;
     }
     return Verdict::kBad;
   }
