@@ -334,7 +334,7 @@ def _leg_figures(
     steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
     window_secs = _window_secs(leg)
     windows = acceptance.windows_from_bins(bins, window_steps)
-    full_windows = [window for window in windows if window.steps >= window_steps]
+    window_rates = [window.accept_rate for window in windows]
     for request in requests:
         request["accept_rate"] = acceptance.accept_rate(request["accepted"], request["proposed"])
         request["mean_acceptance_length"] = acceptance.mean_acceptance_length(
@@ -343,7 +343,11 @@ def _leg_figures(
     flags = []
     if steps == 0:
         flags.append("no steps")
-    if acceptance.collapses([window.accept_rate for window in full_windows]):
+    full_rates = [
+        rate for window, rate in zip(windows, window_rates, strict=True)
+        if window.steps >= window_steps
+    ]  # fmt: skip
+    if acceptance.collapses(full_rates):
         flags.append("collapse")
     judged_requests = [request for request in requests if request["steps"] >= window_steps]
     if acceptance.collapses([request["accept_rate"] for request in judged_requests], at_least=2):
@@ -387,9 +391,9 @@ def _leg_figures(
                 "steps": window.steps,
                 "proposed": window.proposed,
                 "accepted": window.accepted,
-                "accept_rate": window.accept_rate,
+                "accept_rate": rate,
             }
-            for window in windows
+            for window, rate in zip(windows, window_rates, strict=True)
         ],
         "flags": flags,
     }
