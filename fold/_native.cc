@@ -25,8 +25,8 @@
 // does. A last line without its newline is torn (final) or held back (following a live file).
 //
 // Tables come back through the Arrow C data interface (PyCapsules), so polars takes the
-// buffers without a copy. A range of 128 MiB or more is split at a newline and parsed on one
-// thread per 64 MiB, up to the cores, with the GIL released.
+// buffers without a copy. A range of 16 MiB or more is split at newlines and parsed on one
+// thread per 8 MiB, up to the cores (at most 8), with the GIL released.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -66,7 +66,7 @@ namespace {
 using namespace fold_native;  // NOLINT: the headers under native_src are this file's parts
 
 constexpr Py_ssize_t kDefaultBlock = Py_ssize_t{4} << 20;            // bytes read per pread(2)
-constexpr Py_ssize_t kDefaultBytesPerThread = Py_ssize_t{64} << 20;  // less: one thread
+constexpr Py_ssize_t kDefaultBytesPerThread = Py_ssize_t{8} << 20;  // less: one thread
 
 // -- the Python side -----------------------------------------------------------------------
 
