@@ -285,6 +285,32 @@ def test_llamacpp_server_log_lines() -> None:
     assert arm.bounds == {}
 
 
+def test_log_lines_no_engine_prints_are_refused_in_its_terms() -> None:
+    """A line with more accepted than drafted, or whose printed length no whole S gives, is
+    refused by line number, worded as each engine prints its counts."""
+    server = (
+        "slot print_timing: id  0 | task 0 | draft acceptance = 0.67188 (  301 accepted /   448 "
+        "generated), mean len =  3.35\n"
+    )
+    too_many = server.replace("  301 accepted /   448", "  449 accepted /   448")
+    with pytest.raises(RefusedError, match=r"<input>:2: 449 accepted exceeds 448 generated"):
+        read_oracle("l", server + too_many)
+    # 1 + 7/S = 3.35 +- 0.005 needs S in [2.972, 2.985]: no whole number
+    no_fit = server.replace("  301 accepted /   448", "    7 accepted /    20")
+    with pytest.raises(RefusedError, match=r"<input>:1: no whole number of verify steps up to "
+                       r"20 gives mean len = 3\.35 with 7 accepted"):  # fmt: skip
+        read_oracle("l", no_fit)
+    vllm = (
+        "INFO [metrics.py:136] SpecDecoding metrics: Mean acceptance length: 3.50, Accepted "
+        "throughput: 1.00 tokens/s, Drafted throughput: 2.00 tokens/s, Accepted: 5000 tokens, "
+        "Drafted: 9000 tokens, Per-position acceptance rate: 0.9, Avg Draft acceptance rate: "
+        "55.6%\n"
+    )
+    with pytest.raises(RefusedError, match=r"<input>:1: Accepted: 9001 tokens exceeds Drafted: "
+                       r"9000 tokens"):  # fmt: skip
+        read_oracle("v", vllm.replace("Accepted: 5000", "Accepted: 9001"))
+
+
 def test_llamacpp_arm_record() -> None:
     arm = _read("llamacpp-arm.json")
     _check(arm, s=200, p=800, a=520, tok_s=15.2, population=SINCE_START)

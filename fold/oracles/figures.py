@@ -398,11 +398,59 @@ def _approximate_note(
     return text
 
 
-def middle_of_range(low: int, high: int) -> tuple[int, dict[str, float]]:
-    """S from the summed range of whole step counts that fit printed lengths: the middle, with
-    its distance to either end as the bound when the range holds more than one count."""
+_PRINTED_HALF_UNIT = 0.005  # the engines print mean acceptance lengths with two decimals
+
+
+@dataclass(frozen=True)
+class PrintedLine:
+    """One log line's A and P and its mean acceptance length as printed (two decimals)."""
+
+    lineno: int
+    accepted: int
+    proposed: int
+    length: str
+
+
+@dataclass(frozen=True)
+class PrintedSums:
+    """A and P summed over log lines, and S where every line's printed length pins a range."""
+
+    accepted: int
+    proposed: int
+    lines: int
+    steps: int | None
+    bounds: dict[str, float]
+
+
+def sum_printed_lines(
+    lines: Iterable[PrintedLine], where: str, *, exceeds: str, no_fit: str
+) -> PrintedSums:
+    """A and P summed exactly; S as the middle of the summed ranges of whole step counts whose
+    ``1 + A/S`` rounds to each line's printed length, with the distance to either end as its
+    bound (None when a line accepted nothing: any S fits it). ``exceeds`` and ``no_fit`` word
+    the refusals of a line with A > P, and of one no whole S fits, in the engine's own terms
+    (``{a}``, ``{p}`` and ``{length}`` filled in)."""
+    accepted = proposed = count = low = high = 0
+    steps_known = True
+    for line in lines:
+        a, p = line.accepted, line.proposed
+        if a > p:
+            raise RefusedError(f"{where}:{line.lineno}: " + exceeds.format(a=a, p=p))
+        accepted, proposed, count = accepted + a, proposed + p, count + 1
+        found = steps_range(a, p, float(line.length), _PRINTED_HALF_UNIT)
+        if found is None:
+            steps_known = False
+            continue
+        if found[0] > found[1]:
+            raise RefusedError(
+                f"{where}:{line.lineno}: " + no_fit.format(a=a, p=p, length=line.length)
+            )
+        low, high = low + found[0], high + found[1]
+    if not (steps_known and count):
+        return PrintedSums(accepted, proposed, count, None, {})
     steps = (low + high) // 2
-    return steps, ({"steps": float(max(steps - low, high - steps))} if high > low else {})
+    bounds = {"steps": float(max(steps - low, high - steps))} if high > low else {}
+    return PrintedSums(accepted, proposed, count, steps, bounds)
 
 
 def steps_range(

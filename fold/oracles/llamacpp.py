@@ -22,9 +22,9 @@ from fold.oracles import counter_arms, counters
 from fold.oracles.figures import (
     REQUESTS,
     ArmFigures,
+    PrintedLine,
     arm_from_counts,
-    middle_of_range,
-    steps_range,
+    sum_printed_lines,
 )
 from fold.oracles.legs import leg_tok_s, oracle_legs
 from fold.oracles.prometheus import Sample, looks_like_scrape
@@ -305,34 +305,29 @@ def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
 def _read_server_log(name: str, doc: Document) -> ArmFigures:
     """``draft acceptance = R (A accepted / P generated), mean len = L`` per request: A and P
     summed; S from the whole step counts for which 1 + A/S rounds to L (two decimals)."""
-    accepted = proposed = lines = low = high = 0
-    steps_known = True
-    for match in _SERVER_LOG_RE.finditer(doc.text):
-        a, p, length = int(match.group(2)), int(match.group(3)), float(match.group(4))
-        lineno = doc.text.count("\n", 0, match.start()) + 1
-        if a > p:
-            raise RefusedError(f"{doc.where}:{lineno}: {a} accepted exceeds {p} generated")
-        accepted, proposed, lines = accepted + a, proposed + p, lines + 1
-        found = steps_range(a, p, length, 0.005)
-        if found is None:
-            steps_known = False
-            continue
-        if found[0] > found[1]:
-            raise RefusedError(
-                f"{doc.where}:{lineno}: no whole number of verify steps up to {p} gives mean "
-                f"len = {match.group(4)} with {a} accepted: the line is not llama-server's"
+    printed = sum_printed_lines(
+        (
+            PrintedLine(
+                doc.text.count("\n", 0, match.start()) + 1,
+                int(match.group(2)),
+                int(match.group(3)),
+                match.group(4),
             )
-        low, high = low + found[0], high + found[1]
+            for match in _SERVER_LOG_RE.finditer(doc.text)
+        ),
+        doc.where,
+        exceeds="{a} accepted exceeds {p} generated",
+        no_fit="no whole number of verify steps up to {p} gives mean len = {length} with {a} "
+        "accepted: the line is not llama-server's",
+    )
+    lines = printed.lines
     sources = {
         "accepted": f"sum of 'N accepted' over {lines} draft acceptance lines",
         "proposed": f"sum of 'N generated' over {lines} draft acceptance lines",
         "tok_s": "not recorded: the draft acceptance line carries no tok/s",
         "per_position": "not recorded: the per-position line is printed at trace level only",
     }
-    steps: int | None = None
-    bounds: dict[str, float] = {}
-    if steps_known and lines:
-        steps, bounds = middle_of_range(low, high)
+    if printed.steps is not None:
         sources["steps"] = (
             "the whole step counts whose 1 + A/S rounds to each line's mean len (two "
             f"decimals), summed over {lines} lines"
@@ -342,12 +337,12 @@ def _read_server_log(name: str, doc: Document) -> ArmFigures:
     return arm_from_counts(
         name,
         KIND,
-        steps=steps,
-        proposed=proposed,
-        accepted=accepted,
+        steps=printed.steps,
+        proposed=printed.proposed,
+        accepted=printed.accepted,
         sources=sources,
         where=doc.where,
         population=REQUESTS,
         population_detail=f"the {lines} requests logged",
-        bounds=bounds,
+        bounds=printed.bounds,
     )

@@ -15,15 +15,15 @@ import re
 import statistics
 from typing import Any
 
-from fold.errors import InputError, RefusedError
+from fold.errors import InputError
 from fold.oracles import counter_arms, counters
 from fold.oracles.figures import (
     INTERVAL,
     SINCE_START,
     ArmFigures,
+    PrintedLine,
     arm_from_counts,
-    middle_of_range,
-    steps_range,
+    sum_printed_lines,
 )
 from fold.oracles.prometheus import looks_like_scrape
 from fold.oracles.source import Document, Record, count, one_workload, positive
@@ -41,7 +41,6 @@ _BENCH_KEYS = (
 )
 # Keys of a bench result that define its workload: runs pooled from one file must share them.
 _WORKLOAD_KEYS = ("model_id", "backend", "max_concurrency", "request_rate", "num_prompts")
-_LOG_HALF_UNIT = 0.005  # the log line prints the mean acceptance length with two decimals
 _LOG_RE = re.compile(
     r"SpecDecoding metrics: Mean acceptance length: (?P<length>[0-9.]+).*?"
     r"Accepted: (?P<accepted>\d+) tokens, Drafted: (?P<drafted>\d+) tokens"
@@ -288,39 +287,29 @@ def _read_log(name: str, doc: Document) -> ArmFigures:
     whole step counts that round to it (and no more than P), so the pooled S is given with the
     bound of that range, or not at all when an interval accepted nothing (1.00 fits any S).
     """
-    accepted = proposed = lines = 0
-    low = high = 0
-    steps_known = True
-    for match in _LOG_RE.finditer(doc.text):
-        a, p, length = int(match["accepted"]), int(match["drafted"]), float(match["length"])
-        lineno = doc.text.count("\n", 0, match.start()) + 1
-        if a > p:
-            raise RefusedError(
-                f"{doc.where}:{lineno}: Accepted: {a} tokens exceeds Drafted: {p} tokens"
+    printed = sum_printed_lines(
+        (
+            PrintedLine(
+                doc.text.count("\n", 0, match.start()) + 1,
+                int(match["accepted"]),
+                int(match["drafted"]),
+                match["length"],
             )
-        accepted, proposed, lines = accepted + a, proposed + p, lines + 1
-        found = steps_range(a, p, length, _LOG_HALF_UNIT)
-        if found is None:
-            steps_known = False
-            continue
-        lo, hi = found
-        if lo > hi:
-            raise RefusedError(
-                f"{doc.where}:{lineno}: no whole number of drafts up to {p} gives a mean "
-                f"acceptance length of {match['length']} with Accepted: {a}: the line is not "
-                "vLLM's"
-            )
-        low, high = low + lo, high + hi
+            for match in _LOG_RE.finditer(doc.text)
+        ),
+        doc.where,
+        exceeds="Accepted: {a} tokens exceeds Drafted: {p} tokens",
+        no_fit="no whole number of drafts up to {p} gives a mean acceptance length of {length} "
+        "with Accepted: {a}: the line is not vLLM's",
+    )
+    lines = printed.lines
     sources = {
         "accepted": f"sum of 'Accepted: N tokens' over {lines} SpecDecoding metrics lines",
         "proposed": f"sum of 'Drafted: N tokens' over {lines} SpecDecoding metrics lines",
         "tok_s": "not recorded: the log line's throughputs are accepted and drafted tokens/s",
         "per_position": "not recorded: the log line rounds per-position rates to 3 decimals",
     }
-    steps: int | None = None
-    bounds: dict[str, float] = {}
-    if steps_known and lines:
-        steps, bounds = middle_of_range(low, high)
+    if printed.steps is not None:
         sources["steps"] = (
             "the whole step counts whose 1 + A/S rounds to each line's mean acceptance length "
             f"(two decimals), summed over {lines} lines"
@@ -332,12 +321,12 @@ def _read_log(name: str, doc: Document) -> ArmFigures:
     return arm_from_counts(
         name,
         KIND,
-        steps=steps,
-        proposed=proposed,
-        accepted=accepted,
+        steps=printed.steps,
+        proposed=printed.proposed,
+        accepted=printed.accepted,
         sources=sources,
         where=doc.where,
         population=SINCE_START,
         population_detail=f"the {lines} logging intervals in the file",
-        bounds=bounds,
+        bounds=printed.bounds,
     )
