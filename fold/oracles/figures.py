@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,44 +271,16 @@ def arm_from_counts(
                 f"{accepted}; {fix}"
             )
 
-    rate_bound = length_bound = None
-    if accepted is not None and proposed:
-        given_rate = accept_rate
-        accept_rate = formulas.accept_rate(accepted, proposed)
-        src["accept_rate"] = "A/P"
-        if slack.get("accepted") or slack.get("proposed"):
-            rate_bound = _ratio_bound(
-                accepted, slack.get("accepted", 0.0), proposed, slack.get("proposed", 0.0)
-            )
-        _agree(given_rate, accept_rate, rate_bound, names.get("accept_rate"), "A/P", where)
-    elif accept_rate is not None:
-        src.setdefault("accept_rate", names.get("accept_rate", "as recorded"))
-    else:
-        src.setdefault(
-            "accept_rate", _missing_because(("accepted", accepted), ("proposed", proposed))
-        )
-    if accepted is not None and steps:
-        given_length = mean_acceptance_length
-        mean_acceptance_length = formulas.mean_acceptance_length(accepted, steps)
-        src["mean_acceptance_length"] = "1 + A/S"
-        if slack.get("accepted") or slack.get("steps"):
-            length_bound = _ratio_bound(
-                accepted, slack.get("accepted", 0.0), steps, slack.get("steps", 0.0)
-            )
-        _agree(
-            given_length,
-            mean_acceptance_length,
-            length_bound,
-            names.get("mean_acceptance_length"),
-            "1 + A/S",
-            where,
-        )
-    elif mean_acceptance_length is not None:
-        src.setdefault("mean_acceptance_length", names.get("mean_acceptance_length", "as recorded"))
-    else:
-        src.setdefault(
-            "mean_acceptance_length", _missing_because(("accepted", accepted), ("steps", steps))
-        )
+    counts = {"accepted": accepted, "proposed": proposed, "steps": steps}
+    accept_rate, rate_bound = _from_counts(
+        "accept_rate", accept_rate, "proposed", formulas.accept_rate, "A/P",
+        counts=counts, slack=slack, names=names, src=src, where=where,
+    )  # fmt: skip
+    mean_acceptance_length, length_bound = _from_counts(
+        "mean_acceptance_length", mean_acceptance_length, "steps",
+        formulas.mean_acceptance_length, "1 + A/S",
+        counts=counts, slack=slack, names=names, src=src, where=where,
+    )  # fmt: skip
     steps_per_s = None
     if tok_s is not None and mean_acceptance_length is not None:
         steps_per_s = tok_s / mean_acceptance_length
@@ -359,6 +331,42 @@ def arm_from_counts(
 
 # A recorded ratio is printed by its engine with a few decimals; within this it agrees.
 _RECORDED_RATIO_SLACK = 0.006
+
+
+def _from_counts(
+    figure: str,
+    given: float | None,
+    denominator: str,
+    formula: Callable[[int, int], float | None],
+    formula_text: str,
+    *,
+    counts: Mapping[str, int | None],
+    slack: Mapping[str, float],
+    names: Mapping[str, str],
+    src: dict[str, str],
+    where: str,
+) -> tuple[float | None, float | None]:
+    """A ratio of A over ``denominator`` (P or S): from the counts when they are there (and
+    held to the figure the input gives, within the counts' rounding), else the given figure
+    as recorded, else none. Returns it with its bound from rounded counts (or None), and
+    says in ``src`` where it came from."""
+    accepted, divisor = counts["accepted"], counts[denominator]
+    if accepted is not None and divisor:
+        derived = formula(accepted, divisor)
+        assert derived is not None  # a positive divisor
+        src[figure] = formula_text
+        bound = None
+        if slack.get("accepted") or slack.get(denominator):
+            bound = _ratio_bound(
+                accepted, slack.get("accepted", 0.0), divisor, slack.get(denominator, 0.0)
+            )
+        _agree(given, derived, bound, names.get(figure), formula_text, where)
+        return derived, bound
+    if given is not None:
+        src.setdefault(figure, names.get(figure, "as recorded"))
+    else:
+        src.setdefault(figure, _missing_because(("accepted", accepted), (denominator, divisor)))
+    return given, None
 
 
 def _agree(
