@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -410,16 +411,6 @@ _PRINTED_HALF_UNIT = 0.005  # the engines print mean acceptance lengths with two
 
 
 @dataclass(frozen=True)
-class PrintedLine:
-    """One log line's A and P and its mean acceptance length as printed (two decimals)."""
-
-    lineno: int
-    accepted: int
-    proposed: int
-    length: str
-
-
-@dataclass(frozen=True)
 class PrintedSums:
     """A and P summed over log lines, and S where every line's printed length pins a range."""
 
@@ -431,28 +422,34 @@ class PrintedSums:
 
 
 def sum_printed_lines(
-    lines: Iterable[PrintedLine], where: str, *, exceeds: str, no_fit: str
+    text: str,
+    pattern: re.Pattern[str],
+    groups: tuple[int | str, int | str, int | str],
+    where: str,
+    *,
+    exceeds: str,
+    no_fit: str,
 ) -> PrintedSums:
-    """A and P summed exactly; S as the middle of the summed ranges of whole step counts whose
-    ``1 + A/S`` rounds to each line's printed length, with the distance to either end as its
-    bound (None when a line accepted nothing: any S fits it). ``exceeds`` and ``no_fit`` word
-    the refusals of a line with A > P, and of one no whole S fits, in the engine's own terms
-    (``{a}``, ``{p}`` and ``{length}`` filled in)."""
+    """Every line of ``text`` that ``pattern`` matches, its ``groups`` being A, P and the mean
+    acceptance length as printed: A and P summed exactly; S as the middle of the summed ranges
+    of whole step counts whose ``1 + A/S`` rounds to each printed length, with the distance to
+    either end as its bound (None when a line accepted nothing: any S fits it). ``exceeds`` and
+    ``no_fit`` word the refusals of a line with A > P, and of one no whole S fits, in the
+    engine's own terms (``{a}``, ``{p}`` and ``{length}`` filled in)."""
     accepted = proposed = count = low = high = 0
     steps_known = True
-    for line in lines:
-        a, p = line.accepted, line.proposed
+    for match in pattern.finditer(text):
+        a, p, length = int(match[groups[0]]), int(match[groups[1]]), match[groups[2]]
+        lineno = text.count("\n", 0, match.start()) + 1
         if a > p:
-            raise RefusedError(f"{where}:{line.lineno}: " + exceeds.format(a=a, p=p))
+            raise RefusedError(f"{where}:{lineno}: " + exceeds.format(a=a, p=p))
         accepted, proposed, count = accepted + a, proposed + p, count + 1
-        found = steps_range(a, p, float(line.length), _PRINTED_HALF_UNIT)
+        found = steps_range(a, p, float(length), _PRINTED_HALF_UNIT)
         if found is None:
             steps_known = False
             continue
         if found[0] > found[1]:
-            raise RefusedError(
-                f"{where}:{line.lineno}: " + no_fit.format(a=a, p=p, length=line.length)
-            )
+            raise RefusedError(f"{where}:{lineno}: " + no_fit.format(a=a, p=p, length=length))
         low, high = low + found[0], high + found[1]
     if not (steps_known and count):
         return PrintedSums(accepted, proposed, count, None, {})

@@ -22,7 +22,6 @@ from fold.oracles import counter_arms, counters
 from fold.oracles.figures import (
     REQUESTS,
     ArmFigures,
-    PrintedLine,
     arm_from_counts,
     sum_printed_lines,
 )
@@ -306,15 +305,9 @@ def _read_server_log(name: str, doc: Document) -> ArmFigures:
     """``draft acceptance = R (A accepted / P generated), mean len = L`` per request: A and P
     summed; S from the whole step counts for which 1 + A/S rounds to L (two decimals)."""
     printed = sum_printed_lines(
-        (
-            PrintedLine(
-                doc.text.count("\n", 0, match.start()) + 1,
-                int(match.group(2)),
-                int(match.group(3)),
-                match.group(4),
-            )
-            for match in _SERVER_LOG_RE.finditer(doc.text)
-        ),
+        doc.text,
+        _SERVER_LOG_RE,
+        (2, 3, 4),
         doc.where,
         exceeds="{a} accepted exceeds {p} generated",
         no_fit="no whole number of verify steps up to {p} gives mean len = {length} with {a} "

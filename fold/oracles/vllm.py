@@ -21,7 +21,6 @@ from fold.oracles.figures import (
     INTERVAL,
     SINCE_START,
     ArmFigures,
-    PrintedLine,
     arm_from_counts,
     sum_printed_lines,
 )
@@ -288,15 +287,9 @@ def _read_log(name: str, doc: Document) -> ArmFigures:
     bound of that range, or not at all when an interval accepted nothing (1.00 fits any S).
     """
     printed = sum_printed_lines(
-        (
-            PrintedLine(
-                doc.text.count("\n", 0, match.start()) + 1,
-                int(match["accepted"]),
-                int(match["drafted"]),
-                match["length"],
-            )
-            for match in _LOG_RE.finditer(doc.text)
-        ),
+        doc.text,
+        _LOG_RE,
+        ("accepted", "drafted", "length"),
         doc.where,
         exceeds="Accepted: {a} tokens exceeds Drafted: {p} tokens",
         no_fit="no whole number of drafts up to {p} gives a mean acceptance length of {length} "
