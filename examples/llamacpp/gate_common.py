@@ -28,6 +28,21 @@ PROMPTS = (
 SPEC_ARGS = ["--spec-type", "draft-simple", "--temp", "0", "--seed", "1"]
 
 
+def speculative_args(binary: str, model: dict, args) -> list[str]:
+    """Both engines' command line up to their own options: the target and draft models,
+    greedy speculative decoding, at most ``--draft-max`` drafted tokens a step."""
+    return [
+        binary,
+        "-m",
+        str(model["target"]),
+        "-md",
+        str(model[args.draft]),
+        *SPEC_ARGS,
+        "--spec-draft-n-max",
+        str(args.draft_max),
+    ]
+
+
 def binaries(path: Path | None, jobs: int = 2) -> dict[str, str]:
     """The patched binaries: from --bin-dir when given, else built (or found) in the cache."""
     if path is not None:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gate_common import PROMPTS, SPEC_ARGS, arm_record, binaries, models, unix_now
+from gate_common import PROMPTS, arm_record, binaries, models, speculative_args, unix_now
 
 HOST = "127.0.0.1"
 MAX_REQUESTS = 4096
@@ -102,14 +102,7 @@ class Server:
         self.port = free_port()
         self.base = f"http://{HOST}:{self.port}"
         command = [
-            binary,
-            "-m",
-            str(model["target"]),
-            "-md",
-            str(model[args.draft]),
-            *SPEC_ARGS,
-            "--spec-draft-n-max",
-            str(args.draft_max),
+            *speculative_args(binary, model, args),
             "--parallel",
             str(args.parallel),
             "--ctx-size",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gate_common import PROMPTS, SPEC_ARGS, arm_record, binaries, models, unix_now
+from gate_common import PROMPTS, arm_record, binaries, models, speculative_args, unix_now
 
 COUNTERS = {
     "n_predict": re.compile(r"\bn_predict\s*=\s*(\d+)"),
@@ -56,14 +56,7 @@ def engine_counters(stderr: str, where: str) -> dict:
 
 def run_leg(binary: str, model: dict, prompt: int, run: int, args, env: dict) -> dict:
     command = [
-        binary,
-        "-m",
-        str(model["target"]),
-        "-md",
-        str(model[args.draft]),
-        *SPEC_ARGS,
-        "--spec-draft-n-max",
-        str(args.draft_max),
+        *speculative_args(binary, model, args),
         "-n",
         str(args.n_predict),
         "-t",
