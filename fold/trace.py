@@ -170,8 +170,8 @@ def _attributed_lines(
     frames = []
     pids: dict[str, int] = {}
 
-    def keep(lines: pl.DataFrame, writer_pids: pl.DataFrame) -> None:
-        for w, pid in writer_pids.group_by("w").agg(pl.col("pid").max()).iter_rows():
+    def keep(lines: pl.DataFrame) -> None:
+        for w, pid in lines.group_by("w").agg(pl.col("pid").max()).iter_rows():
             pids[w] = max(pid, pids.get(w, pid))
         frames.append(lines.select(pl.col(name).cast(dtype) for name, dtype in
                                    _LINE_SCHEMA.items()))  # fmt: skip
@@ -189,12 +189,12 @@ def _attributed_lines(
                 want_lines=True,
             )
         if read is not None and read.attributed_lines is not None:
-            keep(read.attributed_lines, read.attributed_lines)
+            keep(read.attributed_lines)
             continue
         reader = StepLogReader(path, skip_bad_lines=skip_bad_lines)
         for block in reader.read_available():
             attributed = attribute(block, legs.windows).filter(pl.col("status") == ATTRIBUTED)
-            keep(attributed, attributed)
+            keep(attributed)
         reader.finish()
     lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINE_SCHEMA)
     return lines, pids

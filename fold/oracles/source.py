@@ -314,8 +314,8 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
     recorded_fold = RecordedFold(
         recorded,
         str(key),
-        warm_legs if counts and _int_or_ints(warm_legs) else None,
-        cold if counts and _int_or_ints(cold) and not isinstance(cold, list) else None,
+        warm_legs if counts and (_whole(warm_legs) or _wholes(warm_legs)) else None,
+        cold if counts and _whole(cold) else None,
     )
     warm_indices = [
         i for i, (leg, _) in enumerate(legs) if not counts or (run_number(leg, "") or 0) > 1
@@ -339,8 +339,11 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
     return median, how
 
 
-def _int_or_ints(value: Any) -> bool:
-    """An integer, or a list of them, as a record's leg counts are written (a bool is not)."""
-    if isinstance(value, list):
-        return all(isinstance(item, int) and not isinstance(item, bool) for item in value)
+def _whole(value: Any) -> bool:
+    """A count as a record writes it: an integer, not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _wholes(value: Any) -> bool:
+    """Leg indices as a record writes them: a list of integers."""
+    return isinstance(value, list) and all(_whole(item) for item in value)
