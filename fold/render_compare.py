@@ -353,7 +353,8 @@ def step_rate_line(
     return Text(f"{line}: agree within {tolerance * 100:g}%")
 
 
-_PART_LABELS = {"before_first_step": "start-up", "stalls": "stalls", "tail": "tail"}
+_PART_LABELS = {"before_first_step": "start-up", "stalls": "stalls", "tail": "tail",
+                "rest": "rest (median tok/s against the steps' times)"}  # fmt: skip
 
 
 def speed_summary(split: SpeedSplit) -> str | None:

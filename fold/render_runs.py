@@ -39,6 +39,15 @@ def runs_lines(found: RunsComparison) -> list[RenderableType]:
                 style="yellow",
             )
         )
+    if found.decode_factor is not None:
+        spread = found.decode_factor_ci
+        lines.append(
+            Text(
+                f"  decode steps/s, both measured: ours / {name} = {found.decode_factor:.3f}"
+                + ("" if spread is None else f" [{spread[0]:.3f}, {spread[1]:.3f}]"),
+                style="bold",
+            )
+        )
     lines.append(position_table(found.per_position, name, "per_position"))
     lines.append(position_table(found.histogram, name, "histogram"))
     if found.pairs is not None:
@@ -78,7 +87,7 @@ def position_table(rows: Sequence[dict[str, Any]], name: str, which: str) -> Ren
             str(row["position" if per_position else "accepted"]),
             percent(row["ours"], NOT_RECORDED),
             percent(row["other"], NOT_RECORDED),
-            _signed_percent(row["difference"]),
+            signed_percent(row["difference"]),
             plus_minus(row["difference"], row["difference_ci"], "percent"),
         )
     return fit(table)
@@ -103,9 +112,9 @@ def pairs_table(pairs: Sequence[dict[str, Any]], name: str) -> RenderableType:
             "yes" if pair["warm"] else "no",
             percent(rate["ours"], NOT_RECORDED),
             percent(rate["other"], NOT_RECORDED),
-            _signed_percent(rate["difference"]),
-            _signed(length["difference"], 2),
-            _signed(tok_s["difference"], 3),
+            signed_percent(rate["difference"]),
+            signed(length["difference"], 2),
+            signed(tok_s["difference"], 3),
         )
     return fit(table)
 
@@ -115,9 +124,9 @@ def pair_summary_text(summary: dict[str, dict[str, float | None]]) -> str:
     parts = []
     count = 0
     for figure, label, shown in (
-        ("accept_rate", "Δ A/P", _signed_percent),
-        ("mean_acceptance_length", "Δ 1+A/S", lambda value: _signed(value, 2)),
-        ("tok_s", "Δ tok/s", lambda value: _signed(value, 3)),
+        ("accept_rate", "Δ A/P", signed_percent),
+        ("mean_acceptance_length", "Δ 1+A/S", lambda value: signed(value, 2)),
+        ("tok_s", "Δ tok/s", lambda value: signed(value, 3)),
     ):
         found = summary[figure]
         count = max(count, found["pairs"] or 0)
@@ -131,9 +140,9 @@ def pair_summary_text(summary: dict[str, dict[str, float | None]]) -> str:
     return f"warm pairs ({count}): " + "; ".join(parts)
 
 
-def _signed_percent(value: float | None) -> str:
+def signed_percent(value: float | None) -> str:
     return NOT_RECORDED if value is None else f"{round(value * 100, 1) + 0.0:+.1f}%"
 
 
-def _signed(value: float | None, decimals: int) -> str:
+def signed(value: float | None, decimals: int) -> str:
     return NOT_RECORDED if value is None else f"{round(value, decimals) + 0.0:+.{decimals}f}"

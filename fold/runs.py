@@ -34,7 +34,7 @@ from fold.arm import ArmRecord
 from fold.errors import RefusedError
 from fold.gap import GapAttribution
 from fold.leg_sums import Leg
-from fold.uncertainty import Interval, bootstrap, percentile_interval
+from fold.uncertainty import Interval, bootstrap, percentile_interval, ratio
 
 if TYPE_CHECKING:
     from fold.compare import Arm
@@ -126,11 +126,18 @@ class RunsComparison:
     pair_summary: dict[str, dict[str, float | None]] | None
     other_fold: dict[str, Any]
     other_lines: str
+    decode_factor: float | None = None
+    """Ours over the other's pooled decode steps/s (``fold.cadence``), both measured."""
+    decode_factor_ci: Interval | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "other": self.other,
             "verdict": self.gap.verdict,
+            "decode_factor": finite(self.decode_factor),
+            "decode_factor_ci": (
+                None if self.decode_factor_ci is None else list(self.decode_factor_ci)
+            ),
             "pairing": self.pairing.to_json(),
             "resampling": self.resampling,
             "workload_differences": list(self.workload),
@@ -178,7 +185,26 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         pair_summary=summary,
         other_fold=theirs.to_json(),
         other_lines=lines_text(theirs.to_json()),
+        decode_factor=_decode_factor(ours, theirs),
+        decode_factor_ci=_decode_factor_ci(ours, theirs),
     )
+
+
+def _decode_factor(ours: Any, theirs: Any) -> float | None:
+    a, b = (result.warm["cadence"]["decode_steps_per_s"] for result in (ours, theirs))
+    return None if a is None or not b else a / b
+
+
+def _decode_factor_ci(ours: Any, theirs: Any) -> Interval | None:
+    """From each run's resampled decode steps/s, resample by resample (paired or not, as the
+    runs were drawn)."""
+    drawn = [
+        None if found is None else found.figures.get("decode_steps_per_s")
+        for found in (ours.replicates.get("warm"), theirs.replicates.get("warm"))
+    ]
+    if drawn[0] is None or drawn[1] is None or drawn[0].size != drawn[1].size:
+        return None
+    return percentile_interval(ratio(drawn[0], drawn[1]))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -16,13 +16,15 @@ its own start-up and tail count as its steps' time. ``sf_decode`` therefore comp
 loop with the oracle's whole legs, and is an upper bound on the step-for-step factor. The split
 says so in ``oracle_lacks``.
 
-Against another run of ours both sides have shares (``f'``, ``s'``, ``t'`` for the other), so
-both factors are measured on both sides: ``sf_decode = sf (1 - f' - t') / (1 - f - t)`` and
-``sf_steady = sf (1 - f' - s' - t') / (1 - f - s - t)``, and
-``log sf = log sf_steady + log(1 - f - s - t) - log(1 - f' - s' - t')``: each side's time outside
-steady decoding is shared among its start-up, stalls and tail as before, and a part's share is
-ours less the other's (``sides`` keeps both). With the other's shares all 0 this is the split
-against an oracle.
+Against another run of ours both sides have their steps' times, so the deeper factors are
+measured, not bounded: ``sf_decode`` is the ratio of the two runs' decode steps/s (each request's
+steps after its first over its decode seconds, pooled: ``fold.cadence``) and ``sf_steady`` that
+of their steady rates (decode steps/s x ``d / (d - s)``, ``d`` the decode share). Then
+``log sf = log sf_steady + log(1 - f - s - t) - log(1 - f' - s' - t') + rest`` (primes: the
+other run): each side's time outside steady decoding is shared among its start-up, stalls and
+tail as before, a part being ours less the other's (``sides`` keeps both), and ``rest`` is what
+is left between the speed factor (from median tok/s and pooled 1 + A/S) and the steps' own
+times; it is a part of its own, never folded into another.
 """
 
 from __future__ import annotations
@@ -96,26 +98,69 @@ def split_speed(
         if sf is None:
             lacks.append(f"no speed factor against {gap.oracle}: {'; '.join(gap.missing)}")
         return SpeedSplit(gap.oracle, sf, None, None, ours, None, tuple(lacks), theirs)
-    other = theirs or dict.fromkeys(ours, 0.0)
+    if theirs is None:
+        return _against_totals(gap, sf, ours, tolerance, tuple(lacks))
+    return _against_run(gap, sf, cadence, other_cadence or {}, tolerance, tuple(lacks))
+
+
+def _against_totals(
+    gap: GapAttribution,
+    sf: float,
+    ours: dict[str, float],
+    tolerance: float,
+    lacks: tuple[str, ...],
+) -> SpeedSplit:
     decoding = 1 - ours["before_first_step"] - ours["tail"]
-    other_decoding = 1 - other["before_first_step"] - other["tail"]
     steady = decoding - ours["stalls"]
-    other_steady = other_decoding - other["stalls"]
-    decode_factor = sf * other_decoding / decoding if decoding > 0 < other_decoding else None
-    steady_factor = sf * other_steady / steady if steady > 0 < other_steady else None
-    parts = sides = None
+    decode_factor = sf / decoding if decoding > 0 else None
+    steady_factor = sf / steady if steady > 0 else None
+    parts = None
     if steady_factor is not None and abs(sf - 1) > tolerance:
         log_sf = math.log(sf)
-        mine = _outside_parts(ours, steady, log_sf)
-        their = {name: -part for name, part in _outside_parts(other, other_steady, log_sf).items()}
+        parts = {"steps": math.log(steady_factor) / log_sf, **_outside_parts(ours, steady, log_sf)}
+    return SpeedSplit(gap.oracle, sf, decode_factor, steady_factor, ours, parts, lacks)
+
+
+def _against_run(
+    gap: GapAttribution,
+    sf: float,
+    cadence: dict[str, Any],
+    other_cadence: dict[str, Any],
+    tolerance: float,
+    lacks: tuple[str, ...],
+) -> SpeedSplit:
+    ours, theirs = _outside_shares(cadence), _outside_shares(other_cadence)
+    rates = [_rates(found) for found in (cadence, other_cadence)]
+    decode_factor = _ratio(rates[0][0], rates[1][0])
+    steady_factor = _ratio(rates[0][1], rates[1][1])
+    parts = sides = None
+    steady = [1 - sum(shares.values()) for shares in (ours, theirs)]
+    if steady_factor is not None and abs(sf - 1) > tolerance and min(steady) > 0:
+        log_sf = math.log(sf)
+        mine = _outside_parts(ours, steady[0], log_sf)
+        their = {name: -part for name, part in _outside_parts(theirs, steady[1], log_sf).items()}
         parts = {
             "steps": math.log(steady_factor) / log_sf,
             **{name: mine[name] + their[name] for name in ours},
         }
-        sides = {"ours": mine, gap.oracle: their} if theirs is not None else None
+        parts["rest"] = 1 - sum(parts.values()) + 0.0
+        sides = {"ours": mine, gap.oracle: their}
     return SpeedSplit(
-        gap.oracle, sf, decode_factor, steady_factor, ours, parts, tuple(lacks), theirs, sides
+        gap.oracle, sf, decode_factor, steady_factor, ours, parts, lacks, theirs, sides
     )
+
+
+def _rates(cadence: dict[str, Any]) -> tuple[float | None, float | None]:
+    """A run's pooled decode steps/s and its steady rate (stalls taken out of decode time)."""
+    rate = cadence.get("decode_steps_per_s")
+    decode, stalls = cadence["shares"]["decode"], cadence["shares"]["stalls"]
+    if rate is None or decode is None or stalls is None or decode - stalls <= 0:
+        return rate, None
+    return rate, rate * decode / (decode - stalls)
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return None if numerator is None or not denominator else numerator / denominator
 
 
 def _outside_shares(cadence: dict[str, Any]) -> dict[str, float | None]:
