@@ -424,10 +424,15 @@ def _side_by_side(
     size = max(len(ours.warm[which]), len(other.warm[which]))
     rows = []
     for position in range(size):
-        a = _pooled(ours, counts_a, steps_a, position)
-        b = _pooled(other, counts_b, steps_b, position)
+        # a position past a run's largest draft was never proposed there: not recorded, not 0
+        a = _pooled(ours, counts_a, steps_a, position) if position < len(ours.warm[which]) else None
+        b = (
+            _pooled(other, counts_b, steps_b, position)
+            if position < len(other.warm[which])
+            else None
+        )
         interval = None
-        if resamples and seeds[0] is not None and seeds[1] is not None:
+        if resamples and a is not None and b is not None and None not in seeds:
             drawn_a = _replicates(ours, counts_a, steps_a, position, resamples, seeds[0])
             drawn_b = _replicates(other, counts_b, steps_b, position, resamples, seeds[1])
             if drawn_a is not None and drawn_b is not None:
