@@ -25,7 +25,7 @@ from fold.api import fold_acceptance
 from fold.arm import ArmRecord, load_arm
 from fold.compare import OURS, OURS_ALL, Arm, our_arm
 from fold.errors import FoldError, InputError
-from fold.oracles import OURS_KIND, ArmFigures, load_oracle, parse_vs_spec
+from fold.oracles import OURS_KIND, ArmFigures, detect_kind, load_oracle, parse_vs_spec
 from fold.runs import pairing, require_pairing
 from fold.warm import check_arm
 
@@ -67,6 +67,14 @@ def looks_like_our_arm(path: str) -> bool:
     )
 
 
+def _oracle_kind(path: str) -> str | None:
+    """The oracle engine the content shows, or None when it shows none."""
+    try:
+        return detect_kind(Path(path).read_text(encoding="utf-8"), where=path)
+    except (InputError, OSError, UnicodeDecodeError):
+        return None
+
+
 def load_arms(
     specs: Sequence[str],
     log_specs: Sequence[str],
@@ -98,6 +106,14 @@ def load_arms(
         if name in (OURS, OURS_ALL) or name in seen:
             raise InputError(f"--vs {text!r}: the name {name!r} is taken; give each arm its own")
         seen.add(name)
+        if kind is None and name not in logs and looks_like_our_arm(path):
+            also = _oracle_kind(path)
+            if also is not None:
+                raise InputError(
+                    f"--vs {text!r}: {path} reads both as an arm record of ours (every leg has "
+                    f"the gate's generate window) and as {also} data; say which: --vs "
+                    f"{name}:ours=ARM with --vs-log {name}=LOG, or --vs {name}:{also}=PATH"
+                )
         if kind is None and (name in logs or looks_like_our_arm(path)):
             kind = OURS_KIND
         if kind != OURS_KIND:

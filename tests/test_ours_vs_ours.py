@@ -421,3 +421,38 @@ def test_the_readme_shows_the_commands_output() -> None:
     lines = lines[next(i for i, line in enumerate(lines) if "Throughput and acceptance" in line) :]
     squeezed = [line for i, line in enumerate(lines) if line or (i and lines[i - 1])]
     assert "\n".join(squeezed).rstrip("\n") == shown
+
+
+def test_a_record_that_reads_as_both_asks_which(tmp_path, capsys) -> None:
+    record = json.loads(Path(arm("before")).read_text())
+    record["metrics"] |= {"vllm:spec_decode_num_drafts": 10,
+                          "vllm:spec_decode_num_draft_tokens": 40,
+                          "vllm:spec_decode_num_accepted_tokens": 20}  # fmt: skip
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps(record))
+    assert main([arm("after"), log("after"), "--vs", f"x={both}"]) == 2
+    assert "reads both as an arm record of ours" in capsys.readouterr().err
+    # said which, it is ours
+    assert main([arm("after"), log("after"), "--vs", f"x:ours={both}", "--vs-log",
+                 f"x={log('before')}", "--json", "-"]) == 0  # fmt: skip
+    assert "x" in orjson.loads(capsys.readouterr().out)["oracles"]["runs"]
+
+
+def test_workload_blocks_and_prompts_are_compared_key_by_key(tmp_path, capsys) -> None:
+    # the layout of vllm.cpp's gate: workload, speculative_config and prompts at the top
+    paths = {}
+    for name, max_tokens, k, prompts in (("after", 64, 7, ["a", "b"]),
+                                         ("before", 128, 7, ["a", "c", "d"])):  # fmt: skip
+        record = json.loads(Path(arm(name)).read_text())
+        record["workload"] = {"max_tokens": max_tokens, "num_speculative_tokens": k}
+        record["speculative_config"] = {"num_speculative_tokens": k}
+        record["prompts"] = prompts
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(record))
+    vs = ["--vs", f"before={paths['before']}", "--vs-log", f"before={log('before')}"]
+    document = run_json(capsys, str(paths["after"]), log("after"), *vs)
+    assert document["oracles"]["runs"]["before"]["workload_differences"] == [
+        "workload.max_tokens: 64 in ours, 128 in before",
+        "prompts: 2 in ours, 3 in before",
+    ]
+    assert document["oracles"]["runs"]["before"]["pairing"]["paired"]  # the legs still pair
