@@ -33,7 +33,7 @@ from fold.oracles import (
     load_oracle,
     parse_vs_spec,
 )
-from fold.result import FoldResult
+from fold.result import NEEDS_STEP_LOG, FoldResult
 from fold.speed import SpeedSplit, split_speeds
 from fold.uncertainty import Interval, Replicates, percentile_interval
 
@@ -65,6 +65,21 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
     fold = result.all if population == ALL_LEGS else result.warm
     which = "all legs" if population == ALL_LEGS else "warm legs"
     legs = fold["legs"]
+    if result.from_log:
+        counted = {
+            "steps": f"step log: steps with proposed > 0 over the {which}",
+            "proposed": f"step log: sum of proposed over the {which}",
+            "accepted": f"step log: sum of accepted over the {which}",
+            "per_position": f"step log: steps with accepted > i over the {which}",
+        }
+    else:
+        counted = {
+            "steps": f"record: sum of the legs' spec_drafted_request_steps over the {which}",
+            "proposed": f"record: sum of the legs' spec_drafts_proposed over the {which}",
+            "accepted": f"record: sum of the legs' spec_drafts_accepted over the {which}",
+            "per_position": f"not recorded: {NEEDS_STEP_LOG}",
+        }
+    histogram = fold["histogram"]
     return arm_from_counts(
         OURS_ALL if population == ALL_LEGS else OURS,
         "ours",
@@ -72,14 +87,11 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
         steps=fold["steps"],
         proposed=fold["proposed"],
         accepted=fold["accepted"],
-        per_position=accepted_at_position(fold["histogram"]),
+        per_position=None if histogram is None else accepted_at_position(histogram),
         completion_tokens_per_step=fold["completion_tokens_per_step"],
         sources={
             "tok_s": f"median tok_s of the warm legs ({result.predicate})",
-            "steps": f"step log: steps with proposed > 0 over the {which}",
-            "proposed": f"step log: sum of proposed over the {which}",
-            "accepted": f"step log: sum of accepted over the {which}",
-            "per_position": f"step log: steps with accepted > i over the {which}",
+            **counted,
             "completion_tokens_per_step": (
                 f"sum completion_tokens / S over the {which} (SGLang's unit)"
             ),

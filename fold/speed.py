@@ -55,12 +55,13 @@ class SpeedSplit:
 
 def split_speed(
     gap: GapAttribution,
-    cadence: dict[str, Any],
+    cadence: dict[str, Any] | None,
     oracle_kind: str,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> SpeedSplit:
-    """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``)."""
-    shares = cadence["shares"]
+    """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``;
+    None when our counts came without a step log, whose step times the split needs)."""
+    shares = (cadence or {}).get("shares") or dict.fromkeys(("before_first_step", "stalls", "tail"))
     first, stalls, tail = shares["before_first_step"], shares["stalls"], shares["tail"]
     ours = {"before_first_step": first, "stalls": stalls, "tail": tail}
     who = gap.oracle if oracle_kind == gap.oracle else f"{gap.oracle} ({oracle_kind})"
@@ -68,6 +69,11 @@ def split_speed(
         f"{who} records no per-step times: its time before the first step, its stalls and "
         "its tail are not known, so its steps/s is over whole legs"
     ]
+    if cadence is None:
+        lacks.append(
+            "our time before the first step, in stalls and in the tail needs a step log (the "
+            "steps' times): the speed factor is over whole legs on our side too"
+        )
     sf = gap.speed_factor
     if sf is None or first is None or stalls is None or tail is None:
         if sf is None:
