@@ -63,20 +63,20 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
     tok/s is always the warm throughput fold: the gate's figure for the arm.
     """
     fold = result.all if population == ALL_LEGS else result.warm
-    which = "all legs" if population == ALL_LEGS else "warm legs"
+    which = "all legs" if population == ALL_LEGS else "the warm legs"
     legs = fold["legs"]
     if result.from_log:
         counted = {
-            "steps": f"step log: steps with proposed > 0 over the {which}",
-            "proposed": f"step log: sum of proposed over the {which}",
-            "accepted": f"step log: sum of accepted over the {which}",
-            "per_position": f"step log: steps with accepted > i over the {which}",
+            "steps": f"step log: steps with proposed > 0 over {which}",
+            "proposed": f"step log: sum of proposed over {which}",
+            "accepted": f"step log: sum of accepted over {which}",
+            "per_position": f"step log: steps with accepted > i over {which}",
         }
     else:
         counted = {
-            "steps": f"record: sum of the legs' spec_drafted_request_steps over the {which}",
-            "proposed": f"record: sum of the legs' spec_drafts_proposed over the {which}",
-            "accepted": f"record: sum of the legs' spec_drafts_accepted over the {which}",
+            "steps": f"record: sum of the legs' spec_drafted_request_steps over {which}",
+            "proposed": f"record: sum of the legs' spec_drafts_proposed over {which}",
+            "accepted": f"record: sum of the legs' spec_drafts_accepted over {which}",
             "per_position": f"not recorded: {NEEDS_STEP_LOG}",
         }
     histogram = fold["histogram"]
@@ -93,7 +93,7 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
             "tok_s": f"median tok_s of the warm legs ({result.predicate})",
             **counted,
             "completion_tokens_per_step": (
-                f"sum completion_tokens / S over the {which} (SGLang's unit)"
+                f"sum completion_tokens / S over {which} (SGLang's unit)"
             ),
         },
         population=ALL_LEGS if population == ALL_LEGS else WARM_LEGS,

@@ -126,7 +126,7 @@ def _check_legs(result: FoldResult, counters: EngineCounters) -> int:
         more = f" ({len(wrong) - 1} more legs disagree: {others}{' and more' if extra > 0 else ''})"
     raise RefusedError(
         f"the step log disagrees with the engine's own counters on {counters.describe(index)}: "
-        f"{apart}{more}. {_hint(result, counters, index, fields, len(wrong), checked)}"
+        f"{apart}{more}. {_hint(result, counters, index, fields, [i for i, _ in wrong], checked)}"
     )
 
 
@@ -135,7 +135,7 @@ def _hint(
     counters: EngineCounters,
     index: int,
     fields: Sequence[str],
-    disagreeing: int,
+    wrong_legs: Sequence[int],
     checked: int,
 ) -> str:
     """What most likely explains the difference, from its pattern; else what to check."""
@@ -153,15 +153,18 @@ def _hint(
             "without a draft. Call record() once per request per verify step that carried a "
             f"draft, where the engine counts it; {WHAT_TO_CHECK}"
         )
-    for other, other_counts in enumerate(counters.legs):
-        if other != index and other_counts == logged:
+    # Steps attributed to the wrong leg move counts between legs: this leg's log then holds
+    # another disagreeing leg's counters (legs that agree may share counts by chance: every
+    # run of a greedy prompt counts alike).
+    for other in wrong_legs:
+        if other != index and counters.legs[other] == logged:
             return (
-                f"The log's counts for this leg are exactly the counters of "
+                "The log's counts for this leg are exactly the counters of "
                 f"{counters.describe(other)}: steps were attributed to the wrong leg. Check "
                 "the legs' generate windows against the log's clock, and the leg labels "
                 "(DFLASH_STEP_LEG and the record's 'leg' field)"
             )
-    if disagreeing == checked and checked > 1:
+    if len(wrong_legs) == checked and checked > 1:
         return f"No leg agrees: the step log most likely comes from another run. {WHAT_TO_CHECK}"
     return WHAT_TO_CHECK[0].upper() + WHAT_TO_CHECK[1:]
 

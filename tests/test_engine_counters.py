@@ -563,3 +563,18 @@ def test_a_malformed_block_is_an_input_error(tmp_path):
 
 def test_canonical_helper_sorts_keys():
     assert canonical({"b": 1, "a": [1, 2]}) == b'{"a":[1,2],"b":1}\n'
+
+
+def test_steps_attributed_to_the_wrong_leg_are_told_so(tmp_path, capsys):
+    # the log holds prompt 0's runs 2 and 3 swapped: each leg's log counts are the other's
+    swapped = copy.deepcopy(EXAMPLE)
+    swapped[0][1], swapped[0][2] = swapped[0][2], swapped[0][1]
+    document = example()
+    arm, _ = write_pair(tmp_path, document)
+    steps = tmp_path / "swapped.jsonl"
+    steps.write_bytes(step_log(swapped, document, max_tokens=MAX_TOKENS))
+    message = refused(capsys, arm, str(steps))
+    assert "on leg 1 (run 2 of prompt 0" in message
+    assert "spec_drafted_request_steps = 3 in the record, S = 4 in the step log" in message
+    assert "(1 more legs disagree: 2)" in message
+    assert "The log's counts for this leg are exactly the counters of leg 2 (run 3" in message
