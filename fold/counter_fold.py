@@ -15,15 +15,13 @@ import polars as pl
 
 from fold.arm_counters import COUNTER_FIELDS, EngineCounters, LegCounts
 from fold.errors import RefusedError
+from fold.leg_figures import bootstrap_leg, counted_leg, pooled
 from fold.result import (
     MAX_LEGS_NAMED,
     NEEDS_STEP_LOG,
     RECORD_COUNTERS,
     FoldResult,
     add_intervals,
-    bootstrap_leg,
-    counted_leg,
-    pooled,
 )
 from fold.uncertainty import check_resamples, fold_replicates
 from fold.warm import ThroughputCheck
