@@ -10,6 +10,8 @@ from fold.acceptance import DEFAULT_WINDOW_STEPS
 from fold.accumulate import MERGE_EVERY, PartialFold, merge_all
 from fold.arm import ArmRecord, load_arm
 from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
+from fold.counter_check import check_counters
+from fold.counter_fold import fold_counters
 from fold.errors import InputError
 from fold.logfile import Legs, LogFile
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
@@ -81,9 +83,10 @@ class LogFold:
         seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
     ) -> FoldResult:
-        """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out)."""
+        """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out), refused
+        unless it agrees with the engine's own counters where the record carries them."""
         check = check_arm(self.arm, predicate)
-        return build_result(
+        result = build_result(
             self.arm.legs,
             self.partial,
             self.read_counts,
@@ -94,6 +97,8 @@ class LogFold:
             resamples=resamples,
             seed=seed,
         )
+        check_counters(result, self.arm.counters)
+        return result
 
 
 def fold_acceptance(
@@ -112,6 +117,9 @@ def fold_acceptance(
 ) -> FoldResult:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
+    With no logs, the legs' own counters are folded (``fold.counter_fold``): every figure
+    that needs the steps themselves is then None.
+
     ``prefill_tokens``: output tokens per request that no verify step emits (1 for servers, 0
     for llama.cpp's speculative-simple); None learns it from the arm.
 
@@ -123,7 +131,19 @@ def fold_acceptance(
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
     check_resamples(resamples, seed)
     check_stall_factor(stall_factor)
-    check_arm(record, predicate)
+    check = check_arm(record, predicate)
+    if not logs:
+        result = fold_counters(
+            record.legs,
+            record.counters,
+            check,
+            window_steps,
+            stall_factor=stall_factor,
+            resamples=resamples,
+            seed=seed,
+        )
+        check_counters(result, record.counters)
+        return result
     fold = LogFold(record)
     for path in expand_log_paths(logs):
         fold.add_file(

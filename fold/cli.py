@@ -43,7 +43,9 @@ EPILOG = """\
 exit status:
   0  the fold was computed and printed
   1  refused: the inputs disagree (accepted > proposed, a warm leg without steps, a recorded
-     throughput fold the warm predicate does not reproduce, a log read twice)
+     throughput fold the warm predicate does not reproduce, a log read twice, a step log or
+     spec_acceptance the engine's own counters contradict, a leg with some of the three
+     counters), or no step log and no counters to fold
   2  usage error, or an input that cannot be read or parsed (the message names file and line)
 """
 
@@ -59,7 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("arm", help="the gate's arm record (our-arm.json)")
-    parser.add_argument("logs", nargs="+", help="step logs: paths or globs (quote globs)")
+    parser.add_argument(
+        "logs",
+        nargs="*",
+        help="step logs: paths or globs (quote globs); none: fold the counters the record's "
+        "legs carry (spec_drafts_proposed, spec_drafts_accepted, spec_drafted_request_steps)",
+    )
     parser.add_argument(
         "--warm",
         default=DEFAULT_PREDICATE,
@@ -193,6 +200,12 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         raise InputError("--idle goes with --follow")
     if arguments.json == "-" and arguments.markdown == "-":
         raise InputError("--json - and --markdown - both want stdout; write one to a file")
+    for wanted, given in (("--follow", arguments.follow), ("--trace", arguments.trace)):
+        if given and not arguments.logs:
+            raise InputError(
+                f"{wanted} needs a step log: it follows or draws the log's steps, which the "
+                "record's counters do not hold; name the step log(s) after the arm record"
+            )
     oracles = load_arms(
         arguments.vs,
         arguments.vs_log,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fold.acceptance import accepted_at_position
+from fold.errors import InputError
 from fold.gap import (
     DEFAULT_TOLERANCE,
     LENGTH_FIGURES,
@@ -31,8 +32,10 @@ from fold.oracles import (
     WARM_LEGS,
     ArmFigures,
     arm_from_counts,
+    load_oracle,
+    parse_vs_spec,
 )
-from fold.result import FoldResult
+from fold.result import NEEDS_STEP_LOG, FoldResult
 from fold.runs import RunsComparison, compare_runs
 from fold.speed import SpeedSplit, split_speeds
 from fold.uncertainty import Interval, Replicates, percentile_interval
@@ -66,8 +69,23 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OUR
     the run (another run of ours compared with this one has its own).
     """
     fold = result.all if population == ALL_LEGS else result.warm
-    which = "all legs" if population == ALL_LEGS else "warm legs"
+    which = "all legs" if population == ALL_LEGS else "the warm legs"
     legs = fold["legs"]
+    if result.from_log:
+        counted = {
+            "steps": f"step log: steps with proposed > 0 over {which}",
+            "proposed": f"step log: sum of proposed over {which}",
+            "accepted": f"step log: sum of accepted over {which}",
+            "per_position": f"step log: steps with accepted > i over {which}",
+        }
+    else:
+        counted = {
+            "steps": f"record: sum of the legs' spec_drafted_request_steps over {which}",
+            "proposed": f"record: sum of the legs' spec_drafts_proposed over {which}",
+            "accepted": f"record: sum of the legs' spec_drafts_accepted over {which}",
+            "per_position": f"not recorded: {NEEDS_STEP_LOG}",
+        }
+    histogram = fold["histogram"]
     return arm_from_counts(
         f"{name} (all legs)" if population == ALL_LEGS else name,
         "ours",
@@ -75,16 +93,13 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OUR
         steps=fold["steps"],
         proposed=fold["proposed"],
         accepted=fold["accepted"],
-        per_position=accepted_at_position(fold["histogram"]),
+        per_position=None if histogram is None else accepted_at_position(histogram),
         completion_tokens_per_step=fold["completion_tokens_per_step"],
         sources={
             "tok_s": f"median tok_s of the warm legs ({result.predicate})",
-            "steps": f"step log: steps with proposed > 0 over the {which}",
-            "proposed": f"step log: sum of proposed over the {which}",
-            "accepted": f"step log: sum of accepted over the {which}",
-            "per_position": f"step log: steps with accepted > i over the {which}",
+            **counted,
             "completion_tokens_per_step": (
-                f"sum completion_tokens / S over the {which} (SGLang's unit)"
+                f"sum completion_tokens / S over {which} (SGLang's unit)"
             ),
         },
         population=ALL_LEGS if population == ALL_LEGS else WARM_LEGS,
@@ -94,6 +109,19 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OUR
             else f"the {len(legs)} warm legs ({result.predicate})"
         ),
     )
+
+
+def load_oracles(specs: list[str]) -> list[ArmFigures]:
+    """``NAME[:KIND]=PATH`` specs to oracle rows; names must be distinct and not ours."""
+    oracles = []
+    seen: set[str] = set()
+    for spec in specs:
+        name, kind, path = parse_vs_spec(spec)
+        if name in (OURS, OURS_ALL) or name in seen:
+            raise InputError(f"--vs {spec!r}: the name {name!r} is taken; give each arm its own")
+        seen.add(name)
+        oracles.append(load_oracle(name, path, kind))
+    return oracles
 
 
 @dataclass(frozen=True)

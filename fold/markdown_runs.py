@@ -39,10 +39,14 @@ def _one(found: RunsComparison) -> str:
         lines.append(f"- {pair_summary_text(found.pair_summary)}")
     lines.append(f"- {name}'s lines: {found.other_lines}")
     sections = ["\n".join(lines)]
+    if found.per_position is None or found.histogram is None:
+        sections.append("per position and histogram: needs a step log on both sides.")
     for rows, key, title in (
-        (found.per_position, "position", "Warm per-position acceptance"),
-        (found.histogram, "accepted", "Warm steps by drafts accepted"),
+        (found.per_position or (), "position", "Warm per-position acceptance"),
+        (found.histogram or (), "accepted", "Warm steps by drafts accepted"),
     ):
+        if not rows:
+            continue
         body = [
             (
                 row[key],

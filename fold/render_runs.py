@@ -48,8 +48,13 @@ def runs_lines(found: RunsComparison) -> list[RenderableType]:
                 style="bold",
             )
         )
-    lines.append(position_table(found.per_position, name, "per_position"))
-    lines.append(position_table(found.histogram, name, "histogram"))
+    if found.per_position is None or found.histogram is None:
+        lines.append(
+            Text("  per position and histogram: needs a step log on both sides", style="dim")
+        )
+    else:
+        lines.append(position_table(found.per_position, name, "per_position"))
+        lines.append(position_table(found.histogram, name, "histogram"))
     if found.pairs is not None:
         lines.append(pairs_table(found.pairs, name))
         if found.pair_summary:

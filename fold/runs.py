@@ -120,8 +120,9 @@ class RunsComparison:
     pairing: Pairing
     resampling: str
     workload: tuple[str, ...]
-    per_position: tuple[dict[str, Any], ...]
-    histogram: tuple[dict[str, Any], ...]
+    per_position: tuple[dict[str, Any], ...] | None
+    """None when a run has no step log: they need the steps themselves."""
+    histogram: tuple[dict[str, Any], ...] | None
     pairs: tuple[dict[str, Any], ...] | None
     pair_summary: dict[str, dict[str, float | None]] | None
     other_fold: dict[str, Any]
@@ -141,13 +142,17 @@ class RunsComparison:
             "pairing": self.pairing.to_json(),
             "resampling": self.resampling,
             "workload_differences": list(self.workload),
-            "per_position": [dict(row) for row in self.per_position],
-            "histogram": [dict(row) for row in self.histogram],
+            "per_position": _listed(self.per_position),
+            "histogram": _listed(self.histogram),
             "pairs": None if self.pairs is None else [dict(row) for row in self.pairs],
             "pair_summary": self.pair_summary,
             "lines": self.other_lines,
             "fold": self.other_fold,
         }
+
+
+def _listed(rows: tuple[dict[str, Any], ...] | None) -> list[dict[str, Any]] | None:
+    return None if rows is None else [dict(row) for row in rows]
 
 
 def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -> RunsComparison:
@@ -179,8 +184,8 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         pairing=found,
         resampling=resampling,
         workload=tuple(workload_differences(main, other)),
-        per_position=tuple(_side_by_side(ours, theirs, "per_position", resamples, seeds)),
-        histogram=tuple(_side_by_side(ours, theirs, "histogram", resamples, seeds)),
+        per_position=_rows(_side_by_side(ours, theirs, "per_position", resamples, seeds)),
+        histogram=_rows(_side_by_side(ours, theirs, "histogram", resamples, seeds)),
         pairs=pairs,
         pair_summary=summary,
         other_fold=theirs.to_json(),
@@ -190,8 +195,14 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
     )
 
 
+def _rows(rows: list[dict[str, Any]] | None) -> tuple[dict[str, Any], ...] | None:
+    return None if rows is None else tuple(rows)
+
+
 def _decode_factor(ours: Any, theirs: Any) -> float | None:
-    a, b = (result.warm["cadence"]["decode_steps_per_s"] for result in (ours, theirs))
+    a, b = (
+        (result.warm.get("cadence") or {}).get("decode_steps_per_s") for result in (ours, theirs)
+    )
     return None if a is None or not b else a / b
 
 
@@ -320,15 +331,22 @@ def workload_differences(main: Arm, other: Arm) -> list[str]:
     if main.record is not None and other.record is not None:
         for column in ("prompt_tokens", "completion_tokens"):
             found.extend(_column_difference(main.record, other.record, column, name))
-    requests_a = sorted({len(leg["requests"]) for leg in ours.legs if leg["warm"]})
-    requests_b = sorted({len(leg["requests"]) for leg in their.legs if leg["warm"]})
-    if requests_a != requests_b:
+    requests_a = sorted(
+        {len(leg["requests"]) for leg in ours.legs if leg["warm"] and leg["requests"] is not None}
+    )
+    requests_b = sorted(
+        {len(leg["requests"]) for leg in their.legs if leg["warm"] and leg["requests"] is not None}
+    )
+    if requests_a and requests_b and requests_a != requests_b:
         found.append(
             f"requests per warm leg (concurrency): {_set_text(requests_a)} in ours, "
             f"{_set_text(requests_b)} in {name}"
         )
-    draft_a, draft_b = len(ours.warm["histogram"]) - 1, len(their.warm["histogram"]) - 1
-    if draft_a != draft_b:
+    draft_a, draft_b = (
+        None if fold.warm["histogram"] is None else len(fold.warm["histogram"]) - 1
+        for fold in (ours, their)
+    )
+    if draft_a is not None and draft_b is not None and draft_a != draft_b:
         found.append(
             f"largest draft in a warm step (k): {max(draft_a, 0)} in ours, {max(draft_b, 0)} "
             f"in {name}"
@@ -418,7 +436,10 @@ def _side_by_side(
     ours: Any, other: Any, which: str, resamples: int, seeds: list[int | None]
 ) -> list[dict[str, Any]]:
     """The warm per-position rates (or histogram shares) of both runs and their difference,
-    each difference with a 95% interval from redrawing each run's warm legs."""
+    each difference with a 95% interval from redrawing each run's warm legs; None when a run
+    was folded from its counters alone (these need a step log)."""
+    if ours.warm[which] is None or other.warm[which] is None:
+        return None
     counts_a, steps_a = _leg_counts(ours, which)
     counts_b, steps_b = _leg_counts(other, which)
     size = max(len(ours.warm[which]), len(other.warm[which]))
@@ -492,6 +513,8 @@ def _at(counts: list[int], position: int) -> int:
 
 def lines_text(document: dict[str, Any]) -> str:
     """Where the other run's lines went, as the main table says it for ours."""
+    if not document["files"]:
+        return "no step log: S, P and A per leg from the record's engine counters"
     read = sum(entry["lines"] for entry in document["files"])
     attributed = sum(entry["attributed"] for entry in document["files"])
     return (

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.gap import DEFAULT_TOLERANCE, GapAttribution
+from fold.oracles import OURS_KIND
 from fold.result import FoldResult
 
 PARTS = ("steps", "before_first_step", "stalls", "tail")
@@ -74,24 +75,36 @@ class SpeedSplit:
 
 def split_speed(
     gap: GapAttribution,
-    cadence: dict[str, Any],
+    cadence: dict[str, Any] | None,
     oracle_kind: str,
     tolerance: float = DEFAULT_TOLERANCE,
     other_cadence: dict[str, Any] | None = None,
 ) -> SpeedSplit:
-    """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``)
-    and, for another run of ours, with its warm cadence too (``other_cadence``)."""
+    """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``;
+    None when our counts came without a step log, whose step times the split needs) and, for
+    another run of ours with a step log, with its warm cadence too (``other_cadence``)."""
     ours = _outside_shares(cadence)
     theirs = None if other_cadence is None else _outside_shares(other_cadence)
     who = gap.oracle if oracle_kind == gap.oracle else f"{gap.oracle} ({oracle_kind})"
     lacks = []
-    if theirs is None:
+    if theirs is None and oracle_kind == OURS_KIND:
+        lacks.append(
+            f"{gap.oracle} was folded from its counters, without a step log: its time before "
+            "the first step, its stalls and its tail are not known, so its steps/s is over "
+            "whole legs"
+        )
+    elif theirs is None:
         lacks.append(
             f"{who} records no per-step times: its time before the first step, its stalls "
             "and its tail are not known, so its steps/s is over whole legs"
         )
     elif None in theirs.values():
         lacks.append(f"{gap.oracle}'s warm legs have no timed steps: its shares are not known")
+    if cadence is None:
+        lacks.append(
+            "our time before the first step, in stalls and in the tail needs a step log (the "
+            "steps' times): the speed factor is over whole legs on our side too"
+        )
     sf = gap.speed_factor
     known = None not in ours.values() and (theirs is None or None not in theirs.values())
     if sf is None or not known:
@@ -163,8 +176,8 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return None if numerator is None or not denominator else numerator / denominator
 
 
-def _outside_shares(cadence: dict[str, Any]) -> dict[str, float | None]:
-    shares = cadence["shares"]
+def _outside_shares(cadence: dict[str, Any] | None) -> dict[str, float | None]:
+    shares = (cadence or {}).get("shares") or dict.fromkeys(("before_first_step", "stalls", "tail"))
     return {name: shares[name] for name in ("before_first_step", "stalls", "tail")}
 
 

@@ -7,7 +7,9 @@ which no oracle format records. Anything else is read as an oracle (``fold.oracl
 
 Another run of ours is folded exactly as the main one: the same warm predicate, window, stall
 factor, prefill convention and resamples, through the same library call, so the same refusals
-hold; every message it raises starts with ``--vs NAME:``. When the two runs' legs pair
+hold; every message it raises starts with ``--vs NAME:``. Without ``--vs-log`` it is folded from
+its legs' own engine counters (``fold.counter_fold``), as the main arm is without a log; a
+record with neither is refused with what to add. When the two runs' legs pair
 (``fold.runs.pairing``) it is resampled with the main run's seed, so each resample draws the same
 legs on both sides (a paired bootstrap); otherwise with the seed plus its place among the
 ``--vs`` arms, a stream of its own. Either way its row is its standalone fold with that seed.
@@ -124,16 +126,11 @@ def load_arms(
                 )
             arms.append(load_oracle(name, path, kind))
             continue
-        if name not in logs:
-            raise InputError(
-                f"--vs {text!r}: {path} is an arm record of ours; attach its step logs with "
-                f"--vs-log {name}=LOG (repeatable, globs as for the main logs)"
-            )
         if main_warm is None:
             main_warm = check_arm(main, predicate).warm_legs
         arms.append(
-            _fold_run(name, path, logs[name], main, main_warm, predicate, fold_options, paired,
-                      position)
+            _fold_run(name, path, logs.get(name, []), main, main_warm, predicate, fold_options,
+                      paired, position)
         )  # fmt: skip
     return arms
 
@@ -151,6 +148,13 @@ def _fold_run(
 ) -> Arm:
     try:
         record = load_arm(path)
+        if not logs and not any(counts is not None for counts in _leg_counters(record)):
+            raise InputError(
+                f"{path} is an arm record of ours with no step log and no engine counters on "
+                f"its legs; attach its step logs with --vs-log {name}=LOG (repeatable, globs as "
+                "for the main logs), or take a record whose legs carry spec_drafts_proposed, "
+                "spec_drafts_accepted and spec_drafted_request_steps"
+            )
         warm = check_arm(record, predicate).warm_legs
         found = pairing(main, record, main_warm, warm, name)
         if paired:
@@ -160,3 +164,7 @@ def _fold_run(
     except FoldError as error:
         raise type(error)(f"--vs {name}: {error}") from error
     return our_arm(result, name, record)
+
+
+def _leg_counters(record: ArmRecord) -> tuple:
+    return () if record.counters is None else record.counters.legs

@@ -344,8 +344,6 @@ def test_runs_that_do_not_pair_are_drawn_apart_and_say_why(capsys) -> None:
     ("extra", "code", "message"),
     [
         ([f"old={arm('before')}"], 2, "attach its step logs with --vs-log old=LOG"),
-        ([f"old={ROOT / 'fixtures' / 'vllmcpp' / 'our-arm.json'}"], 2,
-         "attach its step logs with --vs-log old=LOG"),
         ([f"old={arm('before')}", "--vs-log", "x=y.jsonl"], 2, "no --vs arm is named 'x'"),
         ([f"old:vllm={arm('before')}", "--vs-log", f"old={log('before')}"], 2,
          "step logs go with an arm record of ours"),
@@ -456,3 +454,31 @@ def test_workload_blocks_and_prompts_are_compared_key_by_key(tmp_path, capsys) -
         "prompts: 2 in ours, 3 in before",
     ]
     assert document["oracles"]["runs"]["before"]["pairing"]["paired"]  # the legs still pair
+
+
+VLLMCPP = ROOT / "fixtures" / "vllmcpp"
+
+
+def test_a_run_of_ours_without_a_log_is_folded_from_its_counters(capsys) -> None:
+    # vllm.cpp's record carries the engine's three counters on every leg
+    document = run_json(capsys, str(VLLMCPP / "our-arm.json"), str(VLLMCPP / "steps.jsonl"),
+                        "--vs", f"counted={VLLMCPP / 'our-arm.json'}")  # fmt: skip
+    alone = run_json(capsys, str(VLLMCPP / "our-arm.json"))  # its counters-only fold
+    runs = document["oracles"]["runs"]["counted"]
+    assert runs["fold"] == alone
+    gap = document["oracles"]["gaps"]["counted"]
+    # the hook log and the counters agree leg by leg, so the split is exactly 1
+    assert gap["ratio"] == gap["acceptance_factor"] == gap["speed_factor"] == 1.0
+    assert runs["per_position"] is None and runs["histogram"] is None
+    assert runs["decode_factor"] is None
+    assert runs["lines"].startswith("no step log")
+    assert all(pair["accept_rate"]["difference"] == 0 for pair in runs["pairs"])
+    lacks = document["oracles"]["speed"]["counted"]["oracle_lacks"]
+    assert lacks[0].startswith("counted was folded from its counters, without a step log")
+
+
+def test_a_record_without_log_or_counters_says_what_to_add(capsys) -> None:
+    assert main([arm("after"), log("after"), "--vs", f"old={arm('before')}"]) == 2
+    err = capsys.readouterr().err
+    assert "no step log and no engine counters" in err
+    assert "attach its step logs with --vs-log old=LOG" in err
