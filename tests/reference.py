@@ -670,9 +670,11 @@ def cadence_members(
 
 def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
     """A fold's JSON without the bootstrap's keys: this model has none (test_uncertainty.py
-    checks the intervals against their own model)."""
+    checks the intervals against their own model). Nor does it model where each figure came
+    from (the log or the record's counters), which test_engine_counters.py checks."""
     document = dict(document)
-    document.pop("bootstrap", None)
+    for key in ("bootstrap", "step_source", "sources", "counter_check"):
+        document.pop(key, None)
     for name in ("warm", "all"):
         document[name] = {
             key: value for key, value in document[name].items() if not key.endswith("_ci")

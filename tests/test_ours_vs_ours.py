@@ -482,3 +482,61 @@ def test_a_record_without_log_or_counters_says_what_to_add(capsys) -> None:
     err = capsys.readouterr().err
     assert "no step log and no engine counters" in err
     assert "attach its step logs with --vs-log old=LOG" in err
+
+
+MASK = (1 << 64) - 1
+
+
+def splitmix_draws(key: int, row: int, requests: int) -> list[int]:
+    """Row ``row`` of a leg's request draws as the README documents them: draw i is
+    SplitMix64's output after i + 1 steps from the leg's key, scaled to [0, requests) by the
+    high half of its 128-bit product with ``requests``."""
+    found = []
+    for i in range(row * requests, (row + 1) * requests):
+        z = (key + (i + 1) * 0x9E3779B97F4A7C15) & MASK
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+        z ^= z >> 31
+        found.append((z * requests) >> 64)
+    return found
+
+
+def test_the_acceptance_and_speed_factor_intervals_are_the_hand_computed_ones(
+    document, hand
+) -> None:
+    warm = hand["after"]["warm"]
+    picks = stage_one_picks(warm, 12)
+    keys = [int(stream.generate_state(1, np.uint64)[0])
+            for stream in np.random.SeedSequence(SEED).spawn(13)[1:]]  # fmt: skip
+    lengths, speeds = {}, {}
+    for name in ("after", "before"):
+        lines = [json.loads(line) for line in Path(log(name)).read_text().splitlines()]
+        requests: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+        for line in lines:
+            leg = int(line["leg"].split("-")[1]) * 3 + (line["seq"] + 1) // 2 - 1
+            sums = requests[leg][line["seq"]]
+            sums[0] += line["proposed"] > 0
+            sums[1] += line["accepted"] if line["proposed"] > 0 else 0
+        ordered = {leg: [found[seq] for seq in sorted(found)] for leg, found in requests.items()}
+        length = np.empty(RESAMPLES)
+        for row in range(RESAMPLES):
+            steps = accepted = 0
+            for column, leg in enumerate(picks[row]):
+                # the m-th draw of a leg (row by row) takes the leg's m-th redraw of requests
+                copy = int(np.sum(picks[:row] == leg) + np.sum(picks[row, :column] == leg))
+                for request in splitmix_draws(keys[leg], copy, len(ordered[leg])):
+                    steps += ordered[leg][request][0]
+                    accepted += ordered[leg][request][1]
+            length[row] = 1 + accepted / steps
+        lengths[name] = length
+        legs = json.loads(Path(arm(name)).read_text())["legs"]
+        speeds[name] = np.median(np.array([leg["tok_s"] for leg in legs])[picks], axis=1)
+    factor = lengths["after"] / lengths["before"]
+    ratio = speeds["after"] / speeds["before"]
+    gap = document["oracles"]["gaps"]["before"]
+    assert gap["acceptance_factor_ci"] == pytest.approx(
+        list(np.quantile(factor, [0.025, 0.975])), rel=1e-12
+    )
+    assert gap["speed_factor_ci"] == pytest.approx(
+        list(np.quantile(ratio / factor, [0.025, 0.975])), rel=1e-12
+    )
