@@ -6,10 +6,9 @@ so beyond the split it shows:
 * whether the runs ran the same workload, as far as the records tell (``workload``,
   ``speculative_config``, the toy gate's ``config``, ``prompts``, leg counts, prompt and
   completion tokens per leg, requests per leg, the largest draft);
-* whether their legs pair: the same number of legs, the same run sequence, the same prompt tokens
-  (and ``prompt`` or ``leg`` label, where both carry one) leg by leg, and the same warm legs.
-  Paired runs are resampled together (the same legs drawn on both sides, see ``fold.vs_arms``)
-  and get per-pair differences of A/P, 1 + A/S and tok/s;
+* whether their legs pair (``fold.run_pairs``): paired runs are resampled together (the same
+  legs drawn on both sides, see ``fold.vs_arms``) and get per-pair differences of A/P, 1 + A/S
+  and tok/s;
 * the warm per-position rates and histogram of both, with the difference at each position and its
   95% interval (legs redrawn; the fold keeps these counts per leg, not per request);
 * a verdict in plain words: "acceptance fell 3.1% [2.0, 4.2]; steps are 9.0% faster [...]; net
@@ -23,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,84 +29,15 @@ import numpy as np
 
 from fold.acceptance import accepted_at_position
 from fold.arm import ArmRecord
-from fold.errors import RefusedError
 from fold.gap import GapAttribution
 from fold.leg_sums import Leg
+from fold.run_pairs import Pairing, pair_legs, pair_summary, pairing
 from fold.uncertainty import Interval, bootstrap, percentile_interval, ratio
 
 if TYPE_CHECKING:
     from fold.compare import Arm
 
-PAIR_FIGURES = ("accept_rate", "mean_acceptance_length", "tok_s")
 WORKLOAD_BLOCKS = ("workload", "speculative_config", "config")
-MAX_NAMED = 3
-
-
-@dataclass(frozen=True)
-class Pairing:
-    """Whether two runs' legs pair one to one (leg i with leg i), and why not."""
-
-    paired: bool
-    reasons: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {"paired": self.paired, "reasons": list(self.reasons)}
-
-
-def pairing(
-    ours: ArmRecord,
-    other: ArmRecord,
-    ours_warm: Sequence[int],
-    other_warm: Sequence[int],
-    name: str,
-) -> Pairing:
-    """Leg i of one run pairs with leg i of the other when both records allow it."""
-    a, b = ours.legs, other.legs
-    if a.height != b.height:
-        return Pairing(False, (f"ours has {a.height} legs, {name} {b.height}",))
-    reasons = []
-    for column, what in (("run", "run"), ("prompt_tokens", "prompt tokens")):
-        differ = [i for i, (x, y) in enumerate(zip(a[column], b[column], strict=True)) if x != y]
-        if differ:
-            reasons.append(
-                f"{len(differ)} leg(s) differ in {what}: "
-                + ", ".join(
-                    f"leg {i} ({a[column][i]} in ours, {b[column][i]} in {name})"
-                    for i in differ[:MAX_NAMED]
-                )
-            )
-    for column in ("prompt", "leg"):
-        if column in a.columns and column in b.columns:
-            differ = [
-                i for i, (x, y) in enumerate(zip(a[column], b[column], strict=True))
-                if x is not None and y is not None and x != y
-            ]  # fmt: skip
-            if differ:
-                reasons.append(
-                    f"{len(differ)} leg(s) carry another '{column}' (first: leg {differ[0]}, "
-                    f"{a[column][differ[0]]!r} in ours, {b[column][differ[0]]!r} in {name})"
-                )
-    if sorted(ours_warm) != sorted(other_warm):
-        reasons.append(
-            f"the warm predicate picks other legs: {_legs_text(ours_warm)} in ours, "
-            f"{_legs_text(other_warm)} in {name}"
-        )
-    return Pairing(not reasons, tuple(reasons))
-
-
-def _legs_text(legs: Sequence[int]) -> str:
-    shown = ", ".join(map(str, sorted(legs)[:8]))
-    return f"legs {shown}{' ...' if len(legs) > 8 else ''} ({len(legs)})"
-
-
-def require_pairing(found: Pairing, name: str) -> None:
-    """Refuse a paired figure of runs whose legs do not pair."""
-    if not found.paired:
-        raise RefusedError(
-            f"--paired: the legs of ours and {name} cannot be paired: "
-            + "; ".join(found.reasons)
-            + ". Run both with the same prompts, runs and warm predicate, or leave out --paired"
-        )
 
 
 @dataclass(frozen=True)
@@ -176,8 +105,8 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         resampling = "none: --bootstrap 0"
     pairs = summary = None
     if found.paired:
-        pairs = tuple(_pairs(ours.legs, theirs.legs))
-        summary = _pair_summary([pair for pair in pairs if pair["warm"]])
+        pairs = tuple(pair_legs(ours.legs, theirs.legs))
+        summary = pair_summary([pair for pair in pairs if pair["warm"]])
     return RunsComparison(
         other=other.name,
         gap=dataclasses.replace(gap, verdict=plain_verdict(gap, tolerance)),
@@ -384,47 +313,6 @@ def _column_difference(ours: ArmRecord, other: ArmRecord, column: str, name: str
         f"{column.replace('_', ' ')} per leg: {sum(a) / len(a):.1f} on average in ours, "
         f"{sum(b) / len(b):.1f} in {name}"
     ]
-
-
-# ----------------------------------------------------------------------------------------------
-# Paired legs
-# ----------------------------------------------------------------------------------------------
-
-
-def _pairs(ours: list[dict[str, Any]], other: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    pairs = []
-    for a, b in zip(ours, other, strict=True):
-        pair: dict[str, Any] = {"index": a["index"], "run": a["run"], "warm": a["warm"]}
-        for figure in PAIR_FIGURES:
-            x, y = a[figure], b[figure]
-            pair[figure] = {
-                "ours": x,
-                "other": y,
-                "difference": None if x is None or y is None else x - y,
-            }
-        pairs.append(pair)
-    return pairs
-
-
-def _pair_summary(pairs: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """Per figure over the warm pairs: the median, smallest and largest difference."""
-    summary = {}
-    for figure in PAIR_FIGURES:
-        values = sorted(
-            pair[figure]["difference"] for pair in pairs if pair[figure]["difference"] is not None
-        )
-        if not values:
-            summary[figure] = {"pairs": 0, "median": None, "min": None, "max": None}
-            continue
-        middle = len(values) // 2
-        median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-        summary[figure] = {
-            "pairs": len(values),
-            "median": median,
-            "min": values[0],
-            "max": values[-1],
-        }
-    return summary
 
 
 # ----------------------------------------------------------------------------------------------

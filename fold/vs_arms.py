@@ -10,9 +10,9 @@ factor, prefill convention and resamples, through the same library call, so the 
 hold; every message it raises starts with ``--vs NAME:``. Without ``--vs-log`` it is folded from
 its legs' own engine counters (``fold.counter_fold``), as the main arm is without a log; a
 record with neither is refused with what to add. When the two runs' legs pair
-(``fold.runs.pairing``) it is resampled with the main run's seed, so each resample draws the same
-legs on both sides (a paired bootstrap); otherwise with the seed plus its place among the
-``--vs`` arms, a stream of its own. Either way its row is its standalone fold with that seed.
+(``fold.run_pairs.pairing``) it is resampled with the main run's seed, so each resample draws
+the same legs on both sides (a paired bootstrap); otherwise with the seed plus its place among
+the ``--vs`` arms, a stream of its own. Either way its row is its standalone fold with that seed.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from fold.arm import ArmRecord, load_arm
 from fold.compare import OURS, OURS_ALL, Arm, our_arm
 from fold.errors import FoldError, InputError
 from fold.oracles import OURS_KIND, ArmFigures, detect_kind, load_oracle, parse_vs_spec
-from fold.runs import pairing, require_pairing
+from fold.run_pairs import pairing, require_pairing
 from fold.warm import check_arm
 
 WINDOW_FIELDS = ("generate_start_unix", "generate_end_unix")
