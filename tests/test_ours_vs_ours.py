@@ -540,3 +540,34 @@ def test_the_acceptance_and_speed_factor_intervals_are_the_hand_computed_ones(
     assert gap["speed_factor_ci"] == pytest.approx(
         list(np.quantile(ratio / factor, [0.025, 0.975])), rel=1e-12
     )
+
+
+def test_plain_verdict_wording() -> None:
+    from fold.gap import attribute_gap
+    from fold.gap_intervals import BOTH_ARMS, SplitIntervals
+    from fold.oracles import arm_from_counts
+    from fold.runs import plain_verdict
+
+    def arms(tok_s: float, accepted: int):
+        return arm_from_counts("ours", "ours", tok_s=tok_s, steps=100, proposed=400,
+                               accepted=accepted)  # fmt: skip
+
+    old = arm_from_counts("old", "ours", tok_s=100.0, steps=100, proposed=400, accepted=200)
+    # 1 + A/S: 3.2 against 3.0 (rose 6.7%); r = 0.9, so steps are 0.9 / (3.2/3) - 1 slower
+    gap = attribute_gap(arms(90.0, 220), old)
+    assert plain_verdict(gap, 0.02) == (
+        "acceptance rose 6.7%; steps are 15.6% slower; net 10.0% slower"
+    )
+    same = attribute_gap(arms(101.0, 201), old)
+    assert plain_verdict(same, 0.02) == (
+        "acceptance unchanged: +0.3% (tolerance 2%); step speed unchanged: +0.7% (tolerance 2%); "
+        "no net change: +1.0% (tolerance 2%)"
+    )
+    found = SplitIntervals((0.85, 0.95), (1.05, 1.09), (0.80, 0.88),
+                           dict.fromkeys(("ratio", "acceptance_factor", "speed_factor"),
+                                         BOTH_ARMS))  # fmt: skip
+    gap = attribute_gap(arms(90.0, 220), old, intervals=found)
+    assert plain_verdict(gap, 0.02) == (
+        "acceptance rose 6.7% [5.0, 9.0]; steps are 15.6% slower [12.0, 20.0]; "
+        "net 10.0% slower [5.0, 15.0]"
+    )
