@@ -223,7 +223,10 @@ def source_lines(result: FoldResult) -> Text:
     text = Text()
     text.append("source: ", style="bold")
     if result.from_log:
-        text.append("S, P, A and every figure from the step log")
+        text.append(
+            "S, P, A per leg and every per-step figure from the step log; tok/s, completion "
+            "tokens and leg windows from the record's legs"
+        )
     else:
         text.append(
             "S, P, A per leg from the record's counters (spec_drafted_request_steps, "

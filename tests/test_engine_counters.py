@@ -578,3 +578,14 @@ def test_steps_attributed_to_the_wrong_leg_are_told_so(tmp_path, capsys):
     assert "spec_drafted_request_steps = 3 in the record, S = 4 in the step log" in message
     assert "(1 more legs disagree: 2)" in message
     assert "The log's counts for this leg are exactly the counters of leg 2 (run 3" in message
+
+
+def test_a_block_without_leg_counters_is_still_held_to_the_logs_warm_fold(tmp_path, capsys):
+    block = example()["spec_acceptance"]
+    document = record(EXAMPLE, max_tokens=MAX_TOKENS, k=K, counters=False)
+    document["spec_acceptance"] = copy.deepcopy(block)
+    check = fold(tmp_path, document, resamples=0).counter_check
+    assert (check["legs_with_counters"], check["spec_acceptance"]) == (0, "equals the warm fold")
+    document["spec_acceptance"]["drafts_accepted"] = 28
+    message = refused(capsys, *pair(tmp_path, document))
+    assert "drafts_accepted is 28 in the record, A = 29 here" in message
