@@ -149,9 +149,9 @@ def _hint(
         )
     if list(fields) == ["steps"]:
         return (
-            "P and A agree but S does not: the hook is called once per forward, or for steps "
-            "without a draft. Call record() once per request per verify step that carried a "
-            f"draft, where the engine counts it; {WHAT_TO_CHECK}"
+            "P and A agree but S does not: the hook sums a forward's requests into one call "
+            "(or splits one request's step). Call record() once per request per verify step "
+            f"that carried a draft, where the engine counts it; {WHAT_TO_CHECK}"
         )
     # Steps attributed to the wrong leg move counts between legs: this leg's log then holds
     # another disagreeing leg's counters (legs that agree may share counts by chance: every

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from vllmcpp import EXAMPLE, MAX_TOKENS, K, canonical, record, refold, step_log, write_pair
+from vllmcpp import EXAMPLE, MAX_TOKENS, K, Leg, canonical, record, refold, step_log, write_pair
 
 from fold.api import fold_acceptance
 from fold.cli import main
@@ -589,3 +589,17 @@ def test_a_block_without_leg_counters_is_still_held_to_the_logs_warm_fold(tmp_pa
     document["spec_acceptance"]["drafts_accepted"] = 28
     message = refused(capsys, *pair(tmp_path, document))
     assert "drafts_accepted is 28 in the record, A = 29 here" in message
+
+
+def test_a_hook_summing_steps_into_one_call_is_told_so(tmp_path, capsys):
+    # leg 1's three steps (4 drafts each, accepting 3, 3, 2) written as one call: 12 and 8
+    merged = copy.deepcopy(EXAMPLE)
+    merged[0][1] = Leg([8], 0.800, 12)
+    document = example()
+    arm, _ = write_pair(tmp_path, document)
+    steps = tmp_path / "merged.jsonl"
+    steps.write_bytes(step_log(merged, document, max_tokens=MAX_TOKENS))
+    message = refused(capsys, arm, str(steps))
+    assert "on leg 1 (run 2 of prompt 0" in message
+    assert "spec_drafted_request_steps = 3 in the record, S = 1 in the step log." in message
+    assert "P and A agree but S does not: the hook sums a forward's requests" in message
