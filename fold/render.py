@@ -209,6 +209,18 @@ def distribution_lines(result: FoldResult) -> Text:
         text.append(
             "  ".join(f"{i}:{percent(value)}" for i, value in enumerate(warm["per_position"]))
         )
+    text.append(
+        "\nwarm per-position, conditional (accepted > i among accepted > i - 1): ", style="bold"
+    )
+    if warm["per_position_conditional"] is None:
+        text.append(NEEDS_STEP_LOG, style="dim")
+    else:
+        text.append(
+            "  ".join(
+                f"{i}:{'-' if value is None else percent(value)}"
+                for i, value in enumerate(warm["per_position_conditional"])
+            )
+        )
     text.append("\nwarm histogram, steps accepting exactly j: ", style="bold")
     if warm["histogram"] is None:
         text.append(NEEDS_STEP_LOG, style="dim")

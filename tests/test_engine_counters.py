@@ -603,3 +603,12 @@ def test_a_hook_summing_steps_into_one_call_is_told_so(tmp_path, capsys):
     assert "on leg 1 (run 2 of prompt 0" in message
     assert "spec_drafted_request_steps = 3 in the record, S = 1 in the step log." in message
     assert "P and A agree but S does not: the hook sums a forward's requests" in message
+
+
+def test_counters_only_json_has_no_conditional_rates_either(tmp_path):
+    result = fold(tmp_path, example(), log=False, resamples=0)
+    assert result.warm["per_position_conditional"] is None
+    assert all(leg["per_position_conditional"] is None for leg in result.legs)
+    with_log = fold(tmp_path, example(), resamples=0)
+    # warm steps accepting > i: 15, 8, 4, 2 of 16 -> conditional 15/16, 8/15, 4/8, 2/4
+    assert with_log.warm["per_position_conditional"] == [15 / 16, 8 / 15, 4 / 8, 2 / 4]
