@@ -290,8 +290,12 @@ def _engine_counted(field: str, delta: int) -> dict:
     ],
 )
 def test_a_leg_the_log_disagrees_with_is_refused(tmp_path, capsys, field, letter, recorded, logged):
-    message = refused(capsys, *pair(tmp_path, _engine_counted(field, 1)))
-    assert f"the step log disagrees with the engine's own counters on {LEG_4}" in message
+    paths = pair(tmp_path, _engine_counted(field, 1))
+    message = refused(capsys, *paths)
+    assert message.startswith(
+        f"fold-acceptance: refused: {paths[0]}: the step log disagrees with the engine's own "
+        f"counters on {LEG_4}: "
+    )
     assert f"{field} = {recorded} in the record, {letter} = {logged} in the step log" in message
     assert "check that the step log comes from this run" in message or "hook" in message
 
