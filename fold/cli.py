@@ -47,7 +47,8 @@ exit status:
      throughput fold the warm predicate does not reproduce, a log read twice, a step log or
      spec_acceptance the engine's own counters contradict, a leg with some of the three
      counters), or no step log and no counters to fold
-  2  usage error, or an input that cannot be read or parsed (the message names file and line)
+  2  usage error (--follow or --trace without a step log among them), or an input that cannot
+     be read or parsed (the message names file and line)
 """
 
 
