@@ -103,6 +103,8 @@ class EngineCounters:
     block_state: str
     """``recorded``, ``null`` (the key is there, its value null) or ``absent``."""
     names: LegNames
+    where: str = "<arm record>"
+    """The record's path, for messages."""
 
     @property
     def carried(self) -> int:
@@ -144,7 +146,7 @@ def read_counters(
         state = "null" if raw is None else "recorded"
         if raw is not None:
             block = _block(raw, where)
-    return EngineCounters(counts, block, state, names)
+    return EngineCounters(counts, block, state, names, where)
 
 
 def _repeat(top: Mapping[str, Any], runs: tuple[int, ...]) -> int | None:

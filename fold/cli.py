@@ -23,6 +23,8 @@ from fold.errors import FoldError, InputError
 from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
 from fold.markdown import markdown_record
+from fold.present.charts import require_matplotlib
+from fold.present.report import markdown_links, write_page, write_plots
 from fold.reader import expand_log_paths
 from fold.render import report
 from fold.render_cadence import cadence_view
@@ -46,7 +48,8 @@ exit status:
      throughput fold the warm predicate does not reproduce, a log read twice, a step log or
      spec_acceptance the engine's own counters contradict, a leg with some of the three
      counters), or no step log and no counters to fold
-  2  usage error, or an input that cannot be read or parsed (the message names file and line)
+  2  usage error (--follow or --trace without a step log among them), or an input that cannot
+     be read or parsed (the message names file and line)
 """
 
 
@@ -179,6 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write a GitHub-flavoured markdown record of the fold and comparison to PATH "
         "('-' for stdout only)",
     )
+    parser.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write a self-contained page of charts to PATH (opens from a file, offline; "
+        "needs the report extra: pip install 'fold-acceptance[report]')",
+    )
+    parser.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write each chart as DIR/NAME.png and DIR/NAME.svg (stable names); with "
+        "--markdown the record shows them",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -206,6 +221,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
                 f"{wanted} needs a step log: it follows or draws the log's steps, which the "
                 "record's counters do not hold; name the step log(s) after the arm record"
             )
+    if arguments.html or arguments.plots:
+        require_matplotlib()
     oracles = load_arms(
         arguments.vs,
         arguments.vs_log,
@@ -239,8 +256,17 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         write_trace(
             arguments.trace, arm, arguments.logs, result, skip_bad_lines=arguments.skip_bad_lines
         )
+    if arguments.html or arguments.plots:
+        document = result.to_json()
+        if arguments.html:
+            write_page(arguments.html, document)
+        if arguments.plots:
+            write_plots(arguments.plots, document)
     if arguments.markdown:
-        record = markdown_record(result, found, arm_path=arguments.arm).encode()
+        record = markdown_record(result, found, arm_path=arguments.arm)
+        if arguments.plots:
+            record += markdown_links(document, arguments.plots, arguments.markdown)
+        record = record.encode()
         if arguments.markdown == "-":
             sys.stdout.buffer.write(record)
             if arguments.json:

@@ -125,7 +125,8 @@ def _check_legs(result: FoldResult, counters: EngineCounters) -> int:
         extra = len(wrong) - MAX_LEGS_NAMED
         more = f" ({len(wrong) - 1} more legs disagree: {others}{' and more' if extra > 0 else ''})"
     raise RefusedError(
-        f"the step log disagrees with the engine's own counters on {counters.describe(index)}: "
+        f"{counters.where}: the step log disagrees with the engine's own counters on "
+        f"{counters.describe(index)}: "
         f"{apart}{more}. {_hint(result, counters, index, fields, [i for i, _ in wrong], checked)}"
     )
 
@@ -149,9 +150,9 @@ def _hint(
         )
     if list(fields) == ["steps"]:
         return (
-            "P and A agree but S does not: the hook is called once per forward, or for steps "
-            "without a draft. Call record() once per request per verify step that carried a "
-            f"draft, where the engine counts it; {WHAT_TO_CHECK}"
+            "P and A agree but S does not: the hook sums a forward's requests into one call "
+            "(or splits one request's step). Call record() once per request per verify step "
+            f"that carried a draft, where the engine counts it; {WHAT_TO_CHECK}"
         )
     # Steps attributed to the wrong leg move counts between legs: this leg's log then holds
     # another disagreeing leg's counters (legs that agree may share counts by chance: every
@@ -183,20 +184,21 @@ def _check_block(result: FoldResult, counters: EngineCounters) -> None:
     )
     if block.warm_legs != len(warm["legs"]):
         raise RefusedError(
-            f"spec_acceptance.warm_legs is {block.warm_legs} in the record, but {about} has "
-            f"{len(warm['legs'])} legs. {remedy}"
+            f"{counters.where}: spec_acceptance.warm_legs is {block.warm_legs} in the record, "
+            f"but {about} has {len(warm['legs'])} legs. {remedy}"
         )
     problems = _figure_problems(block.pooled, warm)
     if problems:
         raise RefusedError(
-            f"spec_acceptance disagrees with {about}: {'; '.join(problems)}. {remedy}"
+            f"{counters.where}: spec_acceptance disagrees with {about}: "
+            f"{'; '.join(problems)}. {remedy}"
         )
     if block.per_leg is None:
         return
     if len(block.per_leg) != len(warm["legs"]):
         raise RefusedError(
-            f"spec_acceptance.per_leg has {len(block.per_leg)} entries in the record, but "
-            f"{about} has {len(warm['legs'])} legs. {remedy}"
+            f"{counters.where}: spec_acceptance.per_leg has {len(block.per_leg)} entries in the "
+            f"record, but {about} has {len(warm['legs'])} legs. {remedy}"
         )
     for entry, index in zip(block.per_leg, warm["legs"], strict=True):
         figures = result.legs[index]

@@ -106,6 +106,7 @@ def _leg(row: dict[str, Any], warm: bool, counts: LegCounts) -> dict[str, Any]:
         **figures,
         "lines": None,
         "per_position": None,
+        "per_position_conditional": None,
         "histogram": None,
         "emitted": None,
         "emitted_lines": None,

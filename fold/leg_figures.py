@@ -73,6 +73,9 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
     timed_steps = sum(leg["steps"] for leg in timed)
     seconds = sum(leg["window_secs"] for leg in timed)
     steps_by_accepted = _pooled_histogram(legs, histograms)
+    per_position = (
+        None if steps_by_accepted is None else acceptance.per_position(steps_by_accepted, steps)
+    )
     return {
         "legs": [leg["index"] for leg in legs],
         "steps": steps,
@@ -83,8 +86,9 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
         "completion_tokens_per_step": acceptance.completion_tokens_per_step(completion, steps),
         "output_throughput_tok_s": throughput_fold([leg["tok_s"] for leg in legs]),
         "step_rate": timed_steps / seconds if seconds > 0 else None,
-        "per_position": (
-            None if steps_by_accepted is None else acceptance.per_position(steps_by_accepted, steps)
+        "per_position": per_position,
+        "per_position_conditional": (
+            None if per_position is None else acceptance.per_position_conditional(per_position)
         ),
         "histogram": steps_by_accepted,
     }

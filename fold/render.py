@@ -209,6 +209,18 @@ def distribution_lines(result: FoldResult) -> Text:
         text.append(
             "  ".join(f"{i}:{percent(value)}" for i, value in enumerate(warm["per_position"]))
         )
+    text.append(
+        "\nwarm per-position, conditional (accepted > i among accepted > i - 1): ", style="bold"
+    )
+    if warm["per_position_conditional"] is None:
+        text.append(NEEDS_STEP_LOG, style="dim")
+    else:
+        text.append(
+            "  ".join(
+                f"{i}:{'-' if value is None else percent(value)}"
+                for i, value in enumerate(warm["per_position_conditional"])
+            )
+        )
     text.append("\nwarm histogram, steps accepting exactly j: ", style="bold")
     if warm["histogram"] is None:
         text.append(NEEDS_STEP_LOG, style="dim")
@@ -223,7 +235,10 @@ def source_lines(result: FoldResult) -> Text:
     text = Text()
     text.append("source: ", style="bold")
     if result.from_log:
-        text.append("S, P, A and every figure from the step log")
+        text.append(
+            "S, P, A per leg and every per-step figure from the step log; tok/s, completion "
+            "tokens and leg windows from the record's legs"
+        )
     else:
         text.append(
             "S, P, A per leg from the record's counters (spec_drafted_request_steps, "

@@ -156,6 +156,7 @@ class FoldResult:
 
 STEP_FIGURES = (
     "per_position",
+    "per_position_conditional",
     "histogram",
     "windows",
     "requests",
@@ -382,6 +383,7 @@ def _leg_figures(
                     "emitted_lines": 0, "max_proposed": 0}  # fmt: skip
     steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
     steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
+    per_position = acceptance.per_position(steps_by_accepted, steps)
     windows = acceptance.windows_from_bins(bins, window_steps)
     window_rates = [window.accept_rate for window in windows]
     for request in requests:
@@ -411,7 +413,8 @@ def _leg_figures(
     return {
         **counted_leg(leg, warm, steps, proposed, accepted),
         "lines": sums["lines"],
-        "per_position": acceptance.per_position(steps_by_accepted, steps),
+        "per_position": per_position,
+        "per_position_conditional": acceptance.per_position_conditional(per_position),
         "histogram": steps_by_accepted,
         "emitted": sums["emitted"] if sums["emitted_lines"] else None,
         "emitted_lines": sums["emitted_lines"],

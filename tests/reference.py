@@ -261,6 +261,21 @@ def per_position_of(steps: list[Step]) -> list[float]:
     ]
 
 
+def per_position_conditional_of(steps: list[Step]) -> list[float | None]:
+    """Among the drafted steps that accepted more than i - 1 drafts, the share that accepted
+    more than i (every drafted step counts for i = 0); None where no step reached i."""
+    drafted = [step for step in steps if step.proposed > 0]
+    if not drafted:
+        return []
+    most = max(step.proposed for step in drafted)
+    rates: list[float | None] = []
+    for position in range(most):
+        reached = [step for step in drafted if step.accepted > position - 1]
+        passed = sum(1 for step in reached if step.accepted > position)
+        rates.append(passed / len(reached) if reached else None)
+    return rates
+
+
 def collapse(rates: list[float | None], at_least: int) -> bool:
     known = sorted(rate for rate in rates if rate is not None)
     if len(known) < at_least:
@@ -404,6 +419,7 @@ def leg_figures(
         "mean_acceptance_length": 1 + a / s if s else None,
         "completion_tokens_per_step": ratio(completion, s),
         "per_position": per_position_of(steps),
+        "per_position_conditional": per_position_conditional_of(steps),
         "histogram": histogram_of(steps),
         "step_rate": s / window_secs if window_secs > 0 else None,
         "emitted": emitted,
@@ -445,6 +461,7 @@ def pooled(legs: list[Leg], leg_steps: dict[int, list[Step]], figures: list[dict
         "output_throughput_tok_s": median([float(leg.fields["tok_s"]) for leg in legs]),
         "step_rate": timed_steps / window_secs if window_secs > 0 else None,
         "per_position": per_position_of(steps),
+        "per_position_conditional": per_position_conditional_of(steps),
         "histogram": histogram_of(steps),
     }
 
@@ -532,6 +549,37 @@ def fold_records(
             for line in record.skipped_lines[:MAX_SKIPPED_EXAMPLES]
         ],
         "prefill_tokens": convention,
+        "step_source": "step log",
+        "sources": STEP_LOG_SOURCES,
+        "counter_check": unchecked(len(legs)),
+    }
+
+
+# Where each figure comes from when a step log is folded.
+STEP_LOG_SOURCES = {
+    **dict.fromkeys(
+        ("steps", "proposed", "accepted", "accept_rate", "mean_acceptance_length"), "step log"
+    ),
+    "completion_tokens_per_step": "completion_tokens (arm record) / S (step log)",
+    "step_rate": "S (step log) / the legs' generate windows (arm record)",
+    "tok_s": "the legs' tok_s (arm record)",
+    **dict.fromkeys(
+        ("per_position", "per_position_conditional", "histogram", "windows", "requests",
+         "lines", "cadence", "emitted", "trace"),
+        "step log",
+    ),
+}  # fmt: skip
+
+
+def unchecked(legs: int) -> dict[str, Any]:
+    """The generated arms carry no engine counters and no spec_acceptance: nothing checked."""
+    return {
+        "legs": legs,
+        "legs_with_counters": 0,
+        "legs_checked": 0,
+        "spec_acceptance": "not in the record: not checked",
+        "summary": "not checked against the engine's own counters: the record's legs carry "
+        "none (spec_drafted_request_steps, spec_drafts_proposed, spec_drafts_accepted)",
     }
 
 
@@ -670,11 +718,9 @@ def cadence_members(
 
 def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
     """A fold's JSON without the bootstrap's keys: this model has none (test_uncertainty.py
-    checks the intervals against their own model). Nor does it model where each figure came
-    from (the log or the record's counters), which test_engine_counters.py checks."""
+    checks the intervals against their own model)."""
     document = dict(document)
-    for key in ("bootstrap", "step_source", "sources", "counter_check"):
-        document.pop(key, None)
+    document.pop("bootstrap", None)
     for name in ("warm", "all"):
         document[name] = {
             key: value for key, value in document[name].items() if not key.endswith("_ci")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from vllmcpp import EXAMPLE, MAX_TOKENS, K, canonical, record, refold, step_log, write_pair
+from vllmcpp import EXAMPLE, MAX_TOKENS, K, Leg, canonical, record, refold, step_log, write_pair
 
 from fold.api import fold_acceptance
 from fold.cli import main
@@ -290,8 +290,12 @@ def _engine_counted(field: str, delta: int) -> dict:
     ],
 )
 def test_a_leg_the_log_disagrees_with_is_refused(tmp_path, capsys, field, letter, recorded, logged):
-    message = refused(capsys, *pair(tmp_path, _engine_counted(field, 1)))
-    assert f"the step log disagrees with the engine's own counters on {LEG_4}" in message
+    paths = pair(tmp_path, _engine_counted(field, 1))
+    message = refused(capsys, *paths)
+    assert message.startswith(
+        f"fold-acceptance: refused: {paths[0]}: the step log disagrees with the engine's own "
+        f"counters on {LEG_4}: "
+    )
     assert f"{field} = {recorded} in the record, {letter} = {logged} in the step log" in message
     assert "check that the step log comes from this run" in message or "hook" in message
 
@@ -578,3 +582,37 @@ def test_steps_attributed_to_the_wrong_leg_are_told_so(tmp_path, capsys):
     assert "spec_drafted_request_steps = 3 in the record, S = 4 in the step log" in message
     assert "(1 more legs disagree: 2)" in message
     assert "The log's counts for this leg are exactly the counters of leg 2 (run 3" in message
+
+
+def test_a_block_without_leg_counters_is_still_held_to_the_logs_warm_fold(tmp_path, capsys):
+    block = example()["spec_acceptance"]
+    document = record(EXAMPLE, max_tokens=MAX_TOKENS, k=K, counters=False)
+    document["spec_acceptance"] = copy.deepcopy(block)
+    check = fold(tmp_path, document, resamples=0).counter_check
+    assert (check["legs_with_counters"], check["spec_acceptance"]) == (0, "equals the warm fold")
+    document["spec_acceptance"]["drafts_accepted"] = 28
+    message = refused(capsys, *pair(tmp_path, document))
+    assert "drafts_accepted is 28 in the record, A = 29 here" in message
+
+
+def test_a_hook_summing_steps_into_one_call_is_told_so(tmp_path, capsys):
+    # leg 1's three steps (4 drafts each, accepting 3, 3, 2) written as one call: 12 and 8
+    merged = copy.deepcopy(EXAMPLE)
+    merged[0][1] = Leg([8], 0.800, 12)
+    document = example()
+    arm, _ = write_pair(tmp_path, document)
+    steps = tmp_path / "merged.jsonl"
+    steps.write_bytes(step_log(merged, document, max_tokens=MAX_TOKENS))
+    message = refused(capsys, arm, str(steps))
+    assert "on leg 1 (run 2 of prompt 0" in message
+    assert "spec_drafted_request_steps = 3 in the record, S = 1 in the step log." in message
+    assert "P and A agree but S does not: the hook sums a forward's requests" in message
+
+
+def test_counters_only_json_has_no_conditional_rates_either(tmp_path):
+    result = fold(tmp_path, example(), log=False, resamples=0)
+    assert result.warm["per_position_conditional"] is None
+    assert all(leg["per_position_conditional"] is None for leg in result.legs)
+    with_log = fold(tmp_path, example(), resamples=0)
+    # warm steps accepting > i: 15, 8, 4, 2 of 16 -> conditional 15/16, 8/15, 4/8, 2/4
+    assert with_log.warm["per_position_conditional"] == [15 / 16, 8 / 15, 4 / 8, 2 / 4]
