@@ -154,7 +154,8 @@ def _decode_factor_ci(ours: Any, theirs: Any) -> Interval | None:
 
 def plain_verdict(gap: GapAttribution, tolerance: float) -> str:
     """'acceptance fell 3.1% [2.0, 4.2]; steps are 9.0% faster [7.1, 10.8]; net 5.6% faster
-    [3.9, 7.4]': each factor as a change, with its 95% interval when both runs were resampled.
+    [3.9, 7.4]': each factor as a change, with its 95% interval when both runs were resampled
+    (beyond 2x either way as a multiple: "steps are 3.20x slower").
 
     A change is "unchanged" when its interval holds 0 (with intervals) or when it is within the
     tolerance (without)."""
@@ -206,12 +207,31 @@ def _change(
         unchanged = {"acceptance": "acceptance unchanged", "steps": "step speed unchanged",
                      "net": "no net change"}[what]  # fmt: skip
         return f"{unchanged}: {_signed(change)}{shown}"
+    if not 0.5 <= factor <= 2:
+        return _times(what, factor, interval, words)
     if what == "acceptance":
         return f"acceptance {words[0] if change > 0 else words[1]} {magnitude * 100:.1f}%{shown}"
     direction = "faster" if change > 0 else "slower"
     if what == "steps":
         return f"steps are {magnitude * 100:.1f}% {direction}{shown}"
     return f"net {magnitude * 100:.1f}% {direction}{shown}"
+
+
+def _times(what: str, factor: float, interval: Interval | None, words: tuple[str, ...]) -> str:
+    """A change of more than 2x either way as a multiple ("3.2x slower"): as a percentage a
+    fall would crowd under 100% and say nothing of its size."""
+    up = factor > 1
+    times = factor if up else 1 / factor
+    shown = ""
+    if interval is not None and interval[0] > 0:
+        ends = sorted(end if up else 1 / end for end in interval)
+        shown = f" [{ends[0]:.2f}, {ends[1]:.2f}]"
+    if what == "acceptance":
+        return f"acceptance {words[0] if up else words[1]} {times:.2f}x{shown}"
+    direction = "faster" if up else "slower"
+    if what == "steps":
+        return f"steps are {times:.2f}x {direction}{shown}"
+    return f"net {times:.2f}x {direction}{shown}"
 
 
 def _signed(change: float) -> str:

@@ -571,3 +571,16 @@ def test_plain_verdict_wording() -> None:
         "acceptance rose 6.7% [5.0, 9.0]; steps are 15.6% slower [12.0, 20.0]; "
         "net 10.0% slower [5.0, 15.0]"
     )
+
+
+def test_changes_beyond_twice_read_as_multiples() -> None:
+    from fold.gap import attribute_gap
+    from fold.oracles import arm_from_counts
+    from fold.runs import plain_verdict
+
+    old = arm_from_counts("old", "ours", tok_s=1000.0, steps=100, proposed=400, accepted=200)
+    new = arm_from_counts("ours", "ours", tok_s=100.0, steps=100, proposed=400, accepted=200)
+    # same 1 + A/S, a tenth of the tok/s: steps and net are 10x slower, not "90.0% slower"
+    assert plain_verdict(attribute_gap(new, old), 0.02) == (
+        "acceptance unchanged: +0.0% (tolerance 2%); steps are 10.00x slower; net 10.00x slower"
+    )
