@@ -140,3 +140,39 @@ def test_windows_are_merged_by_their_counts_past_the_cap():
     ]
     assert coarsened(windows, 2) == [(20, 40 / 140), (8, 1.0)]
     assert coarsened(windows, 4) == [(10, 30 / 70), (10, 10 / 70), (5, 1.0), (3, None)]
+
+
+OURS_VS_OURS = ROOT / "fixtures" / "ours-vs-ours"
+
+
+def test_two_runs_of_ours_are_both_in_every_chart(tmp_path):
+    from matplotlib.figure import Figure
+
+    out = tmp_path / "fold.json"
+    after, before = OURS_VS_OURS / "after", OURS_VS_OURS / "before"
+    argv = [str(after / "our-arm.json"), str(after / "steps.jsonl")]
+    argv += [f"--vs=before={before / 'our-arm.json'}", f"--vs-log=before={before / 'steps.jsonl'}"]
+    assert cli([*argv, "--json", str(out), "--bootstrap", "100"]) == 0
+    found = {chart.name: chart for chart in charts(json.loads(out.read_bytes()))}
+    assert all(chart.draw is not None for chart in found.values())
+
+    def drawn(name: str) -> Figure:
+        figure = Figure()
+        found[name].draw(figure)
+        return figure
+
+    # per position: a solid and a dashed curve for each run
+    (axes,) = drawn("per-position").axes
+    assert [line.get_label() for line in axes.get_lines()] == [
+        "ours",
+        "ours, conditional",
+        "before",
+        "before, conditional",
+    ]
+    # a panel per run (per-leg: two rows, a column per run); the gap: one column, "before"
+    assert len(drawn("windows").axes) == 2
+    assert len(drawn("intervals").axes) == 2
+    assert len(drawn("time-shares").axes) == 2
+    assert len(drawn("per-leg").axes) == 4
+    assert len(drawn("gap").axes) == 1
+    assert found["windows"].panels == found["intervals"].panels == 2

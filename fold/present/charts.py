@@ -25,6 +25,7 @@ REPORT_EXTRA = "pip install 'fold-acceptance[report]'"
 PALETTE = ("#1f5fa8", "#d9622b", "#2e8b57", "#8e44ad", "#b8860b", "#c0392b", "#555555")
 WARM_COLOUR, COLD_COLOUR, FLAG_COLOUR = "#1f5fa8", "#9aa5b1", "#c0392b"
 WIDTH_IN, HEIGHT_IN, DPI = 7.2, 3.6, 100
+PANEL_HEIGHT = 0.6  # each further panel adds this much of a chart's height
 MAX_WINDOWS_DRAWN = 128  # per leg: finer than a chart shows, and a page of many legs stays small
 MAX_LABELS = 30  # leg labels on an axis, at most; past that every n-th
 NEEDS_STEPS = "needs a step log"
@@ -43,6 +44,8 @@ class Chart:
     caption: str
     draw: Callable[[Any], None] | None
     missing: str | None = None
+    panels: int = 1
+    """Panels stacked one above another (one per run of ours): each adds to the height."""
 
 
 def charts(document: dict[str, Any]) -> list[Chart]:
@@ -65,7 +68,8 @@ def render(chart: Chart, fmt: str) -> bytes:
     import matplotlib
 
     with matplotlib.rc_context(_STYLE):
-        figure = figure_class(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
+        height = HEIGHT_IN * (1 + PANEL_HEIGHT * (chart.panels - 1))
+        figure = figure_class(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
         chart.draw(figure)
         out = io.BytesIO()
         metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
@@ -151,46 +155,47 @@ def _per_position(document: dict[str, Any]) -> Chart:
 
 
 def _windows(document: dict[str, Any]) -> Chart:
-    legs = [leg for leg in document.get("legs", []) if leg.get("windows")]
+    runs = [
+        (name, legs)
+        for name, fold in runs_of_ours(document)
+        if (legs := [leg for leg in fold.get("legs", []) if leg.get("windows")])
+    ]
     window = document.get("window_steps")
     caption = (
-        f"A/P along each leg, per window of {window} steps: dark lines are warm legs, grey "
-        "ones cold, red ones flagged; a line that falls and stays down is acceptance "
-        "collapsing within the leg."
+        f"A/P along each leg, per window of {window} steps, a panel per run of ours: dark lines "
+        "are warm legs, grey ones cold, red ones flagged; a line that falls and stays down is "
+        "acceptance collapsing within the leg."
     )
-    if not legs:
+    if not runs:
         return Chart("windows", "Acceptance along each leg", caption, None, NEEDS_STEPS)
 
     def draw(figure) -> None:
-        axes = figure.subplots()
-        for leg in legs:
-            # each window is a flat segment from its first step to the next window's
-            windows = coarsened(leg["windows"], MAX_WINDOWS_DRAWN)
-            edges = [0]
-            for steps, _ in windows:
-                edges.append(edges[-1] + steps)
-            rates = [rate for _, rate in windows]
-            colour = (
-                FLAG_COLOUR
-                if leg.get("flags")
-                else (WARM_COLOUR if leg.get("warm") else COLD_COLOUR)
-            )
-            axes.plot(
-                edges,
-                _percent([*rates, rates[-1]]),
-                drawstyle="steps-post",
-                color=colour,
-                linewidth=1.4 if leg.get("warm") else 1.0,
-                alpha=0.85,
-            )
-        axes.set_xlabel("verify step within the leg (window start)")
-        axes.set_ylabel("A/P (%)")
-        axes.set_ylim(0, 105)
+        panels = _panels(figure, runs, sharex=True, sharey=True)
+        for axes, (_, legs) in zip(panels, runs, strict=True):
+            for leg in legs:
+                # each window is a flat segment from its first step to the next window's
+                windows = coarsened(leg["windows"], MAX_WINDOWS_DRAWN)
+                edges = [0]
+                for steps, _ in windows:
+                    edges.append(edges[-1] + steps)
+                rates = [rate for _, rate in windows]
+                axes.plot(
+                    edges,
+                    _percent([*rates, rates[-1]]),
+                    drawstyle="steps-post",
+                    color=_leg_colour(leg, bool(leg.get("flags"))),
+                    linewidth=1.4 if leg.get("warm") else 1.0,
+                    alpha=0.85,
+                )
+            axes.set_ylabel("A/P (%)")
+            axes.set_ylim(0, 105)
+        panels[-1].set_xlabel("verify step within the leg (window start)")
         _legend_patches(
-            axes, [("warm leg", WARM_COLOUR), ("cold leg", COLD_COLOUR), ("flagged", FLAG_COLOUR)]
+            panels[0],
+            [("warm leg", WARM_COLOUR), ("cold leg", COLD_COLOUR), ("flagged", FLAG_COLOUR)],
         )
 
-    return Chart("windows", "Acceptance along each leg", caption, draw)
+    return Chart("windows", "Acceptance along each leg", caption, draw, panels=len(runs))
 
 
 def coarsened(windows: list[dict[str, Any]], most: int) -> list[tuple[int, float | None]]:
@@ -208,46 +213,57 @@ def coarsened(windows: list[dict[str, Any]], most: int) -> list[tuple[int, float
 
 
 def _per_leg(document: dict[str, Any]) -> Chart:
-    legs = document.get("legs", [])
-    warm = document.get("warm") or {}
+    runs = runs_of_ours(document)
     caption = (
-        "Each leg's tok/s (top) and 1 + A/S (bottom), warm legs filled and cold ones hollow; "
-        "the band is the warm fold with its 95% interval, so a leg outside it is one the "
-        "median does not describe."
+        "Each leg's tok/s (top) and 1 + A/S (bottom), a column per run of ours, warm legs "
+        "filled and cold ones hollow; the band is the warm fold with its 95% interval, so a "
+        "leg outside it is one the median does not describe."
     )
+    if not any(
+        leg.get("mean_acceptance_length") is not None
+        for _, fold in runs
+        for leg in fold.get("legs", [])
+    ):
+        return Chart("per-leg", "Per-leg throughput and acceptance", caption, None, NEEDS_STEPS)
 
     def draw(figure) -> None:
-        top, bottom = figure.subplots(2, 1, sharex=True)
-        for axes, key, label in (
-            (top, "output_throughput_tok_s", "tok/s"),
-            (bottom, "mean_acceptance_length", "1 + A/S"),
-        ):
-            leg_key = "tok_s" if key == "output_throughput_tok_s" else key
-            for is_warm in (True, False):
-                points = [
-                    (leg["index"], leg[leg_key])
-                    for leg in legs
-                    if bool(leg.get("warm")) == is_warm and leg.get(leg_key) is not None
-                ]
-                if points:
-                    axes.scatter(
-                        *zip(*points, strict=True),
-                        s=22,
-                        color=WARM_COLOUR,
-                        facecolors=WARM_COLOUR if is_warm else "white",
-                        zorder=3,
-                    )
-            folded, interval = warm.get(key), warm.get(f"{key}_ci")
-            if folded is not None:
-                axes.axhline(folded, color=WARM_COLOUR, linewidth=0.8)
-            if interval:
-                axes.axhspan(interval[0], interval[1], color=WARM_COLOUR, alpha=0.12)
-            axes.set_ylabel(label)
-        bottom.set_xlabel("leg index")
-        bottom.xaxis.get_major_locator().set_params(integer=True)
+        grid = figure.subplots(2, len(runs), sharex="col", sharey="row", squeeze=False)
+        for column, (name, fold) in enumerate(runs):
+            legs, warm = fold.get("legs", []), fold.get("warm") or {}
+            colour = PALETTE[column % len(PALETTE)]
+            for row, (key, leg_key, label) in enumerate(
+                (
+                    ("output_throughput_tok_s", "tok_s", "tok/s"),
+                    ("mean_acceptance_length", "mean_acceptance_length", "1 + A/S"),
+                )
+            ):
+                axes = grid[row][column]
+                for is_warm in (True, False):
+                    points = [
+                        (leg["index"], leg[leg_key])
+                        for leg in legs
+                        if bool(leg.get("warm")) == is_warm and leg.get(leg_key) is not None
+                    ]
+                    if points:
+                        axes.scatter(
+                            *zip(*points, strict=True),
+                            s=22,
+                            color=colour,
+                            facecolors=colour if is_warm else "white",
+                            zorder=3,
+                        )
+                folded, interval = warm.get(key), warm.get(f"{key}_ci")
+                if folded is not None:
+                    axes.axhline(folded, color=colour, linewidth=0.8)
+                if interval:
+                    axes.axhspan(interval[0], interval[1], color=colour, alpha=0.12)
+                if column == 0:
+                    axes.set_ylabel(label)
+            if len(runs) > 1:
+                grid[0][column].set_title(name, fontsize=9)
+            grid[1][column].set_xlabel("leg index")
+            grid[1][column].xaxis.get_major_locator().set_params(integer=True)
 
-    if not any(leg.get("mean_acceptance_length") is not None for leg in legs):
-        return Chart("per-leg", "Per-leg throughput and acceptance", caption, None, NEEDS_STEPS)
     return Chart("per-leg", "Per-leg throughput and acceptance", caption, draw)
 
 
@@ -334,46 +350,55 @@ def _gap_steps(
 
 
 def _intervals(document: dict[str, Any]) -> Chart:
-    legs = [leg for leg in document.get("legs", []) if (leg.get("cadence") or {}).get("intervals")]
-    factor = document.get("stall_factor")
+    runs = [
+        (name, legs)
+        for name, fold in runs_of_ours(document)
+        if (
+            legs := [
+                leg for leg in fold.get("legs", []) if (leg.get("cadence") or {}).get("intervals")
+            ]
+        )
+    ]
+    factor = document.get("stall_factor") or 0
     caption = (
-        "Time between a request's verify steps, per leg: the box runs from the median to p90, "
-        f"the whisker to p99 and the dot is the longest; red legs had stalls (an interval over "
-        f"{factor:g}x its request's median)."
-        if factor
-        else "Time between a request's verify steps, per leg."
+        "Time between a request's verify steps, per leg and a panel per run of ours: the box "
+        "runs from the median to p90, the whisker to p99 and the dot is the longest; red legs "
+        f"had stalls (an interval over {factor:g}x its request's median)."
     )
-    if not legs:
+    if not runs:
         return Chart("intervals", "Step intervals per leg", caption, None, NEEDS_TIMES)
+    longest = max(leg["cadence"]["interval_max_s"] for _, legs in runs for leg in legs)
 
     def draw(figure) -> None:
-        axes = figure.subplots()
-        index = [leg["index"] for leg in legs]
-        ms = {
-            key: [1e3 * leg["cadence"][key] for leg in legs]
-            for key in ("interval_median_s", "interval_p90_s", "interval_p99_s", "interval_max_s")
-        }
-        colours = [
-            FLAG_COLOUR
-            if leg["cadence"].get("stalls")
-            else (WARM_COLOUR if leg.get("warm") else COLD_COLOUR)
-            for leg in legs
-        ]
-        p50, p90, p99 = ms["interval_median_s"], ms["interval_p90_s"], ms["interval_p99_s"]
-        heights = [high - low for low, high in zip(p50, p90, strict=True)]
-        axes.bar(index, heights, bottom=p50, width=0.6, color=colours, alpha=0.7)
-        axes.vlines(index, p90, p99, colors=colours, linewidth=1)
-        axes.hlines(p50, [x - 0.3 for x in index], [x + 0.3 for x in index], colors="black")
-        axes.scatter(index, ms["interval_max_s"], s=6, color=colours, zorder=3)
-        axes.set_ylim(0, 1.1e3 * max(leg["cadence"]["interval_max_s"] for leg in legs))
-        axes.set_xlabel("leg index")
-        axes.set_ylabel("interval (ms)")
-        axes.xaxis.get_major_locator().set_params(integer=True)
+        panels = _panels(figure, runs, sharex=True, sharey=True)
+        for axes, (_, legs) in zip(panels, runs, strict=True):
+            index = [leg["index"] for leg in legs]
+            ms = {
+                key: [1e3 * leg["cadence"][key] for leg in legs]
+                for key in (
+                    "interval_median_s",
+                    "interval_p90_s",
+                    "interval_p99_s",
+                    "interval_max_s",
+                )
+            }
+            colours = [_leg_colour(leg, bool(leg["cadence"].get("stalls"))) for leg in legs]
+            p50, p90, p99 = ms["interval_median_s"], ms["interval_p90_s"], ms["interval_p99_s"]
+            heights = [high - low for low, high in zip(p50, p90, strict=True)]
+            axes.bar(index, heights, bottom=p50, width=0.6, color=colours, alpha=0.7)
+            axes.vlines(index, p90, p99, colors=colours, linewidth=1)
+            axes.hlines(p50, [x - 0.3 for x in index], [x + 0.3 for x in index], colors="black")
+            axes.scatter(index, ms["interval_max_s"], s=6, color=colours, zorder=3)
+            axes.set_ylim(0, 1.1e3 * longest)
+            axes.set_ylabel("interval (ms)")
+        panels[-1].set_xlabel("leg index")
+        panels[-1].xaxis.get_major_locator().set_params(integer=True)
         _legend_patches(
-            axes, [("warm leg", WARM_COLOUR), ("cold leg", COLD_COLOUR), ("stalls", FLAG_COLOUR)]
+            panels[0],
+            [("warm leg", WARM_COLOUR), ("cold leg", COLD_COLOUR), ("stalls", FLAG_COLOUR)],
         )
 
-    return Chart("intervals", "Step intervals per leg", caption, draw)
+    return Chart("intervals", "Step intervals per leg", caption, draw, panels=len(runs))
 
 
 _SHARE_PARTS = (
@@ -398,37 +423,68 @@ def leg_time_shares(cadence: dict[str, Any]) -> tuple[float, float, float, float
 
 
 def _time_shares(document: dict[str, Any]) -> Chart:
-    warm = [
-        (leg["index"], shares)
-        for leg in document.get("legs", [])
-        if leg.get("warm") and (shares := leg_time_shares(leg.get("cadence") or {})) is not None
+    runs = [
+        (name, warm)
+        for name, fold in runs_of_ours(document)
+        if (
+            warm := [
+                (leg["index"], shares)
+                for leg in fold.get("legs", [])
+                if leg.get("warm")
+                and (shares := leg_time_shares(leg.get("cadence") or {})) is not None
+            ]
+        )
     ]
     caption = (
-        "Where each warm leg's time goes: before the first verify step (prefill, start-up), "
-        "decoding, stalled, and after the last step; a wide orange or grey part is time that "
-        "steps/s does not see."
+        "Where each warm leg's time goes, a panel per run of ours: before the first verify step "
+        "(prefill, start-up), decoding, stalled, and after the last step; a wide orange or grey "
+        "part is time that steps/s does not see."
     )
-    if not warm:
+    if not runs:
         return Chart("time-shares", "Warm legs' time", caption, None, NEEDS_TIMES)
 
     def draw(figure) -> None:
-        axes = figure.subplots()
-        positions = range(len(warm))
-        left = [0.0] * len(warm)
-        for part, (_, colour) in enumerate(_SHARE_PARTS):
-            widths = [100 * shares[part] for _, shares in warm]
-            axes.barh(positions, widths, left=left, color=colour, height=0.7)
-            left = [start + width for start, width in zip(left, widths, strict=True)]
-        every = max(1, math.ceil(len(warm) / MAX_LABELS))
-        shown = range(0, len(warm), every)
-        axes.set_yticks(list(shown), [f"leg {warm[position][0]}" for position in shown])
-        axes.invert_yaxis()
-        axes.set_xlim(0, 100)
-        axes.set_xlabel("share of the leg's time (%)")
-        axes.grid(axis="y", visible=False)
-        _legend_patches(axes, list(_SHARE_PARTS))
+        panels = figure.subplots(1, len(runs), squeeze=False)[0]
+        for axes, (name, warm) in zip(panels, runs, strict=True):
+            positions = range(len(warm))
+            left = [0.0] * len(warm)
+            for part, (_, colour) in enumerate(_SHARE_PARTS):
+                widths = [100 * shares[part] for _, shares in warm]
+                axes.barh(positions, widths, left=left, color=colour, height=0.7)
+                left = [start + width for start, width in zip(left, widths, strict=True)]
+            every = max(1, math.ceil(len(warm) / MAX_LABELS))
+            shown = range(0, len(warm), every)
+            axes.set_yticks(list(shown), [f"leg {warm[position][0]}" for position in shown])
+            axes.invert_yaxis()
+            axes.set_xlim(0, 100)
+            axes.set_xlabel("share of the leg's time (%)")
+            axes.grid(axis="y", visible=False)
+            if len(runs) > 1:
+                axes.set_title(name, fontsize=9, loc="right")
+        _legend_patches(panels[0], list(_SHARE_PARTS))
 
     return Chart("time-shares", "Warm legs' time", caption, draw)
+
+
+def runs_of_ours(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, fold document) of our run and of each other run of ours it is compared with."""
+    runs = (document.get("oracles") or {}).get("runs") or {}
+    return [("ours", document), *((name, run["fold"]) for name, run in runs.items())]
+
+
+def _panels(figure, runs: list, *, sharex: bool, sharey: bool) -> list:
+    """One row of axes per run, titled with the run's name when there is more than one."""
+    rows = figure.subplots(len(runs), 1, sharex=sharex, sharey=sharey, squeeze=False)[:, 0]
+    if len(runs) > 1:
+        for axes, (name, _) in zip(rows, runs, strict=True):
+            axes.set_title(name, fontsize=9, loc="right")
+    return list(rows)
+
+
+def _leg_colour(leg: dict[str, Any], flagged: bool) -> str:
+    if flagged:
+        return FLAG_COLOUR
+    return WARM_COLOUR if leg.get("warm") else COLD_COLOUR
 
 
 def _percent(rates: list[float | None]) -> list[float]:
