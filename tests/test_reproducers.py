@@ -8,7 +8,7 @@ line (the output's size is bounded by what the lines are, not by what they say).
 
 from __future__ import annotations
 
-import json
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -224,12 +224,60 @@ def test_a_closed_stdout_is_not_a_bug(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert done.returncode == 0
 
 
-def test_regression_inputs_are_these_reproducers():
-    """The fuzzer's regression inputs hold the lines above, so a long campaign starts at them."""
-    directory = Path(__file__).parent.parent / "fuzz" / "regressions"
-    texts = {path.name: path.read_bytes() for path in directory.iterdir()}
-    assert any(HUGE.encode() in text for text in texts.values())
-    assert any(str(2**31).encode() in text for text in texts.values())
-    assert any(str(2**63 - 1).encode() in text for text in texts.values())
-    for text in texts.values():
-        json.loads(text.split(b"\n", 1)[0].decode("utf-8", "replace") or "{}")
+def _harness() -> Any:
+    """fuzz/differential.py, the fuzzer's check, imported from its file (it is no package)."""
+    path = Path(__file__).parent.parent / "fuzz" / "differential.py"
+    spec = importlib.util.spec_from_file_location("fuzz_differential", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FUZZ = Path(__file__).parent.parent / "fuzz"
+
+
+def test_regression_inputs_hold_these_reproducers():
+    """The fuzzer's regression inputs hold the lines above, so every campaign starts at them."""
+    texts = [path.read_bytes() for path in (FUZZ / "regressions").iterdir()]
+    assert any(HUGE.encode() in text for text in texts)
+    assert any(f'"proposed":{2**31}'.encode() in text for text in texts)
+    assert any(text.count(f'"emitted":{2**63 - 1}'.encode()) == 2 for text in texts)
+
+
+@pytest.mark.parametrize("directory", ["corpus", "regressions"])
+def test_the_fuzzers_inputs_pass_its_check(tmp_path: Path, directory: str):
+    harness = _harness()
+    assert harness.MAX_STEP_TOKENS == MAX_STEP_TOKENS
+    paths = sorted((FUZZ / directory).iterdir())
+    assert paths
+    for path in paths:
+        harness.check(path.read_bytes(), str(tmp_path))
+
+
+def test_the_fuzzers_check_reports_what_it_is_for(tmp_path: Path, monkeypatch):
+    """Each rule of the check fires: readers that differ, an unexpected exception, a list
+    longer than the cap (here lowered to 4, below the seed's proposals of 7)."""
+    harness = _harness()
+    seed = (FUZZ / "corpus" / "writers-layout.jsonl").read_bytes()
+    real = harness._command
+
+    def differing(log: str, *, native: bool, skip: bool) -> tuple[int, bytes, str]:
+        status, out, err = real(log, native=native, skip=skip)
+        return (status, out + b" " if native else out, err)
+
+    monkeypatch.setattr(harness, "_command", differing)
+    with pytest.raises(harness.Finding, match="the readers differ"):
+        harness.check(seed, str(tmp_path))
+    monkeypatch.setattr(harness, "_command", real)
+    monkeypatch.setattr(harness, "MAX_STEP_TOKENS", 4)
+    with pytest.raises(harness.Finding, match="a histogram of 8 entries"):
+        harness.check(seed, str(tmp_path))
+    monkeypatch.setattr(harness, "MAX_STEP_TOKENS", MAX_STEP_TOKENS)
+
+    def broken(*_: Any, **__: Any) -> None:
+        raise ZeroDivisionError("x")
+
+    monkeypatch.setattr(cli, "fold_acceptance", broken)
+    with pytest.raises(harness.Finding, match="an unexpected exception"):
+        harness.check(seed, str(tmp_path))
