@@ -13,6 +13,10 @@ and without ``--skip-bad-lines``. A finding is any of:
 - a fold without ``--skip-bad-lines`` that succeeds but differs from the fold with it (with no
   bad line, skipping changes nothing).
 
+Inputs are mutated by libFuzzer's byte mutations and, half the time, by ``mutate_lines``,
+which changes one line the way a writer could (edge values, unknown keys, key order and
+spacing, repeated, dropped and glued lines, times on window edges).
+
 Run: ``python fuzz/differential.py [libFuzzer options] CORPUS_DIR...`` (atheris, the ``fuzz``
 extra); ``fuzz/run.sh`` runs the short, bounded campaign CI runs. Without atheris,
 ``python fuzz/differential.py --replay FILE_OR_DIR...`` checks inputs once each.
@@ -24,9 +28,11 @@ import contextlib
 import io
 import json
 import os
+import random
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ARM = str(HERE / "arm.json")
@@ -111,6 +117,72 @@ def check(data: bytes, directory: str) -> None:
         raise Finding("a fold with no bad line changes with --skip-bad-lines")
 
 
+# -- a mutator that knows the format ----------------------------------------------------------
+# Random bytes mostly make lines that are not JSON, which both readers reject early. Half the
+# mutations are libFuzzer's; the other half change one line as a writer could have written it:
+# a field's value swapped for an edge case, an unknown key added, keys reordered and spaced,
+# a line repeated, dropped or torn and glued to the next, a time moved to a window's edge.
+
+_EDGES = [b"0", b"-0", b"1", b"-1", b"7", b"65535", b"65536", b"65537", b"2147483648",
+          b"4294967295", b"9223372036854775807", b"9223372036854775808",
+          b"18446744073709551615", b"18446744073709551616", b"1.0", b"1e2", b"1e999",
+          b"-1e999", b"1" + b"0" * 250 + b"e99", b"9" * 320, b"null", b"true", b"\"\"",
+          b'"5f0c1a2b3c4d5e6f"', b'"warm"', b'"b"', b'"\\u00e4"', b'"\\ud800"', b"[]",
+          b"{}", b'{"a":[1,{"b":null}]}']  # fmt: skip
+_KEYS = [b"v", b"w", b"n", b"t_ns", b"pid", b"seq", b"proposed", b"accepted", b"emitted",
+         b"leg", b"x", b"host"]  # fmt: skip
+# The legs' window edges in fuzz/arm.json (ns), each +-1 ns and +-500 ns (the widened band).
+_TIMES = [edge + offset for edge in (1764450000000000000, 1764450000001000000,
+          1764450000001500000, 1764450000002000000, 1764450000003000000)
+          for offset in (-501, -500, -1, 0, 1, 500, 501)]  # fmt: skip
+
+
+def _members(line: bytes) -> list[tuple[bytes, bytes]] | None:
+    """A line's top-level keys and raw values, when it is an object of plain keys."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return [(key.encode(), json.dumps(item, ensure_ascii=False).encode())
+            for key, item in value.items()]  # fmt: skip
+
+
+def _write(members: list[tuple[bytes, bytes]], space: bytes) -> bytes:
+    parts = [b'"' + key + b'"' + space + b":" + space + value for key, value in members]
+    return b"{" + (b"," + space).join(parts) + b"}"
+
+
+def mutate_lines(data: bytes, rng: Any) -> bytes:
+    lines = data.split(b"\n")
+    place = rng.randrange(len(lines))
+    line = lines[place]
+    operation = rng.randrange(7)
+    if operation == 0 and len(lines) > 1:
+        del lines[place]
+    elif operation == 1:
+        lines.insert(place, line)
+    elif operation == 2 and place + 1 < len(lines) and line:
+        lines[place : place + 2] = [line[: rng.randrange(len(line))] + lines[place + 1]]
+    else:
+        members = _members(line)
+        if members is None:
+            return data
+        if operation == 3:
+            rng.shuffle(members)
+        elif operation == 4:
+            members.append((rng.choice(_KEYS), rng.choice(_EDGES)))
+        elif operation == 5:
+            members = [(k, str(rng.choice(_TIMES)).encode() if k == b"t_ns" else v)
+                       for k, v in members]  # fmt: skip
+        elif members:
+            index = rng.randrange(len(members))
+            members[index] = (members[index][0], rng.choice(_EDGES))
+        lines[place] = _write(members, rng.choice([b"", b"", b" ", b"\t"]))
+    return b"\n".join(lines)
+
+
 def _replay(paths: list[str]) -> int:
     files = []
     for name in paths:
@@ -142,7 +214,13 @@ def main() -> int:
     def one_input(data: bytes) -> None:
         check(data, directory)
 
-    atheris.Setup(sys.argv, one_input)
+    def mutator(data: bytes, max_size: int, seed: int) -> bytes:
+        rng = random.Random(seed)
+        if rng.random() < 0.5:
+            return atheris.Mutate(data, max_size)
+        return mutate_lines(data, rng)[:max_size]
+
+    atheris.Setup(sys.argv, one_input, custom_mutator=mutator)
     atheris.Fuzz()
     return 0
 
