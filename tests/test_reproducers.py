@@ -178,6 +178,32 @@ def test_counts_at_the_cap_sum_exactly(tmp_path: Path):
     assert min(numbers(document)) >= 0
 
 
+# -- arm records whose times no leg has ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "said"),
+    [
+        # milliseconds, not seconds: past 2262 in nanoseconds
+        (1764450000000.0, 1764450001000.0, "field 'generate_start_unix' is 1764450000000.0, not "),
+        (-1.0, 1764450001.0, "field 'generate_start_unix' is -1.0, not seconds since the epoch"),
+        (1764450000.0, 9.3e9, "field 'generate_end_unix' is 9300000000.0, not seconds"),
+        # 0 to 9.2e9 s fits in nanoseconds, but no leg lasts 291 years (time bins overflowed)
+        (0.0, 9.2e9, "leg 0 lasts 106481 days from generate_start_unix to generate_end_unix"),
+    ],
+)
+def test_leg_times_out_of_any_gates_range_are_named(tmp_path: Path, start, end, said):
+    """Such legs once ended in an unexpected exception (a traceback before the command caught
+    them), and the two readers differed; both now name the leg and field."""
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(line(0))
+    arm = {**LEG, "generate_start_unix": start, "generate_end_unix": end}
+    for native in (True, False):
+        with native_switch(native), pytest.raises(InputError) as error:
+            fold_acceptance(arm_from_document([arm]), [str(log)])
+        assert said in str(error.value)
+
+
 # -- 4. no traceback, whatever happens ----------------------------------------------------------
 
 
