@@ -137,20 +137,36 @@ _TIMES = [edge + offset for edge in (1764450000000000000, 1764450000001000000,
           for offset in (-501, -500, -1, 0, 1, 500, 501)]  # fmt: skip
 
 
+class _Literal(str):
+    """A number or constant as the line wrote it, so that rewriting a line keeps it as it was
+    (``1e999`` stays ``1e999``, not ``Infinity``)."""
+
+
+def _encoded(value: Any) -> str:
+    if isinstance(value, _Literal):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_encoded(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_encoded(item) for item in value) + "]"
+    return json.dumps(value)  # ASCII: an unpaired surrogate stays an escape
+
+
 def _members(line: bytes) -> list[tuple[bytes, bytes]] | None:
-    """A line's top-level keys and raw values, when it is an object of plain keys."""
+    """A line's top-level keys (JSON-encoded, quotes included) and values, when it is an
+    object."""
     try:
-        value = json.loads(line)
-    except ValueError:
+        value = json.loads(line, parse_int=_Literal, parse_float=_Literal,
+                           parse_constant=_Literal)  # fmt: skip
+    except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict):
         return None
-    return [(key.encode(), json.dumps(item, ensure_ascii=False).encode())
-            for key, item in value.items()]  # fmt: skip
+    return [(json.dumps(key).encode(), _encoded(item).encode()) for key, item in value.items()]
 
 
 def _write(members: list[tuple[bytes, bytes]], space: bytes) -> bytes:
-    parts = [b'"' + key + b'"' + space + b":" + space + value for key, value in members]
+    parts = [key + space + b":" + space + value for key, value in members]
     return b"{" + (b"," + space).join(parts) + b"}"
 
 
@@ -172,9 +188,9 @@ def mutate_lines(data: bytes, rng: Any) -> bytes:
         if operation == 3:
             rng.shuffle(members)
         elif operation == 4:
-            members.append((rng.choice(_KEYS), rng.choice(_EDGES)))
+            members.append((b'"' + rng.choice(_KEYS) + b'"', rng.choice(_EDGES)))
         elif operation == 5:
-            members = [(k, str(rng.choice(_TIMES)).encode() if k == b"t_ns" else v)
+            members = [(k, str(rng.choice(_TIMES)).encode() if k == b'"t_ns"' else v)
                        for k, v in members]  # fmt: skip
         elif members:
             index = rng.randrange(len(members))

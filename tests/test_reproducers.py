@@ -307,3 +307,22 @@ def test_the_fuzzers_check_reports_what_it_is_for(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(cli, "fold_acceptance", broken)
     with pytest.raises(harness.Finding, match="an unexpected exception"):
         harness.check(seed, str(tmp_path))
+
+
+def test_the_fuzzers_line_mutations_never_fail_and_keep_literals():
+    """A mutator that raises ends a campaign: any bytes in, bytes out; a line rewritten keeps
+    its numbers as written (1e999 stays 1e999) and its escapes."""
+    import random
+
+    harness = _harness()
+    rng = random.Random(5)
+    inputs = [path.read_bytes() for path in sorted((FUZZ / "corpus").iterdir())]
+    inputs += [b"", b"\n\n", b"\xff\xfe{", b'{"a":"\\ud800"}\n[1,2]\n{"\\ud83d":1}']
+    for _ in range(2000):
+        data = rng.choice(inputs)
+        for _ in range(rng.randrange(1, 4)):
+            data = harness.mutate_lines(data, rng)
+        assert isinstance(data, bytes)
+    line = b'{"x":1e999,"y":"\\ud800","z":[NaN,1' + b"0" * 30 + b',{"k":-0.0}]}'
+    members = harness._members(line)
+    assert harness._write(members, b"") == line
