@@ -55,23 +55,27 @@ def _command(log: str, *, native: bool, skip: bool) -> tuple[int, bytes, str]:
     arguments = [ARM, log, "--json", "-", "--bootstrap", "0", "--quiet"]
     if skip:
         arguments.append("--skip-bad-lines")
-    out, err = io.BytesIO(), io.StringIO()
-    stdout = io.TextIOWrapper(out, encoding="utf-8")
-    previous = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "1" if native else "0"
-    try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
-            try:
-                status = cli.main(arguments)
-            except SystemExit as leaving:  # argparse; never expected here
-                status = leaving.code if isinstance(leaving.code, int) else 2
-            stdout.flush()
-    finally:
-        if previous is None:
-            os.environ.pop(SWITCH, None)
-        else:
-            os.environ[SWITCH] = previous
-    return status, out.getvalue(), err.getvalue()
+    # Real files, not buffers: libFuzzer's timeout report writes to the streams by descriptor.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+        stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+        previous = os.environ.get(SWITCH)
+        os.environ[SWITCH] = "1" if native else "0"
+        try:
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
+                try:
+                    status = cli.main(arguments)
+                except SystemExit as leaving:  # argparse; never expected here
+                    status = leaving.code if isinstance(leaving.code, int) else 2
+                stdout.flush()
+        finally:
+            if previous is None:
+                os.environ.pop(SWITCH, None)
+            else:
+                os.environ[SWITCH] = previous
+        stdout.detach()
+        out.seek(0)
+        err.seek(0)
+        return status, out.read(), err.read()
 
 
 def _check_document(text: bytes) -> None:
