@@ -40,6 +40,11 @@ class ArmRecord:
 # microsecond of the recorded one; a step inside that band may belong to the leg. Legs of a real
 # gate are microseconds to seconds apart, so the band never makes two of them overlap.
 WINDOW_SLACK_NS = 500
+# Step times are nanoseconds below 2^63, so leg times are seconds before this (in 2262).
+LAST_EPOCH_SECOND = (2**63 - 1) // 1_000_000_000
+# A leg's window is cut into time bins by (t - start) * bins // span in 64 bits, which holds
+# for windows up to 208 days; no benchmark leg comes near, so a longer one is a wrong field.
+MAX_LEG_SECONDS = 100 * 86_400
 
 
 def epoch_seconds_to_ns(seconds: float) -> int:
@@ -129,8 +134,22 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
     for key, value in leg.items():
         if key not in row and _is_scalar(value):
             row[key] = value
+    for field in ("generate_start_unix", "generate_end_unix"):
+        if not 0 <= row[field] < LAST_EPOCH_SECOND:
+            raise InputError(
+                f"{where}: leg {index} field '{field}' is {row[field]!r}, not seconds since the "
+                "epoch (1970 to 2262, as time.time() gives them); milliseconds or nanoseconds "
+                "would be 10^3 or 10^9 times larger"
+            )
     row["start_ns"] = epoch_seconds_to_ns(row["generate_start_unix"]) - WINDOW_SLACK_NS
     row["end_ns"] = epoch_seconds_to_ns(row["generate_end_unix"]) + WINDOW_SLACK_NS
+    if row["generate_end_unix"] - row["generate_start_unix"] > MAX_LEG_SECONDS:
+        days = (row["generate_end_unix"] - row["generate_start_unix"]) / 86_400
+        raise InputError(
+            f"{where}: leg {index} lasts {days:.0f} days from generate_start_unix to "
+            f"generate_end_unix; no benchmark leg lasts {MAX_LEG_SECONDS // 86_400} days: check "
+            "the two fields"
+        )
     if row["end_ns"] < row["start_ns"]:
         raise InputError(
             f"{where}: leg {index} ends ({row['generate_end_unix']}) before it starts "

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 from collections.abc import Sequence
+from importlib import metadata
 
 from rich.console import Console
 from rich.live import Live
@@ -208,6 +210,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         label = "refused" if error.exit_code == EXIT_REFUSED else "error"
         stderr.print(f"fold-acceptance: {label}: {error}", markup=False, soft_wrap=True)
         return error.exit_code
+    except BrokenPipeError:
+        # The reader of stdout stopped early (`| head`): what it asked for was printed. Later
+        # writes, the interpreter's own flush at exit included, go nowhere instead of failing.
+        with contextlib.suppress(OSError, ValueError):  # a stdout without a descriptor
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as error:  # the one place no traceback may pass
+        return _unexpected(error, stderr)
+
+
+def _unexpected(error: Exception, stderr: Console) -> int:
+    """An exception no input should cause: one error line, one line asking for a report, no
+    traceback (exit 2). Out of memory is said plainly: the input, or the machine, is too big."""
+    if isinstance(error, MemoryError):
+        problem = "ran out of memory"
+    else:
+        detail = str(error)
+        problem = f"unexpected {type(error).__name__}" + (f": {detail}" if detail else "")
+    stderr.print(f"fold-acceptance: error: {problem}", markup=False, soft_wrap=True)
+    stderr.print(
+        "fold-acceptance: this is a bug, please report it with the command line, the version "
+        f"(fold-acceptance {_version()}) and the inputs, or the lines of them that show it",
+        markup=False,
+        soft_wrap=True,
+    )
+    return EXIT_USAGE
+
+
+def _version() -> str:
+    try:
+        return metadata.version("fold-acceptance")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "not installed"
 
 
 def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:

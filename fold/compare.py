@@ -32,7 +32,7 @@ from fold.oracles import (
     WARM_LEGS,
     ArmFigures,
     arm_from_counts,
-    load_oracle,
+    load_oracle_arms,
     parse_vs_spec,
 )
 from fold.result import NEEDS_STEP_LOG, FoldResult
@@ -119,8 +119,14 @@ def load_oracles(specs: list[str]) -> list[ArmFigures]:
         name, kind, path = parse_vs_spec(spec)
         if name in (OURS, OURS_ALL) or name in seen:
             raise InputError(f"--vs {spec!r}: the name {name!r} is taken; give each arm its own")
-        seen.add(name)
-        oracles.append(load_oracle(name, path, kind))
+        # A sweep of bench runs gives an arm per run (NAME#1, ...): each name must be free.
+        for arm in load_oracle_arms(name, path, kind):
+            if arm.name in (OURS, OURS_ALL) or arm.name in seen:
+                raise InputError(
+                    f"--vs {spec!r}: the name {arm.name!r} is taken; give each arm its own"
+                )
+            seen.add(arm.name)
+            oracles.append(arm)
     return oracles
 
 

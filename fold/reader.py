@@ -12,6 +12,8 @@ line of every problem. It is not fast (about the speed of a plain orjson loop), 
 from __future__ import annotations
 
 import glob
+import json
+import math
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -213,10 +215,7 @@ def judge_line(raw: bytes) -> tuple[dict[str, Any] | None, str, bool]:
 def _parse_line(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         raise _BadLine("empty line")
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as error:
-        raise _BadLine(f"not valid JSON ({error})") from None
+    obj = _loads(raw)
     if not isinstance(obj, dict):
         raise _BadLine(f"a JSON {type(obj).__name__}, not an object")
     version = obj.get("v")
@@ -258,6 +257,57 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     return row
 
 
+def _loads(raw: bytes) -> Any:
+    """The line's JSON value, with orjson; JSON's numbers have no range, orjson's do.
+
+    orjson refuses a number beyond a double's range (``1e999``, a 400-digit integer), which
+    FORMAT.md allows in an unknown key. A line orjson refuses is read again by the standard
+    library's parser, made as strict as orjson otherwise (no NaN or Infinity, no unpaired
+    surrogate, UTF-8 only); when that fails too, orjson's words name the problem.
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        problem = error
+    try:
+        obj = json.loads(
+            raw.decode("utf-8"),
+            parse_int=_json_int,
+            parse_float=float,
+            parse_constant=_no_constant,
+        )
+        valid = not _has_lone_surrogate(obj)
+    except (ValueError, RecursionError):
+        valid = False
+    if not valid:
+        raise _BadLine(f"not valid JSON ({problem})") from None
+    return obj
+
+
+def _json_int(text: str) -> int | float:
+    """An integer literal as orjson gives it: an int within 64 bits, else a float (``inf``
+    past a double), so a field's range check reads the same whichever parser read it."""
+    if len(text) <= 20:
+        value = int(text)
+        if -(2**63) <= value < 2**64:
+            return value
+    return float(text)
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= char <= "\udfff" for char in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(item) for item in value)
+    return False
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -265,8 +315,17 @@ def _is_int(value: Any) -> bool:
 def _describe(value: Any) -> str:
     if value is None:
         return "nothing (missing or null)"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number beyond a double's range"
     return f"{type(value).__name__} {orjson.dumps(value).decode()[:40]}"
 
+
+MAX_STEP_TOKENS = 2**16
+"""The most tokens one step of one request may propose or emit (FORMAT.md). No drafter
+verifies anywhere near this many in one forward; a larger count is a garbage value (an
+unsigned -1, an uninitialised counter). Bounding it bounds what grows with it: the
+histogram and per-position rates have at most this many + 1 entries, and a sum of counts
+cannot pass 2^63 before 2^47 lines."""
 
 _IMPOSSIBLE = [
     (pl.col("proposed") < 0, "'proposed' is negative"),
@@ -275,12 +334,24 @@ _IMPOSSIBLE = [
     (pl.col("emitted") < 0, "'emitted' is negative"),
     (pl.col("n") < 0, "'n' is negative"),
     (pl.col("t_ns") < 0, "'t_ns' is negative"),
+    (
+        pl.col("proposed") > MAX_STEP_TOKENS,
+        f"'proposed' exceeds {MAX_STEP_TOKENS}, the most tokens a step may carry (FORMAT.md)",
+    ),
+    (
+        pl.col("emitted") > MAX_STEP_TOKENS,
+        f"'emitted' exceeds {MAX_STEP_TOKENS}, the most tokens a step may carry (FORMAT.md)",
+    ),
 ]
 
 
 def _impossible(row: dict[str, Any]) -> bool:
     counts = (row["proposed"], row["accepted"], row["emitted"] or 0, row["n"], row["t_ns"])
-    return row["accepted"] > row["proposed"] or min(counts) < 0
+    return (
+        row["accepted"] > row["proposed"]
+        or min(counts) < 0
+        or max(row["proposed"], row["emitted"] or 0) > MAX_STEP_TOKENS
+    )
 
 
 def refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:

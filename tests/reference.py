@@ -72,11 +72,21 @@ def _is_int(value: Any) -> bool:
     return type(value) is int
 
 
+# FORMAT.md: no step proposes or emits more tokens than this; a line past it is refused.
+MAX_STEP_TOKENS = 65_536
+
+
+def _integer(text: str) -> int | float:
+    # JSON numbers have no range; a field's integer does (64 bits), and Python's int() refuses
+    # literals past 4300 digits. Anything longer than 64 bits is no field's value: a float.
+    return int(text) if len(text) <= 20 else float(text)
+
+
 def parse_step(raw: bytes) -> Step | None:
     """The step a v1 line holds, or None when the line is not a valid v1 line."""
     try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        obj = json.loads(raw.decode("utf-8"), parse_int=_integer, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(obj, dict) or not _is_int(obj.get("v")) or obj["v"] != 1:
         return None
@@ -102,9 +112,19 @@ def parse_step(raw: bytes) -> Step | None:
         emitted=emitted,
         label=label,
     )
+    if not 0 <= step.seq < 2**64 or not all(
+        value < 2**63 for value in (step.n, step.t_ns, step.pid, step.proposed, emitted or 0)
+    ):
+        return None
     if not 0 <= step.accepted <= step.proposed:
         raise ReferenceRefused(f"impossible counts in {raw!r}")
+    if max(step.proposed, emitted or 0) > MAX_STEP_TOKENS:
+        raise ReferenceRefused(f"more tokens in one step than FORMAT.md allows: {raw!r}")
     return step
+
+
+def _no_constant(text: str) -> None:
+    raise ValueError(f"{text} is not JSON")
 
 
 def read_file(path: str, data: bytes, *, skip_bad_lines: bool) -> FileRecord:

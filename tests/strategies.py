@@ -211,12 +211,33 @@ def canonical_line(row: dict[str, Any]) -> bytes:
     return json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+# Numbers valid in JSON that no double holds (JSON sets no range): a reader must take them in
+# a key it does not know, as it takes any other value there (FORMAT.md).
+HUGE_NUMBERS = [
+    b"1" + b"0" * 250 + b"e99",
+    b"1e999",
+    b"-1E+400",
+    b"9" * 400,
+    b"2.5e-999",
+    b"1" * 5000,
+]
+_HUGE_PLACE = "\u0000huge"  # a string no row holds, replaced by the literal
+
+
 def odd_line(row: dict[str, Any], rng: random.Random) -> bytes:
-    """Another writer's shape: keys shuffled, spaces, and a key the reader must ignore."""
+    """Another writer's shape: keys shuffled, spaces, and keys the reader must ignore (one
+    sometimes holding a number beyond a double's range)."""
     items = [(key, value) for key, value in row.items() if value is not None]
     items.append(("future_key", {"x": [1, 2.5, None]}))
+    huge = rng.random() < 0.3
+    if huge:
+        items.append(("big", [_HUGE_PLACE]))
     rng.shuffle(items)
-    return json.dumps(dict(items), ensure_ascii=False).encode("utf-8")
+    encoded = json.dumps(dict(items), ensure_ascii=False).encode("utf-8")
+    if huge:
+        placeholder = json.dumps(_HUGE_PLACE).encode()
+        encoded = encoded.replace(placeholder, rng.choice(HUGE_NUMBERS))
+    return encoded
 
 
 BAD_LINES = [
@@ -229,6 +250,13 @@ BAD_LINES = [
     b'{"v":1}',
     b"\xff\xfe",
 ]
+
+
+# Counts at and past what FORMAT.md allows a step (2^16 tokens; beyond, the line is refused),
+# and near 2^63, where a sum of two would wrap.
+MAX_STEP_TOKENS = 2**16
+LARGE_PROPOSALS = [MAX_STEP_TOKENS, MAX_STEP_TOKENS + 1, 2**31]
+LARGE_EMITTED = [MAX_STEP_TOKENS, MAX_STEP_TOKENS + 1, 2**62, 2**63 - 1]
 
 
 @dataclass
@@ -262,17 +290,22 @@ def step_rows(
         )
     )
     pids = {w: draw(st.integers(1, 2**22)) for w in writer_ids}
+    # One log in eight may hold counts at or past the cap on a step, or near 2^63 (refused
+    # logs are drawn again by most properties, so they stay rare).
+    extreme = int(draw(st.integers(0, 7)) == 0)
     counters = dict.fromkeys(writer_ids, 0)
 
     def row(w: str, t_ns: int, label: str | None, proposed: int) -> dict[str, Any]:
         accepted = draw(st.integers(0, proposed))
         emitted = draw(
-            st.sampled_from(["none", "full", "cut"]).flatmap(
+            st.sampled_from(["none", "full", "cut"] * 3 + ["large"] * extreme).flatmap(
                 lambda kind: (
                     st.just(None)
                     if kind == "none"
                     else st.just(accepted + 1)
                     if kind == "full"
+                    else st.sampled_from(LARGE_EMITTED)
+                    if kind == "large"
                     else st.integers(0, accepted + 1)
                 )
             )
@@ -307,7 +340,7 @@ def step_rows(
     for _ in range(draw(st.integers(0, 30))):
         w = draw(st.sampled_from(writer_ids))
         label = draw(st.none() | st.sampled_from(STEP_LABELS))
-        proposed = draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7]))
+        proposed = draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7] * 4 + LARGE_PROPOSALS * extreme))
         rows.append(row(w, draw(timestamps(legs)), label, proposed))
     return rows
 

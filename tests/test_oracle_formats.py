@@ -329,6 +329,7 @@ def test_llamacpp_arm_record() -> None:
         ("vllm-gate-arm.json", "vllm"),
         ("vllm-bench-serve.json", "vllm"),
         ("vllm-bench-serve-append.jsonl", "vllm"),
+        ("vllm-bench-serve-sweep.jsonl", "vllm"),
         ("vllm-log.txt", "vllm"),
         ("vllm-arm.json", "vllm"),
         ("vllm-arm-pairs.json", "vllm"),
@@ -736,3 +737,102 @@ def test_a_json_list_of_two_scrape_texts_is_a_pair() -> None:
     pair = _fixture_json("llamacpp-metrics-pair.json")
     arm = read_oracle("l", _text([pair["before"], pair["after"]]))
     _check(arm, s=412345, p=2611230, a=1249380, tok_s=None, population=INTERVAL)
+
+
+# -- sweeps: appended runs of different workloads -----------------------------------------------
+
+
+def test_a_vllm_sweep_gives_each_run_its_own_arm() -> None:
+    """``vllm bench serve --append-result`` over three concurrencies: one arm per run, named
+    by its place, each with its own counts (the fixture's lines 1-3, by hand)."""
+    from fold.compare import load_oracles
+
+    arms = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}"])
+    assert [arm.name for arm in arms] == ["v#1", "v#2", "v#3"]
+    # S, P, A per line; 1 + A/S: 1 + 420/200 = 3.1, 1 + 1710/900 = 2.9, 1 + 5950/3500 = 2.7
+    expected = [(200, 800, 420, 21.7), (900, 3600, 1710, 71.3), (3500, 14000, 5950, 180.4)]
+    for arm, (s, p, a, tok_s) in zip(arms, expected, strict=True):
+        _check(arm, s=s, p=p, a=a, tok_s=tok_s, population=INTERVAL)
+    assert arms[0].mean_acceptance_length == pytest.approx(3.1)
+    # 0.85 x 200 = 170, 0.6 x 200 = 120, 0.4 x 200 = 80, 0.25 x 200 = 50
+    assert arms[0].per_position == (170, 120, 80, 50)
+    # the settings that tell the runs apart, and where each run is
+    assert arms[1].population_detail.startswith("run 2 of 3 (max_concurrency=4, num_prompts=32),")
+    assert "vllm-bench-serve-sweep.jsonl:2" in arms[1].population_detail
+    assert arms[2].sources["tok_s"] == (
+        "output_throughput of run 3 of 3 (max_concurrency=16, num_prompts=128)"
+    )
+
+
+def test_path_hash_n_picks_one_run() -> None:
+    from fold.compare import load_oracles
+
+    (arm,) = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}#2"])
+    assert arm.name == "v"
+    _check(arm, s=900, p=3600, a=1710, tok_s=71.3, population=INTERVAL)
+    assert arm.population_detail.startswith("run 2 of 3 (max_concurrency=4, num_prompts=32)")
+    # runs of one workload are pooled unless one is picked: line 2 alone, S 210, P 1470, A 700
+    (pooled,) = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-append.jsonl'}"])
+    _check(pooled, s=310, p=2170, a=1000, tok_s=16.1, population=INTERVAL)
+    (second,) = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-append.jsonl'}#2"])
+    _check(second, s=210, p=1470, a=700, tok_s=16.3, population=INTERVAL)
+    assert second.population_detail.startswith("run 2 of 2, ")
+
+
+def test_a_run_that_is_not_there_or_a_file_without_runs_is_an_error(tmp_path: Path) -> None:
+    from fold.compare import load_oracles
+
+    with pytest.raises(InputError, match=r"sweep\.jsonl#4: the file holds 3 run\(s\); pick 1 to 3"):
+        load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}#4"])
+    with pytest.raises(InputError, match="#N picks one run of a file of appended benchmark"):
+        load_oracles([f"v={FIXTURES / 'vllm-gate-arm.json'}#1"])
+    # A file whose name ends in #N is that file.
+    named = tmp_path / "bench.json#2"
+    named.write_bytes((FIXTURES / "vllm-bench-serve.json").read_bytes())
+    (arm,) = load_oracles([f"v={named}"])
+    _check(arm, s=310, p=2170, a=1000, tok_s=16.111, population=INTERVAL)
+
+
+def test_a_sweep_name_must_be_free() -> None:
+    from fold.compare import load_oracles
+
+    sweep = FIXTURES / "vllm-bench-serve-sweep.jsonl"
+    with pytest.raises(InputError, match="the name 'v#2' is taken"):
+        load_oracles([f"v#2={FIXTURES / 'vllm-bench-serve.json'}", f"v={sweep}"])
+
+
+def test_an_sglang_bench_sweep_gives_each_run_its_own_arm(tmp_path: Path) -> None:
+    """bench_serving appends a line per run; runs at two concurrencies are two arms, each with
+    its own tok/s and the accept length its line recorded (cumulative since server start)."""
+    from fold.compare import load_oracles
+
+    line = (FIXTURES / "sglang-bench-serving.jsonl").read_text().splitlines()[0]
+    second = line.replace('"max_concurrency": 1', '"max_concurrency": 8')
+    second = second.replace('"output_throughput": 16.134', '"output_throughput": 90.5')
+    second = second.replace('"accept_length": 4.23', '"accept_length": 4.1')
+    assert second.count("90.5") == 1 and '"accept_length": 4.1' in second
+    path = tmp_path / "bench.jsonl"
+    path.write_text(line + "\n" + second + "\n")
+    first, last = load_oracles([f"s={path}"])
+    assert (first.name, last.name) == ("s#1", "s#2")
+    assert (first.output_throughput_tok_s, last.output_throughput_tok_s) == (16.134, 90.5)
+    assert (first.mean_acceptance_length, last.mean_acceptance_length) == (4.23, 4.1)
+    assert first.population == last.population == SINCE_START
+    assert "run 2 of 2 (max_concurrency=8)" in last.population_detail
+
+
+def test_a_sweep_shows_a_row_per_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fold.cli import main
+
+    example = FIXTURES.parent / "gate-example"
+    sweep = FIXTURES / "vllm-bench-serve-sweep.jsonl"
+    markdown = tmp_path / "record.md"
+    arguments = [str(example / "our-arm.json"), str(example / "steps.jsonl"), "--bootstrap", "0",
+                 "--vs", f"vllm={sweep}", "--markdown", str(markdown), "--json", "-"]  # fmt: skip
+    assert main(arguments) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    rows = {row["name"]: row for row in document["oracles"]["rows"]}
+    assert {"vllm#1", "vllm#2", "vllm#3"} <= set(rows)
+    assert rows["vllm#3"]["accepted"] == 5950
+    assert "| vllm#2 | 2.90 | 47.5% |" in markdown.read_text()
+    assert "run 2 of 3 (max_concurrency=4, num_prompts=32)" in markdown.read_text()

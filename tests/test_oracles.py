@@ -18,6 +18,7 @@ from fold.oracles import (
     arm_from_counts,
     detect_kind,
     load_oracle,
+    load_oracle_arms,
     parse_scrapes,
     parse_vs_spec,
     read_oracle,
@@ -517,11 +518,11 @@ def test_arm_from_counts_for_our_arm() -> None:
 
 def test_to_json_is_plain_and_has_no_nan() -> None:
     for path in sorted(FIXTURES.iterdir()):
-        arm = load_oracle(path.stem, path)
-        doc = arm.to_json()
-        encoded = orjson.dumps(doc)
-        assert b"NaN" not in encoded and b"Infinity" not in encoded
-        assert orjson.loads(encoded) == doc
+        for arm in load_oracle_arms(path.stem, path):  # a sweep's runs: an arm each
+            doc = arm.to_json()
+            encoded = orjson.dumps(doc)
+            assert b"NaN" not in encoded and b"Infinity" not in encoded
+            assert orjson.loads(encoded) == doc
     sg = load_oracle("sg", FIXTURES / "sglang-legs.jsonl").to_json()
     assert sg["mean_acceptance_length"] is None
     assert sg["accepted"] is None

@@ -32,6 +32,7 @@ from fold.oracles.prometheus import looks_like_scrape, parse_scrapes
 from fold.oracles.source import (
     Document,
     Record,
+    Run,
     Selection,
     arm_tok_s,
     count,
@@ -40,6 +41,7 @@ from fold.oracles.source import (
     one_workload,
     pick,
     positive,
+    runs_of,
     warm,
 )
 
@@ -96,6 +98,11 @@ def _is_bench(record: Mapping[str, Any]) -> bool:
         and "run" not in record
         and any(key in record for key in _BENCH_MARKERS)
     )
+
+
+def runs(doc: Document) -> list[Run] | None:
+    """The runs of a ``bench_serving`` result file (one line appended per run)."""
+    return runs_of(doc, _is_bench, _BENCH_WORKLOAD)
 
 
 def read(name: str, doc: Document) -> ArmFigures:

@@ -145,16 +145,41 @@ def _jsonl(text: str, where: str) -> list[Record]:
 
 def one_workload(records: Sequence[Record], workload_keys: Sequence[str]) -> None:
     """Refuse runs appended to one file that ran different workloads: pooling them would give
-    no one run's figures."""
+    no one run's figures. (``--vs`` never gets here with such a file: it gives each run its
+    own arm, see :func:`runs_of`.)"""
     first = records[0][0]
     for record, where in records[1:]:
         differing = [k for k in workload_keys if record.get(k) != first.get(k)]
         if differing:
             raise InputError(
                 f"{where}: this run differs from the first in {', '.join(differing)}; pooling "
-                "runs of different workloads would give no one run's figures. Keep one kind of "
-                "run per file"
+                "runs of different workloads would give no one run's figures. Read each run "
+                "as its own arm (--vs NAME=PATH gives NAME#1, NAME#2, ...; NAME=PATH#N picks "
+                "run N)"
             )
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a file of appended benchmark results, as a document of its own."""
+
+    doc: Document
+    workload: tuple[tuple[str, Any], ...]
+    """The run's workload settings (key, value), to tell it from the others."""
+
+
+def runs_of(doc: Document, is_run: Any, workload_keys: Sequence[str]) -> list[Run] | None:
+    """Each run of a file whose records are all benchmark results (``is_run``), with its
+    workload; None for any other document."""
+    if doc.form == "text" or not doc.records or not all(is_run(r) for r, _ in doc.records):
+        return None
+    return [
+        Run(
+            Document(where, doc.text, "object", [(record, where)]),
+            tuple((key, record.get(key)) for key in workload_keys),
+        )
+        for record, where in doc.records
+    ]
 
 
 def count(value: Any, where: str) -> int:

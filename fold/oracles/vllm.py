@@ -25,7 +25,7 @@ from fold.oracles.figures import (
     sum_printed_lines,
 )
 from fold.oracles.prometheus import looks_like_scrape
-from fold.oracles.source import Document, Record, count, one_workload, positive
+from fold.oracles.source import Document, Record, Run, count, one_workload, positive, runs_of
 
 KIND = "vllm"
 ALIASES = ("vllm",)
@@ -79,6 +79,11 @@ def _mappings(record: dict[str, Any]) -> list[Any]:
         found.append(metrics)
         found.extend(v for k, v in metrics.items() if k in ("before", "after"))
     return [m for m in found if isinstance(m, dict)]
+
+
+def runs(doc: Document) -> list[Run] | None:
+    """The runs of a ``vllm bench serve`` file (``--append-result`` writes one per line)."""
+    return runs_of(doc, _is_bench, _WORKLOAD_KEYS)
 
 
 def read(name: str, doc: Document) -> ArmFigures:
