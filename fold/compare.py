@@ -113,21 +113,32 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OUR
 
 def load_oracles(specs: list[str]) -> list[ArmFigures]:
     """``NAME[:KIND]=PATH`` specs to oracle rows; names must be distinct and not ours."""
-    oracles = []
+    oracles: list[ArmFigures] = []
     seen: set[str] = set()
     for spec in specs:
         name, kind, path = parse_vs_spec(spec)
         if name in (OURS, OURS_ALL) or name in seen:
             raise InputError(f"--vs {spec!r}: the name {name!r} is taken; give each arm its own")
-        # A sweep of bench runs gives an arm per run (NAME#1, ...): each name must be free.
-        for arm in load_oracle_arms(name, path, kind):
-            if arm.name in (OURS, OURS_ALL) or arm.name in seen:
-                raise InputError(
-                    f"--vs {spec!r}: the name {arm.name!r} is taken; give each arm its own"
-                )
-            seen.add(arm.name)
-            oracles.append(arm)
+        seen.add(name)
+        oracles += oracle_arms(spec, name, kind, path, seen)
     return oracles
+
+
+def oracle_arms(
+    spec: str, name: str, kind: str | None, path: str, seen: set[str]
+) -> list[ArmFigures]:
+    """The oracle arms of one ``--vs`` whose ``name`` the caller has taken: one, or one per run
+    of a sweep file (``NAME#1``, ...), each of those names checked free and added to ``seen``."""
+    arms = load_oracle_arms(name, path, kind)
+    for arm in arms:
+        if arm.name == name:
+            continue
+        if arm.name in (OURS, OURS_ALL) or arm.name in seen:
+            raise InputError(
+                f"--vs {spec!r}: the name {arm.name!r} is taken; give each arm its own"
+            )
+        seen.add(arm.name)
+    return arms
 
 
 @dataclass(frozen=True)

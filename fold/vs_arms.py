@@ -25,9 +25,9 @@ import orjson
 
 from fold.api import fold_acceptance
 from fold.arm import ArmRecord, load_arm
-from fold.compare import OURS, OURS_ALL, Arm, our_arm
+from fold.compare import OURS, OURS_ALL, Arm, oracle_arms, our_arm
 from fold.errors import FoldError, InputError
-from fold.oracles import OURS_KIND, ArmFigures, detect_kind, load_oracle, parse_vs_spec
+from fold.oracles import OURS_KIND, ArmFigures, detect_kind, parse_vs_spec
 from fold.run_pairs import pairing, require_pairing
 from fold.warm import check_arm
 
@@ -124,7 +124,7 @@ def load_arms(
                     f"--vs-log {name}=...: {name} is given as a {kind} arm; step logs go with "
                     f"an arm record of ours (--vs {name}:ours=ARM)"
                 )
-            arms.append(load_oracle(name, path, kind))
+            arms += oracle_arms(text, name, kind, path, seen)
             continue
         if main_warm is None:
             main_warm = check_arm(main, predicate).warm_legs
