@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from fold import acceptance
-from fold.accumulate import PartialFold
+from fold.accumulate import REQUEST_KEY, PartialFold, request_id
 from fold.arm import WINDOW_SLACK_NS
 from fold.cadence import (
     DEFAULT_STALL_FACTOR,
@@ -179,7 +179,8 @@ def _acceptance_result(
     for leg, _bin, steps, proposed, accepted in partial.bins.sort("leg", "bin").iter_rows():
         bins[leg].append((steps, proposed, accepted))
     requests: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in partial.requests.sort("leg", "w", "seq").iter_rows(named=True):
+    for row in partial.requests.sort(REQUEST_KEY).iter_rows(named=True):
+        row["seq"] = request_id(row["seq"], row.pop("sid"))
         requests[row.pop("leg")].append(row)
 
     convention = _prefill_convention(arm_legs, sums, requests, prefill_tokens)
@@ -276,7 +277,7 @@ def _fold_replicates(
     )
     ordered = (
         partial.requests.select(*CADENCE_KEY, "steps", "proposed", "accepted")
-        .join(decode, on=CADENCE_KEY, how="left")
+        .join(decode, on=CADENCE_KEY, how="left", nulls_equal=True)  # null: an integer id
         .with_columns(pl.col("decode_steps", "decode_ns").fill_null(0))
         .sort(CADENCE_KEY)
     )
