@@ -220,6 +220,8 @@ def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _cadence(result: FoldResult) -> str:
+    if result.untimed is not None:
+        return f"## Cadence\n\n{result.untimed}."
     headers = ("leg", "requests", "first step", "decode", "tail", "p50", "p90", "p99", "max",
                "stalls", "stall", "decode steps/s", "median request")  # fmt: skip
     body = [_cadence_row(leg["index"], leg["cadence"]) for leg in result.legs]

@@ -64,6 +64,12 @@ class ReadCounts:
     torn_lines: int = 0
     skipped_lines: int = 0
     skipped_examples: list[SkippedLine] = field(default_factory=list)
+    kind: str = "step log"
+    """What the file is: the hook's step log, or the engine's trace (``fold.spectrace``)."""
+    run_lines: int = 0
+    """The engine's trace: its ``vllm-cli: run=`` lines, used to give steps their legs."""
+    other_lines: int = 0
+    """The engine's trace: the rest of its stderr (loading, warnings), read and set aside."""
 
     def bad_line(self, path: str, line: int, reason: str, *, skip: bool) -> None:
         """Stop at a bad line (InputError, naming it), or count it and keep the first few."""

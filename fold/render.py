@@ -222,6 +222,14 @@ def accounting_lines(result: FoldResult) -> Text:
     text = Text()
     text.append("lines: ", style="bold")
     for entry in result.files:
+        if entry.get("kind") == "engine trace":
+            text.append(
+                f"\n  {entry['path']} (the engine's trace): {entry['lines']} steps, "
+                f"{entry['attributed']} in legs, {entry['unattributed']} after the last run "
+                f"line, {entry['run_lines']} run lines, {entry['other_lines']} other log lines, "
+                f"{entry['skipped']} skipped"
+            )
+            continue
         text.append(
             f"\n  {entry['path']}: {entry['lines']} read, {entry['attributed']} in legs, "
             f"{entry['unattributed']} outside every leg, {entry['ambiguous']} ambiguous, "

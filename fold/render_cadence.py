@@ -127,4 +127,6 @@ def warm_cadence_lines(result: FoldResult) -> Text:
 
 
 def cadence_view(result: FoldResult) -> RenderableType:
+    if result.untimed is not None:
+        return Text.assemble(("step cadence: ", "bold"), result.untimed)
     return Group(cadence_table(result), warm_cadence_lines(result))

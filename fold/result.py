@@ -66,6 +66,8 @@ class FoldResult:
     """How the intervals were drawn (resamples, seed, level, method); None without intervals."""
     replicates: dict[str, Replicates] = field(default_factory=dict, repr=False, compare=False)
     """The warm and all-legs folds' bootstrap replicates, which the split propagates."""
+    untimed: str | None = None
+    """Why the steps have no times (the engine's trace): the cadence is then null, not 0."""
 
     @property
     def unattributed_steps(self) -> int:
@@ -110,6 +112,8 @@ class FoldResult:
             document["bootstrap"] = self.bootstrap
         if self.oracles is not None:
             document["oracles"] = self.oracles
+        if self.untimed is not None:
+            document["untimed"] = self.untimed
         return document
 
 
@@ -124,6 +128,7 @@ def build_result(
     stall_factor: float = DEFAULT_STALL_FACTOR,
     resamples: int = 0,
     seed: int = DEFAULT_SEED,
+    untimed: str | None = None,
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
     user states it; None learns it from the arm (see ``_prefill_convention``). ``resamples``
@@ -141,6 +146,7 @@ def build_result(
         result = _acceptance_result(
             arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
         )
+        result.untimed = untimed
         _add_cadence(result, cadence.result())
         _add_intervals(result, replicates.result(), resamples, seed)
     return result
@@ -218,6 +224,12 @@ def _acceptance_result(
 
 def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
     """Each request's, each leg's and the folds' cadence, beside their acceptance."""
+    if result.untimed is not None:  # no step times: no cadence at all, never one of zeros
+        for owner in [*result.legs, result.warm, result.all]:
+            owner["cadence"] = None
+            for request in owner.get("requests", []):
+                request["cadence"] = None
+        return
     by_request = cadence.by_request
     for leg in result.legs:
         for request in leg["requests"]:
@@ -313,7 +325,7 @@ def _add_intervals(
     result.replicates = replicates
     for name, fold in (("warm", result.warm), ("all", result.all)):
         fold.update(interval_fields(result.replicates.get(name)))
-        if "cadence" in fold:
+        if fold.get("cadence") is not None:
             fold["cadence"]["decode_steps_per_s_ci"] = decode_interval(result.replicates.get(name))
     result.bootstrap = method_note(resamples, seed)
 
@@ -497,5 +509,9 @@ def _files(partial: PartialFold, read_counts: dict[str, ReadCounts]) -> list[dic
         row = rows.get(path) or {
             "path": path, "lines": 0, "attributed": 0, "unattributed": 0, "ambiguous": 0
         }  # fmt: skip
-        files.append({**row, "torn": counts.torn_lines, "skipped": counts.skipped_lines})
+        entry = {**row, "torn": counts.torn_lines, "skipped": counts.skipped_lines}
+        if counts.kind != "step log":
+            entry.update(kind=counts.kind, run_lines=counts.run_lines,
+                         other_lines=counts.other_lines)  # fmt: skip
+        files.append(entry)
     return files

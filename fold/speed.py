@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fold.cadence import SHARES
 from fold.gap import DEFAULT_TOLERANCE, GapAttribution
 from fold.result import FoldResult
 
@@ -60,7 +61,7 @@ def split_speed(
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> SpeedSplit:
     """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``)."""
-    shares = cadence["shares"]
+    shares = cadence["shares"] if cadence is not None else dict.fromkeys(SHARES)
     first, stalls, tail = shares["before_first_step"], shares["stalls"], shares["tail"]
     ours = {"before_first_step": first, "stalls": stalls, "tail": tail}
     who = gap.oracle if oracle_kind == gap.oracle else f"{gap.oracle} ({oracle_kind})"
@@ -68,6 +69,8 @@ def split_speed(
         f"{who} records no per-step times: its time before the first step, its stalls and "
         "its tail are not known, so its steps/s is over whole legs"
     ]
+    if cadence is None:
+        lacks.append("our steps' split needs time stamps: the engine's trace has none")
     sf = gap.speed_factor
     if sf is None or first is None or stalls is None or tail is None:
         if sf is None:

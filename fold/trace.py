@@ -37,9 +37,11 @@ from fold.annotate import write_atomically
 from fold.arm import WINDOW_SLACK_NS, ArmRecord
 from fold.attribute import ATTRIBUTED, attribute
 from fold.cadence import KEY, with_intervals
+from fold.errors import InputError
 from fold.logfile import Legs
 from fold.reader import ReadCounts, StepLogReader, expand_log_paths
 from fold.result import FoldResult
+from fold.spectrace import NO_TIME_STAMPS, looks_like_engine_trace
 
 TRACE_FORMAT = "fold-acceptance-trace/1"
 DEFAULT_SLICE_LIMIT = 200_000
@@ -87,6 +89,12 @@ def build_trace(
     if slice_limit < 1:
         raise ValueError("slice_limit must be at least 1")
     paths = expand_log_paths(logs)
+    for path in paths:
+        if looks_like_engine_trace(path):
+            raise InputError(
+                f"--trace {path}: the time axis {NO_TIME_STAMPS}; the hook's step log "
+                "(DFLASH_STEP_LOG) has them"
+            )
     lines, pids = _attributed_lines(arm, paths, skip_bad_lines)
     steps = lines.height
     per_slice = group_size(lines.group_by(KEY).len()["len"], slice_limit)
