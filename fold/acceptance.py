@@ -59,6 +59,20 @@ def per_position(steps_by_accepted: list[int], steps: int) -> list[float]:
     return [count / steps for count in accepted_at_position(steps_by_accepted)]
 
 
+def per_position_conditional(unconditional: list[float]) -> list[float | None]:
+    """``[i]`` = share of the steps that accepted position i - 1 which also accepted position i:
+    ``u[i] / u[i - 1]``, with ``u[-1] = 1`` (every step reached position 0).
+
+    A position after one no step accepted has no conditional rate: None, not 0.
+    """
+    rates: list[float | None] = []
+    previous = 1.0
+    for rate in unconditional:
+        rates.append(rate / previous if previous > 0 else None)
+        previous = rate
+    return rates
+
+
 class Window(NamedTuple):
     """A window of a leg's steps. A named tuple: a leg of 10M lines has 512 of them, made
     anew for every fold, and a frozen dataclass takes several times longer to make."""

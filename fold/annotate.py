@@ -23,6 +23,7 @@ LEG_FIELDS = (
     "completion_tokens_per_step",
     "step_rate",
     "per_position",
+    "per_position_conditional",
     "histogram",
     "flags",
     "cadence",
@@ -37,6 +38,7 @@ POOLED_FIELDS = (
     "completion_tokens_per_step",
     "output_throughput_tok_s",
     "per_position",
+    "per_position_conditional",
     "histogram",
     "cadence",
 )

@@ -23,6 +23,8 @@ from fold.errors import FoldError, InputError
 from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
 from fold.markdown import markdown_record
+from fold.present.charts import require_matplotlib
+from fold.present.report import markdown_links, write_page, write_plots
 from fold.reader import expand_log_paths
 from fold.render import report
 from fold.render_cadence import cadence_view
@@ -157,6 +159,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write a GitHub-flavoured markdown record of the fold and comparison to PATH "
         "('-' for stdout only)",
     )
+    parser.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write a self-contained page of charts to PATH (opens from a file, offline; "
+        "needs the report extra: pip install 'fold-acceptance[report]')",
+    )
+    parser.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write each chart as DIR/NAME.png and DIR/NAME.svg (stable names); with "
+        "--markdown the record shows them",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -178,6 +192,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         raise InputError("--idle goes with --follow")
     if arguments.json == "-" and arguments.markdown == "-":
         raise InputError("--json - and --markdown - both want stdout; write one to a file")
+    if arguments.html or arguments.plots:
+        require_matplotlib()
     oracles = load_oracles(arguments.vs)
     if arguments.follow:
         result = _follow(arguments, stderr)
@@ -203,8 +219,17 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         write_trace(
             arguments.trace, arm, arguments.logs, result, skip_bad_lines=arguments.skip_bad_lines
         )
+    if arguments.html or arguments.plots:
+        document = result.to_json()
+        if arguments.html:
+            write_page(arguments.html, document)
+        if arguments.plots:
+            write_plots(arguments.plots, document)
     if arguments.markdown:
-        record = markdown_record(result, found, arm_path=arguments.arm).encode()
+        record = markdown_record(result, found, arm_path=arguments.arm)
+        if arguments.plots:
+            record += markdown_links(document, arguments.plots, arguments.markdown)
+        record = record.encode()
         if arguments.markdown == "-":
             sys.stdout.buffer.write(record)
             if arguments.json:

@@ -211,6 +211,15 @@ def distribution_lines(result: FoldResult) -> Text:
     text = Text()
     text.append("warm per-position acceptance (accepted > i)/S: ", style="bold")
     text.append("  ".join(f"{i}:{percent(value)}" for i, value in enumerate(warm["per_position"])))
+    text.append(
+        "\nwarm per-position, conditional (accepted > i among accepted > i - 1): ", style="bold"
+    )
+    text.append(
+        "  ".join(
+            f"{i}:{'-' if value is None else percent(value)}"
+            for i, value in enumerate(warm["per_position_conditional"])
+        )
+    )
     text.append("\nwarm histogram, steps accepting exactly j: ", style="bold")
     text.append("  ".join(f"{j}:{count}" for j, count in enumerate(warm["histogram"])))
     text.append(f"\nwarm legs: {', '.join(str(index) for index in warm['legs'])}")

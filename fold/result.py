@@ -345,6 +345,7 @@ def _leg_figures(
                     "emitted_lines": 0, "max_proposed": 0}  # fmt: skip
     steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
     steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
+    per_position = acceptance.per_position(steps_by_accepted, steps)
     window_secs = _window_secs(leg)
     windows = acceptance.windows_from_bins(bins, window_steps)
     window_rates = [window.accept_rate for window in windows]
@@ -390,7 +391,8 @@ def _leg_figures(
         "completion_tokens_per_step": acceptance.completion_tokens_per_step(
             leg["completion_tokens"], steps
         ),
-        "per_position": acceptance.per_position(steps_by_accepted, steps),
+        "per_position": per_position,
+        "per_position_conditional": acceptance.per_position_conditional(per_position),
         "histogram": steps_by_accepted,
         "step_rate": steps / window_secs if window_secs > 0 else None,
         "emitted": sums["emitted"] if sums["emitted_lines"] else None,
@@ -435,6 +437,7 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
             counts[accepted_here] += count
     max_proposed = max((len(leg["histogram"]) - 1 for leg in legs), default=0)
     steps_by_accepted = acceptance.histogram(dict(counts), max_proposed)
+    per_position = acceptance.per_position(steps_by_accepted, steps)
     return {
         "legs": [leg["index"] for leg in legs],
         "steps": steps,
@@ -445,7 +448,8 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
         "completion_tokens_per_step": acceptance.completion_tokens_per_step(completion, steps),
         "output_throughput_tok_s": throughput_fold([leg["tok_s"] for leg in legs]),
         "step_rate": timed_steps / window_secs if window_secs > 0 else None,
-        "per_position": acceptance.per_position(steps_by_accepted, steps),
+        "per_position": per_position,
+        "per_position_conditional": acceptance.per_position_conditional(per_position),
         "histogram": steps_by_accepted,
     }
 

@@ -264,6 +264,21 @@ def per_position_of(steps: list[Step]) -> list[float]:
     ]
 
 
+def per_position_conditional_of(steps: list[Step]) -> list[float | None]:
+    """Among the drafted steps that accepted more than i - 1 drafts, the share that accepted
+    more than i (every drafted step counts for i = 0); None where no step reached i."""
+    drafted = [step for step in steps if step.proposed > 0]
+    if not drafted:
+        return []
+    most = max(step.proposed for step in drafted)
+    rates: list[float | None] = []
+    for position in range(most):
+        reached = [step for step in drafted if step.accepted > position - 1]
+        passed = sum(1 for step in reached if step.accepted > position)
+        rates.append(passed / len(reached) if reached else None)
+    return rates
+
+
 def collapse(rates: list[float | None], at_least: int) -> bool:
     known = sorted(rate for rate in rates if rate is not None)
     if len(known) < at_least:
@@ -413,6 +428,7 @@ def leg_figures(
         "mean_acceptance_length": 1 + a / s if s else None,
         "completion_tokens_per_step": ratio(completion, s),
         "per_position": per_position_of(steps),
+        "per_position_conditional": per_position_conditional_of(steps),
         "histogram": histogram_of(steps),
         "step_rate": s / window_secs if window_secs > 0 else None,
         "emitted": emitted,
@@ -454,6 +470,7 @@ def pooled(legs: list[Leg], leg_steps: dict[int, list[Step]], figures: list[dict
         "output_throughput_tok_s": median([float(leg.fields["tok_s"]) for leg in legs]),
         "step_rate": timed_steps / window_secs if window_secs > 0 else None,
         "per_position": per_position_of(steps),
+        "per_position_conditional": per_position_conditional_of(steps),
         "histogram": histogram_of(steps),
     }
 

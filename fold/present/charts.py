@@ -1,0 +1,450 @@
+"""The report's charts: what each one shows, taken from the fold's JSON document, and drawn.
+
+Every chart is built from the document ``FoldResult.to_json()`` returns (with the ``oracles``
+block once a comparison ran), so a chart shows exactly the figures the table and ``--json``
+show, and nothing here reads an input. Marks are per leg, per window of steps or per draft
+position, never per step, so a fold of millions of lines draws as fast as one of hundreds.
+
+matplotlib is imported only when a chart is drawn: it is the ``report`` extra, not a core
+dependency.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fold.acceptance import per_position_conditional
+from fold.errors import InputError
+
+REPORT_EXTRA = "pip install 'fold-acceptance[report]'"
+# Stable colours per arm, in row order: ours first, then each oracle.
+PALETTE = ("#1f5fa8", "#d9622b", "#2e8b57", "#8e44ad", "#b8860b", "#c0392b", "#555555")
+WARM_COLOUR, COLD_COLOUR, FLAG_COLOUR = "#1f5fa8", "#9aa5b1", "#c0392b"
+WIDTH_IN, HEIGHT_IN, DPI = 7.2, 3.6, 100
+MAX_WINDOWS_DRAWN = 128  # per leg: finer than a chart shows, and a page of many legs stays small
+MAX_LABELS = 30  # leg labels on an axis, at most; past that every n-th
+NEEDS_STEPS = "needs a step log"
+NEEDS_TIMES = "needs time stamps on the steps"
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One picture: a stable file name, a title, a one-sentence caption and how to draw it.
+
+    ``missing`` says why the chart cannot be drawn from this fold (then ``draw`` is None).
+    """
+
+    name: str
+    title: str
+    caption: str
+    draw: Callable[[Any], None] | None
+    missing: str | None = None
+
+
+def charts(document: dict[str, Any]) -> list[Chart]:
+    """Every chart of the report, in page order, for one fold's JSON document."""
+    return [
+        _per_position(document),
+        _windows(document),
+        _per_leg(document),
+        _waterfall(document),
+        _intervals(document),
+        _time_shares(document),
+    ]
+
+
+def render(chart: Chart, fmt: str) -> bytes:
+    """The chart as ``png`` or ``svg`` bytes; the same document gives the same bytes."""
+    if chart.draw is None:
+        raise ValueError(f"chart {chart.name} has nothing to draw: {chart.missing}")
+    figure_class = _matplotlib_figure()
+    import matplotlib
+
+    with matplotlib.rc_context(_STYLE):
+        figure = figure_class(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
+        chart.draw(figure)
+        out = io.BytesIO()
+        metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
+        figure.savefig(out, format=fmt, metadata=metadata)
+    return out.getvalue()
+
+
+_STYLE = {
+    "svg.hashsalt": "fold-acceptance",
+    "svg.fonttype": "path",
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.color": "#e3e6ea",
+    "grid.linewidth": 0.6,
+    "legend.frameon": False,
+    "legend.fontsize": 8,
+}
+
+
+def require_matplotlib() -> None:
+    """Refuse before any work when the charts' library is missing, saying how to add it."""
+    _matplotlib_figure()
+
+
+def _matplotlib_figure():
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise InputError(
+            f"charts need matplotlib, which the core install leaves out: {REPORT_EXTRA}"
+        ) from error
+    return Figure
+
+
+def _arms(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The arm rows to draw per-arm figures for: the comparison's rows, or ours alone."""
+    block = document.get("oracles")
+    if block and block.get("rows"):
+        return [row for row in block["rows"] if row.get("name") != "ours (all legs)"]
+    warm = document.get("warm") or {}
+    return [{"name": "ours", "kind": "ours", "per_position_rate": warm.get("per_position")}]
+
+
+def _per_position(document: dict[str, Any]) -> Chart:
+    arms = [
+        (index, arm["name"], arm["per_position_rate"])
+        for index, arm in enumerate(_arms(document))
+        if arm.get("per_position_rate")
+    ]
+    caption = (
+        "Acceptance per draft position: solid is the share of all verify steps that accepted "
+        "position i (vLLM's unit), dashed the share among steps that accepted position i - 1; "
+        "a curve that drops early means the drafter loses the thread after few tokens."
+    )
+    if not arms:
+        return Chart("per-position", "Acceptance per draft position", caption, None, NEEDS_STEPS)
+
+    def draw(figure) -> None:
+        axes = figure.subplots()
+        for index, name, rates in arms:
+            colour = PALETTE[index % len(PALETTE)]
+            positions = list(range(len(rates)))
+            axes.plot(positions, _percent(rates), marker="o", color=colour, label=name)
+            axes.plot(
+                positions,
+                _percent(per_position_conditional(rates)),
+                marker=".",
+                linestyle="--",
+                color=colour,
+                label=f"{name}, conditional",
+            )
+        axes.set_xlabel("draft position i (0 = first drafted token)")
+        axes.set_ylabel("accepted (%)")
+        axes.set_ylim(0, 105)
+        axes.xaxis.get_major_locator().set_params(integer=True)
+        axes.legend(loc="upper right", ncol=1 + len(arms) // 4)
+
+    return Chart("per-position", "Acceptance per draft position", caption, draw)
+
+
+def _windows(document: dict[str, Any]) -> Chart:
+    legs = [leg for leg in document.get("legs", []) if leg.get("windows")]
+    window = document.get("window_steps")
+    caption = (
+        f"A/P along each leg, per window of {window} steps: dark lines are warm legs, grey "
+        "ones cold, red ones flagged; a line that falls and stays down is acceptance "
+        "collapsing within the leg."
+    )
+    if not legs:
+        return Chart("windows", "Acceptance along each leg", caption, None, NEEDS_STEPS)
+
+    def draw(figure) -> None:
+        axes = figure.subplots()
+        for leg in legs:
+            # each window is a flat segment from its first step to the next window's
+            windows = coarsened(leg["windows"], MAX_WINDOWS_DRAWN)
+            edges = [0]
+            for steps, _ in windows:
+                edges.append(edges[-1] + steps)
+            rates = [rate for _, rate in windows]
+            colour = (
+                FLAG_COLOUR
+                if leg.get("flags")
+                else (WARM_COLOUR if leg.get("warm") else COLD_COLOUR)
+            )
+            axes.plot(
+                edges,
+                _percent([*rates, rates[-1]]),
+                drawstyle="steps-post",
+                color=colour,
+                linewidth=1.4 if leg.get("warm") else 1.0,
+                alpha=0.85,
+            )
+        axes.set_xlabel("verify step within the leg (window start)")
+        axes.set_ylabel("A/P (%)")
+        axes.set_ylim(0, 105)
+        _legend_patches(
+            axes, [("warm leg", WARM_COLOUR), ("cold leg", COLD_COLOUR), ("flagged", FLAG_COLOUR)]
+        )
+
+    return Chart("windows", "Acceptance along each leg", caption, draw)
+
+
+def coarsened(windows: list[dict[str, Any]], most: int) -> list[tuple[int, float | None]]:
+    """(steps, A/P) of at most ``most`` windows: runs of consecutive windows merged by summing
+    their counts, so every drawn rate is still an exact ratio of sums."""
+    size = max(1, math.ceil(len(windows) / most))
+    merged = []
+    for start in range(0, len(windows), size):
+        group = windows[start : start + size]
+        proposed = sum(entry["proposed"] for entry in group)
+        accepted = sum(entry["accepted"] for entry in group)
+        steps = sum(entry["steps"] for entry in group)
+        merged.append((steps, accepted / proposed if proposed else None))
+    return merged
+
+
+def _per_leg(document: dict[str, Any]) -> Chart:
+    legs = document.get("legs", [])
+    warm = document.get("warm") or {}
+    caption = (
+        "Each leg's tok/s (top) and 1 + A/S (bottom), warm legs filled and cold ones hollow; "
+        "the band is the warm fold with its 95% interval, so a leg outside it is one the "
+        "median does not describe."
+    )
+
+    def draw(figure) -> None:
+        top, bottom = figure.subplots(2, 1, sharex=True)
+        for axes, key, label in (
+            (top, "output_throughput_tok_s", "tok/s"),
+            (bottom, "mean_acceptance_length", "1 + A/S"),
+        ):
+            leg_key = "tok_s" if key == "output_throughput_tok_s" else key
+            for is_warm in (True, False):
+                points = [
+                    (leg["index"], leg[leg_key])
+                    for leg in legs
+                    if bool(leg.get("warm")) == is_warm and leg.get(leg_key) is not None
+                ]
+                if points:
+                    axes.scatter(
+                        *zip(*points, strict=True),
+                        s=22,
+                        color=WARM_COLOUR,
+                        facecolors=WARM_COLOUR if is_warm else "white",
+                        zorder=3,
+                    )
+            folded, interval = warm.get(key), warm.get(f"{key}_ci")
+            if folded is not None:
+                axes.axhline(folded, color=WARM_COLOUR, linewidth=0.8)
+            if interval:
+                axes.axhspan(interval[0], interval[1], color=WARM_COLOUR, alpha=0.12)
+            axes.set_ylabel(label)
+        bottom.set_xlabel("leg index")
+        bottom.xaxis.get_major_locator().set_params(integer=True)
+
+    if not any(leg.get("mean_acceptance_length") is not None for leg in legs):
+        return Chart("per-leg", "Per-leg throughput and acceptance", caption, None, NEEDS_STEPS)
+    return Chart("per-leg", "Per-leg throughput and acceptance", caption, draw)
+
+
+def _waterfall(document: dict[str, Any]) -> Chart:
+    block = document.get("oracles") or {}
+    gaps = block.get("gaps") or {}
+    speeds = block.get("speed") or {}
+    caption = (
+        "The throughput ratio r to each oracle as a product, on a log scale: acceptance, then "
+        "speed split into slower steps, start-up, stalls and tail; bars below 1 cost us, and "
+        "whiskers are 95% intervals where the inputs give them."
+    )
+    if not gaps:
+        return Chart("gap", "Where the gap goes", caption, None, "needs an oracle (--vs)")
+
+    def draw(figure) -> None:
+        columns = figure.subplots(1, len(gaps), squeeze=False)[0]
+        for axes, (name, gap) in zip(columns, gaps.items(), strict=True):
+            steps = _gap_steps(gap, speeds.get(name))
+            level = 1.0
+            for position, (label, factor, interval) in enumerate(steps):
+                if factor is None:
+                    continue
+                is_total = label == "r"
+                low, high = (1.0, factor) if is_total else (level, level * factor)
+                colour = "#444444" if is_total else ("#2e8b57" if factor >= 1 else "#c0392b")
+                axes.bar(
+                    position,
+                    max(low, high) - min(low, high),
+                    bottom=min(low, high),
+                    color=colour,
+                    width=0.6,
+                )
+                if interval:
+                    centre = high if is_total else level * factor
+                    scale = 1.0 if is_total else level
+                    axes.errorbar(
+                        position,
+                        centre,
+                        yerr=[[centre - scale * interval[0]], [scale * interval[1] - centre]],
+                        color="black",
+                        capsize=3,
+                        linewidth=0.8,
+                    )
+                if not is_total:
+                    level *= factor
+            axes.axhline(1.0, color="black", linewidth=0.6)
+            axes.set_yscale("log")
+            axes.yaxis.set_major_formatter(_plain_formatter())
+            axes.yaxis.set_minor_formatter(_plain_formatter())
+            axes.set_xticks(range(len(steps)), [label for label, _, _ in steps], rotation=30)
+            axes.set_title(f"ours vs {name}", fontsize=9)
+        columns[0].set_ylabel("factor (log scale)")
+
+    return Chart("gap", "Where the gap goes", caption, draw)
+
+
+def _gap_steps(
+    gap: dict[str, Any], speed: dict[str, Any] | None
+) -> list[tuple[str, float | None, list[float] | None]]:
+    """(label, factor, interval) bars: acceptance, the speed parts (or speed whole), then r."""
+    steps: list[tuple[str, float | None, list[float] | None]] = [
+        ("acceptance", gap.get("acceptance_factor"), gap.get("acceptance_factor_ci"))
+    ]
+    speed_factor = gap.get("speed_factor")
+    parts = (speed or {}).get("parts")
+    if speed_factor and speed_factor > 0 and parts:
+        # the parts are shares of log(speed factor): part factor = speed ** share
+        for key, label in (
+            ("steps", "slower steps"),
+            ("before_first_step", "start-up"),
+            ("stalls", "stalls"),
+            ("tail", "tail"),
+        ):
+            share = parts.get(key)
+            steps.append((label, None if share is None else speed_factor**share, None))
+    else:
+        steps.append(("speed", speed_factor, gap.get("speed_factor_ci")))
+    steps.append(("r", gap.get("ratio"), gap.get("ratio_ci")))
+    return steps
+
+
+def _intervals(document: dict[str, Any]) -> Chart:
+    legs = [leg for leg in document.get("legs", []) if (leg.get("cadence") or {}).get("intervals")]
+    factor = document.get("stall_factor")
+    caption = (
+        "Time between a request's verify steps, per leg: the box runs from the median to p90, "
+        f"the whisker to p99 and the dot is the longest; red legs had stalls (an interval over "
+        f"{factor:g}x its request's median)."
+        if factor
+        else "Time between a request's verify steps, per leg."
+    )
+    if not legs:
+        return Chart("intervals", "Step intervals per leg", caption, None, NEEDS_TIMES)
+
+    def draw(figure) -> None:
+        axes = figure.subplots()
+        index = [leg["index"] for leg in legs]
+        ms = {
+            key: [1e3 * leg["cadence"][key] for leg in legs]
+            for key in ("interval_median_s", "interval_p90_s", "interval_p99_s", "interval_max_s")
+        }
+        colours = [
+            FLAG_COLOUR
+            if leg["cadence"].get("stalls")
+            else (WARM_COLOUR if leg.get("warm") else COLD_COLOUR)
+            for leg in legs
+        ]
+        p50, p90, p99 = ms["interval_median_s"], ms["interval_p90_s"], ms["interval_p99_s"]
+        heights = [high - low for low, high in zip(p50, p90, strict=True)]
+        axes.bar(index, heights, bottom=p50, width=0.6, color=colours, alpha=0.7)
+        axes.vlines(index, p90, p99, colors=colours, linewidth=1)
+        axes.hlines(p50, [x - 0.3 for x in index], [x + 0.3 for x in index], colors="black")
+        axes.scatter(index, ms["interval_max_s"], s=6, color=colours, zorder=3)
+        axes.set_ylim(0, 1.1e3 * max(leg["cadence"]["interval_max_s"] for leg in legs))
+        axes.set_xlabel("leg index")
+        axes.set_ylabel("interval (ms)")
+        axes.xaxis.get_major_locator().set_params(integer=True)
+        _legend_patches(
+            axes, [("warm leg", WARM_COLOUR), ("cold leg", COLD_COLOUR), ("stalls", FLAG_COLOUR)]
+        )
+
+    return Chart("intervals", "Step intervals per leg", caption, draw)
+
+
+_SHARE_PARTS = (
+    ("before the first step", "#d9622b"),
+    ("decoding", "#1f5fa8"),
+    ("in stalls", "#c0392b"),
+    ("in the tail", "#9aa5b1"),
+)
+
+
+def leg_time_shares(cadence: dict[str, Any]) -> tuple[float, float, float, float] | None:
+    """A leg's time before its first step, decoding outside stalls, in stalls and in its tail,
+    as shares of their sum (the per-request means the cadence reports)."""
+    first, decode = cadence.get("first_step_s"), cadence.get("decode_s")
+    tail, stalled = cadence.get("tail_s"), cadence.get("stall_s") or 0.0
+    if first is None or decode is None or tail is None:
+        return None
+    total = first + decode + tail
+    if not total > 0:
+        return None
+    return (first / total, (decode - stalled) / total, stalled / total, tail / total)
+
+
+def _time_shares(document: dict[str, Any]) -> Chart:
+    warm = [
+        (leg["index"], shares)
+        for leg in document.get("legs", [])
+        if leg.get("warm") and (shares := leg_time_shares(leg.get("cadence") or {})) is not None
+    ]
+    caption = (
+        "Where each warm leg's time goes: before the first verify step (prefill, start-up), "
+        "decoding, stalled, and after the last step; a wide orange or grey part is time that "
+        "steps/s does not see."
+    )
+    if not warm:
+        return Chart("time-shares", "Warm legs' time", caption, None, NEEDS_TIMES)
+
+    def draw(figure) -> None:
+        axes = figure.subplots()
+        positions = range(len(warm))
+        left = [0.0] * len(warm)
+        for part, (_, colour) in enumerate(_SHARE_PARTS):
+            widths = [100 * shares[part] for _, shares in warm]
+            axes.barh(positions, widths, left=left, color=colour, height=0.7)
+            left = [start + width for start, width in zip(left, widths, strict=True)]
+        every = max(1, math.ceil(len(warm) / MAX_LABELS))
+        shown = range(0, len(warm), every)
+        axes.set_yticks(list(shown), [f"leg {warm[position][0]}" for position in shown])
+        axes.invert_yaxis()
+        axes.set_xlim(0, 100)
+        axes.set_xlabel("share of the leg's time (%)")
+        axes.grid(axis="y", visible=False)
+        _legend_patches(axes, list(_SHARE_PARTS))
+
+    return Chart("time-shares", "Warm legs' time", caption, draw)
+
+
+def _percent(rates: list[float | None]) -> list[float]:
+    return [math.nan if rate is None else 100 * rate for rate in rates]
+
+
+def _legend_patches(axes, entries: list[tuple[str, str]]) -> None:
+    """A one-row legend above the plot, where it can hide no mark."""
+    from matplotlib.patches import Patch
+
+    axes.legend(
+        handles=[Patch(color=colour, label=label) for label, colour in entries],
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.0),
+        ncol=len(entries),
+    )
+
+
+def _plain_formatter():
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _: f"{value:.2f}")

@@ -1,0 +1,148 @@
+"""The --html page in a real browser: headless Chromium, from a file, with the network off.
+
+`pytest -m browser` (`.ci/run` installs Debian's chromium when it is missing). A probe script,
+put first into a copy of the page, records console errors and failed loads and, once the page
+has loaded, how many marks each chart laid out; Chromium writes the resulting DOM out. The
+original page is also screenshotted and kept under out/browser/ as the test's artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from fold.cli import main as cli
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+GATE = ROOT / "fixtures" / "gate-example"
+VLLM = ROOT / "fixtures" / "oracles" / "vllm-gate-arm.json"
+ARTIFACTS = ROOT / "out" / "browser"
+CHART_NAMES = ["per-position", "windows", "per-leg", "gap", "intervals", "time-shares"]
+MIN_MARKS = 10  # the emptiest chart still lays out axes, ticks and its bars or lines
+
+PROBE = """<script>
+window.__errors = [];
+const original = console.error.bind(console);
+console.error = (...args) => { window.__errors.push(args.join(" ")); original(...args); };
+window.addEventListener("error", (event) => {
+  window.__errors.push("error: " + (event.message || (event.target && event.target.outerHTML)));
+}, true);
+window.addEventListener("load", () => {
+  const charts = {};
+  for (const section of document.querySelectorAll("section.chart")) {
+    const svg = section.querySelector("svg");
+    let marks = 0;
+    if (svg) {
+      for (const mark of svg.querySelectorAll("path, rect, line, polyline, polygon, use")) {
+        const box = mark.getBoundingClientRect();
+        if (box.width > 0 || box.height > 0) marks += 1;
+      }
+    }
+    const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+    charts[section.id] = {marks: marks, width: box.width, height: box.height};
+  }
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify({charts: charts, errors: window.__errors});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.fail("chromium is not installed: apt-get install chromium (.ci/run does)")
+    return found
+
+
+def _run_offline(arguments: list[str]) -> subprocess.CompletedProcess:
+    """Chromium with no network: a namespace without interfaces where one can be made, and in
+    any case a proxy that refuses every connection."""
+    command = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--proxy-server=127.0.0.1:9",
+        "--proxy-bypass-list=<-loopback>",
+        "--enable-logging=stderr",
+        "--v=0",
+        *arguments,
+    ]
+    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"]).returncode == 0:
+        command = ["unshare", "-n", *command]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def _probe(page: Path, tmp_path: Path) -> dict:
+    probed = tmp_path / f"probed-{page.name}"
+    probed.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))
+    completed = _run_offline(["--virtual-time-budget=10000", "--dump-dom", probed.as_uri()])
+    found = re.search(r'<pre id="probe">(.*?)</pre>', completed.stdout, re.DOTALL)
+    assert found, f"the probe did not run:\n{completed.stderr[-2000:]}"
+    text = found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+    return json.loads(text.replace("&amp;", "&"))
+
+
+@pytest.fixture(scope="module")
+def gate_page(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("page") / "report.html"
+    argv = [str(GATE / "our-arm.json"), str(GATE / "steps.jsonl"), f"--vs=vllm={VLLM}"]
+    assert cli([*argv, "--html", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_every_chart_renders_with_no_console_error(gate_page, tmp_path):
+    probe = _probe(gate_page, tmp_path)
+    assert probe["errors"] == []
+    assert sorted(probe["charts"]) == sorted(CHART_NAMES)
+    for name, found in probe["charts"].items():
+        assert found["marks"] >= MIN_MARKS, (name, found)
+        assert found["width"] > 300 and found["height"] > 100, (name, found)
+
+
+def test_the_probe_sees_an_error_and_an_empty_chart(tmp_path):
+    """The check above can fail: a page with a console error and a chart with no marks."""
+    broken = tmp_path / "broken.html"
+    broken.write_text(
+        "<!DOCTYPE html><html><head></head><body>"
+        '<section class="chart" id="empty"><svg width="400" height="200"></svg></section>'
+        '<img src="missing.png"><script>console.error("drawn wrong")</script></body></html>'
+    )
+    probe = _probe(broken, tmp_path)
+    assert probe["charts"] == {"empty": {"marks": 0, "width": 400, "height": 200}}
+    assert "drawn wrong" in probe["errors"]
+    assert any("missing.png" in error for error in probe["errors"])
+
+
+def test_a_screenshot_of_the_page_is_kept_and_not_blank(gate_page):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    completed = _run_offline(
+        [
+            "--window-size=1280,5200",
+            "--virtual-time-budget=10000",
+            f"--screenshot={shot}",
+            gate_page.as_uri(),
+        ]
+    )
+    assert shot.exists(), completed.stderr[-2000:]
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1280, 5200)
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 50, completed.stderr[-2000:]
+    blank = max(count for count, _ in colours)
+    assert blank < 0.97 * image.size[0] * image.size[1], (
+        f"the page rendered (almost) empty:\n{completed.stderr[-2000:]}"
+    )
+    assert "CONSOLE" not in completed.stderr, completed.stderr[-2000:]

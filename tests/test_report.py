@@ -1,0 +1,142 @@
+"""The charts (--html, --plots): every chart drawn from the worked example, offline, the same
+bytes for the same inputs, and the extra named when matplotlib is missing."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from fold.cli import main as cli
+from fold.present.charts import DPI, HEIGHT_IN, WIDTH_IN, charts, render
+from fold.present.report import page
+
+ROOT = Path(__file__).resolve().parents[1]
+GATE = ROOT / "fixtures" / "gate-example"
+VLLM = ROOT / "fixtures" / "oracles" / "vllm-gate-arm.json"
+VLLMCPP = ROOT / "fixtures" / "vllmcpp"
+CHART_NAMES = ["per-position", "windows", "per-leg", "gap", "intervals", "time-shares"]
+
+
+@pytest.fixture(scope="module")
+def gate_document(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("gate") / "fold.json"
+    argv = [str(GATE / "our-arm.json"), str(GATE / "steps.jsonl"), f"--vs=vllm={VLLM}"]
+    assert cli([*argv, "--json", str(out), "--bootstrap", "200"]) == 0
+    return json.loads(out.read_bytes())
+
+
+def test_the_gate_example_draws_every_chart(gate_document):
+    found = charts(gate_document)
+    assert [chart.name for chart in found] == CHART_NAMES
+    assert [chart.missing for chart in found] == [None] * len(CHART_NAMES)
+    assert all(chart.caption.endswith(".") and chart.caption.count(". ") == 0 for chart in found)
+
+
+def test_the_page_is_self_contained(gate_document):
+    text = page(gate_document).decode()
+    sections = re.findall(r'<section class="chart" id="([^"]+)">(.*?)</section>', text, re.DOTALL)
+    assert [name for name, _ in sections] == CHART_NAMES
+    for name, body in sections:
+        assert body.count("<svg") == 1, name
+        assert "<figcaption>" in body, name
+    assert "<script" not in text
+    # the SVG namespace is a name, not a fetch: nothing else may point off the page
+    assert not re.search(r'\b(?:src|href)="(?!#)', text)
+    assert "url(http" not in text and "@import" not in text
+
+
+def _pixels(png: bytes) -> Image.Image:
+    image = Image.open(io.BytesIO(png))
+    image.load()
+    return image.convert("RGB")
+
+
+@pytest.mark.parametrize("name", CHART_NAMES)
+def test_each_png_has_its_size_and_marks(gate_document, name):
+    (chart,) = [chart for chart in charts(gate_document) if chart.name == name]
+    png = render(chart, "png")
+    image = _pixels(png)
+    assert image.size == (round(WIDTH_IN * DPI), round(HEIGHT_IN * DPI))
+    colours = image.getcolors(maxcolors=1 << 16)
+    assert colours is not None and len(colours) > 20, "a blank or one-colour picture"
+    non_white = sum(count for count, colour in colours if colour != (255, 255, 255))
+    assert non_white > 0.02 * image.size[0] * image.size[1]
+
+
+def test_the_same_inputs_give_the_same_bytes(gate_document):
+    again = json.loads(json.dumps(gate_document))
+    for first, second in zip(charts(gate_document), charts(again), strict=True):
+        for fmt in ("png", "svg"):
+            assert render(first, fmt) == render(second, fmt), (first.name, fmt)
+    assert page(gate_document) == page(again)
+
+
+def test_plots_and_markdown_links(tmp_path):
+    plots, record = tmp_path / "plots", tmp_path / "record.md"
+    argv = [str(GATE / "our-arm.json"), str(GATE / "steps.jsonl"), f"--vs=vllm={VLLM}"]
+    assert cli([*argv, "--plots", str(plots), "--markdown", str(record), "--quiet"]) == 0
+    assert sorted(path.name for path in plots.iterdir()) == sorted(
+        f"{name}.{fmt}" for name in CHART_NAMES for fmt in ("png", "svg")
+    )
+    text = record.read_text()
+    for name in CHART_NAMES:
+        assert f"](plots/{name}.png)" in text
+
+
+def test_the_waterfall_multiplies_out_to_r(gate_document):
+    from fold.present.charts import _gap_steps
+
+    block = gate_document["oracles"]
+    gap, speed = block["gaps"]["vllm"], block["speed"]["vllm"]
+    steps = _gap_steps(gap, speed)
+    assert [label for label, _, _ in steps] == [
+        "acceptance",
+        "slower steps",
+        "start-up",
+        "stalls",
+        "tail",
+        "r",
+    ]
+    product = math.prod(factor for label, factor, _ in steps if label != "r")
+    assert product == pytest.approx(gap["ratio"], rel=1e-9)
+
+
+def test_a_fold_without_an_oracle_says_what_the_gap_chart_needs(tmp_path):
+    out = tmp_path / "fold.json"
+    assert (
+        cli([str(VLLMCPP / "our-arm.json"), str(VLLMCPP / "steps.jsonl"), "--json", str(out)]) == 0
+    )
+    found = {chart.name: chart for chart in charts(json.loads(out.read_bytes()))}
+    assert found["gap"].draw is None and "--vs" in found["gap"].missing
+    assert all(found[name].draw is not None for name in CHART_NAMES if name != "gap")
+    assert "Not drawn: needs an oracle (--vs)." in page(json.loads(out.read_bytes())).decode()
+
+
+def test_without_matplotlib_the_command_names_the_extra(tmp_path, monkeypatch, capsys):
+    for module in [name for name in sys.modules if name.split(".")[0] == "matplotlib"]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    argv = [str(GATE / "our-arm.json"), str(GATE / "steps.jsonl")]
+    assert cli([*argv, "--html", str(tmp_path / "page.html"), "--quiet"]) == 2
+    assert "pip install 'fold-acceptance[report]'" in capsys.readouterr().err
+    assert not (tmp_path / "page.html").exists()
+
+
+def test_windows_are_merged_by_their_counts_past_the_cap():
+    from fold.present.charts import coarsened
+
+    windows = [
+        {"steps": 10, "proposed": 70, "accepted": 30},
+        {"steps": 10, "proposed": 70, "accepted": 10},
+        {"steps": 5, "proposed": 35, "accepted": 35},
+        {"steps": 3, "proposed": 0, "accepted": 0},
+    ]
+    assert coarsened(windows, 2) == [(20, 40 / 140), (8, 1.0)]
+    assert coarsened(windows, 4) == [(10, 30 / 70), (10, 10 / 70), (5, 1.0), (3, None)]
