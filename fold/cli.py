@@ -60,7 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("arm", help="the gate's arm record (our-arm.json)")
-    parser.add_argument("logs", nargs="+", help="step logs: paths or globs (quote globs)")
+    parser.add_argument(
+        "logs",
+        nargs="+",
+        help="step logs, or the engine's trace (vllm-cli stderr with VT_SPEC_TRACE=1, one file "
+        "per prompt in prompt order): paths or globs (quote globs)",
+    )
     parser.add_argument(
         "--warm",
         default=DEFAULT_PREDICATE,

@@ -81,9 +81,8 @@ class RunLines:
     fields: dict[str, str] = field(default_factory=dict)
 
     def line_of(self, name: str) -> int:
-        kind = next((kind for key, kind in RUN_LINE_KINDS.items() if key == name), None)
-        if kind is None:
-            kind = "counts" if name in ("prompt_tokens", "secs", "tok_s") else "times"
+        """The line that printed field ``name``."""
+        kind = "spec" if name.startswith("spec_") else "times" if "unix" in name else "counts"
         return self.lines.get(kind) or min(self.lines.values())
 
 
