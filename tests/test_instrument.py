@@ -452,6 +452,43 @@ def test_ctypes_writer_matches_python_writer_bytes(instrument_lib, tmp_path):
         assert_same_bytes_as_python(raw, obj, leg)
 
 
+CTYPES_ID_SCRIPT = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.dflash_step_log_dropped.restype = ctypes.c_uint64
+lib.dflash_step_log_record_id.argtypes = [ctypes.c_char_p, ctypes.c_size_t] + [ctypes.c_uint32] * 2
+lib.dflash_step_log_record_id_emitted.argtypes = (
+    [ctypes.c_char_p, ctypes.c_size_t] + [ctypes.c_uint32] * 3
+)
+for seq in range(60):
+    name = f'cmpl-{seq}-\\u00e9"'.encode()
+    p, a = seq % 9, (seq // 9) % (seq % 9 + 1)
+    if seq % 2:
+        lib.dflash_step_log_record_id_emitted(name, len(name), p, a, a + 1)
+    else:
+        lib.dflash_step_log_record_id(name, len(name), p, a)
+print(lib.dflash_step_log_dropped())
+"""
+
+
+def test_ctypes_string_ids_match_python_writer_bytes(instrument_lib, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-c", CTYPES_ID_SCRIPT, str(instrument_lib)],
+        env=driver_env(DFLASH_STEP_LOG=str(log)),
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    assert proc.stdout.split() == ["0"]
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    assert [o["seq"] for _, o in lines] == [f'cmpl-{seq}-\u00e9"' for seq in range(60)]
+    for raw, obj in lines:
+        assert ("emitted" in obj) == (int(obj["seq"].split("-")[1]) % 2 == 1)
+        assert_same_bytes_as_python(raw, obj, None)
+
+
 # --- concurrency --------------------------------------------------------------------------------
 
 
