@@ -45,20 +45,24 @@ RUN_LINE_KINDS = {
 
 def looks_like_engine_trace(path: str) -> bool:
     """Whether ``path`` holds the engine's stderr rather than the hook's JSON lines, told from
-    its first bytes: the hook's lines are JSON objects; the engine's stderr carries its tag or
-    its run lines."""
+    its content: the hook's first line is a JSON object; the engine's stderr carries its tag or
+    its run lines somewhere (after however long a model-loading log)."""
+    markers = (TAG.encode(), RUN_PREFIX.encode())
     try:
         with open(path, "rb") as handle:
             sample = handle.read(_SNIFF_BYTES)
-    except OSError:
-        return False  # the step-log reader words the error
-    for raw in sample.split(b"\n"):
-        stripped = raw.strip()
-        if stripped:
-            if stripped.startswith(b"{"):
+            first = next((line.strip() for line in sample.split(b"\n") if line.strip()), b"")
+            if first.startswith(b"{"):
                 return False
-            break
-    return TAG.encode() in sample or RUN_PREFIX.encode() in sample
+            overlap = max(len(marker) for marker in markers)
+            while sample:
+                if any(marker in sample for marker in markers):
+                    return True
+                more = handle.read(_SNIFF_BYTES)
+                sample = sample[-overlap:] + more if more else b""
+    except OSError:
+        pass  # the step-log reader words the error
+    return False
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,7 @@ def read_engine_trace(path: str, *, skip_bad_lines: bool = False) -> EngineTrace
             if parsed is None:
                 continue
             trace.run_lines += 1
-            run, runs, fields, kind = parsed
+            run, runs, fields, kinds = parsed
             if block is not None and (block.run, block.runs) != (run, runs):
                 trace.legs.append(TraceLeg(block, pending))
                 pending, block = [], None
@@ -146,13 +150,14 @@ def read_engine_trace(path: str, *, skip_bad_lines: bool = False) -> EngineTrace
                 if last is not None and (last.run, last.runs) == (run, runs):
                     _refuse_split_leg(path, number, last, pending)
                 block = RunLines(run, runs)
-            if kind in block.lines:
-                raise RefusedError(
-                    f"{path}:{number}: a second '{kind}' run line for run={run}/{runs} (the "
-                    f"first is line {block.lines[kind]}): the leg's steps cannot be told "
-                    "apart; is this the stderr of two processes?"
-                )
-            block.lines[kind] = number
+            for kind in kinds:
+                if kind in block.lines:
+                    raise RefusedError(
+                        f"{path}:{number}: a second '{kind}' run line for run={run}/{runs} (the "
+                        f"first is line {block.lines[kind]}): the leg's steps cannot be told "
+                        "apart; is this the stderr of two processes?"
+                    )
+                block.lines[kind] = number
             block.fields.update(fields)
         elif TAG in text:
             trace.counts.bad_line(
@@ -231,16 +236,23 @@ def _check_counts(path: str, number: int, step: TraceStep, sampled: int | None) 
 
 def _run_line(
     path: str, number: int, text: str, counts: ReadCounts, skip: bool
-) -> tuple[int, int, dict[str, str], str] | None:
+) -> tuple[int, int, dict[str, str], list[str]] | None:
+    """(run, runs, fields, kinds) of a run line. A line of none of the three known kinds (a
+    later engine's) is still one of its leg's, its kind named by its first field."""
     match = _RUN.fullmatch(text)
     if match is None:
         return _bad(path, number, f"a {RUN_PREFIX}r/R line that cannot be read", counts, skip)
     run, runs = int(match.group(1)), int(match.group(2))
-    fields = dict(item.split("=", 1) for item in match.group(3).split())
-    kinds = {kind for key, kind in RUN_LINE_KINDS.items() if key in fields}
-    if len(kinds) != 1 or not 1 <= run <= runs:
-        return _bad(path, number, f"a {RUN_PREFIX}r/R line of no known kind", counts, skip)
-    return run, runs, fields, kinds.pop()
+    if not 1 <= run <= runs:
+        return _bad(path, number, f"run={run}/{runs} is not a run of {runs}", counts, skip)
+    fields: dict[str, str] = {}
+    for item in match.group(3).split():
+        key, value = item.split("=", 1)
+        if key in fields:
+            return _bad(path, number, f"field '{key}' twice", counts, skip)
+        fields[key] = value
+    kinds = [kind for key, kind in RUN_LINE_KINDS.items() if key in fields]
+    return run, runs, fields, kinds or [f"other ({next(iter(fields))})"]
 
 
 def _bad(path: str, number: int, reason: str, counts: ReadCounts, skip: bool) -> None:

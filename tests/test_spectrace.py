@@ -372,3 +372,33 @@ def test_follow_reads_the_hook_s_logs_only(gate, capsys):
     arm, paths = gate()
     assert main([arm, *paths, "--follow", "--idle", "0.2", "--quiet"]) == 2
     assert "is folded once the gate is done, without --follow" in capsys.readouterr().err
+
+
+def test_a_long_loading_log_before_the_first_trace_line_is_still_told_apart(gate):
+    loading = "".join(f"[INFO] loading tensor {i} of 90000\n" for i in range(90_000))  # > 64 KiB
+    arm, paths = gate((loading + PROMPT_0, PROMPT_1))
+    assert looks_like_engine_trace(paths[0])
+    result = fold_acceptance(arm, paths, resamples=0)
+    assert result.to_json()["files"][0]["other_lines"] == 90_000 + 3
+
+
+def test_run_lines_of_a_later_engine_are_taken_as_they_come(gate):
+    # All fields on one line, and a fourth line of a kind this reader does not know.
+    joined = broken(
+        PROMPT_0,
+        "vllm-cli: run=2/2 generate_start_unix=1796000129.300000 generate_end_unix="
+        "1796000131.300000\nvllm-cli: run=2/2 spec_drafts_proposed=24",
+        "vllm-cli: run=2/2 generate_start_unix=1796000129.300000 generate_end_unix="
+        "1796000131.300000 spec_drafts_proposed=24",
+    )
+    joined = broken(joined, "vllm-cli: done", "vllm-cli: run=2/2 ttft_ms=81.2\nvllm-cli: done")
+    arm, paths = gate((joined, PROMPT_1))
+    result = fold_acceptance(arm, paths, resamples=0)
+    assert [leg["steps"] for leg in result.legs] == [2, 3, 2, 3]
+    assert result.to_json()["files"][0]["run_lines"] == 6
+    # A disagreeing value on the joined line is still named by that line.
+    wrong = broken(joined, "spec_drafts_proposed=24 spec_drafts_accepted=10",
+                   "spec_drafts_proposed=24 spec_drafts_accepted=11")  # fmt: skip
+    arm, paths = gate((wrong, PROMPT_1))
+    with pytest.raises(RefusedError, match=r":12: run=2/2 prints spec_drafts_accepted=11"):
+        fold_acceptance(arm, paths, resamples=0)
