@@ -141,7 +141,9 @@ ODD_LABELS = st.sampled_from(
 
 
 # String request ids (FORMAT.md): "7" beside the integer 7, escapes, UTF-8, the empty id.
-STRING_IDS = st.sampled_from(["7", "cmpl-a1", "cmpl-a2", 'q"\\\t', "é\u2028漢", ""])
+STRING_IDS = st.sampled_from(
+    ["7", "cmpl-a1", "cmpl-a2", 'q"\\\t', "é\u2028漢", "", "nul\x00in", "\U0001f642"]
+)
 
 
 @st.composite
