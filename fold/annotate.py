@@ -89,6 +89,9 @@ def annotated_record(arm: ArmRecord, result: FoldResult) -> Any:
         "torn_lines": result.torn_lines,
         "skipped_lines": result.skipped_lines,
         "lost_lines": result.lost_lines,
+        "step_source": result.step_source,
+        "sources": result.sources(),
+        "counter_check": result.counter_check,
     }
     if result.bootstrap is not None:
         document["acceptance"]["bootstrap"] = result.bootstrap

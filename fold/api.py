@@ -10,11 +10,13 @@ from fold.acceptance import DEFAULT_WINDOW_STEPS
 from fold.accumulate import MERGE_EVERY, PartialFold, merge_all
 from fold.arm import ArmRecord, load_arm
 from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
+from fold.counter_check import check_counters
+from fold.counter_fold import fold_counters
 from fold.errors import InputError
 from fold.logfile import Legs, LogFile
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
-from fold.result import FoldResult, build_result
-from fold.spectrace import NO_TIME_STAMPS, looks_like_engine_trace, read_engine_trace
+from fold.result import ENGINE_TRACE, STEP_LOG, FoldResult, build_result
+from fold.spectrace import looks_like_engine_trace, read_engine_trace
 from fold.spectrace_fold import engine_trace_fold
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
@@ -30,8 +32,8 @@ class LogFold:
     arm: ArmRecord
     partial: PartialFold = field(default_factory=PartialFold)
     read_counts: dict[str, ReadCounts] = field(default_factory=dict)
-    untimed: str | None = None
-    """Why the steps carry no times (the engine's trace), or None: they do."""
+    step_source: str = STEP_LOG
+    """The hook's step logs (``STEP_LOG``) or the engine's trace (``ENGINE_TRACE``)."""
     _legs: Legs | None = field(default=None, repr=False, compare=False)
 
     def add_engine_traces(self, paths: list[str], *, skip_bad_lines: bool = False) -> None:
@@ -49,7 +51,7 @@ class LogFold:
             trace.counts.run_lines = trace.run_lines
             trace.counts.other_lines = trace.other_lines
             self.read_counts[trace.path] = trace.counts
-        self.untimed = NO_TIME_STAMPS
+        self.step_source = ENGINE_TRACE
 
     def add_file(
         self,
@@ -102,9 +104,10 @@ class LogFold:
         seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
     ) -> FoldResult:
-        """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out)."""
+        """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out), refused
+        unless it agrees with the engine's own counters where the record carries them."""
         check = check_arm(self.arm, predicate)
-        return build_result(
+        result = build_result(
             self.arm.legs,
             self.partial,
             self.read_counts,
@@ -114,8 +117,10 @@ class LogFold:
             stall_factor=stall_factor,
             resamples=resamples,
             seed=seed,
-            untimed=self.untimed,
+            step_source=self.step_source,
         )
+        check_counters(result, self.arm.counters)
+        return result
 
 
 def fold_acceptance(
@@ -134,6 +139,9 @@ def fold_acceptance(
 ) -> FoldResult:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
+    With no logs, the legs' own counters are folded (``fold.counter_fold``): every figure
+    that needs the steps themselves is then None.
+
     ``prefill_tokens``: output tokens per request that no verify step emits (1 for servers, 0
     for llama.cpp's speculative-simple); None learns it from the arm.
 
@@ -145,7 +153,19 @@ def fold_acceptance(
         raise InputError(f"--window must be at least 1 step, got {window_steps}")
     check_resamples(resamples, seed)
     check_stall_factor(stall_factor)
-    check_arm(record, predicate)
+    check = check_arm(record, predicate)
+    if not logs:
+        result = fold_counters(
+            record.legs,
+            record.counters,
+            check,
+            window_steps,
+            stall_factor=stall_factor,
+            resamples=resamples,
+            seed=seed,
+        )
+        check_counters(result, record.counters)
+        return result
     fold = LogFold(record)
     paths = expand_log_paths(logs)
     traces = [path for path in paths if looks_like_engine_trace(path)]

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from fold.arm_counters import EngineCounters, read_counters
 from fold.errors import InputError
 
 _REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix")
@@ -31,6 +32,8 @@ class ArmRecord:
     recorded_warm_legs: int | list[int] | None
     recorded_cold_legs_discarded: int | None
     document: Any
+    counters: EngineCounters | None = None
+    """The engine's own acceptance counters on the legs and its ``spec_acceptance`` block."""
 
 
 # The gate's times are rounded to the microsecond, so the true instant lies within half a
@@ -95,6 +98,7 @@ def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
             top.get("cold_legs_discarded"), where, "cold_legs_discarded"
         ),
         document=document,
+        counters=read_counters(legs_raw, top, where),
     )
 
 

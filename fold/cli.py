@@ -44,8 +44,11 @@ EPILOG = """\
 exit status:
   0  the fold was computed and printed
   1  refused: the inputs disagree (accepted > proposed, a warm leg without steps, a recorded
-     throughput fold the warm predicate does not reproduce, a log read twice)
-  2  usage error, or an input that cannot be read or parsed (the message names file and line)
+     throughput fold the warm predicate does not reproduce, a log read twice, a step log or
+     spec_acceptance the engine's own counters contradict, a leg with some of the three
+     counters), or no step log and no counters to fold
+  2  usage error (--follow or --trace without a step log among them), or an input that cannot
+     be read or parsed (the message names file and line)
 """
 
 
@@ -62,9 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("arm", help="the gate's arm record (our-arm.json)")
     parser.add_argument(
         "logs",
-        nargs="+",
+        nargs="*",
         help="step logs, or the engine's trace (vllm-cli stderr with VT_SPEC_TRACE=1, one file "
-        "per prompt in prompt order): paths or globs (quote globs)",
+        "per prompt in prompt order): paths or globs (quote globs); none: fold the counters the "
+        "record's legs carry (spec_drafts_proposed, spec_drafts_accepted, "
+        "spec_drafted_request_steps)",
     )
     parser.add_argument(
         "--warm",
@@ -197,6 +202,12 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         raise InputError("--idle goes with --follow")
     if arguments.json == "-" and arguments.markdown == "-":
         raise InputError("--json - and --markdown - both want stdout; write one to a file")
+    for wanted, given in (("--follow", arguments.follow), ("--trace", arguments.trace)):
+        if given and not arguments.logs:
+            raise InputError(
+                f"{wanted} needs a step log: it follows or draws the log's steps, which the "
+                "record's counters do not hold; name the step log(s) after the arm record"
+            )
     if arguments.html or arguments.plots:
         require_matplotlib()
     oracles = load_oracles(arguments.vs)

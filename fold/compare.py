@@ -33,7 +33,7 @@ from fold.oracles import (
     load_oracle,
     parse_vs_spec,
 )
-from fold.result import FoldResult
+from fold.result import NEEDS_STEP_LOG, FoldResult
 from fold.speed import SpeedSplit, split_speeds
 from fold.uncertainty import Interval, Replicates, percentile_interval
 
@@ -63,8 +63,23 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
     tok/s is always the warm throughput fold: the gate's figure for the arm.
     """
     fold = result.all if population == ALL_LEGS else result.warm
-    which = "all legs" if population == ALL_LEGS else "warm legs"
+    which = "all legs" if population == ALL_LEGS else "the warm legs"
     legs = fold["legs"]
+    if result.from_log:
+        counted = {
+            "steps": f"step log: steps with proposed > 0 over {which}",
+            "proposed": f"step log: sum of proposed over {which}",
+            "accepted": f"step log: sum of accepted over {which}",
+            "per_position": f"step log: steps with accepted > i over {which}",
+        }
+    else:
+        counted = {
+            "steps": f"record: sum of the legs' spec_drafted_request_steps over {which}",
+            "proposed": f"record: sum of the legs' spec_drafts_proposed over {which}",
+            "accepted": f"record: sum of the legs' spec_drafts_accepted over {which}",
+            "per_position": f"not recorded: {NEEDS_STEP_LOG}",
+        }
+    histogram = fold["histogram"]
     return arm_from_counts(
         OURS_ALL if population == ALL_LEGS else OURS,
         "ours",
@@ -72,16 +87,13 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
         steps=fold["steps"],
         proposed=fold["proposed"],
         accepted=fold["accepted"],
-        per_position=accepted_at_position(fold["histogram"]),
+        per_position=None if histogram is None else accepted_at_position(histogram),
         completion_tokens_per_step=fold["completion_tokens_per_step"],
         sources={
             "tok_s": f"median tok_s of the warm legs ({result.predicate})",
-            "steps": f"step log: steps with proposed > 0 over the {which}",
-            "proposed": f"step log: sum of proposed over the {which}",
-            "accepted": f"step log: sum of accepted over the {which}",
-            "per_position": f"step log: steps with accepted > i over the {which}",
+            **counted,
             "completion_tokens_per_step": (
-                f"sum completion_tokens / S over the {which} (SGLang's unit)"
+                f"sum completion_tokens / S over {which} (SGLang's unit)"
             ),
         },
         population=ALL_LEGS if population == ALL_LEGS else WARM_LEGS,

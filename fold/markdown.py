@@ -14,7 +14,7 @@ from fold.oracles import ArmFigures
 from fold.render import length, percent, rate, sparkline, three_decimals
 from fold.render_cadence import time_cells, where_time_goes
 from fold.render_compare import speed_summary
-from fold.result import FoldResult
+from fold.result import NEEDS_STEP_LOG, FoldResult
 from fold.speed import SpeedSplit
 
 NOT_RECORDED = "not recorded"
@@ -65,14 +65,23 @@ def _heading(result: FoldResult, arm_path: str | None) -> str:
     about = [f"warm legs: `{result.predicate}` ({', '.join(map(str, result.warm['legs']))})"]
     if arm_path:
         about.insert(0, f"arm record: `{arm_path}`")
-    paths = ", ".join(f"`{entry['path']}`" for entry in result.files)
-    about.append(f"logs: {paths}")
+    if result.from_log:
+        about.append("logs: " + ", ".join(f"`{entry['path']}`" for entry in result.files))
+    else:
+        about.append(
+            "logs: none; S, P and A per leg from the record's counters "
+            "(`spec_drafted_request_steps`, `spec_drafts_proposed`, `spec_drafts_accepted`); "
+            f"per position, histogram, shape, cadence and the emitted check: {NEEDS_STEP_LOG}"
+        )
+    if result.counter_check is not None:
+        about.append(f"engine counters: {result.counter_check['summary']}")
     return "# Acceptance fold\n\n" + "\n".join(f"- {line}" for line in about)
 
 
 def _source(row: ArmFigures, result: FoldResult) -> str:
     if row.kind == "ours":
-        return f"step log, warm legs (`{result.predicate}`); tok/s: median of their tok_s"
+        counts = "step log" if result.from_log else "the record's counters"
+        return f"{counts}, warm legs (`{result.predicate}`); tok/s: median of their tok_s"
     parts = [row.kind]
     for key, label in (("tok_s", "tok/s"), ("steps", "S"), ("accepted", "A")):
         source = row.sources.get(key)
@@ -195,7 +204,7 @@ def _legs(result: FoldResult) -> str:
             percent(leg["accept_rate"]),
             length(leg["mean_acceptance_length"]),
             rate(leg["step_rate"]),
-            f"`{sparkline(leg['windows'])}`" if leg["windows"] else "",
+            _shape(leg["windows"]),
             ", ".join(leg["flags"]),
         )
         for leg in result.legs
@@ -205,6 +214,12 @@ def _legs(result: FoldResult) -> str:
         + table(headers, body, (True, True, False, *[True] * 7, False, False))
         + "\n\nshape: acceptance per window of steps, 0-100% scale."
     )
+
+
+def _shape(windows: list[dict[str, Any]] | None) -> str:
+    if windows is None:
+        return NEEDS_STEP_LOG
+    return f"`{sparkline(windows)}`" if windows else ""
 
 
 def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:
@@ -220,8 +235,8 @@ def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _cadence(result: FoldResult) -> str:
-    if result.untimed is not None:
-        return f"## Cadence\n\n{result.untimed}."
+    if result.warm["cadence"] is None:
+        return f"## Cadence\n\n{result.no_times()}."
     headers = ("leg", "requests", "first step", "decode", "tail", "p50", "p90", "p99", "max",
                "stalls", "stall", "decode steps/s", "median request")  # fmt: skip
     body = [_cadence_row(leg["index"], leg["cadence"]) for leg in result.legs]
@@ -237,6 +252,8 @@ def _cadence(result: FoldResult) -> str:
 
 
 def _lines(result: FoldResult) -> str:
+    if not result.from_log:
+        return "## Lines\n\nno step log given."
     read = sum(entry["lines"] for entry in result.files)
     attributed = sum(entry["attributed"] for entry in result.files)
     return (

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from fold.acceptance import accept_rate
 from fold.render_fit import fit
-from fold.result import FoldResult
+from fold.result import NEEDS_STEP_LOG, FoldResult
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 10
@@ -90,25 +90,16 @@ def sparkline(windows: list[dict[str, Any]], width: int = SPARK_WIDTH) -> str:
 
 
 def legs_table(result: FoldResult) -> Table:
-    table = Table(
-        title="Acceptance per leg", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1)
-    )
-    for header, justify in (
-        ("leg", "right"),
-        ("run", "right"),
-        ("warm", "center"),
-        ("tok/s", "right"),
-        ("S", "right"),
-        ("P", "right"),
-        ("A", "right"),
-        ("A/P", "right"),
-        ("1+A/S", "right"),
-        ("steps/s", "right"),
-        ("shape", "left"),
-    ):
-        table.add_column(header, justify=justify, no_wrap=True)
+    shaped = result.from_log
+    title = "Acceptance per leg" + ("" if shaped else f" (shape within a leg: {NEEDS_STEP_LOG})")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    headers = ["leg", "run", "warm", "tok/s", "S", "P", "A", "A/P", "1+A/S", "steps/s"]
+    for header in headers:
+        table.add_column(header, justify="center" if header == "warm" else "right", no_wrap=True)
+    if shaped:
+        table.add_column("shape", justify="left", no_wrap=True)
     for leg in result.legs:
-        table.add_row(
+        cells = [
             f"{leg['index']}!" if leg["flags"] else str(leg["index"]),
             str(leg["run"]),
             "yes" if leg["warm"] else "",
@@ -119,8 +110,10 @@ def legs_table(result: FoldResult) -> Table:
             percent(leg["accept_rate"]),
             length(leg["mean_acceptance_length"]),
             rate(leg["step_rate"]),
-            sparkline(leg["windows"]),
-        )
+        ]
+        if shaped:
+            cells.append(sparkline(leg["windows"]))
+        table.add_row(*cells)
     return table
 
 
@@ -210,19 +203,52 @@ def distribution_lines(result: FoldResult) -> Text:
     warm = result.warm
     text = Text()
     text.append("warm per-position acceptance (accepted > i)/S: ", style="bold")
-    text.append("  ".join(f"{i}:{percent(value)}" for i, value in enumerate(warm["per_position"])))
+    if warm["per_position"] is None:
+        text.append(NEEDS_STEP_LOG, style="dim")
+    else:
+        text.append(
+            "  ".join(f"{i}:{percent(value)}" for i, value in enumerate(warm["per_position"]))
+        )
     text.append(
         "\nwarm per-position, conditional (accepted > i among accepted > i - 1): ", style="bold"
     )
-    text.append(
-        "  ".join(
-            f"{i}:{'-' if value is None else percent(value)}"
-            for i, value in enumerate(warm["per_position_conditional"])
+    if warm["per_position_conditional"] is None:
+        text.append(NEEDS_STEP_LOG, style="dim")
+    else:
+        text.append(
+            "  ".join(
+                f"{i}:{'-' if value is None else percent(value)}"
+                for i, value in enumerate(warm["per_position_conditional"])
+            )
         )
-    )
     text.append("\nwarm histogram, steps accepting exactly j: ", style="bold")
-    text.append("  ".join(f"{j}:{count}" for j, count in enumerate(warm["histogram"])))
+    if warm["histogram"] is None:
+        text.append(NEEDS_STEP_LOG, style="dim")
+    else:
+        text.append("  ".join(f"{j}:{count}" for j, count in enumerate(warm["histogram"])))
     text.append(f"\nwarm legs: {', '.join(str(index) for index in warm['legs'])}")
+    return text
+
+
+def source_lines(result: FoldResult) -> Text:
+    """Where S, P and A came from, and whether the engine's own counters were checked."""
+    text = Text()
+    text.append("source: ", style="bold")
+    if result.from_log:
+        text.append(
+            "S, P, A per leg and every per-step figure from the step log; tok/s, completion "
+            "tokens and leg windows from the record's legs"
+        )
+    else:
+        text.append(
+            "S, P, A per leg from the record's counters (spec_drafted_request_steps, "
+            "spec_drafts_proposed, spec_drafts_accepted); tok/s, completion tokens and leg "
+            "windows from its legs; per position, histogram, shape, requests, cadence and the "
+            f"emitted check: {NEEDS_STEP_LOG}"
+        )
+    if result.counter_check is not None:
+        text.append("\nengine counters: ", style="bold")
+        text.append(result.counter_check["summary"])
     return text
 
 
@@ -230,6 +256,9 @@ def accounting_lines(result: FoldResult) -> Text:
     """Where every line went: nothing is dropped without a count."""
     text = Text()
     text.append("lines: ", style="bold")
+    if not result.from_log:
+        text.append("no step log given", style="dim")
+        return text
     for entry in result.files:
         if entry.get("kind") == "engine trace":
             text.append(
@@ -258,6 +287,7 @@ def report(result: FoldResult) -> RenderableType:
         fit(legs_table(result), give_way=("shape", "steps/s", "run")),
         flag_lines(result),
         fit(fold_table(result), give_way=("completion/S",)),
+        source_lines(result),
         distribution_lines(result),
         accounting_lines(result),
     ]

@@ -127,6 +127,9 @@ def warm_cadence_lines(result: FoldResult) -> Text:
 
 
 def cadence_view(result: FoldResult) -> RenderableType:
-    if result.untimed is not None:
-        return Text.assemble(("step cadence: ", "bold"), result.untimed)
+    if result.warm["cadence"] is None:
+        text = Text()
+        text.append("step cadence: ", style="bold")
+        text.append(result.no_times(), style="dim")
+        return text
     return Group(cadence_table(result), warm_cadence_lines(result))

@@ -14,7 +14,6 @@ import polars as pl
 
 from fold import acceptance
 from fold.accumulate import REQUEST_KEY, PartialFold, request_id
-from fold.arm import WINDOW_SLACK_NS
 from fold.cadence import (
     DEFAULT_STALL_FACTOR,
     Cadence,
@@ -24,8 +23,9 @@ from fold.cadence import (
 )
 from fold.cadence import KEY as CADENCE_KEY
 from fold.errors import RefusedError
-from fold.leg_sums import Leg
+from fold.leg_figures import bootstrap_leg, counted_leg, pooled
 from fold.reader import ReadCounts, SkippedLine
+from fold.spectrace import NO_TIME_STAMPS
 from fold.uncertainty import (
     DEFAULT_SEED,
     Replicates,
@@ -35,9 +35,14 @@ from fold.uncertainty import (
     interval_fields,
     method_note,
 )
-from fold.warm import ThroughputCheck, throughput_fold
+from fold.warm import ThroughputCheck
 
 JSON_FORMAT = "fold-acceptance/1"
+# Where a fold's counts came from (FoldResult.step_source).
+STEP_LOG = "step log"
+ENGINE_TRACE = "the engine's trace (VT_SPEC_TRACE)"
+RECORD_COUNTERS = "the record's counters"
+NEEDS_STEP_LOG = "needs a step log"
 # Output tokens per request that no verify step emits: servers (vLLM, SGLang, llama-server)
 # sample the first from prefill; llama.cpp's speculative-simple verifies the prompt's last token
 # with the first draft, so every output token comes from a verify step (0).
@@ -66,28 +71,75 @@ class FoldResult:
     """How the intervals were drawn (resamples, seed, level, method); None without intervals."""
     replicates: dict[str, Replicates] = field(default_factory=dict, repr=False, compare=False)
     """The warm and all-legs folds' bootstrap replicates, which the split propagates."""
-    untimed: str | None = None
-    """Why the steps have no times (the engine's trace): the cadence is then null, not 0."""
+    step_source: str = STEP_LOG
+    """Where S, P and A came from: ``STEP_LOG``, ``ENGINE_TRACE`` (steps without times: the
+    figures that need times are None), or ``RECORD_COUNTERS`` when no log was given (every
+    figure that needs steps is then None)."""
+    counter_check: dict[str, Any] | None = None
+    """Whether the fold was checked against the engine's own counters, and how
+    (``fold.counter_check``)."""
 
     @property
-    def unattributed_steps(self) -> int:
-        return sum(entry["unattributed"] for entry in self.files)
+    def from_log(self) -> bool:
+        """Whether steps were read from files (the hook's log or the engine's trace)."""
+        return self.step_source != RECORD_COUNTERS
 
     @property
-    def ambiguous_steps(self) -> int:
-        return sum(entry["ambiguous"] for entry in self.files)
+    def untimed(self) -> str | None:
+        """Why the steps have no times (the engine's trace), or None: they have."""
+        return NO_TIME_STAMPS if self.step_source == ENGINE_TRACE else None
+
+    def no_times(self) -> str:
+        """What the figures built from step times read when there are none."""
+        return self.untimed or f"{NEEDS_STEP_LOG} (the steps' times)"
+
+    def _line_total(self, rows: list[dict[str, Any]], key: str) -> int | None:
+        # Without a log nothing was read: no count of lines, not a count of 0.
+        return sum(row[key] for row in rows) if self.from_log else None
 
     @property
-    def torn_lines(self) -> int:
-        return sum(entry["torn"] for entry in self.files)
+    def unattributed_steps(self) -> int | None:
+        return self._line_total(self.files, "unattributed")
 
     @property
-    def skipped_lines(self) -> int:
-        return sum(entry["skipped"] for entry in self.files)
+    def ambiguous_steps(self) -> int | None:
+        return self._line_total(self.files, "ambiguous")
 
     @property
-    def lost_lines(self) -> int:
-        return sum(writer["lost"] for writer in self.writers)
+    def torn_lines(self) -> int | None:
+        return self._line_total(self.files, "torn")
+
+    @property
+    def skipped_lines(self) -> int | None:
+        return self._line_total(self.files, "skipped")
+
+    @property
+    def lost_lines(self) -> int | None:
+        return self._line_total(self.writers, "lost")
+
+    def sources(self) -> dict[str, str]:
+        """Where each figure came from: the step log, the engine's trace, the record, or
+        nowhere yet."""
+        counts = (
+            self.step_source
+            if self.from_log
+            else RECORD_COUNTERS + " (spec_drafted_request_steps, spec_drafts_proposed, "
+            "spec_drafts_accepted)"
+        )
+        from_steps = self.step_source if self.from_log else NEEDS_STEP_LOG
+        timed = {} if self.untimed is None else dict.fromkeys(TIMED_FIGURES, self.untimed)
+        return {
+            "steps": counts,
+            "proposed": counts,
+            "accepted": counts,
+            "accept_rate": counts,
+            "mean_acceptance_length": counts,
+            "completion_tokens_per_step": f"completion_tokens (arm record) / S ({counts})",
+            "step_rate": f"S ({counts}) / the legs' generate windows (arm record)",
+            "tok_s": "the legs' tok_s (arm record)",
+            **dict.fromkeys(STEP_FIGURES, from_steps),
+            **timed,
+        }
 
     def to_json(self) -> dict[str, Any]:
         document = {
@@ -107,14 +159,31 @@ class FoldResult:
             "writers": self.writers,
             "skipped_examples": [vars(example) for example in self.skipped_examples],
             "prefill_tokens": self.prefill_tokens,
+            "step_source": self.step_source,
+            "sources": self.sources(),
+            "counter_check": self.counter_check,
         }
         if self.bootstrap is not None:
             document["bootstrap"] = self.bootstrap
         if self.oracles is not None:
             document["oracles"] = self.oracles
-        if self.untimed is not None:
-            document["untimed"] = self.untimed
         return document
+
+
+STEP_FIGURES = (
+    "per_position",
+    "per_position_conditional",
+    "histogram",
+    "windows",
+    "requests",
+    "lines",
+    "cadence",
+    "emitted",
+    "trace",
+)
+"""Figures only the steps themselves give: read "needs a step log" (None) without one."""
+TIMED_FIGURES = ("cadence", "trace")
+"""Figures that need the steps' times: None from the engine's trace, which has none."""
 
 
 def build_result(
@@ -128,11 +197,11 @@ def build_result(
     stall_factor: float = DEFAULT_STALL_FACTOR,
     resamples: int = 0,
     seed: int = DEFAULT_SEED,
-    untimed: str | None = None,
+    step_source: str = STEP_LOG,
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
     user states it; None learns it from the arm (see ``_prefill_convention``). ``resamples``
-    above 0 puts 95% bootstrap intervals beside the pooled figures (``_add_intervals``)."""
+    above 0 puts 95% bootstrap intervals beside the pooled figures (``add_intervals``)."""
     stall_factor = check_stall_factor(stall_factor)
     check_resamples(resamples, seed)
     # The cadence's pass and the bootstrap's draws run without the GIL (the extension, numpy),
@@ -146,9 +215,9 @@ def build_result(
         result = _acceptance_result(
             arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
         )
-        result.untimed = untimed
+        result.step_source = step_source
         _add_cadence(result, cadence.result())
-        _add_intervals(result, replicates.result(), resamples, seed)
+        add_intervals(result, replicates.result(), resamples, seed)
     return result
 
 
@@ -301,14 +370,10 @@ def _fold_replicates(
         index = leg["index"]
         frame = requests.get(index, ordered.clear())
         legs.append(
-            Leg(
-                requests={name: frame[name].to_numpy() for name in _REQUEST_SUMS},
-                values={
-                    "completion_tokens": leg["completion_tokens"],
-                    "steps": steps_in_leg.get(index, 0),
-                    "window_secs": _window_secs(leg),
-                },
-                tok_s=leg["tok_s"],
+            bootstrap_leg(
+                leg,
+                {name: frame[name].to_numpy() for name in _REQUEST_SUMS},
+                steps_in_leg.get(index, 0),
             )
         )
         warm.append(index in warm_set)
@@ -318,7 +383,7 @@ def _fold_replicates(
 _REQUEST_SUMS = ("steps", "proposed", "accepted", "decode_steps", "decode_ns")
 
 
-def _add_intervals(
+def add_intervals(
     result: FoldResult, replicates: dict[str, Replicates], resamples: int, seed: int
 ) -> None:
     """Put ``<figure>_ci`` beside each pooled figure of the warm and all-legs folds."""
@@ -346,7 +411,6 @@ def _leg_figures(
     steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
     steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
     per_position = acceptance.per_position(steps_by_accepted, steps)
-    window_secs = _window_secs(leg)
     windows = acceptance.windows_from_bins(bins, window_steps)
     window_rates = [window.accept_rate for window in windows]
     for request in requests:
@@ -374,27 +438,11 @@ def _leg_figures(
         if not emitted_consistent:
             flags.append("emitted != completion")
     return {
-        "index": leg["index"],
-        "run": leg["run"],
-        "warm": warm,
-        "label": leg.get("leg"),
-        "finish_reason": leg["finish_reason"],
-        "tok_s": leg["tok_s"],
-        "completion_tokens": leg["completion_tokens"],
-        "window_secs": window_secs,
+        **counted_leg(leg, warm, steps, proposed, accepted),
         "lines": sums["lines"],
-        "steps": steps,
-        "proposed": proposed,
-        "accepted": accepted,
-        "accept_rate": acceptance.accept_rate(accepted, proposed),
-        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
-        "completion_tokens_per_step": acceptance.completion_tokens_per_step(
-            leg["completion_tokens"], steps
-        ),
         "per_position": per_position,
         "per_position_conditional": acceptance.per_position_conditional(per_position),
         "histogram": steps_by_accepted,
-        "step_rate": steps / window_secs if window_secs > 0 else None,
         "emitted": sums["emitted"] if sums["emitted_lines"] else None,
         "emitted_lines": sums["emitted_lines"],
         "expected_completion_tokens": expected_completion,
@@ -411,46 +459,6 @@ def _leg_figures(
             for window, rate in zip(windows, window_rates, strict=True)
         ],
         "flags": flags,
-    }
-
-
-def _window_secs(leg: dict[str, Any]) -> float:
-    # The generate window as recorded (microseconds), not the band attribution widens it by.
-    return (leg["end_ns"] - leg["start_ns"] - 2 * WINDOW_SLACK_NS) / 1e9
-
-
-def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) -> dict[str, Any]:
-    """Ratios of sums over ``legs``: never a mean of the legs' ratios."""
-    steps = sum(leg["steps"] for leg in legs)
-    proposed = sum(leg["proposed"] for leg in legs)
-    accepted = sum(leg["accepted"] for leg in legs)
-    # Only legs with verify steps: a leg without any has no tokens per step to pool, and its
-    # completion tokens over the other legs' steps would inflate their ratio.
-    completion = sum(leg["completion_tokens"] for leg in legs if leg["steps"])
-    # A leg recorded with no duration has no step rate; pool over the legs that have one.
-    timed = [leg for leg in legs if leg["window_secs"] > 0]
-    timed_steps = sum(leg["steps"] for leg in timed)
-    window_secs = sum(leg["window_secs"] for leg in timed)
-    counts: dict[int, int] = defaultdict(int)
-    for leg in legs:
-        for accepted_here, count in histograms.get(leg["index"], {}).items():
-            counts[accepted_here] += count
-    max_proposed = max((len(leg["histogram"]) - 1 for leg in legs), default=0)
-    steps_by_accepted = acceptance.histogram(dict(counts), max_proposed)
-    per_position = acceptance.per_position(steps_by_accepted, steps)
-    return {
-        "legs": [leg["index"] for leg in legs],
-        "steps": steps,
-        "proposed": proposed,
-        "accepted": accepted,
-        "accept_rate": acceptance.accept_rate(accepted, proposed),
-        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
-        "completion_tokens_per_step": acceptance.completion_tokens_per_step(completion, steps),
-        "output_throughput_tok_s": throughput_fold([leg["tok_s"] for leg in legs]),
-        "step_rate": timed_steps / window_secs if window_secs > 0 else None,
-        "per_position": per_position,
-        "per_position_conditional": acceptance.per_position_conditional(per_position),
-        "histogram": steps_by_accepted,
     }
 
 

@@ -23,9 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fold.cadence import SHARES
 from fold.gap import DEFAULT_TOLERANCE, GapAttribution
-from fold.result import FoldResult
+from fold.result import NEEDS_STEP_LOG, FoldResult
 
 PARTS = ("steps", "before_first_step", "stalls", "tail")
 
@@ -56,12 +55,14 @@ class SpeedSplit:
 
 def split_speed(
     gap: GapAttribution,
-    cadence: dict[str, Any],
+    cadence: dict[str, Any] | None,
     oracle_kind: str,
     tolerance: float = DEFAULT_TOLERANCE,
+    no_times: str = f"{NEEDS_STEP_LOG} (the steps' times)",
 ) -> SpeedSplit:
-    """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``)."""
-    shares = cadence["shares"] if cadence is not None else dict.fromkeys(SHARES)
+    """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``;
+    None when our steps have no times: ``no_times`` says why)."""
+    shares = (cadence or {}).get("shares") or dict.fromkeys(("before_first_step", "stalls", "tail"))
     first, stalls, tail = shares["before_first_step"], shares["stalls"], shares["tail"]
     ours = {"before_first_step": first, "stalls": stalls, "tail": tail}
     who = gap.oracle if oracle_kind == gap.oracle else f"{gap.oracle} ({oracle_kind})"
@@ -70,7 +71,10 @@ def split_speed(
         "its tail are not known, so its steps/s is over whole legs"
     ]
     if cadence is None:
-        lacks.append("our steps' split needs time stamps: the engine's trace has none")
+        lacks.append(
+            f"our time before the first step, in stalls and in the tail {no_times}: the speed "
+            "factor is over whole legs on our side too"
+        )
     sf = gap.speed_factor
     if sf is None or first is None or stalls is None or tail is None:
         if sf is None:
@@ -103,7 +107,9 @@ def split_speeds(
 ) -> dict[str, SpeedSplit]:
     """Every oracle's split; also adds them to ``result.oracles`` (the JSON) as ``speed``."""
     splits = {
-        name: split_speed(gap, result.warm["cadence"], kinds[name], tolerance)
+        name: split_speed(
+            gap, result.warm["cadence"], kinds[name], tolerance, no_times=result.no_times()
+        )
         for name, gap in gaps.items()
     }
     if result.oracles is not None:

@@ -558,6 +558,37 @@ def fold_records(
             for line in record.skipped_lines[:MAX_SKIPPED_EXAMPLES]
         ],
         "prefill_tokens": convention,
+        "step_source": "step log",
+        "sources": STEP_LOG_SOURCES,
+        "counter_check": unchecked(len(legs)),
+    }
+
+
+# Where each figure comes from when a step log is folded.
+STEP_LOG_SOURCES = {
+    **dict.fromkeys(
+        ("steps", "proposed", "accepted", "accept_rate", "mean_acceptance_length"), "step log"
+    ),
+    "completion_tokens_per_step": "completion_tokens (arm record) / S (step log)",
+    "step_rate": "S (step log) / the legs' generate windows (arm record)",
+    "tok_s": "the legs' tok_s (arm record)",
+    **dict.fromkeys(
+        ("per_position", "per_position_conditional", "histogram", "windows", "requests",
+         "lines", "cadence", "emitted", "trace"),
+        "step log",
+    ),
+}  # fmt: skip
+
+
+def unchecked(legs: int) -> dict[str, Any]:
+    """The generated arms carry no engine counters and no spec_acceptance: nothing checked."""
+    return {
+        "legs": legs,
+        "legs_with_counters": 0,
+        "legs_checked": 0,
+        "spec_acceptance": "not in the record: not checked",
+        "summary": "not checked against the engine's own counters: the record's legs carry "
+        "none (spec_drafted_request_steps, spec_drafts_proposed, spec_drafts_accepted)",
     }
 
 

@@ -47,8 +47,11 @@ def test_exit_codes(tmp_path, capsys):
     assert main([ARM, STEPS, "--warm", "run >= 1"]) == 1
     assert "refused" in capsys.readouterr().err
     assert main([ARM, STEPS, "--warm", "nonsense >"]) == 2
+    # no step log: the toy gate's record carries no engine counters, so nothing to fold
+    assert main([ARM]) == 1
+    assert "no leg of the arm record carries the engine's counters" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:
-        main([ARM])
+        main([])
     assert usage.value.code == 2
 
 

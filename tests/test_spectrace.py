@@ -161,7 +161,11 @@ def test_no_time_stamps_means_no_cadence_never_zeros(gate, tmp_path):
     arm, paths = gate()
     result = fold_acceptance(arm, paths, resamples=20)
     document = result.to_json()
-    assert document["untimed"] == "needs time stamps: the engine's trace has none"
+    assert document["step_source"] == "the engine's trace (VT_SPEC_TRACE)"
+    assert document["sources"]["cadence"] == "needs time stamps: the engine's trace has none"
+    assert document["sources"]["trace"] == "needs time stamps: the engine's trace has none"
+    assert document["sources"]["per_position"] == "the engine's trace (VT_SPEC_TRACE)"
+    assert document["sources"]["accepted"] == "the engine's trace (VT_SPEC_TRACE)"
     assert document["warm"]["cadence"] is None and document["all"]["cadence"] is None
     assert all(leg["cadence"] is None for leg in document["legs"])
     assert all(r["cadence"] is None for leg in document["legs"] for r in leg["requests"])
@@ -255,12 +259,25 @@ def test_malformed_trace_lines_are_bad_lines(gate, old, new, reason):
     assert "--skip-bad-lines" in str(error.value)
 
 
-def test_a_skipped_trace_line_is_counted(gate):
-    arm, paths = gate((broken(PROMPT_0, "pos=10 k=8 ns=4", "pos=10 k=? ns=4"), PROMPT_1))
+def test_a_skipped_trace_line_is_counted_and_the_counters_then_disagree(gate):
+    text = broken(PROMPT_0, "pos=10 k=8 ns=4", "pos=10 k=? ns=4")
+    # A record without the spec counters: the skipped line is counted, the rest folded.
+    document = arm_document()
+    for leg in document["legs"]:
+        for name in ("spec_drafts_proposed", "spec_drafts_accepted", "spec_drafted_request_steps"):
+            del leg[name]
+    arm, paths = gate((text, PROMPT_1), document)
     result = fold_acceptance(arm, paths, resamples=0, skip_bad_lines=True)
     assert result.skipped_lines == 1
     assert (result.skipped_examples[0].path, result.skipped_examples[0].line) == (paths[0], 3)
     assert result.legs[0]["steps"] == 1  # the other step of leg 0
+    # With the counters, the engine's own record says a step is missing: refused.
+    arm, paths = gate((text, PROMPT_1))
+    with pytest.raises(RefusedError) as error:
+        fold_acceptance(arm, paths, resamples=0, skip_bad_lines=True)
+    message = str(error.value)
+    assert "the engine's trace disagrees with the engine's own counters on leg 0" in message
+    assert "S = 1 in the engine's trace" in message and "no [SPECTRACE] line was skipped" in message
 
 
 def test_a_trace_record_glued_into_another_line_is_a_bad_line(gate):

@@ -1,0 +1,108 @@
+"""A leg's figures, and a set of legs' pooled ones, from S, P and A, whichever source the
+counts came from (a step log, or the engine's counters on the record's legs): one definition
+for both, so the two folds cannot drift apart."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from fold import acceptance
+from fold.arm import WINDOW_SLACK_NS
+from fold.leg_sums import Leg
+from fold.warm import throughput_fold
+
+
+def counted_leg(
+    leg: dict[str, Any], warm: bool, steps: int, proposed: int, accepted: int
+) -> dict[str, Any]:
+    """A leg's figures that need only its S, P and A and the record's fields, whichever
+    source the counts came from (the step log or the engine's counters)."""
+    seconds = window_secs(leg)
+    return {
+        "index": leg["index"],
+        "run": leg["run"],
+        "warm": warm,
+        "label": leg.get("leg"),
+        "finish_reason": leg["finish_reason"],
+        "tok_s": leg["tok_s"],
+        "completion_tokens": leg["completion_tokens"],
+        "window_secs": seconds,
+        "steps": steps,
+        "proposed": proposed,
+        "accepted": accepted,
+        "accept_rate": acceptance.accept_rate(accepted, proposed),
+        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
+        "completion_tokens_per_step": acceptance.completion_tokens_per_step(
+            leg["completion_tokens"], steps
+        ),
+        "step_rate": steps / seconds if seconds > 0 else None,
+    }
+
+
+def window_secs(leg: dict[str, Any]) -> float:
+    # The generate window as recorded (microseconds), not the band attribution widens it by.
+    return (leg["end_ns"] - leg["start_ns"] - 2 * WINDOW_SLACK_NS) / 1e9
+
+
+def bootstrap_leg(leg: dict[str, Any], requests: dict[str, Any], steps: int) -> Leg:
+    """One arm leg as the bootstrap draws it: its requests' sums (``requests``: a column per
+    sum, a value per request) and what exists only per leg, whichever source the counts came
+    from. Counts known only per leg are one request of the leg, as for an oracle's legs."""
+    return Leg(
+        requests=requests,
+        values={
+            "completion_tokens": leg["completion_tokens"],
+            "steps": steps,
+            "window_secs": window_secs(leg),
+        },
+        tok_s=leg["tok_s"],
+    )
+
+
+def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) -> dict[str, Any]:
+    """Ratios of sums over ``legs``: never a mean of the legs' ratios."""
+    steps = sum(leg["steps"] for leg in legs)
+    proposed = sum(leg["proposed"] for leg in legs)
+    accepted = sum(leg["accepted"] for leg in legs)
+    # Only legs with verify steps: a leg without any has no tokens per step to pool, and its
+    # completion tokens over the other legs' steps would inflate their ratio.
+    completion = sum(leg["completion_tokens"] for leg in legs if leg["steps"])
+    # A leg recorded with no duration has no step rate; pool over the legs that have one.
+    timed = [leg for leg in legs if leg["window_secs"] > 0]
+    timed_steps = sum(leg["steps"] for leg in timed)
+    seconds = sum(leg["window_secs"] for leg in timed)
+    steps_by_accepted = _pooled_histogram(legs, histograms)
+    per_position = (
+        None if steps_by_accepted is None else acceptance.per_position(steps_by_accepted, steps)
+    )
+    return {
+        "legs": [leg["index"] for leg in legs],
+        "steps": steps,
+        "proposed": proposed,
+        "accepted": accepted,
+        "accept_rate": acceptance.accept_rate(accepted, proposed),
+        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
+        "completion_tokens_per_step": acceptance.completion_tokens_per_step(completion, steps),
+        "output_throughput_tok_s": throughput_fold([leg["tok_s"] for leg in legs]),
+        "step_rate": timed_steps / seconds if seconds > 0 else None,
+        "per_position": per_position,
+        "per_position_conditional": (
+            None if per_position is None else acceptance.per_position_conditional(per_position)
+        ),
+        "histogram": steps_by_accepted,
+    }
+
+
+def _pooled_histogram(
+    legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]
+) -> list[int] | None:
+    """The legs' histograms summed; None when a leg has none (its counts came without steps)."""
+    if any(leg["histogram"] is None for leg in legs):
+        return None
+    counts: dict[int, int] = defaultdict(int)
+    for leg in legs:
+        for accepted_here, count in histograms.get(leg["index"], {}).items():
+            counts[accepted_here] += count
+    max_proposed = max((len(leg["histogram"]) - 1 for leg in legs), default=0)
+    return acceptance.histogram(dict(counts), max_proposed)
