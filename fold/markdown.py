@@ -66,7 +66,8 @@ def _heading(result: FoldResult, arm_path: str | None) -> str:
     if arm_path:
         about.insert(0, f"arm record: `{arm_path}`")
     if result.from_log:
-        about.append("logs: " + ", ".join(f"`{entry['path']}`" for entry in result.files))
+        kind = "logs" if result.untimed is None else "the engine's trace (VT_SPEC_TRACE stderr)"
+        about.append(f"{kind}: " + ", ".join(f"`{entry['path']}`" for entry in result.files))
     else:
         about.append(
             "logs: none; S, P and A per leg from the record's counters "
@@ -80,7 +81,7 @@ def _heading(result: FoldResult, arm_path: str | None) -> str:
 
 def _source(row: ArmFigures, result: FoldResult) -> str:
     if row.kind == "ours":
-        counts = "step log" if result.from_log else "the record's counters"
+        counts = result.step_source if result.from_log else "the record's counters"
         return f"{counts}, warm legs (`{result.predicate}`); tok/s: median of their tok_s"
     parts = [row.kind]
     for key, label in (("tok_s", "tok/s"), ("steps", "S"), ("accepted", "A")):

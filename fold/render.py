@@ -234,7 +234,13 @@ def source_lines(result: FoldResult) -> Text:
     """Where S, P and A came from, and whether the engine's own counters were checked."""
     text = Text()
     text.append("source: ", style="bold")
-    if result.from_log:
+    if result.untimed is not None:
+        text.append(
+            "S, P, A per leg and every per-step figure from the engine's trace (VT_SPEC_TRACE "
+            "stderr); tok/s, completion tokens and leg windows from the record's legs; cadence: "
+            f"{result.untimed}"
+        )
+    elif result.from_log:
         text.append(
             "S, P, A per leg and every per-step figure from the step log; tok/s, completion "
             "tokens and leg windows from the record's legs"

@@ -419,3 +419,15 @@ def test_run_lines_of_a_later_engine_are_taken_as_they_come(gate):
     arm, paths = gate((wrong, PROMPT_1))
     with pytest.raises(RefusedError, match=r":12: run=2/2 prints spec_drafts_accepted=11"):
         fold_acceptance(arm, paths, resamples=0)
+
+
+def test_the_outputs_name_the_trace_as_the_source(gate, capsys):
+    arm, paths = gate()
+    result = fold_acceptance(arm, paths, resamples=0)
+    record = markdown_record(result, None)
+    assert "- the engine's trace (VT_SPEC_TRACE stderr): `" in record
+    assert "## Cadence\n\nneeds time stamps: the engine's trace has none." in record
+    assert main([arm, *paths, "--bootstrap", "0"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "S, P, A per leg and every per-step figure from the engine's trace" in out
+    assert "engine counters: checked against the engine's own counters, leg by leg" in out
