@@ -72,6 +72,8 @@ def run_prompt(engine: Path, prompt: int, args: argparse.Namespace, log: Path) -
         "--k",
         str(args.k),
     ]
+    for option, value in engine_options(args).items():
+        command += [f"--{option.replace('_', '-')}", str(value)]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     legs = []
     for line in proc.stdout.splitlines():
@@ -86,9 +88,18 @@ def run_prompt(engine: Path, prompt: int, args: argparse.Namespace, log: Path) -
     return legs
 
 
+def engine_options(args: argparse.Namespace) -> dict:
+    """The engine's own settings given to this gate (the drafter's quality, the forward's
+    time): what a change to the engine changes, kept apart from the workload in ``config``."""
+    names = ("accept", "eos", "forward_us", "cold_us")
+    found = {name: getattr(args, name, None) for name in names}
+    return {name: value for name, value in found.items() if value is not None}
+
+
 def arm_record(legs: list[dict], args: argparse.Namespace) -> dict:
     warm = [leg for leg in legs if leg["run"] > 1]
     throughput = statistics.median(leg["tok_s"] for leg in warm) if warm else None
+    options = engine_options(args)
     return {
         "arm": "ours",
         "engine": "toy_engine",
@@ -100,6 +111,7 @@ def arm_record(legs: list[dict], args: argparse.Namespace) -> dict:
             "k": args.k,
             "seed": args.seed,
         },
+        **({"engine_options": options} if options else {}),
         "legs": legs,
         "metrics": {"output_throughput_tok_s": throughput},
         "warm_legs": len(warm),
@@ -115,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--accept", type=float, help="the engine's --accept (default: its own)")
+    parser.add_argument("--eos", type=float, help="the engine's --eos")
+    parser.add_argument("--forward-us", type=int, help="the engine's --forward-us")
+    parser.add_argument("--cold-us", type=int, help="the engine's --cold-us")
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--engine", type=Path, help="toy_engine binary (built when omitted)")
     args = parser.parse_args(argv)

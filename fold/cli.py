@@ -18,7 +18,7 @@ from fold.annotate import dumps, write_annotated, write_atomically
 from fold.api import fold_acceptance
 from fold.arm import load_arm
 from fold.cadence import DEFAULT_STALL_FACTOR
-from fold.compare import compare, load_oracles
+from fold.compare import compare
 from fold.errors import FoldError, InputError
 from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
@@ -33,6 +33,7 @@ from fold.render_live import live_view
 from fold.result import FoldResult
 from fold.trace import write_trace
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
+from fold.vs_arms import load_arms
 from fold.warm import DEFAULT_PREDICATE
 
 EXIT_OK = 0
@@ -104,8 +105,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME[:KIND]=PATH",
         help="an oracle arm to compare with, as its engine writes it (scrapes, bench results, "
-        "server responses, arm records: docs/oracles.md); KIND (vllm, sglang, llamacpp) is "
-        "detected when not given; repeatable",
+        "server responses, arm records: docs/oracles.md), or another arm record of ours (with "
+        "--vs-log); KIND (vllm, sglang, llamacpp, ours) is detected when not given; repeatable",
+    )
+    parser.add_argument(
+        "--vs-log",
+        action="append",
+        default=[],
+        metavar="NAME=LOG",
+        help="a step log (path or quoted glob) of the --vs arm NAME, another run of ours; "
+        "repeatable",
+    )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="refuse another run of ours whose legs do not pair with ours leg by leg (same "
+        "legs, runs, prompt tokens and warm legs)",
     )
     parser.add_argument(
         "--tolerance",
@@ -210,7 +225,14 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             )
     if arguments.html or arguments.plots:
         require_matplotlib()
-    oracles = load_oracles(arguments.vs)
+    oracles = load_arms(
+        arguments.vs,
+        arguments.vs_log,
+        main=load_arm(arguments.arm),
+        predicate=arguments.warm,
+        fold_options=_fold_options(arguments),
+        paired=arguments.paired,
+    )
     if arguments.follow:
         result = _follow(arguments, stderr)
         arm = load_arm(arguments.arm)
@@ -220,7 +242,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     comparison_view = None
     found = None
     if oracles:
-        found = compare(result, oracles, arguments.tolerance)
+        found = compare(result, oracles, arguments.tolerance, record=arm)
         comparison_view = comparison(
             found.rows,
             found.gaps,
@@ -228,6 +250,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             step_check=found.step_check,
             intervals=found.intervals,
             speeds=found.speeds,
+            runs=found.runs,
         )
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
@@ -264,6 +287,18 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     return EXIT_OK
 
 
+def _fold_options(arguments: argparse.Namespace) -> dict:
+    """The fold's settings, shared by the main arm and every other run of ours."""
+    return {
+        "window_steps": arguments.window,
+        "skip_bad_lines": arguments.skip_bad_lines,
+        "stall_factor": arguments.stall_factor,
+        "prefill_tokens": arguments.prefill_tokens,
+        "resamples": arguments.bootstrap,
+        "seed": arguments.seed,
+    }
+
+
 def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResult:
     progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
     try:
@@ -271,13 +306,8 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResul
             arm,
             arguments.logs,
             predicate=arguments.warm,
-            window_steps=arguments.window,
-            skip_bad_lines=arguments.skip_bad_lines,
             progress=progress.advance,
-            stall_factor=arguments.stall_factor,
-            prefill_tokens=arguments.prefill_tokens,
-            resamples=arguments.bootstrap,
-            seed=arguments.seed,
+            **_fold_options(arguments),
         )
     finally:
         progress.stop()

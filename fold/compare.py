@@ -8,6 +8,7 @@ otherwise. tok/s is the warm throughput fold on both sides, as the gate compares
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from fold.gap import (
 from fold.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
 from fold.oracles import (
     ALL_LEGS,
+    OURS_KIND,
     WARM_LEGS,
     ArmFigures,
     arm_from_counts,
@@ -34,6 +36,7 @@ from fold.oracles import (
     parse_vs_spec,
 )
 from fold.result import NEEDS_STEP_LOG, FoldResult
+from fold.runs import RunsComparison, compare_runs
 from fold.speed import SpeedSplit, split_speeds
 from fold.uncertainty import Interval, Replicates, percentile_interval
 
@@ -55,12 +58,15 @@ class Comparison:
     """Per arm row, each figure's 95% interval; an arm known by totals is absent."""
     speeds: dict[str, SpeedSplit] = field(default_factory=dict)
     """Per oracle: its speed factor split with our cadence (``fold.speed``)."""
+    runs: dict[str, RunsComparison] = field(default_factory=dict)
+    """Per other run of ours: what only two runs of ours can show (``fold.runs``)."""
 
 
-def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
+def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OURS) -> ArmFigures:
     """Our fold over ``population`` (warm legs or all legs), in the oracles' units.
 
-    tok/s is always the warm throughput fold: the gate's figure for the arm.
+    tok/s is always the warm throughput fold: the gate's figure for the arm. ``name`` names
+    the run (another run of ours compared with this one has its own).
     """
     fold = result.all if population == ALL_LEGS else result.warm
     which = "all legs" if population == ALL_LEGS else "the warm legs"
@@ -82,7 +88,7 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS) -> ArmFigures:
         }
     histogram = fold["histogram"]
     return arm_from_counts(
-        OURS_ALL if population == ALL_LEGS else OURS,
+        f"{name} (all legs)" if population == ALL_LEGS else name,
         "ours",
         tok_s=result.warm["output_throughput_tok_s"],
         steps=fold["steps"],
@@ -119,24 +125,85 @@ def load_oracles(specs: list[str]) -> list[ArmFigures]:
     return oracles
 
 
+@dataclass(frozen=True)
+class Arm:
+    """One arm as the comparison takes it, ours or an oracle's: an arm is an arm.
+
+    ``rows`` holds its figures per population it can be folded over (an oracle's counters
+    cover one; a run of ours has warm legs and all legs), the first being the one it is
+    compared over; ``replicates`` the bootstrap's resamples of each (None: known by totals).
+    A run of ours also has its warm legs' ``cadence``, its fold (``result``: the legs) and
+    its arm record's top level (``record``: the workload); an oracle has none of these.
+    """
+
+    name: str
+    kind: str
+    rows: dict[str, ArmFigures]
+    replicates: dict[str, Replicates | None]
+    cadence: dict[str, Any] | None = None
+    result: FoldResult | None = field(default=None, repr=False)
+    record: Any = field(default=None, repr=False)
+
+    @property
+    def population(self) -> str:
+        return next(iter(self.rows))
+
+    @property
+    def row(self) -> ArmFigures:
+        return self.rows[self.population]
+
+
+def our_arm(result: FoldResult, name: str = OURS, record: Any = None) -> Arm:
+    """A fold of ours as an arm: the one way any run of ours (the main one, or one given with
+    ``--vs NAME=ARM``) reaches the comparison."""
+    return Arm(
+        name,
+        OURS_KIND,
+        {population: our_figures(result, population, name) for population in (WARM_LEGS, ALL_LEGS)},
+        {population: our_replicates(result, population) for population in (WARM_LEGS, ALL_LEGS)},
+        cadence=result.warm.get("cadence"),
+        result=result,
+        record=record,
+    )
+
+
+def oracle_arm(figures: ArmFigures, resamples: int, seed: int, position: int) -> Arm:
+    """An oracle's figures as an arm; its legs, if any, resampled on a stream of its own."""
+    population = figures.population or ""
+    replicates = arm_replicates(figures.legs, resamples, seed, position)
+    return Arm(figures.name, figures.kind, {population: figures}, {population: replicates})
+
+
 def compare(
-    result: FoldResult, oracles: list[ArmFigures], tolerance: float = DEFAULT_TOLERANCE
+    result: FoldResult,
+    oracles: Sequence[ArmFigures | Arm],
+    tolerance: float = DEFAULT_TOLERANCE,
+    *,
+    record: Any = None,
 ) -> Comparison:
-    """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` for JSON."""
+    """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` for JSON.
+
+    ``oracles`` are oracle figures or arms (another run of ours is an :class:`Arm` from
+    :func:`our_arm`); ``record`` is our arm record's top level, for comparing workloads.
+    """
     check_tolerance(tolerance)
-    ours = {WARM_LEGS: our_figures(result)}
-    if any(oracle.population == ALL_LEGS for oracle in oracles):
-        ours[ALL_LEGS] = our_figures(result, ALL_LEGS)
     bootstrap = result.bootstrap or {}
     resamples, seed = bootstrap.get("resamples", 0), bootstrap.get("seed", 0)
-    replicates = {row.name: our_replicates(result, population) for population, row in ours.items()}
-    replicates |= {
-        oracle.name: arm_replicates(oracle.legs, resamples, seed, arm)
-        for arm, oracle in enumerate(oracles, start=1)
-    }
+    main = our_arm(result, OURS, record)
+    others = [
+        other if isinstance(other, Arm) else oracle_arm(other, resamples, seed, position)
+        for position, other in enumerate(oracles, start=1)
+    ]
+    ours = {WARM_LEGS: main.rows[WARM_LEGS]}
+    if any(other.population == ALL_LEGS for other in others):
+        ours[ALL_LEGS] = main.rows[ALL_LEGS]
+    replicates = {row.name: main.replicates[population] for population, row in ours.items()}
+    replicates |= {other.row.name: other.replicates[other.population] for other in others}
     gaps = {}
     populations: dict[str, dict[str, Any]] = {}
-    for oracle in oracles:
+    runs: dict[str, RunsComparison] = {}
+    for other in others:
+        oracle = other.row
         mine = ours[ALL_LEGS if oracle.population == ALL_LEGS else WARM_LEGS]
         figure = LENGTH_FIGURES[length_unit(mine, oracle)]
         intervals = split_intervals(
@@ -147,6 +214,9 @@ def compare(
             figure,
         )
         gaps[oracle.name] = attribute_gap(mine, oracle, tolerance, intervals)
+        if other.result is not None:
+            runs[oracle.name] = compare_runs(main, other, gaps[oracle.name], tolerance)
+            gaps[oracle.name] = runs[oracle.name].gap
         populations[oracle.name] = {
             "ours": mine.population,
             "oracle": oracle.population,
@@ -158,7 +228,7 @@ def compare(
     step_check = check_step_rate(
         measured, warm.output_throughput_tok_s, warm.mean_acceptance_length, tolerance
     )
-    rows = [*ours.values(), *oracles]
+    rows = [*ours.values(), *(other.row for other in others)]
     intervals = {
         row.name: row_intervals(found, row)
         for row in rows
@@ -173,11 +243,26 @@ def compare(
         if found is not None:
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, found)
+    if runs:
+        block["runs"] = {name: found.to_json() for name, found in runs.items()}
     result.oracles = block
-    speeds = split_speeds(result, gaps, {oracle.name: oracle.kind for oracle in oracles}, tolerance)
+    speeds = split_speeds(
+        result,
+        gaps,
+        {other.name: other.kind for other in others},
+        tolerance,
+        {other.name: other.cadence for other in others if other.cadence is not None},
+    )
     # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
     return Comparison(
-        rows, gaps, measured, step_check, populations, intervals if resamples else None, speeds
+        rows,
+        gaps,
+        measured,
+        step_check,
+        populations,
+        intervals if resamples else None,
+        speeds,
+        runs,
     )
 
 

@@ -54,6 +54,11 @@ def markdown_record(
     if comparison is not None:
         sections.append(_comparison(comparison, result))
         sections.append(_verdicts(comparison, comparison.speeds))
+        if comparison.runs:
+            # imported here: that module builds its tables with this one's helpers
+            from fold.markdown_runs import runs_section
+
+            sections.append(runs_section(comparison.runs))
     sections.append(_folds(result))
     sections.append(_legs(result))
     sections.append(_cadence(result))
@@ -143,10 +148,12 @@ def _verdicts(comparison: Comparison, speeds: Mapping[str, SpeedSplit]) -> str:
         if split is None:
             continue
         if split.leg_factor is not None:
+            whose = "our" if split.other_shares is None else "both runs'"
             lines.append(
                 f"  - speed factor {three_decimals(split.leg_factor)} over leg windows, "
-                f"{three_decimals(split.decode_factor, NOT_RECORDED)} over our decode windows, "
-                f"{three_decimals(split.steady_factor, NOT_RECORDED)} over our steady decoding"
+                f"{three_decimals(split.decode_factor, NOT_RECORDED)} over {whose} decode "
+                f"windows, {three_decimals(split.steady_factor, NOT_RECORDED)} over {whose} "
+                "steady decoding"
             )
         summary = speed_summary(split)
         if summary is not None:

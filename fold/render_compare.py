@@ -27,6 +27,8 @@ from fold.oracles import (
 )
 from fold.render import length, percent, plus_minus, three_decimals
 from fold.render_fit import Fitted, fit
+from fold.render_runs import runs_lines
+from fold.runs import RunsComparison
 from fold.speed import SpeedSplit
 from fold.uncertainty import Interval
 
@@ -351,7 +353,8 @@ def step_rate_line(
     return Text(f"{line}: agree within {tolerance * 100:g}%")
 
 
-_PART_LABELS = {"before_first_step": "start-up", "stalls": "stalls", "tail": "tail"}
+_PART_LABELS = {"before_first_step": "start-up", "stalls": "stalls", "tail": "tail",
+                "rest": "rest (median tok/s against the steps' times)"}  # fmt: skip
 
 
 def speed_summary(split: SpeedSplit) -> str | None:
@@ -371,24 +374,39 @@ def speed_summary(split: SpeedSplit) -> str | None:
 
 def speed_table(split: SpeedSplit) -> Fitted:
     """The speed factor over leg windows, our decode windows and our steady decoding, beside
-    our shares of warm leg time outside steady decoding (the oracle records none of its own)."""
+    our shares of warm leg time outside steady decoding (the oracle records none of its own;
+    another run of ours does, and gets a row of its own shares)."""
+    both = split.other_shares is not None
     table = Table(
-        title=f"speed factor vs {split.oracle}, and our warm leg time",
+        title=f"speed factor vs {split.oracle}, and "
+        + ("both runs' warm leg time" if both else "our warm leg time"),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    headers = ("over leg windows", "over our decode windows", "over our steady decoding",
-               "before first step", "in stalls", "in the tail")  # fmt: skip
+    whose = "both" if both else "our"
+    headers = ("over leg windows", f"over {whose} decode windows",
+               f"over {whose} steady decoding", "before first step", "in stalls",
+               "in the tail")  # fmt: skip
+    if both:
+        table.add_column("shares of", overflow="fold")
     for header in headers:
         table.add_column(header, justify="right", overflow="fold")
+    outside = ("before_first_step", "stalls", "tail")
+    factors = [_cell(fmt_factor(split.leg_factor)), _cell(fmt_factor(split.decode_factor)),
+               _cell(fmt_factor(split.steady_factor))]  # fmt: skip
     shares = split.shares
     table.add_row(
-        _cell(fmt_factor(split.leg_factor)),
-        _cell(fmt_factor(split.decode_factor)),
-        _cell(fmt_factor(split.steady_factor)),
-        *(_cell(fmt_rate(shares[name])) for name in ("before_first_step", "stalls", "tail")),
+        *([Text("ours")] if both else []),
+        *factors,
+        *(_cell(fmt_rate(shares[name])) for name in outside),
     )
+    if split.other_shares is not None:
+        table.add_row(
+            Text(split.oracle),
+            *[Text("")] * 3,
+            *(_cell(fmt_rate(split.other_shares[name])) for name in outside),
+        )
     return fit(table)
 
 
@@ -411,9 +429,10 @@ def verdict_lines(
     step_check: StepRateCheck | None = None,
     tolerance: float | None = None,
     speeds: Mapping[str, SpeedSplit] | None = None,
+    runs: Mapping[str, RunsComparison] | None = None,
 ) -> list[RenderableType]:
     """Per oracle: the factors, the log-gap shares, the verdict and, with ``speeds``, the speed
-    split under it; then the step-rate check."""
+    split under it (and, against another run of ours, ``runs``); then the step-rate check."""
     lines: list[RenderableType] = []
     by_name = {row.name: row for row in rows}
     for name, gap in gaps.items():
@@ -424,6 +443,9 @@ def verdict_lines(
         split = (speeds or {}).get(name)
         if split is not None:
             lines.extend(speed_lines(split))
+        found = (runs or {}).get(name)
+        if found is not None:
+            lines.extend(runs_lines(found))
     if step_check is not None:
         tol = tolerance
         if tol is None:
@@ -440,6 +462,7 @@ def comparison(
     step_check: StepRateCheck | None = None,
     intervals: Mapping[str, Mapping[str, Interval | None]] | None = None,
     speeds: Mapping[str, SpeedSplit] | None = None,
+    runs: Mapping[str, RunsComparison] | None = None,
 ) -> Group:
     """The table, the sources and the verdict lines together, ready for ``Console.print``."""
     return Group(
@@ -451,5 +474,6 @@ def comparison(
             measured_steps_per_s=measured_steps_per_s,
             step_check=step_check,
             speeds=speeds,
+            runs=runs,
         ),
     )

@@ -321,7 +321,10 @@ def _gap_steps(
             ("before_first_step", "start-up"),
             ("stalls", "stalls"),
             ("tail", "tail"),
+            ("rest", "rest"),
         ):
+            if key == "rest" and key not in parts:
+                continue  # only against a run of ours with step times (fold.speed)
             share = parts.get(key)
             steps.append((label, None if share is None else speed_factor**share, None))
     else:

@@ -1,0 +1,153 @@
+"""Two runs of ours side by side, as rich renderables (never printed): the workload and the
+pairing, per-position rates and histogram with their differences, and the paired legs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich import box
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from fold.render import percent, plus_minus
+from fold.render_fit import fit
+from fold.runs import RunsComparison
+
+NOT_RECORDED = "not recorded"
+
+
+def runs_lines(found: RunsComparison) -> list[RenderableType]:
+    """Under the verdict against another run of ours: what only two measured runs show."""
+    name = found.other
+    lines: list[RenderableType] = []
+    if found.workload:
+        lines.append(Text(f"  workloads differ ({name} against ours):", style="bold yellow"))
+        lines.extend(Text(f"    {difference}", style="yellow") for difference in found.workload)
+    else:
+        lines.append(Text(f"  same workload as {name}, as far as the records tell", style="dim"))
+    if found.pairing.paired:
+        lines.append(
+            Text(f"  legs pair one to one with {name}; resampling {found.resampling}", "dim")
+        )
+    else:
+        lines.append(
+            Text(
+                f"  legs do not pair with {name}: {'; '.join(found.pairing.reasons)}; "
+                f"resampling {found.resampling}",
+                style="yellow",
+            )
+        )
+    if found.decode_factor is not None:
+        spread = found.decode_factor_ci
+        lines.append(
+            Text(
+                f"  decode steps/s, both measured: ours / {name} = {found.decode_factor:.3f}"
+                + ("" if spread is None else f" [{spread[0]:.3f}, {spread[1]:.3f}]"),
+                style="bold",
+            )
+        )
+    if found.per_position is None or found.histogram is None:
+        lines.append(
+            Text("  per position and histogram: needs a step log on both sides", style="dim")
+        )
+    else:
+        lines.append(position_table(found.per_position, name, "per_position"))
+        lines.append(position_table(found.histogram, name, "histogram"))
+    if found.pairs is not None:
+        lines.append(pairs_table(found.pairs, name))
+        if found.pair_summary:
+            lines.append(Text("  " + pair_summary_text(found.pair_summary), style="dim"))
+    lines.append(Text(f"  {name}'s lines: {found.other_lines}", style="dim"))
+    flagged = [leg for leg in found.other_fold["legs"] if leg["flags"]]
+    for leg in flagged:
+        lines.append(
+            Text(
+                f"  ! {name} leg {leg['index']} (run {leg['run']}): {', '.join(leg['flags'])}",
+                style="yellow",
+            )
+        )
+    return lines
+
+
+def position_table(rows: Sequence[dict[str, Any]], name: str, which: str) -> RenderableType:
+    """Per position (or accepted count): both runs' warm shares, the difference, its ``±``."""
+    per_position = which == "per_position"
+    table = Table(
+        title=(
+            f"warm per-position acceptance: ours and {name}"
+            if per_position
+            else f"warm steps by drafts accepted: ours and {name}"
+        ),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("position" if per_position else "accepted", justify="right")
+    for header in ("ours", name, "ours - " + name, "± (95%)"):
+        table.add_column(header, justify="right", overflow="fold")
+    for row in rows:
+        table.add_row(
+            str(row["position" if per_position else "accepted"]),
+            percent(row["ours"], NOT_RECORDED),
+            percent(row["other"], NOT_RECORDED),
+            signed_percent(row["difference"]),
+            plus_minus(row["difference"], row["difference_ci"], "percent"),
+        )
+    return fit(table)
+
+
+def pairs_table(pairs: Sequence[dict[str, Any]], name: str) -> RenderableType:
+    """One row per pair of legs: each run's A/P and the differences of A/P, 1 + A/S, tok/s."""
+    table = Table(
+        title=f"paired legs: ours - {name}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for header in ("leg", "run", "warm", "A/P ours", f"A/P {name}", "Δ A/P", "Δ 1+A/S", "Δ tok/s"):
+        table.add_column(header, justify="right", overflow="fold")
+    for pair in pairs:
+        rate, length, tok_s = (pair[figure] for figure in ("accept_rate",
+                               "mean_acceptance_length", "tok_s"))  # fmt: skip
+        table.add_row(
+            str(pair["index"]),
+            str(pair["run"]),
+            "yes" if pair["warm"] else "no",
+            percent(rate["ours"], NOT_RECORDED),
+            percent(rate["other"], NOT_RECORDED),
+            signed_percent(rate["difference"]),
+            signed(length["difference"], 2),
+            signed(tok_s["difference"], 3),
+        )
+    return fit(table)
+
+
+def pair_summary_text(summary: dict[str, dict[str, float | None]]) -> str:
+    """'warm pairs (6): Δ A/P median -3.1% [-4.0%, -2.2%]; ...': median and range."""
+    parts = []
+    count = 0
+    for figure, label, shown in (
+        ("accept_rate", "Δ A/P", signed_percent),
+        ("mean_acceptance_length", "Δ 1+A/S", lambda value: signed(value, 2)),
+        ("tok_s", "Δ tok/s", lambda value: signed(value, 3)),
+    ):
+        found = summary[figure]
+        count = max(count, found["pairs"] or 0)
+        if found["median"] is None:
+            parts.append(f"{label} {NOT_RECORDED}")
+            continue
+        parts.append(
+            f"{label} median {shown(found['median'])} (range {shown(found['min'])} to "
+            f"{shown(found['max'])})"
+        )
+    return f"warm pairs ({count}): " + "; ".join(parts)
+
+
+def signed_percent(value: float | None) -> str:
+    return NOT_RECORDED if value is None else f"{round(value * 100, 1) + 0.0:+.1f}%"
+
+
+def signed(value: float | None, decimals: int) -> str:
+    return NOT_RECORDED if value is None else f"{round(value, decimals) + 0.0:+.{decimals}f}"
