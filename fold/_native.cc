@@ -73,12 +73,12 @@ constexpr Py_ssize_t kDefaultBytesPerThread = Py_ssize_t{8} << 20;  // less: one
 PyObject* build_result(RangeResult& result) {
   Fold& fold = result.fold;
   auto& requests = fold.requests.entries();
-  std::vector<std::uint32_t> order = request_order(requests);
+  std::vector<std::uint32_t> order = request_order(requests, fold.seq_ids);
   std::size_t count = requests.size();
-  std::vector<std::int64_t> leg, writer, seq, lines, steps, proposed, accepted, emitted,
+  std::vector<std::int64_t> leg, writer, seq, sid, lines, steps, proposed, accepted, emitted,
       emitted_lines, max_proposed, max_n, pid, offsets;
-  for (auto* column : {&leg, &writer, &seq, &lines, &steps, &proposed, &accepted, &emitted,
-                       &emitted_lines, &max_proposed, &max_n, &pid}) {
+  for (auto* column : {&leg, &writer, &seq, &sid, &lines, &steps, &proposed, &accepted,
+                       &emitted, &emitted_lines, &max_proposed, &max_n, &pid}) {
     column->reserve(count);
   }
   // An attributed request has a time per line; its list starts after the lists before it.
@@ -109,6 +109,7 @@ PyObject* build_result(RangeResult& result) {
     leg.push_back(key.c);
     writer.push_back(index - 1);
     seq.push_back(static_cast<std::int64_t>(key.b));
+    sid.push_back(static_cast<std::int64_t>(key.d) - 1);  // -1: an integer id
     lines.push_back(r.lines);
     steps.push_back(r.steps);
     proposed.push_back(r.proposed);
@@ -165,6 +166,7 @@ PyObject* build_result(RangeResult& result) {
       {"leg", arrow_column(std::move(trace.leg), false)},
       {"w", arrow_column(std::move(trace.writer), false)},
       {"seq", arrow_column(std::move(trace.seq), true)},
+      {"sid", arrow_column(std::move(trace.sid), false)},
       {"t_ns", arrow_column(std::move(trace.t_ns), false)},
       {"pid", arrow_column(std::move(trace.pid), false)},
       {"proposed", arrow_column(std::move(trace.proposed), false)},
@@ -189,6 +191,8 @@ PyObject* build_result(RangeResult& result) {
       {"leg", arrow_column(std::move(leg), false)},
       {"w", arrow_column(std::move(writer), false)},
       {"seq", arrow_column(std::move(seq), true)},
+      {"sid", arrow_column(std::move(sid), false)},
+      {"seq_ids", string_list(fold.seq_ids)},
       {"lines_per_request", arrow_column(std::move(lines), false)},
       {"steps", arrow_column(std::move(steps), false)},
       {"proposed", arrow_column(std::move(proposed), false)},

@@ -18,6 +18,17 @@ from fold.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attr
 MERGE_EVERY = 16
 """Partials are merged a batch of this many at a time: fewer re-sorts, memory still bounded."""
 
+REQUEST_KEY = ["leg", "w", "sid", "seq"]
+"""A request in a leg: its writer and its id, an integer ``seq`` or a string ``sid`` (then
+``seq`` is 0). In this order, with nulls first: a writer's integer ids in their order, then
+its string ids by their bytes."""
+
+
+def request_id(seq: int, sid: str | None) -> int | str:
+    """The request's id as the log wrote it: 7 and "7" stay two requests."""
+    return seq if sid is None else sid
+
+
 # Each leg's window is cut into this many equal time bins; windows of steps are built from them.
 TIME_BINS_PER_LEG = 512
 
@@ -37,6 +48,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "leg": pl.Int64(),
         "w": pl.String(),
         "seq": pl.UInt64(),
+        "sid": pl.String(),
         "lines": pl.Int64(),
         "steps": pl.Int64(),
         "proposed": pl.Int64(),
@@ -59,6 +71,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "leg": pl.Int64(),
         "w": pl.String(),
         "seq": pl.UInt64(),
+        "sid": pl.String(),
         "t_ns": pl.List(pl.Int64()),
     },
     "files": {
@@ -85,10 +98,10 @@ _MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
 _KEYS = {
     "legs": ["leg"],
     "histogram": ["leg", "accepted"],
-    "requests": ["leg", "w", "seq"],
+    "requests": REQUEST_KEY,
     "bins": ["leg", "bin"],
     "writers": ["w"],
-    "step_times": ["leg", "w", "seq"],
+    "step_times": REQUEST_KEY,
     "files": ["path"],
 }
 
@@ -179,7 +192,7 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
     # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
     # counts for the writers only.
     drafted_flag = pl.col("proposed") > 0
-    per_request = attributed.group_by("leg", "w", "seq").agg(
+    per_request = attributed.group_by(*REQUEST_KEY).agg(
         pl.len().cast(pl.Int64).alias("lines"),
         drafted_flag.sum().cast(pl.Int64).alias("steps"),
         pl.col("proposed").sum(),
@@ -225,7 +238,7 @@ def _assemble(
         step_times = (
             per_request.filter(pl.col("leg").is_not_null())
             .select(list(_SCHEMAS["step_times"]))
-            .sort("leg", "w", "seq")
+            .sort(REQUEST_KEY)
         )
         per_request = per_request.drop("t_ns")
     in_legs = per_request.filter(pl.col("leg").is_not_null())
@@ -240,8 +253,8 @@ def _assemble(
     return PartialFold(
         legs=leg_sums.select(list(_SCHEMAS["legs"])),
         histogram=histogram.sort("leg", "accepted").select(list(_SCHEMAS["histogram"])),
-        requests=in_legs.sort("leg", "w", "seq").select(list(_SCHEMAS["requests"])),
-        step_times=step_times.cast(_SCHEMAS["step_times"]),
+        requests=in_legs.sort(REQUEST_KEY).select(list(_SCHEMAS["requests"])),
+        step_times=step_times.select(list(_SCHEMAS["step_times"])).cast(_SCHEMAS["step_times"]),
         bins=bins.sort("leg", "bin").select(list(_SCHEMAS["bins"])),
         writers=writers.select(list(_SCHEMAS["writers"])),
         files=files,

@@ -15,7 +15,9 @@ from fold.counter_fold import fold_counters
 from fold.errors import InputError
 from fold.logfile import Legs, LogFile
 from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
-from fold.result import FoldResult, build_result
+from fold.result import ENGINE_TRACE, STEP_LOG, FoldResult, build_result
+from fold.spectrace import looks_like_engine_trace, read_engine_trace
+from fold.spectrace_fold import engine_trace_fold
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
@@ -30,7 +32,26 @@ class LogFold:
     arm: ArmRecord
     partial: PartialFold = field(default_factory=PartialFold)
     read_counts: dict[str, ReadCounts] = field(default_factory=dict)
+    step_source: str = STEP_LOG
+    """The hook's step logs (``STEP_LOG``) or the engine's trace (``ENGINE_TRACE``)."""
     _legs: Legs | None = field(default=None, repr=False, compare=False)
+
+    def add_engine_traces(self, paths: list[str], *, skip_bad_lines: bool = False) -> None:
+        """The engine's own trace: one stderr file per prompt process, in prompt order
+        (``fold.spectrace``). Its steps are given legs by their files' run lines, not by time,
+        so they are read all at once, and only into a fold of nothing else."""
+        if self.read_counts:
+            raise InputError(
+                f"{paths[0]}: the engine's trace cannot join a fold of other step logs"
+            )
+        traces = [read_engine_trace(path, skip_bad_lines=skip_bad_lines) for path in paths]
+        self.partial = engine_trace_fold(traces, self.arm)
+        for trace in traces:
+            trace.counts.kind = "engine trace"
+            trace.counts.run_lines = trace.run_lines
+            trace.counts.other_lines = trace.other_lines
+            self.read_counts[trace.path] = trace.counts
+        self.step_source = ENGINE_TRACE
 
     def add_file(
         self,
@@ -96,6 +117,7 @@ class LogFold:
             stall_factor=stall_factor,
             resamples=resamples,
             seed=seed,
+            step_source=self.step_source,
         )
         check_counters(result, self.arm.counters)
         return result
@@ -145,7 +167,17 @@ def fold_acceptance(
         check_counters(result, record.counters)
         return result
     fold = LogFold(record)
-    for path in expand_log_paths(logs):
+    paths = expand_log_paths(logs)
+    traces = [path for path in paths if looks_like_engine_trace(path)]
+    if traces and len(traces) < len(paths):
+        hook = next(path for path in paths if path not in traces)
+        raise InputError(
+            f"{traces[0]} is the engine's trace (VT_SPEC_TRACE stderr) and {hook} the hook's "
+            "step log: fold one source at a time (both would count the same steps twice)"
+        )
+    if traces:
+        fold.add_engine_traces(traces, skip_bad_lines=skip_bad_lines)
+    for path in paths if not traces else []:
         fold.add_file(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )

@@ -35,11 +35,12 @@ from typing import Any
 import polars as pl
 
 from fold import native
+from fold.accumulate import REQUEST_KEY, request_id
 from fold.arm import WINDOW_SLACK_NS
 from fold.errors import InputError
 
 DEFAULT_STALL_FACTOR = 4.0
-KEY = ["leg", "w", "seq"]
+KEY = REQUEST_KEY
 DURATIONS = ("first_step_s", "decode_s", "tail_s")
 INTERVALS = ("interval_median_s", "interval_p90_s", "interval_p99_s", "interval_max_s")
 REQUEST_FIGURES = (*DURATIONS, *INTERVALS, "stalls", "stall_s", "decode_steps_per_s")
@@ -69,7 +70,10 @@ def with_intervals(lines: pl.DataFrame, stall_factor: float) -> pl.DataFrame:
     ordered = lines.sort([*KEY, "t_ns"], maintain_order=True)
     # Sorted by request, a line continues its request when its key equals the line's before;
     # one integer request number then stands for the three-column key.
-    same = pl.all_horizontal(pl.col(name) == pl.col(name).shift() for name in KEY).fill_null(False)
+    # eq_missing: a null string id (an integer request) equals the null before it.
+    same = pl.all_horizontal(
+        pl.col(name).eq_missing(pl.col(name).shift()) for name in KEY
+    ).fill_null(False)
     return (
         ordered.with_columns(
             pl.when(same).then(pl.col("t_ns") - pl.col("t_ns").shift()).alias("interval_ns"),
@@ -114,8 +118,8 @@ class Cadence:
     requests: pl.DataFrame
     """One row per request: KEY and ``RAW_SCHEMA``, sorted by KEY."""
     pooled_intervals: PooledIntervals = field(repr=False)
-    by_request: dict[tuple[int, str, int], dict[str, Any]] = field(repr=False)
-    """Every request's figures (seconds, as the JSON shows them) by (leg, w, seq)."""
+    by_request: dict[tuple[int, str, int | str], dict[str, Any]] = field(repr=False)
+    """Every request's figures (seconds, as the JSON shows them) by (leg, w, request id)."""
 
     def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
         """Median and pooled figures over the requests of each group of legs, all groups
@@ -129,7 +133,7 @@ class Cadence:
             schema={"group": pl.Int64, "leg": pl.Int64},
         )
         members = membership.join(
-            self.requests.drop("w", "seq").with_columns(_request_columns()),
+            self.requests.drop("w", "seq", "sid").with_columns(_request_columns()),
             on="leg",
             how="inner",
         )
@@ -241,7 +245,9 @@ def fold_cadence(
     )
     keys = zip(*(step_times[name].to_list() for name in KEY), strict=True)
     by_request = {
-        key: figure for key, figure in zip(keys, figures, strict=True) if figure is not None
+        (leg, w, request_id(seq, sid)): figure
+        for (leg, w, sid, seq), figure in zip(keys, figures, strict=True)
+        if figure is not None
     }
     requests = (
         pl.concat([step_times.select(KEY), raw], how="horizontal")
@@ -354,7 +360,7 @@ def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: f
         )
 
     by_request = {
-        (row["leg"], row["w"], row["seq"]): _request_figures(row)
+        (row["leg"], row["w"], request_id(row["seq"], row["sid"])): _request_figures(row)
         for row in requests.iter_rows(named=True)
     }
     return Cadence(stall_factor, requests, pooled, by_request)

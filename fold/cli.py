@@ -69,8 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "logs",
         nargs="*",
-        help="step logs: paths or globs (quote globs); none: fold the counters the record's "
-        "legs carry (spec_drafts_proposed, spec_drafts_accepted, spec_drafted_request_steps)",
+        help="step logs, or the engine's trace (vllm-cli stderr with VT_SPEC_TRACE=1, one file "
+        "per prompt in prompt order): paths or globs (quote globs); none: fold the counters the "
+        "record's legs carry (spec_drafts_proposed, spec_drafts_accepted, "
+        "spec_drafted_request_steps)",
     )
     parser.add_argument(
         "--warm",

@@ -72,11 +72,12 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OUR
     which = "all legs" if population == ALL_LEGS else "the warm legs"
     legs = fold["legs"]
     if result.from_log:
+        log = result.step_source  # the hook's step log or the engine's trace
         counted = {
-            "steps": f"step log: steps with proposed > 0 over {which}",
-            "proposed": f"step log: sum of proposed over {which}",
-            "accepted": f"step log: sum of accepted over {which}",
-            "per_position": f"step log: steps with accepted > i over {which}",
+            "steps": f"{log}: steps with proposed > 0 over {which}",
+            "proposed": f"{log}: sum of proposed over {which}",
+            "accepted": f"{log}: sum of accepted over {which}",
+            "per_position": f"{log}: steps with accepted > i over {which}",
         }
     else:
         counted = {

@@ -22,7 +22,7 @@ from fold.arm_counters import (
     LegCounts,
 )
 from fold.errors import RefusedError
-from fold.result import MAX_LEGS_NAMED, FoldResult
+from fold.result import ENGINE_TRACE, MAX_LEGS_NAMED, FoldResult
 from fold.wording import figures_apart
 
 RATIO_TOLERANCE = 1e-9
@@ -37,6 +37,16 @@ WHAT_TO_CHECK = (
     "its counters (GPUModelRunner::sample_tokens_with_rejection, in the per-request loop, "
     "after the per-request count, on both sampling paths)"
 )
+
+
+TRACE_WHAT_TO_CHECK = (
+    "check that the stderr files come from this run of the gate and that no [SPECTRACE] line "
+    "was skipped (--skip-bad-lines) or lost from them"
+)
+
+
+def _log_name(result: FoldResult) -> str:
+    return "the engine's trace" if result.step_source == ENGINE_TRACE else "the step log"
 
 
 def check_counters(result: FoldResult, counters: EngineCounters | None) -> dict[str, Any]:
@@ -116,7 +126,7 @@ def _check_legs(result: FoldResult, counters: EngineCounters) -> int:
     assert counts is not None
     apart = "; ".join(
         f"{COUNTER_FIELDS[name]} = {getattr(counts, name)} in the record, "
-        f"{LETTERS[name]} = {figures[name]} in the step log"
+        f"{LETTERS[name]} = {figures[name]} in {_log_name(result)}"
         for name in fields
     )
     more = ""
@@ -125,7 +135,7 @@ def _check_legs(result: FoldResult, counters: EngineCounters) -> int:
         extra = len(wrong) - MAX_LEGS_NAMED
         more = f" ({len(wrong) - 1} more legs disagree: {others}{' and more' if extra > 0 else ''})"
     raise RefusedError(
-        f"{counters.where}: the step log disagrees with the engine's own counters on "
+        f"{counters.where}: {_log_name(result)} disagrees with the engine's own counters on "
         f"{counters.describe(index)}: "
         f"{apart}{more}. {_hint(result, counters, index, fields, [i for i, _ in wrong], checked)}"
     )
@@ -142,6 +152,8 @@ def _hint(
     """What most likely explains the difference, from its pattern; else what to check."""
     figures, counts = result.legs[index], counters.legs[index]
     assert counts is not None
+    if result.step_source == ENGINE_TRACE:  # no hook and no clock: the hints below do not apply
+        return TRACE_WHAT_TO_CHECK[0].upper() + TRACE_WHAT_TO_CHECK[1:]
     logged = LegCounts(figures["steps"], figures["proposed"], figures["accepted"])
     if list(fields) == ["accepted"] and logged.accepted - counts.accepted == counts.steps:
         return (
@@ -175,7 +187,7 @@ def _check_block(result: FoldResult, counters: EngineCounters) -> None:
     block = counters.spec_acceptance
     assert block is not None
     warm = result.warm
-    source = "the step log" if result.from_log else "the legs' counters"
+    source = _log_name(result) if result.from_log else "the legs' counters"
     about = f"the warm fold ({source}, over the legs selected by {result.predicate!r})"
     remedy = (
         "The gate pools spec_acceptance from its warm legs' counters (run > 1): pass the "

@@ -35,6 +35,7 @@ from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.errors import FoldError, InputError
 from fold.logfile import Legs, LogFile
 from fold.result import FoldResult
+from fold.spectrace import looks_like_engine_trace
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.warm import DEFAULT_PREDICATE, check_arm
 
@@ -369,6 +370,12 @@ class Follower:
         return _Tail(path, _identity(path), self._new_reader(path))
 
     def _new_reader(self, path: str) -> LogFile:
+        if looks_like_engine_trace(path):
+            # Its steps get legs from run lines printed after them, once a leg is over.
+            raise InputError(
+                f"{path}: the engine's trace (VT_SPEC_TRACE stderr) is folded once the gate is "
+                "done, without --follow; --follow reads the hook's step logs"
+            )
         return LogFile(path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes)
 
     def _check_tails(self, notices: list[Notice]) -> bool:

@@ -71,7 +71,8 @@ def _heading(result: FoldResult, arm_path: str | None) -> str:
     if arm_path:
         about.insert(0, f"arm record: `{arm_path}`")
     if result.from_log:
-        about.append("logs: " + ", ".join(f"`{entry['path']}`" for entry in result.files))
+        kind = "logs" if result.untimed is None else "the engine's trace (VT_SPEC_TRACE stderr)"
+        about.append(f"{kind}: " + ", ".join(f"`{entry['path']}`" for entry in result.files))
     else:
         about.append(
             "logs: none; S, P and A per leg from the record's counters "
@@ -85,7 +86,7 @@ def _heading(result: FoldResult, arm_path: str | None) -> str:
 
 def _source(row: ArmFigures, result: FoldResult) -> str:
     if row.kind == "ours":
-        counts = "step log" if result.from_log else "the record's counters"
+        counts = result.step_source if result.from_log else "the record's counters"
         return f"{counts}, warm legs (`{result.predicate}`); tok/s: median of their tok_s"
     parts = [row.kind]
     for key, label in (("tok_s", "tok/s"), ("steps", "S"), ("accepted", "A")):
@@ -243,7 +244,7 @@ def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:
 
 def _cadence(result: FoldResult) -> str:
     if result.warm["cadence"] is None:
-        return f"## Cadence\n\n{NEEDS_STEP_LOG} (the steps' times)."
+        return f"## Cadence\n\n{result.no_times()}."
     headers = ("leg", "requests", "first step", "decode", "tail", "p50", "p90", "p99", "max",
                "stalls", "stall", "decode steps/s", "median request")  # fmt: skip
     body = [_cadence_row(leg["index"], leg["cadence"]) for leg in result.legs]

@@ -31,6 +31,7 @@ import polars as pl
 from fold.accumulate import (
     _SCHEMAS,
     PER_REQUEST_SCHEMA,
+    REQUEST_KEY,
     TIME_BINS_PER_LEG,
     PartialFold,
     _assemble,
@@ -191,6 +192,7 @@ _LINES_SCHEMA = {
     "leg": pl.Int64,
     "w": pl.String,
     "seq": pl.UInt64,
+    "sid": pl.String,
     "t_ns": pl.Int64,
     "pid": pl.Int64,
     "proposed": pl.Int64,
@@ -206,8 +208,15 @@ def _attributed_lines(raw: dict[str, Any]) -> pl.DataFrame:
     frame = pl.DataFrame([_series(name, columns[name]) for name in _LINES_SCHEMA])
     return frame.with_columns(
         pl.lit(writers).gather(pl.col("w")).alias("w"),
+        _string_ids(raw),
         pl.when(pl.col("emitted") >= 0).then(pl.col("emitted")).alias("emitted"),
     ).cast(_LINES_SCHEMA)
+
+
+def _string_ids(raw: dict[str, Any]) -> pl.Expr:
+    """The ``sid`` column from the pass's indices into its string ids (-1: an integer id)."""
+    ids = pl.Series("sid", raw["seq_ids"], dtype=pl.String)
+    return _lookup(ids, pl.when(pl.col("sid") >= 0).then(pl.col("sid"))).alias("sid")
 
 
 def _judge_handed_back(
@@ -245,7 +254,7 @@ def _judge_handed_back(
 
 def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     """The pass's tables as a ``PartialFold`` with the polars reference's exact schemas."""
-    names = ["leg", "w", "seq", "lines", "steps", "proposed", "accepted", "emitted",
+    names = ["leg", "w", "seq", "sid", "lines", "steps", "proposed", "accepted", "emitted",
              "emitted_lines", "max_proposed", "max_n", "pid"]  # fmt: skip
     keys = {"lines": "lines_per_request"}
     writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
@@ -255,11 +264,12 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
         .with_columns(
             pl.when(pl.col("leg") >= 0).then(pl.col("leg")).alias("leg"),
             pl.lit(writer_of).gather(pl.col("w")).alias("w"),
+            _string_ids(raw),
         )
         .cast(sums_schema)
     )
     # The pass puts the attributed requests first, sorted: their times need no copy.
-    step_times = per_request.head(raw["attributed_requests"]).select("leg", "w", "seq")
+    step_times = per_request.head(raw["attributed_requests"]).select(REQUEST_KEY)
     step_times = step_times.with_columns(_series("t_ns", raw["t_ns"]))
     histogram = pl.DataFrame(
         [

@@ -37,6 +37,7 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "t_ns": pl.Int64(),
     "pid": pl.Int64(),
     "seq": pl.UInt64(),  # the C++ API takes any 64-bit unsigned request id
+    "sid": pl.String(),  # a string request id (then seq is 0); null for an integer one
     "proposed": pl.Int64(),
     "accepted": pl.Int64(),
     "emitted": pl.Int64(),
@@ -44,6 +45,7 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "line": pl.Int64(),
 }
 _REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
+_NUMBERS = tuple(name for name in _REQUIRED_INTS if name != "seq")
 _LINE_START = b'{"v":'
 _SKIP_HINT = "fix or remove the line, or pass --skip-bad-lines to count it as skipped and go on"
 MAX_SKIPPED_EXAMPLES = 5
@@ -64,6 +66,12 @@ class ReadCounts:
     torn_lines: int = 0
     skipped_lines: int = 0
     skipped_examples: list[SkippedLine] = field(default_factory=list)
+    kind: str = "step log"
+    """What the file is: the hook's step log, or the engine's trace (``fold.spectrace``)."""
+    run_lines: int = 0
+    """The engine's trace: its ``vllm-cli: run=`` lines, used to give steps their legs."""
+    other_lines: int = 0
+    """The engine's trace: the rest of its stderr (loading, warnings), read and set aside."""
 
     def bad_line(self, path: str, line: int, reason: str, *, skip: bool) -> None:
         """Stop at a bad line (InputError, naming it), or count it and keep the first few."""
@@ -231,13 +239,19 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     if not isinstance(writer, str):
         raise _BadLine(f"field 'w' must be a string, found {_describe(writer)}")
     row["w"] = writer
+    seq = obj.get("seq")
+    row["sid"] = seq if isinstance(seq, str) else None
     for name in _REQUIRED_INTS:
+        if name == "seq" and row["sid"] is not None:
+            row["seq"] = 0
+            continue
         value = obj.get(name)
         if isinstance(value, float) and value.is_integer() and abs(value) >= 2**63:
             # orjson reads an integer literal beyond 64 bits as a float
             raise _BadLine(f"field '{name}' does not fit in 64 bits: {value:.0f}")
         if not _is_int(value):
-            raise _BadLine(f"field '{name}' must be an integer, found {_describe(value)}")
+            kind = "an integer or a string" if name == "seq" else "an integer"
+            raise _BadLine(f"field '{name}' must be {kind}, found {_describe(value)}")
         row[name] = value
     emitted = obj.get("emitted")
     if emitted is not None and not _is_int(emitted):
@@ -249,7 +263,7 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     row["label"] = label
     if not 0 <= row["seq"] < 2**64:
         raise _BadLine(f"field 'seq' must be an unsigned 64-bit integer, found {row['seq']}")
-    signed = [row[name] for name in _REQUIRED_INTS if name != "seq"]
+    signed = [row[name] for name in _NUMBERS]
     if not all(-(2**63) <= value < 2**63 for value in signed) or not (
         emitted is None or -(2**63) <= emitted < 2**63
     ):

@@ -234,7 +234,13 @@ def source_lines(result: FoldResult) -> Text:
     """Where S, P and A came from, and whether the engine's own counters were checked."""
     text = Text()
     text.append("source: ", style="bold")
-    if result.from_log:
+    if result.untimed is not None:
+        text.append(
+            "S, P, A per leg and every per-step figure from the engine's trace (VT_SPEC_TRACE "
+            "stderr); tok/s, completion tokens and leg windows from the record's legs; cadence: "
+            f"{result.untimed}"
+        )
+    elif result.from_log:
         text.append(
             "S, P, A per leg and every per-step figure from the step log; tok/s, completion "
             "tokens and leg windows from the record's legs"
@@ -260,6 +266,14 @@ def accounting_lines(result: FoldResult) -> Text:
         text.append("no step log given", style="dim")
         return text
     for entry in result.files:
+        if entry.get("kind") == "engine trace":
+            text.append(
+                f"\n  {entry['path']} (the engine's trace): {entry['lines']} steps, "
+                f"{entry['attributed']} in legs, {entry['unattributed']} after the last run "
+                f"line, {entry['run_lines']} run lines, {entry['other_lines']} other log lines, "
+                f"{entry['skipped']} skipped"
+            )
+            continue
         text.append(
             f"\n  {entry['path']}: {entry['lines']} read, {entry['attributed']} in legs, "
             f"{entry['unattributed']} outside every leg, {entry['ambiguous']} ambiguous, "

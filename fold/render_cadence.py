@@ -11,7 +11,7 @@ from rich.text import Text
 
 from fold.render import NOT_DEFINED, percent, rate, same_decimals
 from fold.render_fit import Fitted, fit
-from fold.result import NEEDS_STEP_LOG, FoldResult
+from fold.result import FoldResult
 
 
 def duration(seconds: float | None) -> str:
@@ -130,6 +130,6 @@ def cadence_view(result: FoldResult) -> RenderableType:
     if result.warm["cadence"] is None:
         text = Text()
         text.append("step cadence: ", style="bold")
-        text.append(f"{NEEDS_STEP_LOG} (the steps' times)", style="dim")
+        text.append(result.no_times(), style="dim")
         return text
     return Group(cadence_table(result), warm_cadence_lines(result))

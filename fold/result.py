@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from fold import acceptance
-from fold.accumulate import PartialFold
+from fold.accumulate import REQUEST_KEY, PartialFold, request_id
 from fold.cadence import (
     DEFAULT_STALL_FACTOR,
     Cadence,
@@ -25,6 +25,7 @@ from fold.cadence import KEY as CADENCE_KEY
 from fold.errors import RefusedError
 from fold.leg_figures import bootstrap_leg, counted_leg, pooled
 from fold.reader import ReadCounts, SkippedLine
+from fold.spectrace import NO_TIME_STAMPS
 from fold.uncertainty import (
     DEFAULT_SEED,
     Replicates,
@@ -39,6 +40,7 @@ from fold.warm import ThroughputCheck
 JSON_FORMAT = "fold-acceptance/1"
 # Where a fold's counts came from (FoldResult.step_source).
 STEP_LOG = "step log"
+ENGINE_TRACE = "the engine's trace (VT_SPEC_TRACE)"
 RECORD_COUNTERS = "the record's counters"
 NEEDS_STEP_LOG = "needs a step log"
 # Output tokens per request that no verify step emits: servers (vLLM, SGLang, llama-server)
@@ -70,15 +72,26 @@ class FoldResult:
     replicates: dict[str, Replicates] = field(default_factory=dict, repr=False, compare=False)
     """The warm and all-legs folds' bootstrap replicates, which the split propagates."""
     step_source: str = STEP_LOG
-    """Where S, P and A came from: ``STEP_LOG``, or ``RECORD_COUNTERS`` when no log was given
-    (every figure that needs steps is then None)."""
+    """Where S, P and A came from: ``STEP_LOG``, ``ENGINE_TRACE`` (steps without times: the
+    figures that need times are None), or ``RECORD_COUNTERS`` when no log was given (every
+    figure that needs steps is then None)."""
     counter_check: dict[str, Any] | None = None
     """Whether the fold was checked against the engine's own counters, and how
     (``fold.counter_check``)."""
 
     @property
     def from_log(self) -> bool:
-        return self.step_source == STEP_LOG
+        """Whether steps were read from files (the hook's log or the engine's trace)."""
+        return self.step_source != RECORD_COUNTERS
+
+    @property
+    def untimed(self) -> str | None:
+        """Why the steps have no times (the engine's trace), or None: they have."""
+        return NO_TIME_STAMPS if self.step_source == ENGINE_TRACE else None
+
+    def no_times(self) -> str:
+        """What the figures built from step times read when there are none."""
+        return self.untimed or f"{NEEDS_STEP_LOG} (the steps' times)"
 
     def _line_total(self, rows: list[dict[str, Any]], key: str) -> int | None:
         # Without a log nothing was read: no count of lines, not a count of 0.
@@ -105,14 +118,16 @@ class FoldResult:
         return self._line_total(self.writers, "lost")
 
     def sources(self) -> dict[str, str]:
-        """Where each figure came from: the step log, the record, or nowhere yet."""
+        """Where each figure came from: the step log, the engine's trace, the record, or
+        nowhere yet."""
         counts = (
-            STEP_LOG
+            self.step_source
             if self.from_log
             else RECORD_COUNTERS + " (spec_drafted_request_steps, spec_drafts_proposed, "
             "spec_drafts_accepted)"
         )
-        from_steps = STEP_LOG if self.from_log else NEEDS_STEP_LOG
+        from_steps = self.step_source if self.from_log else NEEDS_STEP_LOG
+        timed = {} if self.untimed is None else dict.fromkeys(TIMED_FIGURES, self.untimed)
         return {
             "steps": counts,
             "proposed": counts,
@@ -123,6 +138,7 @@ class FoldResult:
             "step_rate": f"S ({counts}) / the legs' generate windows (arm record)",
             "tok_s": "the legs' tok_s (arm record)",
             **dict.fromkeys(STEP_FIGURES, from_steps),
+            **timed,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -166,6 +182,8 @@ STEP_FIGURES = (
     "trace",
 )
 """Figures only the steps themselves give: read "needs a step log" (None) without one."""
+TIMED_FIGURES = ("cadence", "trace")
+"""Figures that need the steps' times: None from the engine's trace, which has none."""
 
 
 def build_result(
@@ -179,6 +197,7 @@ def build_result(
     stall_factor: float = DEFAULT_STALL_FACTOR,
     resamples: int = 0,
     seed: int = DEFAULT_SEED,
+    step_source: str = STEP_LOG,
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
     user states it; None learns it from the arm (see ``_prefill_convention``). ``resamples``
@@ -196,6 +215,7 @@ def build_result(
         result = _acceptance_result(
             arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
         )
+        result.step_source = step_source
         _add_cadence(result, cadence.result())
         add_intervals(result, replicates.result(), resamples, seed)
     return result
@@ -234,7 +254,8 @@ def _acceptance_result(
     for leg, _bin, steps, proposed, accepted in partial.bins.sort("leg", "bin").iter_rows():
         bins[leg].append((steps, proposed, accepted))
     requests: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in partial.requests.sort("leg", "w", "seq").iter_rows(named=True):
+    for row in partial.requests.sort(REQUEST_KEY).iter_rows(named=True):
+        row["seq"] = request_id(row["seq"], row.pop("sid"))
         requests[row.pop("leg")].append(row)
 
     convention = _prefill_convention(arm_legs, sums, requests, prefill_tokens)
@@ -272,6 +293,12 @@ def _acceptance_result(
 
 def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
     """Each request's, each leg's and the folds' cadence, beside their acceptance."""
+    if result.untimed is not None:  # no step times: no cadence at all, never one of zeros
+        for owner in [*result.legs, result.warm, result.all]:
+            owner["cadence"] = None
+            for request in owner.get("requests", []):
+                request["cadence"] = None
+        return
     by_request = cadence.by_request
     for leg in result.legs:
         for request in leg["requests"]:
@@ -331,7 +358,7 @@ def _fold_replicates(
     )
     ordered = (
         partial.requests.select(*CADENCE_KEY, "steps", "proposed", "accepted")
-        .join(decode, on=CADENCE_KEY, how="left")
+        .join(decode, on=CADENCE_KEY, how="left", nulls_equal=True)  # null: an integer id
         .with_columns(pl.col("decode_steps", "decode_ns").fill_null(0))
         .sort(CADENCE_KEY)
     )
@@ -494,5 +521,9 @@ def _files(partial: PartialFold, read_counts: dict[str, ReadCounts]) -> list[dic
         row = rows.get(path) or {
             "path": path, "lines": 0, "attributed": 0, "unattributed": 0, "ambiguous": 0
         }  # fmt: skip
-        files.append({**row, "torn": counts.torn_lines, "skipped": counts.skipped_lines})
+        entry = {**row, "torn": counts.torn_lines, "skipped": counts.skipped_lines}
+        if counts.kind != "step log":
+            entry.update(kind=counts.kind, run_lines=counts.run_lines,
+                         other_lines=counts.other_lines)  # fmt: skip
+        files.append(entry)
     return files

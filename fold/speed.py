@@ -35,7 +35,7 @@ from typing import Any
 
 from fold.gap import DEFAULT_TOLERANCE, GapAttribution
 from fold.oracles import OURS_KIND
-from fold.result import FoldResult
+from fold.result import NEEDS_STEP_LOG, FoldResult
 
 PARTS = ("steps", "before_first_step", "stalls", "tail")
 
@@ -79,10 +79,11 @@ def split_speed(
     oracle_kind: str,
     tolerance: float = DEFAULT_TOLERANCE,
     other_cadence: dict[str, Any] | None = None,
+    no_times: str = f"{NEEDS_STEP_LOG} (the steps' times)",
 ) -> SpeedSplit:
     """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``;
-    None when our counts came without a step log, whose step times the split needs) and, for
-    another run of ours with a step log, with its warm cadence too (``other_cadence``)."""
+    None when our steps have no times: ``no_times`` says why) and, for another run of ours
+    with a step log, with its warm cadence too (``other_cadence``)."""
     ours = _outside_shares(cadence)
     theirs = None if other_cadence is None else _outside_shares(other_cadence)
     who = gap.oracle if oracle_kind == gap.oracle else f"{gap.oracle} ({oracle_kind})"
@@ -102,8 +103,8 @@ def split_speed(
         lacks.append(f"{gap.oracle}'s warm legs have no timed steps: its shares are not known")
     if cadence is None:
         lacks.append(
-            "our time before the first step, in stalls and in the tail needs a step log (the "
-            "steps' times): the speed factor is over whole legs on our side too"
+            f"our time before the first step, in stalls and in the tail {no_times}: the speed "
+            "factor is over whole legs on our side too"
         )
     sf = gap.speed_factor
     known = None not in ours.values() and (theirs is None or None not in theirs.values())
@@ -202,7 +203,14 @@ def split_speeds(
     ``cadences`` holds the warm cadence of each other run of ours."""
     found = cadences or {}
     splits = {
-        name: split_speed(gap, result.warm["cadence"], kinds[name], tolerance, found.get(name))
+        name: split_speed(
+            gap,
+            result.warm["cadence"],
+            kinds[name],
+            tolerance,
+            found.get(name),
+            no_times=result.no_times(),
+        )
         for name, gap in gaps.items()
     }
     if result.oracles is not None:

@@ -13,6 +13,8 @@ import secrets
 import time
 
 FORMAT_VERSION = 1
+MAX_ID_ESCAPED = 256
+"""Bytes of an escaped string request id, at most (the C++ writer drops longer ones)."""
 
 _SHORT_ESCAPES = {
     0x08: "\\b",
@@ -47,22 +49,31 @@ def format_line(
     n: int,
     t_ns: int,
     pid: int,
-    seq: int,
+    seq: int | str,
     proposed: int,
     accepted: int,
     emitted: int | None = None,
     leg: str | None = None,
 ) -> bytes:
-    """One v1 line, newline included, in the writers' fixed key order."""
+    """One v1 line, newline included, in the writers' fixed key order. A string ``seq`` (a
+    request id such as ``cmpl-...``) is written as a JSON string, escaped as the leg label."""
+    seq_text = f'"{escape_json_string(seq)}"' if isinstance(seq, str) else _integer(seq)
     line = (
         f'{{"v":{FORMAT_VERSION},"w":"{writer_id}","n":{n},"t_ns":{t_ns},"pid":{pid},'
-        f'"seq":{seq},"proposed":{proposed},"accepted":{accepted}'
+        f'"seq":{seq_text},"proposed":{proposed},"accepted":{accepted}'
     )
     if emitted is not None:
         line += f',"emitted":{emitted}'
     if leg is not None:
         line += f',"leg":"{escape_json_string(leg)}"'
     return (line + "}\n").encode("utf-8")
+
+
+def _integer(value: int) -> str:
+    # A bool is an int to Python but not a request id; a float would print as one.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"seq must be an int or a str, got {type(value).__name__}")
+    return str(value)
 
 
 def new_writer_id() -> str:
@@ -86,7 +97,7 @@ class StepLogWriter:
 
     def record(
         self,
-        seq: int,
+        seq: int | str,
         proposed: int,
         accepted: int,
         emitted: int | None = None,
@@ -95,6 +106,8 @@ class StepLogWriter:
     ) -> None:
         if not 0 <= accepted <= proposed:
             raise ValueError(f"need 0 <= accepted <= proposed, got {accepted=} {proposed=}")
+        if isinstance(seq, str) and len(escape_json_string(seq).encode()) > MAX_ID_ESCAPED:
+            raise ValueError(f"a string seq is at most {MAX_ID_ESCAPED} bytes once escaped")
         line = format_line(
             writer_id=self._writer_id,
             n=self._next_n,

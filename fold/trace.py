@@ -32,13 +32,16 @@ import orjson
 import polars as pl
 
 from fold import native
+from fold.accumulate import request_id
 from fold.annotate import write_atomically
 from fold.arm import WINDOW_SLACK_NS, ArmRecord
 from fold.attribute import ATTRIBUTED, attribute
 from fold.cadence import KEY, with_intervals
+from fold.errors import InputError
 from fold.logfile import Legs
 from fold.reader import ReadCounts, StepLogReader, expand_log_paths
 from fold.result import FoldResult
+from fold.spectrace import NO_TIME_STAMPS, looks_like_engine_trace
 
 TRACE_FORMAT = "fold-acceptance-trace/1"
 DEFAULT_SLICE_LIMIT = 200_000
@@ -86,6 +89,12 @@ def build_trace(
     if slice_limit < 1:
         raise ValueError("slice_limit must be at least 1")
     paths = expand_log_paths(logs)
+    for path in paths:
+        if looks_like_engine_trace(path):
+            raise InputError(
+                f"--trace {path}: the time axis {NO_TIME_STAMPS}; the hook's step log "
+                "(DFLASH_STEP_LOG) has them"
+            )
     lines, pids = _attributed_lines(arm, paths, skip_bad_lines)
     steps = lines.height
     per_slice = group_size(lines.group_by(KEY).len()["len"], slice_limit)
@@ -133,6 +142,7 @@ _LINE_SCHEMA = {
     "leg": pl.Int32,
     "w": pl.Categorical,
     "seq": pl.UInt64,
+    "sid": pl.String,
     "t_ns": pl.Int64,
     "proposed": pl.Int32,
     "accepted": pl.Int32,
@@ -203,14 +213,15 @@ def _attributed_lines(
 def _tracks(
     pids: dict[str, int], lines: pl.DataFrame
 ) -> tuple[dict[str, tuple[int, int]], dict[tuple[str, int], int]]:
-    """Trace pids per writer (after the gate's, with the log's pid) and tids per (writer, seq)."""
+    """Trace pids per writer (after the gate's, with the log's pid) and tids per (writer,
+    request id)."""
     writers = {w: (number, pids[w]) for number, w in enumerate(sorted(pids), start=GATE_PID + 1)}
-    requests: dict[tuple[str, int], int] = {}
+    requests: dict[tuple[str, int | str], int] = {}
     counters: dict[str, int] = {}
-    pairs = lines.select(pl.col("w").cast(pl.String), "seq").unique().sort("w", "seq")
-    for w, seq in pairs.iter_rows():
+    pairs = lines.select(pl.col("w").cast(pl.String), "seq", "sid").unique()
+    for w, seq, sid in pairs.sort("w", "sid", "seq").iter_rows():
         counters[w] = counters.get(w, 0) + 1
-        requests[(w, seq)] = counters[w]
+        requests[(w, request_id(seq, sid))] = counters[w]
     return writers, requests
 
 
@@ -281,7 +292,7 @@ def _step_slices(
                 "ts": row["from_ns"] / 1000,
                 "dur": (row["t_ns"] - row["from_ns"]) / 1000,
                 "pid": writers[row["w"]][0],
-                "tid": requests[(row["w"], row["seq"])],
+                "tid": requests[(row["w"], request_id(row["seq"], row["sid"]))],
                 "args": args,
             }
         )
@@ -303,7 +314,7 @@ def _startup_slices(
     )
     firsts = lines.group_by(KEY).agg(pl.col("t_ns").min()).sort(KEY)
     events = []
-    for leg, w, seq, first in firsts.iter_rows():
+    for leg, w, seq, sid, first in firsts.select("leg", "w", "seq", "sid", "t_ns").iter_rows():
         start = starts[leg]
         if first <= start:
             continue
@@ -315,7 +326,7 @@ def _startup_slices(
                 "ts": start / 1000,
                 "dur": (first - start) / 1000,
                 "pid": writers[w][0],
-                "tid": requests[(w, seq)],
+                "tid": requests[(w, request_id(seq, sid))],
                 "args": {"leg": leg},
             }
         )

@@ -23,6 +23,8 @@
 //   enabled()                          true when lines are written; lets callers skip work.
 //   record(seq, proposed, accepted[, emitted])   (any integer types; see below)
 //                                      one line, one write(2), for one request's verify step.
+//                                      `seq` may instead be a string id (std::string_view,
+//                                      std::string, const char*): written as a JSON string.
 //   Batch b; b.add(seq, ...); ...; b.commit();
 //                                      the rows of one verify forward (sharing one t_ns, taken
 //                                      at commit), written by one write(2) (past 64 rows or
@@ -41,9 +43,10 @@
 //
 // Exactly one translation unit of a program defines DFLASH_STEP_LOG_IMPLEMENTATION before
 // including this header; it gets the C-linkage functions dflash_step_log_enabled(),
-// dflash_step_log_record(), dflash_step_log_record_emitted() and dflash_step_log_dropped().
+// dflash_step_log_record(), dflash_step_log_record_emitted(), dflash_step_log_record_id(),
+// dflash_step_log_record_id_emitted() and dflash_step_log_dropped().
 // The C++ API is inline and works in every translation unit. From C, including this header
-// declares the four C functions only.
+// declares the six C functions only.
 //
 // Failure behaviour: no function throws, aborts, blocks on anything but its own write(2) or
 // changes what the engine computes.
@@ -67,8 +70,10 @@
 #define DFLASH_STEP_LOG_H
 
 #ifdef __cplusplus
+#include <cstddef>
 #include <cstdint>
 #else
+#include <stddef.h>
 #include <stdint.h>
 #endif
 
@@ -87,6 +92,14 @@ DFLASH_STEP_LOG_EXPORT void dflash_step_log_record(uint64_t seq, uint32_t propos
                                                    uint32_t accepted);
 DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_emitted(uint64_t seq, uint32_t proposed,
                                                            uint32_t accepted, uint32_t emitted);
+// A string request id: `id_len` bytes at `id` (any bytes; written JSON-escaped, each invalid
+// UTF-8 byte as U+FFFD). A null `id` drops the row (counted in dflash_step_log_dropped()).
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_id(const char* id, size_t id_len,
+                                                      uint32_t proposed, uint32_t accepted);
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_id_emitted(const char* id, size_t id_len,
+                                                              uint32_t proposed,
+                                                              uint32_t accepted,
+                                                              uint32_t emitted);
 DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void);
 #ifdef __cplusplus
 }  // extern "C"
@@ -105,6 +118,7 @@ DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void);
 #include <cstring>
 #include <ctime>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 
 #include <fcntl.h>
@@ -127,23 +141,34 @@ bool enabled() noexcept;
 // need no casts and compile clean under -Wconversion. A value that does not fit its field
 // (`seq` in 0..2^64-1, the counts in 0..2^32-1; so any negative value) would make a false row:
 // nothing is written, the row takes its `n` and counts in dropped(), as accepted > proposed does.
+// `seq` may also be a string id (anything that converts to std::string_view: the engine's
+// `req_ids[i]`, a `cmpl-...` id), written as a JSON string escaped as the leg label is; an id
+// longer than 256 bytes once escaped, or a null `const char*`, is dropped the same way.
 template <typename Seq, typename Proposed, typename Accepted>
-void record(Seq seq, Proposed proposed, Accepted accepted) noexcept;
+void record(const Seq& seq, Proposed proposed, Accepted accepted) noexcept;
 template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
-void record(Seq seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept;
+void record(const Seq& seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept;
 
 // Lines this writer (process; a forked child starts at 0) issued that never reached the file.
 std::uint64_t dropped() noexcept;
 
 namespace detail {
 inline constexpr std::size_t kMaxLegEscaped = 1024;  // bytes of the escaped label, at most
-inline constexpr std::size_t kMaxLine = 256 + kMaxLegEscaped;
+inline constexpr std::size_t kMaxIdEscaped = 256;    // bytes of an escaped string id, at most
+inline constexpr std::size_t kMaxLine = 256 + kMaxLegEscaped + kMaxIdEscaped;
 inline constexpr std::size_t kBatchBytes = 16384;  // text handed to one write(2), at most
 inline constexpr std::size_t kBatchRows = 64;      // rows a Batch holds before it commits
+inline constexpr std::size_t kBatchIdBytes = 4096;  // escaped string ids a Batch holds
 struct Row {
   std::uint64_t seq;
   std::uint32_t proposed, accepted, emitted, has_emitted;
+  const char* id;        // the escaped string id, or null: the integer `seq`
+  std::uint32_t id_len;  // its bytes
 };
+
+template <typename Seq>
+inline constexpr bool kIsStringId =
+    std::is_convertible_v<const Seq&, std::string_view> && !std::is_same_v<Seq, std::nullptr_t>;
 
 template <typename Int>
 inline constexpr bool kIsInteger =
@@ -153,7 +178,8 @@ inline constexpr bool kIsInteger =
 // it casts a type to itself, so -Wuseless-cast stays quiet for every argument type.
 template <typename Field, typename Int>
 constexpr bool narrow(Int value, Field& out) noexcept {
-  static_assert(kIsInteger<Int>, "dflash::step_log: seq and the counts must be integers");
+  static_assert(kIsInteger<Int>,
+                "dflash::step_log: the counts must be integers, seq an integer or a string");
   if constexpr (std::is_signed_v<Int>) {
     if (value < 0) return false;
     return narrow(static_cast<std::make_unsigned_t<Int>>(value), out);
@@ -164,6 +190,28 @@ constexpr bool narrow(Int value, Field& out) noexcept {
     if (value > std::numeric_limits<Field>::max()) return false;
     out = static_cast<Field>(value);
     return true;
+  }
+}
+
+inline bool escape_json(const char* text, std::size_t size, char* out, std::size_t cap,
+                        std::size_t* out_len) noexcept;
+
+// The row's request id: an integer narrowed into row.seq, or a string id escaped into `buf`
+// (kMaxIdEscaped bytes), which row.id then points at. False when it does not fit.
+template <typename Seq>
+inline bool put_seq(const Seq& seq, Row& row, char* buf) noexcept {
+  if constexpr (kIsStringId<Seq>) {
+    if constexpr (std::is_pointer_v<Seq>) {
+      if (seq == nullptr) return false;
+    }
+    const std::string_view id(seq);
+    std::size_t len = 0;
+    if (!escape_json(id.data(), id.size(), buf, kMaxIdEscaped, &len)) return false;
+    row.id = buf;
+    row.id_len = static_cast<std::uint32_t>(len);
+    return true;
+  } else {
+    return narrow(seq, row.seq);
   }
 }
 }  // namespace detail
@@ -180,20 +228,25 @@ class Batch {
   Batch& operator=(const Batch&) = delete;
   ~Batch() { commit(); }
 
-  // The arguments as for record(): any integer types, a value that does not fit is dropped.
+  // The arguments as for record(): any integer types or a string id, a value that does not
+  // fit is dropped. A string id is copied (escaped) into the batch, so it need not outlive add().
   template <typename Seq, typename Proposed, typename Accepted>
-  void add(Seq seq, Proposed proposed, Accepted accepted) noexcept;
+  void add(const Seq& seq, Proposed proposed, Accepted accepted) noexcept;
   template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
-  void add(Seq seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept;
+  void add(const Seq& seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept;
   void commit() noexcept;  // ONE write(2) for all rows added since the last commit
 
  private:
+  template <typename Seq>
+  void add_seq(const Seq& seq, detail::Row& row, bool fits) noexcept;
   void add_row(const detail::Row& row, bool fits) noexcept;
   // Out of line: the rare full-batch write, which GCC's flow analysis misreads when inlined.
   [[gnu::noinline]] void commit_full() noexcept { commit(); }
 
   std::size_t count_ = 0;
+  std::size_t id_bytes_ = 0;  // of ids_, used by the rows held
   detail::Row rows_[detail::kBatchRows];
+  char ids_[detail::kBatchIdBytes];
 };
 
 }  // namespace dflash::step_log
@@ -337,11 +390,13 @@ inline std::size_t utf8_sequence_length(const unsigned char* p, const unsigned c
   return len;
 }
 
-// Writes `text` JSON-escaped as FORMAT.md says; false when it does not fit in `cap` bytes.
-inline bool escape_json(const char* text, char* out, std::size_t cap, std::size_t* out_len) noexcept {
+// Writes the `size` bytes at `text` JSON-escaped as FORMAT.md says; false when they do not fit
+// in `cap` bytes.
+inline bool escape_json(const char* text, std::size_t size, char* out, std::size_t cap,
+                        std::size_t* out_len) noexcept {
   static constexpr char kHex[] = "0123456789abcdef";
   const auto* p = reinterpret_cast<const unsigned char*>(text);
-  const unsigned char* end = p + std::strlen(text);
+  const unsigned char* end = p + size;
   std::size_t n = 0;
   while (p < end) {
     char esc[6];
@@ -479,7 +534,7 @@ inline unsigned char init_from_environment() noexcept {
   if (leg != nullptr && leg[0] != '\0') {
     append_literal(out, ",\"leg\":\"");
     std::size_t len = 0;
-    if (!escape_json(leg, out, kMaxLegEscaped, &len)) {
+    if (!escape_json(leg, std::strlen(leg), out, kMaxLegEscaped, &len)) {
       warn("dflash_step_log: DFLASH_STEP_LEG is longer than %zu bytes once escaped; "
            "step logging disabled\n", kMaxLegEscaped);
       return kOff;
@@ -528,9 +583,9 @@ inline bool ready() noexcept {
   g.dropped.fetch_add(1, std::memory_order_relaxed);
   if (g.warned_invalid.exchange(true, std::memory_order_relaxed)) return;
   if (!fits) {
-    warn("dflash_step_log: a step with a negative seq or count, or one past its field (seq "
-         "2^64-1, counts 2^32-1), was not written and counts in dropped(); further ones are "
-         "counted silently\n");
+    warn("dflash_step_log: a step with a negative seq or count, one past its field (seq "
+         "2^64-1, counts 2^32-1), or a string id null or over 256 bytes escaped, was not "
+         "written and counts in dropped(); further ones are counted silently\n");
   } else {
     warn("dflash_step_log: a step with accepted=%" PRIu32 " > proposed=%" PRIu32 " was not "
          "written and counts in dropped(); further ones are counted silently\n",
@@ -551,14 +606,20 @@ struct Time {
 };
 
 // Formats one line at `out` (at most kMaxLine bytes) and returns its end.
-inline char* format_line(char* out, std::uint64_t n, const Time& time, std::uint64_t seq,
-                         std::uint32_t proposed, std::uint32_t accepted, bool has_emitted,
-                         std::uint32_t emitted) noexcept {
+inline char* format_line(char* out, std::uint64_t n, const Time& time, const Row& row) noexcept {
   append(out, g.prefix, g.prefix_len);
   append_uint(out, n);
   append(out, time.text, time.len);
   append(out, g.pid_part, g.pid_len);
-  append_uint(out, seq);
+  if (row.id != nullptr) {
+    *out++ = '"';
+    append(out, row.id, row.id_len);
+    *out++ = '"';
+  } else {
+    append_uint(out, row.seq);
+  }
+  const std::uint32_t proposed = row.proposed, accepted = row.accepted, emitted = row.emitted;
+  const bool has_emitted = row.has_emitted != 0;
   append_literal(out, ",\"proposed\":");
   append_uint(out, proposed);
   append_literal(out, ",\"accepted\":");
@@ -608,8 +669,7 @@ inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noe
   const std::uint64_t n = g.next_n.fetch_add(1, std::memory_order_relaxed);
   const Time time;
   char line[kMaxLine];
-  char* end = format_line(line, n, time, row.seq, row.proposed, row.accepted,
-                          row.has_emitted != 0, row.emitted);
+  char* end = format_line(line, n, time, row);
   write_lines(line, static_cast<std::size_t>(end - line), 1);
 }
 
@@ -626,8 +686,7 @@ inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noe
       len = lines = 0;
     }
     const Row& r = rows[i];
-    char* end = format_line(buf + len, n++, time, r.seq, r.proposed, r.accepted,
-                            r.has_emitted != 0, r.emitted);
+    char* end = format_line(buf + len, n++, time, r);
     len = static_cast<std::size_t>(end - buf);
     ++lines;
   }
@@ -641,20 +700,23 @@ namespace dflash::step_log {
 inline bool enabled() noexcept { return detail::ready(); }
 
 template <typename Seq, typename Proposed, typename Accepted>
-inline void record(Seq seq, Proposed proposed, Accepted accepted) noexcept {
+inline void record(const Seq& seq, Proposed proposed, Accepted accepted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
   detail::Row row{};
-  const bool fits = detail::narrow(seq, row.seq) && detail::narrow(proposed, row.proposed) &&
+  char id[detail::kMaxIdEscaped];
+  const bool fits = detail::put_seq(seq, row, id) && detail::narrow(proposed, row.proposed) &&
                     detail::narrow(accepted, row.accepted);
   detail::record_enabled(row, fits);
 }
 
 template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
-inline void record(Seq seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept {
+inline void record(const Seq& seq, Proposed proposed, Accepted accepted,
+                   Emitted emitted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
   detail::Row row{};
   row.has_emitted = 1;
-  const bool fits = detail::narrow(seq, row.seq) && detail::narrow(proposed, row.proposed) &&
+  char id[detail::kMaxIdEscaped];
+  const bool fits = detail::put_seq(seq, row, id) && detail::narrow(proposed, row.proposed) &&
                     detail::narrow(accepted, row.accepted) && detail::narrow(emitted, row.emitted);
   detail::record_enabled(row, fits);
 }
@@ -664,22 +726,39 @@ inline std::uint64_t dropped() noexcept {
 }
 
 template <typename Seq, typename Proposed, typename Accepted>
-inline void Batch::add(Seq seq, Proposed proposed, Accepted accepted) noexcept {
+inline void Batch::add(const Seq& seq, Proposed proposed, Accepted accepted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
   detail::Row row{};
-  const bool fits = detail::narrow(seq, row.seq) && detail::narrow(proposed, row.proposed) &&
-                    detail::narrow(accepted, row.accepted);
-  add_row(row, fits);
+  const bool fits = detail::narrow(proposed, row.proposed) && detail::narrow(accepted, row.accepted);
+  add_seq(seq, row, fits);
 }
 
 template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
-inline void Batch::add(Seq seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept {
+inline void Batch::add(const Seq& seq, Proposed proposed, Accepted accepted,
+                       Emitted emitted) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
   detail::Row row{};
   row.has_emitted = 1;
-  const bool fits = detail::narrow(seq, row.seq) && detail::narrow(proposed, row.proposed) &&
+  const bool fits = detail::narrow(proposed, row.proposed) &&
                     detail::narrow(accepted, row.accepted) && detail::narrow(emitted, row.emitted);
-  add_row(row, fits);
+  add_seq(seq, row, fits);
+}
+
+template <typename Seq>
+inline void Batch::add_seq(const Seq& seq, detail::Row& row, bool fits) noexcept {
+  if constexpr (detail::kIsStringId<Seq>) {
+    // Room for the longest id and one more row first: a commit after the id is escaped would
+    // let the next rows' ids overwrite it.
+    if (count_ == detail::kBatchRows || detail::kBatchIdBytes - id_bytes_ < detail::kMaxIdEscaped) {
+      commit_full();
+    }
+    const bool id_fits = detail::put_seq(seq, row, ids_ + id_bytes_);
+    const std::size_t held = count_;
+    add_row(row, fits && id_fits);
+    if (count_ > held) id_bytes_ += row.id_len;
+  } else {
+    add_row(row, fits && detail::put_seq(seq, row, nullptr));
+  }
 }
 
 inline void Batch::add_row(const detail::Row& row, bool fits) noexcept {
@@ -698,6 +777,7 @@ inline void Batch::commit() noexcept {
   // write them as its own.
   if (detail::ready()) detail::write_rows(rows_, count_);
   count_ = 0;
+  id_bytes_ = 0;
 }
 
 }  // namespace dflash::step_log
@@ -714,6 +794,24 @@ DFLASH_STEP_LOG_EXPORT void dflash_step_log_record(uint64_t seq, uint32_t propos
 DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_emitted(uint64_t seq, uint32_t proposed,
                                                            uint32_t accepted, uint32_t emitted) {
   dflash::step_log::record(seq, proposed, accepted, emitted);
+}
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_id(const char* id, size_t id_len,
+                                                      uint32_t proposed, uint32_t accepted) {
+  if (id == nullptr) {
+    dflash::step_log::record(static_cast<const char*>(nullptr), proposed, accepted);
+    return;
+  }
+  dflash::step_log::record(std::string_view(id, id_len), proposed, accepted);
+}
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_id_emitted(const char* id, size_t id_len,
+                                                              uint32_t proposed,
+                                                              uint32_t accepted,
+                                                              uint32_t emitted) {
+  if (id == nullptr) {
+    dflash::step_log::record(static_cast<const char*>(nullptr), proposed, accepted, emitted);
+    return;
+  }
+  dflash::step_log::record(std::string_view(id, id_len), proposed, accepted, emitted);
 }
 DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void) {
   return dflash::step_log::dropped();

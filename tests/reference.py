@@ -37,7 +37,8 @@ class Step:
     n: int
     t_ns: int
     pid: int
-    seq: int
+    seq: int | str
+    """The request id: an integer, or a string (FORMAT.md); 7 and "7" are two requests."""
     proposed: int
     accepted: int
     emitted: int | None = None
@@ -92,8 +93,10 @@ def parse_step(raw: bytes) -> Step | None:
         return None
     if not isinstance(obj.get("w"), str):
         return None
-    names = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
+    names = ("n", "t_ns", "pid", "proposed", "accepted")
     if not all(_is_int(obj.get(name)) for name in names):
+        return None
+    if not (_is_int(obj.get("seq")) or isinstance(obj.get("seq"), str)):
         return None
     emitted = obj.get("emitted")
     if emitted is not None and not _is_int(emitted):
@@ -359,6 +362,12 @@ def prefill_convention(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> dic
     return {"per_request": chosen, "source": "learned from the arm", "legs": agreeing}
 
 
+def request_order(item: tuple[tuple[str, int | str], Any]) -> tuple[str, int, int | str]:
+    """Requests by writer, its integer ids in order, then its string ids by code point."""
+    (w, seq), _ = item
+    return (w, 0, seq) if isinstance(seq, int) else (w, 1, seq)
+
+
 def leg_figures(
     leg: Leg,
     warm: bool,
@@ -378,7 +387,7 @@ def leg_figures(
     for step in steps:
         by_request.setdefault((step.w, step.seq), []).append(step)
     requests = []
-    for (w, seq), request_steps in sorted(by_request.items()):
+    for (w, seq), request_steps in sorted(by_request.items(), key=request_order):
         request_drafted = sum(1 for step in request_steps if step.proposed > 0)
         request_p = sum(step.proposed for step in request_steps)
         request_a = sum(step.accepted for step in request_steps)
@@ -724,7 +733,7 @@ def cadence_members(
     for step in steps:
         by_request.setdefault((step.w, step.seq), []).append(step.t_ns)
     members = []
-    for key in sorted(by_request):
+    for key in sorted(by_request, key=lambda key: request_order((key, None))):
         times = sorted(by_request[key])
         gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
         members.append((leg, request_cadence(leg, times, stall_factor), gaps))

@@ -46,11 +46,12 @@ def legs_frame(count: int) -> pl.DataFrame:
 
 
 def step_times(rows: list[tuple[int, str, int, list[int]]]) -> pl.DataFrame:
+    """A partial fold's step times of requests with integer ids (``sid`` null)."""
     return pl.DataFrame(
         rows,
         schema={"leg": pl.Int64, "w": pl.String, "seq": pl.UInt64, "t_ns": pl.List(pl.Int64)},
         orient="row",
-    )
+    ).select("leg", "w", "seq", pl.lit(None, dtype=pl.String).alias("sid"), "t_ns")
 
 
 def both(times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> tuple[Cadence, Cadence]:

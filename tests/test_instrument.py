@@ -26,7 +26,7 @@ V1_TYPES = {
     "n": int,
     "t_ns": int,
     "pid": int,
-    "seq": int,
+    "seq": (int, str),
     "proposed": int,
     "accepted": int,
 }
@@ -80,7 +80,7 @@ def parse_lines(path: Path) -> tuple[list[tuple[bytes, dict]], bytes]:
     for raw in complete:
         obj = orjson.loads(raw)
         for key, kind in V1_TYPES.items():
-            assert type(obj[key]) is kind, (key, raw)
+            assert type(obj[key]) in (kind if isinstance(kind, tuple) else (kind,)), (key, raw)
         for key, kind in OPTIONAL_TYPES.items():
             if key in obj:
                 assert type(obj[key]) is kind, (key, raw)
@@ -92,9 +92,18 @@ def parse_lines(path: Path) -> tuple[list[tuple[bytes, dict]], bytes]:
     return lines, tail
 
 
+def seq_of(obj: dict) -> int:
+    """The driver's seq of a line: the integer, or the one a string id ``r<seq>`` names."""
+    seq = obj["seq"]
+    if isinstance(seq, str):
+        assert seq.startswith("r") and seq[1:].isdigit(), obj
+        return int(seq[1:])
+    return seq
+
+
 def check_rows(objs: list[dict]) -> None:
     for obj in objs:
-        proposed, accepted, emitted = row_for(obj["seq"])
+        proposed, accepted, emitted = row_for(seq_of(obj))
         assert (obj["proposed"], obj["accepted"]) == (proposed, accepted), obj
         if "emitted" in obj:
             assert obj["emitted"] == emitted, obj
@@ -190,7 +199,12 @@ def test_header_declares_the_c_api_to_c(cpp_build_dir, instrument_lib, tmp_path)
     assert [(o["seq"], o["proposed"], o["accepted"], o.get("emitted")) for _, o in lines] == [
         (1, 4, 2, 3),
         (2, 4, 2, None),
+        ("cmpl-3", 4, 1, None),
+        ("cmpl-4", 3, 3, 4),
+        ("", 2, 0, None),
     ]
+    # The null id took an n and counts in dropped() (the program's exit status says 1).
+    assert sorted(o["n"] for _, o in lines) == [0, 1, 2, 3, 5]
 
 
 # --- disabled and enabled -----------------------------------------------------------------------
@@ -293,6 +307,75 @@ def test_call_sites_need_no_casts_under_strict_warnings(cpp_build_dir):
         assert out.exists()
 
 
+# --- string request ids ------------------------------------------------------------------------
+
+
+def test_string_ids_are_written_as_json_strings(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    fields, stderr = run(asan, "id_rows", 0, 3000, env=driver_env(DFLASH_STEP_LOG=str(log)))
+    assert fields["dropped"] == "0" and stderr == []
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    objs = [o for _, o in lines]
+    assert [o["seq"] for o in objs] == [f"r{i}" for i in range(3000)]
+    assert_no_gaps(objs)
+    check_rows(objs)
+    for raw, obj in lines:
+        assert_same_bytes_as_python(raw, obj, None)
+
+
+def test_every_kind_of_string_id_and_the_ones_dropped(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    fields, stderr = run(asan, "id_kinds", env=driver_env(DFLASH_STEP_LOG=str(log)))
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    rows = [(o["seq"], o["proposed"], o["accepted"], o.get("emitted")) for _, o in lines]
+    longs = []
+    for i in range(40):
+        name = f"long-{i}-"
+        longs.append((name + "y" * (250 - len(name)), 3, i % 4, i % 4 + 1))
+    assert rows == [
+        ("cmpl-1", 4, 2, None),
+        ("cmpl-2", 4, 1, 2),
+        ("cmpl-4", 3, 3, None),
+        ("cmpl-3", 2, 0, 1),
+        ('say "hi"\\\t\x01', 1, 1, None),
+        ("nul\x00in", 1, 0, None),
+        ("bad \ufffd byte", 2, 1, None),
+        ("7", 5, 2, None),
+        (7, 5, 1, None),
+        ('"' * 128, 1, 0, None),
+        *longs,
+        (8, 1, 1, None),
+        ("after", 2, 2, None),
+    ]
+    # The escapes are FORMAT.md's, byte for byte: the Python writer's.
+    for raw, obj in lines:
+        assert_same_bytes_as_python(raw, obj, None)
+    assert b'"seq":"say \\"hi\\"\\\\\\t\\u0001"' in lines[4][0]
+    # Null, 257 bytes, 258 escaped, null in a batch: each took its n and counts as dropped.
+    assert fields["dropped"] == "4"
+    n_values = sorted(o["n"] for o in (obj for _, obj in lines))
+    assert len(n_values) == len(rows) and set(n_values) < set(range(len(rows) + 4))
+    assert len(stderr) == 1 and "string id null or over 256 bytes" in stderr[0]
+
+
+def test_python_writer_takes_string_ids(tmp_path):
+    from fold.steplog import StepLogWriter
+
+    log = tmp_path / "steps.jsonl"
+    with StepLogWriter(log, leg="w") as writer:
+        writer.record("cmpl-\u00e9\n", 3, 2, 3, t_ns=5)
+        writer.record(9, 3, 1, t_ns=6)
+        with pytest.raises(ValueError, match="at most 256 bytes"):
+            writer.record('"' * 129, 1, 0)
+        with pytest.raises(TypeError, match="int or a str"):
+            writer.record(True, 1, 0)  # type: ignore[arg-type]
+    lines, _ = parse_lines(log)
+    assert [o["seq"] for _, o in lines] == ["cmpl-\u00e9\n", 9]
+    assert b'"seq":"cmpl-\xc3\xa9\\n"' in lines[0][0]
+
+
 # --- leg labels and byte compatibility ----------------------------------------------------------
 
 LEGS = [
@@ -369,18 +452,56 @@ def test_ctypes_writer_matches_python_writer_bytes(instrument_lib, tmp_path):
         assert_same_bytes_as_python(raw, obj, leg)
 
 
+CTYPES_ID_SCRIPT = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.dflash_step_log_dropped.restype = ctypes.c_uint64
+lib.dflash_step_log_record_id.argtypes = [ctypes.c_char_p, ctypes.c_size_t] + [ctypes.c_uint32] * 2
+lib.dflash_step_log_record_id_emitted.argtypes = (
+    [ctypes.c_char_p, ctypes.c_size_t] + [ctypes.c_uint32] * 3
+)
+for seq in range(60):
+    name = f'cmpl-{seq}-\\u00e9"'.encode()
+    p, a = seq % 9, (seq // 9) % (seq % 9 + 1)
+    if seq % 2:
+        lib.dflash_step_log_record_id_emitted(name, len(name), p, a, a + 1)
+    else:
+        lib.dflash_step_log_record_id(name, len(name), p, a)
+print(lib.dflash_step_log_dropped())
+"""
+
+
+def test_ctypes_string_ids_match_python_writer_bytes(instrument_lib, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-c", CTYPES_ID_SCRIPT, str(instrument_lib)],
+        env=driver_env(DFLASH_STEP_LOG=str(log)),
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    assert proc.stdout.split() == ["0"]
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    assert [o["seq"] for _, o in lines] == [f'cmpl-{seq}-\u00e9"' for seq in range(60)]
+    for raw, obj in lines:
+        assert ("emitted" in obj) == (int(obj["seq"].split("-")[1]) % 2 == 1)
+        assert_same_bytes_as_python(raw, obj, None)
+
+
 # --- concurrency --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("mode", ["threads", "id_threads"])
 @pytest.mark.parametrize("variant", ["plain", "tsan"])
-def test_threads_and_processes_never_interleave(step_log_drivers, tmp_path, variant):
+def test_threads_and_processes_never_interleave(step_log_drivers, tmp_path, variant, mode):
     binary = step_log_drivers[variant][0]
     log = tmp_path / "steps.jsonl"
     threads, per_thread, processes = 8, 1500 if variant == "tsan" else 2500, 4
     env = driver_env(DFLASH_STEP_LOG=str(log), DFLASH_STEP_LEG="conc")
     procs = [
         subprocess.Popen(
-            [str(binary), "threads", str(threads), str(per_thread)],
+            [str(binary), mode, str(threads), str(per_thread)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -406,7 +527,8 @@ def test_threads_and_processes_never_interleave(step_log_drivers, tmp_path, vari
         assert len(rows) == threads * per_thread
         assert_no_gaps(rows)
         assert len({o["pid"] for o in rows}) == 1
-        assert sorted(o["seq"] for o in rows) == expected_seqs
+        assert sorted(seq_of(o) for o in rows) == expected_seqs
+        assert {type(o["seq"]) for o in rows} == {str if mode == "id_threads" else int}
     assert {rows[0]["pid"] for rows in writers.values()} == pids
     check_rows(objs)
     assert all(o["leg"] == "conc" for o in objs)

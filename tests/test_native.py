@@ -157,6 +157,12 @@ class RawNumber:
     literal: bytes
 
 
+# String request ids (FORMAT.md): "7" beside the integer 7, escapes, UTF-8, the empty id.
+STRING_IDS = st.sampled_from(
+    ["7", "cmpl-a1", "cmpl-a2", 'q"\\\t', "é\u2028漢", "", "nul\x00in", "\U0001f642"]
+)
+
+
 @st.composite
 def v1_line(draw: st.DrawFn, row: dict[str, Any]) -> bytes:
     """``row`` as some writer might write it: any key order, whitespace between tokens, unknown
@@ -240,7 +246,7 @@ def any_shape_logs(draw: st.DrawFn, legs: list[dict[str, Any]]) -> bytes:
             "n": counters[w] + draw(st.sampled_from([0, 0, 0, 1])),
             "t_ns": draw(timestamps(legs)),
             "pid": draw(st.sampled_from([1, 4242, 2**63 - 1])),
-            "seq": draw(st.sampled_from([0, 1, 7, 2**63, 2**64 - 1])),
+            "seq": draw(st.sampled_from([0, 1, 7, 2**63, 2**64 - 1]) | STRING_IDS),
             "proposed": proposed,
             "accepted": accepted,
             "emitted": draw(
@@ -502,7 +508,9 @@ def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
     for native in (True, False):
         partial, _ = folded(arm, [str(log)], native=native, skip_bad_lines=True)
         actual = {
-            (row["leg"], row["w"], row["seq"]): sorted(row["t_ns"])
+            (row["leg"], row["w"], row["seq"] if row["sid"] is None else row["sid"]): sorted(
+                row["t_ns"]
+            )
             for row in partial.step_times.iter_rows(named=True)
         }
         assert actual == {key: sorted(times) for key, times in expected.items()}
@@ -516,8 +524,8 @@ def test_step_times_merge_by_concatenation(tmp_path: Path):
                       + b"\n")  # fmt: skip
     second.write_bytes(good_line(n=2, t_ns=start + 3, proposed=0, accepted=0) + b"\n")
     partial, _ = folded(arm, [str(first), str(second)], native=True)
-    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, [start + 5, start + 1,
-                                                                    start + 3])]  # fmt: skip
+    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None,
+                                          [start + 5, start + 1, start + 3])]  # fmt: skip
 
 
 def test_progress_reports_the_file_size(tmp_path: Path):

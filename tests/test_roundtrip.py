@@ -1,10 +1,11 @@
 """Writers -> file -> reader -> fold, for the Python writer and the compiled C++ instrument.
 
-Hypothesis draws a sequence of steps; a writer appends them (the C++ one through its C entry
-points, by ctypes, in a fresh subprocess per example since it reads DFLASH_STEP_LOG once per
-process); the file is folded over one leg that spans the run, and the fold must give back the
-drawn counts. The two writers' lines must be byte-identical for the same values, and both must
-equal the layout of FORMAT.md as the standard library's JSON encoder writes it.
+Hypothesis draws a sequence of steps (integer and string request ids); a writer appends them
+(the C++ one through its C entry points, by ctypes, in a fresh subprocess per example since it
+reads DFLASH_STEP_LOG once per process); the file is folded over one leg that spans the run, and
+the fold must give back the drawn counts. The two writers' lines must be byte-identical for the
+same values, and both must equal the layout of FORMAT.md as the standard library's JSON encoder
+writes it.
 """
 
 from __future__ import annotations
@@ -45,10 +46,14 @@ def step_rows(draw: st.DrawFn, *, invalid: bool = False) -> list[tuple[int, int,
         if invalid and draw(st.integers(0, 9)) == 0:
             accepted = proposed + draw(st.integers(1, 3))
         emitted = draw(st.none() | st.integers(0, accepted + 1))
-        rows.append(
-            (draw(st.integers(0, 2**63 - 1) | st.integers(0, 5)), proposed, accepted, emitted)
-        )
+        seq = draw(st.integers(0, 2**63 - 1) | st.integers(0, 5) | labels | st.sampled_from("ab"))
+        rows.append((seq, proposed, accepted, emitted))
     return rows
+
+
+def by_id(seq: int | str) -> tuple[bool, int | str]:
+    """Integer ids, then string ids: two kinds that never compare with each other."""
+    return isinstance(seq, str), seq
 
 
 def expected_counts(rows: list[tuple[int, int, int, int | None]]) -> dict[str, Any]:
@@ -67,7 +72,7 @@ def expected_counts(rows: list[tuple[int, int, int, int | None]]) -> dict[str, A
         "histogram": histogram,
         "emitted": sum(with_emitted) if with_emitted else None,
         "emitted_lines": len(with_emitted),
-        "requests": sorted({row[0] for row in valid}),
+        "requests": sorted({row[0] for row in valid}, key=by_id),
     }
 
 
@@ -103,7 +108,7 @@ def check_fold(path: str, span: tuple[int, int], label: str | None, rows: list, 
     leg = result["legs"][0]
     for key in ("lines", "steps", "proposed", "accepted", "histogram", "emitted", "emitted_lines"):
         assert leg[key] == expected[key], key
-    assert sorted(request["seq"] for request in leg["requests"]) == expected["requests"]
+    assert sorted((r["seq"] for r in leg["requests"]), key=by_id) == expected["requests"]
     assert result["ambiguous_steps"] == result["unattributed_steps"] == 0
     assert result["torn_lines"] == result["skipped_lines"] == 0
     # A lost line shows as a gap in n: one after the writer's last written line leaves none.
@@ -151,10 +156,20 @@ import ctypes, json, sys
 lib = ctypes.CDLL(sys.argv[1])
 lib.dflash_step_log_record.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32]
 lib.dflash_step_log_record_emitted.argtypes = [ctypes.c_uint64] + [ctypes.c_uint32] * 3
+lib.dflash_step_log_record_id.argtypes = [ctypes.c_char_p, ctypes.c_size_t] + [ctypes.c_uint32] * 2
+lib.dflash_step_log_record_id_emitted.argtypes = (
+    [ctypes.c_char_p, ctypes.c_size_t] + [ctypes.c_uint32] * 3
+)
 lib.dflash_step_log_dropped.restype = ctypes.c_uint64
 assert lib.dflash_step_log_enabled() == 1
 for seq, proposed, accepted, emitted in json.loads(sys.stdin.read()):
-    if emitted is None:
+    if isinstance(seq, str):
+        name = seq.encode()
+        if emitted is None:
+            lib.dflash_step_log_record_id(name, len(name), proposed, accepted)
+        else:
+            lib.dflash_step_log_record_id_emitted(name, len(name), proposed, accepted, emitted)
+    elif emitted is None:
         lib.dflash_step_log_record(seq, proposed, accepted)
     else:
         lib.dflash_step_log_record_emitted(seq, proposed, accepted, emitted)

@@ -36,7 +36,7 @@ enum class Kind : std::int64_t { kDeferred = 0, kBad = 1, kRefused = 2 };
 // its time and request (the trace).
 enum class PerLine : int { kNone = 0, kGroups = 1, kTrace = 2 };
 
-struct Request {  // per (writer, seq, leg or -1); an attributed request has a time per line
+struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time per line
   std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
 };
@@ -87,6 +87,15 @@ struct Fold {
   std::vector<std::int64_t> step_key, step_t, step_proposed, step_accepted;
   std::vector<std::string> step_labels;
   std::unordered_map<std::string, std::int64_t> label_index;
+  // String request ids met, each once: a request's key holds 1 + its place here.
+  std::vector<std::string> seq_ids;
+  std::unordered_map<std::string, std::uint64_t> seq_index;
+
+  std::uint64_t seq_id_key(std::string_view id) {
+    auto [found, fresh] = seq_index.try_emplace(std::string(id), seq_ids.size() + 1);
+    if (fresh) seq_ids.emplace_back(id);
+    return found->second;
+  }
 };
 
 // -- attribution and folding ----------------------------------------------------------------
@@ -225,7 +234,9 @@ class Folder {
     fold_.unattributed += status == kUnattributed;
     fold_.ambiguous += status == kAmbiguous;
     if (per_line_ == PerLine::kGroups) keep_step();
-    std::size_t place = request_index(Key{step_.writer, step_.seq, leg});
+    Key key{step_.writer, step_.seq, leg};
+    if (step_.seq_is_string) key.d = seq_id_key();
+    std::size_t place = request_index(key);
     Request& request = fold_.requests.entries()[place].value;
     request.lines += 1;
     request.steps += step_.proposed > 0;
@@ -270,6 +281,16 @@ class Folder {
     Bin& sums = *last_bin_;
     sums.steps += 1;
     return add(sums.proposed, step_.proposed) && add(sums.accepted, step_.accepted);
+  }
+
+  // The current step's string id in the fold's ids. A request's lines come in runs, so the
+  // last id found answers most lines without hashing it.
+  std::uint64_t seq_id_key() {
+    std::string_view id = seq_id_of(step_, seq_scratch_);
+    if (last_seq_key_ != 0 && id == last_seq_id_) return last_seq_key_;
+    last_seq_id_.assign(id.data(), id.size());
+    last_seq_key_ = fold_.seq_id_key(id);
+    return last_seq_key_;
   }
 
   // The request's place in the table. Writers interleave their lines, but each writer's run
@@ -334,7 +355,10 @@ class Folder {
   PerLine per_line_;
   Fold& fold_;
   Step step_;
-  std::string scratch_;  // an unescaped label
+  std::string scratch_;      // an unescaped label
+  std::string seq_scratch_;  // an unescaped string id
+  std::string last_seq_id_;
+  std::uint64_t last_seq_key_ = 0;
   KeyOrder order_;
   struct CachedRequest {
     Key key{0, 0, 0};
@@ -371,7 +395,9 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
   from.merged_place.reserve(from.requests.entries().size());
   from.merged_before.reserve(from.requests.entries().size());
   for (auto& entry : from.requests.entries()) {
-    std::size_t place = into.requests.index(entry.key);
+    Key key = entry.key;
+    if (key.d != 0) key.d = into.seq_id_key(from.seq_ids[key.d - 1]);  // into's own numbering
+    std::size_t place = into.requests.index(key);
     Request& target = into.requests.entries()[place].value;
     Request& source = entry.value;
     from.merged_place.push_back(static_cast<std::uint32_t>(place));

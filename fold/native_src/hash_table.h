@@ -23,14 +23,16 @@ struct Key {
   std::uint64_t a;
   std::uint64_t b;
   std::int64_t c;
+  std::uint64_t d = 0;  // a request's string id: 1 + its place among the fold's ids; 0: none
   bool operator==(const Key& other) const {
-    return a == other.a && b == other.b && c == other.c;
+    return a == other.a && b == other.b && c == other.c && d == other.d;
   }
   std::uint64_t hash() const {
-    // One finalizer over a multiplicative combination: the three parts land on different
-    // bits, and the finalizer spreads them over the slot index.
+    // One finalizer over a multiplicative combination: the parts land on different bits, and
+    // the finalizer spreads them over the slot index.
     return mix(a ^ (b * 0x9e3779b97f4a7c15ULL) ^
-               (static_cast<std::uint64_t>(c) * 0xc2b2ae3d27d4eb4fULL));
+               (static_cast<std::uint64_t>(c) * 0xc2b2ae3d27d4eb4fULL) ^
+               (d * 0xff51afd7ed558ccdULL));
   }
 };
 

@@ -23,7 +23,20 @@ struct Step {
   bool has_emitted = false, has_label = false, label_escaped = false;
   const char* label_begin = nullptr;
   std::size_t label_length = 0;
+  // A string request id (then seq is 0), kept as its bytes between its quotes, as the label.
+  bool seq_is_string = false, seq_escaped = false;
+  const char* seq_begin = nullptr;
+  std::size_t seq_length = 0;
 };
+
+// The step's string request id as UTF-8, unescaped into `scratch` when it has escapes.
+inline std::string_view seq_id_of(const Step& step, std::string& scratch) {
+  if (!step.seq_escaped) return {step.seq_begin, step.seq_length};
+  scratch.clear();
+  const char* p = step.seq_begin;
+  scan_string(p, &scratch);  // valid: the line was parsed
+  return scratch;
+}
 
 // The step's label as UTF-8, unescaped into `scratch` when it has escapes.
 inline std::string_view label_of(const Step& step, std::string& scratch) {
@@ -190,7 +203,7 @@ inline Verdict read_key(const char*& p, Field& field) {
 inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
   unsigned seen = 0;
   bool wrong = false;  // a field of the wrong type or range: bad unless a duplicate key
-  step.has_emitted = step.has_label = false;
+  step.has_emitted = step.has_label = step.seq_is_string = false;
   skip_ws(p);
   if (*p != '{') return Verdict::kBad;
   ++p;
@@ -260,6 +273,15 @@ inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
           step.pid = static_cast<std::int64_t>(number);
           break;
         case kSeq:
+          if (*p == '"') {  // a string request id
+            step.seq = 0;
+            step.seq_is_string = true;
+            step.seq_begin = ++p;
+            step.seq_escaped = false;
+            value = scan_string(p, nullptr, &step.seq_escaped);
+            step.seq_length = static_cast<std::size_t>(p - 1 - step.seq_begin);
+            break;
+          }
           value = integer_field(p, ~std::uint64_t{0}, number, wrong);
           step.seq = number;
           break;

@@ -188,11 +188,14 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
   return true;
 }
 
-// Attributed requests first, in (leg, writer, seq) order (writer ids as 16 lowercase hex
-// digits sort as their numbers), then the unattributed: the order the partial fold keeps, so
+// Attributed requests first, in (leg, writer, string id, seq) order (writer ids as 16
+// lowercase hex digits sort as their numbers; integer ids, which have no string id, first,
+// then the string ids by their bytes, as polars sorts them), then the unattributed: the
+// order the partial fold keeps, so
 // the step times need no sort or filter (no copy) in Python. Returns the places in `entries`
 // in that order; the entries stay where they are (the lines' request places point at them).
-inline std::vector<std::uint32_t> request_order(const std::vector<Table<Request>::Entry>& entries) {
+inline std::vector<std::uint32_t> request_order(const std::vector<Table<Request>::Entry>& entries,
+                                                const std::vector<std::string>& seq_ids) {
   std::vector<std::uint32_t> order(entries.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
   std::sort(order.begin(), order.end(), [&](std::uint32_t i, std::uint32_t j) {
@@ -202,6 +205,10 @@ inline std::vector<std::uint32_t> request_order(const std::vector<Table<Request>
     if (x_out != y_out) return y_out;
     if (x.c != y.c) return x.c < y.c;
     if (x.a != y.a) return x.a < y.a;
+    if (x.d != y.d) {
+      if (x.d == 0 || y.d == 0) return x.d == 0;
+      return seq_ids[x.d - 1] < seq_ids[y.d - 1];  // char_traits<char>: bytes as unsigned
+    }
     return x.b < y.b;
   });
   return order;
@@ -221,7 +228,7 @@ inline std::vector<Fold*> merged_ranges(RangeResult& result) {
 // writer (as `writer_of` numbers requests' writers, by place in the first range's table) and
 // seq, its time, pid and counts. Read before export_times frees the line arrays.
 struct TraceLines {
-  std::vector<std::int64_t> leg, writer, seq, t_ns, pid, proposed, accepted, emitted;
+  std::vector<std::int64_t> leg, writer, seq, sid, t_ns, pid, proposed, accepted, emitted;
 };
 
 inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_t>& writer_of) {
@@ -230,8 +237,8 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
   std::vector<Fold*> ranges = merged_ranges(result);
   std::size_t total = 0;
   for (const Fold* range : ranges) total += range->line_t.size();
-  for (auto* column : {&lines.leg, &lines.writer, &lines.seq, &lines.t_ns, &lines.pid,
-                       &lines.proposed, &lines.accepted, &lines.emitted}) {
+  for (auto* column : {&lines.leg, &lines.writer, &lines.seq, &lines.sid, &lines.t_ns,
+                       &lines.pid, &lines.proposed, &lines.accepted, &lines.emitted}) {
     column->reserve(total);
   }
   for (std::size_t index = 0; index < ranges.size(); ++index) {
@@ -243,6 +250,7 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
       lines.leg.push_back(key.c);
       lines.writer.push_back(writer_of[place]);
       lines.seq.push_back(static_cast<std::int64_t>(key.b));
+      lines.sid.push_back(static_cast<std::int64_t>(key.d) - 1);
       lines.t_ns.push_back(range.line_t[line]);
       lines.pid.push_back(range.line_pid[line]);
       lines.proposed.push_back(range.line_proposed[line]);

@@ -34,9 +34,23 @@ Row row_for(std::uint64_t seq) {
   return r;
 }
 
+// The string id of seq in the modes that write string ids (mirrored by id_for() in the test).
+std::string id_for(std::uint64_t seq) { return "r" + std::to_string(seq); }
+
+// Request `seq` as an integer id or, with `ids`, as its string id.
+template <typename... Counts>
+void record_one(bool ids, std::uint64_t seq, Counts... counts) {
+  if (ids) {
+    sl::record(id_for(seq), counts...);
+  } else {
+    sl::record(seq, counts...);
+  }
+}
+
 // Writes `count` rows with seq base, base+1, ...: single records without and with `emitted`,
-// and batches of varying size (one of them larger than the batch buffer).
-void write_rows(std::uint64_t base, std::uint64_t count) {
+// and batches of varying size (one of them larger than the batch buffer). With `ids`, each
+// request is named by its string id instead.
+void write_rows(std::uint64_t base, std::uint64_t count, bool ids = false) {
   static const std::uint64_t kBatchSizes[] = {1, 8, 64, 3, 200, 17};
   std::uint64_t i = 0;
   std::size_t round = 0;
@@ -45,13 +59,13 @@ void write_rows(std::uint64_t base, std::uint64_t count) {
       case 0: {
         const std::uint64_t seq = base + i++;
         const Row r = row_for(seq);
-        sl::record(seq, r.proposed, r.accepted);
+        record_one(ids, seq, r.proposed, r.accepted);
         break;
       }
       case 1: {
         const std::uint64_t seq = base + i++;
         const Row r = row_for(seq);
-        sl::record(seq, r.proposed, r.accepted, r.emitted);
+        record_one(ids, seq, r.proposed, r.accepted, r.emitted);
         break;
       }
       default: {
@@ -60,7 +74,11 @@ void write_rows(std::uint64_t base, std::uint64_t count) {
         for (std::uint64_t j = 0; j < size && i < count; ++j) {
           const std::uint64_t seq = base + i++;
           const Row r = row_for(seq);
-          batch.add(seq, r.proposed, r.accepted, r.emitted);
+          if (ids) {
+            batch.add(id_for(seq), r.proposed, r.accepted, r.emitted);  // a temporary: copied
+          } else {
+            batch.add(seq, r.proposed, r.accepted, r.emitted);
+          }
         }
         if (round % 2 == 0) batch.commit();  // else the destructor commits
         break;
@@ -93,11 +111,19 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  if (mode == "threads" && argc == 4) {  // threads T COUNT_PER_THREAD; seq = thread * 1e6 + i
+  if (mode == "id_rows" && argc == 4) {  // id_rows BASE COUNT: string ids
+    write_rows(arg(argv, 2), arg(argv, 3), true);
+    report();
+    return 0;
+  }
+
+  if ((mode == "threads" || mode == "id_threads") && argc == 4) {
+    // threads T COUNT_PER_THREAD; seq = thread * 1e6 + i (id_threads: as string ids)
     const std::uint64_t threads = arg(argv, 2), count = arg(argv, 3);
+    const bool ids = mode == "id_threads";
     std::vector<std::thread> pool;
     for (std::uint64_t t = 0; t < threads; ++t) {
-      pool.emplace_back([t, count] { write_rows(t * 1000000, count); });
+      pool.emplace_back([t, count, ids] { write_rows(t * 1000000, count, ids); });
     }
     for (auto& th : pool) th.join();
     report();
@@ -176,6 +202,40 @@ int main(int argc, char** argv) {
       batch.add(5ull, draft.size(), 1, std::uint16_t{2});
       batch.add(6, 2, 1, too_big);  // emitted too big: dropped
       batch.add(7, 2, 2);
+    }
+    report();
+    return 0;
+  }
+
+  if (mode == "id_kinds" && argc == 2) {  // every kind of string id, and the ones dropped
+    const std::string owned = "cmpl-1";
+    const char* pointer = "cmpl-2";
+    const char* none = nullptr;
+    const char array[] = "cmpl-3";
+    sl::record(owned, 4, 2);                            // std::string
+    sl::record(pointer, 4, 1, 2);                       // const char*
+    sl::record(std::string_view("cmpl-4"), 3, 3);       // std::string_view
+    sl::record(array, 2, 0, 1);                         // char array
+    sl::record("say \"hi\"\\\t\x01", 1, 1);           // escaped like the leg label
+    sl::record(std::string("nul\0in", 6), 1, 0);        // a NUL byte inside the id
+    sl::record("bad \xff byte", 2, 1);                  // invalid UTF-8: U+FFFD
+    sl::record("7", 5, 2);                              // the string "7", not the integer 7
+    sl::record(7, 5, 1);
+    sl::record(none, 1, 0);                             // null: dropped
+    sl::record(std::string(257, 'x'), 1, 0);            // over 256 bytes: dropped
+    sl::record(std::string(128, '"'), 1, 0);            // 256 bytes escaped: written
+    sl::record(std::string(129, '"'), 1, 0);            // 258 bytes escaped: dropped
+    {
+      // 40 rows of 250-byte ids: the batch's id buffer fills (16 ids) before its rows do.
+      sl::Batch batch;
+      for (int i = 0; i < 40; ++i) {
+        std::string id = "long-" + std::to_string(i) + "-";
+        id.resize(250, 'y');
+        batch.add(id, 3, static_cast<unsigned>(i % 4), static_cast<unsigned>(i % 4 + 1));
+      }
+      batch.add(none, 1, 0);  // dropped
+      batch.add(8, 1, 1);     // an integer id between string ones
+      batch.add("after", 2, 2);
     }
     report();
     return 0;
