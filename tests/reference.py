@@ -115,7 +115,8 @@ def parse_step(raw: bytes) -> Step | None:
         emitted=emitted,
         label=label,
     )
-    if not 0 <= step.seq < 2**64 or not all(
+    seq_in_range = isinstance(step.seq, str) or 0 <= step.seq < 2**64
+    if not seq_in_range or not all(
         value < 2**63 for value in (step.n, step.t_ns, step.pid, step.proposed, emitted or 0)
     ):
         return None

@@ -127,3 +127,25 @@ def test_each_stderr_file_traces_its_prompts_steps_before_each_leg(prompt):
             pending = []
     assert pending == []
     assert legs == [(run, steps, proposed, accepted) for run in range(1, REPEAT + 1)]
+
+
+def test_the_three_ways_in_give_the_same_legs():
+    """The hook's log, the engine's own trace and the record's counters alone."""
+    arm = str(EXAMPLE / "our-arm.json")
+    traces = [str(EXAMPLE / "stderr" / f"prompt-{prompt}.log") for prompt in range(4)]
+    ways = {
+        "hook": [str(EXAMPLE / "steps.jsonl")],
+        "engine trace": traces,
+        "counters alone": [],
+    }
+    for way, logs in ways.items():
+        result = fold_acceptance(arm, logs, resamples=0).to_json()
+        legs = [
+            (leg["run"], leg["steps"], leg["proposed"], leg["accepted"]) for leg in result["legs"]
+        ]
+        assert legs == _expected_legs(), way
+        assert (
+            result["warm"]["steps"],
+            result["warm"]["proposed"],
+            result["warm"]["accepted"],
+        ) == WARM, way
