@@ -24,16 +24,17 @@ from fold.compare import compare
 from fold.errors import FoldError, InputError
 from fold.follow import Follower, run_follow
 from fold.gap import DEFAULT_TOLERANCE
-from fold.markdown import markdown_record
-from fold.present.charts import require_matplotlib
-from fold.present.report import markdown_links, write_page, write_plots
+from fold.present.cadence import cadence_view
+from fold.present.chart import require_matplotlib
+from fold.present.comparison import comparison
+from fold.present.live import live_view
+from fold.present.markdown import markdown_record
+from fold.present.page import markdown_links, write_page, write_plots
+from fold.present.table import report
+from fold.present.trace import write_trace
 from fold.reader import expand_log_paths
-from fold.render import report
-from fold.render_cadence import cadence_view
-from fold.render_compare import comparison
-from fold.render_live import live_view
 from fold.result import FoldResult
-from fold.trace import write_trace
+from fold.trace_lines import attributed_lines
 from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.vs_arms import load_arms
 from fold.warm import DEFAULT_PREDICATE
@@ -290,9 +291,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
     if arguments.trace:
-        write_trace(
-            arguments.trace, arm, arguments.logs, result, skip_bad_lines=arguments.skip_bad_lines
-        )
+        lines = attributed_lines(arm, arguments.logs, skip_bad_lines=arguments.skip_bad_lines)
+        write_trace(arguments.trace, arm, lines, result)
     if arguments.html or arguments.plots:
         document = result.to_json()
         if arguments.html:

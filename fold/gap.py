@@ -23,7 +23,7 @@ Verdict rules, tried in this order (``tol`` is ``--tolerance``, default 2%):
 When both arms were resampled (``fold.gap_intervals``), rules 2 and 4 to 6 read from the 95%
 intervals instead of the tolerance (:func:`_verdict_from_intervals`), in the unit of the split.
 
-Nothing here prints; ``fold.render_compare`` turns the results into lines.
+Nothing here prints; ``fold.present.comparison`` turns the results into lines.
 """
 
 from __future__ import annotations

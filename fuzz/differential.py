@@ -132,7 +132,8 @@ _EDGES = [b"0", b"-0", b"1", b"-1", b"7", b"65535", b"65536", b"65537", b"214748
           b"18446744073709551615", b"18446744073709551616", b"1.0", b"1e2", b"1e999",
           b"-1e999", b"1" + b"0" * 250 + b"e99", b"9" * 320, b"null", b"true", b"\"\"",
           b'"5f0c1a2b3c4d5e6f"', b'"warm"', b'"b"', b'"\\u00e4"', b'"\\ud800"', b"[]",
-          b"{}", b'{"a":[1,{"b":null}]}']  # fmt: skip
+          b"{}", b'{"a":[1,{"b":null}]}', b'"cmpl-3f2a"', b'"7"', b'"\\u0063mpl-3f2a"',
+          b'"' + b"x" * 256 + b'"', b'"' + b"x" * 257 + b'"']  # fmt: skip
 _KEYS = [b"v", b"w", b"n", b"t_ns", b"pid", b"seq", b"proposed", b"accepted", b"emitted",
          b"leg", b"x", b"host"]  # fmt: skip
 # The legs' window edges in fuzz/arm.json (ns), each +-1 ns and +-500 ns (the widened band).

@@ -20,7 +20,7 @@ from fold.api import LogFold, fold_acceptance
 from fold.arm import arm_from_document, load_arm
 from fold.cli import main
 from fold.errors import InputError, RefusedError
-from fold.render_cadence import cadence_view
+from fold.present.cadence import cadence_view
 from fold.uncertainty import decode_steps_per_s
 
 approx = pytest.approx

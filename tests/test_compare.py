@@ -202,7 +202,7 @@ def _figures(row) -> list[str]:
 @pytest.mark.parametrize("width", [80, 60, 40])
 def test_comparison_table_prints_every_figure_whole(width):
     from fold.oracles import arm_from_counts
-    from fold.render_compare import comparison_table
+    from fold.present.comparison import comparison_table
 
     result = fold_acceptance(OURS[0], [OURS[1]])
     rows = [
@@ -223,7 +223,7 @@ def test_comparison_table_prints_every_figure_whole(width):
 def test_legs_table_gives_way_before_cutting_large_counts():
     from rich.table import Table
 
-    from fold.render_fit import fit
+    from fold.present.fit import fit
 
     table = Table()
     for header in ("leg", "S", "P", "A", "shape"):

@@ -25,7 +25,7 @@ from fold.gap import (
     oracles_block,
 )
 from fold.oracles import ArmFigures, arm_from_counts, load_oracle
-from fold.render_compare import comparison, comparison_table, verdict_lines
+from fold.present.comparison import comparison, comparison_table, verdict_lines
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "oracles"
 OURS_TOK_S = 14.951

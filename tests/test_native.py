@@ -39,7 +39,7 @@ from strategies import (
 import fold.accumulate
 import fold.logfile
 import fold.native
-import fold.trace
+import fold.trace_lines
 from fold import _native  # fails here when the extension was not built
 from fold.accumulate import PartialFold
 from fold.api import LogFold, fold_acceptance
@@ -617,7 +617,7 @@ def _trace_lines(arm: Any, log: Path, *, native: bool, skip: bool) -> Any:
     """The trace's attributed lines and writers' pids (sorted, to compare), or the error."""
     with native_switch(native):
         try:
-            lines, pids = fold.trace._attributed_lines(arm, [str(log)], skip)
+            lines, pids = fold.trace_lines._read(arm, [str(log)], skip)
         except (InputError, RefusedError) as error:
             return (type(error).__name__, str(error))
     return lines.sort(lines.columns), pids

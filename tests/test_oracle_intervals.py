@@ -20,7 +20,7 @@ import pytest
 from fold.cli import main
 from fold.leg_sums import Leg
 from fold.oracles import load_oracle, read_oracle
-from fold.render import plus_minus
+from fold.present.table import plus_minus
 from fold.uncertainty import bootstrap, fold_replicates
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

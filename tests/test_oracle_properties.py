@@ -19,7 +19,7 @@ from strategies import scaled
 
 from fold.errors import RefusedError
 from fold.oracles import read_oracle
-from fold.render_fit import fit
+from fold.present.fit import fit
 
 
 @st.composite

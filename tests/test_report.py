@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from fold.cli import main as cli
-from fold.present.charts import DPI, HEIGHT_IN, WIDTH_IN, charts, render
-from fold.present.report import page
+from fold.present.chart import DPI, HEIGHT_IN, WIDTH_IN, render
+from fold.present.charts import charts
+from fold.present.page import page
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE = ROOT / "fixtures" / "gate-example"

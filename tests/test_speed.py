@@ -18,7 +18,7 @@ from fold.api import fold_acceptance
 from fold.cli import main
 from fold.gap import attribute_gap
 from fold.oracles import arm_from_counts
-from fold.render_compare import comparison, speed_summary
+from fold.present.comparison import comparison, speed_summary
 from fold.speed import split_speed
 
 approx = pytest.approx

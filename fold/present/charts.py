@@ -5,47 +5,32 @@ block once a comparison ran), so a chart shows exactly the figures the table and
 show, and nothing here reads an input. Marks are per leg, per window of steps or per draft
 position, never per step, so a fold of millions of lines draws as fast as one of hundreds.
 
-matplotlib is imported only when a chart is drawn: it is the ``report`` extra, not a core
-dependency.
+How a chart is drawn and rendered (style, PNG and SVG bytes) is ``fold.present.chart``.
 """
 
 from __future__ import annotations
 
-import io
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from fold.acceptance import per_position_conditional
-from fold.errors import InputError
+from fold.present.chart import (
+    COLD_COLOUR,
+    FLAG_COLOUR,
+    PALETTE,
+    WARM_COLOUR,
+    Chart,
+    leg_colour,
+    legend_patches,
+    panel_rows,
+    percent,
+    plain_formatter,
+)
 
-REPORT_EXTRA = "pip install 'fold-acceptance[report]'"
-# Stable colours per arm, in row order: ours first, then each oracle.
-PALETTE = ("#1f5fa8", "#d9622b", "#2e8b57", "#8e44ad", "#b8860b", "#c0392b", "#555555")
-WARM_COLOUR, COLD_COLOUR, FLAG_COLOUR = "#1f5fa8", "#9aa5b1", "#c0392b"
-WIDTH_IN, HEIGHT_IN, DPI = 7.2, 3.6, 100
-PANEL_HEIGHT = 0.6  # each further panel adds this much of a chart's height
-MAX_WINDOWS_DRAWN = 128  # per leg: finer than a chart shows, and a page of many legs stays small
-MAX_LABELS = 30  # leg labels on an axis, at most; past that every n-th
 NEEDS_STEPS = "needs a step log"
 NEEDS_TIMES = "needs time stamps on the steps"
-
-
-@dataclass(frozen=True)
-class Chart:
-    """One picture: a stable file name, a title, a one-sentence caption and how to draw it.
-
-    ``missing`` says why the chart cannot be drawn from this fold (then ``draw`` is None).
-    """
-
-    name: str
-    title: str
-    caption: str
-    draw: Callable[[Any], None] | None
-    missing: str | None = None
-    panels: int = 1
-    """Panels stacked one above another (one per run of ours): each adds to the height."""
+MAX_WINDOWS_DRAWN = 128  # per leg: finer than a chart shows, and a page of many legs stays small
+MAX_LABELS = 30  # leg labels on an axis, at most; past that every n-th
 
 
 def charts(document: dict[str, Any]) -> list[Chart]:
@@ -58,54 +43,6 @@ def charts(document: dict[str, Any]) -> list[Chart]:
         _intervals(document),
         _time_shares(document),
     ]
-
-
-def render(chart: Chart, fmt: str) -> bytes:
-    """The chart as ``png`` or ``svg`` bytes; the same document gives the same bytes."""
-    if chart.draw is None:
-        raise ValueError(f"chart {chart.name} has nothing to draw: {chart.missing}")
-    figure_class = _matplotlib_figure()
-    import matplotlib
-
-    with matplotlib.rc_context(_STYLE):
-        height = HEIGHT_IN * (1 + PANEL_HEIGHT * (chart.panels - 1))
-        figure = figure_class(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
-        chart.draw(figure)
-        out = io.BytesIO()
-        metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
-        figure.savefig(out, format=fmt, metadata=metadata)
-    return out.getvalue()
-
-
-_STYLE = {
-    "svg.hashsalt": "fold-acceptance",
-    "svg.fonttype": "path",
-    "font.family": "DejaVu Sans",
-    "font.size": 9,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "axes.axisbelow": True,
-    "grid.color": "#e3e6ea",
-    "grid.linewidth": 0.6,
-    "legend.frameon": False,
-    "legend.fontsize": 8,
-}
-
-
-def require_matplotlib() -> None:
-    """Refuse before any work when the charts' library is missing, saying how to add it."""
-    _matplotlib_figure()
-
-
-def _matplotlib_figure():
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as error:
-        raise InputError(
-            f"charts need matplotlib, which the core install leaves out: {REPORT_EXTRA}"
-        ) from error
-    return Figure
 
 
 def _arms(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -136,10 +73,10 @@ def _per_position(document: dict[str, Any]) -> Chart:
         for index, name, rates in arms:
             colour = PALETTE[index % len(PALETTE)]
             positions = list(range(len(rates)))
-            axes.plot(positions, _percent(rates), marker="o", color=colour, label=name)
+            axes.plot(positions, percent(rates), marker="o", color=colour, label=name)
             axes.plot(
                 positions,
-                _percent(per_position_conditional(rates)),
+                percent(per_position_conditional(rates)),
                 marker=".",
                 linestyle="--",
                 color=colour,
@@ -170,7 +107,7 @@ def _windows(document: dict[str, Any]) -> Chart:
         return Chart("windows", "Acceptance along each leg", caption, None, NEEDS_STEPS)
 
     def draw(figure) -> None:
-        panels = _panels(figure, runs, sharex=True, sharey=True)
+        panels = panel_rows(figure, runs, sharex=True, sharey=True)
         for axes, (_, legs) in zip(panels, runs, strict=True):
             for leg in legs:
                 # each window is a flat segment from its first step to the next window's
@@ -181,16 +118,16 @@ def _windows(document: dict[str, Any]) -> Chart:
                 rates = [rate for _, rate in windows]
                 axes.plot(
                     edges,
-                    _percent([*rates, rates[-1]]),
+                    percent([*rates, rates[-1]]),
                     drawstyle="steps-post",
-                    color=_leg_colour(leg, bool(leg.get("flags"))),
+                    color=leg_colour(leg, bool(leg.get("flags"))),
                     linewidth=1.4 if leg.get("warm") else 1.0,
                     alpha=0.85,
                 )
             axes.set_ylabel("A/P (%)")
             axes.set_ylim(0, 105)
         panels[-1].set_xlabel("verify step within the leg (window start)")
-        _legend_patches(
+        legend_patches(
             panels[0],
             [("warm leg", WARM_COLOUR), ("cold leg", COLD_COLOUR), ("flagged", FLAG_COLOUR)],
         )
@@ -312,8 +249,8 @@ def _waterfall(document: dict[str, Any]) -> Chart:
                     level *= factor
             axes.axhline(1.0, color="black", linewidth=0.6)
             axes.set_yscale("log")
-            axes.yaxis.set_major_formatter(_plain_formatter())
-            axes.yaxis.set_minor_formatter(_plain_formatter())
+            axes.yaxis.set_major_formatter(plain_formatter())
+            axes.yaxis.set_minor_formatter(plain_formatter())
             axes.set_xticks(range(len(steps)), [label for label, _, _ in steps], rotation=30)
             axes.set_title(f"ours vs {name}", fontsize=9)
         columns[0].set_ylabel("factor (log scale)")
@@ -370,7 +307,7 @@ def _intervals(document: dict[str, Any]) -> Chart:
     longest = max(leg["cadence"]["interval_max_s"] for _, legs in runs for leg in legs)
 
     def draw(figure) -> None:
-        panels = _panels(figure, runs, sharex=True, sharey=True)
+        panels = panel_rows(figure, runs, sharex=True, sharey=True)
         for axes, (_, legs) in zip(panels, runs, strict=True):
             index = [leg["index"] for leg in legs]
             ms = {
@@ -382,7 +319,7 @@ def _intervals(document: dict[str, Any]) -> Chart:
                     "interval_max_s",
                 )
             }
-            colours = [_leg_colour(leg, bool(leg["cadence"].get("stalls"))) for leg in legs]
+            colours = [leg_colour(leg, bool(leg["cadence"].get("stalls"))) for leg in legs]
             p50, p90, p99 = ms["interval_median_s"], ms["interval_p90_s"], ms["interval_p99_s"]
             heights = [high - low for low, high in zip(p50, p90, strict=True)]
             axes.bar(index, heights, bottom=p50, width=0.6, color=colours, alpha=0.7)
@@ -393,7 +330,7 @@ def _intervals(document: dict[str, Any]) -> Chart:
             axes.set_ylabel("interval (ms)")
         panels[-1].set_xlabel("leg index")
         panels[-1].xaxis.get_major_locator().set_params(integer=True)
-        _legend_patches(
+        legend_patches(
             panels[0],
             [("warm leg", WARM_COLOUR), ("cold leg", COLD_COLOUR), ("stalls", FLAG_COLOUR)],
         )
@@ -461,7 +398,7 @@ def _time_shares(document: dict[str, Any]) -> Chart:
             axes.grid(axis="y", visible=False)
             if len(runs) > 1:
                 axes.set_title(name, fontsize=9, loc="right")
-        _legend_patches(panels[0], list(_SHARE_PARTS))
+        legend_patches(panels[0], list(_SHARE_PARTS))
 
     return Chart("time-shares", "Warm legs' time", caption, draw)
 
@@ -470,40 +407,3 @@ def runs_of_ours(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(name, fold document) of our run and of each other run of ours it is compared with."""
     runs = (document.get("oracles") or {}).get("runs") or {}
     return [("ours", document), *((name, run["fold"]) for name, run in runs.items())]
-
-
-def _panels(figure, runs: list, *, sharex: bool, sharey: bool) -> list:
-    """One row of axes per run, titled with the run's name when there is more than one."""
-    rows = figure.subplots(len(runs), 1, sharex=sharex, sharey=sharey, squeeze=False)[:, 0]
-    if len(runs) > 1:
-        for axes, (name, _) in zip(rows, runs, strict=True):
-            axes.set_title(name, fontsize=9, loc="right")
-    return list(rows)
-
-
-def _leg_colour(leg: dict[str, Any], flagged: bool) -> str:
-    if flagged:
-        return FLAG_COLOUR
-    return WARM_COLOUR if leg.get("warm") else COLD_COLOUR
-
-
-def _percent(rates: list[float | None]) -> list[float]:
-    return [math.nan if rate is None else 100 * rate for rate in rates]
-
-
-def _legend_patches(axes, entries: list[tuple[str, str]]) -> None:
-    """A one-row legend above the plot, where it can hide no mark."""
-    from matplotlib.patches import Patch
-
-    axes.legend(
-        handles=[Patch(color=colour, label=label) for label, colour in entries],
-        loc="lower left",
-        bbox_to_anchor=(0.0, 1.0),
-        ncol=len(entries),
-    )
-
-
-def _plain_formatter():
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda value, _: f"{value:.2f}")

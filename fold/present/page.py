@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from fold.errors import InputError
-from fold.present.charts import Chart, charts, render
+from fold.present.chart import Chart, render
+from fold.present.charts import charts
 
 PLOT_FORMATS = ("png", "svg")
 _STYLE = """

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.follow import FollowView, Notice, ProvisionalGroup
-from fold.render import length, percent, report
+from fold.present.table import length, percent, report
 from fold.result import FoldResult
 
 

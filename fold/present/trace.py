@@ -14,11 +14,8 @@ stalls among them), so a log of millions of steps still gives a file a browser o
 acceptance windows widen by the same rule. ``otherData`` in the file says whether and how it
 was aggregated, and whether the limit was met (a slice per request at least).
 
-The trace is an extra output: it reads the logs again rather than making the fold keep every
-step. The native pass hands back every attributed line (``fold.native.read_range`` with
-``want_lines``); without the extension, or for a file the pass cannot take, the polars
-reference reader (``fold.reader.StepLogReader``) and the fold's attribution (``fold.attribute``)
-read the same lines with the same errors, more slowly. The tests hold both to the same lines.
+The lines come from ``fold.trace_lines``, which reads the logs again: the fold keeps no
+per-step rows.
 """
 
 from __future__ import annotations
@@ -31,17 +28,12 @@ from typing import Any
 import orjson
 import polars as pl
 
-from fold import native
 from fold.accumulate import request_id
 from fold.annotate import write_atomically
 from fold.arm import WINDOW_SLACK_NS, ArmRecord
-from fold.attribute import ATTRIBUTED, attribute
 from fold.cadence import KEY, with_intervals
-from fold.errors import InputError
-from fold.logfile import Legs
-from fold.reader import ReadCounts, StepLogReader, expand_log_paths
 from fold.result import FoldResult
-from fold.spectrace import NO_TIME_STAMPS, looks_like_engine_trace
+from fold.trace_lines import TraceLines
 
 TRACE_FORMAT = "fold-acceptance-trace/1"
 DEFAULT_SLICE_LIMIT = 200_000
@@ -63,15 +55,12 @@ class TraceSummary:
 def write_trace(
     path: str | Path,
     arm: ArmRecord,
-    logs: list[str],
+    lines: TraceLines,
     result: FoldResult,
     *,
-    skip_bad_lines: bool = False,
     slice_limit: int = DEFAULT_SLICE_LIMIT,
 ) -> TraceSummary:
-    document = build_trace(
-        arm, logs, result, skip_bad_lines=skip_bad_lines, slice_limit=slice_limit
-    )
+    document = build_trace(arm, lines, result, slice_limit=slice_limit)
     write_atomically(path, orjson.dumps(document))
     meta = document["otherData"]
     return TraceSummary(str(path), meta["steps"], meta["step_slices"], meta["steps_per_slice"])
@@ -79,23 +68,16 @@ def write_trace(
 
 def build_trace(
     arm: ArmRecord,
-    logs: list[str],
+    attributed: TraceLines,
     result: FoldResult,
     *,
-    skip_bad_lines: bool = False,
     slice_limit: int = DEFAULT_SLICE_LIMIT,
 ) -> dict[str, Any]:
-    """The trace document for ``result``, the fold of ``logs`` over ``arm``."""
+    """The trace document for ``result``, the fold over ``arm`` of the logs whose attributed
+    lines are ``attributed`` (``fold.trace_lines.attributed_lines``)."""
     if slice_limit < 1:
         raise ValueError("slice_limit must be at least 1")
-    paths = expand_log_paths(logs)
-    for path in paths:
-        if looks_like_engine_trace(path):
-            raise InputError(
-                f"--trace {path}: the time axis {NO_TIME_STAMPS}; the hook's step log "
-                "(DFLASH_STEP_LOG) has them"
-            )
-    lines, pids = _attributed_lines(arm, paths, skip_bad_lines)
+    lines, pids, paths = attributed.lines, attributed.pids, attributed.paths
     steps = lines.height
     per_slice = group_size(lines.group_by(KEY).len()["len"], slice_limit)
     window = result.window_steps
@@ -138,18 +120,6 @@ def build_trace(
     }
 
 
-_LINE_SCHEMA = {
-    "leg": pl.Int32,
-    "w": pl.Categorical,
-    "seq": pl.UInt64,
-    "sid": pl.String,
-    "t_ns": pl.Int64,
-    "proposed": pl.Int32,
-    "accepted": pl.Int32,
-    "emitted": pl.Int32,
-}
-
-
 def group_size(counts: pl.Series, limit: int) -> int:
     """The fewest items per group such that groups of consecutive items, cut separately in
     each of ``counts``, number at most ``limit`` (1 when every item fits). When even one group
@@ -168,46 +138,6 @@ def group_size(counts: pl.Series, limit: int) -> int:
         else:
             low = middle + 1
     return low
-
-
-def _attributed_lines(
-    arm: ArmRecord, paths: list[str], skip_bad_lines: bool
-) -> tuple[pl.DataFrame, dict[str, int]]:
-    """The attributed lines, in the few narrow columns the trace needs (a log of millions of
-    lines is held whole), and each writer's pid. The native pass hands them back when it is
-    built (a file it cannot take goes to the polars reader, as a fold's does)."""
-    legs = Legs.of(arm.legs)
-    frames = []
-    pids: dict[str, int] = {}
-
-    def keep(lines: pl.DataFrame) -> None:
-        for w, pid in lines.group_by("w").agg(pl.col("pid").max()).iter_rows():
-            pids[w] = max(pid, pids.get(w, pid))
-        frames.append(lines.select(pl.col(name).cast(dtype) for name, dtype in
-                                   _LINE_SCHEMA.items()))  # fmt: skip
-
-    for path in paths:
-        read = None
-        if native.available():
-            read = native.read_range(
-                path,
-                arm.legs,
-                legs.windows,
-                legs.native,
-                ReadCounts(),
-                skip_bad_lines=skip_bad_lines,
-                want_lines=True,
-            )
-        if read is not None and read.attributed_lines is not None:
-            keep(read.attributed_lines)
-            continue
-        reader = StepLogReader(path, skip_bad_lines=skip_bad_lines)
-        for block in reader.read_available():
-            attributed = attribute(block, legs.windows).filter(pl.col("status") == ATTRIBUTED)
-            keep(attributed)
-        reader.finish()
-    lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINE_SCHEMA)
-    return lines, pids
 
 
 def _tracks(

@@ -9,8 +9,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.render import NOT_DEFINED, percent, rate, same_decimals
-from fold.render_fit import Fitted, fit
+from fold.present.fit import Fitted, fit
+from fold.present.table import NOT_DEFINED, percent, rate, same_decimals
 from fold.result import FoldResult
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.acceptance import accept_rate
-from fold.render_fit import fit
+from fold.present.fit import fit
 from fold.result import NEEDS_STEP_LOG, FoldResult
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"

@@ -11,9 +11,9 @@ from typing import Any
 
 from fold.compare import Comparison
 from fold.oracles import ArmFigures
-from fold.render import length, percent, rate, sparkline, three_decimals
-from fold.render_cadence import time_cells, where_time_goes
-from fold.render_compare import speed_summary
+from fold.present.cadence import time_cells, where_time_goes
+from fold.present.comparison import speed_summary
+from fold.present.table import length, percent, rate, sparkline, three_decimals
 from fold.result import NEEDS_STEP_LOG, FoldResult
 from fold.speed import SpeedSplit
 
@@ -56,7 +56,7 @@ def markdown_record(
         sections.append(_verdicts(comparison, comparison.speeds))
         if comparison.runs:
             # imported here: that module builds its tables with this one's helpers
-            from fold.markdown_runs import runs_section
+            from fold.present.markdown_runs import runs_section
 
             sections.append(runs_section(comparison.runs))
     sections.append(_folds(result))

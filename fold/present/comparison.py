@@ -25,9 +25,9 @@ from fold.oracles import (
     WARM_LEGS,
     ArmFigures,
 )
-from fold.render import length, percent, plus_minus, three_decimals
-from fold.render_fit import Fitted, fit
-from fold.render_runs import runs_lines
+from fold.present.fit import Fitted, fit
+from fold.present.runs import runs_lines
+from fold.present.table import length, percent, plus_minus, three_decimals
 from fold.runs import RunsComparison
 from fold.speed import SpeedSplit
 from fold.uncertainty import Interval

@@ -11,8 +11,8 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.render import percent, plus_minus
-from fold.render_fit import fit
+from fold.present.fit import fit
+from fold.present.table import percent, plus_minus
 from fold.runs import RunsComparison
 
 NOT_RECORDED = "not recorded"

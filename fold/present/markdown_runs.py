@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fold.markdown import table, with_interval
-from fold.render import percent, three_decimals
-from fold.render_runs import pair_summary_text, signed, signed_percent
+from fold.present.markdown import table, with_interval
+from fold.present.runs import pair_summary_text, signed, signed_percent
+from fold.present.table import percent, three_decimals
 from fold.runs import RunsComparison
 
 
