@@ -1,6 +1,6 @@
 """A real vLLM's outputs, read by ``--vs``, must give exactly vLLM's own figures.
 
-Two runs of ``examples/vllm/gate.py`` and ``examples/vllm/llamacpp_arm.py``: the one recorded
+Two runs of ``examples/vllm/vllm_gate.py`` and ``examples/vllm/llamacpp_arm.py``: the one recorded
 under ``fixtures/oracles/vllm-real/`` (every default run reads it), and a fresh one made here
 (``pytest -m oracle``: installs vLLM into its cached venv, trains the tiny model, runs vLLM
 offline and as a server and llama.cpp with the hook; minutes from an empty cache).
@@ -32,11 +32,11 @@ EXAMPLE = ROOT / "examples" / "vllm"
 def fresh_run(base: Path) -> Path:
     """The whole pipeline, from whatever the cache holds: vLLM, the model, both engines."""
     sys.path.insert(0, str(EXAMPLE))
-    import gate
     import llamacpp_arm
+    import vllm_gate
 
     run = base / "run"
-    assert gate.main(["--out-dir", str(run)]) == 0
+    assert vllm_gate.main(["--out-dir", str(run)]) == 0
     model = json.loads((run / "gate.json").read_text())["model"]
     assert llamacpp_arm.main(["--model", model, "--out-dir", str(run / "ours")]) == 0
     return run

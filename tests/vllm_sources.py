@@ -4,7 +4,7 @@ here without the project's readers; and the checks that vLLM's outputs agree wit
 The expectations of the real-vLLM tests come from this module: a second, plain reading of
 vLLM's formats (regexes and ``json``), so a reader of the project that drifts from vLLM is
 caught by a test, and a vLLM whose outputs contradict each other is named before any reader
-is blamed. Laid out as ``examples/vllm/gate.py`` writes a run:
+is blamed. Laid out as ``examples/vllm/vllm_gate.py`` writes a run:
 
 - ``offline/``: ``vllm-arm.json``, ``get-metrics.json``, ``engine.log``;
 - ``serve/``: ``metrics/leg-<i>.prom`` and ``metrics/bench-<n>.prom`` (two scrapes each),

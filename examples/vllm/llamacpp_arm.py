@@ -1,6 +1,6 @@
 """Our arm for a gate of two real engines: llama.cpp with the hook, against vLLM's ngram arm.
 
-The same tiny model as ``gate.py``'s vLLM runs (``make_model.py``, converted with
+The same tiny model as ``vllm_gate.py``'s vLLM runs (``make_model.py``, converted with
 ``to_gguf.py``), the same prompts, repeats and output length, greedy, and n-gram drafting on
 both sides: llama.cpp's ``ngram-simple`` with a lookup of ``--ngram`` tokens and drafts of up
 to ``--k``, against vLLM's ``ngram`` with ``prompt_lookup_min = prompt_lookup_max = --ngram``
@@ -34,10 +34,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "llamacpp"))
 
-import gate  # noqa: E402  (sibling scripts, not packages)
-import gate_common  # noqa: E402
+import gate_common  # noqa: E402  (sibling scripts, not packages)
 import gate_server  # noqa: E402
 import to_gguf  # noqa: E402
+import vllm_gate  # noqa: E402
 
 
 class NgramServer(gate_server.Server):
@@ -148,18 +148,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True, help="make_model.py's directory")
     parser.add_argument("--out-dir", type=Path, required=True)
-    parser.add_argument("--prompts", type=int, default=len(gate.PROMPTS))
+    parser.add_argument("--prompts", type=int, default=len(vllm_gate.PROMPTS))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--k", type=int, default=gate.K)
-    parser.add_argument("--ngram", type=int, default=gate.NGRAM)
+    parser.add_argument("--k", type=int, default=vllm_gate.K)
+    parser.add_argument("--ngram", type=int, default=vllm_gate.NGRAM)
     parser.add_argument("--bin-dir", type=Path, help="patched llama.cpp binaries (else built)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per request")
     parser.add_argument("--deadline", type=float, default=900, help="seconds for the whole run")
     args = parser.parse_args(argv)
-    if not 1 <= args.prompts <= len(gate.PROMPTS) or not 1 <= args.repeat <= 20:
-        parser.error(f"--prompts 1..{len(gate.PROMPTS)}, --repeat 1..20")
-    args.prompt_texts = list(gate.PROMPTS[: args.prompts])
+    if not 1 <= args.prompts <= len(vllm_gate.PROMPTS) or not 1 <= args.repeat <= 20:
+        parser.error(f"--prompts 1..{len(vllm_gate.PROMPTS)}, --repeat 1..20")
+    args.prompt_texts = list(vllm_gate.PROMPTS[: args.prompts])
     print(run(args))
     return 0
 

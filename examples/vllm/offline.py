@@ -1,6 +1,6 @@
 """vLLM's offline arm: one ``LLM``, every prompt ``--repeat`` times, written as the gate writes it.
 
-Runs in vLLM's venv (``gate.py`` starts it). Writes into ``--out-dir``:
+Runs in vLLM's venv (``vllm_gate.py`` starts it). Writes into ``--out-dir``:
 
 - ``vllm-arm.json``: the arm record exactly as the benchmark gate's capture script writes it:
   legs ``{run, record, finish_reason, prompt_tokens, completion_tokens, secs, tok_s}``,

@@ -23,7 +23,7 @@ thread (``OMP_NUM_THREADS=1``: torch with two threads on a loaded two-core machi
 Every wait is bounded (``--timeout`` per request or command, ``--deadline`` for the server's
 whole run); the server runs in its own process group and is stopped by its pid on every way out.
 
-    python examples/vllm/gate.py --out-dir /tmp/vllm-gate      # prints {"out_dir": ..., ...}
+    python examples/vllm/vllm_gate.py --out-dir /tmp/vllm-gate      # prints {"out_dir": ..., ...}
 """
 
 from __future__ import annotations
