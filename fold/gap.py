@@ -209,7 +209,8 @@ def attribute_gap(
         dominant, verdict = _verdict_from_intervals(
             who, ratio, af, sf, share_a, share_s, intervals, gap_text, missing
         )
-    elif abs(ratio - 1) <= tol:
+    elif abs(ratio - 1) <= tol or abs(math.log(ratio)) <= NO_SHARE_BELOW:
+        # r within float noise of 1 has no gap to share out, even at a tolerance of 0
         dominant = NO_GAP
         verdict = (
             f"throughput within {_pct(abs(ratio - 1))} of {who} ({_tol_text(tol)}): "

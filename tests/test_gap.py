@@ -196,6 +196,19 @@ def test_factors_multiply_back_to_the_ratio(
     orjson.dumps(gap.to_json())  # finite, serialisable
 
 
+def test_a_ratio_within_float_noise_of_one_is_no_gap_even_at_zero_tolerance() -> None:
+    # Found by the property above: r = 0.001 / 0.0010000000000000002 is 1 - 2e-16, whose log is
+    # too small to divide by, while af = 1/2 and sf = 2 are far from 1.
+    ours = arm_from_counts("ours", "ours", tok_s=0.001, steps=1, proposed=16, accepted=0)
+    oracle = arm_from_counts(
+        "o", "vllm", tok_s=0.0010000000000000002, steps=1, proposed=16, accepted=1
+    )
+    gap = attribute_gap(ours, oracle, 0.0)
+    assert gap.dominant == NO_GAP
+    assert gap.acceptance_factor == pytest.approx(0.5)
+    assert (gap.acceptance_share, gap.speed_share) == (None, None)
+
+
 def test_check_step_rate() -> None:
     # expected = 14.951 / 4.0 = 3.73775; 3.2 / 3.73775 - 1 = -0.143870
     expected, diff, flagged = check_step_rate(3.2, 14.951, 4.0)
