@@ -125,8 +125,9 @@ def _tol_text(tolerance: float) -> str:
 
 
 def _direction(factor: float, more: str, less: str) -> str:
-    """"4.3% faster"; past 2x either way a multiple ("8.69x faster"), as the verdicts on two runs
-    of ours say it: a percentage past 100% reads badly, and a fall crowds under 100%."""
+    """A factor as "4.3% faster"; past 2x either way as a multiple ("8.69x faster"), as the
+    verdicts on two runs of ours say it: past 100% a percentage reads badly, and a fall crowds
+    under 100%."""
     if factor > 2 or 0 < factor < 0.5:
         return f"{max(factor, 1 / factor):.2f}x {more if factor >= 1 else less}"
     return f"{_pct(abs(factor - 1))} {more if factor >= 1 else less}"
