@@ -126,9 +126,10 @@ PyObject* build_result(RangeResult& result) {
   Py_BEGIN_ALLOW_THREADS;
   export_times(result, starts, times);
   Py_END_ALLOW_THREADS;
-  std::vector<std::int64_t> hist_leg, hist_accepted, hist_count;
+  std::vector<std::int64_t> hist_leg, hist_proposed, hist_accepted, hist_count;
   for (const auto& entry : fold.hist.entries()) {
     hist_leg.push_back(static_cast<std::int64_t>(entry.key.a));
+    hist_proposed.push_back(entry.key.c);
     hist_accepted.push_back(static_cast<std::int64_t>(entry.key.b));
     hist_count.push_back(entry.value);
   }
@@ -205,6 +206,7 @@ PyObject* build_result(RangeResult& result) {
       {"attributed_requests", PyLong_FromSize_t(attributed)},
       {"t_ns", arrow_column({}, false, &offsets, &times)},
       {"hist_leg", arrow_column(std::move(hist_leg), false)},
+      {"hist_proposed", arrow_column(std::move(hist_proposed), false)},
       {"hist_accepted", arrow_column(std::move(hist_accepted), false)},
       {"hist_count", arrow_column(std::move(hist_count), false)},
       {"bin_leg", arrow_column(std::move(bin_leg), false)},

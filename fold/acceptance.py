@@ -59,6 +59,26 @@ def per_position(steps_by_accepted: list[int], steps: int) -> list[float]:
     return [count / steps for count in accepted_at_position(steps_by_accepted)]
 
 
+def per_position_of_proposed(
+    steps_by_accepted: list[int], steps_by_proposed: list[int]
+) -> list[float | None]:
+    """``[i]`` = share of the steps that drafted position i (proposed more than i) which
+    accepted it. Both lists run j = 0 .. max proposed; a step accepts no more than it proposed,
+    so the numerator's steps are among the denominator's.
+
+    Equal to ``per_position`` when every step proposes the same k; above it when some steps
+    propose fewer (their undrafted positions do not count against the rate). A position no step
+    drafted has no rate: None (below the largest proposal some step always drafted it).
+    """
+    drafted_more = accepted_at_position(steps_by_proposed)
+    return [
+        accepted / drafted if drafted else None
+        for accepted, drafted in zip(
+            accepted_at_position(steps_by_accepted), drafted_more, strict=True
+        )
+    ]
+
+
 def per_position_conditional(unconditional: list[float]) -> list[float | None]:
     """``[i]`` = share of the steps that accepted position i - 1 which also accepted position i:
     ``u[i] / u[i - 1]``, with ``u[-1] = 1`` (every step reached position 0).

@@ -1,10 +1,10 @@
 """Partial folds: the sums a fold needs, kept so that two partial folds merge into one.
 
-A partial fold holds counts and sums keyed by leg (and by request, histogram bucket, time
-bin, writer, file), and per request the times of its attributed lines (``step_times``: 8 bytes a
-line, for the step cadence), never the lines themselves. Folding a log in blocks, in any order,
-split across any files, and merging the partials gives exactly the fold of the whole log; this
-is what lets the fold follow a growing file and run on both cores.
+A partial fold holds counts and sums keyed by leg (and by request, histogram bucket (proposed,
+accepted), time bin, writer, file), and per request the times of its attributed lines
+(``step_times``: 8 bytes a line, for the step cadence), never the lines themselves. Folding a
+log in blocks, in any order, split across any files, and merging the partials gives exactly the
+fold of the whole log; this is what lets the fold follow a growing file and run on both cores.
 """
 
 from __future__ import annotations
@@ -43,7 +43,12 @@ _LEG_SUMS = {
 }
 _SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "legs": {"leg": pl.Int64(), **{name: dtype() for name, dtype in _LEG_SUMS.items()}},
-    "histogram": {"leg": pl.Int64(), "accepted": pl.Int64(), "count": pl.Int64()},
+    "histogram": {
+        "leg": pl.Int64(),
+        "proposed": pl.Int64(),
+        "accepted": pl.Int64(),
+        "count": pl.Int64(),
+    },
     "requests": {
         "leg": pl.Int64(),
         "w": pl.String(),
@@ -97,7 +102,7 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
 _MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
 _KEYS = {
     "legs": ["leg"],
-    "histogram": ["leg", "accepted"],
+    "histogram": ["leg", "proposed", "accepted"],
     "requests": REQUEST_KEY,
     "bins": ["leg", "bin"],
     "writers": ["w"],
@@ -208,7 +213,9 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
     # A gather by leg index finds each step's window (no join).
     start = pl.lit(_by_index(legs, "start_ns")).gather(pl.col("leg"))
     end = pl.lit(_by_index(legs, "end_ns")).gather(pl.col("leg"))
-    histogram = drafted.group_by("leg", "accepted").agg(pl.len().cast(pl.Int64).alias("count"))
+    histogram = drafted.group_by("leg", "proposed", "accepted").agg(
+        pl.len().cast(pl.Int64).alias("count")
+    )
     bins = drafted.group_by(
         "leg",
         ((pl.col("t_ns") - start) * TIME_BINS_PER_LEG // (end - start + 1)).alias("bin"),
@@ -252,7 +259,7 @@ def _assemble(
     )
     return PartialFold(
         legs=leg_sums.select(list(_SCHEMAS["legs"])),
-        histogram=histogram.sort("leg", "accepted").select(list(_SCHEMAS["histogram"])),
+        histogram=histogram.sort(_KEYS["histogram"]).select(list(_SCHEMAS["histogram"])),
         requests=in_legs.sort(REQUEST_KEY).select(list(_SCHEMAS["requests"])),
         step_times=step_times.select(list(_SCHEMAS["step_times"])).cast(_SCHEMAS["step_times"]),
         bins=bins.sort("leg", "bin").select(list(_SCHEMAS["bins"])),

@@ -24,6 +24,7 @@ LEG_FIELDS = (
     "step_rate",
     "per_position",
     "per_position_conditional",
+    "per_position_of_proposed",
     "histogram",
     "flags",
     "cadence",
@@ -39,6 +40,7 @@ POOLED_FIELDS = (
     "output_throughput_tok_s",
     "per_position",
     "per_position_conditional",
+    "per_position_of_proposed",
     "histogram",
     "cadence",
 )

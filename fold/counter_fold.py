@@ -15,7 +15,7 @@ import polars as pl
 
 from fold.arm_counters import COUNTER_FIELDS, EngineCounters, LegCounts
 from fold.errors import RefusedError
-from fold.leg_figures import bootstrap_leg, counted_leg, pooled
+from fold.leg_figures import Histograms, bootstrap_leg, counted_leg, pooled
 from fold.result import (
     MAX_LEGS_NAMED,
     NEEDS_STEP_LOG,
@@ -57,8 +57,8 @@ def fold_counters(
         predicate=check.predicate,
         window_steps=window_steps,
         legs=legs,
-        warm=pooled([leg for leg in legs if leg["warm"]], {}),
-        all=pooled(legs, {}),
+        warm=pooled([leg for leg in legs if leg["warm"]], Histograms()),
+        all=pooled(legs, Histograms()),
         files=[],
         writers=[],
         stall_factor=stall_factor,
@@ -107,6 +107,7 @@ def _leg(row: dict[str, Any], warm: bool, counts: LegCounts) -> dict[str, Any]:
         "lines": None,
         "per_position": None,
         "per_position_conditional": None,
+        "per_position_of_proposed": None,
         "histogram": None,
         "emitted": None,
         "emitted_lines": None,

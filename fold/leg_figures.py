@@ -5,6 +5,8 @@ for both, so the two folds cannot drift apart."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from fold import acceptance
@@ -60,7 +62,29 @@ def bootstrap_leg(leg: dict[str, Any], requests: dict[str, Any], steps: int) -> 
     )
 
 
-def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) -> dict[str, Any]:
+@dataclass
+class Histograms:
+    """Per leg, its drafted steps counted by drafts accepted and by drafts proposed: the two
+    sums of the fold's (leg, proposed, accepted) table."""
+
+    by_accepted: dict[int, dict[int, int]] = field(default_factory=dict)
+    by_proposed: dict[int, dict[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[tuple[int, int, int, int]]) -> Histograms:
+        """From (leg, proposed, accepted, count) rows, one per observed pair."""
+        by_accepted: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        by_proposed: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for leg, proposed, accepted, count in rows:
+            by_accepted[leg][accepted] += count
+            by_proposed[leg][proposed] += count
+        return cls(
+            by_accepted={leg: dict(counts) for leg, counts in by_accepted.items()},
+            by_proposed={leg: dict(counts) for leg, counts in by_proposed.items()},
+        )
+
+
+def pooled(legs: list[dict[str, Any]], histograms: Histograms) -> dict[str, Any]:
     """Ratios of sums over ``legs``: never a mean of the legs' ratios."""
     steps = sum(leg["steps"] for leg in legs)
     proposed = sum(leg["proposed"] for leg in legs)
@@ -72,7 +96,8 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
     timed = [leg for leg in legs if leg["window_secs"] > 0]
     timed_steps = sum(leg["steps"] for leg in timed)
     seconds = sum(leg["window_secs"] for leg in timed)
-    steps_by_accepted = _pooled_histogram(legs, histograms)
+    steps_by_accepted = _pooled_histogram(legs, histograms.by_accepted)
+    steps_by_proposed = _pooled_histogram(legs, histograms.by_proposed)
     per_position = (
         None if steps_by_accepted is None else acceptance.per_position(steps_by_accepted, steps)
     )
@@ -90,6 +115,11 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
         "per_position_conditional": (
             None if per_position is None else acceptance.per_position_conditional(per_position)
         ),
+        "per_position_of_proposed": (
+            None
+            if steps_by_accepted is None or steps_by_proposed is None
+            else acceptance.per_position_of_proposed(steps_by_accepted, steps_by_proposed)
+        ),
         "histogram": steps_by_accepted,
     }
 
@@ -97,12 +127,13 @@ def pooled(legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]) ->
 def _pooled_histogram(
     legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]
 ) -> list[int] | None:
-    """The legs' histograms summed; None when a leg has none (its counts came without steps)."""
+    """The legs' histograms (by accepted or by proposed) summed; None when a leg has none (its
+    counts came without steps)."""
     if any(leg["histogram"] is None for leg in legs):
         return None
     counts: dict[int, int] = defaultdict(int)
     for leg in legs:
-        for accepted_here, count in histograms.get(leg["index"], {}).items():
-            counts[accepted_here] += count
+        for value, count in histograms.get(leg["index"], {}).items():
+            counts[value] += count
     max_proposed = max((len(leg["histogram"]) - 1 for leg in legs), default=0)
     return acceptance.histogram(dict(counts), max_proposed)

@@ -274,6 +274,7 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     histogram = pl.DataFrame(
         [
             _series("leg", raw["hist_leg"]),
+            _series("proposed", raw["hist_proposed"]),
             _series("accepted", raw["hist_accepted"]),
             _series("count", raw["hist_count"]),
         ]

@@ -23,7 +23,7 @@ from fold.cadence import (
 )
 from fold.cadence import KEY as CADENCE_KEY
 from fold.errors import RefusedError
-from fold.leg_figures import bootstrap_leg, counted_leg, pooled
+from fold.leg_figures import Histograms, bootstrap_leg, counted_leg, pooled
 from fold.reader import ReadCounts, SkippedLine
 from fold.spectrace import NO_TIME_STAMPS
 from fold.uncertainty import (
@@ -173,6 +173,7 @@ class FoldResult:
 STEP_FIGURES = (
     "per_position",
     "per_position_conditional",
+    "per_position_of_proposed",
     "histogram",
     "windows",
     "requests",
@@ -247,9 +248,7 @@ def _acceptance_result(
 ) -> FoldResult:
     warm_set = set(check.warm_legs)
     sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
-    histograms: dict[int, dict[int, int]] = defaultdict(dict)
-    for leg, accepted, count in partial.histogram.iter_rows():
-        histograms[leg][accepted] = count
+    histograms = Histograms.of_rows(partial.histogram.iter_rows())
     bins: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for leg, _bin, steps, proposed, accepted in partial.bins.sort("leg", "bin").iter_rows():
         bins[leg].append((steps, proposed, accepted))
@@ -265,7 +264,8 @@ def _acceptance_result(
             prefill_tokens=convention["per_request"],
             warm=leg["index"] in warm_set,
             sums=sums.get(leg["index"]),
-            counts=histograms.get(leg["index"], {}),
+            counts=histograms.by_accepted.get(leg["index"], {}),
+            proposals=histograms.by_proposed.get(leg["index"], {}),
             bins=bins.get(leg["index"], []),
             requests=requests.get(leg["index"], []),
             window_steps=window_steps,
@@ -402,6 +402,7 @@ def _leg_figures(
     warm: bool,
     sums: dict[str, Any] | None,
     counts: dict[int, int],
+    proposals: dict[int, int],
     bins: list[tuple[int, int, int]],
     requests: list[dict[str, Any]],
     window_steps: int,
@@ -411,6 +412,7 @@ def _leg_figures(
     steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
     steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
     per_position = acceptance.per_position(steps_by_accepted, steps)
+    steps_by_proposed = acceptance.histogram(proposals, sums["max_proposed"])
     windows = acceptance.windows_from_bins(bins, window_steps)
     window_rates = [window.accept_rate for window in windows]
     for request in requests:
@@ -442,6 +444,9 @@ def _leg_figures(
         "lines": sums["lines"],
         "per_position": per_position,
         "per_position_conditional": acceptance.per_position_conditional(per_position),
+        "per_position_of_proposed": acceptance.per_position_of_proposed(
+            steps_by_accepted, steps_by_proposed
+        ),
         "histogram": steps_by_accepted,
         "emitted": sums["emitted"] if sums["emitted_lines"] else None,
         "emitted_lines": sums["emitted_lines"],

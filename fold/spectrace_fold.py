@@ -205,7 +205,9 @@ def _fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
         .cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"})
     )
     drafted = steps.filter(pl.col("leg").is_not_null() & drafted_flag)
-    histogram = drafted.group_by("leg", "accepted").agg(pl.len().cast(pl.Int64).alias("count"))
+    histogram = drafted.group_by("leg", "proposed", "accepted").agg(
+        pl.len().cast(pl.Int64).alias("count")
+    )
     # The shape's bins by place: the i-th of a leg's m drafted steps, in file order, goes to
     # bin i * bins // m, as a step at the i-th m-th of the leg's window would.
     position = pl.int_range(pl.len()).over("leg")

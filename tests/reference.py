@@ -6,7 +6,8 @@ slow, obvious way (one step at a time, lists and dicts).
 
 Definitions: S = steps with proposed > 0, P = sum proposed, A = sum accepted;
 accept_rate = A/P; mean_acceptance_length = 1 + A/S; per_position[i] = (#steps with
-accepted > i)/S for i < max proposed; histogram[j] = #steps (proposed > 0) that accepted
+accepted > i)/S for i < max proposed; per_position_of_proposed[i] = (#steps with accepted > i)/
+(#steps with proposed > i); histogram[j] = #steps (proposed > 0) that accepted
 exactly j, j = 0 .. max proposed; lost lines per writer = max_n + 1 - lines.
 """
 
@@ -285,6 +286,21 @@ def per_position_of(steps: list[Step]) -> list[float]:
     ]
 
 
+def per_position_of_proposed_of(steps: list[Step]) -> list[float | None]:
+    """Among the drafted steps that proposed more than i drafts, the share that accepted more
+    than i; None where no step proposed that many."""
+    drafted = [step for step in steps if step.proposed > 0]
+    if not drafted:
+        return []
+    most = max(step.proposed for step in drafted)
+    rates: list[float | None] = []
+    for position in range(most):
+        drafting = [step for step in drafted if step.proposed > position]
+        passed = sum(1 for step in drafting if step.accepted > position)
+        rates.append(passed / len(drafting) if drafting else None)
+    return rates
+
+
 def per_position_conditional_of(steps: list[Step]) -> list[float | None]:
     """Among the drafted steps that accepted more than i - 1 drafts, the share that accepted
     more than i (every drafted step counts for i = 0); None where no step reached i."""
@@ -450,6 +466,7 @@ def leg_figures(
         "completion_tokens_per_step": ratio(completion, s),
         "per_position": per_position_of(steps),
         "per_position_conditional": per_position_conditional_of(steps),
+        "per_position_of_proposed": per_position_of_proposed_of(steps),
         "histogram": histogram_of(steps),
         "step_rate": s / window_secs if window_secs > 0 else None,
         "emitted": emitted,
@@ -492,6 +509,7 @@ def pooled(legs: list[Leg], leg_steps: dict[int, list[Step]], figures: list[dict
         "step_rate": timed_steps / window_secs if window_secs > 0 else None,
         "per_position": per_position_of(steps),
         "per_position_conditional": per_position_conditional_of(steps),
+        "per_position_of_proposed": per_position_of_proposed_of(steps),
         "histogram": histogram_of(steps),
     }
 
@@ -594,7 +612,8 @@ STEP_LOG_SOURCES = {
     "step_rate": "S (step log) / the legs' generate windows (arm record)",
     "tok_s": "the legs' tok_s (arm record)",
     **dict.fromkeys(
-        ("per_position", "per_position_conditional", "histogram", "windows", "requests",
+        ("per_position", "per_position_conditional", "per_position_of_proposed", "histogram",
+         "windows", "requests",
          "lines", "cadence", "emitted", "trace"),
         "step log",
     ),

@@ -276,6 +276,23 @@ class StepLog:
 
 
 @st.composite
+def step_proposals(draw: st.DrawFn, extreme: int) -> st.SearchStrategy[int]:
+    """How a log's steps propose: any count per step; one k on every drafted step (vLLM's
+    fixed k: per position of the proposed equals vLLM's per position); or k with some steps
+    proposing fewer (adaptive budgets, a drafter cut short), where the two differ."""
+    k = draw(st.integers(1, 7))
+    return draw(
+        st.sampled_from(
+            [
+                st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7] * 4 + LARGE_PROPOSALS * extreme),
+                st.sampled_from([0, k, k, k]),
+                st.sampled_from([0, k, k, k]) | st.integers(1, k),
+            ]
+        )
+    )
+
+
+@st.composite
 def step_rows(
     draw: st.DrawFn, legs: list[dict[str, Any]], *, seeded: bool = True
 ) -> list[dict[str, Any]]:
@@ -327,6 +344,7 @@ def step_rows(
         counters[w] += 1
         return value
 
+    proposals = draw(step_proposals(extreme))
     rows = []
     if seeded:
         for leg in legs:
@@ -334,14 +352,14 @@ def step_rows(
                 continue
             start, end = leg_bounds_ns(leg)
             w = draw(st.sampled_from(writer_ids))
-            seed = row(w, draw(st.integers(start, end)), leg.get("leg"), draw(st.integers(1, 6)))
+            drafts = draw(proposals.filter(lambda proposed: 0 < proposed <= 7))
+            seed = row(w, draw(st.integers(start, end)), leg.get("leg"), drafts)
             seed["fate"] = "written"
             rows.append(seed)
     for _ in range(draw(st.integers(0, 30))):
         w = draw(st.sampled_from(writer_ids))
         label = draw(st.none() | st.sampled_from(STEP_LABELS))
-        proposed = draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7] * 4 + LARGE_PROPOSALS * extreme))
-        rows.append(row(w, draw(timestamps(legs)), label, proposed))
+        rows.append(row(w, draw(timestamps(legs)), label, draw(proposals)))
     return rows
 
 

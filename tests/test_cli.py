@@ -67,7 +67,10 @@ def test_annotate_writes_a_copy_and_leaves_the_input_alone(tmp_path, capsys):
     assert annotated["metrics"] == json.loads(before)["metrics"]
     for leg, figures in zip(annotated["legs"], fold["legs"], strict=True):
         assert leg["acceptance"]["accepted"] == figures["accepted"]
+        assert leg["acceptance"]["per_position_of_proposed"] == figures["per_position_of_proposed"]
     assert annotated["acceptance"]["warm"]["accept_rate"] == fold["warm"]["accept_rate"]
+    for name in ("per_position_conditional", "per_position_of_proposed"):
+        assert annotated["acceptance"]["warm"][name] == fold["warm"][name] is not None
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
     assert main([str(arm), STEPS, "--annotate", str(arm)]) == 2
     assert arm.read_bytes() == before

@@ -159,11 +159,12 @@ def test_counters_only_json_says_null_where_steps_are_needed(tmp_path, capsys):
     document = orjson.loads(capsys.readouterr().out)
     assert document["step_source"] == "the record's counters"
     for leg in document["legs"]:
-        for key in ("per_position", "histogram", "windows", "requests", "cadence", "lines",
-                    "emitted", "emitted_consistent"):  # fmt: skip
+        for key in ("per_position", "per_position_of_proposed", "histogram", "windows",
+                    "requests", "cadence", "lines", "emitted", "emitted_consistent"):  # fmt: skip
             assert leg[key] is None, key
     for name in ("warm", "all"):
         assert document[name]["per_position"] is None
+        assert document[name]["per_position_of_proposed"] is None
         assert document[name]["histogram"] is None
         assert document[name]["cadence"] is None
         assert document[name]["accept_rate_ci"] is not None  # the intervals over legs
@@ -173,7 +174,8 @@ def test_counters_only_json_says_null_where_steps_are_needed(tmp_path, capsys):
     assert document["files"] == [] and document["writers"] == []
     sources = document["sources"]
     assert sources["steps"].startswith("the record's counters")
-    for key in ("per_position", "histogram", "windows", "cadence", "emitted", "trace"):
+    for key in ("per_position", "per_position_of_proposed", "histogram", "windows", "cadence",
+                "emitted", "trace"):  # fmt: skip
         assert sources[key] == "needs a step log"
     assert document["counter_check"]["spec_acceptance"] == "equals the warm fold"
 
@@ -185,6 +187,10 @@ def test_counters_only_table_names_its_source_and_what_needs_a_log(tmp_path, cap
     assert "Acceptance per leg (shape within a leg: needs a step log)" in out
     assert "S, P, A per leg from the record's counters" in out
     assert "warm per-position acceptance (accepted > i)/S: needs a step log" in out
+    assert (
+        "warm per-position, of steps that drafted it (accepted > i)/(proposed > i): "
+        "needs a step log" in out
+    )
     assert "warm histogram, steps accepting exactly j: needs a step log" in out
     assert "step cadence: needs a step log" in out
     assert "lines: no step log given" in out

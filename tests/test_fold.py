@@ -9,10 +9,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from native_switch import native_switch
 
 from fold.api import LogFold, fold_acceptance
 from fold.arm import arm_from_document
 from fold.errors import InputError, RefusedError
+from fold.present.table import distribution_lines
 from fold.steplog import format_line
 
 BASE_S = 1_800_000_000  # epoch seconds of the first leg's start
@@ -88,6 +90,40 @@ def test_every_formula_on_one_leg(tmp_path):
     assert figures["step_rate"] == 3 / 10  # over the window as recorded, 10 s
     assert result.warm["mean_acceptance_length"] == pytest.approx(3.0)
     assert result.warm["output_throughput_tok_s"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "polars"])
+def test_per_position_of_the_steps_that_drafted_it(tmp_path, native):
+    # Steps proposing 4, 4, 2 and accepting 3, 1, 2. Position i accepted by the steps with
+    # accepted > i: 3, 2, 1, 0 of them; drafted by the steps with proposed > i: 3, 3, 2, 2.
+    lines = [step(ns(1 + i), p, a, i) for i, (p, a) in enumerate([(4, 3), (4, 1), (2, 2)])]
+    record = arm([leg(2, 0, 10)])
+    with native_switch(native):
+        result = fold_acceptance(record, [write(tmp_path / "s.jsonl", lines)])
+    for figures in (result.legs[0], result.warm, result.all):
+        assert figures["per_position"] == [3 / 3, 2 / 3, 1 / 3, 0 / 3]
+        assert figures["per_position_of_proposed"] == [1.0, 2 / 3, 1 / 2, 0 / 2]
+        assert figures["histogram"] == [0, 1, 1, 1, 0]  # summed over the proposals
+    document = result.to_json()
+    assert document["warm"]["per_position_of_proposed"] == [1.0, 2 / 3, 1 / 2, 0.0]
+    assert document["sources"]["per_position_of_proposed"] == "step log"
+    table = " ".join(distribution_lines(result).plain.split())
+    assert "(accepted > i)/S: 0:100.0% 1:66.7% 2:33.3% 3:0.0%" in table
+    assert (
+        "warm per-position, of steps that drafted it (accepted > i)/(proposed > i): "
+        "0:100.0% 1:66.7% 2:50.0% 3:0.0%" in table
+    )
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "polars"])
+def test_with_one_proposal_per_step_both_per_position_rates_are_equal(tmp_path, native):
+    counts = [(5, 0), (5, 5), (5, 2), (0, 0), (5, 3), (5, 1), (5, 2)]
+    lines = [step(ns(1 + i), p, a, i) for i, (p, a) in enumerate(counts)]
+    with native_switch(native):
+        result = fold_acceptance(arm([leg(2, 0, 10)]), [write(tmp_path / "s.jsonl", lines)])
+    # Six drafted steps accepting 0, 5, 2, 3, 1, 2: more than i accepted by 5, 4, 2, 1, 1.
+    assert result.warm["per_position"] == [5 / 6, 4 / 6, 2 / 6, 1 / 6, 1 / 6]
+    assert result.warm["per_position_of_proposed"] == result.warm["per_position"]
 
 
 def test_pooled_figures_are_ratios_of_sums_not_means_of_ratios(tmp_path):

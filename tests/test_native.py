@@ -469,6 +469,25 @@ def test_a_file_split_across_threads_and_blocks_folds_the_same(tmp_path: Path):
     assert_both_ways_agree(arm, [str(log)])
 
 
+def test_histogram_buckets_are_per_proposal_and_accepted(tmp_path: Path):
+    # One leg: a run of k = 4, then proposals alternating 4 and 2 with the same accepted
+    # counts, so a bucket remembered for one proposal must not answer the other.
+    arm = arm_from_document([LEG])
+    start, _ = leg_bounds_ns(LEG)
+    counts = [(4, 1), (4, 1), (4, 3), (2, 1), (4, 1), (2, 1), (2, 2), (4, 0), (0, 0)]
+    rows = [
+        good_line(n=i, t_ns=start + 1000 + i, proposed=p, accepted=a, emitted=None)
+        for i, (p, a) in enumerate(counts)
+    ]
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(row + b"\n" for row in rows))
+    partial, _ = assert_both_ways_agree(arm, [str(log)])  # the native pass's, equal to polars'
+    # (proposed, accepted): (2,1) x2, (2,2), (4,0), (4,1) x3, (4,3); the (0, 0) line drafted none.
+    assert partial.histogram.select("proposed", "accepted", "count").rows() == [
+        (2, 1, 2), (2, 2, 1), (4, 0, 1), (4, 1, 3), (4, 3, 1),
+    ]  # fmt: skip
+
+
 def test_window_edges_are_closed(tmp_path: Path):
     arm = arm_from_document([LEG])
     start, end = leg_bounds_ns(LEG)

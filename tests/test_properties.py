@@ -263,9 +263,16 @@ def _check_bounds(figures: dict[str, Any], max_proposed: int) -> None:
     else:
         assert length is None
         assert figures["per_position"] == [] and figures["histogram"] == []
+        assert figures["per_position_of_proposed"] == []
         return
     positions, histogram = figures["per_position"], figures["histogram"]
     assert len(histogram) == max_proposed + 1 and len(positions) == max_proposed
+    # Of the steps that drafted position i: some step drafted every position below the largest
+    # proposal, and not counting the steps that did not draft it can only raise the share.
+    of_proposed = figures["per_position_of_proposed"]
+    assert len(of_proposed) == max_proposed and None not in of_proposed
+    assert all(share <= rate <= 1 for share, rate in zip(positions, of_proposed, strict=True))
+    assert of_proposed[0] == positions[0]  # every drafted step drafted position 0
     assert all(later <= earlier for earlier, later in itertools.pairwise(positions))
     assert all(0 <= share <= 1 for share in positions)
     assert positions[0] == (s - histogram[0]) / s  # the share of steps that accepted >= 1
@@ -288,6 +295,25 @@ def test_bounds(case: FoldCase) -> None:
     for pool_name in ("warm", "all"):
         pool = result[pool_name]
         _check_bounds(pool, max((largest.get(i, 0) for i in pool["legs"]), default=0))
+
+
+@given(fold_cases())
+def test_one_proposal_in_a_leg_makes_both_per_position_rates_equal(case: FoldCase) -> None:
+    """A leg whose drafted steps all propose the same k has the same rate at every position
+    over S and over the steps that drafted it, exactly; with varying proposals they differ."""
+    result, _ = fold_or_skip(case, [case.log.data()])
+    legs = arm_legs(case.document)
+    proposals: dict[int, set[int]] = {}
+    for step in read_file("log", case.log.data(), skip_bad_lines=True).steps:
+        _, index = attribute(step, legs)
+        if index is not None and step.proposed:
+            proposals.setdefault(index, set()).add(step.proposed)
+    for leg in result["legs"]:
+        if len(proposals.get(leg["index"], ())) == 1:
+            event("a leg with one proposal")
+            assert leg["per_position_of_proposed"] == leg["per_position"]
+        elif leg["per_position_of_proposed"] != leg["per_position"]:
+            event("a leg where the two rates differ")
 
 
 # ----------------------------------------------------------------------------------------------

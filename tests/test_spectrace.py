@@ -431,3 +431,22 @@ def test_the_outputs_name_the_trace_as_the_source(gate, capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "S, P, A per leg and every per-step figure from the engine's trace" in out
     assert "engine counters: checked against the engine's own counters, leg by leg" in out
+
+
+def test_a_shorter_draft_counts_only_where_it_drafted(gate):
+    # Leg 1's third step drafts 2 (k=2), accepting both: the warm steps propose 8, 8, 2 and
+    # 8, 8, 8 and accept 0, 8, 2 and 7, 1, 4. Accepted > i: 5, 4, 3, 3, 2, 2, 2, 1; proposed
+    # > i: 6, 6, then 5 from position 2 on.
+    prompt = PROMPT_0.replace(
+        "pos=18 k=8 ns=3 acc=2 draft=[21 22 ...]", "pos=18 k=2 ns=3 acc=2 draft=[21 22]"
+    ).replace("run=2/2 spec_drafts_proposed=24", "run=2/2 spec_drafts_proposed=18")
+    document = arm_document()
+    document["legs"][1]["spec_drafts_proposed"] = 18
+    arm, paths = gate((prompt, PROMPT_1), document)
+    warm = fold_acceptance(arm, paths, resamples=0).warm
+    assert warm["proposed"] == 42
+    assert warm["per_position"] == pytest.approx([n / 6 for n in (5, 4, 3, 3, 2, 2, 2, 1)])
+    assert warm["per_position_of_proposed"] == pytest.approx(
+        [5 / 6, 4 / 6, 3 / 5, 3 / 5, 2 / 5, 2 / 5, 2 / 5, 1 / 5]
+    )
+    assert warm["histogram"] == [1, 1, 1, 0, 1, 0, 0, 1, 1]

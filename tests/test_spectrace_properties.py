@@ -149,6 +149,8 @@ def test_the_trace_folds_as_the_drawn_steps_and_as_the_hook_log(tmp_path_factory
             "proposed",
             "accepted",
             "per_position",
+            "per_position_conditional",
+            "per_position_of_proposed",
             "histogram",
             "accept_rate",
             "mean_acceptance_length",

@@ -98,6 +98,8 @@ def test_the_hook_log_folds_to_the_hand_figures():
         assert figures["accept_rate"] == pytest.approx(accepted / proposed)
         assert figures["mean_acceptance_length"] == pytest.approx(1 + accepted / steps)
     assert result["warm"]["per_position"] == pytest.approx(WARM_PER_POSITION)
+    # Every step proposes k = 7: over the steps that drafted position i is over every step.
+    assert result["warm"]["per_position_of_proposed"] == result["warm"]["per_position"]
     assert result["warm"]["histogram"] == WARM_HISTOGRAM
     assert result["warm"]["output_throughput_tok_s"] == pytest.approx(WARM_TOK_S)
     assert result["unattributed_steps"] == 0

@@ -61,7 +61,7 @@ struct Event {
 // Everything one range (one thread) found.
 struct Fold {
   Table<Request> requests;   // key (writer, seq, leg or -1)
-  Table<std::int64_t> hist;  // key (leg, accepted, 0)
+  Table<std::int64_t> hist;  // key (leg, accepted, proposed)
   Table<Bin> bins;           // key (leg, bin, 0)
   std::int64_t lines = 0;    // newline-ended lines met, whatever became of them
   std::int64_t folded = 0, attributed = 0, unattributed = 0, ambiguous = 0;
@@ -265,7 +265,7 @@ class Folder {
     }
     if (step_.proposed == 0) return true;
     auto index = static_cast<std::size_t>(leg);
-    fold_.hist.entries()[histogram_index(leg, step_.accepted)].value += 1;
+    fold_.hist.entries()[histogram_index(leg, step_.proposed, step_.accepted)].value += 1;
     // (t_ns - start) * bins < span * bins, which the caller checked fits in 64 bits.
     std::int64_t bin =
         (step_.t_ns - legs_.leg_start[index]) * legs_.bins_per_leg / legs_.leg_span[index];
@@ -304,16 +304,18 @@ class Folder {
   }
 
   // The histogram bucket's place in its table: lines come in time order, so most share the
-  // last leg, and its buckets for small accepted counts are remembered by count.
-  std::size_t histogram_index(std::int64_t leg, std::int64_t accepted) {
-    if (leg != histogram_leg_) {
+  // last leg, and most drafters propose the same k on every step: while leg and proposal stay
+  // those of the last line, the buckets for small accepted counts are remembered by count.
+  std::size_t histogram_index(std::int64_t leg, std::int64_t proposed, std::int64_t accepted) {
+    if (leg != histogram_leg_ || proposed != histogram_proposed_) {
       histogram_leg_ = leg;
+      histogram_proposed_ = proposed;
       std::fill(std::begin(histogram_places_), std::end(histogram_places_), kNoPlace);
     }
     bool small = accepted >= 0 && accepted < kRememberedCounts;
     if (small && histogram_places_[accepted] != kNoPlace) return histogram_places_[accepted];
     std::size_t place = fold_.hist.index(
-        Key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(accepted), 0});
+        Key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(accepted), proposed});
     if (small) histogram_places_[accepted] = place;
     return place;
   }
@@ -370,6 +372,7 @@ class Folder {
   static constexpr std::int64_t kRememberedCounts = 64;
   static constexpr std::size_t kNoPlace = ~std::size_t{0};
   std::int64_t histogram_leg_ = -1;
+  std::int64_t histogram_proposed_ = -1;
   std::size_t histogram_places_[kRememberedCounts];
   Bin* last_bin_ = nullptr;
   Key last_bin_key_{0, 0, 0};

@@ -221,6 +221,19 @@ def distribution_lines(result: FoldResult) -> Text:
                 for i, value in enumerate(warm["per_position_conditional"])
             )
         )
+    text.append(
+        "\nwarm per-position, of steps that drafted it (accepted > i)/(proposed > i): ",
+        style="bold",
+    )
+    if warm["per_position_of_proposed"] is None:
+        text.append(NEEDS_STEP_LOG, style="dim")
+    else:
+        text.append(
+            "  ".join(
+                f"{i}:{'-' if value is None else percent(value)}"
+                for i, value in enumerate(warm["per_position_of_proposed"])
+            )
+        )
     text.append("\nwarm histogram, steps accepting exactly j: ", style="bold")
     if warm["histogram"] is None:
         text.append(NEEDS_STEP_LOG, style="dim")
