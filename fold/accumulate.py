@@ -10,6 +10,7 @@ fold of the whole log; this is what lets the fold follow a growing file and run 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import polars as pl
 
@@ -192,14 +193,17 @@ def partial_fold(
     return _assemble(*pl.collect_all(queries), files)
 
 
-def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyFrame]:
-    """Per request (with the writers' figures), histogram and time-bin sums of steps."""
-    # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
-    # counts for the writers only.
-    drafted_flag = pl.col("proposed") > 0
-    per_request = attributed.group_by(*REQUEST_KEY).agg(
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+DRAFTED = pl.col("proposed") > 0
+"""A verify step in S: a line that carried at least one draft token."""
+
+
+def request_sums() -> list[pl.Expr]:
+    """A request's sums over its lines (lines, S, P, A, emitted) and what the writers' checks
+    take from them (the largest proposal, line counter and pid)."""
+    return [
         pl.len().cast(pl.Int64).alias("lines"),
-        drafted_flag.sum().cast(pl.Int64).alias("steps"),
+        DRAFTED.sum().cast(pl.Int64).alias("steps"),
         pl.col("proposed").sum(),
         pl.col("accepted").sum(),
         pl.col("emitted").sum().cast(pl.Int64),
@@ -207,15 +211,26 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
         pl.col("proposed").max().alias("max_proposed"),
         pl.col("n").max().alias("max_n"),
         pl.col("pid").max(),
-        pl.col("t_ns"),
+    ]
+
+
+def step_histogram(drafted: Frame) -> Frame:
+    """Drafted steps counted by leg and (proposed, accepted) pair: only the pairs seen."""
+    return drafted.group_by("leg", "proposed", "accepted").agg(
+        pl.len().cast(pl.Int64).alias("count")
     )
-    drafted = attributed.filter(pl.col("leg").is_not_null() & drafted_flag)
+
+
+def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyFrame]:
+    """Per request (with the writers' figures), histogram and time-bin sums of steps."""
+    # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
+    # counts for the writers only.
+    per_request = attributed.group_by(*REQUEST_KEY).agg(*request_sums(), pl.col("t_ns"))
+    drafted = attributed.filter(pl.col("leg").is_not_null() & DRAFTED)
     # A gather by leg index finds each step's window (no join).
     start = pl.lit(_by_index(legs, "start_ns")).gather(pl.col("leg"))
     end = pl.lit(_by_index(legs, "end_ns")).gather(pl.col("leg"))
-    histogram = drafted.group_by("leg", "proposed", "accepted").agg(
-        pl.len().cast(pl.Int64).alias("count")
-    )
+    histogram = step_histogram(drafted)
     bins = drafted.group_by(
         "leg",
         ((pl.col("t_ns") - start) * TIME_BINS_PER_LEG // (end - start + 1)).alias("bin"),

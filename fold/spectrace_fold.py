@@ -20,7 +20,16 @@ from typing import Any
 
 import polars as pl
 
-from fold.accumulate import _SCHEMAS, PER_REQUEST_SCHEMA, TIME_BINS_PER_LEG, PartialFold, _assemble
+from fold.accumulate import (
+    _SCHEMAS,
+    DRAFTED,
+    PER_REQUEST_SCHEMA,
+    TIME_BINS_PER_LEG,
+    PartialFold,
+    _assemble,
+    request_sums,
+    step_histogram,
+)
 from fold.arm import ArmRecord
 from fold.errors import RefusedError
 from fold.spectrace import RUN_PREFIX, EngineTrace, RunLines
@@ -188,26 +197,13 @@ def _fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
     """The sums ``fold.accumulate`` keeps, from steps that already know their leg. The steps
     are numbered per writer (file) from 0, so no line counts as lost; ``pid`` is 0 (the trace
     does not print it)."""
-    drafted_flag = pl.col("proposed") > 0
     per_request = (
         steps.group_by("leg", "w", "seq", "sid")
-        .agg(
-            pl.len().cast(pl.Int64).alias("lines"),
-            drafted_flag.sum().cast(pl.Int64).alias("steps"),
-            pl.col("proposed").sum(),
-            pl.col("accepted").sum(),
-            pl.col("emitted").sum().cast(pl.Int64),
-            pl.col("emitted").is_not_null().sum().cast(pl.Int64).alias("emitted_lines"),
-            pl.col("proposed").max().alias("max_proposed"),
-            pl.col("n").max().alias("max_n"),
-            pl.col("pid").max(),
-        )
+        .agg(*request_sums())
         .cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"})
     )
-    drafted = steps.filter(pl.col("leg").is_not_null() & drafted_flag)
-    histogram = drafted.group_by("leg", "proposed", "accepted").agg(
-        pl.len().cast(pl.Int64).alias("count")
-    )
+    drafted = steps.filter(pl.col("leg").is_not_null() & DRAFTED)
+    histogram = step_histogram(drafted)
     # The shape's bins by place: the i-th of a leg's m drafted steps, in file order, goes to
     # bin i * bins // m, as a step at the i-th m-th of the leg's window would.
     position = pl.int_range(pl.len()).over("leg")
