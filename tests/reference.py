@@ -275,44 +275,34 @@ def histogram_of(steps: list[Step]) -> list[int]:
     return counts
 
 
-def per_position_of(steps: list[Step]) -> list[float]:
-    drafted = [step for step in steps if step.proposed > 0]
-    if not drafted:
-        return []
-    most = max(step.proposed for step in drafted)
-    return [
-        sum(1 for step in drafted if step.accepted > position) / len(drafted)
-        for position in range(most)
-    ]
+def per_position_of(steps: list[Step]) -> list[float | None]:
+    """Of all drafted steps, the share that accepted more than i (vLLM's per-position rate)."""
+    return _share_accepting(steps, lambda step, position: True)
 
 
 def per_position_of_proposed_of(steps: list[Step]) -> list[float | None]:
     """Among the drafted steps that proposed more than i drafts, the share that accepted more
     than i; None where no step proposed that many."""
-    drafted = [step for step in steps if step.proposed > 0]
-    if not drafted:
-        return []
-    most = max(step.proposed for step in drafted)
-    rates: list[float | None] = []
-    for position in range(most):
-        drafting = [step for step in drafted if step.proposed > position]
-        passed = sum(1 for step in drafting if step.accepted > position)
-        rates.append(passed / len(drafting) if drafting else None)
-    return rates
+    return _share_accepting(steps, lambda step, position: step.proposed > position)
 
 
 def per_position_conditional_of(steps: list[Step]) -> list[float | None]:
     """Among the drafted steps that accepted more than i - 1 drafts, the share that accepted
     more than i (every drafted step counts for i = 0); None where no step reached i."""
+    return _share_accepting(steps, lambda step, position: step.accepted > position - 1)
+
+
+def _share_accepting(steps: list[Step], counted: Callable[[Step, int], bool]) -> list[float | None]:
+    """Per draft position i below the largest proposal: of the drafted steps ``counted`` at i,
+    the share that accepted more than i (None when none is counted)."""
     drafted = [step for step in steps if step.proposed > 0]
     if not drafted:
         return []
-    most = max(step.proposed for step in drafted)
     rates: list[float | None] = []
-    for position in range(most):
-        reached = [step for step in drafted if step.accepted > position - 1]
-        passed = sum(1 for step in reached if step.accepted > position)
-        rates.append(passed / len(reached) if reached else None)
+    for position in range(max(step.proposed for step in drafted)):
+        among = [step for step in drafted if counted(step, position)]
+        passed = sum(1 for step in among if step.accepted > position)
+        rates.append(passed / len(among) if among else None)
     return rates
 
 

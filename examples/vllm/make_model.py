@@ -19,8 +19,6 @@ tokenizers: ``install.py``).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -29,6 +27,10 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from install import locked
 
 VOCAB = 2048
 HIDDEN, LAYERS, HEADS, HEAD_DIM, FFN = 64, 2, 4, 32, 128
@@ -125,14 +127,6 @@ def train_model(ids: list[int], seed: int, steps: int, log):
             log.flush()
     model.eval()
     return model
-
-
-@contextlib.contextmanager
-def locked(directory: Path):
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def ensure_model(seed: int = 1, steps: int = 1200) -> Path:

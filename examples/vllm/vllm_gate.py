@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,10 +43,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "llamacpp"))
 
 import install  # noqa: E402  (a sibling script)
+from gate_server import HOST, free_port, http  # noqa: E402  (the llama.cpp gate's own)
 
-HOST = "127.0.0.1"
 SERVED_NAME = "tiny-llama"
 # Code-like prompts in the style of the training text: greedy continuations repeat their spans.
 PROMPTS = (
@@ -143,19 +143,6 @@ def run_offline(python: Path, model: Path, prompts: Path, args, out: Path) -> No
         str(out),
     ]
     run_logged(command, out / "engine.log", args.timeout * 4, "vLLM offline", engine_env())
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
-
-
-def http(url: str, body: dict | None = None, timeout: float = 60) -> bytes:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.read()
 
 
 class Server:
