@@ -261,19 +261,19 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             )
     if arguments.html or arguments.plots:
         require_matplotlib()
+    arm = load_arm(arguments.arm)
     oracles = load_arms(
         arguments.vs,
         arguments.vs_log,
-        main=load_arm(arguments.arm),
+        main=arm,
         predicate=arguments.warm,
         fold_options=_fold_options(arguments),
         paired=arguments.paired,
     )
     if arguments.follow:
         result = _follow(arguments, stderr)
-        arm = load_arm(arguments.arm)
+        arm = load_arm(arguments.arm)  # the gate writes its record when its last leg ends
     else:
-        arm = load_arm(arguments.arm)
         result = _fold_once(arm, arguments, stderr)
     comparison_view = None
     found = None
@@ -293,8 +293,10 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     if arguments.trace:
         lines = attributed_lines(arm, arguments.logs, skip_bad_lines=arguments.skip_bad_lines)
         write_trace(arguments.trace, arm, lines, result)
+    # The JSON document, built once for every output that wants it (after compare() set its
+    # comparison block).
+    document = result.to_json() if arguments.json or arguments.html or arguments.plots else None
     if arguments.html or arguments.plots:
-        document = result.to_json()
         if arguments.html:
             write_page(arguments.html, document)
         if arguments.plots:
@@ -307,14 +309,14 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         if arguments.markdown == "-":
             sys.stdout.buffer.write(record)
             if arguments.json:
-                write_atomically(arguments.json, dumps(result.to_json()))
+                write_atomically(arguments.json, dumps(document))
             return EXIT_OK
         write_atomically(arguments.markdown, record)
     if arguments.json == "-":
-        sys.stdout.buffer.write(dumps(result.to_json()))
+        sys.stdout.buffer.write(dumps(document))
         return EXIT_OK
     if arguments.json:
-        write_atomically(arguments.json, dumps(result.to_json()))
+        write_atomically(arguments.json, dumps(document))
     stdout.print(report(result))
     stdout.print(cadence_view(result))
     if comparison_view is not None:
