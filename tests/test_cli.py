@@ -183,3 +183,14 @@ def test_the_command_starts_one_blas_thread_and_the_library_leaves_the_process_a
     )
     # ... and a program importing the library keeps its own settings.
     assert _blas_threads_after("import fold, fold.api\nfold.fold_acceptance", environment) == "None"
+
+
+def test_a_long_trailing_run_of_one_value_prints_as_one_cell():
+    from fold.present.table import position_cells
+
+    assert position_cells(["88.0%", "64.0%", "0.0%"]) == "0:88.0%  1:64.0%  2:0.0%"
+    assert position_cells(["5", "0", "0", "0"]) == "0:5  1:0  2:0  3:0"
+    assert position_cells(["5", "0", "0", "0", "0"]) == "0:5  1..4:0"
+    # one step of the largest proposal FORMAT.md allows: not 65,536 cells
+    assert position_cells(["1", *(["0"] * 65_536)]) == "0:1  1..65536:0"
+    assert position_cells([]) == ""

@@ -199,46 +199,48 @@ _FOLD_INTERVALS = (
 )
 
 
+TRAILING_RUN_SHOWN = 3
+"""A trailing run of one value longer than this prints as one ``i..j:value`` cell."""
+
+
+def position_cells(cells: list[str]) -> str:
+    """``i:value`` per position; a long trailing run of one value (the zeros past what any step
+    accepted, when one step drafted far more than the rest) as one ``i..j:value`` cell."""
+    start = len(cells)
+    while start > 0 and cells[start - 1] == cells[-1]:
+        start -= 1
+    shown = [f"{i}:{cell}" for i, cell in enumerate(cells)]
+    if len(cells) - start > TRAILING_RUN_SHOWN:
+        shown = [*shown[:start], f"{start}..{len(cells) - 1}:{cells[-1]}"]
+    return "  ".join(shown)
+
+
+def _rate_or_dash(value: float | None) -> str:
+    return "-" if value is None else percent(value)
+
+
 def distribution_lines(result: FoldResult) -> Text:
     warm = result.warm
     text = Text()
-    text.append("warm per-position acceptance (accepted > i)/S: ", style="bold")
-    if warm["per_position"] is None:
-        text.append(NEEDS_STEP_LOG, style="dim")
-    else:
-        text.append(
-            "  ".join(f"{i}:{percent(value)}" for i, value in enumerate(warm["per_position"]))
-        )
-    text.append(
-        "\nwarm per-position, conditional (accepted > i among accepted > i - 1): ", style="bold"
-    )
-    if warm["per_position_conditional"] is None:
-        text.append(NEEDS_STEP_LOG, style="dim")
-    else:
-        text.append(
-            "  ".join(
-                f"{i}:{'-' if value is None else percent(value)}"
-                for i, value in enumerate(warm["per_position_conditional"])
-            )
-        )
-    text.append(
-        "\nwarm per-position, of steps that drafted it (accepted > i)/(proposed > i): ",
-        style="bold",
-    )
-    if warm["per_position_of_proposed"] is None:
-        text.append(NEEDS_STEP_LOG, style="dim")
-    else:
-        text.append(
-            "  ".join(
-                f"{i}:{'-' if value is None else percent(value)}"
-                for i, value in enumerate(warm["per_position_of_proposed"])
-            )
-        )
-    text.append("\nwarm histogram, steps accepting exactly j: ", style="bold")
-    if warm["histogram"] is None:
-        text.append(NEEDS_STEP_LOG, style="dim")
-    else:
-        text.append("  ".join(f"{j}:{count}" for j, count in enumerate(warm["histogram"])))
+    for key, title, show in (
+        ("per_position", "warm per-position acceptance (accepted > i)/S: ", percent),
+        (
+            "per_position_conditional",
+            "\nwarm per-position, conditional (accepted > i among accepted > i - 1): ",
+            _rate_or_dash,
+        ),
+        (
+            "per_position_of_proposed",
+            "\nwarm per-position, of steps that drafted it (accepted > i)/(proposed > i): ",
+            _rate_or_dash,
+        ),
+        ("histogram", "\nwarm histogram, steps accepting exactly j: ", str),
+    ):
+        text.append(title, style="bold")
+        if warm[key] is None:
+            text.append(NEEDS_STEP_LOG, style="dim")
+        else:
+            text.append(position_cells([show(value) for value in warm[key]]))
     text.append(f"\nwarm legs: {', '.join(str(index) for index in warm['legs'])}")
     return text
 
