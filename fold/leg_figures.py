@@ -42,6 +42,80 @@ def counted_leg(
     }
 
 
+def stepped_leg(
+    leg: dict[str, Any],
+    *,
+    prefill_tokens: int,
+    warm: bool,
+    sums: dict[str, Any] | None,
+    counts: dict[int, int],
+    proposals: dict[int, int],
+    bins: list[tuple[int, int, int]],
+    requests: list[dict[str, Any]],
+    window_steps: int,
+) -> dict[str, Any]:
+    """A leg's figures from its steps: the counts, per position and histogram, the within-leg
+    windows, its requests' rates, the flags and the emitted check."""
+    sums = sums or {"lines": 0, "steps": 0, "proposed": 0, "accepted": 0, "emitted": 0,
+                    "emitted_lines": 0, "max_proposed": 0}  # fmt: skip
+    steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
+    steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
+    per_position = acceptance.per_position(steps_by_accepted, steps)
+    steps_by_proposed = acceptance.histogram(proposals, sums["max_proposed"])
+    windows = acceptance.windows_from_bins(bins, window_steps)
+    window_rates = [window.accept_rate for window in windows]
+    for request in requests:
+        request["accept_rate"] = acceptance.accept_rate(request["accepted"], request["proposed"])
+        request["mean_acceptance_length"] = acceptance.mean_acceptance_length(
+            request["accepted"], request["steps"]
+        )
+    flags = []
+    if steps == 0:
+        flags.append("no steps")
+    full_rates = [
+        rate for window, rate in zip(windows, window_rates, strict=True)
+        if window.steps >= window_steps
+    ]  # fmt: skip
+    if acceptance.collapses(full_rates):
+        flags.append("collapse")
+    judged_requests = [request for request in requests if request["steps"] >= window_steps]
+    if acceptance.collapses([request["accept_rate"] for request in judged_requests], at_least=2):
+        flags.append("request collapse")
+    emitted_consistent = None
+    expected_completion = None
+    if sums["lines"] and sums["emitted_lines"] == sums["lines"]:
+        expected_completion = prefill_tokens * len(requests) + sums["emitted"]
+        emitted_consistent = expected_completion == leg["completion_tokens"]
+        if not emitted_consistent:
+            flags.append("emitted != completion")
+    return {
+        **counted_leg(leg, warm, steps, proposed, accepted),
+        "lines": sums["lines"],
+        "per_position": per_position,
+        "per_position_conditional": acceptance.per_position_conditional(per_position),
+        "per_position_of_proposed": acceptance.per_position_of_proposed(
+            steps_by_accepted, steps_by_proposed
+        ),
+        "histogram": steps_by_accepted,
+        "emitted": sums["emitted"] if sums["emitted_lines"] else None,
+        "emitted_lines": sums["emitted_lines"],
+        "expected_completion_tokens": expected_completion,
+        "prefill_tokens_per_request": prefill_tokens,
+        "emitted_consistent": emitted_consistent,
+        "requests": requests,
+        "windows": [
+            {
+                "steps": window.steps,
+                "proposed": window.proposed,
+                "accepted": window.accepted,
+                "accept_rate": rate,
+            }
+            for window, rate in zip(windows, window_rates, strict=True)
+        ],
+        "flags": flags,
+    }
+
+
 def window_secs(leg: dict[str, Any]) -> float:
     # The generate window as recorded (microseconds), not the band attribution widens it by.
     return (leg["end_ns"] - leg["start_ns"] - 2 * WINDOW_SLACK_NS) / 1e9

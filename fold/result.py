@@ -23,7 +23,7 @@ from fold.cadence import (
 )
 from fold.cadence import KEY as CADENCE_KEY
 from fold.errors import RefusedError
-from fold.leg_figures import Histograms, bootstrap_leg, counted_leg, pooled
+from fold.leg_figures import Histograms, bootstrap_leg, pooled, stepped_leg
 from fold.reader import ReadCounts, SkippedLine
 from fold.spectrace import NO_TIME_STAMPS
 from fold.uncertainty import (
@@ -259,7 +259,7 @@ def _acceptance_result(
 
     convention = _prefill_convention(arm_legs, sums, requests, prefill_tokens)
     legs = [
-        _leg_figures(
+        stepped_leg(
             leg,
             prefill_tokens=convention["per_request"],
             warm=leg["index"] in warm_set,
@@ -393,78 +393,6 @@ def add_intervals(
         if fold.get("cadence") is not None:
             fold["cadence"]["decode_steps_per_s_ci"] = decode_interval(result.replicates.get(name))
     result.bootstrap = method_note(resamples, seed)
-
-
-def _leg_figures(
-    leg: dict[str, Any],
-    *,
-    prefill_tokens: int,
-    warm: bool,
-    sums: dict[str, Any] | None,
-    counts: dict[int, int],
-    proposals: dict[int, int],
-    bins: list[tuple[int, int, int]],
-    requests: list[dict[str, Any]],
-    window_steps: int,
-) -> dict[str, Any]:
-    sums = sums or {"lines": 0, "steps": 0, "proposed": 0, "accepted": 0, "emitted": 0,
-                    "emitted_lines": 0, "max_proposed": 0}  # fmt: skip
-    steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
-    steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
-    per_position = acceptance.per_position(steps_by_accepted, steps)
-    steps_by_proposed = acceptance.histogram(proposals, sums["max_proposed"])
-    windows = acceptance.windows_from_bins(bins, window_steps)
-    window_rates = [window.accept_rate for window in windows]
-    for request in requests:
-        request["accept_rate"] = acceptance.accept_rate(request["accepted"], request["proposed"])
-        request["mean_acceptance_length"] = acceptance.mean_acceptance_length(
-            request["accepted"], request["steps"]
-        )
-    flags = []
-    if steps == 0:
-        flags.append("no steps")
-    full_rates = [
-        rate for window, rate in zip(windows, window_rates, strict=True)
-        if window.steps >= window_steps
-    ]  # fmt: skip
-    if acceptance.collapses(full_rates):
-        flags.append("collapse")
-    judged_requests = [request for request in requests if request["steps"] >= window_steps]
-    if acceptance.collapses([request["accept_rate"] for request in judged_requests], at_least=2):
-        flags.append("request collapse")
-    emitted_consistent = None
-    expected_completion = None
-    if sums["lines"] and sums["emitted_lines"] == sums["lines"]:
-        expected_completion = prefill_tokens * len(requests) + sums["emitted"]
-        emitted_consistent = expected_completion == leg["completion_tokens"]
-        if not emitted_consistent:
-            flags.append("emitted != completion")
-    return {
-        **counted_leg(leg, warm, steps, proposed, accepted),
-        "lines": sums["lines"],
-        "per_position": per_position,
-        "per_position_conditional": acceptance.per_position_conditional(per_position),
-        "per_position_of_proposed": acceptance.per_position_of_proposed(
-            steps_by_accepted, steps_by_proposed
-        ),
-        "histogram": steps_by_accepted,
-        "emitted": sums["emitted"] if sums["emitted_lines"] else None,
-        "emitted_lines": sums["emitted_lines"],
-        "expected_completion_tokens": expected_completion,
-        "prefill_tokens_per_request": prefill_tokens,
-        "emitted_consistent": emitted_consistent,
-        "requests": requests,
-        "windows": [
-            {
-                "steps": window.steps,
-                "proposed": window.proposed,
-                "accepted": window.accepted,
-                "accept_rate": rate,
-            }
-            for window, rate in zip(windows, window_rates, strict=True)
-        ],
-        "flags": flags,
-    }
 
 
 MAX_LEGS_NAMED = 8
