@@ -133,7 +133,10 @@ def _check_legs(result: FoldResult, counters: EngineCounters) -> int:
     if len(wrong) > 1:
         others = ", ".join(str(i) for i, _ in wrong[1:MAX_LEGS_NAMED])
         extra = len(wrong) - MAX_LEGS_NAMED
-        more = f" ({len(wrong) - 1} more legs disagree: {others}{' and more' if extra > 0 else ''})"
+        legs_disagree = (
+            "1 more leg disagrees" if len(wrong) == 2 else f"{len(wrong) - 1} more legs disagree"
+        )
+        more = f" ({legs_disagree}: {others}{' and more' if extra > 0 else ''})"
     raise RefusedError(
         f"{counters.where}: {_log_name(result)} disagrees with the engine's own counters on "
         f"{counters.describe(index)}: "

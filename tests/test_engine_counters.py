@@ -586,7 +586,7 @@ def test_steps_attributed_to_the_wrong_leg_are_told_so(tmp_path, capsys):
     message = refused(capsys, arm, str(steps))
     assert "on leg 1 (run 2 of prompt 0" in message
     assert "spec_drafted_request_steps = 3 in the record, S = 4 in the step log" in message
-    assert "(1 more legs disagree: 2)" in message
+    assert "(1 more leg disagrees: 2)" in message
     assert "The log's counts for this leg are exactly the counters of leg 2 (run 3" in message
 
 
