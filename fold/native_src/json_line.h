@@ -29,22 +29,25 @@ struct Step {
   std::size_t seq_length = 0;
 };
 
-// The step's string request id as UTF-8, unescaped into `scratch` when it has escapes.
-inline std::string_view seq_id_of(const Step& step, std::string& scratch) {
-  if (!step.seq_escaped) return {step.seq_begin, step.seq_length};
+// A string value of the line as UTF-8: its bytes as they stand, or unescaped into `scratch`
+// when it has escapes (`begin` is just past its opening quote).
+inline std::string_view unescaped(const char* begin, std::size_t length, bool escaped,
+                                  std::string& scratch) {
+  if (!escaped) return {begin, length};
   scratch.clear();
-  const char* p = step.seq_begin;
+  const char* p = begin;
   scan_string(p, &scratch);  // valid: the line was parsed
   return scratch;
 }
 
-// The step's label as UTF-8, unescaped into `scratch` when it has escapes.
+// The step's string request id.
+inline std::string_view seq_id_of(const Step& step, std::string& scratch) {
+  return unescaped(step.seq_begin, step.seq_length, step.seq_escaped, scratch);
+}
+
+// The step's label.
 inline std::string_view label_of(const Step& step, std::string& scratch) {
-  if (!step.label_escaped) return {step.label_begin, step.label_length};
-  scratch.clear();
-  const char* p = step.label_begin;
-  scan_string(p, &scratch);  // valid: the line was parsed
-  return scratch;
+  return unescaped(step.label_begin, step.label_length, step.label_escaped, scratch);
 }
 
 enum Field { kV, kW, kN, kTns, kPid, kSeq, kProposed, kAccepted, kEmitted, kLeg, kUnknown };
