@@ -82,6 +82,17 @@ def ns(us: int) -> int:
 
 # Leg windows are widened by this much on each side (README, "Leg windows").
 WINDOW_SLACK_NS = 500
+# One warm leg of one second, for tests that fold a handful of hand-written lines.
+ONE_SECOND_LEG = {
+    "run": 2,
+    "secs": 1.0,
+    "tok_s": 10.0,
+    "prompt_tokens": 1,
+    "completion_tokens": 4,
+    "finish_reason": "stop",
+    "generate_start_unix": 1764450000.0,
+    "generate_end_unix": 1764450001.0,
+}
 
 
 def recorded_bounds_ns(leg: dict[str, Any]) -> tuple[int, int]:

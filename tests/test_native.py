@@ -35,6 +35,7 @@ from strategies import (
     leg_bounds_ns,
     timestamps,
 )
+from strategies import ONE_SECOND_LEG as LEG
 
 import fold.accumulate
 import fold.logfile
@@ -319,16 +320,6 @@ GOOD = (
     b'{"v":1,"w":"5f0c1a2b3c4d5e6f","n":0,"t_ns":1764450000000001000,"pid":4242,"seq":7,'
     b'"proposed":7,"accepted":3,"emitted":4,"leg":"warm"}\n'
 )
-LEG = {
-    "run": 2,
-    "secs": 1.0,
-    "tok_s": 10.0,
-    "prompt_tokens": 1,
-    "completion_tokens": 4,
-    "finish_reason": "stop",
-    "generate_start_unix": 1764450000.0,
-    "generate_end_unix": 1764450001.0,
-}
 
 
 def good_line(**changes: Any) -> bytes:

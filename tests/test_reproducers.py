@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from native_switch import native_switch
+from strategies import ONE_SECOND_LEG as LEG
 
 from fold import cli
 from fold.api import fold_acceptance
@@ -22,16 +23,6 @@ from fold.arm import arm_from_document
 from fold.errors import InputError, RefusedError
 from fold.reader import MAX_STEP_TOKENS, judge_line
 
-LEG = {
-    "run": 2,
-    "secs": 1.0,
-    "tok_s": 10.0,
-    "prompt_tokens": 1,
-    "completion_tokens": 4,
-    "finish_reason": "stop",
-    "generate_start_unix": 1764450000.0,
-    "generate_end_unix": 1764450001.0,
-}
 T_NS = 1764450000000001000  # inside LEG's window
 
 
