@@ -209,7 +209,7 @@ def run_fold(arm: str, log: str, shape: str) -> dict:
 def run_duckdb(arm: str, log: str, shape: str) -> dict:
     import duckdb
 
-    from fold.arm import load_arm
+    from fold.inputs.arm import load_arm
 
     legs = load_arm(arm).legs.select("index", "start_ns", "end_ns").rows()
     con = duckdb.connect()
@@ -245,7 +245,7 @@ def run_orjson(arm: str, log: str, shape: str) -> dict:
 
     import orjson
 
-    from fold.arm import load_arm
+    from fold.inputs.arm import load_arm
 
     legs = load_arm(arm).legs.sort("start_ns")
     starts, ends = legs["start_ns"].to_list(), legs["end_ns"].to_list()
@@ -281,9 +281,9 @@ def _child(name: str, arm: str, log: str, shape: str) -> None:
     import orjson  # noqa: F401
 
     import fold.api
-    import fold.native
+    import fold.folding.native
 
-    if name == "fold" and not fold.native.available():
+    if name == "fold" and not fold.folding.native.available():
         raise SystemExit("fold: the native extension fold._native is not built or switched off")
     if name == "duckdb":
         import duckdb  # noqa: F401

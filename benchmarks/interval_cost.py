@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fold_scale import generate_arm, generate_log
 
 from fold.api import fold_acceptance
-from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
+from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 TARGET_SECONDS = 0.5
 PYTHON_LOOP_RESAMPLES = 5

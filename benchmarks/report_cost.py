@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fold_scale import generate_arm, generate_log
 
 import fold.command_process  # noqa: F401  one BLAS thread, as the command runs
-from fold.annotate import dumps
 from fold.api import fold_acceptance
+from fold.present.annotate import dumps
 from fold.present.page import page, write_plots
 
 PAGE_SECONDS, PAGE_BYTES = 5.0, 3 * 1024 * 1024

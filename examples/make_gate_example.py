@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from fold.steplog import format_line
+from fold.inputs.steplog import format_line
 
 START_UNIX_S = 1_795_000_000
 DRAFTS_PER_STEP = 7

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gate import GATE_FIELDS, arm_record
 
-from fold.steplog import format_line
+from fold.inputs.steplog import format_line
 
 MASK = (1 << 64) - 1
 WORKLOAD = {"prompts": 4, "repeats": 3, "concurrency": 2, "max_tokens": 128, "k": 4, "seed": 7}

@@ -24,7 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from fold.steplog import format_line
+from fold.inputs.steplog import format_line
 
 DRAFTS_PER_STEP = 7
 MAX_TOKENS = 64

@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fold.api import LogFold, fold_acceptance
-    from fold.arm import ArmRecord, load_arm
     from fold.errors import FoldError, InputError, RefusedError
-    from fold.result import FoldResult
+    from fold.folding.result import FoldResult
+    from fold.inputs.arm import ArmRecord, load_arm
 
 _HOMES = {
-    "ArmRecord": "fold.arm",
+    "ArmRecord": "fold.inputs.arm",
     "FoldError": "fold.errors",
-    "FoldResult": "fold.result",
+    "FoldResult": "fold.folding.result",
     "InputError": "fold.errors",
     "LogFold": "fold.api",
     "RefusedError": "fold.errors",
     "fold_acceptance": "fold.api",
-    "load_arm": "fold.arm",
+    "load_arm": "fold.inputs.arm",
 }
 
 __all__ = [

@@ -14,7 +14,7 @@
 //   - folded: a valid v1 step, attributed to its leg (overlaps resolved by its label);
 //   - bad: not a v1 step (invalid JSON or UTF-8, a missing field, a wrong type, a number out of
 //     range, another version); counted, and its place handed back so that the exact reader
-//     (fold.reader) words the reason. Without skip_bad the range stops there.
+//     (fold.inputs.reader) words the reason. Without skip_bad the range stops there.
 //   - refused: accepted > proposed; the range stops there and the exact reader words it.
 //   - deferred: valid JSON that only the exact reader may judge (a sign on an integer, a
 //     duplicate key, an escaped key or writer id, a writer id not in the writers' form, a lone
@@ -51,15 +51,15 @@
 #include <utility>
 #include <vector>
 
-#include "native_src/arrow_export.h"
-#include "native_src/cadence.h"
-#include "native_src/cadence_module.h"
-#include "native_src/fold_pass.h"
-#include "native_src/hash_table.h"
-#include "native_src/json_line.h"
-#include "native_src/python_values.h"
-#include "native_src/read_range.h"
-#include "native_src/resample.h"
+#include "inputs/native_src/arrow_export.h"
+#include "inputs/native_src/cadence.h"
+#include "inputs/native_src/cadence_module.h"
+#include "inputs/native_src/fold_pass.h"
+#include "inputs/native_src/hash_table.h"
+#include "inputs/native_src/json_line.h"
+#include "inputs/native_src/python_values.h"
+#include "inputs/native_src/read_range.h"
+#include "inputs/native_src/resample.h"
 
 namespace {
 
@@ -224,7 +224,7 @@ const char kDoc[] =
     "           segment_labels, leg_start, leg_span, bins_per_leg[, block[, bytes_per_thread]])\n"
     "    -> dict\n\n"
     "Read, attribute and fold the whole lines of path[begin:end] (end < 0: to the end).\n"
-    "Segments as fold.attribute cuts the leg windows; leg_start/leg_span by leg index.\n"
+    "Segments as fold.folding.attribute cuts the leg windows; leg_start/leg_span by leg index.\n"
     "Returns counts, the offset after the last newline read ('consumed'), the lines handed\n"
     "back as (line, offset, length, kind: 0 deferred, 1 bad, 2 refused), and the tables as\n"
     "Arrow PyCapsule pairs (legs -1 when unattributed; writers as indices into writer_ids).\n"
@@ -324,7 +324,7 @@ const char kResampleDoc[] =
     "The bootstrap's stage-2 resamples of one leg: values a C-contiguous int64 buffer of shape\n"
     "(requests, columns), key the leg's stream, out an int64 buffer (rows, columns) filled with\n"
     "resamples first_row ... first_row + rows - 1, each row every column's sum over the\n"
-    "requests drawn for it (fold.uncertainty.request_draws gives the same draws).";
+    "requests drawn for it (fold.folding.uncertainty.request_draws gives the same draws).";
 
 // A read-only or writable view of a C-contiguous 2-D buffer of 8-byte integers.
 bool int64_matrix(PyObject* object, Py_buffer& view, bool writable, const char* name) {
@@ -388,7 +388,7 @@ PyMethodDef kMethods[] = {
 PyModuleDef kModule = {
     PyModuleDef_HEAD_INIT,
     "fold._native",
-    "Native read, attribution and fold of step logs (see fold.native).",
+    "Native read, attribution and fold of step logs (see fold.folding.native).",
     -1,
     kMethods,
     nullptr,

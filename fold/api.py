@@ -6,20 +6,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fold.acceptance import DEFAULT_WINDOW_STEPS
-from fold.accumulate import MERGE_EVERY, PartialFold, merge_all
-from fold.arm import ArmRecord, load_arm
-from fold.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
-from fold.counter_check import check_counters
-from fold.counter_fold import fold_counters
 from fold.errors import InputError
-from fold.logfile import Legs, LogFile
-from fold.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
-from fold.result import ENGINE_TRACE, STEP_LOG, FoldResult, build_result
-from fold.spectrace import looks_like_engine_trace, read_engine_trace
-from fold.spectrace_fold import engine_trace_fold
-from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
-from fold.warm import DEFAULT_PREDICATE, check_arm
+from fold.folding.accumulate import MERGE_EVERY, PartialFold, merge_all
+from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
+from fold.folding.counter_check import check_counters
+from fold.folding.counter_fold import fold_counters
+from fold.folding.logfile import Legs, LogFile
+from fold.folding.result import ENGINE_TRACE, STEP_LOG, FoldResult, build_result
+from fold.folding.spectrace_fold import engine_trace_fold
+from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
+from fold.folding.warm import DEFAULT_PREDICATE, check_arm
+from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
+from fold.inputs.arm import ArmRecord, load_arm
+from fold.inputs.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
+from fold.inputs.spectrace import looks_like_engine_trace, read_engine_trace
 
 ProgressCallback = Callable[[int], None]
 """Called with the number of bytes read since the last call."""
@@ -38,8 +38,8 @@ class LogFold:
 
     def add_engine_traces(self, paths: list[str], *, skip_bad_lines: bool = False) -> None:
         """The engine's own trace: one stderr file per prompt process, in prompt order
-        (``fold.spectrace``). Its steps are given legs by their files' run lines, not by time,
-        so they are read all at once, and only into a fold of nothing else."""
+        (``fold.inputs.spectrace``). Its steps are given legs by their files' run lines, not by
+        time, so they are read all at once, and only into a fold of nothing else."""
         if self.read_counts:
             raise InputError(
                 f"{paths[0]}: the engine's trace cannot join a fold of other step logs"
@@ -139,7 +139,7 @@ def fold_acceptance(
 ) -> FoldResult:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
-    With no logs, the legs' own counters are folded (``fold.counter_fold``): every figure
+    With no logs, the legs' own counters are folded (``fold.folding.counter_fold``): every figure
     that needs the steps themselves is then None.
 
     ``prefill_tokens``: output tokens per request that no verify step emits (1 for servers, 0

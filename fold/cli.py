@@ -15,15 +15,21 @@ from rich.live import Live
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 import fold.command_process  # noqa: F401  first: it sets the process up before numpy loads
-from fold.acceptance import DEFAULT_WINDOW_STEPS
-from fold.annotate import dumps, write_annotated, write_atomically
 from fold.api import fold_acceptance
-from fold.arm import load_arm
-from fold.cadence import DEFAULT_STALL_FACTOR
-from fold.compare import compare
+from fold.compare.compare import compare
+from fold.compare.gap import DEFAULT_TOLERANCE
+from fold.compare.vs_arms import load_arms
 from fold.errors import FoldError, InputError
-from fold.follow import Follower, run_follow
-from fold.gap import DEFAULT_TOLERANCE
+from fold.folding.cadence import DEFAULT_STALL_FACTOR
+from fold.folding.follow import Follower, run_follow
+from fold.folding.result import FoldResult
+from fold.folding.trace_lines import attributed_lines
+from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
+from fold.folding.warm import DEFAULT_PREDICATE
+from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
+from fold.inputs.arm import load_arm
+from fold.inputs.reader import expand_log_paths
+from fold.present.annotate import dumps, write_annotated, write_atomically
 from fold.present.cadence import cadence_view
 from fold.present.chart import require_matplotlib
 from fold.present.comparison import comparison
@@ -32,12 +38,6 @@ from fold.present.markdown import markdown_record
 from fold.present.page import markdown_links, write_page, write_plots
 from fold.present.table import report
 from fold.present.trace import write_trace
-from fold.reader import expand_log_paths
-from fold.result import FoldResult
-from fold.trace_lines import attributed_lines
-from fold.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
-from fold.vs_arms import load_arms
-from fold.warm import DEFAULT_PREDICATE
 
 EXIT_OK = 0
 EXIT_REFUSED = 1

@@ -37,7 +37,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ARM = str(HERE / "arm.json")
 SWITCH = "FOLD_ACCEPTANCE_NATIVE"
-# The cap on a step's tokens (fold.reader.MAX_STEP_TOKENS, FORMAT.md), repeated so that a
+# The cap on a step's tokens (fold.inputs.reader.MAX_STEP_TOKENS, FORMAT.md), repeated so that a
 # change to it is a finding until this is changed too.
 MAX_STEP_TOKENS = 2**16
 _COUNTS = ("steps", "proposed", "accepted", "emitted", "lines", "torn_lines", "skipped_lines",

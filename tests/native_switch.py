@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from fold.native import ENVIRONMENT_SWITCH
+from fold.folding.native import ENVIRONMENT_SWITCH
 
 
 @contextmanager

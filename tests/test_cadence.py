@@ -17,11 +17,11 @@ from rich.console import Console
 from strategies import FoldCase, fold_cases, scaled
 
 from fold.api import LogFold, fold_acceptance
-from fold.arm import arm_from_document, load_arm
 from fold.cli import main
 from fold.errors import InputError, RefusedError
+from fold.folding.uncertainty import decode_steps_per_s
+from fold.inputs.arm import arm_from_document, load_arm
 from fold.present.cadence import cadence_view
-from fold.uncertainty import decode_steps_per_s
 
 approx = pytest.approx
 

@@ -1,6 +1,6 @@
-"""The native cadence (``fold._native.cadence`` through ``fold.cadence.fold_cadence``) gives the
-same figures as the polars reference (``polars_cadence``), exactly, per request and for any
-group of legs; and both match the definitions computed by hand.
+"""The native cadence (``fold._native.cadence`` through ``fold.folding.cadence.fold_cadence``)
+gives the same figures as the polars reference (``polars_cadence``), exactly, per request and for
+any group of legs; and both match the definitions computed by hand.
 
 The extension is imported at the top: when it was not built, this module fails, it is not
 skipped.
@@ -20,8 +20,8 @@ from pytest import approx
 from strategies import scaled
 
 from fold import _native  # noqa: F401  fails here when the extension was not built
-from fold.arm import WINDOW_SLACK_NS
-from fold.cadence import Cadence, fold_cadence, polars_cadence
+from fold.folding.cadence import Cadence, fold_cadence, polars_cadence
+from fold.inputs.arm import WINDOW_SLACK_NS
 
 SECOND = 1_000_000_000
 LEG_SECONDS = 10
@@ -121,8 +121,8 @@ def test_the_extension_is_used_when_on() -> None:
     with native_switch(True):
         native = fold_cadence(times, legs)
     reference = polars_cadence(times, legs, 4.0)
-    assert native.pooled_intervals.__module__ == "fold.native"
-    assert reference.pooled_intervals.__module__ == "fold.cadence"
+    assert native.pooled_intervals.__module__ == "fold.folding.native"
+    assert reference.pooled_intervals.__module__ == "fold.folding.cadence"
 
 
 def test_hand_computed_figures_on_both_paths() -> None:

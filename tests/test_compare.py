@@ -10,8 +10,8 @@ import pytest
 
 from fold.api import fold_acceptance
 from fold.cli import main
-from fold.compare import our_figures
-from fold.oracles import load_oracle
+from fold.compare.compare import our_figures
+from fold.inputs.oracles import load_oracle
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OURS = [
@@ -201,7 +201,7 @@ def _figures(row) -> list[str]:
 
 @pytest.mark.parametrize("width", [80, 60, 40])
 def test_comparison_table_prints_every_figure_whole(width):
-    from fold.oracles import arm_from_counts
+    from fold.inputs.oracles import arm_from_counts
     from fold.present.comparison import comparison_table
 
     result = fold_acceptance(OURS[0], [OURS[1]])

@@ -12,10 +12,10 @@ import pytest
 from native_switch import native_switch
 
 from fold.api import LogFold, fold_acceptance
-from fold.arm import arm_from_document
 from fold.errors import InputError, RefusedError
+from fold.inputs.arm import arm_from_document
+from fold.inputs.steplog import format_line
 from fold.present.table import distribution_lines
-from fold.steplog import format_line
 
 BASE_S = 1_800_000_000  # epoch seconds of the first leg's start
 NS = 1_000_000_000
@@ -446,16 +446,16 @@ def test_the_fold_leaves_the_cycle_collector_as_it_found_it(tmp_path, monkeypatc
     after, also when the fold is refused."""
     import gc
 
-    import fold.result
+    import fold.folding.result
 
     seen_while_building = []
-    building = fold.result._acceptance_result
+    building = fold.folding.result._acceptance_result
 
     def spy(*args, **kwargs):
         seen_while_building.append(gc.isenabled())
         return building(*args, **kwargs)
 
-    monkeypatch.setattr(fold.result, "_acceptance_result", spy)
+    monkeypatch.setattr(fold.folding.result, "_acceptance_result", spy)
     record = arm([leg(2, 0, 10), leg(2, 20, 30)])
     good = write(tmp_path / "good.jsonl", [step(ns(1), 2, 1, 0), step(ns(21), 2, 2, 1)])
     refused = write(tmp_path / "refused.jsonl", [step(ns(1), 2, 1, 0)])

@@ -17,9 +17,9 @@ from rich.console import Console
 
 from fold.api import fold_acceptance
 from fold.errors import InputError, RefusedError
-from fold.follow import Follower, FollowView, run_follow
+from fold.folding.follow import Follower, FollowView, run_follow
+from fold.inputs.steplog import format_line
 from fold.present.live import live_view
-from fold.steplog import format_line
 
 BASE_S = 1_800_000_000
 

@@ -14,8 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from fold.errors import InputError
-from fold.gap import (
+from fold.compare.gap import (
     ACCEPTANCE,
     NO_GAP,
     NO_SHARE_BELOW,
@@ -24,7 +23,8 @@ from fold.gap import (
     check_step_rate,
     oracles_block,
 )
-from fold.oracles import ArmFigures, arm_from_counts, load_oracle
+from fold.errors import InputError
+from fold.inputs.oracles import ArmFigures, arm_from_counts, load_oracle
 from fold.present.comparison import comparison, comparison_table, verdict_lines
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "oracles"

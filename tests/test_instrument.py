@@ -18,7 +18,7 @@ import orjson
 import pytest
 from conftest import CPP, INSTRUMENT, WARNINGS, compile_cxx
 
-from fold.steplog import format_line
+from fold.inputs.steplog import format_line
 
 V1_TYPES = {
     "v": int,
@@ -121,7 +121,7 @@ def assert_no_gaps(objs: list[dict]) -> None:
 
 
 def assert_same_bytes_as_python(raw: bytes, obj: dict, leg: str | None) -> None:
-    """The line equals fold.steplog.format_line given the same writer id, n, time and pid."""
+    """The line equals fold.inputs.steplog.format_line given the same writer id, n, time and pid."""
     expected = format_line(
         writer_id=obj["w"],
         n=obj["n"],
@@ -361,7 +361,7 @@ def test_every_kind_of_string_id_and_the_ones_dropped(asan, tmp_path):
 
 
 def test_python_writer_takes_string_ids(tmp_path):
-    from fold.steplog import StepLogWriter
+    from fold.inputs.steplog import StepLogWriter
 
     log = tmp_path / "steps.jsonl"
     with StepLogWriter(log, leg="w") as writer:

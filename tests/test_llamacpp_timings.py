@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from fold.errors import RefusedError
-from fold.oracles import read_oracle
+from fold.inputs.oracles import read_oracle
 
 
 def response(predicted_per_second: float) -> str:

@@ -11,7 +11,7 @@ from test_fold import arm, leg, ns, step, write
 from fold.api import fold_acceptance
 from fold.cli import main
 from fold.errors import RefusedError
-from fold.follow import Follower
+from fold.folding.follow import Follower
 from fold.wording import figure, figures_apart
 
 

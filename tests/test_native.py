@@ -1,4 +1,5 @@
-"""The native reader (``fold._native`` through ``fold.native``) against the polars reference.
+"""The native reader (``fold._native`` through ``fold.folding.native``) against the polars
+reference.
 
 The extension is imported at the top: when it was not built, this module fails (CI builds it
 with the package), it is not skipped. Every comparison folds the same files twice, once as is
@@ -37,22 +38,22 @@ from strategies import (
 )
 from strategies import ONE_SECOND_LEG as LEG
 
-import fold.accumulate
-import fold.logfile
-import fold.native
-import fold.trace_lines
+import fold.folding.accumulate
+import fold.folding.logfile
+import fold.folding.native
+import fold.folding.trace_lines
 from fold import _native  # fails here when the extension was not built
-from fold.accumulate import PartialFold
 from fold.api import LogFold, fold_acceptance
-from fold.arm import arm_from_document, load_arm
 from fold.errors import InputError, RefusedError
-from fold.logfile import Legs
-from fold.reader import ReadCounts
+from fold.folding.accumulate import PartialFold
+from fold.folding.logfile import Legs
+from fold.inputs.arm import arm_from_document, load_arm
+from fold.inputs.reader import ReadCounts
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 TABLES = ("legs", "histogram", "requests", "bins", "writers", "step_times", "files")
-SWITCH = fold.native.ENVIRONMENT_SWITCH
+SWITCH = fold.folding.native.ENVIRONMENT_SWITCH
 
 
 def outcome(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
@@ -123,9 +124,9 @@ def test_fixtures_fold_the_same_both_ways(directory: Path):
 
 def test_the_switch_turns_the_native_reader_off(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(SWITCH, "0")
-    assert not fold.native.available()
+    assert not fold.folding.native.available()
     monkeypatch.setenv(SWITCH, "1")
-    assert fold.native.available()
+    assert fold.folding.native.available()
 
 
 # -- lines in any valid v1 shape ----------------------------------------------------------------
@@ -408,7 +409,7 @@ def test_many_bad_lines_keep_the_first_examples_across_threads(tmp_path: Path):
     bad = [n + 1 for n in range(2000) if n % 97 == 0]
     with native_switch(True):
         counts = ReadCounts()
-        read = fold.native.read_range(
+        read = fold.folding.native.read_range(
             str(log), arm.legs, None, Legs.of(arm.legs).native, counts,
             skip_bad_lines=True, block=300, bytes_per_thread=5000,
         )  # fmt: skip
@@ -563,8 +564,8 @@ def test_without_the_extension_the_polars_reader_folds(tmp_path: Path, monkeypat
     log.write_bytes(GOOD + good_line(n=1, t_ns=1764450000500000000) + b"\n" + b'{"v":1')
     arm = arm_from_document([LEG])
     with_native = outcome(arm, [str(log)], native=True)
-    monkeypatch.setattr(fold.native, "_native", None)
-    assert not fold.native.available()
+    monkeypatch.setattr(fold.folding.native, "_native", None)
+    assert not fold.folding.native.available()
     assert outcome(arm, [str(log)], native=True) == with_native
 
 
@@ -584,20 +585,20 @@ def test_the_first_problem_in_file_order_is_named_both_ways(tmp_path: Path):
 def test_following_reads_a_backlog_in_pieces(tmp_path: Path, monkeypatch):
     """The follower's reads are cut at a small size: lines cut across pieces, and a line
     longer than a piece, are read whole, with the same fold as one read."""
-    monkeypatch.setattr(fold.logfile, "FOLLOW_CHUNK_BYTES", 100)
+    monkeypatch.setattr(fold.folding.logfile, "FOLLOW_CHUNK_BYTES", 100)
     long_line = json.dumps({**json.loads(GOOD), "n": 3, "pad": "x" * 500}).encode() + b"\n"
     log = tmp_path / "steps.jsonl"
     log.write_bytes(b"".join(good_line(n=n) + b"\n" for n in range(3)) + long_line + b'{"v"')
     arm = arm_from_document([LEG])
     legs = Legs.of(arm.legs)
     with native_switch(True):
-        piecewise = fold.logfile.LogFile(str(log))
+        piecewise = fold.folding.logfile.LogFile(str(log))
         pieces = list(piecewise.read_available(legs, want_steps=True))
         piecewise.finish()
     assert len(pieces) > 3
     assert sum(steps.height for _, steps in pieces) == 4
     assert (piecewise.lines_read, piecewise.counts.torn_lines) == (4, 1)
-    merged = fold.accumulate.merge_all([partial for partial, _ in pieces])
+    merged = fold.folding.accumulate.merge_all([partial for partial, _ in pieces])
     whole, counts = folded(arm, [str(log)], native=False)
     assert_same_partials(merged, whole)
     assert counts[str(log)] == piecewise.counts
@@ -616,9 +617,9 @@ def test_a_bad_line_in_a_later_thread_is_named_by_its_file_line(tmp_path: Path, 
     with native_switch(True):
         if not skip:
             with pytest.raises(InputError, match=r"steps\.jsonl:1235: not valid JSON"):
-                fold.native.read_range(*arguments, **options)
+                fold.folding.native.read_range(*arguments, **options)
             return
-        read = fold.native.read_range(*arguments, **options)
+        read = fold.folding.native.read_range(*arguments, **options)
     assert read is not None and read.lines == 1500
     assert [example.line for example in counts.skipped_examples] == [1235]
 
@@ -627,7 +628,7 @@ def _trace_lines(arm: Any, log: Path, *, native: bool, skip: bool) -> Any:
     """The trace's attributed lines and writers' pids (sorted, to compare), or the error."""
     with native_switch(native):
         try:
-            lines, pids = fold.trace_lines._read(arm, [str(log)], skip)
+            lines, pids = fold.folding.trace_lines._read(arm, [str(log)], skip)
         except (InputError, RefusedError) as error:
             return (type(error).__name__, str(error))
     return lines.sort(lines.columns), pids
@@ -650,7 +651,7 @@ def test_the_traces_lines_are_the_references(tmp_path_factory, legs, data):
     assert_frame_equal(native[0], reference[0])
     assert native[1] == reference[1]
     legs_read = Legs.of(arm.legs)
-    split = fold.native.read_range(
+    split = fold.folding.native.read_range(
         str(log), arm.legs, legs_read.windows, legs_read.native, ReadCounts(),
         skip_bad_lines=skip, want_lines=True, block=64, bytes_per_thread=200,
     )  # fmt: skip

@@ -18,10 +18,10 @@ import orjson
 import pytest
 
 from fold.cli import main
-from fold.leg_sums import Leg
-from fold.oracles import load_oracle, read_oracle
+from fold.folding.uncertainty import bootstrap, fold_replicates
+from fold.inputs.leg_sums import Leg
+from fold.inputs.oracles import load_oracle, read_oracle
 from fold.present.table import plus_minus
-from fold.uncertainty import bootstrap, fold_replicates
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ORACLES = FIXTURES / "oracles"

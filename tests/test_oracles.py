@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from fold.errors import InputError, RefusedError
-from fold.oracles import (
+from fold.inputs.oracles import (
     ArmFigures,
     arm_from_counts,
     detect_kind,

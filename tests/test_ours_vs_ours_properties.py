@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from strategies import scaled
 
 from fold.api import fold_acceptance
-from fold.arm import load_arm
-from fold.compare import compare, our_figures
-from fold.steplog import format_line
-from fold.vs_arms import load_arms
+from fold.compare.compare import compare, our_figures
+from fold.compare.vs_arms import load_arms
+from fold.inputs.arm import load_arm
+from fold.inputs.steplog import format_line
 
 SEED = 7
 OPTIONS = {"window_steps": 4, "skip_bad_lines": False, "stall_factor": 4.0,

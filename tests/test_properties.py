@@ -42,8 +42,8 @@ from strategies import (
 )
 
 from fold.api import LogFold, fold_acceptance
-from fold.arm import arm_from_document
 from fold.errors import InputError, RefusedError
+from fold.inputs.arm import arm_from_document
 
 # Figures that depend on which files the lines were in, not on the lines.
 PER_FILE_KEYS = ("files", "skipped_examples")
@@ -452,8 +452,8 @@ positive = st.floats(0.01, 1e5, allow_nan=False, allow_infinity=False)
 def test_gap_factors_multiply_back_to_the_ratio(case, oracle_tok_s, oracle_length, tolerance):
     """acceptance factor x speed factor == ours tok/s / oracle tok/s, for the fold's own figures;
     the two shares of the log-gap sum to 1."""
-    from fold.gap import attribute_gap
-    from fold.oracles import ArmFigures
+    from fold.compare.gap import attribute_gap
+    from fold.inputs.oracles import ArmFigures
 
     result, _ = fold_or_skip(case, [case.log.data()])
     warm = result["warm"]

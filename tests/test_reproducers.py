@@ -19,9 +19,9 @@ from strategies import ONE_SECOND_LEG as LEG
 
 from fold import cli
 from fold.api import fold_acceptance
-from fold.arm import arm_from_document
 from fold.errors import InputError, RefusedError
-from fold.reader import MAX_STEP_TOKENS, judge_line
+from fold.inputs.arm import arm_from_document
+from fold.inputs.reader import MAX_STEP_TOKENS, judge_line
 
 T_NS = 1764450000000001000  # inside LEG's window
 

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from strategies import canonical_line, scaled
 
 from fold.api import fold_acceptance
-from fold.arm import arm_from_document
 from fold.errors import RefusedError
-from fold.steplog import StepLogWriter, format_line
+from fold.inputs.arm import arm_from_document
+from fold.inputs.steplog import StepLogWriter, format_line
 
 # Labels an environment variable can carry: no NUL, no lone surrogates.
 labels = st.text(

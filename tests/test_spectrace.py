@@ -26,8 +26,8 @@ from test_vllmcpp_example import (
 from fold.api import fold_acceptance
 from fold.cli import main
 from fold.errors import InputError, RefusedError
+from fold.inputs.spectrace import looks_like_engine_trace
 from fold.present.markdown import markdown_record
-from fold.spectrace import looks_like_engine_trace
 
 # Prompt 0: leg 0 (run 1) steps (k, acc, emitted) (8, 1, 2), (8, 3, 4): S 2, P 16, A 4,
 # completion 1 + 6 = 7. Leg 1 (run 2): (8, 0, 1), (8, 8, 9), (8, 2, 2) (cut by max_tokens: emit

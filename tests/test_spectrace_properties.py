@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from strategies import scaled
 
 from fold.api import fold_acceptance
-from fold.steplog import format_line
+from fold.inputs.steplog import format_line
 
 K_CHOICES = [1, 3, 7, 8]
 OTHER_LINES = [

@@ -16,10 +16,10 @@ from rich.console import Console
 
 from fold.api import fold_acceptance
 from fold.cli import main
-from fold.gap import attribute_gap
-from fold.oracles import arm_from_counts
+from fold.compare.gap import attribute_gap
+from fold.compare.speed import split_speed
+from fold.inputs.oracles import arm_from_counts
 from fold.present.comparison import comparison, speed_summary
-from fold.speed import split_speed
 
 approx = pytest.approx
 

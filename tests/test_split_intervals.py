@@ -13,16 +13,16 @@ import orjson
 import pytest
 
 from fold.cli import main
-from fold.gap import ACCEPTANCE, NO_GAP, SPEED, attribute_gap
-from fold.gap_intervals import (
+from fold.compare.gap import ACCEPTANCE, NO_GAP, SPEED, attribute_gap
+from fold.compare.gap_intervals import (
     BOTH_ARMS,
     OURS_ONLY,
     SplitIntervals,
     arm_replicates,
     split_intervals,
 )
-from fold.oracles import arm_from_counts, load_oracle, read_oracle
-from fold.uncertainty import Leg, Replicates, bootstrap
+from fold.folding.uncertainty import Leg, Replicates, bootstrap
+from fold.inputs.oracles import arm_from_counts, load_oracle, read_oracle
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ORACLES = FIXTURES / "oracles"

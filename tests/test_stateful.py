@@ -28,8 +28,8 @@ from reference import (
 from strategies import BASE_US, LABELS, STEP_LABELS, canonical_line, timestamps
 
 from fold.api import fold_acceptance
-from fold.arm import arm_from_document
 from fold.errors import RefusedError
+from fold.inputs.arm import arm_from_document
 
 PREDICATE = "run > 1"
 

@@ -7,7 +7,7 @@ import os
 import orjson
 import pytest
 
-from fold.steplog import StepLogWriter, format_line
+from fold.inputs.steplog import StepLogWriter, format_line
 
 
 @pytest.mark.parametrize(

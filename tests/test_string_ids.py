@@ -15,13 +15,13 @@ from polars.testing import assert_frame_equal
 from strategies import BASE_US
 from test_native import assert_both_ways_agree, assert_same_partials, folded
 
-import fold.native
+import fold.folding.native
 from fold.api import fold_acceptance
-from fold.arm import arm_from_document
 from fold.errors import InputError
-from fold.logfile import Legs
-from fold.reader import ReadCounts
-from fold.steplog import StepLogWriter
+from fold.folding.logfile import Legs
+from fold.inputs.arm import arm_from_document
+from fold.inputs.reader import ReadCounts
+from fold.inputs.steplog import StepLogWriter
 
 W1, W2 = "00000000000000a1", "00000000000000b2"
 LEG = {"run": 2, "secs": 0.5, "tok_s": 100.0, "prompt_tokens": 10, "finish_reason": "stop"}
@@ -118,7 +118,7 @@ def test_string_ids_merge_across_threads(tmp_path: Path, bytes_per_thread: int):
     log.write_bytes(b"".join(lines))
     arm = arm_from_document(legs())
     index = Legs.of(arm.legs)
-    split = fold.native.read_range(
+    split = fold.folding.native.read_range(
         str(log), arm.legs, index.windows, index.native, ReadCounts(),
         block=256, bytes_per_thread=bytes_per_thread,
     )  # fmt: skip
@@ -138,7 +138,7 @@ def test_trace_lines_carry_string_ids_both_ways(tmp_path: Path):
     )  # fmt: skip
     arm = arm_from_document(legs(1))
     index = Legs.of(arm.legs)
-    read = fold.native.read_range(
+    read = fold.folding.native.read_range(
         str(log), arm.legs, index.windows, index.native, ReadCounts(), want_lines=True
     )
     assert read is not None and read.attributed_lines is not None

@@ -17,10 +17,10 @@ import pytest
 from cadence_logs import MS, T0_NS, S, stall_and_pace_run
 
 from fold.api import fold_acceptance
-from fold.arm import load_arm
 from fold.cli import main
+from fold.folding.trace_lines import attributed_lines
+from fold.inputs.arm import load_arm
 from fold.present.trace import build_trace, group_size
-from fold.trace_lines import attributed_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 

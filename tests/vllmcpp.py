@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fold.steplog import format_line
+from fold.inputs.steplog import format_line
 
 START_UNIX = 1_796_000_000.0
 BONUS_SENTENCE = (

@@ -9,9 +9,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fold.folding.result import FoldResult
 from fold.present.fit import Fitted, fit
 from fold.present.table import NOT_DEFINED, percent, rate, same_decimals
-from fold.result import FoldResult
 
 
 def duration(seconds: float | None) -> str:

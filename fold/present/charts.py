@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fold.acceptance import per_position_conditional
+from fold.inputs.acceptance import per_position_conditional
 from fold.present.chart import (
     COLD_COLOUR,
     FLAG_COLOUR,
@@ -277,7 +277,7 @@ def _gap_steps(
             ("rest", "rest"),
         ):
             if key == "rest" and key not in parts:
-                continue  # only against a run of ours with step times (fold.speed)
+                continue  # only against a run of ours with step times (fold.compare.speed)
             share = parts.get(key)
             steps.append((label, None if share is None else speed_factor**share, None))
     else:

@@ -14,9 +14,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.gap import NO_GAP, SGLANG_UNIT, GapAttribution, StepRateCheck
-from fold.gap_intervals import BOTH_ARMS, OURS_ONLY, SplitIntervals
-from fold.oracles import (
+from fold.compare.gap import NO_GAP, SGLANG_UNIT, GapAttribution, StepRateCheck
+from fold.compare.gap_intervals import BOTH_ARMS, OURS_ONLY, SplitIntervals
+from fold.compare.runs import RunsComparison
+from fold.compare.speed import SpeedSplit
+from fold.folding.uncertainty import Interval
+from fold.inputs.oracles import (
     ALL_LEGS,
     INTERVAL,
     LAST_INTERVAL,
@@ -28,9 +31,6 @@ from fold.oracles import (
 from fold.present.fit import Fitted, fit
 from fold.present.runs import runs_lines
 from fold.present.table import length, percent, plus_minus, three_decimals
-from fold.runs import RunsComparison
-from fold.speed import SpeedSplit
-from fold.uncertainty import Interval
 
 NOT_RECORDED = "not recorded"
 
@@ -86,8 +86,8 @@ def comparison_table(
     ("ours/ORACLE") puts each factor under the column it divides: r under tok/s, the acceptance
     factor under the length it compares (mean len, or SGLang len* when the split is in SGLang's
     unit), the speed factor under verify steps/s. With ``intervals`` (per arm row, as
-    ``fold.compare.Comparison.intervals``), a ``±`` row under each arm and ratio gives its 95%
-    intervals, or says why it has none. Figures never wrap or get cut: at narrow widths the
+    ``fold.compare.compare.Comparison.intervals``), a ``±`` row under each arm and ratio gives its
+    95% intervals, or says why it has none. Figures never wrap or get cut: at narrow widths the
     population column goes first, then the table turns vertical.
     """
     gaps = gaps or {}

@@ -15,9 +15,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.follow import FollowView, Notice, ProvisionalGroup
+from fold.folding.follow import FollowView, Notice, ProvisionalGroup
+from fold.folding.result import FoldResult
 from fold.present.table import length, percent, report
-from fold.result import FoldResult
 
 
 def provisional_table(groups: list[ProvisionalGroup]) -> Table:

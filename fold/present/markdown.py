@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fold.compare import Comparison
-from fold.oracles import ArmFigures
+from fold.compare.compare import Comparison
+from fold.compare.speed import SpeedSplit
+from fold.folding.result import NEEDS_STEP_LOG, FoldResult
+from fold.inputs.oracles import ArmFigures
 from fold.present.cadence import time_cells, where_time_goes
 from fold.present.comparison import speed_summary
 from fold.present.table import length, percent, rate, sparkline, three_decimals
-from fold.result import NEEDS_STEP_LOG, FoldResult
-from fold.speed import SpeedSplit
 
 NOT_RECORDED = "not recorded"
 

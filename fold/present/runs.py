@@ -11,9 +11,9 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fold.compare.runs import RunsComparison
 from fold.present.fit import fit
 from fold.present.table import percent, plus_minus
-from fold.runs import RunsComparison
 
 NOT_RECORDED = "not recorded"
 

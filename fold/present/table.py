@@ -9,9 +9,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.acceptance import accept_rate
+from fold.folding.result import NEEDS_STEP_LOG, FoldResult
+from fold.inputs.acceptance import accept_rate
 from fold.present.fit import fit
-from fold.result import NEEDS_STEP_LOG, FoldResult
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 10

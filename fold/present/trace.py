@@ -3,8 +3,8 @@
 Layout: one process per writer, one thread (track) per request (``seq``) under it; one complete
 ("X") slice per verify step, from the request's previous step to this one (a request's first
 step in a leg is a zero-length slice after a "before first step" slice from the leg's start),
-with ``proposed``, ``accepted`` and ``emitted`` in its args. Stalls (``fold.cadence``) are named
-"stall". A "gate" process holds the leg windows (named warm or cold) and a counter of the
+with ``proposed``, ``accepted`` and ``emitted`` in its args. Stalls (``fold.folding.cadence``) are
+named "stall". A "gate" process holds the leg windows (named warm or cold) and a counter of the
 acceptance rate per window of steps, in each leg's time order.
 
 Timestamps are the step log's own ``t_ns`` (the gate's legs are on the same clock), written as
@@ -14,7 +14,7 @@ stalls among them), so a log of millions of steps still gives a file a browser o
 acceptance windows widen by the same rule. ``otherData`` in the file says whether and how it
 was aggregated, and whether the limit was met (a slice per request at least).
 
-The lines come from ``fold.trace_lines``, which reads the logs again: the fold keeps no
+The lines come from ``fold.folding.trace_lines``, which reads the logs again: the fold keeps no
 per-step rows.
 """
 
@@ -28,12 +28,12 @@ from typing import Any
 import orjson
 import polars as pl
 
-from fold.accumulate import request_id
-from fold.annotate import write_atomically
-from fold.arm import WINDOW_SLACK_NS, ArmRecord
-from fold.cadence import KEY, with_intervals
-from fold.result import FoldResult
-from fold.trace_lines import TraceLines
+from fold.folding.accumulate import request_id
+from fold.folding.cadence import KEY, with_intervals
+from fold.folding.result import FoldResult
+from fold.folding.trace_lines import TraceLines
+from fold.inputs.arm import WINDOW_SLACK_NS, ArmRecord
+from fold.present.annotate import write_atomically
 
 TRACE_FORMAT = "fold-acceptance-trace/1"
 DEFAULT_SLICE_LIMIT = 200_000
@@ -74,7 +74,7 @@ def build_trace(
     slice_limit: int = DEFAULT_SLICE_LIMIT,
 ) -> dict[str, Any]:
     """The trace document for ``result``, the fold over ``arm`` of the logs whose attributed
-    lines are ``attributed`` (``fold.trace_lines.attributed_lines``)."""
+    lines are ``attributed`` (``fold.folding.trace_lines.attributed_lines``)."""
     if slice_limit < 1:
         raise ValueError("slice_limit must be at least 1")
     lines, pids, paths = attributed.lines, attributed.pids, attributed.paths

@@ -1,0 +1,340 @@
+"""Our fold beside the oracle arms: one unit, one population, and the throughput gap split.
+
+Each oracle's counters cover some population (``ArmFigures.population``); ours is folded over
+the same one where the gate lets us: over all legs when the oracle's counters span every leg
+(the gate reads vLLM's ``get_metrics()`` once, after the last leg), over the warm legs
+otherwise. tok/s is the warm throughput fold on both sides, as the gate compares it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fold.compare.gap import (
+    DEFAULT_TOLERANCE,
+    LENGTH_FIGURES,
+    GapAttribution,
+    StepRateCheck,
+    attribute_gap,
+    check_step_rate,
+    check_tolerance,
+    length_unit,
+    oracles_block,
+)
+from fold.compare.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
+from fold.compare.runs import RunsComparison, compare_runs
+from fold.compare.speed import SpeedSplit, split_speeds
+from fold.errors import InputError
+from fold.folding.result import NEEDS_STEP_LOG, FoldResult
+from fold.folding.uncertainty import Interval, Replicates, percentile_interval
+from fold.inputs.acceptance import accepted_at_position
+from fold.inputs.oracles import (
+    ALL_LEGS,
+    OURS_KIND,
+    WARM_LEGS,
+    ArmFigures,
+    arm_from_counts,
+    load_oracle_arms,
+    parse_vs_spec,
+)
+
+OURS = "ours"
+OURS_ALL = "ours (all legs)"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rows: list[ArmFigures]
+    """Ours (warm legs; then all legs when an oracle needs it) first, then the oracles."""
+    gaps: dict[str, GapAttribution]
+    measured_steps_per_s: float | None
+    step_check: StepRateCheck
+    populations: dict[str, dict[str, Any]]
+    """Per oracle: the population of its counters, of our row it is compared with, and
+    whether they are the same."""
+    intervals: dict[str, dict[str, Interval | None]] | None = None
+    """Per arm row, each figure's 95% interval; an arm known by totals is absent."""
+    speeds: dict[str, SpeedSplit] = field(default_factory=dict)
+    """Per oracle: its speed factor split with our cadence (``fold.compare.speed``)."""
+    runs: dict[str, RunsComparison] = field(default_factory=dict)
+    """Per other run of ours: what only two runs of ours can show (``fold.compare.runs``)."""
+
+
+def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OURS) -> ArmFigures:
+    """Our fold over ``population`` (warm legs or all legs), in the oracles' units.
+
+    tok/s is always the warm throughput fold: the gate's figure for the arm. ``name`` names
+    the run (another run of ours compared with this one has its own).
+    """
+    fold = result.all if population == ALL_LEGS else result.warm
+    which = "all legs" if population == ALL_LEGS else "the warm legs"
+    legs = fold["legs"]
+    if result.from_log:
+        log = result.step_source  # the hook's step log or the engine's trace
+        counted = {
+            "steps": f"{log}: steps with proposed > 0 over {which}",
+            "proposed": f"{log}: sum of proposed over {which}",
+            "accepted": f"{log}: sum of accepted over {which}",
+            "per_position": f"{log}: steps with accepted > i over {which}",
+        }
+    else:
+        counted = {
+            "steps": f"record: sum of the legs' spec_drafted_request_steps over {which}",
+            "proposed": f"record: sum of the legs' spec_drafts_proposed over {which}",
+            "accepted": f"record: sum of the legs' spec_drafts_accepted over {which}",
+            "per_position": f"not recorded: {NEEDS_STEP_LOG}",
+        }
+    histogram = fold["histogram"]
+    return arm_from_counts(
+        f"{name} (all legs)" if population == ALL_LEGS else name,
+        "ours",
+        tok_s=result.warm["output_throughput_tok_s"],
+        steps=fold["steps"],
+        proposed=fold["proposed"],
+        accepted=fold["accepted"],
+        per_position=None if histogram is None else accepted_at_position(histogram),
+        completion_tokens_per_step=fold["completion_tokens_per_step"],
+        sources={
+            "tok_s": f"median tok_s of the warm legs ({result.predicate})",
+            **counted,
+            "completion_tokens_per_step": (
+                f"sum completion_tokens / S over {which} (SGLang's unit)"
+            ),
+        },
+        population=ALL_LEGS if population == ALL_LEGS else WARM_LEGS,
+        population_detail=(
+            f"the {len(legs)} legs, cold ones included"
+            if population == ALL_LEGS
+            else f"the {len(legs)} warm legs ({result.predicate})"
+        ),
+    )
+
+
+def load_oracles(specs: list[str]) -> list[ArmFigures]:
+    """``NAME[:KIND]=PATH`` specs to oracle rows; names must be distinct and not ours."""
+    oracles: list[ArmFigures] = []
+    seen: set[str] = set()
+    for spec in specs:
+        name, kind, path = parse_vs_spec(spec)
+        if name in (OURS, OURS_ALL) or name in seen:
+            raise InputError(f"--vs {spec!r}: the name {name!r} is taken; give each arm its own")
+        seen.add(name)
+        oracles += oracle_arms(spec, name, kind, path, seen)
+    return oracles
+
+
+def oracle_arms(
+    spec: str, name: str, kind: str | None, path: str, seen: set[str]
+) -> list[ArmFigures]:
+    """The oracle arms of one ``--vs`` whose ``name`` the caller has taken: one, or one per run
+    of a sweep file (``NAME#1``, ...), each of those names checked free and added to ``seen``."""
+    arms = load_oracle_arms(name, path, kind)
+    for arm in arms:
+        if arm.name == name:
+            continue
+        if arm.name in (OURS, OURS_ALL) or arm.name in seen:
+            raise InputError(
+                f"--vs {spec!r}: the name {arm.name!r} is taken; give each arm its own"
+            )
+        seen.add(arm.name)
+    return arms
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm as the comparison takes it, ours or an oracle's: an arm is an arm.
+
+    ``rows`` holds its figures per population it can be folded over (an oracle's counters
+    cover one; a run of ours has warm legs and all legs), the first being the one it is
+    compared over; ``replicates`` the bootstrap's resamples of each (None: known by totals).
+    A run of ours also has its warm legs' ``cadence``, its fold (``result``: the legs) and
+    its arm record's top level (``record``: the workload); an oracle has none of these.
+    """
+
+    name: str
+    kind: str
+    rows: dict[str, ArmFigures]
+    replicates: dict[str, Replicates | None]
+    cadence: dict[str, Any] | None = None
+    result: FoldResult | None = field(default=None, repr=False)
+    record: Any = field(default=None, repr=False)
+
+    @property
+    def population(self) -> str:
+        return next(iter(self.rows))
+
+    @property
+    def row(self) -> ArmFigures:
+        return self.rows[self.population]
+
+
+def our_arm(result: FoldResult, name: str = OURS, record: Any = None) -> Arm:
+    """A fold of ours as an arm: the one way any run of ours (the main one, or one given with
+    ``--vs NAME=ARM``) reaches the comparison."""
+    return Arm(
+        name,
+        OURS_KIND,
+        {population: our_figures(result, population, name) for population in (WARM_LEGS, ALL_LEGS)},
+        {population: our_replicates(result, population) for population in (WARM_LEGS, ALL_LEGS)},
+        cadence=result.warm.get("cadence"),
+        result=result,
+        record=record,
+    )
+
+
+def oracle_arm(figures: ArmFigures, resamples: int, seed: int, position: int) -> Arm:
+    """An oracle's figures as an arm; its legs, if any, resampled on a stream of its own."""
+    population = figures.population or ""
+    replicates = arm_replicates(figures.legs, resamples, seed, position)
+    return Arm(figures.name, figures.kind, {population: figures}, {population: replicates})
+
+
+def compare(
+    result: FoldResult,
+    oracles: Sequence[ArmFigures | Arm],
+    tolerance: float = DEFAULT_TOLERANCE,
+    *,
+    record: Any = None,
+) -> Comparison:
+    """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` for JSON.
+
+    ``oracles`` are oracle figures or arms (another run of ours is an :class:`Arm` from
+    :func:`our_arm`); ``record`` is our arm record's top level, for comparing workloads.
+    """
+    check_tolerance(tolerance)
+    bootstrap = result.bootstrap or {}
+    resamples, seed = bootstrap.get("resamples", 0), bootstrap.get("seed", 0)
+    main = our_arm(result, OURS, record)
+    others = [
+        other if isinstance(other, Arm) else oracle_arm(other, resamples, seed, position)
+        for position, other in enumerate(oracles, start=1)
+    ]
+    ours = {WARM_LEGS: main.rows[WARM_LEGS]}
+    if any(other.population == ALL_LEGS for other in others):
+        ours[ALL_LEGS] = main.rows[ALL_LEGS]
+    replicates = {row.name: main.replicates[population] for population, row in ours.items()}
+    replicates |= {other.row.name: other.replicates[other.population] for other in others}
+    gaps = {}
+    populations: dict[str, dict[str, Any]] = {}
+    runs: dict[str, RunsComparison] = {}
+    for other in others:
+        oracle = other.row
+        mine = ours[ALL_LEGS if oracle.population == ALL_LEGS else WARM_LEGS]
+        figure = LENGTH_FIGURES[length_unit(mine, oracle)]
+        intervals = split_intervals(
+            replicates[mine.name],
+            replicates[oracle.name],
+            oracle.output_throughput_tok_s,
+            getattr(oracle, figure),
+            figure,
+        )
+        gaps[oracle.name] = attribute_gap(mine, oracle, tolerance, intervals)
+        if other.result is not None:
+            runs[oracle.name] = compare_runs(main, other, gaps[oracle.name], tolerance)
+            gaps[oracle.name] = runs[oracle.name].gap
+        populations[oracle.name] = {
+            "ours": mine.population,
+            "oracle": oracle.population,
+            "oracle_detail": oracle.population_detail,
+            "same": mine.population == oracle.population,
+        }
+    warm = ours[WARM_LEGS]
+    measured = result.warm["step_rate"]
+    step_check = check_step_rate(
+        measured, warm.output_throughput_tok_s, warm.mean_acceptance_length, tolerance
+    )
+    rows = [*ours.values(), *(other.row for other in others)]
+    intervals = {
+        row.name: row_intervals(found, row)
+        for row in rows
+        if (found := replicates.get(row.name)) is not None
+    }
+    block = oracles_block(rows, gaps, step_check, measured)
+    for name, entry in populations.items():
+        block["gaps"][name]["populations"] = entry
+    for row in block["rows"]:
+        found = intervals.get(row["name"])
+        row.update({f"{figure}_ci": None for figure in ROW_FIGURES})
+        if found is not None:
+            row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
+        row["ci_note"] = interval_note(resamples, found)
+    if runs:
+        block["runs"] = {name: found.to_json() for name, found in runs.items()}
+    result.oracles = block
+    speeds = split_speeds(
+        result,
+        gaps,
+        {other.name: other.kind for other in others},
+        tolerance,
+        {other.name: other.cadence for other in others if other.cadence is not None},
+    )
+    # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
+    return Comparison(
+        rows,
+        gaps,
+        measured,
+        step_check,
+        populations,
+        intervals if resamples else None,
+        speeds,
+        runs,
+    )
+
+
+def our_replicates(result: FoldResult, population: str) -> Replicates | None:
+    """Our replicates over the legs of ``population``, as :func:`our_figures` folds them.
+
+    Over all legs, acceptance is resampled over all legs while tok/s stays the warm fold's;
+    the all-legs draws reuse the warm ones (``fold.folding.uncertainty.fold_replicates``), so each
+    resample pairs a warm tok/s with the acceptance of the same warm legs plus cold ones.
+    """
+    warm = result.replicates.get("warm")
+    if population != ALL_LEGS:
+        return warm
+    found = result.replicates.get("all")
+    if found is None:
+        return None
+    figures = {k: v for k, v in found.figures.items() if k != "output_throughput_tok_s"}
+    if warm is not None and "output_throughput_tok_s" in warm.figures:
+        figures["output_throughput_tok_s"] = warm.figures["output_throughput_tok_s"]
+    return Replicates(found.resamples, figures)
+
+
+ROW_FIGURES = (
+    "output_throughput_tok_s",
+    "mean_acceptance_length",
+    "accept_rate",
+    "verify_steps_per_s",
+    "completion_tokens_per_step",
+)
+
+
+def row_intervals(replicates: Replicates, row: ArmFigures) -> dict[str, Interval | None]:
+    """An arm row's intervals; verify steps/s is tok/s over the row's length in each resample
+    (1 + A/S, or SGLang's unit when that is all the row has)."""
+    found = {figure: replicates.interval(figure) for figure in ROW_FIGURES}
+    length = (
+        "mean_acceptance_length"
+        if row.mean_acceptance_length is not None
+        else "completion_tokens_per_step"
+    )
+    steps_per_s = verify_steps_per_s(replicates, length)
+    found["verify_steps_per_s"] = None if steps_per_s is None else percentile_interval(steps_per_s)
+    return found
+
+
+def interval_note(resamples: int, found: dict[str, Interval | None] | None) -> str:
+    """Why an arm row has intervals, or why not."""
+    if not resamples:
+        return "no interval: --bootstrap 0"
+    if found is None:
+        return "no interval: known only by totals"
+    if not any(found.values()):
+        return "no interval: one leg (or one request) says nothing about the spread"
+    return "95% bootstrap interval over its legs"
+
+
+def _pair(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval[0], interval[1]]

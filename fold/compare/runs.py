@@ -1,0 +1,436 @@
+"""Two runs of our own engine side by side: what only two measured runs can show.
+
+Against an oracle the comparison has one side's steps; against another run of ours it has both,
+so beyond the split it shows:
+
+* whether the runs ran the same workload, as far as the records tell (``workload``,
+  ``speculative_config``, the toy gate's ``config``, ``prompts``, leg counts, prompt and
+  completion tokens per leg, requests per leg, the largest draft);
+* whether their legs pair (``fold.compare.run_pairs``): paired runs are resampled together (the same
+  legs drawn on both sides, see ``fold.compare.vs_arms``) and get per-pair differences of A/P, 1 +
+  A/S and tok/s;
+* the warm per-position rates and histogram of both, with the difference at each position and its
+  95% interval (legs redrawn; the fold keeps these counts per leg, not per request);
+* a verdict in plain words: "acceptance fell 3.1% [2.0, 4.2]; steps are 9.0% faster [...]; net
+  5.6% faster [...]".
+
+The main run is "ours", the other one is named on the command line; every difference is ours
+less the other's, every factor ours over the other's. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fold.compare.gap import GapAttribution
+from fold.compare.run_pairs import Pairing, pair_legs, pair_summary, pairing
+from fold.folding.uncertainty import Interval, bootstrap, percentile_interval, ratio
+from fold.inputs.acceptance import accepted_at_position
+from fold.inputs.arm import ArmRecord
+from fold.inputs.leg_sums import Leg
+
+if TYPE_CHECKING:
+    from fold.compare.compare import Arm
+
+WORKLOAD_BLOCKS = ("workload", "speculative_config", "config")
+
+
+@dataclass(frozen=True)
+class RunsComparison:
+    """What two runs of ours show beyond the split; ``gap`` carries the plain-words verdict."""
+
+    other: str
+    gap: GapAttribution
+    pairing: Pairing
+    resampling: str
+    workload: tuple[str, ...]
+    per_position: tuple[dict[str, Any], ...] | None
+    """None when a run has no step log: they need the steps themselves."""
+    histogram: tuple[dict[str, Any], ...] | None
+    pairs: tuple[dict[str, Any], ...] | None
+    pair_summary: dict[str, dict[str, float | None]] | None
+    other_fold: dict[str, Any]
+    other_lines: str
+    decode_factor: float | None = None
+    """Ours over the other's pooled decode steps/s (``fold.folding.cadence``), both measured."""
+    decode_factor_ci: Interval | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "other": self.other,
+            "verdict": self.gap.verdict,
+            "decode_factor": finite(self.decode_factor),
+            "decode_factor_ci": (
+                None if self.decode_factor_ci is None else list(self.decode_factor_ci)
+            ),
+            "pairing": self.pairing.to_json(),
+            "resampling": self.resampling,
+            "workload_differences": list(self.workload),
+            "per_position": _listed(self.per_position),
+            "histogram": _listed(self.histogram),
+            "pairs": None if self.pairs is None else [dict(row) for row in self.pairs],
+            "pair_summary": self.pair_summary,
+            "lines": self.other_lines,
+            "fold": self.other_fold,
+        }
+
+
+def _listed(rows: tuple[dict[str, Any], ...] | None) -> list[dict[str, Any]] | None:
+    return None if rows is None else [dict(row) for row in rows]
+
+
+def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -> RunsComparison:
+    """The other run of ours against the main one; ``gap`` is their split (``fold.compare.gap``)."""
+    assert main.result is not None and other.result is not None
+    ours, theirs = main.result, other.result
+    found = (
+        pairing(main.record, other.record, ours.warm["legs"], theirs.warm["legs"], other.name)
+        if main.record is not None and other.record is not None
+        else Pairing(False, ("an arm record is not at hand",))
+    )
+    seeds = [(result.bootstrap or {}).get("seed") for result in (ours, theirs)]
+    resamples = (ours.bootstrap or {}).get("resamples", 0)
+    together = found.paired and seeds[0] == seeds[1]
+    resampling = (
+        "paired: the same legs (and requests within them) drawn on both sides"
+        if together
+        else f"independent: each run drawn on its own stream (seeds {seeds[0]}, {seeds[1]})"
+    )
+    if not resamples:
+        resampling = "none: --bootstrap 0"
+    pairs = summary = None
+    if found.paired:
+        pairs = tuple(pair_legs(ours.legs, theirs.legs))
+        summary = pair_summary([pair for pair in pairs if pair["warm"]])
+    return RunsComparison(
+        other=other.name,
+        gap=dataclasses.replace(gap, verdict=plain_verdict(gap, tolerance)),
+        pairing=found,
+        resampling=resampling,
+        workload=tuple(workload_differences(main, other)),
+        per_position=_rows(_side_by_side(ours, theirs, "per_position", resamples, seeds)),
+        histogram=_rows(_side_by_side(ours, theirs, "histogram", resamples, seeds)),
+        pairs=pairs,
+        pair_summary=summary,
+        other_fold=theirs.to_json(),
+        other_lines=lines_text(theirs.to_json()),
+        decode_factor=_decode_factor(ours, theirs),
+        decode_factor_ci=_decode_factor_ci(ours, theirs),
+    )
+
+
+def _rows(rows: list[dict[str, Any]] | None) -> tuple[dict[str, Any], ...] | None:
+    return None if rows is None else tuple(rows)
+
+
+def _decode_factor(ours: Any, theirs: Any) -> float | None:
+    a, b = (
+        (result.warm.get("cadence") or {}).get("decode_steps_per_s") for result in (ours, theirs)
+    )
+    return None if a is None or not b else a / b
+
+
+def _decode_factor_ci(ours: Any, theirs: Any) -> Interval | None:
+    """From each run's resampled decode steps/s, resample by resample (paired or not, as the
+    runs were drawn)."""
+    drawn = [
+        None if found is None else found.figures.get("decode_steps_per_s")
+        for found in (ours.replicates.get("warm"), theirs.replicates.get("warm"))
+    ]
+    if drawn[0] is None or drawn[1] is None or drawn[0].size != drawn[1].size:
+        return None
+    return percentile_interval(ratio(drawn[0], drawn[1]))
+
+
+# ----------------------------------------------------------------------------------------------
+# The verdict
+# ----------------------------------------------------------------------------------------------
+
+
+def plain_verdict(gap: GapAttribution, tolerance: float) -> str:
+    """'acceptance fell 3.1% [2.0, 4.2]; steps are 9.0% faster [7.1, 10.8]; net 5.6% faster
+    [3.9, 7.4]': each factor as a change, with its 95% interval when both runs were resampled
+    (beyond 2x either way as a multiple: "steps are 3.20x slower").
+
+    A change is "unchanged" when its interval holds 0 (with intervals) or when it is within the
+    tolerance (without)."""
+    if gap.ratio is None:
+        return gap.verdict
+    found = gap.intervals if gap.intervals is not None and gap.intervals.from_both_arms else None
+    parts = []
+    if gap.acceptance_factor is not None and gap.speed_factor is not None:
+        parts.append(
+            _change(
+                "acceptance",
+                gap.acceptance_factor,
+                found and found.acceptance_factor,
+                tolerance,
+                ("rose", "fell"),
+            )
+        )
+        parts.append(
+            _change("steps", gap.speed_factor, found and found.speed_factor, tolerance, ("faster",))
+        )
+    else:
+        parts.append("; ".join(gap.missing) + ": the change cannot be split")
+    parts.append(_change("net", gap.ratio, found and found.ratio, tolerance, ("faster",)))
+    return "; ".join(parts)
+
+
+def _change(
+    what: str,
+    factor: float,
+    interval: Interval | None,
+    tolerance: float,
+    words: tuple[str, ...],
+) -> str:
+    change = factor - 1
+    magnitude = abs(change)
+    if interval is not None:
+        low, high = interval[0] - 1, interval[1] - 1
+        same = low <= 0 <= high
+        bounds = sorted((abs(low), abs(high))) if not same else [low, high]
+        shown = (
+            f" [{_signed(low)}, {_signed(high)}]"
+            if same
+            else f" [{bounds[0] * 100:.1f}, {bounds[1] * 100:.1f}]"
+        )
+    else:
+        same = magnitude <= tolerance
+        shown = f" (tolerance {tolerance * 100:g}%)" if same else ""
+    if same:
+        unchanged = {"acceptance": "acceptance unchanged", "steps": "step speed unchanged",
+                     "net": "no net change"}[what]  # fmt: skip
+        return f"{unchanged}: {_signed(change)}{shown}"
+    if not 0.5 <= factor <= 2:
+        return _times(what, factor, interval, words)
+    if what == "acceptance":
+        return f"acceptance {words[0] if change > 0 else words[1]} {magnitude * 100:.1f}%{shown}"
+    direction = "faster" if change > 0 else "slower"
+    if what == "steps":
+        return f"steps are {magnitude * 100:.1f}% {direction}{shown}"
+    return f"net {magnitude * 100:.1f}% {direction}{shown}"
+
+
+def _times(what: str, factor: float, interval: Interval | None, words: tuple[str, ...]) -> str:
+    """A change of more than 2x either way as a multiple ("3.2x slower"): as a percentage a
+    fall would crowd under 100% and say nothing of its size."""
+    up = factor > 1
+    times = factor if up else 1 / factor
+    shown = ""
+    if interval is not None and interval[0] > 0:
+        ends = sorted(end if up else 1 / end for end in interval)
+        shown = f" [{ends[0]:.2f}, {ends[1]:.2f}]"
+    if what == "acceptance":
+        return f"acceptance {words[0] if up else words[1]} {times:.2f}x{shown}"
+    direction = "faster" if up else "slower"
+    if what == "steps":
+        return f"steps are {times:.2f}x {direction}{shown}"
+    return f"net {times:.2f}x {direction}{shown}"
+
+
+def _signed(change: float) -> str:
+    return f"{change * 100:+.1f}%"
+
+
+# ----------------------------------------------------------------------------------------------
+# Workloads
+# ----------------------------------------------------------------------------------------------
+
+
+def workload_differences(main: Arm, other: Arm) -> list[str]:
+    """Where the two runs' workloads differ, as far as their records tell; [] when alike."""
+    name = other.name
+    found: list[str] = []
+    mine = _document(main.record)
+    theirs = _document(other.record)
+    for block in WORKLOAD_BLOCKS:
+        a, b = mine.get(block), theirs.get(block)
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                if a.get(key) != b.get(key):
+                    found.append(
+                        f"{block}.{key}: {_shown(a.get(key))} in ours, {_shown(b.get(key))} "
+                        f"in {name}"
+                    )
+        elif isinstance(a, dict) != isinstance(b, dict):
+            has = "ours" if isinstance(a, dict) else name
+            found.append(f"only {has} records '{block}': the runs' {block} cannot be compared")
+    a, b = mine.get("prompts"), theirs.get("prompts")
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            found.append(f"prompts: {len(a)} in ours, {len(b)} in {name}")
+        else:
+            differ = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+            if differ:
+                found.append(
+                    f"prompts: {len(differ)} of {len(a)} differ (first: prompt {differ[0]})"
+                )
+    assert main.result is not None and other.result is not None
+    ours, their = main.result, other.result
+    for label, fold in (("legs", "all"), ("warm legs", "warm")):
+        count_a, count_b = len(getattr(ours, fold)["legs"]), len(getattr(their, fold)["legs"])
+        if count_a != count_b:
+            found.append(f"{label}: {count_a} in ours, {count_b} in {name}")
+    if main.record is not None and other.record is not None:
+        for column in ("prompt_tokens", "completion_tokens"):
+            found.extend(_column_difference(main.record, other.record, column, name))
+    requests_a = sorted(
+        {len(leg["requests"]) for leg in ours.legs if leg["warm"] and leg["requests"] is not None}
+    )
+    requests_b = sorted(
+        {len(leg["requests"]) for leg in their.legs if leg["warm"] and leg["requests"] is not None}
+    )
+    if requests_a and requests_b and requests_a != requests_b:
+        found.append(
+            f"requests per warm leg (concurrency): {_set_text(requests_a)} in ours, "
+            f"{_set_text(requests_b)} in {name}"
+        )
+    draft_a, draft_b = (
+        None if fold.warm["histogram"] is None else len(fold.warm["histogram"]) - 1
+        for fold in (ours, their)
+    )
+    if draft_a is not None and draft_b is not None and draft_a != draft_b:
+        found.append(
+            f"largest draft in a warm step (k): {max(draft_a, 0)} in ours, {max(draft_b, 0)} "
+            f"in {name}"
+        )
+    return found
+
+
+def _document(record: ArmRecord | None) -> dict[str, Any]:
+    document = None if record is None else record.document
+    return document if isinstance(document, dict) else {}
+
+
+def _shown(value: Any) -> str:
+    return "not recorded" if value is None else repr(value)
+
+
+def _set_text(values: list[int]) -> str:
+    return " or ".join(map(str, values)) if values else "none"
+
+
+def _column_difference(ours: ArmRecord, other: ArmRecord, column: str, name: str) -> list[str]:
+    a, b = ours.legs[column].to_list(), other.legs[column].to_list()
+    if len(a) == len(b):
+        differ = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        if not differ:
+            return []
+        first = differ[0]
+        return [
+            f"{column.replace('_', ' ')}: {len(differ)} of {len(a)} legs differ (first: leg "
+            f"{first}, {a[first]} in ours, {b[first]} in {name})"
+        ]
+    if sum(a) * len(b) == sum(b) * len(a):
+        return []
+    return [
+        f"{column.replace('_', ' ')} per leg: {sum(a) / len(a):.1f} on average in ours, "
+        f"{sum(b) / len(b):.1f} in {name}"
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# Per position and histogram
+# ----------------------------------------------------------------------------------------------
+
+
+def _side_by_side(
+    ours: Any, other: Any, which: str, resamples: int, seeds: list[int | None]
+) -> list[dict[str, Any]]:
+    """The warm per-position rates (or histogram shares) of both runs and their difference,
+    each difference with a 95% interval from redrawing each run's warm legs; None when a run
+    was folded from its counters alone (these need a step log)."""
+    if ours.warm[which] is None or other.warm[which] is None:
+        return None
+    counts_a, steps_a = _leg_counts(ours, which)
+    counts_b, steps_b = _leg_counts(other, which)
+    size = max(len(ours.warm[which]), len(other.warm[which]))
+    rows = []
+    for position in range(size):
+        # a position past a run's largest draft was never proposed there: not recorded, not 0
+        a = _pooled(ours, counts_a, steps_a, position) if position < len(ours.warm[which]) else None
+        b = (
+            _pooled(other, counts_b, steps_b, position)
+            if position < len(other.warm[which])
+            else None
+        )
+        interval = None
+        if resamples and a is not None and b is not None and None not in seeds:
+            drawn_a = _replicates(ours, counts_a, steps_a, position, resamples, seeds[0])
+            drawn_b = _replicates(other, counts_b, steps_b, position, resamples, seeds[1])
+            if drawn_a is not None and drawn_b is not None:
+                interval = percentile_interval(drawn_a - drawn_b)
+        rows.append(
+            {
+                ("position" if which == "per_position" else "accepted"): position,
+                "ours": a,
+                "other": b,
+                "difference": None if a is None or b is None else a - b,
+                "difference_ci": None if interval is None else [interval[0], interval[1]],
+            }
+        )
+    return rows
+
+
+def _leg_counts(result: Any, which: str) -> tuple[list[list[int]], list[int]]:
+    """Per leg (all legs, in order) the counts behind ``which`` and the leg's S."""
+    counts = []
+    for leg in result.legs:
+        histogram = leg["histogram"]
+        counts.append(accepted_at_position(histogram) if which == "per_position" else histogram)
+    return counts, [leg["steps"] for leg in result.legs]
+
+
+def _pooled(result: Any, counts: list[list[int]], steps: list[int], position: int) -> float | None:
+    """The warm fold's share at ``position``: a ratio of sums, as the fold pools it."""
+    warm = result.warm["legs"]
+    total = sum(steps[leg] for leg in warm)
+    return sum(_at(counts[leg], position) for leg in warm) / total if total else None
+
+
+def _replicates(
+    result: Any,
+    counts: list[list[int]],
+    steps: list[int],
+    position: int,
+    resamples: int,
+    seed: int,
+) -> np.ndarray | None:
+    """The warm share at ``position`` in every resample: the warm legs redrawn exactly as the
+    fold's first stage draws them (the same seed draws the same legs)."""
+    legs = [
+        Leg(values={"completion_tokens": _at(leg, position), "steps": leg_steps})
+        for leg, leg_steps in zip(counts, steps, strict=True)
+    ]
+    warm = result.warm["legs"]
+    # a per-leg ratio of sums over legs with steps: the bootstrap's completion tokens per
+    # step, fed the counts at this position in place of completion tokens
+    drawn = bootstrap(legs, {"warm": warm}, resamples, seed)["warm"]
+    return drawn.figures.get("completion_tokens_per_step")
+
+
+def _at(counts: list[int], position: int) -> int:
+    return counts[position] if position < len(counts) else 0
+
+
+def lines_text(document: dict[str, Any]) -> str:
+    """Where the other run's lines went, as the main table says it for ours."""
+    if not document["files"]:
+        return "no step log: S, P and A per leg from the record's engine counters"
+    read = sum(entry["lines"] for entry in document["files"])
+    attributed = sum(entry["attributed"] for entry in document["files"])
+    return (
+        f"{read} read, {attributed} in legs, {document['unattributed_steps']} outside every "
+        f"leg, {document['ambiguous_steps']} ambiguous, {document['torn_lines']} torn, "
+        f"{document['skipped_lines']} skipped, {document['lost_lines']} lost"
+    )
+
+
+def finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None

@@ -1,0 +1,291 @@
+"""Partial folds: the sums a fold needs, kept so that two partial folds merge into one.
+
+A partial fold holds counts and sums keyed by leg (and by request, histogram bucket (proposed,
+accepted), time bin, writer, file), and per request the times of its attributed lines
+(``step_times``: 8 bytes a line, for the step cadence), never the lines themselves. Folding a
+log in blocks, in any order, split across any files, and merging the partials gives exactly the
+fold of the whole log; this is what lets the fold follow a growing file and run on both cores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import polars as pl
+
+from fold.folding.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+
+MERGE_EVERY = 16
+"""Partials are merged a batch of this many at a time: fewer re-sorts, memory still bounded."""
+
+REQUEST_KEY = ["leg", "w", "sid", "seq"]
+"""A request in a leg: its writer and its id, an integer ``seq`` or a string ``sid`` (then
+``seq`` is 0). In this order, with nulls first: a writer's integer ids in their order, then
+its string ids by their bytes."""
+
+
+def request_id(seq: int, sid: str | None) -> int | str:
+    """The request's id as the log wrote it: 7 and "7" stay two requests."""
+    return seq if sid is None else sid
+
+
+# Each leg's window is cut into this many equal time bins; windows of steps are built from them.
+TIME_BINS_PER_LEG = 512
+
+_LEG_SUMS = {
+    "lines": pl.Int64,
+    "steps": pl.Int64,
+    "proposed": pl.Int64,
+    "accepted": pl.Int64,
+    "emitted": pl.Int64,
+    "emitted_lines": pl.Int64,
+    "max_proposed": pl.Int64,
+}
+_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "legs": {"leg": pl.Int64(), **{name: dtype() for name, dtype in _LEG_SUMS.items()}},
+    "histogram": {
+        "leg": pl.Int64(),
+        "proposed": pl.Int64(),
+        "accepted": pl.Int64(),
+        "count": pl.Int64(),
+    },
+    "requests": {
+        "leg": pl.Int64(),
+        "w": pl.String(),
+        "seq": pl.UInt64(),
+        "sid": pl.String(),
+        "lines": pl.Int64(),
+        "steps": pl.Int64(),
+        "proposed": pl.Int64(),
+        "accepted": pl.Int64(),
+    },
+    "bins": {
+        "leg": pl.Int64(),
+        "bin": pl.Int64(),
+        "steps": pl.Int64(),
+        "proposed": pl.Int64(),
+        "accepted": pl.Int64(),
+    },
+    "writers": {
+        "w": pl.String(),
+        "pid": pl.Int64(),
+        "lines": pl.Int64(),
+        "max_n": pl.Int64(),
+    },
+    "step_times": {
+        "leg": pl.Int64(),
+        "w": pl.String(),
+        "seq": pl.UInt64(),
+        "sid": pl.String(),
+        "t_ns": pl.List(pl.Int64()),
+    },
+    "files": {
+        "path": pl.String(),
+        "lines": pl.Int64(),
+        "attributed": pl.Int64(),
+        "unattributed": pl.Int64(),
+        "ambiguous": pl.Int64(),
+    },
+}
+# The per-request sums every fold path produces before ``_assemble`` splits them into the
+# request, leg and writer tables (the writers' columns ride along per request).
+PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
+    **_SCHEMAS["requests"],
+    "emitted": pl.Int64(),
+    "emitted_lines": pl.Int64(),
+    "max_proposed": pl.Int64(),
+    "max_n": pl.Int64(),
+    "pid": pl.Int64(),
+    "t_ns": pl.List(pl.Int64()),
+}
+# How each non-key column merges: counts add up, maxima take the max.
+_MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
+_KEYS = {
+    "legs": ["leg"],
+    "histogram": ["leg", "proposed", "accepted"],
+    "requests": REQUEST_KEY,
+    "bins": ["leg", "bin"],
+    "writers": ["w"],
+    "step_times": REQUEST_KEY,
+    "files": ["path"],
+}
+
+
+def _empty(name: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=_SCHEMAS[name])
+
+
+@dataclass
+class PartialFold:
+    legs: pl.DataFrame = field(default_factory=lambda: _empty("legs"))
+    histogram: pl.DataFrame = field(default_factory=lambda: _empty("histogram"))
+    requests: pl.DataFrame = field(default_factory=lambda: _empty("requests"))
+    bins: pl.DataFrame = field(default_factory=lambda: _empty("bins"))
+    writers: pl.DataFrame = field(default_factory=lambda: _empty("writers"))
+    step_times: pl.DataFrame = field(default_factory=lambda: _empty("step_times"))
+    """Per request (leg, writer, seq): the t_ns of every line attributed to it, proposed = 0
+    included, in no particular order (consumers sort)."""
+    files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
+
+    def merge(self, other: PartialFold) -> PartialFold:
+        return merge_all([self, other])
+
+
+def merge_all(partials: list[PartialFold]) -> PartialFold:
+    """One partial fold of many: one concat and one group-by per table, whatever their number.
+
+    Folding a large log merges its blocks' partials a batch at a time with this, rather than
+    one at a time (each merge re-sorts the tables gathered so far).
+    """
+    return PartialFold(
+        **{name: _merge(name, [getattr(partial, name) for partial in partials]) for name in _KEYS}
+    )
+
+
+def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
+    tables = [table for table in tables if table.height]
+    if not tables:
+        return _empty(name)
+    if len(tables) == 1:
+        return tables[0]
+    keys = _KEYS[name]
+    values = [column for column in _SCHEMAS[name] if column not in keys]
+    return (
+        pl.concat(tables)
+        .group_by(keys)
+        .agg(_merged(column) for column in values)
+        .sort(keys)
+        .select(list(_SCHEMAS[name]))
+    )
+
+
+def _merged(column: str) -> pl.Expr:
+    if column in _MAX_COLUMNS:
+        return pl.col(column).max()
+    if column == "t_ns":
+        return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False)
+    return pl.col(column).sum()
+
+
+def partial_fold(
+    steps: pl.DataFrame, windows: LegWindows, legs: pl.DataFrame, path: str
+) -> PartialFold:
+    """The partial fold of one parsed block of ``path`` (see ``fold.inputs.reader``).
+
+    One group-by over (leg, writer, request) carries every per-line sum; the writers' and the
+    legs' tables are folded from its (much smaller) result. The histogram and the time bins are
+    the only other passes over the steps, and polars runs the three at once.
+    """
+    attributed = attribute(steps, windows)
+    status = attributed["status"]
+    files = pl.DataFrame(
+        {
+            "path": [path],
+            "lines": [attributed.height],
+            "attributed": [int((status == ATTRIBUTED).sum())],
+            "unattributed": [int((status == UNATTRIBUTED).sum())],
+            "ambiguous": [int((status == AMBIGUOUS).sum())],
+        },
+        schema=_SCHEMAS["files"],
+    )
+    queries = _fold_queries(attributed.lazy(), legs)
+    return _assemble(*pl.collect_all(queries), files)
+
+
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+DRAFTED = pl.col("proposed") > 0
+"""A verify step in S: a line that carried at least one draft token."""
+
+
+def request_sums() -> list[pl.Expr]:
+    """A request's sums over its lines (lines, S, P, A, emitted) and what the writers' checks
+    take from them (the largest proposal, line counter and pid)."""
+    return [
+        pl.len().cast(pl.Int64).alias("lines"),
+        DRAFTED.sum().cast(pl.Int64).alias("steps"),
+        pl.col("proposed").sum(),
+        pl.col("accepted").sum(),
+        pl.col("emitted").sum().cast(pl.Int64),
+        pl.col("emitted").is_not_null().sum().cast(pl.Int64).alias("emitted_lines"),
+        pl.col("proposed").max().alias("max_proposed"),
+        pl.col("n").max().alias("max_n"),
+        pl.col("pid").max(),
+    ]
+
+
+def step_histogram(drafted: Frame) -> Frame:
+    """Drafted steps counted by leg and (proposed, accepted) pair: only the pairs seen."""
+    return drafted.group_by("leg", "proposed", "accepted").agg(
+        pl.len().cast(pl.Int64).alias("count")
+    )
+
+
+def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyFrame]:
+    """Per request (with the writers' figures), histogram and time-bin sums of steps."""
+    # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
+    # counts for the writers only.
+    per_request = attributed.group_by(*REQUEST_KEY).agg(*request_sums(), pl.col("t_ns"))
+    drafted = attributed.filter(pl.col("leg").is_not_null() & DRAFTED)
+    # A gather by leg index finds each step's window (no join).
+    start = pl.lit(_by_index(legs, "start_ns")).gather(pl.col("leg"))
+    end = pl.lit(_by_index(legs, "end_ns")).gather(pl.col("leg"))
+    histogram = step_histogram(drafted)
+    bins = drafted.group_by(
+        "leg",
+        ((pl.col("t_ns") - start) * TIME_BINS_PER_LEG // (end - start + 1)).alias("bin"),
+    ).agg(
+        pl.len().cast(pl.Int64).alias("steps"),
+        pl.col("proposed").sum(),
+        pl.col("accepted").sum(),
+    )
+    return [per_request, histogram, bins]
+
+
+def _assemble(
+    per_request: pl.DataFrame,
+    histogram: pl.DataFrame,
+    bins: pl.DataFrame,
+    files: pl.DataFrame,
+    step_times: pl.DataFrame | None = None,
+) -> PartialFold:
+    """The partial fold of per-request sums (``PER_REQUEST_SCHEMA``). The step times come from
+    the per-request ``t_ns`` lists, or ready-made and sorted (the native pass's, uncopied)."""
+    writers = (
+        per_request.group_by("w")
+        .agg(pl.col("pid").max(), pl.col("lines").sum(), pl.col("max_n").max())
+        .sort("w")
+    )
+    if step_times is None:
+        step_times = (
+            per_request.filter(pl.col("leg").is_not_null())
+            .select(list(_SCHEMAS["step_times"]))
+            .sort(REQUEST_KEY)
+        )
+        per_request = per_request.drop("t_ns")
+    in_legs = per_request.filter(pl.col("leg").is_not_null())
+    leg_sums = (
+        in_legs.group_by("leg")
+        .agg(
+            pl.col("lines", "steps", "proposed", "accepted", "emitted", "emitted_lines").sum(),
+            pl.col("max_proposed").max(),
+        )
+        .sort("leg")
+    )
+    return PartialFold(
+        legs=leg_sums.select(list(_SCHEMAS["legs"])),
+        histogram=histogram.sort(_KEYS["histogram"]).select(list(_SCHEMAS["histogram"])),
+        requests=in_legs.sort(REQUEST_KEY).select(list(_SCHEMAS["requests"])),
+        step_times=step_times.select(list(_SCHEMAS["step_times"])).cast(_SCHEMAS["step_times"]),
+        bins=bins.sort("leg", "bin").select(list(_SCHEMAS["bins"])),
+        writers=writers.select(list(_SCHEMAS["writers"])),
+        files=files,
+    )
+
+
+def _by_index(legs: pl.DataFrame, column: str) -> pl.Series:
+    """``legs[column]`` placed at each leg's index (indices are record positions, 0-based)."""
+    size = int(legs["index"].max()) + 1 if legs.height else 0
+    return pl.Series(column, [0] * size, dtype=pl.Int64).scatter(
+        legs["index"], legs[column].cast(pl.Int64)
+    )

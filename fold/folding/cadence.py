@@ -1,0 +1,414 @@
+"""Step cadence: where a request's time in a leg goes, from the times of its steps.
+
+Every line attributed to a leg counts, ``proposed = 0`` included: such a line is still a forward
+of the target model that took its time in the decode loop, and leaving it out would make its
+time look like a stall. Times are the log's ``t_ns``; a leg's window is the generate window as
+recorded (``start_ns``/``end_ns`` without the attribution band).
+
+Per request (writer, seq) in a leg:
+
+* ``first_step_s``: leg start to the request's first step; ``decode_s``: first to last step;
+  ``tail_s``: last step to leg end. A step inside the half-microsecond band around the window
+  counts as at its edge, so the three fill the window exactly.
+* the intervals between consecutive steps: ``interval_median_s`` (the mean of the middle two for
+  an even count), ``interval_p90_s``, ``interval_p99_s`` (nearest rank: the smallest interval
+  with at least 90% / 99% of them at or below it) and ``interval_max_s``;
+* ``stalls``: intervals longer than ``stall_factor`` times the request's median interval, and
+  ``stall_s``: their time beyond that median, summed. A request whose median interval is 0 (a
+  clock too coarse for its steps) cannot be judged: both are None;
+* ``decode_steps_per_s``: intervals (steps after the first) divided by ``decode_s``.
+
+A group of requests (a leg, the warm fold) reports the median of each figure over its requests
+(``median``) and pooled figures: durations are the mean per request (the sum over requests over
+their number), intervals are over all the requests' intervals together, ``stalls`` is the total,
+``decode_steps_per_s`` is all intervals over all decode seconds, and ``shares`` divides the
+summed durations by the summed leg windows (request-seconds) of the requests in timed legs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from fold.errors import InputError
+from fold.folding import native
+from fold.folding.accumulate import REQUEST_KEY, request_id
+from fold.inputs.arm import WINDOW_SLACK_NS
+
+DEFAULT_STALL_FACTOR = 4.0
+KEY = REQUEST_KEY
+DURATIONS = ("first_step_s", "decode_s", "tail_s")
+INTERVALS = ("interval_median_s", "interval_p90_s", "interval_p99_s", "interval_max_s")
+REQUEST_FIGURES = (*DURATIONS, *INTERVALS, "stalls", "stall_s", "decode_steps_per_s")
+SHARES = ("before_first_step", "decode", "stalls", "tail")
+_NS = 1e9
+
+
+def check_stall_factor(factor: float) -> float:
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise InputError(f"--stall-factor: {factor!r} is not a number; give one such as 4")
+    if not math.isfinite(factor) or factor < 1:
+        raise InputError(
+            f"--stall-factor: {factor!r} must be a finite number of at least 1 (a stall is an "
+            "interval longer than this many times its request's median interval)"
+        )
+    return float(factor)
+
+
+def with_intervals(lines: pl.DataFrame, stall_factor: float) -> pl.DataFrame:
+    """``lines`` (``leg``, ``w``, ``seq``, ``t_ns`` and any other columns) in time order per
+    request, with ``interval_ns`` (null on a request's first line), the request's ``median_ns``
+    and ``stall`` (null where the request cannot be judged).
+
+    The per-line form of the definitions ``fold_cadence`` applies per request, for the trace,
+    which marks each stalled step; the tests check that both find the same stalls.
+    """
+    ordered = lines.sort([*KEY, "t_ns"], maintain_order=True)
+    # Sorted by request, a line continues its request when its key equals the line's before;
+    # one integer request number then stands for the three-column key.
+    # eq_missing: a null string id (an integer request) equals the null before it.
+    same = pl.all_horizontal(
+        pl.col(name).eq_missing(pl.col(name).shift()) for name in KEY
+    ).fill_null(False)
+    return (
+        ordered.with_columns(
+            pl.when(same).then(pl.col("t_ns") - pl.col("t_ns").shift()).alias("interval_ns"),
+            (~same).cum_sum().alias("request"),
+        )
+        .with_columns(pl.col("interval_ns").median().over("request").alias("median_ns"))
+        .with_columns(
+            pl.when(pl.col("median_ns") > 0)
+            .then(pl.col("interval_ns") > stall_factor * pl.col("median_ns"))
+            .alias("stall")
+        )
+        .drop("request")
+    )
+
+
+RAW_SCHEMA = {
+    "lines": pl.Int64,
+    "intervals": pl.Int64,
+    "first_step_ns": pl.Int64,
+    "decode_ns": pl.Int64,
+    "tail_ns": pl.Int64,
+    "window_ns": pl.Int64,
+    "median_ns": pl.Float64,
+    "p90_ns": pl.Int64,
+    "p99_ns": pl.Int64,
+    "max_ns": pl.Int64,
+    "stalls": pl.Int64,
+    "stall_ns": pl.Float64,
+}
+"""A request's figures in nanoseconds, as both paths compute them (null where none)."""
+
+PooledIntervals = Callable[[list[int]], "tuple[int, int, int, int, int, int] | None"]
+"""The pooled intervals of the requests of some legs: (count, the two middle values, the
+nearest ranks 90 and 99, the largest), in nanoseconds; None without any."""
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """The cadence of every request of a fold, and of any group of its legs."""
+
+    stall_factor: float
+    requests: pl.DataFrame
+    """One row per request: KEY and ``RAW_SCHEMA``, sorted by KEY."""
+    pooled_intervals: PooledIntervals = field(repr=False)
+    by_request: dict[tuple[int, str, int | str], dict[str, Any]] = field(repr=False)
+    """Every request's figures (seconds, as the JSON shows them) by (leg, w, request id)."""
+
+    def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
+        """Median and pooled figures over the requests of each group of legs, all groups
+        aggregated in one pass."""
+        chosen = [sorted(set(legs)) for legs in groups]
+        membership = pl.DataFrame(
+            {
+                "group": [index for index, legs in enumerate(chosen) for _ in legs],
+                "leg": [leg for legs in chosen for leg in legs],
+            },
+            schema={"group": pl.Int64, "leg": pl.Int64},
+        )
+        members = membership.join(
+            self.requests.drop("w", "seq", "sid").with_columns(_request_columns()),
+            on="leg",
+            how="inner",
+        )
+        timed = pl.col("window_ns") > 0
+        sums = members.group_by("group").agg(
+            pl.len().alias("requests"),
+            pl.col("lines", "intervals", "first_step_ns", "decode_ns", "tail_ns").sum(),
+            pl.col("stalls").is_not_null().sum().alias("judged"),
+            pl.col("stalls").sum(),
+            pl.col("stall_ns").sum(),
+            timed.sum().alias("timed"),
+            *(
+                pl.col(name).filter(timed).sum().alias(f"timed_{name}")
+                for name in ("window_ns", "first_step_ns", "decode_ns", "tail_ns")
+            ),
+            pl.col("stall_ns").filter(timed).fill_null(0.0).sum().alias("timed_stall_ns"),
+            *(pl.col(name).median().alias(f"median_{name}") for name in REQUEST_FIGURES),
+        )
+        by_group = {row["group"]: row for row in sums.iter_rows(named=True)}
+        return [
+            _group_figures(by_group.get(index), self.pooled_intervals(legs))
+            for index, legs in enumerate(chosen)
+        ]
+
+
+def _request_columns() -> list[pl.Expr]:
+    """The figures of a request, in seconds, in the order the JSON shows them."""
+    decode_s = pl.col("decode_ns") / _NS
+    return [
+        pl.col("lines"),
+        pl.col("intervals"),
+        (pl.col("first_step_ns") / _NS).alias("first_step_s"),
+        decode_s.alias("decode_s"),
+        (pl.col("tail_ns") / _NS).alias("tail_s"),
+        (pl.col("median_ns") / _NS).alias("interval_median_s"),
+        (pl.col("p90_ns") / _NS).alias("interval_p90_s"),
+        (pl.col("p99_ns") / _NS).alias("interval_p99_s"),
+        (pl.col("max_ns") / _NS).alias("interval_max_s"),
+        pl.col("stalls"),
+        (pl.col("stall_ns") / _NS).alias("stall_s"),
+        pl.when(pl.col("decode_ns") > 0)
+        .then(pl.col("intervals") / decode_s)
+        .alias("decode_steps_per_s"),
+    ]
+
+
+def _group_figures(
+    sums: dict[str, Any] | None, pooled: tuple[int, int, int, int, int, int] | None
+) -> dict[str, Any]:
+    """A group's figures from its requests' sums and medians and its pooled intervals.
+
+    Durations are summed in whole nanoseconds, so no figure depends on the requests' order."""
+    count = sums["requests"] if sums else 0
+    if not count:
+        return {
+            "requests": 0,
+            "lines": 0,
+            "intervals": 0,
+            **dict.fromkeys(REQUEST_FIGURES),
+            "shares": dict.fromkeys(SHARES),
+            "median": dict.fromkeys(REQUEST_FIGURES),
+        }
+    figures: dict[str, Any] = {
+        "requests": count,
+        "lines": sums["lines"],
+        "intervals": sums["intervals"],
+        **{name: sums[name[:-2] + "_ns"] / count / _NS for name in DURATIONS},
+        **_interval_figures(pooled),
+    }
+    judged = sums["judged"]
+    figures["stalls"] = sums["stalls"] if judged else None
+    figures["stall_s"] = (sums["stall_ns"] or 0.0) / judged / _NS if judged else None
+    decode_ns = sums["decode_ns"]
+    figures["decode_steps_per_s"] = sums["intervals"] / (decode_ns / _NS) if decode_ns else None
+    window_ns = sums["timed_window_ns"]
+    if sums["timed"] and window_ns > 0:
+        shares = {
+            share: sums[f"timed_{name}"] / window_ns
+            for share, name in zip(
+                SHARES, ("first_step_ns", "decode_ns", "stall_ns", "tail_ns"), strict=True
+            )
+        }
+    else:
+        shares = dict.fromkeys(SHARES)
+    figures["shares"] = shares
+    figures["median"] = {name: sums[f"median_{name}"] for name in REQUEST_FIGURES}
+    return figures
+
+
+def fold_cadence(
+    step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float = DEFAULT_STALL_FACTOR
+) -> Cadence:
+    """The cadence from a partial fold's ``step_times`` and the arm's legs (``index``,
+    ``start_ns``, ``end_ns``, widened by the attribution band).
+
+    The native extension computes each request's figures and pools intervals by selection;
+    without it (or switched off), ``polars_cadence`` does, the reference the tests hold it to.
+    """
+    stall_factor = check_stall_factor(stall_factor)
+    step_times = _one_row_per_request(step_times)
+    if not native.available():
+        return polars_cadence(step_times, legs, stall_factor)
+    size = int(legs["index"].max()) + 1 if legs.height else 0
+    starts, ends = [0] * size, [0] * size
+    for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
+        starts[index], ends[index] = start + WINDOW_SLACK_NS, end - WINDOW_SLACK_NS
+    raw, figures, pooled = native.cadence(
+        step_times["t_ns"], step_times["leg"], starts, ends, stall_factor
+    )
+    keys = zip(*(step_times[name].to_list() for name in KEY), strict=True)
+    by_request = {
+        (leg, w, request_id(seq, sid)): figure
+        for (leg, w, sid, seq), figure in zip(keys, figures, strict=True)
+        if figure is not None
+    }
+    requests = (
+        pl.concat([step_times.select(KEY), raw], how="horizontal")
+        .filter(pl.col("lines") > 0)
+        .with_columns(
+            pl.when(pl.col("median2_ns") >= 0).then(pl.col("median2_ns") / 2).alias("median_ns"),
+            *(
+                pl.when(pl.col(name) >= 0).then(pl.col(name)).alias(name)
+                for name in ("p90_ns", "p99_ns", "max_ns")
+            ),
+            pl.when(pl.col("judged") == 1).then(pl.col("stalls")).alias("stalls"),
+            pl.when(pl.col("judged") == 1).then(pl.col("stall2_ns") / 2).alias("stall_ns"),
+        )
+        .select(*KEY, *RAW_SCHEMA)
+        .cast(RAW_SCHEMA)
+        .sort(KEY)
+    )
+    return Cadence(stall_factor, requests, pooled, by_request)
+
+
+def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> Cadence:
+    """The reference: list operations per request, a request's times sorted within its own
+    list, never across the whole log, and no group-by over millions of lines."""
+    gaps = pl.col("t_ns").list.sort().list.diff().list.slice(1).list.sort()
+    count = pl.col("gaps").list.len()
+    per_request = (
+        step_times.select(
+            *KEY,
+            pl.col("t_ns").list.len().cast(pl.Int64).alias("lines"),
+            pl.col("t_ns").list.min().alias("first_ns"),
+            pl.col("t_ns").list.max().alias("last_ns"),
+            gaps.alias("gaps"),
+        )
+        .filter(pl.col("lines") > 0)
+        .sort(KEY)
+        .with_columns(
+            count.cast(pl.Int64).alias("intervals"),
+            pl.col("gaps").list.median().alias("median_ns"),
+            pl.col("gaps").list.last().alias("max_ns"),
+            *(
+                pl.col("gaps")
+                .list.get((count * percent + 99) // 100 - 1, null_on_oob=True)
+                .alias(f"p{percent}_ns")
+                for percent in (90, 99)
+            ),
+        )
+        .with_columns((pl.col("median_ns") > 0).fill_null(False).alias("judged"))
+    )
+    intervals = (
+        per_request.select(
+            pl.int_range(pl.len()).alias("row"), "leg", "gaps", "median_ns", "judged"
+        )
+        .explode("gaps", empty_as_null=False)
+        .rename({"gaps": "interval_ns"})
+    )
+    stalled = intervals.filter(
+        pl.col("judged") & (pl.col("interval_ns") > stall_factor * pl.col("median_ns"))
+    )
+    stalls = stalled.group_by("row").agg(
+        pl.len().cast(pl.Int64).alias("stalls"),
+        (pl.col("interval_ns") - pl.col("median_ns")).sum().alias("stall_ns"),
+    )
+    windows = legs.select(
+        pl.col("index").cast(pl.Int64).alias("leg"),
+        (pl.col("start_ns") + WINDOW_SLACK_NS).cast(pl.Int64).alias("start"),
+        (pl.col("end_ns") - WINDOW_SLACK_NS).cast(pl.Int64).alias("end"),
+    )
+    # A step in the attribution band around the recorded window counts as at its edge, so the
+    # three durations fill the window exactly.
+    first = pl.min_horizontal(pl.max_horizontal("first_ns", "start"), "end")
+    last = pl.max_horizontal(pl.min_horizontal("last_ns", "end"), "start")
+    requests = (
+        per_request.drop("gaps")
+        .with_row_index("row")
+        .with_columns(pl.col("row").cast(pl.Int64))
+        .join(stalls, on="row", how="left")
+        .join(windows, on="leg", how="left")
+        .with_columns(
+            pl.max_horizontal(first - pl.col("start"), 0).alias("first_step_ns"),
+            pl.max_horizontal(last - first, 0).alias("decode_ns"),
+            pl.max_horizontal(pl.col("end") - last, 0).alias("tail_ns"),
+            (pl.col("end") - pl.col("start")).alias("window_ns"),
+            pl.when("judged").then(pl.col("stalls").fill_null(0)).alias("stalls"),
+            pl.when("judged").then(pl.col("stall_ns").fill_null(0.0)).alias("stall_ns"),
+        )
+        .select(*KEY, *RAW_SCHEMA)
+        .cast(RAW_SCHEMA)
+        .sort(KEY)
+    )
+    by_leg = {
+        key[0]: frame["interval_ns"].drop_nulls()
+        for key, frame in intervals.select("leg", "interval_ns")
+        .partition_by("leg", as_dict=True)
+        .items()
+    }
+
+    def pooled(legs: list[int]) -> tuple[int, int, int, int, int, int] | None:
+        parts = [by_leg[leg] for leg in legs if leg in by_leg]
+        ordered = pl.concat(parts).sort() if parts else pl.Series([], dtype=pl.Int64)
+        count = ordered.len()
+        if count == 0:
+            return None
+        return (
+            count,
+            ordered[(count - 1) // 2],
+            ordered[count // 2],
+            ordered[(count * 90 + 99) // 100 - 1],
+            ordered[(count * 99 + 99) // 100 - 1],
+            ordered[-1],
+        )
+
+    by_request = {
+        (row["leg"], row["w"], request_id(row["seq"], row["sid"])): _request_figures(row)
+        for row in requests.iter_rows(named=True)
+    }
+    return Cadence(stall_factor, requests, pooled, by_request)
+
+
+def _request_figures(row: dict[str, Any]) -> dict[str, Any]:
+    """A request's figures in seconds from its ``RAW_SCHEMA`` row, with Python's arithmetic
+    (the extension's is the same, operation for operation)."""
+    decode_s = row["decode_ns"] / _NS
+    return {
+        "lines": row["lines"],
+        "intervals": row["intervals"],
+        "first_step_s": row["first_step_ns"] / _NS,
+        "decode_s": decode_s,
+        "tail_s": row["tail_ns"] / _NS,
+        **{
+            name: None if row[column] is None else row[column] / _NS
+            for name, column in zip(
+                INTERVALS, ("median_ns", "p90_ns", "p99_ns", "max_ns"), strict=True
+            )
+        },
+        "stalls": row["stalls"],
+        "stall_s": None if row["stall_ns"] is None else row["stall_ns"] / _NS,
+        "decode_steps_per_s": row["intervals"] / decode_s if decode_s > 0 else None,
+    }
+
+
+def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
+    """A merged partial fold has one row per request; concatenate the lists if not."""
+    if not step_times.select(pl.struct(KEY).is_duplicated().any()).item():
+        return step_times
+    return step_times.group_by(KEY).agg(
+        pl.col("t_ns").list.explode(keep_nulls=False, empty_as_null=False)
+    )
+
+
+def no_request() -> dict[str, Any]:
+    """The figures of a request without steps in the fold."""
+    return {"lines": 0, "intervals": 0, **dict.fromkeys(REQUEST_FIGURES)}
+
+
+def _interval_figures(pooled: tuple[int, int, int, int, int, int] | None) -> dict[str, Any]:
+    if pooled is None:
+        return dict.fromkeys(INTERVALS)
+    _count, lower, upper, p90, p99, largest = pooled
+    return {
+        "interval_median_s": (lower + upper) / 2 / _NS,
+        "interval_p90_s": p90 / _NS,
+        "interval_p99_s": p99 / _NS,
+        "interval_max_s": largest / _NS,
+    }

@@ -1,0 +1,135 @@
+"""The fold from the engine's own counters alone, when no step log is given.
+
+Each leg's S, P and A are the counters the gate wrote on it; everything built from counts
+(A/P, 1 + A/S, completion tokens per step, the step rate over the leg's window, the warm and
+all-legs folds and their intervals, the comparison) is built by the same functions as from a
+step log (``fold.folding.result``). What only the steps themselves give (per position, histogram,
+within-leg shape, requests, cadence, the emitted check) is None: "needs a step log", never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from fold.errors import RefusedError
+from fold.folding.leg_figures import Histograms, bootstrap_leg, counted_leg, pooled
+from fold.folding.result import (
+    MAX_LEGS_NAMED,
+    NEEDS_STEP_LOG,
+    RECORD_COUNTERS,
+    FoldResult,
+    add_intervals,
+)
+from fold.folding.uncertainty import check_resamples, fold_replicates
+from fold.folding.warm import ThroughputCheck
+from fold.inputs.arm_counters import COUNTER_FIELDS, EngineCounters, LegCounts
+
+WHAT_TO_ADD = (
+    "give the step log (DFLASH_STEP_LOG) as the second argument, or take the record from an "
+    "engine whose gate writes spec_drafts_proposed, spec_drafts_accepted and "
+    "spec_drafted_request_steps on every leg"
+)
+
+
+def fold_counters(
+    arm_legs: pl.DataFrame,
+    counters: EngineCounters | None,
+    check: ThroughputCheck,
+    window_steps: int,
+    *,
+    stall_factor: float,
+    resamples: int = 0,
+    seed: int = 0,
+) -> FoldResult:
+    """The fold of the legs' counters, with the same intervals as a step log's when each leg
+    is one request (a leg's counters are its one unit here)."""
+    check_resamples(resamples, seed)
+    per_leg = _every_leg_counted(counters)
+    warm_set = set(check.warm_legs)
+    legs = [
+        _leg(row, row["index"] in warm_set, counts)
+        for row, counts in zip(arm_legs.iter_rows(named=True), per_leg, strict=True)
+    ]
+    _refuse_warm_legs_without_steps(legs, counters)
+    result = FoldResult(
+        predicate=check.predicate,
+        window_steps=window_steps,
+        legs=legs,
+        warm=pooled([leg for leg in legs if leg["warm"]], Histograms()),
+        all=pooled(legs, Histograms()),
+        files=[],
+        writers=[],
+        stall_factor=stall_factor,
+        prefill_tokens={"per_request": None, "source": NEEDS_STEP_LOG},
+        step_source=RECORD_COUNTERS,
+    )
+    result.warm["cadence"] = result.all["cadence"] = None
+    replicates = {}
+    if resamples:
+        boot = [
+            bootstrap_leg(
+                row,
+                {"steps": [c.steps], "proposed": [c.proposed], "accepted": [c.accepted]},
+                c.steps,
+            )
+            for row, c in zip(arm_legs.iter_rows(named=True), per_leg, strict=True)
+        ]
+        replicates = fold_replicates(boot, [leg["warm"] for leg in legs], resamples, seed)
+    add_intervals(result, replicates, resamples, seed)
+    return result
+
+
+def _every_leg_counted(counters: EngineCounters | None) -> list[LegCounts]:
+    if counters is None or not counters.carried:
+        raise RefusedError(
+            "no step log was given and no leg of the arm record carries the engine's counters "
+            f"({', '.join(COUNTER_FIELDS.values())}), so there is nothing to fold: {WHAT_TO_ADD}"
+        )
+    lacking = [index for index, counts in enumerate(counters.legs) if counts is None]
+    if lacking:
+        named = ", ".join(counters.describe(index) for index in lacking[:MAX_LEGS_NAMED])
+        if len(lacking) > MAX_LEGS_NAMED:
+            named += f" and {len(lacking) - MAX_LEGS_NAMED} more"
+        raise RefusedError(
+            f"no step log was given and {len(lacking)} of {len(counters.legs)} legs carry no "
+            f"counters: {named}. A fold without them would leave those legs out of both "
+            f"folds; {WHAT_TO_ADD}"
+        )
+    return [counts for counts in counters.legs if counts is not None]
+
+
+def _leg(row: dict[str, Any], warm: bool, counts: LegCounts) -> dict[str, Any]:
+    figures = counted_leg(row, warm, counts.steps, counts.proposed, counts.accepted)
+    return {
+        **figures,
+        "lines": None,
+        "per_position": None,
+        "per_position_conditional": None,
+        "per_position_of_proposed": None,
+        "histogram": None,
+        "emitted": None,
+        "emitted_lines": None,
+        "expected_completion_tokens": None,
+        "prefill_tokens_per_request": None,
+        "emitted_consistent": None,
+        "requests": None,
+        "windows": None,
+        "flags": ["no steps"] if counts.steps == 0 else [],
+        "cadence": None,
+    }
+
+
+def _refuse_warm_legs_without_steps(legs: list[dict[str, Any]], counters: EngineCounters) -> None:
+    empty = [leg for leg in legs if leg["warm"] and leg["steps"] == 0]
+    if not empty:
+        return
+    named = ", ".join(counters.describe(leg["index"]) for leg in empty[:MAX_LEGS_NAMED])
+    if len(empty) > MAX_LEGS_NAMED:
+        named += f" and {len(empty) - MAX_LEGS_NAMED} more"
+    raise RefusedError(
+        f"{len(empty)} warm leg(s) have spec_drafted_request_steps = 0 in the record: {named}. "
+        "A drafter that never proposed is not a 0% acceptance; check that speculative "
+        "decoding was on for those legs"
+    )

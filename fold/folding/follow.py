@@ -1,0 +1,540 @@
+"""Following growing step logs during a gate: a live fold, with no printing.
+
+A ``Follower`` holds one reader per log file. Each ``poll`` re-globs the patterns (files that
+appear later are picked up), checks every file for truncation or replacement (then everything
+is re-read from the start, with a notice), and parses only the bytes appended since the last
+poll. A final line without its newline is held back until the newline arrives: while the writer
+runs it is an unfinished write, not a torn line. Only ``finish`` declares the files complete and
+counts what is still held back as torn, exactly as a one-shot fold of the finished files does.
+
+The arm record (``our-arm.json``) is written by the gate at the end of the run. Until it exists
+(or while it does not parse, or is refused), the view shows provisional groups: steps grouped by
+their ``leg`` label, or by writer when unlabelled, and split where the steps pause for longer
+than ``gap_seconds``. When the record appears or changes, every file is folded again from the
+start over its legs: the simplest re-attribution that is always right.
+
+``run_follow`` drives a follower until Ctrl-C or until no data arrived for ``idle_seconds``;
+its clock and sleep are injectable, so tests need not wait in real time.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from fold.api import LogFold
+from fold.errors import FoldError, InputError
+from fold.folding.accumulate import PartialFold, merge_all
+from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
+from fold.folding.logfile import Legs, LogFile
+from fold.folding.result import FoldResult
+from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
+from fold.folding.warm import DEFAULT_PREDICATE, check_arm
+from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS, accept_rate, mean_acceptance_length
+from fold.inputs.arm import ArmRecord, load_arm
+from fold.inputs.spectrace import looks_like_engine_trace
+
+DEFAULT_INTERVAL_SECONDS = 0.25
+"""How often ``run_follow`` polls: a few refreshes a second at most."""
+MIN_INTERVAL_SECONDS = 0.1
+DEFAULT_GAP_SECONDS = 2.0
+"""A pause this long between a group's steps starts a new provisional group."""
+DEFAULT_FOLLOW_BLOCK_BYTES = 8 * 1024 * 1024
+RECENT_NOTICES = 5
+
+_GROUP_SCHEMA: dict[str, pl.DataType] = {
+    "key": pl.String(),
+    "group": pl.Int64(),
+    "lines": pl.Int64(),
+    "steps": pl.Int64(),
+    "proposed": pl.Int64(),
+    "accepted": pl.Int64(),
+    "first_ns": pl.Int64(),
+    "last_ns": pl.Int64(),
+}
+_CARRY_SCHEMA: dict[str, pl.DataType] = {
+    "key": pl.String(),
+    "carry_ns": pl.Int64(),
+    "carry_group": pl.Int64(),
+}
+_LABEL_KEY = "leg:"
+_WRITER_KEY = "writer:"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the follower did that a user should know about (shown, never fatal)."""
+
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ProvisionalGroup:
+    """Steps of one label (or one unlabelled writer) without a pause longer than the gap."""
+
+    label: str | None
+    writer: str | None
+    """The writer id when the steps carry no ``leg`` label, else None."""
+    part: int
+    """0, 1, ...: the group's place among the groups of the same label or writer."""
+    lines: int
+    steps: int
+    proposed: int
+    accepted: int
+    first_ns: int
+    last_ns: int
+
+    @property
+    def accept_rate(self) -> float | None:
+        return accept_rate(self.accepted, self.proposed)
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        return mean_acceptance_length(self.accepted, self.steps)
+
+    @property
+    def seconds(self) -> float:
+        return (self.last_ns - self.first_ns) / 1e9
+
+
+@dataclass
+class FollowView:
+    """What one poll found: a fold when the arm record folds, else provisional groups."""
+
+    result: FoldResult | None
+    provisional: list[ProvisionalGroup]
+    status: str | None
+    """Why there is no fold yet (no record, a refusal, a file that failed), or None."""
+    notices: list[Notice]
+    """Notices raised by this poll only."""
+    recent_notices: list[Notice]
+    """The last few notices of the whole follow, for display."""
+    files: dict[str, int]
+    """Bytes read so far per file."""
+    lines: int
+    new_bytes: int
+    """Bytes read by this poll: 0 means no new data."""
+    held_bytes: int
+    """Bytes of unfinished last lines held back, over all files."""
+
+
+@dataclass
+class _Tail:
+    path: str
+    identity: tuple[int, int]
+    reader: LogFile
+
+
+@dataclass
+class _ArmState:
+    key: tuple[int, int, int] | None = None
+    arm: ArmRecord | None = None
+    legs: Legs | None = None
+    problem: str | None = None
+
+
+class ProvisionalGroups:
+    """Mergeable sums per (label or writer, part), split where steps pause for over ``gap_ns``.
+
+    Blocks are added in file order; each block's steps are ordered by time per key, and the
+    last time and part per key carry over to the next block.
+    """
+
+    def __init__(self, gap_ns: int) -> None:
+        self.gap_ns = gap_ns
+        self.table = pl.DataFrame(schema=_GROUP_SCHEMA)
+        self._carry = pl.DataFrame(schema=_CARRY_SCHEMA)
+
+    def add(self, steps: pl.DataFrame) -> None:
+        if steps.height == 0:
+            return
+        keyed = (
+            steps.select(
+                pl.when(pl.col("label").is_not_null())
+                .then(pl.lit(_LABEL_KEY) + pl.col("label"))
+                .otherwise(pl.lit(_WRITER_KEY) + pl.col("w"))
+                .alias("key"),
+                "t_ns",
+                "proposed",
+                "accepted",
+            )
+            .sort("key", "t_ns")
+            .join(self._carry, on="key", how="left")
+        )
+        previous = pl.col("t_ns").shift(1).over("key")
+        first_of_key = pl.int_range(pl.len()).over("key") == 0
+        previous = pl.when(first_of_key).then(pl.col("carry_ns")).otherwise(previous)
+        starts = ((pl.col("t_ns") - previous) > self.gap_ns).fill_null(False)
+        grouped = keyed.with_columns(
+            (pl.col("carry_group").fill_null(0) + starts.cast(pl.Int64).cum_sum().over("key"))
+            .cast(pl.Int64)
+            .alias("group")
+        )
+        sums = grouped.group_by("key", "group").agg(
+            pl.len().cast(pl.Int64).alias("lines"),
+            (pl.col("proposed") > 0).sum().cast(pl.Int64).alias("steps"),
+            pl.col("proposed").sum(),
+            pl.col("accepted").sum(),
+            pl.col("t_ns").min().alias("first_ns"),
+            pl.col("t_ns").max().alias("last_ns"),
+        )
+        self.table = (
+            pl.concat([self.table, sums.select(list(_GROUP_SCHEMA))])
+            .group_by("key", "group")
+            .agg(
+                pl.col("lines", "steps", "proposed", "accepted").sum(),
+                pl.col("first_ns").min(),
+                pl.col("last_ns").max(),
+            )
+            .select(list(_GROUP_SCHEMA))
+        )
+        last = grouped.group_by("key").agg(
+            pl.col("t_ns").max().alias("carry_ns"), pl.col("group").max().alias("carry_group")
+        )
+        self._carry = (
+            pl.concat([self._carry, last.select(list(_CARRY_SCHEMA))])
+            .group_by("key")
+            .agg(pl.col("carry_ns").max(), pl.col("carry_group").max())
+            .select(list(_CARRY_SCHEMA))
+        )
+
+    def groups(self) -> list[ProvisionalGroup]:
+        groups = []
+        for row in self.table.sort("first_ns", "key", "group").iter_rows(named=True):
+            key: str = row["key"]
+            is_label = key.startswith(_LABEL_KEY)
+            groups.append(
+                ProvisionalGroup(
+                    label=key[len(_LABEL_KEY) :] if is_label else None,
+                    writer=None if is_label else key[len(_WRITER_KEY) :],
+                    part=row["group"],
+                    lines=row["lines"],
+                    steps=row["steps"],
+                    proposed=row["proposed"],
+                    accepted=row["accepted"],
+                    first_ns=row["first_ns"],
+                    last_ns=row["last_ns"],
+                )
+            )
+        return groups
+
+
+class Follower:
+    """Folds growing step logs a poll at a time; see the module docstring."""
+
+    def __init__(
+        self,
+        arm_path: str | os.PathLike[str],
+        log_patterns: list[str],
+        *,
+        predicate: str = DEFAULT_PREDICATE,
+        window_steps: int = DEFAULT_WINDOW_STEPS,
+        skip_bad_lines: bool = False,
+        block_bytes: int = DEFAULT_FOLLOW_BLOCK_BYTES,
+        gap_seconds: float = DEFAULT_GAP_SECONDS,
+        resamples: int = DEFAULT_RESAMPLES,
+        seed: int = DEFAULT_SEED,
+        stall_factor: float = DEFAULT_STALL_FACTOR,
+        prefill_tokens: int | None = None,
+    ) -> None:
+        if window_steps < 1:
+            raise InputError(f"--window must be at least 1 step, got {window_steps}")
+        if not log_patterns:
+            raise InputError("name at least one step log (a path or a glob) to follow")
+        self.arm_path = os.fspath(arm_path)
+        self.log_patterns = list(log_patterns)
+        self.predicate = predicate
+        self.window_steps = window_steps
+        self.skip_bad_lines = skip_bad_lines
+        self.block_bytes = block_bytes
+        self.gap_ns = round(gap_seconds * 1e9)
+        # What the final fold and each live view are built with, the same as a one-shot fold's.
+        self.result_options = {
+            "resamples": check_resamples(resamples, seed),
+            "seed": seed,
+            "stall_factor": check_stall_factor(stall_factor),
+            "prefill_tokens": prefill_tokens,
+        }
+        self._tails: dict[str, _Tail] = {}
+        self._arm = _ArmState()
+        self._failure: FoldError | None = None
+        self._polls = 0
+        self._recent: list[Notice] = []
+        self._dirty = False
+        self._reset_sums()
+
+    # -- polling -----------------------------------------------------------------------------
+
+    def poll(self) -> FollowView:
+        """Read what was appended since the last poll and return the current view."""
+        notices: list[Notice] = []
+        new_bytes = self._advance(notices)
+        self._polls += 1
+        self._recent = (self._recent + notices)[-RECENT_NOTICES:]
+        return self._view(notices, new_bytes)
+
+    def finish(self) -> FoldResult:
+        """Read to the end, count held-back fragments as torn, and return the final fold.
+
+        Raises what a one-shot fold of the same files would (a missing or refused record, a bad
+        line, a warm leg without steps).
+        """
+        if self._dirty:
+            # A poll was interrupted (Ctrl-C) between reading a block and adding it.
+            self._restart_all()
+        self._advance([])
+        if self._failure is not None:
+            raise self._failure
+        arm = self._arm.arm
+        if arm is None:
+            if self._arm.problem is not None:
+                raise InputError(self._arm.problem)
+            raise InputError(f"{self.arm_path}: no such arm record (the gate writes it last)")
+        if not self._tails:
+            raise InputError(f"{', '.join(self.log_patterns)}: no step log appeared")
+        for tail in self._tails.values():
+            tail.reader.finish()
+        return self._fold(arm).result(self.predicate, self.window_steps, **self.result_options)
+
+    def _advance(self, notices: list[Notice]) -> int:
+        if self._reload_arm(notices):
+            self._restart_all()
+        for path in self._discover(notices):
+            self._tails[path] = self._open_tail(path)
+        if self._check_tails(notices):
+            self._restart_all()
+        return self._read_all()
+
+    # -- the arm record ----------------------------------------------------------------------
+
+    def _reload_arm(self, notices: list[Notice]) -> bool:
+        """Load the record when it appears or changes; True when the legs changed."""
+        try:
+            stat = os.stat(self.arm_path)
+        except OSError:
+            return False  # not written yet (or gone: keep the legs last read)
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if key == self._arm.key:
+            return False
+        self._arm.key = key
+        try:
+            arm = load_arm(self.arm_path)
+            check_arm(arm, self.predicate)
+        except FoldError as error:
+            # Half written, or refused: shown as the status until the file changes again.
+            self._arm.problem = str(error)
+            return False
+        had_legs = self._arm.arm is not None
+        self._arm.arm, self._arm.legs, self._arm.problem = arm, Legs.of(arm.legs), None
+        notices.append(
+            Notice(
+                self.arm_path,
+                f"arm record {'changed' if had_legs else 'appeared'} "
+                f"({arm.legs.height} legs): folding every log again over its legs",
+            )
+        )
+        return True
+
+    # -- files -------------------------------------------------------------------------------
+
+    def _discover(self, notices: list[Notice]) -> list[str]:
+        """Files matching the patterns that are not followed yet (by real path)."""
+        followed = {os.path.realpath(path) for path in self._tails}
+        found = []
+        for path in self._matches():
+            real = os.path.realpath(path)
+            if real in followed or os.path.isdir(path):
+                continue
+            followed.add(real)
+            found.append(path)
+            if self._polls:
+                notices.append(Notice(path, "new step log: following it"))
+        return found
+
+    def _matches(self) -> list[str]:
+        matches: list[str] = []
+        for pattern in self.log_patterns:
+            if glob.has_magic(pattern):
+                matches.extend(sorted(glob.glob(pattern)))
+            elif os.path.exists(pattern):
+                matches.append(pattern)
+        return matches
+
+    def _open_tail(self, path: str) -> _Tail:
+        return _Tail(path, _identity(path), self._new_reader(path))
+
+    def _new_reader(self, path: str) -> LogFile:
+        if looks_like_engine_trace(path):
+            # Its steps get legs from run lines printed after them, once a leg is over.
+            raise InputError(
+                f"{path}: the engine's trace (VT_SPEC_TRACE stderr) is folded once the gate is "
+                "done, without --follow; --follow reads the hook's step logs"
+            )
+        return LogFile(path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes)
+
+    def _check_tails(self, notices: list[Notice]) -> bool:
+        """True when a file was truncated or replaced (everything is then read again)."""
+        restart = False
+        for tail in self._tails.values():
+            try:
+                stat = os.stat(tail.path)
+            except OSError:
+                continue  # removed: what was read stays in the fold
+            identity = (stat.st_dev, stat.st_ino)
+            if identity != tail.identity:
+                notices.append(Notice(tail.path, "replaced by a new file: reading it again"))
+                tail.identity = identity
+                restart = True
+            elif stat.st_size < tail.reader.offset:
+                notices.append(
+                    Notice(
+                        tail.path,
+                        f"truncated ({stat.st_size} bytes, {tail.reader.offset} were read): "
+                        "reading it again",
+                    )
+                )
+                restart = True
+        return restart
+
+    def _restart_all(self) -> None:
+        for tail in self._tails.values():
+            tail.reader = self._new_reader(tail.path)
+        self._failure = None
+        self._reset_sums()
+
+    def _reset_sums(self) -> None:
+        self._partial = PartialFold()
+        self._provisional = ProvisionalGroups(self.gap_ns)
+        self._lines = 0
+
+    def _read_all(self) -> int:
+        new_bytes = 0
+        self._dirty = True
+        for tail in self._tails.values():
+            if self._failure is not None:
+                break
+            if not os.path.exists(tail.path):
+                continue  # removed: what was read stays in the fold
+            before = tail.reader.offset
+            try:
+                for partial, steps in tail.reader.read_available(self._arm.legs, want_steps=True):
+                    self._add(partial, steps)
+            except FoldError as error:
+                self._failure = error
+            new_bytes += tail.reader.offset - before
+        self._dirty = False
+        return new_bytes
+
+    def _add(self, partial: PartialFold | None, steps: pl.DataFrame | None) -> None:
+        if steps is not None:
+            self._lines += steps.height
+            self._provisional.add(steps)
+        if partial is not None:
+            self._partial = merge_all([self._partial, partial])
+
+    # -- the view ----------------------------------------------------------------------------
+
+    def _fold(self, arm: ArmRecord) -> LogFold:
+        # Files in the order a one-shot fold reads them, so the final figures match it exactly.
+        order = {path: index for index, path in enumerate(self._matches())}
+        paths = sorted(self._tails, key=lambda path: order.get(path, len(order)))
+        return LogFold(
+            arm, self._partial, {path: self._tails[path].reader.counts for path in paths}
+        )
+
+    def _view(self, notices: list[Notice], new_bytes: int) -> FollowView:
+        result = None
+        status = None
+        arm = self._arm.arm
+        if self._failure is not None:
+            status = f"reading stopped: {self._failure}"
+        elif arm is None:
+            status = self._arm.problem or (
+                f"waiting for {self.arm_path} (the gate writes it at the end): "
+                "provisional groups by leg label or writer"
+            )
+        else:
+            try:
+                result = self._fold(arm).result(
+                    self.predicate, self.window_steps, **self.result_options
+                )
+            except FoldError as error:
+                status = f"not foldable yet: {error}"
+        if self._arm.problem is not None and arm is not None and status is None:
+            status = "the arm record changed but does not load; showing its last good legs: " + (
+                self._arm.problem
+            )
+        return FollowView(
+            result=result,
+            provisional=self._provisional.groups(),
+            status=status,
+            notices=notices,
+            recent_notices=list(self._recent),
+            files={path: tail.reader.offset for path, tail in self._tails.items()},
+            lines=self._lines,
+            new_bytes=new_bytes,
+            held_bytes=sum(tail.reader.pending_bytes for tail in self._tails.values()),
+        )
+
+
+def _identity(path: str) -> tuple[int, int]:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return (0, 0)
+    return (stat.st_dev, stat.st_ino)
+
+
+@dataclass
+class FollowOutcome:
+    """How a follow ended (``"interrupted"`` or ``"idle"``) and the final fold."""
+
+    result: FoldResult
+    reason: str
+    views: int = 0
+    notices: list[Notice] = field(default_factory=list)
+
+
+def run_follow(
+    follower: Follower,
+    *,
+    on_view: Callable[[FollowView], None] | None = None,
+    interval: float = DEFAULT_INTERVAL_SECONDS,
+    idle_seconds: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> FollowOutcome:
+    """Poll until Ctrl-C (KeyboardInterrupt) or ``idle_seconds`` without new data, then finish.
+
+    ``on_view`` gets every poll's view (the CLI refreshes its live table with it). The final
+    fold comes from ``Follower.finish`` and raises what a one-shot fold would; a refusal while
+    following is only a status line in the views.
+    """
+    interval = max(interval, MIN_INTERVAL_SECONDS)
+    last_data = clock()
+    views = 0
+    notices: list[Notice] = []
+    reason = "interrupted"
+    try:
+        while True:
+            view = follower.poll()
+            views += 1
+            notices.extend(view.notices)
+            if on_view is not None:
+                on_view(view)
+            now = clock()
+            if view.new_bytes or view.notices:
+                last_data = now
+            elif idle_seconds is not None and now - last_data >= idle_seconds:
+                reason = "idle"
+                break
+            sleep(interval)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    return FollowOutcome(follower.finish(), reason, views, notices)

@@ -1,0 +1,213 @@
+"""A leg's figures, and a set of legs' pooled ones, from S, P and A, whichever source the
+counts came from (a step log, or the engine's counters on the record's legs): one definition
+for both, so the two folds cannot drift apart."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fold.folding.warm import throughput_fold
+from fold.inputs import acceptance
+from fold.inputs.arm import WINDOW_SLACK_NS
+from fold.inputs.leg_sums import Leg
+
+
+def counted_leg(
+    leg: dict[str, Any], warm: bool, steps: int, proposed: int, accepted: int
+) -> dict[str, Any]:
+    """A leg's figures that need only its S, P and A and the record's fields, whichever
+    source the counts came from (the step log or the engine's counters)."""
+    seconds = window_secs(leg)
+    return {
+        "index": leg["index"],
+        "run": leg["run"],
+        "warm": warm,
+        "label": leg.get("leg"),
+        "finish_reason": leg["finish_reason"],
+        "tok_s": leg["tok_s"],
+        "completion_tokens": leg["completion_tokens"],
+        "window_secs": seconds,
+        "steps": steps,
+        "proposed": proposed,
+        "accepted": accepted,
+        "accept_rate": acceptance.accept_rate(accepted, proposed),
+        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
+        "completion_tokens_per_step": acceptance.completion_tokens_per_step(
+            leg["completion_tokens"], steps
+        ),
+        "step_rate": steps / seconds if seconds > 0 else None,
+    }
+
+
+def stepped_leg(
+    leg: dict[str, Any],
+    *,
+    prefill_tokens: int,
+    warm: bool,
+    sums: dict[str, Any] | None,
+    counts: dict[int, int],
+    proposals: dict[int, int],
+    bins: list[tuple[int, int, int]],
+    requests: list[dict[str, Any]],
+    window_steps: int,
+) -> dict[str, Any]:
+    """A leg's figures from its steps: the counts, per position and histogram, the within-leg
+    windows, its requests' rates, the flags and the emitted check."""
+    sums = sums or {"lines": 0, "steps": 0, "proposed": 0, "accepted": 0, "emitted": 0,
+                    "emitted_lines": 0, "max_proposed": 0}  # fmt: skip
+    steps, proposed, accepted = sums["steps"], sums["proposed"], sums["accepted"]
+    steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
+    per_position = acceptance.per_position(steps_by_accepted, steps)
+    steps_by_proposed = acceptance.histogram(proposals, sums["max_proposed"])
+    windows = acceptance.windows_from_bins(bins, window_steps)
+    window_rates = [window.accept_rate for window in windows]
+    for request in requests:
+        request["accept_rate"] = acceptance.accept_rate(request["accepted"], request["proposed"])
+        request["mean_acceptance_length"] = acceptance.mean_acceptance_length(
+            request["accepted"], request["steps"]
+        )
+    flags = []
+    if steps == 0:
+        flags.append("no steps")
+    full_rates = [
+        rate for window, rate in zip(windows, window_rates, strict=True)
+        if window.steps >= window_steps
+    ]  # fmt: skip
+    if acceptance.collapses(full_rates):
+        flags.append("collapse")
+    judged_requests = [request for request in requests if request["steps"] >= window_steps]
+    if acceptance.collapses([request["accept_rate"] for request in judged_requests], at_least=2):
+        flags.append("request collapse")
+    emitted_consistent = None
+    expected_completion = None
+    if sums["lines"] and sums["emitted_lines"] == sums["lines"]:
+        expected_completion = prefill_tokens * len(requests) + sums["emitted"]
+        emitted_consistent = expected_completion == leg["completion_tokens"]
+        if not emitted_consistent:
+            flags.append("emitted != completion")
+    return {
+        **counted_leg(leg, warm, steps, proposed, accepted),
+        "lines": sums["lines"],
+        "per_position": per_position,
+        "per_position_conditional": acceptance.per_position_conditional(per_position),
+        "per_position_of_proposed": acceptance.per_position_of_proposed(
+            steps_by_accepted, steps_by_proposed
+        ),
+        "histogram": steps_by_accepted,
+        "emitted": sums["emitted"] if sums["emitted_lines"] else None,
+        "emitted_lines": sums["emitted_lines"],
+        "expected_completion_tokens": expected_completion,
+        "prefill_tokens_per_request": prefill_tokens,
+        "emitted_consistent": emitted_consistent,
+        "requests": requests,
+        "windows": [
+            {
+                "steps": window.steps,
+                "proposed": window.proposed,
+                "accepted": window.accepted,
+                "accept_rate": rate,
+            }
+            for window, rate in zip(windows, window_rates, strict=True)
+        ],
+        "flags": flags,
+    }
+
+
+def window_secs(leg: dict[str, Any]) -> float:
+    # The generate window as recorded (microseconds), not the band attribution widens it by.
+    return (leg["end_ns"] - leg["start_ns"] - 2 * WINDOW_SLACK_NS) / 1e9
+
+
+def bootstrap_leg(leg: dict[str, Any], requests: dict[str, Any], steps: int) -> Leg:
+    """One arm leg as the bootstrap draws it: its requests' sums (``requests``: a column per
+    sum, a value per request) and what exists only per leg, whichever source the counts came
+    from. Counts known only per leg are one request of the leg, as for an oracle's legs."""
+    return Leg(
+        requests=requests,
+        values={
+            "completion_tokens": leg["completion_tokens"],
+            "steps": steps,
+            "window_secs": window_secs(leg),
+        },
+        tok_s=leg["tok_s"],
+    )
+
+
+@dataclass
+class Histograms:
+    """Per leg, its drafted steps counted by drafts accepted and by drafts proposed: the two
+    sums of the fold's (leg, proposed, accepted) table."""
+
+    by_accepted: dict[int, dict[int, int]] = field(default_factory=dict)
+    by_proposed: dict[int, dict[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[tuple[int, int, int, int]]) -> Histograms:
+        """From (leg, proposed, accepted, count) rows, one per observed pair."""
+        by_accepted: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        by_proposed: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for leg, proposed, accepted, count in rows:
+            by_accepted[leg][accepted] += count
+            by_proposed[leg][proposed] += count
+        return cls(
+            by_accepted={leg: dict(counts) for leg, counts in by_accepted.items()},
+            by_proposed={leg: dict(counts) for leg, counts in by_proposed.items()},
+        )
+
+
+def pooled(legs: list[dict[str, Any]], histograms: Histograms) -> dict[str, Any]:
+    """Ratios of sums over ``legs``: never a mean of the legs' ratios."""
+    steps = sum(leg["steps"] for leg in legs)
+    proposed = sum(leg["proposed"] for leg in legs)
+    accepted = sum(leg["accepted"] for leg in legs)
+    # Only legs with verify steps: a leg without any has no tokens per step to pool, and its
+    # completion tokens over the other legs' steps would inflate their ratio.
+    completion = sum(leg["completion_tokens"] for leg in legs if leg["steps"])
+    # A leg recorded with no duration has no step rate; pool over the legs that have one.
+    timed = [leg for leg in legs if leg["window_secs"] > 0]
+    timed_steps = sum(leg["steps"] for leg in timed)
+    seconds = sum(leg["window_secs"] for leg in timed)
+    steps_by_accepted = _pooled_histogram(legs, histograms.by_accepted)
+    steps_by_proposed = _pooled_histogram(legs, histograms.by_proposed)
+    per_position = (
+        None if steps_by_accepted is None else acceptance.per_position(steps_by_accepted, steps)
+    )
+    return {
+        "legs": [leg["index"] for leg in legs],
+        "steps": steps,
+        "proposed": proposed,
+        "accepted": accepted,
+        "accept_rate": acceptance.accept_rate(accepted, proposed),
+        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
+        "completion_tokens_per_step": acceptance.completion_tokens_per_step(completion, steps),
+        "output_throughput_tok_s": throughput_fold([leg["tok_s"] for leg in legs]),
+        "step_rate": timed_steps / seconds if seconds > 0 else None,
+        "per_position": per_position,
+        "per_position_conditional": (
+            None if per_position is None else acceptance.per_position_conditional(per_position)
+        ),
+        "per_position_of_proposed": (
+            None
+            if steps_by_accepted is None or steps_by_proposed is None
+            else acceptance.per_position_of_proposed(steps_by_accepted, steps_by_proposed)
+        ),
+        "histogram": steps_by_accepted,
+    }
+
+
+def _pooled_histogram(
+    legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]
+) -> list[int] | None:
+    """The legs' histograms (by accepted or by proposed) summed; None when a leg has none (its
+    counts came without steps)."""
+    if any(leg["histogram"] is None for leg in legs):
+        return None
+    counts: dict[int, int] = defaultdict(int)
+    for leg in legs:
+        for value, count in histograms.get(leg["index"], {}).items():
+            counts[value] += count
+    max_proposed = max((len(leg["histogram"]) - 1 for leg in legs), default=0)
+    return acceptance.histogram(dict(counts), max_proposed)

@@ -1,0 +1,388 @@
+"""The native reader (``fold._native``): read, attribute and fold a byte range of a step log in
+one C++ pass, into the same ``PartialFold`` the polars reference builds.
+
+The pass parses any valid v1 line (any key order, whitespace, unknown keys, escaped and UTF-8
+labels), attributes it by the segments ``fold.folding.attribute`` cuts (overlapping windows resolved
+by the line's label), and folds it; no Python object is built per line. Lines it does not
+fold come back by place, and ``fold.inputs.reader.judge_line`` decides them in file order, so every
+error and skipped example is worded by the one exact parser:
+
+- bad lines (not a v1 step): an ``InputError`` naming file and line, or, with skip_bad_lines,
+  counted (the first few worded);
+- refused lines (``accepted > proposed``, or, from a deferred line, a negative count): a
+  ``RefusedError`` naming the line;
+- deferred lines: valid JSON that only the exact parser may judge (a sign on an integer, a
+  duplicate key, an escaped key or writer id, a writer id not in the writers' form); they are
+  folded by the polars reference and merged. No shipped writer produces them.
+
+The extension is optional: without a compiler at install time, or with the environment
+variable ``FOLD_ACCEPTANCE_NATIVE=0``, ``available()`` is false and files go to the polars
+reader (``fold.inputs.reader.StepLogReader``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from fold.folding.accumulate import (
+    _SCHEMAS,
+    PER_REQUEST_SCHEMA,
+    REQUEST_KEY,
+    TIME_BINS_PER_LEG,
+    PartialFold,
+    _assemble,
+    merge_all,
+    partial_fold,
+)
+from fold.folding.attribute import ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.inputs.reader import (
+    MAX_SKIPPED_EXAMPLES,
+    ReadCounts,
+    judge_line,
+    refuse_impossible_counts,
+    row_frame,
+)
+
+try:
+    from fold import _native
+except ImportError:  # built without a compiler or Python headers: the polars reader remains
+    _native = None
+
+ENVIRONMENT_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
+_DEFERRED, _BAD, _REFUSED = 0, 1, 2
+_PER_LINE_GROUPS, _PER_LINE_TRACE = 1, 2  # what fold_range keeps per line beside its sums
+
+
+def available() -> bool:
+    """Whether the extension is built and not switched off by ``FOLD_ACCEPTANCE_NATIVE=0``."""
+    return _native is not None and os.environ.get(ENVIRONMENT_SWITCH, "1").strip() != "0"
+
+
+@dataclass
+class RangeRead:
+    """What one native pass over ``path[begin:end]`` gave."""
+
+    partial: PartialFold
+    consumed: int
+    """The offset after the last newline read: the next read starts there."""
+    end: int
+    """The end of the range read (the file's size when the range was open-ended)."""
+    lines: int
+    """Newline-ended lines read, whatever became of them."""
+    steps: pl.DataFrame | None
+    """With ``want_steps``: every folded line's ``w``, ``label``, ``t_ns``, ``proposed`` and
+    ``accepted`` (the follower's provisional groups)."""
+    attributed_lines: pl.DataFrame | None = None
+    """With ``want_lines``: every attributed line's ``leg``, ``w``, ``seq``, ``t_ns``, ``pid``,
+    ``proposed``, ``accepted`` and ``emitted`` (null where absent), in file order but for
+    lines the exact parser judged (last); for the trace."""
+
+
+class _ArrowColumn:
+    """A column handed over by the extension (Arrow PyCapsule interface): polars takes its
+    buffers without a copy."""
+
+    def __init__(self, capsules: tuple[object, object]) -> None:
+        self._capsules = capsules
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        return self._capsules
+
+
+def _series(name: str, capsules: tuple[object, object]) -> pl.Series:
+    return pl.Series(_ArrowColumn(capsules)).alias(name)
+
+
+@dataclass(frozen=True)
+class NativeLegs:
+    """The leg windows as the extension takes them (see ``fold.folding.attribute``)."""
+
+    arguments: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, legs: pl.DataFrame | None, windows: LegWindows | None) -> NativeLegs:
+        if legs is None or windows is None or legs.height == 0:
+            return cls(([], [-1], [UNATTRIBUTED], [], [], []))
+        size = int(legs["index"].max()) + 1
+        starts, spans = [0] * size, [1] * size
+        for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
+            starts[index], spans[index] = start, end - start + 1
+        return cls(
+            (
+                windows.points.to_list(),
+                windows.segment_leg.fill_null(-1).to_list(),
+                windows.segment_status.to_list(),
+                list(windows.label_leg.iter_rows()),
+                starts,
+                spans,
+            )
+        )
+
+
+def read_range(
+    path: str,
+    legs: pl.DataFrame | None,
+    windows: LegWindows | None,
+    native_legs: NativeLegs,
+    counts: ReadCounts,
+    *,
+    begin: int = 0,
+    end: int = -1,
+    first_line: int = 1,
+    skip_bad_lines: bool = False,
+    want_steps: bool = False,
+    want_lines: bool = False,
+    block: int | None = None,
+    bytes_per_thread: int | None = None,
+) -> RangeRead | None:
+    """Fold the whole lines of ``path[begin:end]``; what reading met goes into ``counts``.
+
+    A last line without its newline is left unread (``consumed`` stops before it): the caller
+    counts it torn when the file is complete, or reads it again once its newline arrives.
+    Raises the exact parser's ``InputError`` or ``RefusedError`` for the first line in file
+    order that calls for one. None when the pass cannot take the range (a sum beyond 64 bits,
+    or more than a million deferred lines): the caller reads it with the polars reader.
+    """
+    extra = [value for value in (block, bytes_per_thread) if value is not None]
+    per_line = _PER_LINE_GROUPS if want_steps else _PER_LINE_TRACE if want_lines else 0
+    raw = _native.fold_range(
+        path,
+        begin,
+        end,
+        skip_bad_lines,
+        per_line,
+        *native_legs.arguments,
+        TIME_BINS_PER_LEG,
+        *extra,
+    )
+    if raw["overflow"]:
+        return None
+    met = ReadCounts()
+    rows = _judge_handed_back(path, raw, met, first_line, skip_bad_lines)
+    if raw["stopped"]:
+        # The pass stopped at a line the exact parser does not reject: the parser is the
+        # authority, and the polars reader reads the range.
+        return None
+    counts.torn_lines += met.torn_lines
+    counts.skipped_lines += met.skipped_lines
+    room = max(0, MAX_SKIPPED_EXAMPLES - len(counts.skipped_examples))
+    counts.skipped_examples.extend(met.skipped_examples[:room])
+    partial = _partial(path, raw)
+    steps = _steps(raw["steps_by_line"]) if want_steps else None
+    lines = _attributed_lines(raw) if want_lines else None
+    if rows:
+        frame = row_frame(rows)
+        if windows is not None and legs is not None and legs.height:
+            partial = merge_all([partial, partial_fold(frame, windows, legs, path)])
+            if lines is not None:
+                attributed = attribute(frame, windows).filter(pl.col("status") == ATTRIBUTED)
+                lines = pl.concat([lines, attributed.select(lines.columns).cast(lines.schema)])
+        else:
+            partial = merge_all([partial, _unattributed_fold(frame, path)])
+        if steps is not None:
+            steps = pl.concat([steps, frame.select(steps.columns)])
+    return RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps, lines)
+
+
+_LINES_SCHEMA = {
+    "leg": pl.Int64,
+    "w": pl.String,
+    "seq": pl.UInt64,
+    "sid": pl.String,
+    "t_ns": pl.Int64,
+    "pid": pl.Int64,
+    "proposed": pl.Int64,
+    "accepted": pl.Int64,
+    "emitted": pl.Int64,
+}
+
+
+def _attributed_lines(raw: dict[str, Any]) -> pl.DataFrame:
+    """The pass's attributed lines (``trace_lines``) with writer ids and null for no emitted."""
+    columns = raw["trace_lines"]
+    writers = pl.Series("w", raw["writer_ids"], dtype=pl.String)
+    frame = pl.DataFrame([_series(name, columns[name]) for name in _LINES_SCHEMA])
+    return frame.with_columns(
+        pl.lit(writers).gather(pl.col("w")).alias("w"),
+        _string_ids(raw),
+        pl.when(pl.col("emitted") >= 0).then(pl.col("emitted")).alias("emitted"),
+    ).cast(_LINES_SCHEMA)
+
+
+def _string_ids(raw: dict[str, Any]) -> pl.Expr:
+    """The ``sid`` column from the pass's indices into its string ids (-1: an integer id)."""
+    ids = pl.Series("sid", raw["seq_ids"], dtype=pl.String)
+    return _lookup(ids, pl.when(pl.col("sid") >= 0).then(pl.col("sid"))).alias("sid")
+
+
+def _judge_handed_back(
+    path: str, raw: dict[str, Any], counts: ReadCounts, first_line: int, skip: bool
+) -> list[dict[str, Any]]:
+    """The exact parser's verdict on every line the pass handed back, in file order: rows of
+    the valid ones; bad lines raised or counted; refusals raised."""
+    counts.torn_lines += raw["torn"]
+    skipped_by_pass = raw["bad"]
+    rows: list[dict[str, Any]] = []
+    if not raw["events"]:
+        counts.skipped_lines += skipped_by_pass
+        return rows
+    with open(path, "rb") as handle:
+        for line, offset, length, kind in raw["events"]:
+            number = first_line + line
+            row, reason, glued = judge_line(os.pread(handle.fileno(), length, offset))
+            if row is None:
+                if kind == _BAD:
+                    skipped_by_pass -= 1  # counted below, by the exact parser's hand
+                counts.bad_line(path, number, reason, skip=skip)
+                continue
+            if kind == _BAD:
+                # The pass and the exact parser disagree: the exact parser is the authority.
+                skipped_by_pass -= 1
+            counts.torn_lines += glued
+            row["line"] = number
+            refuse_impossible_counts(row_frame([row]), path)
+            rows.append(row)
+    # Bad lines past the examples the pass handed back are counted, not worded; the examples
+    # kept stay the first few in file order.
+    counts.skipped_lines += skipped_by_pass
+    return rows
+
+
+def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
+    """The pass's tables as a ``PartialFold`` with the polars reference's exact schemas."""
+    names = ["leg", "w", "seq", "sid", "lines", "steps", "proposed", "accepted", "emitted",
+             "emitted_lines", "max_proposed", "max_n", "pid"]  # fmt: skip
+    keys = {"lines": "lines_per_request"}
+    writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
+    sums_schema = {name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"}
+    per_request = (
+        pl.DataFrame([_series(name, raw[keys.get(name, name)]) for name in names])
+        .with_columns(
+            pl.when(pl.col("leg") >= 0).then(pl.col("leg")).alias("leg"),
+            pl.lit(writer_of).gather(pl.col("w")).alias("w"),
+            _string_ids(raw),
+        )
+        .cast(sums_schema)
+    )
+    # The pass puts the attributed requests first, sorted: their times need no copy.
+    step_times = per_request.head(raw["attributed_requests"]).select(REQUEST_KEY)
+    step_times = step_times.with_columns(_series("t_ns", raw["t_ns"]))
+    histogram = pl.DataFrame(
+        [
+            _series("leg", raw["hist_leg"]),
+            _series("proposed", raw["hist_proposed"]),
+            _series("accepted", raw["hist_accepted"]),
+            _series("count", raw["hist_count"]),
+        ]
+    )
+    bins = pl.DataFrame(
+        [
+            _series("leg", raw["bin_leg"]),
+            _series("bin", raw["bin"]),
+            _series("steps", raw["bin_steps"]),
+            _series("proposed", raw["bin_proposed"]),
+            _series("accepted", raw["bin_accepted"]),
+        ]
+    )
+    files = pl.DataFrame(
+        {
+            "path": [path],
+            "lines": [raw["folded"]],
+            "attributed": [raw["attributed"]],
+            "unattributed": [raw["unattributed"]],
+            "ambiguous": [raw["ambiguous"]],
+        },
+        schema=_SCHEMAS["files"],
+    )
+    return _assemble(per_request, histogram, bins, files, step_times)
+
+
+def _unattributed_fold(frame: pl.DataFrame, path: str) -> PartialFold:
+    """Rows folded with no legs (a follower without an arm record): writers and counts only."""
+    legs = pl.DataFrame(
+        schema={"index": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "leg": pl.String}
+    )
+    windows = LegWindows(
+        points=pl.Series("points", [], dtype=pl.Int64),
+        segment_leg=pl.Series("leg", [None], dtype=pl.Int64),
+        segment_status=pl.Series("status", [UNATTRIBUTED], dtype=pl.Int8),
+        label_leg=pl.DataFrame(
+            schema={"segment": pl.Int64, "label": pl.String, "resolved_leg": pl.Int64}
+        ),
+    )
+    return partial_fold(frame, windows, legs, path)
+
+
+_STEPS_SCHEMA = {
+    "w": pl.String(),
+    "label": pl.String(),
+    "t_ns": pl.Int64(),
+    "proposed": pl.Int64(),
+    "accepted": pl.Int64(),
+}
+
+
+def _steps(raw: dict[str, Any] | None) -> pl.DataFrame:
+    if raw is None:
+        return pl.DataFrame(schema=_STEPS_SCHEMA)
+    key = _series("key", raw["key"])
+    labels = pl.Series("label", raw["labels"], dtype=pl.String)
+    writers = pl.Series("w", raw["writers"], dtype=pl.String)
+    frame = pl.DataFrame(
+        [
+            key,
+            _series("t_ns", raw["t_ns"]),
+            _series("proposed", raw["proposed"]),
+            _series("accepted", raw["accepted"]),
+        ]
+    )
+    # Labelled steps carry their label's index, unlabelled ones -1 - their writer's.
+    return frame.select(
+        _lookup(writers, pl.when(pl.col("key") < 0).then(-1 - pl.col("key"))).alias("w"),
+        _lookup(labels, pl.when(pl.col("key") >= 0).then(pl.col("key"))).alias("label"),
+        "t_ns",
+        "proposed",
+        "accepted",
+    ).cast(_STEPS_SCHEMA)
+
+
+def _lookup(values: pl.Series, index: pl.Expr) -> pl.Expr:
+    if values.len() == 0:
+        return pl.lit(None, dtype=pl.String)
+    return (
+        pl.lit(values)
+        .gather(index.fill_null(0))
+        .alias("x")
+        .pipe(lambda found: pl.when(index.is_not_null()).then(found))
+    )
+
+
+def cadence(
+    times: pl.Series, legs: pl.Series, starts: list[int], ends: list[int], stall_factor: float
+) -> tuple[pl.DataFrame, list[dict[str, Any] | None], Any]:
+    """Each request's cadence from its step times (``times``, a list column read in place), in
+    the extension: its figures in nanoseconds (columns as ``fold._native.cadence`` names them),
+    its figures in seconds (one dict per request, None without steps), and a function pooling
+    the intervals of any legs' requests (``fold.folding.cadence.PooledIntervals``)."""
+    columns, figures, state = _native.cadence(
+        times.__arrow_c_stream__(), legs.to_list(), starts, ends, stall_factor
+    )
+    frame = pl.DataFrame([_series(name, capsules) for name, capsules in columns.items()])
+
+    def pooled(chosen: list[int]) -> tuple[int, int, int, int, int, int] | None:
+        return _native.cadence_pooled(state, chosen)
+
+    return frame, figures, pooled
+
+
+def resample_sums(values: Any, key: int, first_row: int, out: Any) -> None:
+    """The bootstrap's stage-2 resamples ``first_row`` ... of one leg, drawn and summed in one
+    pass: ``out[r, c]`` is the sum of ``values[i, c]`` over the requests ``i`` drawn for
+    resample ``first_row + r`` from the leg's stream ``key`` (int64 values and out,
+    C-contiguous). The draws are ``fold.folding.uncertainty.request_draws``'s, which the tests
+    check."""
+    _native.resample_sums(values, key, first_row, out)

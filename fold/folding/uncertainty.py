@@ -1,0 +1,484 @@
+"""How sure a pooled figure is: 95% percentile intervals from a two-stage bootstrap over legs.
+
+A resample draws the arm's legs with replacement (stage 1) and, inside each drawn leg that has
+several requests, draws its requests with replacement (stage 2). Figures built from per-request
+sums (A/P, 1 + A/S, decode steps/s) see both stages; figures that exist only per leg (tok/s,
+completion tokens per step, the leg-window step rate) see stage 1. The cost is one draw per
+request per resample over the per-request sums, never over step lines.
+
+Stage-2 draws of one leg are made once and shared by every selection of legs (the warm fold and
+the all-legs fold), which halves the cost of folding both. The same legs, resample count and
+seed give the same replicates, bit for bit.
+
+The contract an arm reader feeds is :class:`fold.inputs.leg_sums.Leg`: per-request sums and per-leg
+values, each absent when the input does not record it. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fold.errors import InputError
+from fold.folding import native
+from fold.inputs.leg_sums import Leg
+
+DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 20_261_201
+LEVEL = 0.95
+# Where numpy makes the stage-2 draws (float columns, or no extension), it makes this many
+# indices at a time, so a leg with very many requests does not hold all its draws at once.
+# The draws are counter-based (``request_draws``): blocks never change them.
+_DRAW_BLOCK = 1 << 21
+# Drawn indices are gathered and summed this many at a time (see ``_row_sums``).
+_GATHER_BLOCK = 1 << 18
+# The extension's draws and sums and numpy's release the GIL, so legs are redrawn on this
+# many threads, once there are enough draws to pay for them. Each leg has its own stream:
+# threads never change the draws.
+_WORKERS = min(4, os.cpu_count() or 1)
+_THREADS_FROM_DRAWS = 1 << 21
+
+
+@dataclass(frozen=True)
+class _RequestRatio:
+    numerator: str
+    denominator: str
+    plus: float = 0.0
+    scale: float = 1.0  # decode steps per nanosecond, shown per second
+
+
+@dataclass(frozen=True)
+class _LegRatio:
+    numerator: str
+    denominator: str
+    only_where_positive: str  # legs where this value is 0 take no part (as in the pooled fold)
+
+
+@dataclass(frozen=True)
+class _Median:
+    pass
+
+
+FIGURES: dict[str, Any] = {
+    "accept_rate": _RequestRatio("accepted", "proposed"),
+    "mean_acceptance_length": _RequestRatio("accepted", "steps", plus=1.0),
+    "completion_tokens_per_step": _LegRatio("completion_tokens", "steps", "steps"),
+    "output_throughput_tok_s": _Median(),
+    "step_rate": _LegRatio("steps", "window_secs", "window_secs"),
+    "decode_steps_per_s": _RequestRatio("decode_steps", "decode_ns", scale=1e9),
+}
+"""Every figure an interval is drawn for, defined as in the pooled fold (ratios of sums)."""
+
+
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Replicates:
+    """Each figure's value in every resample (NaN where a resample leaves it undefined)."""
+
+    resamples: int
+    figures: dict[str, np.ndarray]
+
+    def interval(self, figure: str) -> Interval | None:
+        values = self.figures.get(figure)
+        return None if values is None else percentile_interval(values)
+
+    def intervals(self) -> dict[str, Interval | None]:
+        return {name: self.interval(name) for name in self.figures}
+
+
+def check_resamples(resamples: int, seed: int = DEFAULT_SEED) -> int:
+    """The resample count, or InputError: 0 means no intervals; the seed must be >= 0."""
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 0:
+        raise InputError(
+            f"--bootstrap {resamples!r}: give a number of resamples (0 for no intervals)"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"--seed {seed!r}: give a whole number, 0 or more")
+    return resamples
+
+
+def percentile_interval(values: np.ndarray, level: float = LEVEL) -> Interval | None:
+    """The central ``level`` percentile interval; None when most resamples are undefined."""
+    defined = values[~np.isnan(values)]
+    if defined.size == 0 or defined.size * 2 < values.size:
+        return None
+    tail = (1 - level) / 2
+    low, high = np.quantile(defined, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def bootstrap(
+    legs: Sequence[Leg],
+    selections: Mapping[str, Sequence[int]],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int | Sequence[int] = DEFAULT_SEED,
+    strata: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, Replicates]:
+    """Replicates of every figure the legs carry, for each named selection of leg positions.
+
+    A figure gets replicates in a selection only when every selected leg records it and there
+    are at least two units to resample at its level (two legs for a per-leg figure, two
+    requests for a per-request one): one unit says nothing about the spread.
+
+    ``strata`` names selections drawn as the union of other selections' draws, row by row
+    (``{"all": ("warm", "cold")}``): each stratum keeps its size in every resample, and its
+    draws are the very ones of the stratum's own selection, so the two pair resample by
+    resample. Such a selection's positions must be the strata's, in order.
+    """
+    if resamples < 1:
+        raise ValueError("the bootstrap needs at least one resample")
+    strata = dict(strata or {})
+    # One stream for stage 1 and one per leg for stage 2, so legs can be drawn on several
+    # threads and the draws still depend only on the seed.
+    streams = np.random.SeedSequence(seed).spawn(1 + len(legs))
+    rng = np.random.default_rng(streams[0])
+    picked_legs: dict[str, np.ndarray] = {}
+    for name, chosen in selections.items():
+        if name in strata:
+            continue
+        picks = (
+            rng.integers(0, len(chosen), size=(resamples, len(chosen)))
+            if len(chosen)
+            else np.zeros((resamples, 0), dtype=np.int64)
+        )
+        picked_legs[name] = np.asarray(chosen, dtype=np.int64)[picks] if len(chosen) else picks
+    for name, parts in strata.items():
+        if list(selections[name]) != [p for part in parts for p in selections[part]]:
+            raise ValueError(f"selection {name!r} is not its strata's positions in order")
+        picked_legs[name] = np.hstack([picked_legs[part] for part in parts])
+    columns = _request_columns(legs)
+    pools = _stage_two_pools(legs, picked_legs, columns, streams[1:])
+    return {
+        name: _replicates(legs, list(selections[name]), picked_legs[name], pools, resamples)
+        for name in selections
+    }
+
+
+def _request_columns(legs: Sequence[Leg]) -> list[str]:
+    names: set[str] = set()
+    for leg in legs:
+        names.update(leg.requests)
+    return sorted(names)
+
+
+@dataclass(frozen=True)
+class _Pools:
+    offsets: np.ndarray  # leg j's copies start here in every column
+    sums: dict[str, np.ndarray]
+
+
+def _stage_two_pools(
+    legs: Sequence[Leg],
+    picked_legs: Mapping[str, np.ndarray],
+    columns: list[str],
+    streams: Sequence[np.random.SeedSequence],
+) -> _Pools:
+    """Per column, the concatenated stage-2 sums: leg j's copies start at ``offsets[j]``.
+
+    Leg j needs as many independent copies as the selection that draws it most often.
+    """
+    copies = np.zeros(len(legs), dtype=np.int64)
+    for picked in picked_legs.values():
+        if picked.size:
+            copies = np.maximum(copies, np.bincount(picked.ravel(), minlength=len(legs)))
+
+    def leg_sums(position: int) -> dict[str, np.ndarray]:
+        return _leg_copies(legs[position], int(copies[position]), columns, streams[position])
+
+    draws = sum(int(copies[j]) * _request_count(leg) for j, leg in enumerate(legs))
+    if draws < _THREADS_FROM_DRAWS:
+        per_leg = [leg_sums(position) for position in range(len(legs))]
+    else:
+        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+            per_leg = list(pool.map(leg_sums, range(len(legs))))
+    offsets = np.concatenate([[0], np.cumsum(copies)[:-1]]).astype(np.int64)
+    return _Pools(
+        offsets,
+        {
+            column: np.concatenate([sums[column] for sums in per_leg]) if per_leg else np.zeros(0)
+            for column in columns
+        },
+    )
+
+
+def _leg_copies(
+    leg: Leg, count: int, columns: list[str], stream: np.random.SeedSequence
+) -> dict[str, np.ndarray]:
+    """``count`` stage-2 resamples of one leg: each column's sum over its redrawn requests."""
+    present = [column for column in columns if column in leg.requests]
+    sizes = {len(leg.requests[column]) for column in present}
+    if len(sizes) > 1:
+        raise ValueError("a leg's per-request columns differ in length")
+    requests = sizes.pop() if sizes else 0
+    sums = {column: np.full(count, np.nan) for column in columns if column not in present}
+    values = {column: _as_array(leg.requests[column]) for column in present}
+    if requests <= 1:
+        # Nothing to redraw: every copy is the leg itself.
+        for column in present:
+            sums[column] = np.full(count, float(values[column].sum()))
+        return sums
+    key = int(stream.generate_state(1, np.uint64)[0])
+    # Integer columns are drawn and summed by the extension in one pass, with no array of
+    # draws; otherwise (floats, or no extension) numpy makes the same draws a block at a time
+    # and gathers each column (the reference the tests hold the extension to).
+    fused = [column for column in present if values[column].dtype.kind == "i"]
+    fused = fused if native.available() else []
+    if fused:
+        packed = np.column_stack([values[column] for column in fused]).astype(np.int64)
+        drawn_sums = np.empty((count, len(fused)), dtype=np.int64)
+        native.resample_sums(packed, key, 0, drawn_sums)
+        for position, column in enumerate(fused):
+            sums[column] = drawn_sums[:, position].astype(np.float64)
+    rest = [column for column in present if column not in fused]
+    parts: dict[str, list[np.ndarray]] = {column: [] for column in rest}
+    per_block = max(1, _DRAW_BLOCK // requests)
+    for start in range(0, count if rest else 0, per_block):
+        rows = min(per_block, count - start)
+        index = request_draws(key, start, rows, requests)
+        for column in rest:
+            parts[column].append(_row_sums(values[column], index))
+    for column in rest:
+        sums[column] = (
+            np.concatenate(parts[column]).astype(np.float64) if parts[column] else np.zeros(0)
+        )
+    return sums
+
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+_LOW_HALF = np.uint64(0xFFFFFFFF)
+
+
+def request_draws(key: int, first_row: int, rows: int, requests: int) -> np.ndarray:
+    """Rows ``first_row`` ... of a leg's stage-2 draws (``rows`` x ``requests`` indices into
+    its requests), from the leg's stream ``key``.
+
+    Draw i (row after row) is SplitMix64's output after i + 1 steps from the key, scaled to
+    [0, requests) by the high half of its 128-bit product with ``requests`` (a bias of at most
+    requests / 2^64). Counter-based, so any block is drawn on its own, and the extension's
+    fused draws (``fold.folding.native.resample_sums``) are these very numbers.
+    """
+    if not 0 < requests < 2**32:
+        raise ValueError("a leg's requests must number from 1 to 2^32 - 1")
+    first = first_row * requests
+    z = np.arange(first + 1, first + rows * requests + 1, dtype=np.uint64)
+    z *= _GAMMA
+    z += np.uint64(key)
+    for shift, multiplier in zip((30, 27), _MIX, strict=True):
+        z ^= z >> np.uint64(shift)
+        z *= multiplier
+    z ^= z >> np.uint64(31)
+    # The high 64 bits of z * requests (requests < 2^32), from z's 32-bit halves.
+    count = np.uint64(requests)
+    high = ((z & _LOW_HALF) * count) >> np.uint64(32)
+    high += (z >> np.uint64(32)) * count
+    high >>= np.uint64(32)
+    return high.astype(np.int32).reshape(rows, requests)
+
+
+def _row_sums(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values[index].sum(axis=1)``, gathered a slice of rows at a time: a slice's gathered
+    values stay in cache where a whole block's would not (several times faster for floats),
+    and each row's sum is computed exactly as from the whole block."""
+    rows = max(1, _GATHER_BLOCK // max(1, index.shape[1]))
+    return np.concatenate(
+        [
+            np.take(values, index[start : start + rows]).sum(axis=1)
+            for start in range(0, index.shape[0], rows)
+        ]
+    )
+
+
+def _as_array(values: Sequence[float]) -> np.ndarray:
+    array = np.asarray(values)
+    if array.dtype.kind in "iu":
+        # int32 halves the gather's memory traffic; numpy sums it in int64, so sums stay exact.
+        small = array.size == 0 or (array.min() > -(2**31) and array.max() < 2**31)
+        return array.astype(np.int32 if small else np.int64)
+    return array.astype(np.float64)
+
+
+def _occurrence_rank(picked: np.ndarray) -> np.ndarray:
+    """For each drawn leg, how many earlier draws (row-major) drew the same leg."""
+    flat = picked.ravel()
+    order = np.argsort(flat, kind="stable")
+    sorted_legs = flat[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_legs)) + 1]
+    group_start = np.repeat(starts, np.diff(np.r_[starts, flat.size]))
+    rank = np.empty_like(flat)
+    rank[order] = np.arange(flat.size) - group_start
+    return rank.reshape(picked.shape)
+
+
+def _replicates(
+    legs: Sequence[Leg],
+    chosen: list[int],
+    picked: np.ndarray,
+    pools: _Pools,
+    resamples: int,
+) -> Replicates:
+    figures: dict[str, np.ndarray] = {}
+    if not chosen:
+        return Replicates(resamples, figures)
+    selected = [legs[position] for position in chosen]
+    requests = sum(_request_count(leg) for leg in selected)
+    slots = None
+    if picked.size:
+        slots = pools.offsets[picked] + _occurrence_rank(picked)
+    for name, figure in FIGURES.items():
+        if isinstance(figure, _RequestRatio):
+            needed = (figure.numerator, figure.denominator)
+            if requests < 2 or not all(
+                column in leg.requests for leg in selected for column in needed
+            ):
+                continue
+            assert slots is not None
+            numerator = pools.sums[figure.numerator][slots].sum(axis=1)
+            denominator = pools.sums[figure.denominator][slots].sum(axis=1)
+            figures[name] = figure.plus + figure.scale * ratio(numerator, denominator)
+        elif isinstance(figure, _LegRatio):
+            needed = (figure.numerator, figure.denominator, figure.only_where_positive)
+            if len(chosen) < 2 or not all(key in leg.values for leg in selected for key in needed):
+                continue
+            numerator, denominator = (
+                np.array(
+                    [
+                        leg.values.get(key, 0)
+                        if leg.values.get(figure.only_where_positive, 0) > 0
+                        else 0
+                        for leg in legs
+                    ],
+                    dtype=np.float64,
+                )
+                for key in (figure.numerator, figure.denominator)
+            )
+            figures[name] = ratio(numerator[picked].sum(axis=1), denominator[picked].sum(axis=1))
+        elif isinstance(figure, _Median):
+            if sum(leg.tok_s is not None for leg in selected) < 2:
+                continue
+            tok_s = np.array([np.nan if leg.tok_s is None else leg.tok_s for leg in legs])
+            figures[name] = _median(tok_s[picked])
+    return Replicates(resamples, figures)
+
+
+def _median(drawn: np.ndarray) -> np.ndarray:
+    """Each resample's median tok/s; legs without a speed take no part (NaN where none has)."""
+    if not np.isnan(drawn).any():
+        return np.median(drawn, axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample that drew no timed leg
+        return np.nanmedian(drawn, axis=1)
+
+
+def _request_count(leg: Leg) -> int:
+    return max((len(values) for values in leg.requests.values()), default=0)
+
+
+def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """Elementwise numerator / denominator, NaN where the denominator is 0 (undefined)."""
+    out = np.full(numerator.shape, np.nan)
+    np.divide(numerator, denominator, out=out, where=denominator != 0)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Our arm: the fold's legs
+# --------------------------------------------------------------------------------------------
+
+POOLED_FIGURES = (
+    "accept_rate",
+    "mean_acceptance_length",
+    "completion_tokens_per_step",
+    "output_throughput_tok_s",
+    "step_rate",
+)
+"""The pooled figures of a fold that carry an interval (``<figure>_ci`` beside each)."""
+
+
+METHOD = "percentile; legs redrawn with replacement, then the requests within each drawn leg"
+
+
+def method_note(resamples: int, seed: int) -> dict[str, Any]:
+    """How the intervals were drawn, for the JSON (``resamples`` 0: no intervals)."""
+    return {"resamples": resamples, "seed": seed, "level": LEVEL, "method": METHOD}
+
+
+def fold_replicates(
+    legs: Sequence[Leg],
+    warm: Sequence[bool],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, Replicates]:
+    """Replicates of the warm fold (``"warm"``) and the all-legs fold (``"all"``) of the fold's
+    legs, in the arm's order, ``warm[i]`` telling whether leg i is warm."""
+    warm_positions = [position for position, is_warm in enumerate(warm) if is_warm]
+    cold_positions = [position for position, is_warm in enumerate(warm) if not is_warm]
+    # The all-legs fold keeps the gate's design (so many cold legs, so many warm) in every
+    # resample, and reuses the warm draws: a comparison that takes tok/s from the warm fold
+    # and acceptance from all legs then pairs them resample by resample.
+    found = bootstrap(
+        legs,
+        {"warm": warm_positions, "cold": cold_positions, "all": warm_positions + cold_positions},
+        resamples,
+        seed,
+        strata={"all": ("warm", "cold")},
+    )
+    found.pop("cold")
+    return found
+
+
+def interval_fields(replicates: Replicates | None) -> dict[str, list[float] | None]:
+    """``<figure>_ci: [low, high]`` (or None) for every pooled figure, for the JSON folds."""
+    fields: dict[str, list[float] | None] = {}
+    for figure in POOLED_FIGURES:
+        found = None if replicates is None else replicates.interval(figure)
+        fields[f"{figure}_ci"] = None if found is None else [found[0], found[1]]
+    return fields
+
+
+def decode_interval(replicates: Replicates | None) -> list[float] | None:
+    """The 95% interval of the cadence's pooled decode steps/s, as ``[low, high]`` or None."""
+    found = None if replicates is None else replicates.interval("decode_steps_per_s")
+    return None if found is None else [found[0], found[1]]
+
+
+# --------------------------------------------------------------------------------------------
+# Decode steps per second (per-request cadence)
+# --------------------------------------------------------------------------------------------
+
+
+def decode_steps_per_s(
+    legs: Sequence[tuple[Sequence[int], Sequence[float]]],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> tuple[float | None, Interval | None]:
+    """Pooled decode steps/s (sum of steps over sum of seconds) and its interval.
+
+    ``legs`` holds, per leg, each request's decode step count and decode seconds.
+    """
+    steps = sum(sum(leg_steps) for leg_steps, _ in legs)
+    seconds = sum(sum(leg_secs) for _, leg_secs in legs)
+    point = steps / seconds if seconds > 0 else None
+    replicates = bootstrap(
+        [
+            Leg(
+                requests={
+                    "decode_steps": list(leg_steps),
+                    "decode_ns": [round(secs * 1e9) for secs in leg_secs],
+                }
+            )
+            for leg_steps, leg_secs in legs
+        ],
+        {"legs": list(range(len(legs)))},
+        resamples,
+        seed,
+    )["legs"]
+    return point, replicates.interval("decode_steps_per_s")

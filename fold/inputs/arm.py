@@ -1,0 +1,200 @@
+"""Reading the gate's arm record (``our-arm.json``) into a frame of legs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from fold.errors import InputError
+from fold.inputs.arm_counters import EngineCounters, read_counters
+
+_REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix")
+_REQUIRED_INTS = ("run", "prompt_tokens", "completion_tokens")
+
+
+@dataclass(frozen=True)
+class ArmRecord:
+    """The legs of one arm, in run order, and what the gate recorded about their fold.
+
+    ``legs`` has one row per leg: ``index`` (0-based position in the record), every scalar field
+    the leg carries (so a warm predicate may use any of them), and ``start_ns``/``end_ns``, the
+    generate window in integer nanoseconds, widened by ``WINDOW_SLACK_NS`` on each side.
+    """
+
+    path: str
+    legs: pl.DataFrame
+    recorded_throughput_tok_s: float | None
+    recorded_warm_legs: int | list[int] | None
+    recorded_cold_legs_discarded: int | None
+    document: Any
+    counters: EngineCounters | None = None
+    """The engine's own acceptance counters on the legs and its ``spec_acceptance`` block."""
+
+
+# The gate's times are rounded to the microsecond, so the true instant lies within half a
+# microsecond of the recorded one; a step inside that band may belong to the leg. Legs of a real
+# gate are microseconds to seconds apart, so the band never makes two of them overlap.
+WINDOW_SLACK_NS = 500
+# Step times are nanoseconds below 2^63, so leg times are seconds before this (in 2262).
+LAST_EPOCH_SECOND = (2**63 - 1) // 1_000_000_000
+# A leg's window is cut into time bins by (t - start) * bins // span in 64 bits, which holds
+# for windows up to 208 days; no benchmark leg comes near, so a longer one is a wrong field.
+MAX_LEG_SECONDS = 100 * 86_400
+
+
+def epoch_seconds_to_ns(seconds: float) -> int:
+    """The gate records epoch seconds with microsecond precision; round there, then scale.
+
+    A double near 1.7e9 has a resolution of about 0.24 us, so the microsecond is recoverable
+    exactly, while anything finer in the float is representation noise.
+    """
+    return round(seconds * 1_000_000) * 1_000
+
+
+def load_arm(path: str | Path) -> ArmRecord:
+    where = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as error:
+        raise InputError(f"{where}: cannot read the arm record: {error.strerror}") from error
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise InputError(
+            f"{where}: not valid JSON ({error}); expected the gate's arm record"
+        ) from error
+    return arm_from_document(document, where)
+
+
+def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
+    if isinstance(document, list):
+        legs_raw, metrics, top = document, {}, {}
+    elif isinstance(document, dict):
+        legs_raw = document.get("legs")
+        if not isinstance(legs_raw, list):
+            raise InputError(
+                f"{where}: no 'legs' list; the arm record must hold the gate's legs "
+                "(an object with 'legs', or a list of legs)"
+            )
+        metrics = document.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise InputError(f"{where}: 'metrics' must be an object")
+        top = document
+    else:
+        raise InputError(f"{where}: the arm record must be a JSON object or a list of legs")
+    if not legs_raw:
+        raise InputError(f"{where}: the arm record has no legs")
+
+    rows = [_validated_leg(leg, index, where) for index, leg in enumerate(legs_raw)]
+    legs = pl.DataFrame(rows, infer_schema_length=None)
+    return ArmRecord(
+        path=where,
+        legs=legs,
+        recorded_throughput_tok_s=_optional_number(
+            metrics.get("output_throughput_tok_s"), where, "metrics.output_throughput_tok_s"
+        ),
+        recorded_warm_legs=_recorded_warm_legs(top.get("warm_legs"), where),
+        recorded_cold_legs_discarded=_optional_count(
+            top.get("cold_legs_discarded"), where, "cold_legs_discarded"
+        ),
+        document=document,
+        counters=read_counters(legs_raw, top, where),
+    )
+
+
+def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
+    if not isinstance(leg, dict):
+        raise InputError(f"{where}: leg {index} is not an object")
+    row: dict[str, Any] = {"index": index}
+    for field in _REQUIRED_INTS:
+        value = leg.get(field)
+        if not _is_int(value):
+            raise InputError(_field_problem(where, index, field, value, "an integer"))
+        row[field] = value
+    if row["run"] < 1:
+        raise InputError(f"{where}: leg {index} field 'run' is {row['run']}; runs are 1-based")
+    for field in _REQUIRED_NUMBERS:
+        value = leg.get(field)
+        if not _is_number(value):
+            raise InputError(_field_problem(where, index, field, value, "a finite number"))
+        row[field] = float(value)
+    finish_reason = leg.get("finish_reason")
+    if not isinstance(finish_reason, str):
+        raise InputError(_field_problem(where, index, "finish_reason", finish_reason, "a string"))
+    row["finish_reason"] = finish_reason
+    label = leg.get("leg")
+    if label is not None and not isinstance(label, str):
+        raise InputError(_field_problem(where, index, "leg", label, "a string label"))
+    row["leg"] = label
+    for key, value in leg.items():
+        if key not in row and _is_scalar(value):
+            row[key] = value
+    for field in ("generate_start_unix", "generate_end_unix"):
+        if not 0 <= row[field] < LAST_EPOCH_SECOND:
+            raise InputError(
+                f"{where}: leg {index} field '{field}' is {row[field]!r}, not seconds since the "
+                "epoch (1970 to 2262, as time.time() gives them); milliseconds or nanoseconds "
+                "would be 10^3 or 10^9 times larger"
+            )
+    row["start_ns"] = epoch_seconds_to_ns(row["generate_start_unix"]) - WINDOW_SLACK_NS
+    row["end_ns"] = epoch_seconds_to_ns(row["generate_end_unix"]) + WINDOW_SLACK_NS
+    if row["generate_end_unix"] - row["generate_start_unix"] > MAX_LEG_SECONDS:
+        days = (row["generate_end_unix"] - row["generate_start_unix"]) / 86_400
+        raise InputError(
+            f"{where}: leg {index} lasts {days:.0f} days from generate_start_unix to "
+            f"generate_end_unix; no benchmark leg lasts {MAX_LEG_SECONDS // 86_400} days: check "
+            "the two fields"
+        )
+    if row["end_ns"] < row["start_ns"]:
+        raise InputError(
+            f"{where}: leg {index} ends ({row['generate_end_unix']}) before it starts "
+            f"({row['generate_start_unix']}); check generate_start_unix/generate_end_unix"
+        )
+    return row
+
+
+def _field_problem(where: str, index: int, field: str, value: Any, wanted: str) -> str:
+    found = "missing" if value is None else f"{type(value).__name__} {value!r}"
+    return f"{where}: leg {index} field '{field}' must be {wanted}, found {found}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool))
+
+
+def _optional_number(value: Any, where: str, field: str) -> float | None:
+    if value is None:
+        return None
+    if not _is_number(value):
+        raise InputError(f"{where}: '{field}' must be a finite number, found {value!r}")
+    return float(value)
+
+
+def _optional_count(value: Any, where: str, field: str) -> int | None:
+    if value is None:
+        return None
+    if not _is_int(value) or value < 0:
+        raise InputError(f"{where}: '{field}' must be a non-negative integer, found {value!r}")
+    return value
+
+
+def _recorded_warm_legs(value: Any, where: str) -> int | list[int] | None:
+    """The gate records either how many legs were warm or which ones (0-based indices)."""
+    if isinstance(value, list):
+        if not all(_is_int(item) for item in value):
+            raise InputError(f"{where}: 'warm_legs' as a list must hold leg indices")
+        return sorted(value)
+    return _optional_count(value, where, "warm_legs")

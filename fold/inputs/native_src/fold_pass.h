@@ -1,0 +1,433 @@
+// The fold of parsed lines: attribution to leg windows, the per-request, histogram and
+// time-bin tables, the lines handed back to Python, and the merge of two threads' folds.
+// Part of fold/_native.cc, its only includer.
+
+#ifndef FOLD_NATIVE_FOLD_PASS_H_
+#define FOLD_NATIVE_FOLD_PASS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "hash_table.h"
+#include "json_line.h"
+
+namespace fold_native {
+
+constexpr std::size_t kMaxExamples = 5;         // bad lines whose place is handed back
+constexpr std::size_t kMaxDeferred = 1 << 20;   // beyond: the caller reads the file in Python
+constexpr std::int64_t kMaxStepTokens = 1 << 16;  // fold.inputs.reader.MAX_STEP_TOKENS
+
+// Attribution outcomes, as fold.folding.attribute numbers them.
+constexpr std::int64_t kAttributed = 0;
+constexpr std::int64_t kUnattributed = 1;
+constexpr std::int64_t kAmbiguous = 2;
+
+enum class Kind : std::int64_t { kDeferred = 0, kBad = 1, kRefused = 2 };
+
+// What a pass keeps per line beside its sums: nothing; every folded line's group key, time
+// and counts (the follower's provisional groups); or every attributed line's counts beside
+// its time and request (the trace).
+enum class PerLine : int { kNone = 0, kGroups = 1, kTrace = 2 };
+
+struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time per line
+  std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
+  std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
+};
+
+struct Bin {  // per (leg, time bin)
+  std::int64_t steps = 0, proposed = 0, accepted = 0;
+};
+
+inline bool add(std::int64_t& total, std::int64_t value) {
+  return !__builtin_add_overflow(total, value, &total);
+}
+
+// A line handed back to Python: its number in the range (0-based), place and kind.
+struct Event {
+  std::int64_t line;
+  std::int64_t offset;
+  std::int64_t length;
+  Kind kind;
+};
+
+
+// Everything one range (one thread) found.
+struct Fold {
+  Table<Request> requests;   // key (writer, seq, leg or -1)
+  Table<std::int64_t> hist;  // key (leg, accepted, proposed)
+  Table<Bin> bins;           // key (leg, bin, 0)
+  std::int64_t lines = 0;    // newline-ended lines met, whatever became of them
+  std::int64_t folded = 0, attributed = 0, unattributed = 0, ambiguous = 0;
+  std::int64_t torn = 0, bad = 0;
+  std::vector<Event> events;  // deferred lines, the first bad ones, and the stop
+  std::size_t deferred = 0;
+  bool stopped = false;     // a bad line (without skip_bad) or a refusal ended the range
+  bool overflow = false;    // a sum beyond 64 bits, or too many deferred lines
+  // Every attributed line's time, in file order, with its request's place in `requests`:
+  // two flat arrays grow far more cheaply than a vector per request, and the export puts
+  // each time in its request's list in one pass (export_times).
+  std::vector<std::uint32_t> line_request;
+  std::vector<std::int64_t> line_t;
+  // With PerLine::kTrace, beside each: its pid and counts (emitted -1 where it has none).
+  std::vector<std::int64_t> line_pid, line_proposed, line_accepted, line_emitted;
+  // Once merged into the first range's fold: each request's place there, and how many of
+  // its lines the ranges before this one hold (where this range's times start in its list).
+  bool merged = false;
+  std::vector<std::uint32_t> merged_place;
+  std::vector<std::int64_t> merged_before;
+  // With PerLine::kGroups: per folded line, its group key (label index, or -1 - writer index
+  // among `step_writers`), time and counts, for the follower's provisional groups.
+  std::vector<std::int64_t> step_key, step_t, step_proposed, step_accepted;
+  std::vector<std::string> step_labels;
+  std::unordered_map<std::string, std::int64_t> label_index;
+  // String request ids met, each once: a request's key holds 1 + its place here.
+  std::vector<std::string> seq_ids;
+  std::unordered_map<std::string, std::uint64_t> seq_index;
+
+  std::uint64_t seq_id_key(std::string_view id) {
+    auto [found, fresh] = seq_index.try_emplace(std::string(id), seq_ids.size() + 1);
+    if (fresh) seq_ids.emplace_back(id);
+    return found->second;
+  }
+};
+
+// -- attribution and folding ----------------------------------------------------------------
+
+// Leg windows as fold.folding.attribute cuts them: sorted distinct end points; segment 2k+1 is the
+// point k, segment 2k the open stretch before it; per segment the one leg covering it (or -1)
+// and its status; for segments several legs cover, the labels that name exactly one of them.
+struct Legs {
+  std::vector<std::int64_t> points;
+  std::vector<std::int64_t> segment_leg;
+  std::vector<std::int64_t> segment_status;
+  std::vector<std::vector<std::pair<std::string, std::int64_t>>> segment_labels;
+  std::vector<std::int64_t> leg_start;  // by leg index
+  std::vector<std::int64_t> leg_span;   // end - start + 1, by leg index
+  std::int64_t bins_per_leg = 1;
+};
+
+class Folder {
+ public:
+  Folder(const Legs& legs, bool skip_bad, PerLine per_line, Fold& fold)
+      : legs_(legs), skip_bad_(skip_bad), per_line_(per_line), fold_(fold) {}
+
+  // Folds the whole lines in [p, end); end[-1] is '\n'. `base` is the file offset of p.
+  // False: stop reading (the range stopped, or a sum overflowed).
+  bool lines(const char* p, const char* end, std::int64_t base) {
+    const char* begin = p;
+    while (p < end) {
+      std::int64_t number = fold_.lines++;
+      // Most lines are valid and end where their object does: only the others are searched
+      // for their newline and judged again.
+      const char* stop = p;
+      Verdict verdict = parse_object(stop, step_, order_);
+      const char* newline = stop;
+      if (verdict != Verdict::kOk || *stop != '\n') {
+        newline = static_cast<const char*>(
+            std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+        verdict = parse_line(p, newline, step_, order_);
+      }
+      if (!line(verdict, p, newline, number, base + (p - begin))) return false;
+      p = newline + 1;
+    }
+    return true;
+  }
+
+ private:
+  bool line(Verdict verdict, const char* p, const char* end, std::int64_t number,
+            std::int64_t offset) {
+    bool glued = false;
+    if (verdict == Verdict::kBad) {
+      const char* start = find_last_line_start(p, end);
+      if (start != nullptr) {
+        Verdict rest = parse_line(start, end, step_, order_);
+        if (rest == Verdict::kOk) {
+          glued = true;
+          verdict = Verdict::kOk;
+        } else if (rest == Verdict::kDefer) {
+          verdict = Verdict::kDefer;
+        }
+      }
+    }
+    std::int64_t length = end - p;
+    if (verdict == Verdict::kDefer) {
+      fold_.events.push_back(Event{number, offset, length, Kind::kDeferred});
+      if (++fold_.deferred > kMaxDeferred) {
+        fold_.overflow = true;
+        return false;
+      }
+      return true;
+    }
+    if (verdict == Verdict::kBad) {
+      ++fold_.bad;
+      if (!skip_bad_) {
+        fold_.events.push_back(Event{number, offset, length, Kind::kBad});
+        fold_.stopped = true;
+        return false;
+      }
+      if (fold_.bad <= static_cast<std::int64_t>(kMaxExamples)) {
+        fold_.events.push_back(Event{number, offset, length, Kind::kBad});
+      }
+      return true;
+    }
+    // Counts past fold.inputs.reader.MAX_STEP_TOKENS are refused, as the exact parser words it.
+    if (step_.accepted > step_.proposed || step_.proposed > kMaxStepTokens ||
+        (step_.has_emitted && step_.emitted > kMaxStepTokens)) {
+      fold_.events.push_back(Event{number, offset, length, Kind::kRefused});
+      fold_.stopped = true;
+      return false;
+    }
+    fold_.torn += glued;
+    if (!add_step()) {
+      fold_.overflow = true;
+      return false;
+    }
+    return true;
+  }
+
+  static const char* find_last_line_start(const char* p, const char* end) {
+    static const char kStart[] = "{\"v\":";
+    for (const char* q = end - (sizeof kStart - 1); q > p; --q) {
+      if (*q == '{' && std::memcmp(q, kStart, sizeof kStart - 1) == 0) return q;
+    }
+    return nullptr;
+  }
+
+  // (status, leg or -1) of the current step.
+  std::pair<std::int64_t, std::int64_t> attribute() {
+    std::int64_t t = step_.t_ns;
+    std::size_t segment = last_segment_;
+    if (!(t >= last_low_ && t <= last_high_)) {
+      const auto& points = legs_.points;
+      std::size_t position = static_cast<std::size_t>(
+          std::lower_bound(points.begin(), points.end(), t) - points.begin());
+      bool at_point = position < points.size() && points[position] == t;
+      segment = 2 * position + at_point;
+      // Consecutive lines are close in time: the segment's bounds answer the next one.
+      constexpr std::int64_t kLowest = INT64_MIN, kHighest = INT64_MAX;
+      last_low_ = at_point ? t : position > 0 ? points[position - 1] + 1 : kLowest;
+      last_high_ = at_point ? t : position < points.size() ? points[position] - 1 : kHighest;
+      last_segment_ = segment;
+    }
+    std::int64_t status = legs_.segment_status[segment];
+    std::int64_t leg = legs_.segment_leg[segment];
+    if (status == kAmbiguous && step_.has_label) {
+      std::string_view label = label_of(step_, scratch_);
+      for (const auto& [candidate, owner] : legs_.segment_labels[segment]) {
+        if (label == candidate) return {kAttributed, owner};
+      }
+    }
+    return {status, status == kAttributed ? leg : -1};
+  }
+
+  bool add_step() {
+    auto [status, leg] = attribute();
+    ++fold_.folded;
+    fold_.attributed += status == kAttributed;
+    fold_.unattributed += status == kUnattributed;
+    fold_.ambiguous += status == kAmbiguous;
+    if (per_line_ == PerLine::kGroups) keep_step();
+    Key key{step_.writer, step_.seq, leg};
+    if (step_.seq_is_string) key.d = seq_id_key();
+    std::size_t place = request_index(key);
+    Request& request = fold_.requests.entries()[place].value;
+    request.lines += 1;
+    request.steps += step_.proposed > 0;
+    if (!add(request.proposed, step_.proposed) || !add(request.accepted, step_.accepted) ||
+        !add(request.emitted, step_.emitted * step_.has_emitted)) {
+      return false;
+    }
+    request.emitted_lines += step_.has_emitted;
+    if (request.lines == 1) {
+      request.max_proposed = step_.proposed;
+      request.max_n = step_.n;
+      request.max_pid = step_.pid;
+    } else {
+      request.max_proposed = std::max(request.max_proposed, step_.proposed);
+      request.max_n = std::max(request.max_n, step_.n);
+      request.max_pid = std::max(request.max_pid, step_.pid);
+    }
+    if (leg < 0) return true;
+    fold_.line_request.push_back(static_cast<std::uint32_t>(place));
+    fold_.line_t.push_back(step_.t_ns);
+    if (per_line_ == PerLine::kTrace) {
+      fold_.line_pid.push_back(step_.pid);
+      fold_.line_proposed.push_back(step_.proposed);
+      fold_.line_accepted.push_back(step_.accepted);
+      fold_.line_emitted.push_back(step_.has_emitted ? step_.emitted : -1);
+    }
+    if (step_.proposed == 0) return true;
+    auto index = static_cast<std::size_t>(leg);
+    fold_.hist.entries()[histogram_index(leg, step_.proposed, step_.accepted)].value += 1;
+    // (t_ns - start) * bins < span * bins, which the caller checked fits in 64 bits.
+    std::int64_t bin =
+        (step_.t_ns - legs_.leg_start[index]) * legs_.bins_per_leg / legs_.leg_span[index];
+    // Lines close in time share a bin: the last one found answers without a lookup, while
+    // the table has not grown (growing moves its entries).
+    Key bin_key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(bin), 0};
+    if (last_bin_ == nullptr || !(last_bin_key_ == bin_key) ||
+        fold_.bins.entries().size() != last_bins_size_) {
+      last_bin_ = &fold_.bins.at(bin_key);
+      last_bin_key_ = bin_key;
+      last_bins_size_ = fold_.bins.entries().size();
+    }
+    Bin& sums = *last_bin_;
+    sums.steps += 1;
+    return add(sums.proposed, step_.proposed) && add(sums.accepted, step_.accepted);
+  }
+
+  // The current step's string id in the fold's ids. A request's lines come in runs, so the
+  // last id found answers most lines without hashing it.
+  std::uint64_t seq_id_key() {
+    std::string_view id = seq_id_of(step_, seq_scratch_);
+    if (last_seq_key_ != 0 && id == last_seq_id_) return last_seq_key_;
+    last_seq_id_.assign(id.data(), id.size());
+    last_seq_key_ = fold_.seq_id_key(id);
+    return last_seq_key_;
+  }
+
+  // The request's place in the table. Writers interleave their lines, but each writer's run
+  // of lines belongs to one request at a time: a small cache by writer id answers most lines
+  // without probing the table.
+  std::size_t request_index(const Key& key) {
+    CachedRequest& cached = request_cache_[(key.a ^ key.a >> 17) % kRequestCache];
+    if (cached.filled && cached.key == key) return cached.index;
+    cached = CachedRequest{key, fold_.requests.index(key), true};
+    return cached.index;
+  }
+
+  // The histogram bucket's place in its table: lines come in time order, so most share the
+  // last leg, and most drafters propose the same k on every step: while leg and proposal stay
+  // those of the last line, the buckets for small accepted counts are remembered by count.
+  std::size_t histogram_index(std::int64_t leg, std::int64_t proposed, std::int64_t accepted) {
+    if (leg != histogram_leg_ || proposed != histogram_proposed_) {
+      histogram_leg_ = leg;
+      histogram_proposed_ = proposed;
+      std::fill(std::begin(histogram_places_), std::end(histogram_places_), kNoPlace);
+    }
+    bool small = accepted >= 0 && accepted < kRememberedCounts;
+    if (small && histogram_places_[accepted] != kNoPlace) return histogram_places_[accepted];
+    std::size_t place = fold_.hist.index(
+        Key{static_cast<std::uint64_t>(leg), static_cast<std::uint64_t>(accepted), proposed});
+    if (small) histogram_places_[accepted] = place;
+    return place;
+  }
+
+  void keep_step() {
+    std::int64_t key;
+    if (step_.has_label) {
+      std::string label(label_of(step_, scratch_));
+      auto [found, fresh] = fold_.label_index.try_emplace(
+          label, static_cast<std::int64_t>(fold_.step_labels.size()));
+      if (fresh) fold_.step_labels.push_back(label);
+      key = found->second;
+    } else {
+      key = -1 - static_cast<std::int64_t>(writer_slot(step_.writer));
+    }
+    fold_.step_key.push_back(key);
+    fold_.step_t.push_back(step_.t_ns);
+    fold_.step_proposed.push_back(step_.proposed);
+    fold_.step_accepted.push_back(step_.accepted);
+  }
+
+  // Unlabelled steps are keyed by writer, as a negative key: -1 - the writer's slot.
+  std::size_t writer_slot(std::uint64_t writer) {
+    auto [found, fresh] = writer_slots_.try_emplace(writer, writer_names_.size());
+    if (fresh) {
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(writer));
+      writer_names_.emplace_back(hex, 16);
+    }
+    return found->second;
+  }
+
+ public:
+  std::vector<std::string> writer_names_;
+
+ private:
+  const Legs& legs_;
+  bool skip_bad_;
+  PerLine per_line_;
+  Fold& fold_;
+  Step step_;
+  std::string scratch_;      // an unescaped label
+  std::string seq_scratch_;  // an unescaped string id
+  std::string last_seq_id_;
+  std::uint64_t last_seq_key_ = 0;
+  KeyOrder order_;
+  struct CachedRequest {
+    Key key{0, 0, 0};
+    std::size_t index = 0;
+    bool filled = false;
+  };
+  static constexpr std::size_t kRequestCache = 64;
+  CachedRequest request_cache_[kRequestCache];
+  static constexpr std::int64_t kRememberedCounts = 64;
+  static constexpr std::size_t kNoPlace = ~std::size_t{0};
+  std::int64_t histogram_leg_ = -1;
+  std::int64_t histogram_proposed_ = -1;
+  std::size_t histogram_places_[kRememberedCounts];
+  Bin* last_bin_ = nullptr;
+  Key last_bin_key_{0, 0, 0};
+  std::size_t last_bins_size_ = 0;
+  std::unordered_map<std::uint64_t, std::size_t> writer_slots_;
+  std::int64_t last_low_ = 1, last_high_ = 0;  // empty: no segment cached yet
+  std::size_t last_segment_ = 0;
+};
+
+inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
+  into.lines += from.lines;
+  into.folded += from.folded;
+  into.attributed += from.attributed;
+  into.unattributed += from.unattributed;
+  into.ambiguous += from.ambiguous;
+  into.torn += from.torn;
+  into.bad += from.bad;
+  into.deferred += from.deferred;
+  for (Event event : from.events) {
+    event.line += line_base;
+    into.events.push_back(event);
+  }
+  from.merged_place.reserve(from.requests.entries().size());
+  from.merged_before.reserve(from.requests.entries().size());
+  for (auto& entry : from.requests.entries()) {
+    Key key = entry.key;
+    if (key.d != 0) key.d = into.seq_id_key(from.seq_ids[key.d - 1]);  // into's own numbering
+    std::size_t place = into.requests.index(key);
+    Request& target = into.requests.entries()[place].value;
+    Request& source = entry.value;
+    from.merged_place.push_back(static_cast<std::uint32_t>(place));
+    from.merged_before.push_back(target.lines);
+    if (!add(target.lines, source.lines) || !add(target.steps, source.steps) ||
+        !add(target.proposed, source.proposed) || !add(target.accepted, source.accepted) ||
+        !add(target.emitted, source.emitted) ||
+        !add(target.emitted_lines, source.emitted_lines)) {
+      return false;
+    }
+    bool fresh = target.lines == source.lines;
+    target.max_proposed =
+        fresh ? source.max_proposed : std::max(target.max_proposed, source.max_proposed);
+    target.max_n = fresh ? source.max_n : std::max(target.max_n, source.max_n);
+    target.max_pid = fresh ? source.max_pid : std::max(target.max_pid, source.max_pid);
+  }
+  for (const auto& entry : from.hist.entries()) into.hist.at(entry.key) += entry.value;
+  for (const auto& entry : from.bins.entries()) {
+    Bin& target = into.bins.at(entry.key);
+    if (!add(target.steps, entry.value.steps) || !add(target.proposed, entry.value.proposed) ||
+        !add(target.accepted, entry.value.accepted)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_FOLD_PASS_H_

@@ -1,0 +1,73 @@
+// The bootstrap's stage-2 draws and sums (fold/folding/uncertainty.py): for each resample of one leg,
+// its requests drawn with replacement and every per-request column summed over them, in one
+// pass with no array of draws. Part of fold/_native.cc, its only includer; no Python.
+
+#ifndef FOLD_NATIVE_RESAMPLE_H_
+#define FOLD_NATIVE_RESAMPLE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fold_native {
+
+// Draw `i` (0-based, row after row) of a leg's stream `key`, among `requests` (< 2^32):
+// SplitMix64's output after i + 1 steps from the key, scaled to [0, requests) by its high
+// 64 bits of the product. fold.folding.uncertainty.request_draws computes the very same numbers with
+// numpy (the 64-bit product's high half from 32-bit halves); the tests hold both equal.
+inline std::uint32_t request_draw(std::uint64_t key, std::uint64_t i, std::uint64_t requests) {
+  std::uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+#ifdef __SIZEOF_INT128__
+  // One multiply: the exact high half, which the halves' formula below equals.
+  __extension__ typedef unsigned __int128 Wide;
+  return static_cast<std::uint32_t>((static_cast<Wide>(z) * requests) >> 64);
+#else
+  std::uint64_t high = (z >> 32) * requests + (((z & 0xFFFFFFFFULL) * requests) >> 32);
+  return static_cast<std::uint32_t>(high >> 32);
+#endif
+}
+
+// values: `requests` rows of kColumns int64 sums, row-major; out: `rows` rows of kColumns,
+// resamples first_row ... first_row + rows - 1. Integer sums wrap as numpy's int64 sums do, so
+// the two paths give the same bits.
+template <std::size_t kColumns>
+void draw_and_sum(const std::int64_t* values, std::uint64_t requests, std::uint64_t key,
+                  std::uint64_t first_row, std::size_t rows, std::uint64_t* out) {
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::uint64_t sums[kColumns] = {};
+    std::uint64_t first = (first_row + row) * requests;
+    for (std::uint64_t i = first; i < first + requests; ++i) {
+      const std::int64_t* drawn = values + request_draw(key, i, requests) * kColumns;
+      for (std::size_t column = 0; column < kColumns; ++column) {
+        sums[column] += static_cast<std::uint64_t>(drawn[column]);
+      }
+    }
+    for (std::size_t column = 0; column < kColumns; ++column) {
+      out[row * kColumns + column] = sums[column];
+    }
+  }
+}
+
+// False for a column count outside 1..8 or a leg of 2^32 requests or more.
+inline bool resample_sums(const std::int64_t* values, std::uint64_t requests, std::size_t columns,
+                          std::uint64_t key, std::uint64_t first_row, std::size_t rows,
+                          std::uint64_t* out) {
+  if (requests == 0 || requests >= (std::uint64_t{1} << 32)) return false;
+  switch (columns) {
+    case 1: draw_and_sum<1>(values, requests, key, first_row, rows, out); return true;
+    case 2: draw_and_sum<2>(values, requests, key, first_row, rows, out); return true;
+    case 3: draw_and_sum<3>(values, requests, key, first_row, rows, out); return true;
+    case 4: draw_and_sum<4>(values, requests, key, first_row, rows, out); return true;
+    case 5: draw_and_sum<5>(values, requests, key, first_row, rows, out); return true;
+    case 6: draw_and_sum<6>(values, requests, key, first_row, rows, out); return true;
+    case 7: draw_and_sum<7>(values, requests, key, first_row, rows, out); return true;
+    case 8: draw_and_sum<8>(values, requests, key, first_row, rows, out); return true;
+    default: return false;
+  }
+}
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_RESAMPLE_H_

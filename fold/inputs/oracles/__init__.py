@@ -1,0 +1,151 @@
+"""Oracle arms (vLLM, SGLang, llama.cpp) read as the engines write them, into one unit.
+
+``load_oracle(name, path)`` reads a file, tells the engine from its content
+(:mod:`fold.inputs.oracles.detect`), and hands it to that engine's module
+(:mod:`fold.inputs.oracles.registry`), which returns :class:`ArmFigures`: the figures, where each
+came from, and the population its counters cover. The accepted inputs are listed in
+``docs/oracles.md``. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+from fold.errors import InputError
+from fold.inputs.oracles.detect import detect, normalize_kind
+from fold.inputs.oracles.figures import (
+    ALL_LEGS,
+    INTERVAL,
+    LAST_INTERVAL,
+    OURS_KIND,
+    POPULATIONS,
+    REQUESTS,
+    SINCE_START,
+    WARM_LEGS,
+    ArmFigures,
+    arm_from_counts,
+)
+from fold.inputs.oracles.prometheus import parse_scrapes
+from fold.inputs.oracles.registry import ENGINES, KINDS
+from fold.inputs.oracles.source import Run, load_document, parse_document
+
+__all__ = [
+    "ALL_LEGS",
+    "INTERVAL",
+    "KINDS",
+    "LAST_INTERVAL",
+    "OURS_KIND",
+    "POPULATIONS",
+    "REQUESTS",
+    "SINCE_START",
+    "WARM_LEGS",
+    "ArmFigures",
+    "arm_from_counts",
+    "detect_kind",
+    "load_oracle",
+    "load_oracle_arms",
+    "normalize_kind",
+    "parse_scrapes",
+    "parse_vs_spec",
+    "read_oracle",
+]
+
+_NAME_RE = re.compile(r"[^\s:=]+")
+
+
+def parse_vs_spec(text: str) -> tuple[str, str | None, str]:
+    """Split ``NAME=PATH`` or ``NAME:KIND=PATH`` into ``(name, kind or None, path)``.
+
+    The split is at the first ``=``, so the path may itself hold ``=`` or ``:``.
+    """
+    where = f"--vs {text!r}"
+    head, sep, path = text.partition("=")
+    if not sep or not path:
+        raise InputError(f"{where}: expected NAME=PATH or NAME:KIND=PATH, e.g. vllm=vllm-arm.json")
+    name, colon, kind_text = head.partition(":")
+    if not _NAME_RE.fullmatch(name):
+        raise InputError(
+            f"{where}: the arm name {name!r} must be non-empty without spaces, ':' or '='"
+        )
+    kind = normalize_kind(kind_text, where=where) if colon else None
+    return name, kind, path
+
+
+def load_oracle(name: str, path: str | os.PathLike[str], kind: str | None = None) -> ArmFigures:
+    """Read one oracle arm from ``path``; the kind is detected from the content unless given."""
+    doc = load_document(path)
+    return ENGINES[detect(doc, kind)].read(name, doc)
+
+
+_RUN_RE = re.compile(r"(?P<path>.+)#(?P<run>[1-9][0-9]*)")
+
+
+def load_oracle_arms(
+    name: str, path: str | os.PathLike[str], kind: str | None = None
+) -> list[ArmFigures]:
+    """The arms of one ``--vs``: one, but for a file of appended benchmark runs (``vllm bench
+    serve --append-result``, SGLang's ``bench_serving``) whose runs differ in workload (a
+    sweep), which gives one arm per run, ``NAME#1``, ``NAME#2``, ...; ``PATH#N`` picks run N
+    (an existing file of that name is read as it is). Runs of one workload are pooled, as
+    :func:`load_oracle` pools them."""
+    path = os.fspath(path)
+    chosen = None
+    match = _RUN_RE.fullmatch(path)
+    if match and not os.path.exists(path) and os.path.exists(match["path"]):
+        path, chosen = match["path"], int(match["run"])
+    doc = load_document(path)
+    engine = ENGINES[detect(doc, kind)]
+    runs = engine.runs(doc) if hasattr(engine, "runs") else None
+    if chosen is not None:
+        if runs is None:
+            raise InputError(
+                f"{path}#{chosen}: #N picks one run of a file of appended benchmark results "
+                f"(vllm bench serve --append-result, bench_serving); {path} is not one"
+            )
+        if chosen > len(runs):
+            raise InputError(f"{path}#{chosen}: the file holds {len(runs)} run(s); pick 1 to "
+                             f"{len(runs)}")  # fmt: skip
+        return [_one_run(engine.read(name, runs[chosen - 1].doc), runs, chosen)]
+    if runs is None or len({run.workload for run in runs}) < 2:
+        return [engine.read(name, doc)]
+    return [
+        _one_run(engine.read(f"{name}#{number}", run.doc), runs, number)
+        for number, run in enumerate(runs, start=1)
+    ]
+
+
+def _one_run(arm: ArmFigures, runs: list[Run], number: int) -> ArmFigures:
+    """The arm of one run, saying which run of the file it is and the settings that tell it
+    from the other runs."""
+    run = runs[number - 1]
+    differing = [
+        f"{key}={value}"
+        for place, (key, value) in enumerate(run.workload)
+        if any(other.workload[place][1] != value for other in runs)
+    ]
+    which = f"run {number} of {len(runs)}"
+    if differing:
+        which += f" ({', '.join(differing)})"
+    detail = f"{which}, {run.doc.where}"
+    if arm.population_detail:
+        detail += f": {arm.population_detail}"
+    # The tok/s source names the run too: it is what a one-line summary (markdown) shows.
+    sources = dict(arm.sources)
+    if "tok_s" in sources and not sources["tok_s"].startswith("not recorded"):
+        sources["tok_s"] += f" of {which}"
+    return dataclasses.replace(arm, population_detail=detail, sources=sources)
+
+
+def read_oracle(
+    name: str, text: str, kind: str | None = None, *, where: str = "<input>"
+) -> ArmFigures:
+    """Like :func:`load_oracle`, from the text of the file."""
+    doc = parse_document(text, where)
+    return ENGINES[detect(doc, kind)].read(name, doc)
+
+
+def detect_kind(text: str, *, where: str = "<input>") -> str:
+    """The engine kind a file's content shows: ``vllm``, ``sglang`` or ``llamacpp``."""
+    return detect(parse_document(text, where))

@@ -1,0 +1,478 @@
+"""One arm's figures in the reference units, with where each came from and what it covers.
+
+* ``S`` (``steps``): (request, verify step) pairs that carried at least one draft token;
+* ``P`` (``proposed``): draft tokens verified; ``A`` (``accepted``): draft tokens accepted,
+  never counting the bonus token;
+* ``A/P`` and ``1 + A/S`` (vLLM's units); SGLang's per-request ``spec_accept_length``
+  (completion tokens per verify step, the prefill token included) is kept apart in
+  ``completion_tokens_per_step``.
+
+A figure the input does not carry is ``None`` ("not recorded"), never 0. ``population`` says
+which requests the counters cover, so a comparison can fold our arm over the same ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fold.errors import InputError, RefusedError
+from fold.inputs import acceptance as formulas
+from fold.inputs.leg_sums import Leg
+
+OURS_KIND = "ours"
+
+# What an arm's acceptance counters cover (ArmFigures.population).
+WARM_LEGS = "warm legs"
+ALL_LEGS = "all legs"
+INTERVAL = "between two scrapes"
+SINCE_START = "since server start"
+REQUESTS = "the requests given"
+LAST_INTERVAL = "the server's last logging interval"
+POPULATIONS = (WARM_LEGS, ALL_LEGS, INTERVAL, SINCE_START, REQUESTS, LAST_INTERVAL)
+
+
+@dataclass(frozen=True)
+class ArmFigures:
+    """One arm's throughput and acceptance, in the reference units; ``None`` = not recorded.
+
+    ``per_position[i]`` is the number of steps whose draft position ``i`` was accepted.
+    ``bounds`` holds, for counts an engine printed rounded, the most the true count can differ
+    from the one shown (``{"accepted": 5}``); the derived ratios' bounds are in
+    ``accept_rate_bound`` and ``mean_acceptance_length_bound``. ``legs`` holds what the
+    figures pool, leg by leg (or request by request), where the input has it.
+    """
+
+    name: str
+    kind: str
+    output_throughput_tok_s: float | None = None
+    steps: int | None = None
+    proposed: int | None = None
+    accepted: int | None = None
+    accept_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    per_position: tuple[int, ...] | None = None
+    completion_tokens_per_step: float | None = None
+    verify_steps_per_s: float | None = None
+    sources: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
+    notes: tuple[str, ...] = ()
+    population: str | None = None
+    population_detail: str = ""
+    bounds: dict[str, float] = field(default_factory=dict, hash=False, compare=True)
+    accept_rate_bound: float | None = None
+    mean_acceptance_length_bound: float | None = None
+    legs: tuple[Leg, ...] | None = field(default=None, repr=False, compare=False)
+    """The legs (or requests) the figures pool, for the bootstrap's intervals; None when the
+    arm is known only by totals (counters, scrapes, bench results, log lines)."""
+
+    @property
+    def per_position_rate(self) -> tuple[float, ...] | None:
+        """Unconditional per-position rate ``per_position[i] / steps``; None if not recorded."""
+        if self.per_position is None or not self.steps:
+            return None
+        return tuple(count / self.steps for count in self.per_position)
+
+    @property
+    def approximate(self) -> bool:
+        return bool(self.bounds)
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for the ``oracles`` block: None where a figure is not recorded."""
+        rates = self.per_position_rate
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "population": self.population,
+            "population_detail": self.population_detail,
+            "output_throughput_tok_s": finite_or_none(self.output_throughput_tok_s),
+            "steps": self.steps,
+            "proposed": self.proposed,
+            "accepted": self.accepted,
+            "accept_rate": finite_or_none(self.accept_rate),
+            "mean_acceptance_length": finite_or_none(self.mean_acceptance_length),
+            "per_position": None if self.per_position is None else list(self.per_position),
+            "per_position_rate": None if rates is None else [finite_or_none(r) for r in rates],
+            "completion_tokens_per_step": finite_or_none(self.completion_tokens_per_step),
+            "verify_steps_per_s": finite_or_none(self.verify_steps_per_s),
+            "approximate": (
+                {
+                    "bounds": dict(self.bounds),
+                    "accept_rate": finite_or_none(self.accept_rate_bound),
+                    "mean_acceptance_length": finite_or_none(self.mean_acceptance_length_bound),
+                }
+                if self.bounds
+                else None
+            ),
+            "sources": dict(self.sources),
+            "notes": list(self.notes),
+        }
+
+
+def finite_or_none(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return value
+
+
+def _ratio_bound(
+    numerator: int, numerator_bound: float, denominator: int, denominator_bound: float
+) -> float:
+    """The most ``n/d`` can move when n and d each move by up to their bounds."""
+    centre = numerator / denominator
+    corners = [
+        (numerator + dn) / (denominator + dd)
+        for dn, dd in itertools.product(
+            (-numerator_bound, numerator_bound), (-denominator_bound, denominator_bound)
+        )
+        if denominator + dd > 0
+    ]
+    if len(corners) < 4:
+        return math.inf
+    return max(abs(corner - centre) for corner in corners)
+
+
+def arm_from_counts(
+    name: str,
+    kind: str,
+    *,
+    tok_s: float | None = None,
+    steps: int | None = None,
+    proposed: int | None = None,
+    accepted: int | None = None,
+    per_position: Sequence[int] | None = None,
+    completion_tokens_per_step: float | None = None,
+    mean_acceptance_length: float | None = None,
+    accept_rate: float | None = None,
+    sources: Mapping[str, str] | None = None,
+    notes: Iterable[str] = (),
+    where: str = "<input>",
+    labels: Mapping[str, str] | None = None,
+    population: str | None = None,
+    population_detail: str = "",
+    bounds: Mapping[str, float] | None = None,
+) -> ArmFigures:
+    """Check the counts against each other and derive the rates; the one way to build figures.
+
+    ``mean_acceptance_length`` and ``accept_rate`` are given directly only by inputs that carry
+    the ratio without its counts (SGLang's ``accept_length`` from ``bench_serving``); with the
+    counts they are derived here. ``bounds`` are the largest errors of rounded counts; checks
+    then refuse only what no count within the bounds could explain.
+
+    Raises RefusedError when the counts contradict each other and InputError when a value is
+    not a count or not a finite positive rate.
+    """
+    src = dict(sources or {})
+    names = dict(labels or {})
+    slack = {key: float(value) for key, value in (bounds or {}).items() if value}
+    label = {
+        "steps": names.get("steps", "drafts (S)"),
+        "proposed": names.get("proposed", "draft tokens (P)"),
+        "accepted": names.get("accepted", "accepted tokens (A)"),
+    }
+    for key, value in (("steps", steps), ("proposed", proposed), ("accepted", accepted)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise InputError(
+                f"{where}: {label[key]} = {value!r} is not a count (a non-negative integer); "
+                "fix the input"
+            )
+    for what, value, positive in (
+        (f"tok/s ({src.get('tok_s', 'throughput')})", tok_s, True),
+        (names.get("completion_tokens_per_step", "accept length"), completion_tokens_per_step,
+         True),
+        (names.get("mean_acceptance_length", "mean acceptance length"), mean_acceptance_length,
+         True),
+        (names.get("accept_rate", "acceptance rate"), accept_rate, False),
+    ):  # fmt: skip
+        if value is not None and (
+            not math.isfinite(value) or value < 0 or (positive and not value)
+        ):
+            raise InputError(
+                f"{where}: {what} = {value!r} must be a finite "
+                f"{'positive' if positive else 'non-negative'} number; fix the input or leave "
+                "it out"
+            )
+    if mean_acceptance_length is not None and mean_acceptance_length < 1:
+        raise RefusedError(
+            f"{where}: {names.get('mean_acceptance_length', 'mean acceptance length')} = "
+            f"{mean_acceptance_length} is below 1: every verify step emits at least one token, "
+            "so this is not 1 + A/S"
+        )
+
+    def low(key: str, value: int) -> float:
+        return value - slack.get(key, 0.0)
+
+    def high(key: str, value: int) -> float:
+        return value + slack.get(key, 0.0)
+
+    for key, value in (("steps", steps), ("proposed", proposed)):
+        if value is not None and key in slack and value <= slack[key]:
+            raise RefusedError(
+                f"{where}: {label[key]} = {value} ± {slack[key]:g}: the counters are printed "
+                "rounded and this difference is within their rounding, so no ratio over it "
+                "can be had; measure a longer run (or read per-request figures)"
+            )
+    fix = "the counters do not come from one run of one server; take them again"
+    if (
+        accepted is not None
+        and proposed is not None
+        and low("accepted", accepted) > high("proposed", proposed)
+    ):
+        raise RefusedError(
+            f"{where}: {label['accepted']} = {accepted} exceeds {label['proposed']} = {proposed}: "
+            f"more draft tokens accepted than proposed is impossible; {fix}"
+        )
+    if steps == 0 or (steps is None and proposed == 0):
+        nonzero = [
+            f"{label[key]} = {value}"
+            for key, value in (("proposed", proposed), ("accepted", accepted))
+            if value
+        ]
+        if nonzero:
+            raise RefusedError(
+                f"{where}: {label['steps']} = 0 but {', '.join(nonzero)}: tokens without drafts "
+                f"are impossible; {fix}"
+            )
+        zero = label["steps"] if steps == 0 else label["proposed"]
+        raise RefusedError(
+            f"{where}: {zero} = 0: the arm made no speculative step, so it has no "
+            "acceptance to compare (scrapes swapped, taken from an idle server, or "
+            "speculative decoding off); drop the acceptance counters to compare tok/s only"
+        )
+    if (
+        steps is not None
+        and proposed is not None
+        and high("proposed", proposed) < low("steps", steps)
+    ):
+        raise RefusedError(
+            f"{where}: {label['proposed']} = {proposed} is less than {label['steps']} = {steps}: "
+            f"every counted step carries at least one draft token; {fix}"
+        )
+
+    per_pos: tuple[int, ...] | None = None
+    if per_position is not None:
+        per_pos = tuple(per_position)
+        pp_label = names.get("per_position", "per-position accepted counts")
+        for i, count in enumerate(per_pos):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise InputError(f"{where}: {pp_label}[{i}] = {count!r} is not a count")
+            if steps is not None and count > high("steps", steps):
+                raise RefusedError(
+                    f"{where}: {pp_label}[{i}] = {count} exceeds {label['steps']} = {steps}: "
+                    f"a position cannot be accepted in more steps than there were; {fix}"
+                )
+        if accepted is not None and abs(sum(per_pos) - accepted) > slack.get("accepted", 0.0):
+            raise RefusedError(
+                f"{where}: {pp_label} sum to {sum(per_pos)} but {label['accepted']} = "
+                f"{accepted}; {fix}"
+            )
+
+    counts = {"accepted": accepted, "proposed": proposed, "steps": steps}
+    accept_rate, rate_bound = _from_counts(
+        "accept_rate", accept_rate, "proposed", formulas.accept_rate, "A/P",
+        counts=counts, slack=slack, names=names, src=src, where=where,
+    )  # fmt: skip
+    mean_acceptance_length, length_bound = _from_counts(
+        "mean_acceptance_length", mean_acceptance_length, "steps",
+        formulas.mean_acceptance_length, "1 + A/S",
+        counts=counts, slack=slack, names=names, src=src, where=where,
+    )  # fmt: skip
+    steps_per_s = None
+    if tok_s is not None and mean_acceptance_length is not None:
+        steps_per_s = tok_s / mean_acceptance_length
+        src["verify_steps_per_s"] = "tok/s / (1 + A/S)"
+    elif tok_s is not None and completion_tokens_per_step is not None:
+        steps_per_s = tok_s / completion_tokens_per_step
+        src["verify_steps_per_s"] = "tok/s / SGLang len* (SGLang's unit)"
+    else:
+        src["verify_steps_per_s"] = _missing_because(
+            ("tok/s", tok_s), ("mean acceptance length", mean_acceptance_length)
+        )
+    for key, value in (
+        ("tok_s", tok_s),
+        ("steps", steps),
+        ("proposed", proposed),
+        ("accepted", accepted),
+        ("per_position", per_pos),
+        ("completion_tokens_per_step", completion_tokens_per_step),
+    ):
+        if value is None:
+            src.setdefault(key, "not recorded")
+    all_notes = list(notes)
+    if slack:
+        all_notes.append(_approximate_note(slack, rate_bound, length_bound))
+    return ArmFigures(
+        name=name,
+        kind=kind,
+        output_throughput_tok_s=None if tok_s is None else float(tok_s),
+        steps=steps,
+        proposed=proposed,
+        accepted=accepted,
+        accept_rate=accept_rate,
+        mean_acceptance_length=mean_acceptance_length,
+        per_position=per_pos,
+        completion_tokens_per_step=(
+            None if completion_tokens_per_step is None else float(completion_tokens_per_step)
+        ),
+        verify_steps_per_s=steps_per_s,
+        sources=src,
+        notes=tuple(all_notes),
+        population=population,
+        population_detail=population_detail,
+        bounds=slack,
+        accept_rate_bound=rate_bound,
+        mean_acceptance_length_bound=length_bound,
+    )
+
+
+# A recorded ratio is printed by its engine with a few decimals; within this it agrees.
+_RECORDED_RATIO_SLACK = 0.006
+
+
+def _from_counts(
+    figure: str,
+    given: float | None,
+    denominator: str,
+    formula: Callable[[int, int], float | None],
+    formula_text: str,
+    *,
+    counts: Mapping[str, int | None],
+    slack: Mapping[str, float],
+    names: Mapping[str, str],
+    src: dict[str, str],
+    where: str,
+) -> tuple[float | None, float | None]:
+    """A ratio of A over ``denominator`` (P or S): from the counts when they are there (and
+    held to the figure the input gives, within the counts' rounding), else the given figure
+    as recorded, else none. Returns it with its bound from rounded counts (or None), and
+    says in ``src`` where it came from."""
+    accepted, divisor = counts["accepted"], counts[denominator]
+    if accepted is not None and divisor:
+        derived = formula(accepted, divisor)
+        assert derived is not None  # a positive divisor
+        src[figure] = formula_text
+        bound = None
+        if slack.get("accepted") or slack.get(denominator):
+            bound = _ratio_bound(
+                accepted, slack.get("accepted", 0.0), divisor, slack.get(denominator, 0.0)
+            )
+        _agree(given, derived, bound, names.get(figure), formula_text, where)
+        return derived, bound
+    if given is not None:
+        src.setdefault(figure, names.get(figure, "as recorded"))
+    else:
+        src.setdefault(figure, _missing_because(("accepted", accepted), (denominator, divisor)))
+    return given, None
+
+
+def _agree(
+    given: float | None,
+    derived: float,
+    bound: float | None,
+    given_label: str | None,
+    formula: str,
+    where: str,
+) -> None:
+    if given is None:
+        return
+    allowed = max(_RECORDED_RATIO_SLACK, 1e-9 * abs(derived)) + (bound or 0.0)
+    if abs(given - derived) > allowed:
+        raise RefusedError(
+            f"{where}: {given_label or 'the recorded ratio'} = {given!r} but the counts give "
+            f"{formula} = {derived:.6g}: the record mixes runs or units; take it again"
+        )
+
+
+def _approximate_note(
+    slack: Mapping[str, float], rate_bound: float | None, length_bound: float | None
+) -> str:
+    letters = {"steps": "S", "proposed": "P", "accepted": "A"}
+    parts = [f"{letters.get(key, key)} ± {value:g}" for key, value in slack.items()]
+    derived = []
+    if rate_bound is not None:
+        derived.append(f"A/P ± {rate_bound * 100:.2g} points")
+    if length_bound is not None:
+        derived.append(f"1 + A/S ± {length_bound:.2g}")
+    text = (
+        "approximate: the engine printed these counters rounded, so the counts are within "
+        + ", ".join(parts)
+    )
+    if derived:
+        text += " and the ratios within " + ", ".join(derived)
+    return text
+
+
+_PRINTED_HALF_UNIT = 0.005  # the engines print mean acceptance lengths with two decimals
+
+
+@dataclass(frozen=True)
+class PrintedSums:
+    """A and P summed over log lines, and S where every line's printed length pins a range."""
+
+    accepted: int
+    proposed: int
+    lines: int
+    steps: int | None
+    bounds: dict[str, float]
+
+
+def sum_printed_lines(
+    text: str,
+    pattern: re.Pattern[str],
+    groups: tuple[int | str, int | str, int | str],
+    where: str,
+    *,
+    exceeds: str,
+    no_fit: str,
+) -> PrintedSums:
+    """Every line of ``text`` that ``pattern`` matches, its ``groups`` being A, P and the mean
+    acceptance length as printed: A and P summed exactly; S as the middle of the summed ranges
+    of whole step counts whose ``1 + A/S`` rounds to each printed length, with the distance to
+    either end as its bound (None when a line accepted nothing: any S fits it). ``exceeds`` and
+    ``no_fit`` word the refusals of a line with A > P, and of one no whole S fits, in the
+    engine's own terms (``{a}``, ``{p}`` and ``{length}`` filled in)."""
+    accepted = proposed = count = low = high = 0
+    steps_known = True
+    for match in pattern.finditer(text):
+        a, p, length = int(match[groups[0]]), int(match[groups[1]]), match[groups[2]]
+        lineno = text.count("\n", 0, match.start()) + 1
+        if a > p:
+            raise RefusedError(f"{where}:{lineno}: " + exceeds.format(a=a, p=p))
+        accepted, proposed, count = accepted + a, proposed + p, count + 1
+        found = steps_range(a, p, float(length), _PRINTED_HALF_UNIT)
+        if found is None:
+            steps_known = False
+            continue
+        if found[0] > found[1]:
+            raise RefusedError(f"{where}:{lineno}: " + no_fit.format(a=a, p=p, length=length))
+        low, high = low + found[0], high + found[1]
+    if not (steps_known and count):
+        return PrintedSums(accepted, proposed, count, None, {})
+    steps = (low + high) // 2
+    bounds = {"steps": float(max(steps - low, high - steps))} if high > low else {}
+    return PrintedSums(accepted, proposed, count, steps, bounds)
+
+
+def steps_range(
+    accepted: int, proposed: int, length: float, half_unit: float
+) -> tuple[int, int] | None:
+    """The whole step counts S (at most ``proposed``) for which ``1 + accepted/S`` rounds to a
+    printed mean acceptance length; None when any S would (nothing accepted), ``(1, 0)``
+    (empty) when none does."""
+    if accepted == 0 or length - 1 - half_unit <= 0:
+        return None
+    low = math.ceil(accepted / (length - 1 + half_unit) - 1e-9)
+    high = min(proposed, math.floor(accepted / (length - 1 - half_unit) + 1e-9))
+    return low, high
+
+
+def _missing_because(*inputs: tuple[str, object]) -> str:
+    missing = [name for name, value in inputs if value is None]
+    if missing:
+        return "not recorded: no " + " and no ".join(missing)
+    return "not recorded"

@@ -1,0 +1,341 @@
+"""llama.cpp: ``llama-server`` ``/metrics`` scrapes and ``/completion`` responses, its
+per-request log line, ``llama-speculative-simple`` output, and arm records with its counters.
+
+Facts from the sources vendored in llama-cpp-python 0.3.36: ``/metrics`` prints
+``llamacpp:spec_decode_num_drafts_total`` (S), ``..._num_draft_tokens_total`` (P),
+``..._num_accepted_tokens_total`` (A) as doubles through ``operator<<``, i.e. six significant
+digits (1249380 prints as ``1.24938e+06``), and the per-position series (whole numbers) only
+once a request has drafted. A ``/completion`` response's ``timings`` carry ``draft_n`` (P) and
+``draft_n_accepted`` (A) only when the request drafted, and no S.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from fold.errors import InputError, RefusedError
+from fold.inputs.oracles import counter_arms, counters
+from fold.inputs.oracles.figures import (
+    REQUESTS,
+    ArmFigures,
+    arm_from_counts,
+    sum_printed_lines,
+)
+from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
+from fold.inputs.oracles.prometheus import Sample, looks_like_scrape
+from fold.inputs.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive, warm
+from fold.wording import figure
+
+KIND = "llamacpp"
+ALIASES = ("llamacpp", "llama.cpp", "llama-cpp", "llama_cpp")
+PREFIX = "llamacpp:"
+SIGNIFICANT_DIGITS = 6  # operator<< on a double, as /metrics prints its counters
+
+# The lines may carry a log prefix (timestamp, level) before the name.
+_DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(\d+)\s*$", re.M)
+_ACCEPT_N_RE = re.compile(r"^.*?\bn_accept\s*=\s*(\d+)\s*$", re.M)
+_ACCEPT_PCT_RE = re.compile(r"^.*?\baccept\s*=\s*([0-9.]+|nan|inf)%\s*$", re.M)
+_DECODED_RE = re.compile(
+    r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+|inf|nan) t/s"
+)
+_SERVER_LOG_RE = re.compile(
+    r"draft acceptance = ([0-9.]+|nan) \(\s*(\d+) accepted /\s*(\d+) generated\), "
+    r"mean len =\s*([0-9.]+)"
+)
+
+
+def rounded(sample: Sample) -> float:
+    """How far a printed counter may be from the true count: half a unit of its sixth digit.
+
+    Whole numbers print exactly below 10^6 (and the per-position counters are integers, printed
+    in full); in exponent form only six significant digits survive.
+    """
+    if "e" not in sample.text.lower() or not math.isfinite(sample.value) or sample.value == 0:
+        return 0.0
+    exponent = math.floor(math.log10(abs(sample.value)))
+    return 0.5 * 10.0 ** (exponent - (SIGNIFICANT_DIGITS - 1))
+
+
+def sniff(doc: Document) -> bool:
+    if doc.form == "text":
+        return (
+            looks_like_scrape(doc.text, (PREFIX,))
+            or bool(_DRAFTED_RE.search(doc.text) and _ACCEPT_N_RE.search(doc.text))
+            or bool(_SERVER_LOG_RE.search(doc.text))
+        )
+    for record, _ in doc.records:
+        if str(record.get("engine", "")).strip().lower() in ALIASES:
+            return True
+        legs = record.get("legs")
+        if isinstance(record.get("timings"), dict) or (
+            isinstance(legs, list)
+            and any(isinstance(leg, dict) and isinstance(leg.get("timings"), dict) for leg in legs)
+        ):
+            return True
+        if any(looks_like_scrape(text, (PREFIX,)) for text in counter_arms.scrape_texts(record)):
+            return True
+        metrics = record.get("metrics")
+        for mapping in (record, metrics, *(metrics.values() if isinstance(metrics, dict) else ())):
+            if isinstance(mapping, dict) and counters.mentions(mapping, PREFIX):
+                return True
+    return False
+
+
+def read(name: str, doc: Document) -> ArmFigures:
+    if doc.form == "text":
+        if looks_like_scrape(doc.text, (PREFIX,)):
+            return counter_arms.read_scrapes(
+                name, doc.text, doc.where, kind=KIND, prefix=PREFIX, bound=rounded
+            )
+        if _DRAFTED_RE.search(doc.text):
+            return _read_speculative_simple(name, doc)
+        return _read_server_log(name, doc)
+    first = doc.record
+    if any(isinstance(record.get("timings"), dict) for record, _ in doc.records):
+        return _read_completions(name, doc.records, doc.where)
+    legs = legs_of(first, doc.where) if doc.form == "object" else None
+    if legs and any(isinstance(leg.get("timings"), dict) for leg, _ in legs):
+        # the gate's arm record with each leg's /completion timings
+        return _read_completions(name, legs, doc.where, tok_s=arm_tok_s(first, doc.where))
+    if doc.form != "object":
+        raise InputError(f"{doc.where}: several llama.cpp records; give one arm record per file")
+    return counter_arms.read_record(name, KIND, PREFIX, first, doc.where, bound=rounded)
+
+
+def _read_completions(
+    name: str,
+    records: list[Record],
+    where: str,
+    *,
+    tok_s: tuple[float | None, str] | None = None,
+) -> ArmFigures:
+    """``/completion`` responses (or legs holding them): P and A summed, tok/s the median
+    ``predicted_per_second`` unless the arm record gives its own (checked against its legs)."""
+    # A streamed request's chunks carry "stop": false (or, OpenAI-style, choices not yet
+    # finished); only its last one has the timings.
+    finals = [(r, w) for r, w in records if not _partial_chunk(r)]
+    for record, where in finals:
+        if not isinstance(record.get("timings"), dict):
+            raise InputError(
+                f"{where}: a record without timings among /completion responses; give the "
+                "final response of each request (a streamed request's last chunk)"
+            )
+    selection = warm(finals)
+    how = selection.description.replace("records", "responses")
+    tok_values = []
+    silent = 0
+    proposed = accepted = 0
+    drafted = 0
+    speeds: list[float | None] = []  # each response's, for the bootstrap
+    counts: list[dict[str, int | None]] = []
+    for record, where in selection.records:
+        timings = record["timings"]
+        twhere = f"{where}: timings"
+        n = timings.get("predicted_n")
+        if n is not None and _no_generation_step(timings, count(n, f"{twhere}.predicted_n")):
+            # nothing generated (an immediate stop), or only the token prefill gives: no
+            # generation step to time, and no drafts either
+            silent += 1
+            speeds.append(None)
+        else:
+            tok_values.append(_speed(timings, twhere))
+            speeds.append(tok_values[-1])
+        p = a = 0  # the server omits draft_n when a request drafted nothing
+        if "draft_n" in timings or "draft_n_accepted" in timings:
+            p = count(timings.get("draft_n"), f"{twhere}.draft_n")
+            a = count(timings.get("draft_n_accepted"), f"{twhere}.draft_n_accepted")
+            if a > p:
+                raise RefusedError(
+                    f"{twhere}: draft_n_accepted = {a} exceeds draft_n = {p}: impossible"
+                )
+            proposed, accepted, drafted = proposed + p, accepted + a, drafted + 1
+        counts.append({"proposed": p, "accepted": a})
+    if not tok_values:
+        raise InputError(f"{where}: no response generated a token; there is no speed to compare")
+    skipped = f" ({silent} that generated nothing or one token left out)" if silent else ""
+    tok_value = statistics.median(tok_values)
+    tok_source = f"median timings.predicted_per_second of {how}{skipped}"
+    if tok_s is not None and tok_s[0] is not None:
+        tok_value, tok_source = tok_s
+        speeds = leg_tok_s(selection.records)  # the legs' tok_s, whose median the arm records
+    sources = {
+        "tok_s": tok_source,
+        "steps": "not recorded: /completion timings carry no verify-step count",
+        "per_position": "not recorded: /completion timings carry no per-position counts",
+        "completion_tokens_per_step": "not recorded: SGLang's unit only",
+    }
+    notes = []
+    if drafted:
+        absent = len(selection.records) - drafted
+        note = f" ({absent} without draft_n: the server omits it when a request drafted nothing)"
+        sources["proposed"] = f"sum of timings.draft_n over {how}" + (note if absent else "")
+        sources["accepted"] = f"sum of timings.draft_n_accepted over {how}" + (
+            note if absent else ""
+        )
+        p_value, a_value = proposed, accepted
+    else:
+        p_value = a_value = None
+        for key in ("proposed", "accepted"):
+            sources[key] = "not recorded: no response has draft_n (speculative decoding off?)"
+    notes.append(
+        "predicted_per_second is each request's generation speed (prompt processing excluded)"
+    )
+    figures = arm_from_counts(
+        name,
+        KIND,
+        tok_s=tok_value,
+        proposed=p_value,
+        accepted=a_value,
+        sources=sources,
+        notes=notes,
+        where=where,
+        population=selection.population if selection.by_run else REQUESTS,
+        population_detail=how,
+    )
+    return replace(figures, legs=oracle_legs(speeds, counts if drafted else None))
+
+
+def _no_generation_step(timings: dict[str, Any], predicted_n: int) -> bool:
+    """A response with no generation step to time: nothing generated, or the one token the
+    prefill gives, which 0.3.36 reports as ``predicted_per_second`` 0 (``n_gen_tps`` over
+    ``predicted_n - 1`` steps). Older servers, dividing ``predicted_n``, give such a response
+    a speed, which is taken."""
+    if predicted_n == 0:
+        return True
+    return predicted_n == 1 and timings.get("predicted_per_second") == 0
+
+
+def _speed(timings: dict[str, Any], where: str) -> float:
+    """``predicted_per_second``, checked against ``predicted_n`` and ``predicted_ms``.
+
+    The 0.3.36 server divides the generation steps, ``predicted_n - 1``, by ``predicted_ms``
+    (the first token comes from prefill: ``n_gen_tps`` in ``tools/server/server-common.h``);
+    older servers divide ``predicted_n``. Either is one request's timings.
+    """
+    tok = positive(timings.get("predicted_per_second"), f"{where}.predicted_per_second")
+    n, ms = timings.get("predicted_n"), timings.get("predicted_ms")
+    if n is not None and ms is not None:
+        n = count(n, f"{where}.predicted_n")
+        ms = positive(ms, f"{where}.predicted_ms")
+        if not any(math.isclose(tok, 1e3 * tokens / ms, rel_tol=1e-6) for tokens in (n - 1, n)):
+            raise RefusedError(
+                f"{where}: predicted_per_second = {tok!r} but 1000 x (predicted_n - 1) / "
+                f"predicted_ms = {figure(1e3 * (n - 1) / ms)} and 1000 x predicted_n / "
+                f"predicted_ms = {figure(1e3 * n / ms)}: the timings are not one request's"
+            )
+    return tok
+
+
+def _partial_chunk(record: dict[str, Any]) -> bool:
+    if record.get("stop") is False:
+        return True
+    choices = record.get("choices")
+    return (
+        isinstance(choices, list)
+        and bool(choices)
+        and "timings" not in record
+        and all(isinstance(c, dict) and c.get("finish_reason") is None for c in choices)
+    )
+
+
+def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
+    """``llama-speculative-simple`` / ``llama-speculative``: ``n_drafted`` (P), ``n_accept``
+    (A) and the ``decoded ... speed: X t/s`` line, per run printed; several runs are pooled."""
+    drafted = [int(m) for m in _DRAFTED_RE.findall(doc.text)]
+    accepted = [int(m) for m in _ACCEPT_N_RE.findall(doc.text)]
+    speeds = _DECODED_RE.findall(doc.text)
+    if len(drafted) != len(accepted):
+        raise InputError(
+            f"{doc.where}: {len(drafted)} n_drafted lines but {len(accepted)} n_accept lines; "
+            "give the program's complete output"
+        )
+    for i, (p, a) in enumerate(zip(drafted, accepted, strict=True)):
+        if a > p:
+            raise RefusedError(
+                f"{doc.where}: run {i + 1}: n_accept = {a} exceeds n_drafted = {p}: impossible"
+            )
+    for i, (text_pct, p, a) in enumerate(
+        zip(_ACCEPT_PCT_RE.findall(doc.text), drafted, accepted, strict=False)
+    ):
+        if p and abs(float(text_pct) - 100 * a / p) > 0.001:
+            raise RefusedError(
+                f"{doc.where}: run {i + 1}: accept = {text_pct}% but 100 x n_accept / n_drafted "
+                f"= {100 * a / p:.3f}%: the lines come from different runs"
+            )
+    runs = len(drafted)
+    tok_s = None
+    tok_source = "not recorded: no 'decoded N tokens in T seconds, speed: X t/s' line"
+    if speeds:
+        if len(speeds) != runs:
+            raise InputError(
+                f"{doc.where}: {len(speeds)} 'decoded' lines but {runs} n_drafted lines; give "
+                "the program's complete output"
+            )
+        tok_s = statistics.median(float(speed) for _, _, speed in speeds)
+        tok_source = (
+            "the 'decoded ... speed' line (printed to 3 decimals)"
+            if runs == 1
+            else f"median of the 'decoded ... speed' lines of {runs} runs (3 decimals each)"
+        )
+    of = "" if runs == 1 else f" summed over {runs} runs"
+    return arm_from_counts(
+        name,
+        KIND,
+        tok_s=tok_s,
+        proposed=sum(drafted),
+        accepted=sum(accepted),
+        sources={
+            "tok_s": tok_source,
+            "proposed": f"n_drafted{of}",
+            "accepted": f"n_accept{of}",
+            "steps": "not recorded: the program prints no verify-step count",
+            "per_position": "not recorded: the program prints no per-position counts",
+        },
+        where=doc.where,
+        population=REQUESTS,
+        population_detail=f"the {runs} run(s) printed",
+    )
+
+
+def _read_server_log(name: str, doc: Document) -> ArmFigures:
+    """``draft acceptance = R (A accepted / P generated), mean len = L`` per request: A and P
+    summed; S from the whole step counts for which 1 + A/S rounds to L (two decimals)."""
+    printed = sum_printed_lines(
+        doc.text,
+        _SERVER_LOG_RE,
+        (2, 3, 4),
+        doc.where,
+        exceeds="{a} accepted exceeds {p} generated",
+        no_fit="no whole number of verify steps up to {p} gives mean len = {length} with {a} "
+        "accepted: the line is not llama-server's",
+    )
+    lines = printed.lines
+    sources = {
+        "accepted": f"sum of 'N accepted' over {lines} draft acceptance lines",
+        "proposed": f"sum of 'N generated' over {lines} draft acceptance lines",
+        "tok_s": "not recorded: the draft acceptance line carries no tok/s",
+        "per_position": "not recorded: the per-position line is printed at trace level only",
+    }
+    if printed.steps is not None:
+        sources["steps"] = (
+            "the whole step counts whose 1 + A/S rounds to each line's mean len (two "
+            f"decimals), summed over {lines} lines"
+        )
+    else:
+        sources["steps"] = "not recorded: a request that accepted nothing fits any S"
+    return arm_from_counts(
+        name,
+        KIND,
+        steps=printed.steps,
+        proposed=printed.proposed,
+        accepted=printed.accepted,
+        sources=sources,
+        where=doc.where,
+        population=REQUESTS,
+        population_detail=f"the {lines} requests logged",
+        bounds=printed.bounds,
+    )

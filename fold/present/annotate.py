@@ -1,0 +1,117 @@
+"""Writing outputs atomically: the JSON fold, and a copy of the arm record with acceptance added."""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fold.errors import InputError
+from fold.folding.result import JSON_FORMAT, FoldResult
+from fold.inputs.arm import ArmRecord
+
+LEG_FIELDS = (
+    "steps",
+    "proposed",
+    "accepted",
+    "accept_rate",
+    "mean_acceptance_length",
+    "completion_tokens_per_step",
+    "step_rate",
+    "per_position",
+    "per_position_conditional",
+    "per_position_of_proposed",
+    "histogram",
+    "flags",
+    "cadence",
+)
+POOLED_FIELDS = (
+    "legs",
+    "steps",
+    "proposed",
+    "accepted",
+    "accept_rate",
+    "mean_acceptance_length",
+    "completion_tokens_per_step",
+    "output_throughput_tok_s",
+    "per_position",
+    "per_position_conditional",
+    "per_position_of_proposed",
+    "histogram",
+    "cadence",
+)
+
+
+def dumps(document: Any) -> bytes:
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def write_atomically(path: str | Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        descriptor, temporary = tempfile.mkstemp(
+            dir=directory, prefix=f".{target.name}.", suffix=".tmp"
+        )
+    except OSError as error:
+        raise InputError(f"{target}: cannot write here: {error.strerror}") from error
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, target)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise InputError(f"{target}: cannot write: {error.strerror}") from error
+
+
+def annotated_record(arm: ArmRecord, result: FoldResult) -> Any:
+    """A copy of the arm record with each leg's acceptance and an ``acceptance`` block added.
+
+    A record given as a bare list of legs becomes ``{"legs": [...], "acceptance": {...}}``,
+    since a list has nowhere to put the block.
+    """
+    document = copy.deepcopy(arm.document)
+    if isinstance(document, list):
+        document = {"legs": document}
+    for leg, figures in zip(document["legs"], result.legs, strict=True):
+        leg["acceptance"] = {name: figures[name] for name in LEG_FIELDS}
+    document["acceptance"] = {
+        "format": JSON_FORMAT,
+        "predicate": result.predicate,
+        "stall_factor": result.stall_factor,
+        "warm": _with_intervals(result.warm),
+        "all": _with_intervals(result.all),
+        "unattributed_steps": result.unattributed_steps,
+        "ambiguous_steps": result.ambiguous_steps,
+        "torn_lines": result.torn_lines,
+        "skipped_lines": result.skipped_lines,
+        "lost_lines": result.lost_lines,
+        "step_source": result.step_source,
+        "sources": result.sources(),
+        "counter_check": result.counter_check,
+    }
+    if result.bootstrap is not None:
+        document["acceptance"]["bootstrap"] = result.bootstrap
+    return document
+
+
+def _with_intervals(fold: dict[str, Any]) -> dict[str, Any]:
+    """The pooled figures, and the 95% interval beside each that has one."""
+    kept = {name: fold[name] for name in POOLED_FIELDS}
+    for name in POOLED_FIELDS:
+        if f"{name}_ci" in fold:
+            kept[f"{name}_ci"] = fold[f"{name}_ci"]
+    return kept
+
+
+def write_annotated(arm: ArmRecord, result: FoldResult, out: str | Path) -> None:
+    if os.path.exists(out) and os.path.samefile(out, arm.path):
+        raise InputError(
+            f"{out}: --annotate would overwrite the arm record it reads; name another file"
+        )
+    write_atomically(out, dumps(annotated_record(arm, result)))
