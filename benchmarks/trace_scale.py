@@ -25,7 +25,7 @@ from fold_scale import _rss_anon_kib, generate_arm, generate_log
 
 def _child(arm: str, log: str, out: str) -> None:
     from fold.api import fold_acceptance
-    from fold.folding.trace_lines import attributed_lines
+    from fold.folding.timeline_lines import attributed_lines
     from fold.inputs.arm import load_arm
     from fold.present.trace import write_trace
 

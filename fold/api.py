@@ -11,15 +11,15 @@ from fold.folding.accumulate import MERGE_EVERY, PartialFold, merge_all
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.folding.counter_check import check_counters
 from fold.folding.counter_fold import fold_counters
+from fold.folding.engine_trace_fold import engine_trace_fold
 from fold.folding.logfile import Legs, LogFile
 from fold.folding.result import ENGINE_TRACE, STEP_LOG, FoldResult, build_result
-from fold.folding.spectrace_fold import engine_trace_fold
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.folding.warm import DEFAULT_PREDICATE, check_arm
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.arm import ArmRecord, load_arm
+from fold.inputs.engine_trace import looks_like_engine_trace, read_engine_trace
 from fold.inputs.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
-from fold.inputs.spectrace import looks_like_engine_trace, read_engine_trace
 
 ProgressCallback = Callable[[int], None]
 """Called with the number of bytes read since the last call."""
@@ -38,7 +38,7 @@ class LogFold:
 
     def add_engine_traces(self, paths: list[str], *, skip_bad_lines: bool = False) -> None:
         """The engine's own trace: one stderr file per prompt process, in prompt order
-        (``fold.inputs.spectrace``). Its steps are given legs by their files' run lines, not by
+        (``fold.inputs.engine_trace``). Its steps are given legs by their files' run lines, not by
         time, so they are read all at once, and only into a fold of nothing else."""
         if self.read_counts:
             raise InputError(

@@ -16,14 +16,14 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 
 import fold.command_process  # noqa: F401  first: it sets the process up before numpy loads
 from fold.api import fold_acceptance
-from fold.compare.compare import compare
+from fold.compare.comparison import compare
 from fold.compare.gap import DEFAULT_TOLERANCE
 from fold.compare.vs_arms import load_arms
 from fold.errors import FoldError, InputError
 from fold.folding.cadence import DEFAULT_STALL_FACTOR
 from fold.folding.follow import Follower, run_follow
 from fold.folding.result import FoldResult
-from fold.folding.trace_lines import attributed_lines
+from fold.folding.timeline_lines import attributed_lines
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.folding.warm import DEFAULT_PREDICATE
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS

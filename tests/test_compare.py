@@ -10,7 +10,7 @@ import pytest
 
 from fold.api import fold_acceptance
 from fold.cli import main
-from fold.compare.compare import our_figures
+from fold.compare.comparison import our_figures
 from fold.inputs.oracles import load_oracle
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -13,7 +13,7 @@ from strategies import scaled
 from vllmcpp import Leg, record, step_log, write_pair
 
 from fold.api import fold_acceptance
-from fold.compare.compare import compare, load_oracles
+from fold.compare.comparison import compare, load_oracles
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLES = [

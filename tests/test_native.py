@@ -41,7 +41,7 @@ from strategies import ONE_SECOND_LEG as LEG
 import fold.folding.accumulate
 import fold.folding.logfile
 import fold.folding.native
-import fold.folding.trace_lines
+import fold.folding.timeline_lines
 from fold import _native  # fails here when the extension was not built
 from fold.api import LogFold, fold_acceptance
 from fold.errors import InputError, RefusedError
@@ -628,7 +628,7 @@ def _trace_lines(arm: Any, log: Path, *, native: bool, skip: bool) -> Any:
     """The trace's attributed lines and writers' pids (sorted, to compare), or the error."""
     with native_switch(native):
         try:
-            lines, pids = fold.folding.trace_lines._read(arm, [str(log)], skip)
+            lines, pids = fold.folding.timeline_lines._read(arm, [str(log)], skip)
         except (InputError, RefusedError) as error:
             return (type(error).__name__, str(error))
     return lines.sort(lines.columns), pids

@@ -745,7 +745,7 @@ def test_a_json_list_of_two_scrape_texts_is_a_pair() -> None:
 def test_a_vllm_sweep_gives_each_run_its_own_arm() -> None:
     """``vllm bench serve --append-result`` over three concurrencies: one arm per run, named
     by its place, each with its own counts (the fixture's lines 1-3, by hand)."""
-    from fold.compare.compare import load_oracles
+    from fold.compare.comparison import load_oracles
 
     arms = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}"])
     assert [arm.name for arm in arms] == ["v#1", "v#2", "v#3"]
@@ -765,7 +765,7 @@ def test_a_vllm_sweep_gives_each_run_its_own_arm() -> None:
 
 
 def test_path_hash_n_picks_one_run() -> None:
-    from fold.compare.compare import load_oracles
+    from fold.compare.comparison import load_oracles
 
     (arm,) = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}#2"])
     assert arm.name == "v"
@@ -780,7 +780,7 @@ def test_path_hash_n_picks_one_run() -> None:
 
 
 def test_a_run_that_is_not_there_or_a_file_without_runs_is_an_error(tmp_path: Path) -> None:
-    from fold.compare.compare import load_oracles
+    from fold.compare.comparison import load_oracles
 
     with pytest.raises(InputError, match=r"sweep\.jsonl#4: the file holds 3 run\(s\); pick 1 to 3"):
         load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}#4"])
@@ -794,7 +794,7 @@ def test_a_run_that_is_not_there_or_a_file_without_runs_is_an_error(tmp_path: Pa
 
 
 def test_a_sweep_name_must_be_free() -> None:
-    from fold.compare.compare import load_oracles
+    from fold.compare.comparison import load_oracles
 
     sweep = FIXTURES / "vllm-bench-serve-sweep.jsonl"
     with pytest.raises(InputError, match="the name 'v#2' is taken"):
@@ -804,7 +804,7 @@ def test_a_sweep_name_must_be_free() -> None:
 def test_an_sglang_bench_sweep_gives_each_run_its_own_arm(tmp_path: Path) -> None:
     """bench_serving appends a line per run; runs at two concurrencies are two arms, each with
     its own tok/s and the accept length its line recorded (cumulative since server start)."""
-    from fold.compare.compare import load_oracles
+    from fold.compare.comparison import load_oracles
 
     line = (FIXTURES / "sglang-bench-serving.jsonl").read_text().splitlines()[0]
     second = line.replace('"max_concurrency": 1', '"max_concurrency": 8')

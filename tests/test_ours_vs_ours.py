@@ -545,7 +545,7 @@ def test_the_acceptance_and_speed_factor_intervals_are_the_hand_computed_ones(
 def test_plain_verdict_wording() -> None:
     from fold.compare.gap import attribute_gap
     from fold.compare.gap_intervals import BOTH_ARMS, SplitIntervals
-    from fold.compare.runs import plain_verdict
+    from fold.compare.our_runs import plain_verdict
     from fold.inputs.oracles import arm_from_counts
 
     def arms(tok_s: float, accepted: int):
@@ -575,7 +575,7 @@ def test_plain_verdict_wording() -> None:
 
 def test_changes_beyond_twice_read_as_multiples() -> None:
     from fold.compare.gap import attribute_gap
-    from fold.compare.runs import plain_verdict
+    from fold.compare.our_runs import plain_verdict
     from fold.inputs.oracles import arm_from_counts
 
     old = arm_from_counts("old", "ours", tok_s=1000.0, steps=100, proposed=400, accepted=200)

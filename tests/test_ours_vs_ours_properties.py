@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from strategies import scaled
 
 from fold.api import fold_acceptance
-from fold.compare.compare import compare, our_figures
+from fold.compare.comparison import compare, our_figures
 from fold.compare.vs_arms import load_arms
 from fold.inputs.arm import load_arm
 from fold.inputs.steplog import format_line

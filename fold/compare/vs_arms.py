@@ -10,7 +10,7 @@ factor, prefill convention and resamples, through the same library call, so the 
 hold; every message it raises starts with ``--vs NAME:``. Without ``--vs-log`` it is folded from
 its legs' own engine counters (``fold.folding.counter_fold``), as the main arm is without a log; a
 record with neither is refused with what to add. When the two runs' legs pair
-(``fold.compare.run_pairs.pairing``) it is resampled with the main run's seed, so each resample
+(``fold.compare.leg_pairs.pairing``) it is resampled with the main run's seed, so each resample
 draws the same legs on both sides (a paired bootstrap); otherwise with the seed plus its place among
 the ``--vs`` arms, a stream of its own. Either way its row is its standalone fold with that seed.
 """
@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 
 from fold.api import fold_acceptance
-from fold.compare.compare import OURS, OURS_ALL, Arm, oracle_arms, our_arm
-from fold.compare.run_pairs import pairing, require_pairing
+from fold.compare.comparison import OURS, OURS_ALL, Arm, oracle_arms, our_arm
+from fold.compare.leg_pairs import pairing, require_pairing
 from fold.errors import FoldError, InputError
 from fold.folding.warm import check_arm
 from fold.inputs.arm import ArmRecord, load_arm

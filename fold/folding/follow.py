@@ -37,7 +37,7 @@ from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resa
 from fold.folding.warm import DEFAULT_PREDICATE, check_arm
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS, accept_rate, mean_acceptance_length
 from fold.inputs.arm import ArmRecord, load_arm
-from fold.inputs.spectrace import looks_like_engine_trace
+from fold.inputs.engine_trace import looks_like_engine_trace
 
 DEFAULT_INTERVAL_SECONDS = 0.25
 """How often ``run_follow`` polls: a few refreshes a second at most."""

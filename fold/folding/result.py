@@ -34,8 +34,8 @@ from fold.folding.uncertainty import (
 )
 from fold.folding.warm import ThroughputCheck
 from fold.inputs import acceptance
+from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.inputs.reader import ReadCounts, SkippedLine
-from fold.inputs.spectrace import NO_TIME_STAMPS
 
 JSON_FORMAT = "fold-acceptance/1"
 # Where a fold's counts came from (FoldResult.step_source).

@@ -67,7 +67,8 @@ class ReadCounts:
     skipped_lines: int = 0
     skipped_examples: list[SkippedLine] = field(default_factory=list)
     kind: str = "step log"
-    """What the file is: the hook's step log, or the engine's trace (``fold.inputs.spectrace``)."""
+    """What the file is: the hook's step log, or the engine's trace
+    (``fold.inputs.engine_trace``)."""
     run_lines: int = 0
     """The engine's trace: its ``vllm-cli: run=`` lines, used to give steps their legs."""
     other_lines: int = 0

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from fold.compare.gap import NO_GAP, SGLANG_UNIT, GapAttribution, StepRateCheck
 from fold.compare.gap_intervals import BOTH_ARMS, OURS_ONLY, SplitIntervals
-from fold.compare.runs import RunsComparison
+from fold.compare.our_runs import RunsComparison
 from fold.compare.speed import SpeedSplit
 from fold.folding.uncertainty import Interval
 from fold.inputs.oracles import (
@@ -86,8 +86,8 @@ def comparison_table(
     ("ours/ORACLE") puts each factor under the column it divides: r under tok/s, the acceptance
     factor under the length it compares (mean len, or SGLang len* when the split is in SGLang's
     unit), the speed factor under verify steps/s. With ``intervals`` (per arm row, as
-    ``fold.compare.compare.Comparison.intervals``), a ``±`` row under each arm and ratio gives its
-    95% intervals, or says why it has none. Figures never wrap or get cut: at narrow widths the
+    ``fold.compare.comparison.Comparison.intervals``), a ``±`` row under each arm and ratio gives
+    its 95% intervals, or says why it has none. Figures never wrap or get cut: at narrow widths the
     population column goes first, then the table turns vertical.
     """
     gaps = gaps or {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fold.compare.compare import Comparison
+from fold.compare.comparison import Comparison
 from fold.compare.speed import SpeedSplit
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
 from fold.inputs.oracles import ArmFigures

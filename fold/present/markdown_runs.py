@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fold.compare.runs import RunsComparison
+from fold.compare.our_runs import RunsComparison
 from fold.present.markdown import table, with_interval
 from fold.present.runs import pair_summary_text, signed, signed_percent
 from fold.present.table import percent, three_decimals

@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.compare.runs import RunsComparison
+from fold.compare.our_runs import RunsComparison
 from fold.present.fit import fit
 from fold.present.table import percent, plus_minus
 

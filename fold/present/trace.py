@@ -14,7 +14,7 @@ stalls among them), so a log of millions of steps still gives a file a browser o
 acceptance windows widen by the same rule. ``otherData`` in the file says whether and how it
 was aggregated, and whether the limit was met (a slice per request at least).
 
-The lines come from ``fold.folding.trace_lines``, which reads the logs again: the fold keeps no
+The lines come from ``fold.folding.timeline_lines``, which reads the logs again: the fold keeps no
 per-step rows.
 """
 
@@ -31,7 +31,7 @@ import polars as pl
 from fold.folding.accumulate import request_id
 from fold.folding.cadence import KEY, with_intervals
 from fold.folding.result import FoldResult
-from fold.folding.trace_lines import TraceLines
+from fold.folding.timeline_lines import TraceLines
 from fold.inputs.arm import WINDOW_SLACK_NS, ArmRecord
 from fold.present.annotate import write_atomically
 
@@ -74,7 +74,7 @@ def build_trace(
     slice_limit: int = DEFAULT_SLICE_LIMIT,
 ) -> dict[str, Any]:
     """The trace document for ``result``, the fold over ``arm`` of the logs whose attributed
-    lines are ``attributed`` (``fold.folding.trace_lines.attributed_lines``)."""
+    lines are ``attributed`` (``fold.folding.timeline_lines.attributed_lines``)."""
     if slice_limit < 1:
         raise ValueError("slice_limit must be at least 1")
     lines, pids, paths = attributed.lines, attributed.pids, attributed.paths

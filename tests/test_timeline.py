@@ -18,7 +18,7 @@ from cadence_logs import MS, T0_NS, S, stall_and_pace_run
 
 from fold.api import fold_acceptance
 from fold.cli import main
-from fold.folding.trace_lines import attributed_lines
+from fold.folding.timeline_lines import attributed_lines
 from fold.inputs.arm import load_arm
 from fold.present.trace import build_trace, group_size
 

@@ -6,7 +6,7 @@ so beyond the split it shows:
 * whether the runs ran the same workload, as far as the records tell (``workload``,
   ``speculative_config``, the toy gate's ``config``, ``prompts``, leg counts, prompt and
   completion tokens per leg, requests per leg, the largest draft);
-* whether their legs pair (``fold.compare.run_pairs``): paired runs are resampled together (the same
+* whether their legs pair (``fold.compare.leg_pairs``): paired runs are resampled together (the same
   legs drawn on both sides, see ``fold.compare.vs_arms``) and get per-pair differences of A/P, 1 +
   A/S and tok/s;
 * the warm per-position rates and histogram of both, with the difference at each position and its
@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fold.compare.gap import GapAttribution
-from fold.compare.run_pairs import Pairing, pair_legs, pair_summary, pairing
+from fold.compare.leg_pairs import Pairing, pair_legs, pair_summary, pairing
 from fold.folding.uncertainty import Interval, bootstrap, percentile_interval, ratio
 from fold.inputs.acceptance import accepted_at_position
 from fold.inputs.arm import ArmRecord
 from fold.inputs.leg_sums import Leg
 
 if TYPE_CHECKING:
-    from fold.compare.compare import Arm
+    from fold.compare.comparison import Arm
 
 WORKLOAD_BLOCKS = ("workload", "speculative_config", "config")
 

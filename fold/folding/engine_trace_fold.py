@@ -1,5 +1,5 @@
-"""The engine's own trace (``fold.inputs.spectrace``) attributed to the arm's legs and folded into
-the same ``PartialFold`` the hook's log gives, so every figure downstream is computed alike.
+"""The engine's own trace (``fold.inputs.engine_trace``) attributed to the arm's legs and folded
+into the same ``PartialFold`` the hook's log gives, so every figure downstream is computed alike.
 
 A trace has no time stamps, so a step's leg comes from its place: the run lines after it in its
 file. The gate runs one ``vllm-cli`` process per prompt and appends its legs prompt by prompt,
@@ -32,7 +32,7 @@ from fold.folding.accumulate import (
     step_histogram,
 )
 from fold.inputs.arm import ArmRecord
-from fold.inputs.spectrace import RUN_PREFIX, EngineTrace, RunLines
+from fold.inputs.engine_trace import RUN_PREFIX, EngineTrace, RunLines
 
 # Run-line fields the gate copies into each leg, and how a printed value compares with it.
 _INTEGER_FIELDS = (

@@ -26,7 +26,7 @@ from test_vllmcpp_example import (
 from fold.api import fold_acceptance
 from fold.cli import main
 from fold.errors import InputError, RefusedError
-from fold.inputs.spectrace import looks_like_engine_trace
+from fold.inputs.engine_trace import looks_like_engine_trace
 from fold.present.markdown import markdown_record
 
 # Prompt 0: leg 0 (run 1) steps (k, acc, emitted) (8, 1, 2), (8, 3, 4): S 2, P 16, A 4,

@@ -19,8 +19,8 @@ from fold.folding import native
 from fold.folding.attribute import ATTRIBUTED, attribute
 from fold.folding.logfile import Legs
 from fold.inputs.arm import ArmRecord
+from fold.inputs.engine_trace import NO_TIME_STAMPS, looks_like_engine_trace
 from fold.inputs.reader import ReadCounts, StepLogReader, expand_log_paths
-from fold.inputs.spectrace import NO_TIME_STAMPS, looks_like_engine_trace
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ times, the spec counters); the steps before them are that leg's. Everything else
 
 This module only reads: ``read_engine_trace`` turns one file into its legs (the run lines'
 fields and the steps before them), judging every line; matching files to the arm's legs and
-folding is ``fold.folding.spectrace_fold``'s.
+folding is ``fold.folding.engine_trace_fold``'s.
 """
 
 from __future__ import annotations

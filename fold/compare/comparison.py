@@ -24,7 +24,7 @@ from fold.compare.gap import (
     oracles_block,
 )
 from fold.compare.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
-from fold.compare.runs import RunsComparison, compare_runs
+from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.errors import InputError
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
@@ -59,7 +59,7 @@ class Comparison:
     speeds: dict[str, SpeedSplit] = field(default_factory=dict)
     """Per oracle: its speed factor split with our cadence (``fold.compare.speed``)."""
     runs: dict[str, RunsComparison] = field(default_factory=dict)
-    """Per other run of ours: what only two runs of ours can show (``fold.compare.runs``)."""
+    """Per other run of ours: what only two runs of ours can show (``fold.compare.our_runs``)."""
 
 
 def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OURS) -> ArmFigures:
