@@ -23,10 +23,10 @@ from typing import Any
 
 import orjson
 
-from fold.api import fold_acceptance
 from fold.compare.comparison import OURS, OURS_ALL, Arm, oracle_arms, our_arm
 from fold.compare.leg_pairs import pairing, require_pairing
 from fold.errors import FoldError, InputError
+from fold.folding.log_fold import fold_acceptance
 from fold.folding.warm import check_arm
 from fold.inputs.arm import ArmRecord, load_arm
 from fold.inputs.oracles import OURS_KIND, ArmFigures, detect_kind, parse_vs_spec
@@ -88,8 +88,8 @@ def load_arms(
 ) -> list[ArmFigures | Arm]:
     """Every ``--vs`` arm in the order given: oracle figures, or another run of ours folded.
 
-    ``fold_options`` are the main fold's keywords for :func:`fold.api.fold_acceptance` (its
-    ``seed`` among them); ``paired`` refuses another run of ours whose legs do not pair."""
+    ``fold_options`` are the main fold's keywords for :func:`fold.folding.log_fold.fold_acceptance`
+    (its ``seed`` among them); ``paired`` refuses another run of ours whose legs do not pair."""
     logs: dict[str, list[str]] = {}
     for text in log_specs:
         name, log = parse_vs_log(text)

@@ -42,7 +42,7 @@ _LEG_SUMS = {
     "emitted_lines": pl.Int64,
     "max_proposed": pl.Int64,
 }
-_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "legs": {"leg": pl.Int64(), **{name: dtype() for name, dtype in _LEG_SUMS.items()}},
     "histogram": {
         "leg": pl.Int64(),
@@ -88,10 +88,10 @@ _SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "ambiguous": pl.Int64(),
     },
 }
-# The per-request sums every fold path produces before ``_assemble`` splits them into the
+# The per-request sums every fold path produces before ``assemble`` splits them into the
 # request, leg and writer tables (the writers' columns ride along per request).
 PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
-    **_SCHEMAS["requests"],
+    **SCHEMAS["requests"],
     "emitted": pl.Int64(),
     "emitted_lines": pl.Int64(),
     "max_proposed": pl.Int64(),
@@ -113,7 +113,7 @@ _KEYS = {
 
 
 def _empty(name: str) -> pl.DataFrame:
-    return pl.DataFrame(schema=_SCHEMAS[name])
+    return pl.DataFrame(schema=SCHEMAS[name])
 
 
 @dataclass
@@ -150,13 +150,13 @@ def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
     if len(tables) == 1:
         return tables[0]
     keys = _KEYS[name]
-    values = [column for column in _SCHEMAS[name] if column not in keys]
+    values = [column for column in SCHEMAS[name] if column not in keys]
     return (
         pl.concat(tables)
         .group_by(keys)
         .agg(_merged(column) for column in values)
         .sort(keys)
-        .select(list(_SCHEMAS[name]))
+        .select(list(SCHEMAS[name]))
     )
 
 
@@ -187,10 +187,10 @@ def partial_fold(
             "unattributed": [int((status == UNATTRIBUTED).sum())],
             "ambiguous": [int((status == AMBIGUOUS).sum())],
         },
-        schema=_SCHEMAS["files"],
+        schema=SCHEMAS["files"],
     )
     queries = _fold_queries(attributed.lazy(), legs)
-    return _assemble(*pl.collect_all(queries), files)
+    return assemble(*pl.collect_all(queries), files)
 
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
@@ -242,7 +242,7 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
     return [per_request, histogram, bins]
 
 
-def _assemble(
+def assemble(
     per_request: pl.DataFrame,
     histogram: pl.DataFrame,
     bins: pl.DataFrame,
@@ -259,7 +259,7 @@ def _assemble(
     if step_times is None:
         step_times = (
             per_request.filter(pl.col("leg").is_not_null())
-            .select(list(_SCHEMAS["step_times"]))
+            .select(list(SCHEMAS["step_times"]))
             .sort(REQUEST_KEY)
         )
         per_request = per_request.drop("t_ns")
@@ -273,12 +273,12 @@ def _assemble(
         .sort("leg")
     )
     return PartialFold(
-        legs=leg_sums.select(list(_SCHEMAS["legs"])),
-        histogram=histogram.sort(_KEYS["histogram"]).select(list(_SCHEMAS["histogram"])),
-        requests=in_legs.sort(REQUEST_KEY).select(list(_SCHEMAS["requests"])),
-        step_times=step_times.select(list(_SCHEMAS["step_times"])).cast(_SCHEMAS["step_times"]),
-        bins=bins.sort("leg", "bin").select(list(_SCHEMAS["bins"])),
-        writers=writers.select(list(_SCHEMAS["writers"])),
+        legs=leg_sums.select(list(SCHEMAS["legs"])),
+        histogram=histogram.sort(_KEYS["histogram"]).select(list(SCHEMAS["histogram"])),
+        requests=in_legs.sort(REQUEST_KEY).select(list(SCHEMAS["requests"])),
+        step_times=step_times.select(list(SCHEMAS["step_times"])).cast(SCHEMAS["step_times"]),
+        bins=bins.sort("leg", "bin").select(list(SCHEMAS["bins"])),
+        writers=writers.select(list(SCHEMAS["writers"])),
         files=files,
     )
 

@@ -22,12 +22,12 @@ import polars as pl
 
 from fold.errors import RefusedError
 from fold.folding.accumulate import (
-    _SCHEMAS,
     DRAFTED,
     PER_REQUEST_SCHEMA,
+    SCHEMAS,
     TIME_BINS_PER_LEG,
     PartialFold,
-    _assemble,
+    assemble,
     request_sums,
     step_histogram,
 )
@@ -110,7 +110,7 @@ def engine_trace_fold(traces: list[EngineTrace], arm: ArmRecord) -> PartialFold:
             }
         )
     steps = pl.DataFrame(columns, schema=_STEP_COLUMNS)
-    return _fold(steps, pl.DataFrame(files, schema=_SCHEMAS["files"]))
+    return _fold(steps, pl.DataFrame(files, schema=SCHEMAS["files"]))
 
 
 def _match(trace: EngineTrace, prompt: list[dict[str, Any]], number: int) -> None:
@@ -218,5 +218,5 @@ def _fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
             pl.col("accepted").sum(),
         )
     )
-    no_times = pl.DataFrame(schema=_SCHEMAS["step_times"])
-    return _assemble(per_request, histogram, bins, files, no_times)
+    no_times = pl.DataFrame(schema=SCHEMAS["step_times"])
+    return assemble(per_request, histogram, bins, files, no_times)

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from fold.api import LogFold
 from fold.errors import FoldError, InputError
 from fold.folding.accumulate import PartialFold, merge_all
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
+from fold.folding.log_fold import LogFold
 from fold.folding.logfile import Legs, LogFile
 from fold.folding.result import FoldResult
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples

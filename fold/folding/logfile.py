@@ -1,10 +1,10 @@
 """One step-log file read, attributed and folded from where it last stopped.
 
-Both the one-shot fold (``fold.api``) and the follower (``fold.folding.follow``) read files through
-``LogFile``: the native reader (``fold.folding.native``) when it is built, else the polars reference
-reader (``fold.inputs.reader.StepLogReader``) with ``fold.folding.accumulate.partial_fold``. Only
-whole lines are read; a last line without its newline is held back, and ``finish`` (the file is
-complete) counts it as torn.
+Both the one-shot fold (``fold.folding.log_fold``) and the follower (``fold.folding.follow``) read
+files through ``LogFile``: the native reader (``fold.folding.native``) when it is built, else the
+polars reference reader (``fold.inputs.reader.StepLogReader``) with
+``fold.folding.accumulate.partial_fold``. Only whole lines are read; a last line without its
+newline is held back, and ``finish`` (the file is complete) counts it as torn.
 """
 
 from __future__ import annotations

@@ -29,12 +29,12 @@ from typing import Any
 import polars as pl
 
 from fold.folding.accumulate import (
-    _SCHEMAS,
     PER_REQUEST_SCHEMA,
     REQUEST_KEY,
+    SCHEMAS,
     TIME_BINS_PER_LEG,
     PartialFold,
-    _assemble,
+    assemble,
     merge_all,
     partial_fold,
 )
@@ -296,9 +296,9 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
             "unattributed": [raw["unattributed"]],
             "ambiguous": [raw["ambiguous"]],
         },
-        schema=_SCHEMAS["files"],
+        schema=SCHEMAS["files"],
     )
-    return _assemble(per_request, histogram, bins, files, step_times)
+    return assemble(per_request, histogram, bins, files, step_times)
 
 
 def _unattributed_fold(frame: pl.DataFrame, path: str) -> PartialFold:

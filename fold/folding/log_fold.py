@@ -1,0 +1,192 @@
+"""A fold of step logs over an arm record's legs: the whole job, no printing (``fold.api`` is
+its public face)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fold.errors import InputError
+from fold.folding.accumulate import MERGE_EVERY, PartialFold, merge_all
+from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
+from fold.folding.counter_check import check_counters
+from fold.folding.counter_fold import fold_counters
+from fold.folding.engine_trace_fold import engine_trace_fold
+from fold.folding.logfile import Legs, LogFile
+from fold.folding.result import ENGINE_TRACE, STEP_LOG, FoldResult, build_result
+from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
+from fold.folding.warm import DEFAULT_PREDICATE, check_arm
+from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
+from fold.inputs.arm import ArmRecord, load_arm
+from fold.inputs.engine_trace import looks_like_engine_trace, read_engine_trace
+from fold.inputs.reader import DEFAULT_BLOCK_BYTES, ReadCounts, expand_log_paths
+
+ProgressCallback = Callable[[int], None]
+"""Called with the number of bytes read since the last call."""
+
+
+@dataclass
+class LogFold:
+    """A fold in progress: the partial fold of the logs read so far and what reading met."""
+
+    arm: ArmRecord
+    partial: PartialFold = field(default_factory=PartialFold)
+    read_counts: dict[str, ReadCounts] = field(default_factory=dict)
+    step_source: str = STEP_LOG
+    """The hook's step logs (``STEP_LOG``) or the engine's trace (``ENGINE_TRACE``)."""
+    _legs: Legs | None = field(default=None, repr=False, compare=False)
+
+    def add_engine_traces(self, paths: list[str], *, skip_bad_lines: bool = False) -> None:
+        """The engine's own trace: one stderr file per prompt process, in prompt order
+        (``fold.inputs.engine_trace``). Its steps are given legs by their files' run lines, not by
+        time, so they are read all at once, and only into a fold of nothing else."""
+        if self.read_counts:
+            raise InputError(
+                f"{paths[0]}: the engine's trace cannot join a fold of other step logs"
+            )
+        traces = [read_engine_trace(path, skip_bad_lines=skip_bad_lines) for path in paths]
+        self.partial = engine_trace_fold(traces, self.arm)
+        for trace in traces:
+            trace.counts.kind = "engine trace"
+            trace.counts.run_lines = trace.run_lines
+            trace.counts.other_lines = trace.other_lines
+            self.read_counts[trace.path] = trace.counts
+        self.step_source = ENGINE_TRACE
+
+    def add_file(
+        self,
+        path: str,
+        *,
+        skip_bad_lines: bool = False,
+        block_bytes: int = DEFAULT_BLOCK_BYTES,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        if path in self.read_counts:
+            raise InputError(f"{path}: this step log is already in the fold")
+        log = LogFile(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)
+        pending: list[PartialFold] = []
+        reported = 0
+        for partial, _ in log.read_available(self.legs()):
+            if partial is not None:
+                pending.append(partial)
+            if len(pending) >= MERGE_EVERY:
+                self.partial = merge_all([self.partial, *pending])
+                pending = []
+            if progress is not None and log.offset > reported:
+                progress(log.offset - reported)
+                reported = log.offset
+        self.partial = merge_all([self.partial, *pending])
+        log.finish()
+        self.read_counts[path] = log.counts
+
+    def legs(self) -> Legs:
+        """The arm's legs indexed for reading (once per fold)."""
+        if self._legs is None:
+            self._legs = Legs.of(self.arm.legs)
+        return self._legs
+
+    def merge(self, other: LogFold) -> LogFold:
+        """The fold of both sets of logs (they must be distinct files over the same arm)."""
+        overlap = set(self.read_counts) & set(other.read_counts)
+        if overlap:
+            raise InputError(f"{sorted(overlap)[0]}: the same step log is in both folds")
+        return LogFold(
+            self.arm, self.partial.merge(other.partial), {**self.read_counts, **other.read_counts}
+        )
+
+    def result(
+        self,
+        predicate: str = DEFAULT_PREDICATE,
+        window_steps: int = DEFAULT_WINDOW_STEPS,
+        *,
+        prefill_tokens: int | None = None,
+        resamples: int = DEFAULT_RESAMPLES,
+        seed: int = DEFAULT_SEED,
+        stall_factor: float = DEFAULT_STALL_FACTOR,
+    ) -> FoldResult:
+        """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out), refused
+        unless it agrees with the engine's own counters where the record carries them."""
+        check = check_arm(self.arm, predicate)
+        result = build_result(
+            self.arm.legs,
+            self.partial,
+            self.read_counts,
+            check,
+            window_steps,
+            prefill_tokens=prefill_tokens,
+            stall_factor=stall_factor,
+            resamples=resamples,
+            seed=seed,
+            step_source=self.step_source,
+        )
+        check_counters(result, self.arm.counters)
+        return result
+
+
+def fold_acceptance(
+    arm: ArmRecord | str | Path,
+    logs: list[str],
+    *,
+    predicate: str = DEFAULT_PREDICATE,
+    window_steps: int = DEFAULT_WINDOW_STEPS,
+    skip_bad_lines: bool = False,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    progress: ProgressCallback | None = None,
+    prefill_tokens: int | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
+) -> FoldResult:
+    """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
+
+    With no logs, the legs' own counters are folded (``fold.folding.counter_fold``): every figure
+    that needs the steps themselves is then None.
+
+    ``prefill_tokens``: output tokens per request that no verify step emits (1 for servers, 0
+    for llama.cpp's speculative-simple); None learns it from the arm.
+
+    The warm predicate and the recorded throughput fold are checked before any log is read, so
+    a mismatch is refused without the cost of reading.
+    """
+    record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
+    if window_steps < 1:
+        raise InputError(f"--window must be at least 1 step, got {window_steps}")
+    check_resamples(resamples, seed)
+    check_stall_factor(stall_factor)
+    check = check_arm(record, predicate)
+    if not logs:
+        result = fold_counters(
+            record.legs,
+            record.counters,
+            check,
+            window_steps,
+            stall_factor=stall_factor,
+            resamples=resamples,
+            seed=seed,
+        )
+        check_counters(result, record.counters)
+        return result
+    fold = LogFold(record)
+    paths = expand_log_paths(logs)
+    traces = [path for path in paths if looks_like_engine_trace(path)]
+    if traces and len(traces) < len(paths):
+        hook = next(path for path in paths if path not in traces)
+        raise InputError(
+            f"{traces[0]} is the engine's trace (VT_SPEC_TRACE stderr) and {hook} the hook's "
+            "step log: fold one source at a time (both would count the same steps twice)"
+        )
+    if traces:
+        fold.add_engine_traces(traces, skip_bad_lines=skip_bad_lines)
+    for path in paths if not traces else []:
+        fold.add_file(
+            path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
+        )
+    return fold.result(
+        predicate,
+        window_steps,
+        prefill_tokens=prefill_tokens,
+        resamples=resamples,
+        seed=seed,
+        stall_factor=stall_factor,
+    )

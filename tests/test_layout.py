@@ -1,0 +1,198 @@
+"""The package's stages and the one way data flows through them (``docs/code.md``).
+
+Every module of ``fold/`` is parsed (never imported) and each import is judged by the stages:
+a module imports only from its own stage or an earlier one, never an entry point, and never a
+name another module keeps private (a leading underscore).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "fold"
+
+STAGES = {"inputs": 1, "folding": 2, "compare": 3, "present": 4}
+SHARED = {"fold.errors", "fold.wording", "fold._native"}
+"""Imported by every stage: the errors, the wording of numbers in messages, and the native
+extension (C++, it imports nothing of ours)."""
+ENTRY = 5
+"""The top of ``fold/``: the API, the command and the package itself; they may import any stage
+and no stage may import them."""
+MAX_TOP_FILES = 8
+
+
+def stage_of(module: str) -> int:
+    if module in SHARED or module.startswith("fold._native"):
+        return 0
+    parts = module.split(".")
+    if len(parts) >= 2 and parts[1] in STAGES:
+        return STAGES[parts[1]]
+    return ENTRY
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_module(name: str) -> bool:
+    if name in SHARED:
+        return True
+    relative = Path(*name.split("."))
+    return (ROOT / relative).with_suffix(".py").is_file() or (ROOT / relative).is_dir()
+
+
+def _absolute(module: str, node: ast.ImportFrom, is_package: bool) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    # A relative import counts from the module's package: itself when it is an __init__.
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def violations(module: str, source: str, *, is_package: bool = False) -> list[str]:
+    """What is wrong with one module's imports, one sentence each (empty when nothing is)."""
+    own = stage_of(module)
+    found: list[str] = []
+    imported_modules: set[str] = set()
+
+    def judge(target: str, line: int) -> None:
+        if not (target == "fold" or target.startswith("fold.")):
+            return
+        if own != ENTRY and stage_of(target) > own:
+            found.append(f"{module}:{line} imports {target}, a later stage or an entry point")
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                judge(alias.name, node.lineno)
+                if alias.name.startswith("fold."):
+                    imported_modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            source_module = _absolute(module, node, is_package)
+            for alias in node.names:
+                full = f"{source_module}.{alias.name}"
+                if is_module(full):
+                    judge(full, node.lineno)
+                    imported_modules.add(alias.asname or alias.name)
+                    continue
+                judge(source_module, node.lineno)
+                if alias.name.startswith("_") and source_module != module:
+                    found.append(
+                        f"{module}:{node.lineno} imports {alias.name}, private to {source_module}"
+                    )
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported_modules
+        ):
+            found.append(f"{module}:{node.lineno} uses {node.value.id}.{node.attr}, a private name")
+    return found
+
+
+def package_modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_the_stages_are_packages_and_every_module_is_in_one():
+    assert {
+        path.name
+        for path in PACKAGE.iterdir()
+        if path.is_dir() and (path / "__init__.py").is_file()
+    } == set(STAGES)
+    stray = [
+        module_name(path)
+        for path in package_modules()
+        if stage_of(module_name(path)) == ENTRY and path.parent != PACKAGE
+    ]
+    assert stray == []
+
+
+def test_the_top_of_the_package_keeps_only_the_entry_points():
+    top = sorted(
+        path.name for path in PACKAGE.iterdir() if path.is_file() and path.suffix in {".py", ".cc"}
+    )
+    assert len(top) <= MAX_TOP_FILES, top
+
+
+@pytest.mark.parametrize("path", package_modules(), ids=lambda path: module_name(path))
+def test_imports_flow_one_way_and_keep_private_names_private(path: Path):
+    module = module_name(path)
+    assert violations(module, path.read_text(), is_package=path.name == "__init__.py") == []
+
+
+PLANTED = {
+    "a reader importing the comparison": (
+        "fold.inputs.reader",
+        "from fold.compare.gap import GapAttribution\n",
+        "imports fold.compare.gap, a later stage",
+    ),
+    "a fold importing the API": (
+        "fold.folding.follow",
+        "from fold.api import LogFold\n",
+        "imports fold.api, a later stage or an entry point",
+    ),
+    "a module imported whole from a later stage": (
+        "fold.folding.result",
+        "import fold.present.table\n",
+        "imports fold.present.table",
+    ),
+    "a later stage named through its package": (
+        "fold.inputs.arm",
+        "from fold.folding import warm\n",
+        "imports fold.folding.warm",
+    ),
+    "a relative import of a later stage": (
+        "fold.compare.gap",
+        "from ..present import table\n",
+        "imports fold.present.table",
+    ),
+    "an import inside a function": (
+        "fold.inputs.arm",
+        "def f():\n    from fold.folding.cadence import fold_cadence\n    return fold_cadence\n",
+        "imports fold.folding.cadence",
+    ),
+    "another module's private name": (
+        "fold.folding.native",
+        "from fold.folding.accumulate import _SCHEMAS\n",
+        "imports _SCHEMAS, private to fold.folding.accumulate",
+    ),
+    "another module's private name through the module": (
+        "fold.present.table",
+        "from fold.folding import accumulate\nx = accumulate._assemble\n",
+        "uses accumulate._assemble, a private name",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PLANTED, ids=list(PLANTED))
+def test_a_planted_wrong_import_is_caught(case: str):
+    module, source, expected = PLANTED[case]
+    found = violations(module, source)
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_imports_that_follow_the_stages_pass():
+    source = (
+        "from fold.errors import InputError\n"
+        "from fold.inputs.arm import ArmRecord\n"
+        "from fold.folding import accumulate\n"
+        "from fold.folding.result import FoldResult\n"
+        "import fold.compare.gap\n"
+        "from fold import _native\n"
+        "from . import speed\n"
+        "def f(x):\n    return x._private, accumulate.SCHEMAS\n"
+    )
+    assert violations("fold.compare.our_runs", source) == []
+    # The API may import every stage: it is where they meet.
+    assert violations("fold.api", "from fold.present.table import render_table\n") == []
