@@ -22,7 +22,10 @@ from typing import Any
 
 from fold import acceptance as formulas
 from fold.errors import InputError, RefusedError
+from fold.inputs import limits
 from fold.leg_sums import Leg
+
+ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counters"
 
 OURS_KIND = "ours"
 
@@ -174,13 +177,15 @@ def arm_from_counts(
         "accepted": names.get("accepted", "accepted tokens (A)"),
     }
     for key, value in (("steps", steps), ("proposed", proposed), ("accepted", accepted)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
+        if value is not None and (not limits.is_int(value) or value < 0):
             raise InputError(
                 f"{where}: {label[key]} = {value!r} is not a count (a non-negative integer); "
                 "fix the input"
             )
+        if value is not None:
+            # an oracle's counts are often sums over its requests or legs: exact, and refused
+            # here when the sum has no 64-bit value
+            limits.check_count(where, label[key], value, ORACLE_COUNT_WHAT_TO_DO)
     for what, value, positive in (
         (f"tok/s ({src.get('tok_s', 'throughput')})", tok_s, True),
         (names.get("completion_tokens_per_step", "accept length"), completion_tokens_per_step,

@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 
 from fold.errors import InputError, RefusedError
-from fold.oracles.figures import ALL_LEGS, WARM_LEGS
+from fold.inputs import limits
+from fold.oracles.figures import ALL_LEGS, ORACLE_COUNT_WHAT_TO_DO, WARM_LEGS
 from fold.recorded_fold import RecordedFold, disagreements
 
 # The gate's own check of its throughput fold (fold.warm), applied to an oracle's legs too.
@@ -192,6 +193,10 @@ def count(value: Any, where: str) -> int:
         value = int(value)
     if value < 0:
         raise InputError(f"{where} = {value} is negative; counters are non-negative counts")
+    if limits.count_problem(value):
+        raise InputError(
+            limits.refusal(where, "count", value, limits.COUNT_WORDS, ORACLE_COUNT_WHAT_TO_DO)
+        )
     return value
 
 
@@ -366,7 +371,7 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
 
 def _whole(value: Any) -> bool:
     """A count as a record writes it: an integer, not a bool."""
-    return isinstance(value, int) and not isinstance(value, bool)
+    return limits.is_int(value)
 
 
 def _wholes(value: Any) -> bool:
