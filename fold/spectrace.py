@@ -254,6 +254,9 @@ def _run_line(
     match = _RUN.fullmatch(text)
     if match is None:
         return _bad(path, number, f"a {RUN_PREFIX}r/R line that cannot be read", counts, skip)
+    if max(len(match.group(1)), len(match.group(2))) > limits.MAX_DIGITS:
+        shown = f"{limits.shown(match.group(1))}/{limits.shown(match.group(2))}"
+        return _bad(path, number, f"run={shown} is not a run of a gate", counts, skip)
     run, runs = int(match.group(1)), int(match.group(2))
     if not 1 <= run <= runs:
         return _bad(path, number, f"run={run}/{runs} is not a run of {runs}", counts, skip)

@@ -12,7 +12,7 @@ import os
 import secrets
 import time
 
-from fold.inputs.limits import MAX_STEP_TOKENS
+from fold.inputs.limits import MAX_STEP_TOKENS, is_int
 
 FORMAT_VERSION = 1
 MAX_ID_ESCAPED = 256
@@ -73,7 +73,7 @@ def format_line(
 
 def _integer(value: int) -> str:
     # A bool is an int to Python but not a request id; a float would print as one.
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise TypeError(f"seq must be an int or a str, got {type(value).__name__}")
     return str(value)
 

@@ -19,6 +19,7 @@ from fold.api import fold_acceptance
 from fold.arm import arm_from_document
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
+from fold.oracles import read_oracle
 from fold.oracles.figures import arm_from_counts
 from fold.oracles.source import count
 from fold.steplog import StepLogWriter
@@ -273,3 +274,56 @@ def test_the_python_writer_refuses_a_step_past_the_cap(tmp_path):
             with pytest.raises(ValueError, match="a step carries at most 65536 tokens"):
                 writer.record(2, proposed, 0, emitted)
     assert [orjson.loads(line)["proposed"] for line in log.read_bytes().splitlines()] == [65536]
+
+
+ORACLES = ROOT / "fixtures" / "oracles"
+VLLM_LOG_LINE = (
+    "INFO [metrics.py:136] SpecDecoding metrics: Mean acceptance length: 3.50, Accepted "
+    "throughput: 1.00 tokens/s, Drafted throughput: 2.00 tokens/s, Accepted: 5000 tokens, "
+    "Drafted: 9000 tokens, Per-position acceptance rate: 0.9, Avg Draft acceptance rate: 55.6%\n"
+)
+WHAT_TO_CHECK = "no engine counts this many; check the oracle's counters"
+
+
+def test_printed_oracle_counts_past_64_bits_are_malformed_at_any_length():
+    digits = "9" * 5000  # Python converts no decimal this long: it is refused by its length
+    with pytest.raises(InputError) as error:
+        read_oracle("v", VLLM_LOG_LINE.replace("Drafted: 9000", f"Drafted: {digits}"))
+    assert str(error.value) == (
+        f"<input>:1: draft tokens (P) {digits[:20]}... (5000 digits) is past 2^63 - 1, the "
+        f"largest count (FORMAT.md): {WHAT_TO_CHECK}"
+    )
+    text = (ORACLES / "llamacpp-speculative-simple.txt").read_text()
+    assert "n_drafted = 640" in text
+    with pytest.raises(InputError) as error:
+        read_oracle("l", text.replace("n_drafted = 640", f"n_drafted = {2**63}"), "llamacpp")
+    assert str(error.value) == (
+        "<input>: run 1: n_drafted 9223372036854775808 is past 2^63 - 1, the largest count "
+        f"(FORMAT.md): {WHAT_TO_CHECK}"
+    )
+
+
+def test_printed_oracle_counts_summing_past_64_bits_are_refused():
+    # each line: P = 2^62, A = 2.5 * 2^60 (1 + A/S = 3.50 for S = 2^60): valid alone
+    line = VLLM_LOG_LINE.replace("Accepted: 5000", f"Accepted: {5 * 2**59}").replace(
+        "Drafted: 9000", f"Drafted: {2**62}"
+    )
+    with pytest.raises(RefusedError) as error:
+        read_oracle("v", line * 2)
+    assert str(error.value).startswith(
+        "<input>: draft tokens (P) 9223372036854775808 is past 2^63 - 1, the largest count "
+    )
+
+
+def test_a_run_line_of_any_length_is_a_malformed_line(tmp_path):
+    paths = traces(tmp_path, "k=7", "k=7")
+    text = (
+        Path(paths[0])
+        .read_text()
+        .replace("vllm-cli: run=1/5", "vllm-cli: run=" + "1" * 5000 + "/5", 1)
+    )
+    Path(paths[0]).write_text(text)
+    with pytest.raises(
+        InputError, match=r"run=11111111111111111111\.\.\. \(5000 digits\)/5 is not"
+    ):
+        fold_acceptance(arm_from_document(record()), paths)

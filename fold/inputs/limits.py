@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fold.errors import RefusedError
+from fold.errors import InputError, RefusedError
 
 MAX_STEP_TOKENS = 2**16
 """The most tokens one step of one request may propose or emit (instrument/FORMAT.md). No
@@ -69,23 +69,22 @@ def refusal(where: str, field: str, value: Any, limit: str, what_to_do: str) -> 
     return f"{where}: {field} {shown(value)} {limit}: {what_to_do}"
 
 
-def step_tokens_problem(value: int) -> str | None:
-    """The limit words when a step's token count is past the cap, else None."""
-    return STEP_CAP_WORDS if value > MAX_STEP_TOKENS else None
-
-
 def count_problem(value: int) -> str | None:
+    """The limit words when a count is past 2^63 - 1, else None."""
     return COUNT_WORDS if value > MAX_COUNT else None
 
 
 def request_id_problem(value: int) -> str | None:
+    """The limit words when an integer request id is outside 0 .. 2^64 - 1, else None."""
     return REQUEST_ID_WORDS if not 0 <= value <= MAX_REQUEST_ID else None
 
 
-def check_step_tokens(where: str, field: str, value: int, what_to_do: str) -> None:
-    """RefusedError when one step's token count is past the cap."""
-    if value > MAX_STEP_TOKENS:
-        raise RefusedError(refusal(where, field, value, STEP_CAP_WORDS, what_to_do))
+def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
+    """A count printed as a decimal (digits only); InputError past 2^63 - 1, decided by its
+    length first so a decimal of any size is refused at once."""
+    if len(text) > MAX_DIGITS or int(text) > MAX_COUNT:
+        raise InputError(refusal(where, field, text, COUNT_WORDS, what_to_do))
+    return int(text)
 
 
 def check_count(where: str, field: str, value: int, what_to_do: str) -> None:

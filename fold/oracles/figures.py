@@ -264,7 +264,7 @@ def arm_from_counts(
         per_pos = tuple(per_position)
         pp_label = names.get("per_position", "per-position accepted counts")
         for i, count in enumerate(per_pos):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            if not limits.is_int(count) or count < 0:
                 raise InputError(f"{where}: {pp_label}[{i}] = {count!r} is not a count")
             if steps is not None and count > high("steps", steps):
                 raise RefusedError(
@@ -444,8 +444,14 @@ def sum_printed_lines(
     accepted = proposed = count = low = high = 0
     steps_known = True
     for match in pattern.finditer(text):
-        a, p, length = int(match[groups[0]]), int(match[groups[1]]), match[groups[2]]
         lineno = text.count("\n", 0, match.start()) + 1
+        a, p = (
+            limits.decimal_count(match[group], f"{where}:{lineno}", field, ORACLE_COUNT_WHAT_TO_DO)
+            for group, field in zip(
+                groups[:2], ("accepted tokens (A)", "draft tokens (P)"), strict=True
+            )
+        )
+        length = match[groups[2]]
         if a > p:
             raise RefusedError(f"{where}:{lineno}: " + exceeds.format(a=a, p=p))
         accepted, proposed, count = accepted + a, proposed + p, count + 1

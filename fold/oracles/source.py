@@ -238,7 +238,7 @@ def run_number(record: Mapping[str, Any], where: str) -> int | None:
     run = record.get("run")
     if run is None:
         return None
-    if isinstance(run, bool) or not isinstance(run, int):
+    if not limits.is_int(run):
         raise InputError(f"{where}: run = {run!r} must be an integer (1 is the cold leg)")
     return run
 
