@@ -273,6 +273,8 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
 
 def _past_range(name: str, value: Any) -> str:
     """The limit's words for an integer field that no 64-bit field holds."""
+    if str(value).startswith("-"):
+        return f"field '{name}' {limits.shown(value)} is negative: counts and ids are unsigned"
     words = limits.REQUEST_ID_WORDS if name == "seq" else limits.COUNT_WORDS
     return f"field '{name}' {limits.shown(value)} {words}"
 
