@@ -17,6 +17,7 @@ from native_switch import native_switch
 
 from fold.api import fold_acceptance
 from fold.arm import arm_from_document
+from fold.cli import main
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
 from fold.oracles import read_oracle
@@ -327,3 +328,18 @@ def test_a_run_line_of_any_length_is_a_malformed_line(tmp_path):
         InputError, match=r"run=11111111111111111111\.\.\. \(5000 digits\)/5 is not"
     ):
         fold_acceptance(arm_from_document(record()), paths)
+
+
+def test_another_run_of_ours_is_read_by_the_same_checks(tmp_path, capsys):
+    document = record()
+    document.pop("spec_acceptance")
+    for leg in document["legs"]:
+        leg["spec_drafted_request_steps"] = 2**60
+        leg["spec_drafts_proposed"] = 2**62
+        leg["spec_drafts_accepted"] = 2**61
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(document))
+    assert main([str(EXAMPLE / "our-arm.json"), "--vs", f"b:ours={other}"]) == 1
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"--vs b: {other}: leg 1 (run 2 of prompt 0, " in said
+    assert f"'spec_drafts_proposed' 4611686018427387904 {SUM_WORDS}: no leg of a" in said
