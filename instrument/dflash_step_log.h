@@ -58,7 +58,8 @@
 //     A short write leaves at most one torn line, which readers skip. (The header never changes
 //     signal dispositions: past RLIMIT_FSIZE the default SIGXFSZ ends the process, as it would
 //     for any other write of the engine; ignore SIGXFSZ to get EFBIG instead.)
-//   - accepted > proposed: the row violates the format, so nothing is written for it. It still
+//   - accepted > proposed, or proposed or emitted past 65536 (the most tokens one step may
+//     carry, FORMAT.md): the row violates the format, so nothing is written for it. It still
 //     takes its `n` and counts in dropped(), so readers see a lost line instead of a false one;
 //     one warning on stderr. (Clamping would invent a plausible number; writing it would make
 //     readers refuse the whole file.)
@@ -140,7 +141,8 @@ bool enabled() noexcept;
 // Each argument may be of any integer type (`draft.size()`, an `int` slot id, ...): call sites
 // need no casts and compile clean under -Wconversion. A value that does not fit its field
 // (`seq` in 0..2^64-1, the counts in 0..2^32-1; so any negative value) would make a false row:
-// nothing is written, the row takes its `n` and counts in dropped(), as accepted > proposed does.
+// nothing is written, the row takes its `n` and counts in dropped(), as accepted > proposed and
+// a count past kMaxStepTokens (65536) do.
 // `seq` may also be a string id (anything that converts to std::string_view: the engine's
 // `req_ids[i]`, a `cmpl-...` id), written as a JSON string escaped as the leg label is; an id
 // longer than 256 bytes once escaped, or a null `const char*`, is dropped the same way.
@@ -155,6 +157,9 @@ std::uint64_t dropped() noexcept;
 namespace detail {
 inline constexpr std::size_t kMaxLegEscaped = 1024;  // bytes of the escaped label, at most
 inline constexpr std::size_t kMaxIdEscaped = 256;    // bytes of an escaped string id, at most
+// The most tokens one step may carry (FORMAT.md; fold.inputs.limits.MAX_STEP_TOKENS): readers
+// refuse a log with a larger `proposed` or `emitted`, so such a row is dropped, not written.
+inline constexpr std::uint32_t kMaxStepTokens = 65536;
 inline constexpr std::size_t kMaxLine = 256 + kMaxLegEscaped + kMaxIdEscaped;
 inline constexpr std::size_t kBatchBytes = 16384;  // text handed to one write(2), at most
 inline constexpr std::size_t kBatchRows = 64;      // rows a Batch holds before it commits
@@ -576,8 +581,14 @@ inline bool ready() noexcept {
   return ensure_ready();
 }
 
-// Counts a row that would break the format (accepted > proposed, or a value that does not fit
-// its field): it takes an `n` (so readers see the gap) but is not written.
+// A row whose counts the format forbids: accepted > proposed, or a count past kMaxStepTokens.
+inline bool breaks_format(const Row& row) noexcept {
+  return row.accepted > row.proposed || row.proposed > kMaxStepTokens ||
+         (row.has_emitted != 0 && row.emitted > kMaxStepTokens);
+}
+
+// Counts a row that would break the format (breaks_format, or a value that does not fit its
+// field): it takes an `n` (so readers see the gap) but is not written.
 [[gnu::noinline]] inline void drop_row(const Row& row, bool fits) noexcept {
   g.next_n.fetch_add(1, std::memory_order_relaxed);
   g.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -586,10 +597,15 @@ inline bool ready() noexcept {
     warn("dflash_step_log: a step with a negative seq or count, one past its field (seq "
          "2^64-1, counts 2^32-1), or a string id null or over 256 bytes escaped, was not "
          "written and counts in dropped(); further ones are counted silently\n");
-  } else {
+  } else if (row.accepted > row.proposed) {
     warn("dflash_step_log: a step with accepted=%" PRIu32 " > proposed=%" PRIu32 " was not "
          "written and counts in dropped(); further ones are counted silently\n",
          row.accepted, row.proposed);
+  } else {
+    warn("dflash_step_log: a step with proposed=%" PRIu32 " or emitted=%" PRIu32 " past %" PRIu32
+         ", the most tokens one step may carry, was not written and counts in dropped(); "
+         "further ones are counted silently\n",
+         row.proposed, row.emitted, kMaxStepTokens);
   }
 }
 
@@ -662,7 +678,7 @@ inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noe
 
 [[gnu::noinline]] inline void record_enabled(const Row& row, bool fits) noexcept {
   if (!ready()) return;
-  if (!fits || row.accepted > row.proposed) {
+  if (!fits || breaks_format(row)) {
     drop_row(row, fits);
     return;
   }
@@ -763,7 +779,7 @@ inline void Batch::add_seq(const Seq& seq, detail::Row& row, bool fits) noexcept
 
 inline void Batch::add_row(const detail::Row& row, bool fits) noexcept {
   if (!detail::ready()) return;
-  if (!fits || row.accepted > row.proposed) {
+  if (!fits || detail::breaks_format(row)) {
     detail::drop_row(row, fits);
     return;
   }

@@ -436,7 +436,11 @@ def test_request_ids_use_the_whole_unsigned_64_bit_range(tmp_path):
         )
         assert sorted(request["seq"] for request in result.legs[0]["requests"]) == [2**63, big]
     too_big = step(ns(3), 4, 3, 2).replace(b'"seq":0', f'"seq":{2**64}'.encode())
-    with pytest.raises(InputError, match="'seq' does not fit in 64 bits"):
+    with pytest.raises(
+        InputError,
+        match=r"t.jsonl:4: field 'seq' 18446744073709551616 is past 2\^64 - 1, the largest "
+        "integer request id",
+    ):
         fold_acceptance(record, [write(tmp_path / "t.jsonl", [*lines, too_big])])
 
 

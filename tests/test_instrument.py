@@ -8,6 +8,7 @@ a fixed function of ``seq`` (``row_for``, mirrored here), so every line read bac
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import orjson
 import pytest
 from conftest import CPP, INSTRUMENT, WARNINGS, compile_cxx
 
+from fold.inputs import limits
+from fold.inputs.reader import StepLogReader
 from fold.inputs.steplog import format_line
 
 V1_TYPES = {
@@ -247,7 +250,7 @@ def test_extreme_values_are_exact(asan, tmp_path):
     log = tmp_path / "steps.jsonl"
     run(asan, "extremes", env=driver_env(DFLASH_STEP_LOG=str(log), DFLASH_STEP_LEG="x"))
     lines, _ = parse_lines(log)
-    big = 2**32 - 1
+    big = 65536  # the most tokens one step may carry (FORMAT.md): the widest count written
     assert [(o["seq"], o["proposed"], o["accepted"], o.get("emitted")) for _, o in lines] == [
         (2**64 - 1, big, big, big),
         (0, 0, 0, 0),
@@ -257,6 +260,29 @@ def test_extreme_values_are_exact(asan, tmp_path):
     ]
     for raw, obj in lines:
         assert_same_bytes_as_python(raw, obj, "x")
+
+
+def test_counts_past_the_step_cap_are_dropped_not_written(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    fields, stderr = run(asan, "past_cap", env=driver_env(DFLASH_STEP_LOG=str(log)))
+    lines, _ = parse_lines(log)
+    # Rows 2 to 6 carry a proposed or emitted of 65537 or 2^32 - 1, which readers refuse.
+    assert [(o["seq"], o["proposed"], o.get("emitted")) for _, o in lines] == [
+        (1, 7, 4),
+        (7, 65536, 65536),
+    ]
+    assert fields["dropped"] == "5"
+    assert len({o["n"] for _, o in lines}) == 2
+    assert len(stderr) == 1 and "proposed=65537 or emitted=0 past 65536" in stderr[0]
+    # What was written folds: the exact reader refuses a log with a count past the cap.
+    read = StepLogReader(log)
+    assert sum(frame.height for frame in read.read_available()) == 2
+
+
+def test_the_instrument_cap_is_the_readers_cap():
+    header = (INSTRUMENT / "dflash_step_log.h").read_text()
+    match = re.search(r"constexpr std::uint32_t kMaxStepTokens = (\d+);", header)
+    assert match is not None and int(match.group(1)) == limits.MAX_STEP_TOKENS == 65536
 
 
 def test_accepted_above_proposed_is_dropped_not_written(asan, tmp_path):

@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -584,3 +585,29 @@ def test_changes_beyond_twice_read_as_multiples() -> None:
     assert plain_verdict(attribute_gap(new, old), 0.02) == (
         "acceptance unchanged: +0.0% (tolerance 2%); steps are 10.00x slower; net 10.00x slower"
     )
+
+
+def test_requests_are_said_to_pair_only_when_each_leg_holds_the_same_ones(tmp_path, capsys):
+    """A paired resample draws a leg's requests by their place in it, so the label says the
+    requests pair only when both legs hold the same request ids in the same places."""
+    steps = Path(log("after")).read_bytes()
+    again = tmp_path / "again.jsonl"  # the same steps from another writer (a new process)
+    again.write_bytes(steps.replace(b'"w":"00000000000000b0"', b'"w":"00000000000000c0"'))
+    moved = tmp_path / "moved.jsonl"  # the same counts under other request ids
+    moved.write_bytes(
+        re.sub(rb'"seq":(\d+)', lambda found: b'"seq":%d' % (int(found[1]) + 100), steps)
+    )
+    document = run_json(capsys, arm("after"), log("after"),
+                        "--vs", f"again={arm('after')}", "--vs-log", f"again={again}",
+                        "--vs", f"moved={arm('after')}", "--vs-log", f"moved={moved}")  # fmt: skip
+    runs = document["oracles"]["runs"]
+    assert runs["again"]["resampling"] == (
+        "paired: the same legs (and requests within them) drawn on both sides"
+    )
+    assert runs["moved"]["resampling"] == (
+        "paired by legs: the same legs drawn on both sides; the requests within them are not "
+        "matched (leg 0 holds 2 request(s): 1, 2 in ours, 2 request(s): 101, 102 in moved)"
+    )
+    # The draws do pair by place: the same requests drawn on both sides give every resample
+    # the same acceptance, so the factor's interval is 1 exactly.
+    assert document["oracles"]["gaps"]["again"]["acceptance_factor_ci"] == [1.0, 1.0]

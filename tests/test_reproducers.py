@@ -118,7 +118,11 @@ def test_a_proposal_past_the_cap_is_refused_naming_the_line(tmp_path: Path, prop
     for skip in (False, True):
         error = both_ways(log, skip_bad_lines=skip)
         assert error[0] == "RefusedError"
-        assert error[1].startswith(f"{log}:2: 'proposed' exceeds {MAX_STEP_TOKENS}")
+        assert error[1] == (
+            f"{log}:2: 'proposed' {proposed} exceeds 65536, the most tokens one step may carry "
+            "(FORMAT.md): the engine's instrumentation is miscounting; no acceptance can be "
+            "computed from this log"
+        )
 
 
 def test_a_proposal_at_the_cap_folds_with_figures_bounded_by_it(tmp_path: Path):
@@ -151,7 +155,7 @@ def test_emitted_past_the_cap_is_refused_never_wrapped(tmp_path: Path, emitted: 
     for skip in (False, True):
         error = both_ways(log, skip_bad_lines=skip)
         assert error[0] == "RefusedError"
-        assert error[1].startswith(f"{log}:1: 'emitted' exceeds {MAX_STEP_TOKENS}")
+        assert error[1].startswith(f"{log}:1: 'emitted' {emitted} exceeds 65536, the most ")
 
 
 def test_counts_at_the_cap_sum_exactly(tmp_path: Path):

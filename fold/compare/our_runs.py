@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -96,10 +97,13 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
     seeds = [(result.bootstrap or {}).get("seed") for result in (ours, theirs)]
     resamples = (ours.bootstrap or {}).get("resamples", 0)
     together = found.paired and seeds[0] == seeds[1]
+    unmatched = unmatched_requests(ours.legs, theirs.legs, other.name) if together else None
     resampling = (
-        "paired: the same legs (and requests within them) drawn on both sides"
-        if together
-        else f"independent: each run drawn on its own stream (seeds {seeds[0]}, {seeds[1]})"
+        f"independent: each run drawn on its own stream (seeds {seeds[0]}, {seeds[1]})"
+        if not together
+        else "paired: the same legs (and requests within them) drawn on both sides"
+        if unmatched is None
+        else f"paired by legs: the same legs drawn on both sides; {unmatched}"
     )
     if not resamples:
         resampling = "none: --bootstrap 0"
@@ -122,6 +126,39 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         decode_factor=_decode_factor(ours, theirs),
         decode_factor_ci=_decode_factor_ci(ours, theirs),
     )
+
+
+def unmatched_requests(
+    ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[str, Any]], name: str
+) -> str | None:
+    """Why the requests within paired legs are not drawn in pairs, or None when they are.
+
+    A paired resample draws a leg's requests by their place in the leg, from the leg's own
+    stream, so the same places on both sides. The places hold the same requests only when both
+    legs list the same request ids from writers in the same order (writers' ids are random per
+    process, so a writer is known by its rank in the leg): that is checked here, leg by leg."""
+    for a, b in zip(ours, theirs, strict=True):
+        if a["requests"] is None or b["requests"] is None:
+            return "a run has no step log, so its legs are drawn whole, without requests"
+        mine, yours = _request_places(a["requests"]), _request_places(b["requests"])
+        if mine != yours:
+            return (
+                f"the requests within them are not matched (leg {a['index']} holds "
+                f"{_ids_text(mine)} in ours, {_ids_text(yours)} in {name})"
+            )
+    return None
+
+
+def _request_places(requests: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, Any]]:
+    """Each request in draw order as (its writer's rank, its id's type, its id)."""
+    rank = {writer: place for place, writer in enumerate(sorted({r["w"] for r in requests}))}
+    return [(rank[r["w"]], type(r["seq"]).__name__, r["seq"]) for r in requests]
+
+
+def _ids_text(places: list[tuple[int, str, Any]]) -> str:
+    shown = ", ".join(repr(seq) if kind == "str" else str(seq) for _, kind, seq in places[:4])
+    more = " ..." if len(places) > 4 else ""
+    return f"{len(places)} request(s): {shown}{more}" if places else "no requests"
 
 
 def _rows(rows: list[dict[str, Any]] | None) -> tuple[dict[str, Any], ...] | None:

@@ -33,6 +33,7 @@ from fold.folding.accumulate import (
 )
 from fold.inputs.arm import ArmRecord
 from fold.inputs.engine_trace import RUN_PREFIX, EngineTrace, RunLines
+from fold.inputs.limits import is_int
 
 # Run-line fields the gate copies into each leg, and how a printed value compares with it.
 _INTEGER_FIELDS = (
@@ -57,7 +58,7 @@ def prompts_of(arm: ArmRecord) -> list[list[dict[str, Any]]]:
     workload = arm.document.get("workload") if isinstance(arm.document, dict) else None
     repeat = workload.get("repeat") if isinstance(workload, dict) else None
     prompts: list[list[dict[str, Any]]] = []
-    if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0:
+    if is_int(repeat) and repeat > 0:
         if len(legs) % repeat:
             raise RefusedError(
                 f"{arm.path}: {len(legs)} legs are not whole prompts of workload.repeat = "

@@ -1,1 +1,1 @@
-"""Stage 1, inputs: the readers of every outside format, each refusing what it cannot read."""
+"""Stage 1, inputs: the readers of every outside format, and what a step or a counter may be."""

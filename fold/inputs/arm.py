@@ -11,10 +11,14 @@ import orjson
 import polars as pl
 
 from fold.errors import InputError
+from fold.inputs import limits
 from fold.inputs.arm_counters import EngineCounters, read_counters
+from fold.inputs.limits import is_int, is_number
 
 _REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix")
 _REQUIRED_INTS = ("run", "prompt_tokens", "completion_tokens")
+_SUMMED_INTS = ("prompt_tokens", "completion_tokens")
+_NO_SUCH_LEG = "no benchmark leg generates this many tokens; take the record again from the gate"
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,14 @@ def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
         raise InputError(f"{where}: the arm record has no legs")
 
     rows = [_validated_leg(leg, index, where) for index, leg in enumerate(legs_raw)]
+    limits.check_sums(
+        (
+            (f"{where}: leg {row['index']} (run {row['run']})", f"'{field}'", row[field])
+            for row in rows
+            for field in _SUMMED_INTS
+        ),
+        _NO_SUCH_LEG,
+    )
     legs = pl.DataFrame(rows, infer_schema_length=None)
     return ArmRecord(
         path=where,
@@ -113,8 +125,13 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
     row: dict[str, Any] = {"index": index}
     for field in _REQUIRED_INTS:
         value = leg.get(field)
-        if not _is_int(value):
+        if not is_int(value):
             raise InputError(_field_problem(where, index, field, value, "an integer"))
+        if limits.count_problem(abs(value)):
+            raise InputError(
+                limits.refusal(f"{where}: leg {index}", f"'{field}'", value, limits.COUNT_WORDS,
+                               _NO_SUCH_LEG)
+            )  # fmt: skip
         row[field] = value
     if row["run"] < 1:
         raise InputError(f"{where}: leg {index} field 'run' is {row['run']}; runs are 1-based")
@@ -132,7 +149,12 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
         raise InputError(_field_problem(where, index, "leg", label, "a string label"))
     row["leg"] = label
     for key, value in leg.items():
-        if key not in row and _is_scalar(value):
+        # A field the fold does not read is kept only when a 64-bit column can hold it.
+        if (
+            key not in row
+            and _is_scalar(value)
+            and not (is_int(value) and limits.count_problem(abs(value)))
+        ):
             row[key] = value
     for field in ("generate_start_unix", "generate_end_unix"):
         if not 0 <= row[field] < LAST_EPOCH_SECOND:
@@ -163,12 +185,8 @@ def _field_problem(where: str, index: int, field: str, value: Any, wanted: str) 
     return f"{where}: leg {index} field '{field}' must be {wanted}, found {found}"
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_number(value: Any) -> bool:
-    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _is_scalar(value: Any) -> bool:
@@ -186,7 +204,7 @@ def _optional_number(value: Any, where: str, field: str) -> float | None:
 def _optional_count(value: Any, where: str, field: str) -> int | None:
     if value is None:
         return None
-    if not _is_int(value) or value < 0:
+    if not is_int(value) or value < 0:
         raise InputError(f"{where}: '{field}' must be a non-negative integer, found {value!r}")
     return value
 
@@ -194,7 +212,7 @@ def _optional_count(value: Any, where: str, field: str) -> int | None:
 def _recorded_warm_legs(value: Any, where: str) -> int | list[int] | None:
     """The gate records either how many legs were warm or which ones (0-based indices)."""
     if isinstance(value, list):
-        if not all(_is_int(item) for item in value):
+        if not all(is_int(item) for item in value):
             raise InputError(f"{where}: 'warm_legs' as a list must hold leg indices")
         return sorted(value)
     return _optional_count(value, where, "warm_legs")

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.errors import InputError, RefusedError
+from fold.inputs import limits
+from fold.inputs.limits import is_int, is_number
 
 COUNTER_FIELDS = {
     "steps": "spec_drafted_request_steps",
@@ -32,6 +34,8 @@ BLOCK_COUNTS = {
     "accepted": "drafts_accepted",
 }
 BLOCK_RATIOS = ("accept_rate", "mean_acceptance_length")
+
+TAKE_AGAIN = "no leg of a benchmark counts this many; take the record again from the gate"
 
 PROMPT_SHOWN = 40
 """Characters of a prompt's text shown when a message names the prompt a leg ran."""
@@ -140,6 +144,17 @@ def read_counters(
         _repeat(top, runs),
     )
     counts = tuple(_leg_counts(leg, index, where, names) for index, leg in enumerate(legs))
+    # Each fold sums a counter over legs (all of them, in the all-legs fold): the record is
+    # refused when a sum has no 64-bit value, at the leg that takes it past.
+    limits.check_sums(
+        (
+            (f"{where}: {names.describe(index)}", f"'{field_name}'", getattr(leg_counts, ours))
+            for index, leg_counts in enumerate(counts)
+            if leg_counts is not None
+            for ours, field_name in COUNTER_FIELDS.items()
+        ),
+        TAKE_AGAIN,
+    )
     state = "absent"
     block = None
     if "spec_acceptance" in top:
@@ -153,7 +168,7 @@ def read_counters(
 def _repeat(top: Mapping[str, Any], runs: tuple[int, ...]) -> int | None:
     workload = top.get("workload")
     repeat = workload.get("repeat") if isinstance(workload, Mapping) else None
-    if not _is_int(repeat) or repeat < 1:
+    if not is_int(repeat) or repeat < 1:
         return None
     if any(run != index % repeat + 1 for index, run in enumerate(runs)):
         return None
@@ -175,11 +190,16 @@ def _leg_counts(
             "none, so this record was edited or cut. Take the record again from the gate"
         )
     for ours, value in present.items():
-        if not _is_int(value) or value < 0:
+        if not is_int(value) or value < 0:
             raise InputError(
                 f"{where}: {names.describe(index)} field '{COUNTER_FIELDS[ours]}' must be a "
                 f"count (a non-negative integer), found {type(value).__name__} {value!r}"
             )
+        if limits.count_problem(value):
+            raise InputError(
+                limits.refusal(f"{where}: {names.describe(index)}",
+                               f"'{COUNTER_FIELDS[ours]}'", value, limits.COUNT_WORDS, TAKE_AGAIN)
+            )  # fmt: skip
     counts = LegCounts(**present)
     problem = impossible(counts.steps, counts.proposed, counts.accepted)
     if problem:
@@ -215,7 +235,7 @@ def _block(raw: Any, where: str) -> RecordedAcceptance:
     if not isinstance(raw, Mapping):
         raise InputError(f"{place} must be an object or null, found {type(raw).__name__}")
     warm_legs = raw.get("warm_legs")
-    if not _is_int(warm_legs) or warm_legs < 0:
+    if not is_int(warm_legs) or warm_legs < 0:
         raise InputError(f"{place}.warm_legs must be a count, found {warm_legs!r}")
     per_leg_raw = raw.get("per_leg")
     per_leg = None
@@ -235,24 +255,18 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
     counts = {}
     for ours, key in BLOCK_COUNTS.items():
         value = raw.get(key)
-        if not _is_int(value) or value < 0:
+        if not is_int(value) or value < 0:
             raise InputError(f"{place}.{key} must be a count, found {value!r}")
+        if limits.count_problem(value):
+            raise InputError(limits.refusal(place, key, value, limits.COUNT_WORDS, TAKE_AGAIN))
         counts[ours] = value
     ratios = {}
     for key in BLOCK_RATIOS:
         value = raw.get(key)
-        if value is not None and not (_is_number(value) and math.isfinite(value)):
+        if value is not None and not (is_number(value) and math.isfinite(value)):
             raise InputError(f"{place}.{key} must be a number or null, found {value!r}")
         ratios[key] = None if value is None else float(value)
     run = raw.get("run") if with_run else None
-    if with_run and not _is_int(run):
+    if with_run and not is_int(run):
         raise InputError(f"{place}.run must be the leg's run (an integer), found {run!r}")
     return BlockFigures(**counts, **ratios, run=run, where=place)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return _is_int(value) or isinstance(value, float)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fold.errors import InputError, RefusedError
+from fold.inputs import limits
 from fold.inputs.reader import ReadCounts
 
 TAG = "[SPECTRACE]"
@@ -35,6 +36,8 @@ _INTEGER = re.compile(r"0|[1-9][0-9]*")
 _REQUIRED = ("req", "k", "acc", "emit")
 _COUNTS = ("req", "pos", "k", "ns", "acc")
 _LIST_FIELDS = ("draft", "emit")
+_STEP_TOKENS = ("k", "acc")
+MISCOUNTING = "the engine's trace is miscounting; no acceptance can be computed from it"
 # Which of a leg's three run lines a line is, by a field only it carries.
 RUN_LINE_KINDS = {
     "completion_tokens": "counts",
@@ -205,7 +208,19 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
             if not _INTEGER.fullmatch(values[key]):
                 return _bad(path, number, f"field '{key}' must be a count, found "
                             f"{values[key]!r}", counts, skip)  # fmt: skip
-            numbers[key] = int(values[key])
+            # A step's token counts are capped before anything else is read of them: past the
+            # cap is a miscount, never skipped. A request id or a position past 64 bits fits no
+            # column: a malformed line, as the hook's log words it.
+            text = values[key]
+            value = int(text) if len(text) <= limits.MAX_DIGITS else limits.MAX_REQUEST_ID + 1
+            if key in _STEP_TOKENS and value > limits.MAX_STEP_TOKENS:
+                raise RefusedError(limits.refusal(f"{path}:{number}", f"'{key}'", text,
+                                                  limits.STEP_CAP_WORDS, MISCOUNTING))  # fmt: skip
+            words = (limits.request_id_problem if key == "req" else limits.count_problem)(value)
+            if words is not None:
+                return _bad(path, number, f"field '{key}' {limits.shown(text)} {words}",
+                            counts, skip)  # fmt: skip
+            numbers[key] = value
     for key in _LIST_FIELDS:
         if key in values and not values[key].startswith("["):
             return _bad(path, number, f"field '{key}' must be a [...] list", counts, skip)
@@ -228,10 +243,7 @@ def _check_counts(path: str, number: int, step: TraceStep, sampled: int | None) 
     elif step.emitted > step.acc + 1:
         problem = f"emit lists {step.emitted} tokens, more than acc + 1 = {step.acc + 1}"
     if problem is not None:
-        raise RefusedError(
-            f"{path}:{number}: {problem}. The engine's trace is miscounting: no acceptance "
-            "can be computed from it"
-        )
+        raise RefusedError(f"{path}:{number}: {problem}: {MISCOUNTING}")
 
 
 def _run_line(
@@ -242,6 +254,9 @@ def _run_line(
     match = _RUN.fullmatch(text)
     if match is None:
         return _bad(path, number, f"a {RUN_PREFIX}r/R line that cannot be read", counts, skip)
+    if max(len(match.group(1)), len(match.group(2))) > limits.MAX_DIGITS:
+        shown = f"{limits.shown(match.group(1))}/{limits.shown(match.group(2))}"
+        return _bad(path, number, f"run={shown} is not a run of a gate", counts, skip)
     run, runs = int(match.group(1)), int(match.group(2))
     if not 1 <= run <= runs:
         return _bad(path, number, f"run={run}/{runs} is not a run of {runs}", counts, skip)

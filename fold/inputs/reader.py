@@ -25,6 +25,8 @@ import orjson
 import polars as pl
 
 from fold.errors import InputError, RefusedError
+from fold.inputs import limits
+from fold.inputs.limits import MAX_STEP_TOKENS, is_int
 
 FORMAT_VERSION = 1
 DEFAULT_BLOCK_BYTES = 32 * 1024 * 1024
@@ -228,7 +230,7 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise _BadLine(f"a JSON {type(obj).__name__}, not an object")
     version = obj.get("v")
-    if not _is_int(version):
+    if not is_int(version):
         raise _BadLine(f"field 'v' must be an integer, found {_describe(version)}")
     if version != FORMAT_VERSION:
         raise _BadLine(
@@ -249,27 +251,33 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
         value = obj.get(name)
         if isinstance(value, float) and value.is_integer() and abs(value) >= 2**63:
             # orjson reads an integer literal beyond 64 bits as a float
-            raise _BadLine(f"field '{name}' does not fit in 64 bits: {value:.0f}")
-        if not _is_int(value):
+            raise _BadLine(_past_range(name, f"{value:.0f}"))
+        if not is_int(value):
             kind = "an integer or a string" if name == "seq" else "an integer"
             raise _BadLine(f"field '{name}' must be {kind}, found {_describe(value)}")
         row[name] = value
     emitted = obj.get("emitted")
-    if emitted is not None and not _is_int(emitted):
+    if emitted is not None and not is_int(emitted):
         raise _BadLine(f"field 'emitted' must be an integer, found {_describe(emitted)}")
     row["emitted"] = emitted
     label = obj.get("leg")
     if label is not None and not isinstance(label, str):
         raise _BadLine(f"field 'leg' must be a string, found {_describe(label)}")
     row["label"] = label
-    if not 0 <= row["seq"] < 2**64:
+    if row["seq"] < 0:
         raise _BadLine(f"field 'seq' must be an unsigned 64-bit integer, found {row['seq']}")
-    signed = [row[name] for name in _NUMBERS]
-    if not all(-(2**63) <= value < 2**63 for value in signed) or not (
-        emitted is None or -(2**63) <= emitted < 2**63
-    ):
-        raise _BadLine("an integer field does not fit in a signed 64-bit integer")
+    for name in (*_NUMBERS, "emitted"):
+        if row[name] is not None and not -limits.MAX_COUNT - 1 <= row[name] <= limits.MAX_COUNT:
+            raise _BadLine(_past_range(name, row[name]))
     return row
+
+
+def _past_range(name: str, value: Any) -> str:
+    """The limit's words for an integer field that no 64-bit field holds."""
+    if str(value).startswith("-"):
+        return f"field '{name}' {limits.shown(value)} is negative: counts and ids are unsigned"
+    words = limits.REQUEST_ID_WORDS if name == "seq" else limits.COUNT_WORDS
+    return f"field '{name}' {limits.shown(value)} {words}"
 
 
 def _loads(raw: bytes) -> Any:
@@ -323,10 +331,6 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _describe(value: Any) -> str:
     if value is None:
         return "nothing (missing or null)"
@@ -335,13 +339,6 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {orjson.dumps(value).decode()[:40]}"
 
 
-MAX_STEP_TOKENS = 2**16
-"""The most tokens one step of one request may propose or emit (FORMAT.md). No drafter
-verifies anywhere near this many in one forward; a larger count is a garbage value (an
-unsigned -1, an uninitialised counter). Bounding it bounds what grows with it: the
-histogram and per-position rates have at most this many + 1 entries, and a sum of counts
-cannot pass 2^63 before 2^47 lines."""
-
 _IMPOSSIBLE = [
     (pl.col("proposed") < 0, "'proposed' is negative"),
     (pl.col("accepted") < 0, "'accepted' is negative"),
@@ -349,15 +346,14 @@ _IMPOSSIBLE = [
     (pl.col("emitted") < 0, "'emitted' is negative"),
     (pl.col("n") < 0, "'n' is negative"),
     (pl.col("t_ns") < 0, "'t_ns' is negative"),
-    (
-        pl.col("proposed") > MAX_STEP_TOKENS,
-        f"'proposed' exceeds {MAX_STEP_TOKENS}, the most tokens a step may carry (FORMAT.md)",
-    ),
-    (
-        pl.col("emitted") > MAX_STEP_TOKENS,
-        f"'emitted' exceeds {MAX_STEP_TOKENS}, the most tokens a step may carry (FORMAT.md)",
-    ),
+    (pl.col("proposed") > MAX_STEP_TOKENS, "proposed"),
+    (pl.col("emitted") > MAX_STEP_TOKENS, "emitted"),
 ]
+"""Each impossible count and its reason; a bare field name is a count past the step cap,
+worded by ``fold.inputs.limits``."""
+MISCOUNTING = (
+    "the engine's instrumentation is miscounting; no acceptance can be computed from this log"
+)
 
 
 def _impossible(row: dict[str, Any]) -> bool:
@@ -383,8 +379,13 @@ def refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:
     reasons = first.select(flag.alias(str(i)) for i, flag in enumerate(flags)).row(0)
     reason = next(text for (_, text), holds in zip(_IMPOSSIBLE, reasons, strict=True) if holds)
     row = first.row(0, named=True)
+    where = f"{path}:{row['line']}"
+    if reason in STEP_SCHEMA:
+        raise RefusedError(
+            limits.refusal(where, f"'{reason}'", row[reason], limits.STEP_CAP_WORDS, MISCOUNTING)
+        )
     raise RefusedError(
-        f"{path}:{row['line']}: {reason} (proposed={row['proposed']}, "
+        f"{where}: {reason} (proposed={row['proposed']}, "
         f"accepted={row['accepted']}, emitted={row['emitted']}). The engine's "
         "instrumentation is miscounting: no acceptance can be computed from this log"
     )

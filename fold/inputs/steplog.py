@@ -12,6 +12,8 @@ import os
 import secrets
 import time
 
+from fold.inputs.limits import MAX_STEP_TOKENS, is_int
+
 FORMAT_VERSION = 1
 MAX_ID_ESCAPED = 256
 """Bytes of an escaped string request id, at most (the C++ writer drops longer ones)."""
@@ -71,7 +73,7 @@ def format_line(
 
 def _integer(value: int) -> str:
     # A bool is an int to Python but not a request id; a float would print as one.
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise TypeError(f"seq must be an int or a str, got {type(value).__name__}")
     return str(value)
 
@@ -106,6 +108,10 @@ class StepLogWriter:
     ) -> None:
         if not 0 <= accepted <= proposed:
             raise ValueError(f"need 0 <= accepted <= proposed, got {accepted=} {proposed=}")
+        if max(proposed, emitted or 0) > MAX_STEP_TOKENS:
+            raise ValueError(
+                f"a step carries at most {MAX_STEP_TOKENS} tokens, got {proposed=} {emitted=}"
+            )
         if isinstance(seq, str) and len(escape_json_string(seq).encode()) > MAX_ID_ESCAPED:
             raise ValueError(f"a string seq is at most {MAX_ID_ESCAPED} bytes once escaped")
         line = format_line(

@@ -173,8 +173,24 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  if (mode == "extremes" && argc == 2) {  // the widest values
-    const std::uint32_t big = 4294967295u;
+  if (mode == "past_cap" && argc == 2) {  // counts one past the cap and far past it: dropped
+    const std::uint32_t past = 65537u, widest = 4294967295u;
+    sl::record(1, 7, 3, 4);
+    sl::record(2, past, 0);
+    sl::record(3, 1, 1, past);
+    sl::record(4, widest, widest, widest);
+    {
+      sl::Batch batch;
+      batch.add(5, past, 1);
+      batch.add(6, 2, 2, widest);
+      batch.add(7, 65536u, 0, 65536u);
+    }
+    report();
+    return 0;
+  }
+
+  if (mode == "extremes" && argc == 2) {  // the widest values written: counts at the cap
+    const std::uint32_t big = 65536u;
     sl::record(18446744073709551615ull, big, big, big);
     sl::record(0, 0, 0, 0);
     sl::record(0, 0, 0);

@@ -22,7 +22,7 @@ namespace fold_native {
 
 constexpr std::size_t kMaxExamples = 5;         // bad lines whose place is handed back
 constexpr std::size_t kMaxDeferred = 1 << 20;   // beyond: the caller reads the file in Python
-constexpr std::int64_t kMaxStepTokens = 1 << 16;  // fold.inputs.reader.MAX_STEP_TOKENS
+constexpr std::int64_t kMaxStepTokens = 1 << 16;  // fold.inputs.limits.MAX_STEP_TOKENS
 
 // Attribution outcomes, as fold.folding.attribute numbers them.
 constexpr std::int64_t kAttributed = 0;
@@ -177,7 +177,7 @@ class Folder {
       }
       return true;
     }
-    // Counts past fold.inputs.reader.MAX_STEP_TOKENS are refused, as the exact parser words it.
+    // Counts past fold.inputs.limits.MAX_STEP_TOKENS are refused, as the exact parser words it.
     if (step_.accepted > step_.proposed || step_.proposed > kMaxStepTokens ||
         (step_.has_emitted && step_.emitted > kMaxStepTokens)) {
       fold_.events.push_back(Event{number, offset, length, Kind::kRefused});

@@ -12,6 +12,7 @@
 
 namespace fold_native {
 
+// fold.inputs.limits.MAX_COUNT: the largest count and sum, the signed fields' bound.
 constexpr std::uint64_t kSignedMax = (std::uint64_t{1} << 63) - 1;
 constexpr int kMaxDepth = 64;  // deeper unknown values are deferred
 

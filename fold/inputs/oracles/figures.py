@@ -22,7 +22,10 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
+from fold.inputs import limits
 from fold.inputs.leg_sums import Leg
+
+ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counters"
 
 OURS_KIND = "ours"
 
@@ -174,13 +177,15 @@ def arm_from_counts(
         "accepted": names.get("accepted", "accepted tokens (A)"),
     }
     for key, value in (("steps", steps), ("proposed", proposed), ("accepted", accepted)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
+        if value is not None and (not limits.is_int(value) or value < 0):
             raise InputError(
                 f"{where}: {label[key]} = {value!r} is not a count (a non-negative integer); "
                 "fix the input"
             )
+        if value is not None:
+            # an oracle's counts are often sums over its requests or legs: exact, and refused
+            # here when the sum has no 64-bit value
+            limits.check_count(where, label[key], value, ORACLE_COUNT_WHAT_TO_DO)
     for what, value, positive in (
         (f"tok/s ({src.get('tok_s', 'throughput')})", tok_s, True),
         (names.get("completion_tokens_per_step", "accept length"), completion_tokens_per_step,
@@ -259,7 +264,7 @@ def arm_from_counts(
         per_pos = tuple(per_position)
         pp_label = names.get("per_position", "per-position accepted counts")
         for i, count in enumerate(per_pos):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            if not limits.is_int(count) or count < 0:
                 raise InputError(f"{where}: {pp_label}[{i}] = {count!r} is not a count")
             if steps is not None and count > high("steps", steps):
                 raise RefusedError(
@@ -439,8 +444,14 @@ def sum_printed_lines(
     accepted = proposed = count = low = high = 0
     steps_known = True
     for match in pattern.finditer(text):
-        a, p, length = int(match[groups[0]]), int(match[groups[1]]), match[groups[2]]
         lineno = text.count("\n", 0, match.start()) + 1
+        a, p = (
+            limits.decimal_count(match[group], f"{where}:{lineno}", field, ORACLE_COUNT_WHAT_TO_DO)
+            for group, field in zip(
+                groups[:2], ("accepted tokens (A)", "draft tokens (P)"), strict=True
+            )
+        )
+        length = match[groups[2]]
         if a > p:
             raise RefusedError(f"{where}:{lineno}: " + exceeds.format(a=a, p=p))
         accepted, proposed, count = accepted + a, proposed + p, count + 1

@@ -18,8 +18,10 @@ from dataclasses import replace
 from typing import Any
 
 from fold.errors import InputError, RefusedError
+from fold.inputs import limits
 from fold.inputs.oracles import counter_arms, counters
 from fold.inputs.oracles.figures import (
+    ORACLE_COUNT_WHAT_TO_DO,
     REQUESTS,
     ArmFigures,
     arm_from_counts,
@@ -245,8 +247,13 @@ def _partial_chunk(record: dict[str, Any]) -> bool:
 def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
     """``llama-speculative-simple`` / ``llama-speculative``: ``n_drafted`` (P), ``n_accept``
     (A) and the ``decoded ... speed: X t/s`` line, per run printed; several runs are pooled."""
-    drafted = [int(m) for m in _DRAFTED_RE.findall(doc.text)]
-    accepted = [int(m) for m in _ACCEPT_N_RE.findall(doc.text)]
+    drafted, accepted = (
+        [
+            limits.decimal_count(text, f"{doc.where}: run {i + 1}", key, ORACLE_COUNT_WHAT_TO_DO)
+            for i, text in enumerate(pattern.findall(doc.text))
+        ]
+        for pattern, key in ((_DRAFTED_RE, "n_drafted"), (_ACCEPT_N_RE, "n_accept"))
+    )
     speeds = _DECODED_RE.findall(doc.text)
     if len(drafted) != len(accepted):
         raise InputError(

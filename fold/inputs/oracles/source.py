@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 
 from fold.errors import InputError, RefusedError
-from fold.inputs.oracles.figures import ALL_LEGS, WARM_LEGS
+from fold.inputs import limits
+from fold.inputs.oracles.figures import ALL_LEGS, ORACLE_COUNT_WHAT_TO_DO, WARM_LEGS
 from fold.inputs.recorded_fold import RecordedFold, disagreements
 
 # The gate's own check of its throughput fold (fold.folding.warm), applied to an oracle's legs too.
@@ -192,6 +193,10 @@ def count(value: Any, where: str) -> int:
         value = int(value)
     if value < 0:
         raise InputError(f"{where} = {value} is negative; counters are non-negative counts")
+    if limits.count_problem(value):
+        raise InputError(
+            limits.refusal(where, "count", value, limits.COUNT_WORDS, ORACLE_COUNT_WHAT_TO_DO)
+        )
     return value
 
 
@@ -233,7 +238,7 @@ def run_number(record: Mapping[str, Any], where: str) -> int | None:
     run = record.get("run")
     if run is None:
         return None
-    if isinstance(run, bool) or not isinstance(run, int):
+    if not limits.is_int(run):
         raise InputError(f"{where}: run = {run!r} must be an integer (1 is the cold leg)")
     return run
 
@@ -366,7 +371,7 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
 
 def _whole(value: Any) -> bool:
     """A count as a record writes it: an integer, not a bool."""
-    return isinstance(value, int) and not isinstance(value, bool)
+    return limits.is_int(value)
 
 
 def _wholes(value: Any) -> bool:

@@ -1,0 +1,106 @@
+"""What a step and a counter may be, whatever source they come from, and how a value past a
+limit is refused.
+
+Every reader (the hook's log in both readers, the engine's trace, the arm record's counters,
+the oracles' counters, other runs of ours through the same readers) checks its values here, so
+one value is refused in one wording wherever it comes from::
+
+    <where>: <field> <value> <the limit>: <what to do>
+
+``<where>`` is ``file:line``, ``file: leg N (run r)`` or an oracle file's place. The native
+reader's constants (``fold/native_src/fold_pass.h``) and the instrument's
+(``instrument/dflash_step_log.h``) are held to these by the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from fold.errors import InputError, RefusedError
+
+MAX_STEP_TOKENS = 2**16
+"""The most tokens one step of one request may propose or emit (instrument/FORMAT.md). No
+drafter verifies anywhere near this many in one forward; a larger count is a garbage value (an
+unsigned -1, an uninitialised counter). Bounding it bounds what grows with it: the histogram
+and per-position rates have at most this many + 1 entries, and a sum of step counts cannot
+pass 2^63 before 2^47 steps."""
+
+MAX_COUNT = 2**63 - 1
+"""The largest count, and the largest sum of counts: every figure is written as a signed
+64-bit integer (the JSON, polars' Int64, the native reader's sums). Sums are taken exactly
+(Python integers) and refused when they pass this, never wrapped or rounded."""
+
+MAX_REQUEST_ID = 2**64 - 1
+"""The largest integer request id (FORMAT.md: ``seq`` may use the whole unsigned 64-bit
+range); a request named by a string has no limit here but its length in the hook's format."""
+
+MAX_DIGITS = len(str(MAX_REQUEST_ID))
+"""Digits of the longest integer any limit allows: a longer decimal is past every limit and is
+refused before it is converted (Python will not convert a number of more than 4300 digits)."""
+
+STEP_CAP_WORDS = f"exceeds {MAX_STEP_TOKENS}, the most tokens one step may carry (FORMAT.md)"
+COUNT_WORDS = "is past 2^63 - 1, the largest count (FORMAT.md)"
+SUM_WORDS = "takes the sum past 2^63 - 1, the largest count (FORMAT.md)"
+REQUEST_ID_WORDS = "is past 2^64 - 1, the largest integer request id (FORMAT.md)"
+
+
+def is_int(value: Any) -> bool:
+    """An integer that is not a bool (JSON's ``true`` reads as Python's 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """An integer or a float (finite or not: callers that need finite say so)."""
+    return is_int(value) or isinstance(value, float)
+
+
+def shown(value: Any) -> str:
+    """A value as a message shows it: a long decimal shortened to its first digits and its
+    length, so a message never grows with the value."""
+    text = str(value)
+    if len(text) > 2 * MAX_DIGITS:
+        return f"{text[:MAX_DIGITS]}... ({len(text)} digits)"
+    return text
+
+
+def refusal(where: str, field: str, value: Any, limit: str, what_to_do: str) -> str:
+    """The one wording of a value past a limit."""
+    return f"{where}: {field} {shown(value)} {limit}: {what_to_do}"
+
+
+def count_problem(value: int) -> str | None:
+    """The limit words when a count is past 2^63 - 1, else None."""
+    return COUNT_WORDS if value > MAX_COUNT else None
+
+
+def request_id_problem(value: int) -> str | None:
+    """The limit words when an integer request id is outside 0 .. 2^64 - 1, else None."""
+    return REQUEST_ID_WORDS if not 0 <= value <= MAX_REQUEST_ID else None
+
+
+def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
+    """A count printed as a decimal (digits only); InputError past 2^63 - 1, decided by its
+    length first so a decimal of any size is refused at once."""
+    if len(text) > MAX_DIGITS or int(text) > MAX_COUNT:
+        raise InputError(refusal(where, field, text, COUNT_WORDS, what_to_do))
+    return int(text)
+
+
+def check_count(where: str, field: str, value: int, what_to_do: str) -> None:
+    """RefusedError when a count is past 2^63 - 1."""
+    if value > MAX_COUNT:
+        raise RefusedError(refusal(where, field, value, COUNT_WORDS, what_to_do))
+
+
+def check_sums(places: Iterable[tuple[str, str, int]], what_to_do: str) -> dict[str, int]:
+    """The exact sum per field of ``(where, field, value)`` counts, in order; RefusedError
+    naming the first place whose value takes its field's running sum past 2^63 - 1 (each value
+    may be below it, the sum is not)."""
+    totals: dict[str, int] = {}
+    for where, field, value in places:
+        check_count(where, field, value, what_to_do)
+        totals[field] = totals.get(field, 0) + value
+        if totals[field] > MAX_COUNT:
+            raise RefusedError(refusal(where, field, value, SUM_WORDS, what_to_do))
+    return totals

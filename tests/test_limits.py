@@ -1,0 +1,345 @@
+"""What a step and a counter may be (``fold.inputs.limits``), one break per source.
+
+Every source is broken once from the worked example (``fixtures/vllmcpp/``), and each refusal's
+words are written here by hand: the same limit reads the same whatever the source. The C++
+readers' constants are held to the module's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+from native_switch import native_switch
+
+from fold.api import fold_acceptance
+from fold.cli import main
+from fold.errors import InputError, RefusedError
+from fold.inputs import limits
+from fold.inputs.arm import arm_from_document
+from fold.inputs.oracles import read_oracle
+from fold.inputs.oracles.figures import arm_from_counts
+from fold.inputs.oracles.source import count
+from fold.inputs.steplog import StepLogWriter
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "fixtures" / "vllmcpp"
+CAP_WORDS = "exceeds 65536, the most tokens one step may carry (FORMAT.md)"
+SUM_WORDS = "takes the sum past 2^63 - 1, the largest count (FORMAT.md)"
+TRACE_MISCOUNTS = "the engine's trace is miscounting; no acceptance can be computed from it"
+
+
+def record(*, counters: bool = True) -> dict:
+    document = json.loads((EXAMPLE / "our-arm.json").read_text())
+    if not counters:
+        document.pop("spec_acceptance")
+        for leg in document["legs"]:
+            for key in [key for key in leg if key.startswith("spec_")]:
+                del leg[key]
+    return document
+
+
+def traces(tmp_path: Path, old: str, new: str) -> list[str]:
+    """The four prompts' stderr, the first [SPECTRACE] line (line 4 of prompt 0) edited."""
+    paths = []
+    for prompt in range(4):
+        text = (EXAMPLE / "stderr" / f"prompt-{prompt}.log").read_text()
+        if prompt == 0:
+            lines = text.split("\n")
+            assert lines[3].startswith("[SPECTRACE]") and old in lines[3]
+            lines[3] = lines[3].replace(old, new, 1)
+            text = "\n".join(lines)
+        path = tmp_path / f"prompt-{prompt}.log"
+        path.write_text(text)
+        paths.append(str(path))
+    return paths
+
+
+# -- the C++ readers and the module hold one set of limits ---------------------------------------
+
+
+def header_constant(path: Path, name: str) -> int:
+    """A constant's value from its definition (``1 << 16``, ``(std::uint64_t{1} << 63) - 1``)."""
+    match = re.search(rf"constexpr [\w:]+ {name} = ([^;]+);", path.read_text())
+    assert match is not None, f"{name} is not defined in {path}"
+    expression = re.sub(r"std::u?int64_t\{(\d+)\}", r"\1", match.group(1))
+    assert re.fullmatch(r"[\d\s()<+-]+", expression), expression
+    return eval(expression)  # digits, shifts, parentheses and minus only (checked above)
+
+
+def test_the_native_readers_constants_are_the_modules():
+    native = ROOT / "fold" / "native_src"
+    assert header_constant(native / "fold_pass.h", "kMaxStepTokens") == limits.MAX_STEP_TOKENS
+    assert header_constant(native / "json_scan.h", "kSignedMax") == limits.MAX_COUNT
+    assert limits.MAX_STEP_TOKENS == 65_536 and limits.MAX_COUNT == 9_223_372_036_854_775_807
+
+
+def test_one_integer_test_for_every_reader():
+    sources = [*(ROOT / "fold").rglob("*.py")]
+    copies = [path for path in sources if re.search(r"def _is_int\b", path.read_text())]
+    assert copies == []
+    assert [limits.is_int(v) for v in (0, 2**80, -1, True, 1.0, "1")] == [
+        True, True, True, False, False, False,
+    ]  # fmt: skip
+
+
+def test_a_long_value_is_shown_shortened_never_in_full():
+    assert limits.shown(10**40) == "10000000000000000000... (41 digits)"
+    assert limits.shown(2**64) == "18446744073709551616"
+
+
+# -- the hook's log: both readers ------------------------------------------------------------------
+
+
+def hook_line(n: int, *, proposed: int = 7, accepted: int = 3) -> str:
+    return (
+        f'{{"v":1,"w":"5f0c1a2b3c4d5e6f","n":{n},"t_ns":1796000013100000000,"pid":1,"seq":0,'
+        f'"proposed":{proposed},"accepted":{accepted}}}\n'
+    )
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_hook_log_refuses_a_step_past_the_cap(tmp_path, native):
+    log = tmp_path / "steps.jsonl"
+    log.write_text(hook_line(0) + hook_line(1, proposed=2**31, accepted=0))
+    with native_switch(native), pytest.raises(RefusedError) as error:
+        fold_acceptance(arm_from_document(record()), [str(log)])
+    assert str(error.value) == (
+        f"{log}:2: 'proposed' 2147483648 {CAP_WORDS}: the engine's instrumentation is "
+        "miscounting; no acceptance can be computed from this log"
+    )
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_hook_log_calls_a_count_past_64_bits_malformed(tmp_path, native):
+    log = tmp_path / "steps.jsonl"
+    log.write_text(hook_line(0).replace('"n":0', f'"n":{2**63}'))
+    with native_switch(native), pytest.raises(InputError) as error:
+        fold_acceptance(arm_from_document(record()), [str(log)])
+    assert str(error.value).startswith(
+        f"{log}:1: field 'n' 9223372036854775808 is past 2^63 - 1, the largest count (FORMAT.md); "
+        "fix or remove the line"
+    )
+
+
+# -- the engine's trace --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("counters", [True, False])
+@pytest.mark.parametrize(
+    ("old", "new", "shown"),
+    [
+        ("k=7", "k=2147483648", "2147483648"),
+        ("k=7", f"k={2**63}", "9223372036854775808"),
+        ("k=7", f"k={2**64}", "18446744073709551616"),
+        ("k=7", f"k={10**40}", "10000000000000000000... (41 digits)"),
+        ("k=7", "k=65537", "65537"),
+    ],
+)
+def test_the_engine_trace_refuses_a_step_past_the_cap(tmp_path, counters, old, new, shown):
+    arm = arm_from_document(record(counters=counters))
+    with pytest.raises(RefusedError) as error:
+        fold_acceptance(arm, traces(tmp_path, old, new))
+    assert str(error.value) == f"{tmp_path}/prompt-0.log:4: 'k' {shown} {CAP_WORDS}: " + (
+        TRACE_MISCOUNTS
+    )
+
+
+def test_a_digit_string_past_any_limit_is_refused_before_it_is_converted(tmp_path):
+    """Python will not convert a decimal of more than 4300 digits: the length decides."""
+    with pytest.raises(RefusedError, match=r"'k' 10000000000000000000\.\.\. \(5001 digits\)"):
+        fold_acceptance(arm_from_document(record()), traces(tmp_path, "k=7", "k=1" + "0" * 5000))
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(2**64, "18446744073709551616"), (10**40, "10000000000000000000... (41 digits)")],
+)
+def test_the_engine_trace_calls_a_request_id_past_64_bits_malformed(tmp_path, value, shown):
+    with pytest.raises(InputError) as error:
+        fold_acceptance(arm_from_document(record()), traces(tmp_path, "req=0", f"req={value}"))
+    assert str(error.value).startswith(
+        f"{tmp_path}/prompt-0.log:4: malformed [SPECTRACE] or run line: field 'req' {shown} is "
+        "past 2^64 - 1, the largest integer request id (FORMAT.md); fix or remove the line"
+    )
+
+
+def test_the_engine_trace_takes_the_largest_request_id_exactly(tmp_path):
+    """req = 2^64 - 1 is a request like any other: the fold is the example's, unchanged."""
+    result = fold_acceptance(
+        arm_from_document(record()), traces(tmp_path, "req=0", f"req={2**64 - 1}")
+    )
+    # By hand (fixtures/vllmcpp/README.md): warm S = 300, P = 2100, A = 708.
+    assert (result.warm["steps"], result.warm["proposed"], result.warm["accepted"]) == (
+        300, 2100, 708,
+    )  # fmt: skip
+    first = result.legs[0]["requests"]
+    assert sorted(request["seq"] for request in first) == [0, 2**64 - 1]
+
+
+# -- the record's counters, and other runs of ours read the same way ------------------------------
+
+
+def test_counters_whose_sum_passes_64_bits_are_refused_at_the_leg(tmp_path):
+    """Each leg's 2^60, 2^62, 2^61 is an int64; their sum over two legs is not."""
+    document = record()
+    document.pop("spec_acceptance")
+    for leg in document["legs"]:
+        leg["spec_drafted_request_steps"] = 2**60
+        leg["spec_drafts_proposed"] = 2**62
+        leg["spec_drafts_accepted"] = 2**61
+    with pytest.raises(RefusedError) as error:
+        arm_from_document(document, "our-arm.json")
+    assert str(error.value) == (
+        'our-arm.json: leg 1 (run 2 of prompt 0, "Summarise the plot of Hamlet in three s…"): '
+        f"'spec_drafts_proposed' 4611686018427387904 {SUM_WORDS}: no leg of a benchmark counts "
+        "this many; take the record again from the gate"
+    )
+
+
+def test_counters_up_to_the_limit_fold_exactly_and_write_their_json(tmp_path):
+    """Three legs of 2^62, 2^61, 2^60 steps and tokens sum below 2^63: the fold is exact."""
+    document = record()
+    document.pop("spec_acceptance")
+    for index, value in zip((1, 2, 3), (2**62, 2**61, 2**60), strict=True):
+        leg = document["legs"][index]
+        leg["spec_drafted_request_steps"] = leg["spec_drafts_proposed"] = value
+        leg["spec_drafts_accepted"] = value
+    result = fold_acceptance(arm_from_document(document), [])
+    # By hand: warm legs 1, 2, 3 carry the three values, the other 13 warm legs the example's.
+    example = record()["legs"]
+    rest = [leg for i, leg in enumerate(example) if leg["run"] > 1 and i not in (1, 2, 3)]
+    steps = 2**62 + 2**61 + 2**60 + sum(leg["spec_drafted_request_steps"] for leg in rest)
+    assert result.warm["steps"] == steps < 2**63
+    assert orjson.loads(orjson.dumps(result.to_json()))["warm"]["steps"] == steps
+
+
+def test_a_counter_past_64_bits_is_malformed():
+    document = record()
+    document["legs"][2]["spec_drafts_proposed"] = 2**63
+    with pytest.raises(InputError) as error:
+        arm_from_document(document, "our-arm.json")
+    assert str(error.value) == (
+        'our-arm.json: leg 2 (run 3 of prompt 0, "Summarise the plot of Hamlet in three s…"): '
+        "'spec_drafts_proposed' 9223372036854775808 is past 2^63 - 1, the largest count "
+        "(FORMAT.md): no leg of a benchmark counts this many; take the record again from the gate"
+    )
+
+
+def test_token_counts_whose_sum_passes_64_bits_are_refused_at_the_leg():
+    document = record(counters=False)
+    for leg in document["legs"]:
+        leg["completion_tokens"] = 2**62
+    with pytest.raises(RefusedError) as error:
+        arm_from_document(document, "our-arm.json")
+    assert str(error.value) == (
+        f"our-arm.json: leg 1 (run 2): 'completion_tokens' 4611686018427387904 {SUM_WORDS}: "
+        "no benchmark leg generates this many tokens; take the record again from the gate"
+    )
+
+
+# -- the oracles' counters ----------------------------------------------------------------------
+
+
+def test_an_oracle_counter_past_64_bits_is_malformed():
+    with pytest.raises(InputError) as error:
+        count(2**63, "vllm.json: vllm:spec_decode_num_drafts")
+    assert str(error.value) == (
+        "vllm.json: vllm:spec_decode_num_drafts: count 9223372036854775808 is past 2^63 - 1, the "
+        "largest count (FORMAT.md): no engine counts this many; check the oracle's counters"
+    )
+
+
+def test_an_oracle_sum_past_64_bits_is_refused():
+    """An oracle's S is often a sum over its requests: exact, and refused past 2^63 - 1."""
+    with pytest.raises(RefusedError) as error:
+        arm_from_counts("sglang", "sglang", steps=2**62 * 2, proposed=2**64, accepted=1,
+                        where="bench.jsonl")  # fmt: skip
+    assert str(error.value) == (
+        "bench.jsonl: drafts (S) 9223372036854775808 is past 2^63 - 1, the largest count "
+        "(FORMAT.md): no engine counts this many; check the oracle's counters"
+    )
+
+
+# -- the writers write nothing the readers refuse ------------------------------------------------
+
+
+def test_the_python_writer_refuses_a_step_past_the_cap(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    with StepLogWriter(log) as writer:
+        writer.record(1, 65536, 65536, 65536)
+        for proposed, emitted in ((65537, None), (1, 65537)):
+            with pytest.raises(ValueError, match="a step carries at most 65536 tokens"):
+                writer.record(2, proposed, 0, emitted)
+    assert [orjson.loads(line)["proposed"] for line in log.read_bytes().splitlines()] == [65536]
+
+
+ORACLES = ROOT / "fixtures" / "oracles"
+VLLM_LOG_LINE = (
+    "INFO [metrics.py:136] SpecDecoding metrics: Mean acceptance length: 3.50, Accepted "
+    "throughput: 1.00 tokens/s, Drafted throughput: 2.00 tokens/s, Accepted: 5000 tokens, "
+    "Drafted: 9000 tokens, Per-position acceptance rate: 0.9, Avg Draft acceptance rate: 55.6%\n"
+)
+WHAT_TO_CHECK = "no engine counts this many; check the oracle's counters"
+
+
+def test_printed_oracle_counts_past_64_bits_are_malformed_at_any_length():
+    digits = "9" * 5000  # Python converts no decimal this long: it is refused by its length
+    with pytest.raises(InputError) as error:
+        read_oracle("v", VLLM_LOG_LINE.replace("Drafted: 9000", f"Drafted: {digits}"))
+    assert str(error.value) == (
+        f"<input>:1: draft tokens (P) {digits[:20]}... (5000 digits) is past 2^63 - 1, the "
+        f"largest count (FORMAT.md): {WHAT_TO_CHECK}"
+    )
+    text = (ORACLES / "llamacpp-speculative-simple.txt").read_text()
+    assert "n_drafted = 640" in text
+    with pytest.raises(InputError) as error:
+        read_oracle("l", text.replace("n_drafted = 640", f"n_drafted = {2**63}"), "llamacpp")
+    assert str(error.value) == (
+        "<input>: run 1: n_drafted 9223372036854775808 is past 2^63 - 1, the largest count "
+        f"(FORMAT.md): {WHAT_TO_CHECK}"
+    )
+
+
+def test_printed_oracle_counts_summing_past_64_bits_are_refused():
+    # each line: P = 2^62, A = 2.5 * 2^60 (1 + A/S = 3.50 for S = 2^60): valid alone
+    line = VLLM_LOG_LINE.replace("Accepted: 5000", f"Accepted: {5 * 2**59}").replace(
+        "Drafted: 9000", f"Drafted: {2**62}"
+    )
+    with pytest.raises(RefusedError) as error:
+        read_oracle("v", line * 2)
+    assert str(error.value).startswith(
+        "<input>: draft tokens (P) 9223372036854775808 is past 2^63 - 1, the largest count "
+    )
+
+
+def test_a_run_line_of_any_length_is_a_malformed_line(tmp_path):
+    paths = traces(tmp_path, "k=7", "k=7")
+    text = (
+        Path(paths[0])
+        .read_text()
+        .replace("vllm-cli: run=1/5", "vllm-cli: run=" + "1" * 5000 + "/5", 1)
+    )
+    Path(paths[0]).write_text(text)
+    with pytest.raises(
+        InputError, match=r"run=11111111111111111111\.\.\. \(5000 digits\)/5 is not"
+    ):
+        fold_acceptance(arm_from_document(record()), paths)
+
+
+def test_another_run_of_ours_is_read_by_the_same_checks(tmp_path, capsys):
+    document = record()
+    document.pop("spec_acceptance")
+    for leg in document["legs"]:
+        leg["spec_drafted_request_steps"] = 2**60
+        leg["spec_drafts_proposed"] = 2**62
+        leg["spec_drafts_accepted"] = 2**61
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(document))
+    assert main([str(EXAMPLE / "our-arm.json"), "--vs", f"b:ours={other}"]) == 1
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"--vs b: {other}: leg 1 (run 2 of prompt 0, " in said
+    assert f"'spec_drafts_proposed' 4611686018427387904 {SUM_WORDS}: no leg of a" in said
