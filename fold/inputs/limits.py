@@ -8,7 +8,7 @@ one value is refused in one wording wherever it comes from::
     <where>: <field> <value> <the limit>: <what to do>
 
 ``<where>`` is ``file:line``, ``file: leg N (run r)`` or an oracle file's place. The native
-reader's constants (``fold/native_src/fold_pass.h``) and the instrument's
+reader's constants (``fold/inputs/native_src/fold_pass.h``) and the instrument's
 (``instrument/dflash_step_log.h``) are held to these by the tests.
 """
 
