@@ -135,3 +135,36 @@ def test_the_readme_is_a_front_page_with_the_two_start_here_commands():
     assert [section[i + 2] for i in opened] == ["```", "```"]
     assert "pip install ." in section[opened[0] + 1]
     assert "pip install -e '.[test]'" in section[opened[1] + 1]
+
+
+# A repository file the docs name as a code path (docs/writing.md: files outside docs/ are named,
+# not linked), such as `instrument/FORMAT.md` or `fold/spectrace.py`. Globs, templates and
+# command lines are not paths.
+NAMED = re.compile(r"`([^`\s]+/[^`\s]*)`")
+FENCED = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+TOPS = {"benchmarks", "docs", "examples", "fixtures", "fold", "fuzz", "instrument", "tests", ".ci"}
+
+
+def named_paths(text: str) -> list[str]:
+    found = []
+    for match in NAMED.finditer(FENCED.sub("", text)):
+        path = match.group(1).rstrip(".,;:")
+        if path.split("/")[0] in TOPS and not set(path) & set("*%$~<>{}=[]#"):
+            found.append(path)
+    return found
+
+
+def test_every_repository_path_the_docs_name_exists():
+    named = {
+        (page.name, path)
+        for page in check_commands.documented_files()
+        for path in named_paths(page.read_text())
+    }
+    assert len(named) > 50
+    assert [pair for pair in sorted(named) if not (ROOT / pair[1]).exists()] == []
+
+
+def test_a_path_that_is_not_there_is_found():
+    text = "`instrument/FORMAT.md`, `fold/nowhere.py`, `fixtures/*.jsonl`\n```sh\n`fold/x`\n```\n"
+    assert named_paths(text) == ["instrument/FORMAT.md", "fold/nowhere.py"]
+    assert not (ROOT / "fold/nowhere.py").exists()
