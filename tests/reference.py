@@ -26,7 +26,7 @@ LINE_START = b'{"v":'
 TIME_BINS_PER_LEG = 512
 COLLAPSE_FRACTION = 0.5
 MAX_SKIPPED_EXAMPLES = 5
-# README "The cadence": a stall is an interval over this many times its request's median.
+# docs/units.md "The cadence": a stall is an interval over this many times its request's median.
 STALL_FACTOR = 4.0
 
 
@@ -165,7 +165,7 @@ def read_file(path: str, data: bytes, *, skip_bad_lines: bool) -> FileRecord:
 # ----------------------------------------------------------------------------------------------
 
 
-# README "Leg windows": the recorded microsecond only bounds the true instant to half a
+# docs/decisions.md "Leg windows": the recorded microsecond only bounds the true instant to half a
 # microsecond, so each window is widened by 500 ns on each side; both widened ends belong to it.
 WINDOW_SLACK_NS = 500
 
@@ -639,7 +639,7 @@ def reference_fold(
 
 
 # ----------------------------------------------------------------------------------------------
-# Cadence (README "The cadence")
+# Cadence (docs/units.md "The cadence")
 # ----------------------------------------------------------------------------------------------
 
 
@@ -657,7 +657,7 @@ def request_cadence(leg: Leg, times: list[int], stall_factor: float) -> dict[str
     middle = median(gaps)
     judged = middle is not None and middle > 0
     stalled = [gap for gap in gaps if judged and gap > stall_factor * middle]
-    # README "Cadence": a step in the band around the recorded window counts as at its edge.
+    # docs/decisions.md "Cadence": a step in the band around the window counts as at its edge.
     first = min(max(times[0], start), end)
     last = max(min(times[-1], end), start)
     decode_s = max(0, last - first) / 1e9

@@ -80,7 +80,7 @@ def ns(us: int) -> int:
     return us * 1000
 
 
-# Leg windows are widened by this much on each side (README, "Leg windows").
+# Leg windows are widened by this much on each side (docs/decisions.md, "Leg windows").
 WINDOW_SLACK_NS = 500
 # One warm leg of one second, for tests that fold a handful of hand-written lines.
 ONE_SECOND_LEG = {

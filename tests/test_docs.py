@@ -1,0 +1,170 @@
+"""Every command the docs show with its output prints that output (docs/check_commands.py, whose
+convention docs/writing.md states), and the checker finds, compares and rewrites blocks as it
+says: a drifted block fails, blocks of other kinds never run, `--update` touches only outputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("check_commands", ROOT / "docs/check_commands.py")
+check_commands = importlib.util.module_from_spec(_spec)
+sys.modules["check_commands"] = check_commands
+_spec.loader.exec_module(check_commands)
+
+
+def test_every_documented_command_prints_what_the_docs_show():
+    commands, drifts = check_commands.check(check_commands.documented_files())
+    by_file = {command.path.name for command in commands}
+    # The README's worked example and the reference pages' examples are all found, not skipped.
+    assert {"README.md", "command.md", "comparison.md", "counters.md", "runs.md"} <= by_file
+    assert len(commands) >= 10
+    assert not drifts, (
+        "\n\n".join(drift.describe() for drift in drifts)
+        + "\n\nif the new output is right: .venv/bin/python docs/check_commands.py --update"
+    )
+
+
+def test_the_readme_shows_the_worked_example_against_two_oracles():
+    readme = ROOT / "README.md"
+    (block,) = check_commands.find_blocks(readme, readme.read_text())
+    (command,) = block.commands
+    assert command.text.split() == [
+        "fold-acceptance",
+        "fixtures/gate-example/our-arm.json",
+        "fixtures/gate-example/steps.jsonl",
+        "\\",
+        "--vs",
+        "vllm=fixtures/oracles/vllm-gate-arm.json",
+        "--vs",
+        "sglang=fixtures/oracles/sglang-legs.jsonl",
+    ]
+    shown = "\n".join(command.shown)
+    assert "acceptance within 0.0% of vllm (tolerance 2%): the gap is execution speed" in shown
+
+
+DRIFTED = """# A page
+
+Some prose that stays as it is.
+
+```console
+$ printf 'one\\ntwo\\n'
+one
+three
+$ echo "$COLUMNS" \\
+    columns
+100 columns
+```
+
+```sh
+touch {marker}
+```
+
+```console
+$ printf 'x  \\n\\n\\n'
+x
+```
+"""
+
+
+def test_a_drifted_output_fails_and_update_writes_the_printed_one(tmp_path):
+    marker = tmp_path / "ran"
+    page = tmp_path / "page.md"
+    page.write_text(DRIFTED.format(marker=marker))
+
+    commands, drifts = check_commands.check([page])
+    assert [command.text for command in commands] == [
+        "printf 'one\\ntwo\\n'",
+        'echo "$COLUMNS" \\\n    columns',
+        "printf 'x  \\n\\n\\n'",
+    ]
+    # The width is fixed (100 columns), trailing spaces and blank lines do not count, and the
+    # one drifted output is named by its file and line with what it printed instead.
+    (drift,) = drifts
+    assert drift.command.line == 6
+    assert drift.printed == ("one", "two")
+    description = drift.describe()
+    assert "page.md:6" in description and "-three" in description and "+two" in description
+    assert not marker.exists(), "an ```sh block was run"
+    assert check_commands.main([str(page)]) == 1
+
+    assert check_commands.update(page) is True
+    assert page.read_text() == DRIFTED.format(marker=marker).replace("one\nthree\n", "one\ntwo\n")
+    assert check_commands.check([page])[1] == []
+    assert check_commands.update(page) is False
+    assert check_commands.main([str(page)]) == 0
+
+
+def test_a_new_block_gets_its_output_from_update(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ echo a\n$ echo b; echo c >&2\n```\n")
+    assert len(check_commands.check([page])[1]) == 2
+    check_commands.update(page)
+    assert page.read_text() == "```console\n$ echo a\na\n$ echo b; echo c >&2\nb\nc\n```\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("```console\n$ echo a\na\n", 3, "is never closed"),
+        ("```console\nno prompt\n```\n", 4, "must start with a `$ ` command"),
+    ],
+)
+def test_a_malformed_block_is_an_error_naming_its_line(tmp_path, capsys, text, line, message):
+    page = tmp_path / "page.md"
+    page.write_text("prose\n\n" + text)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_commands.find_blocks(page, page.read_text())
+    assert check_commands.main([str(page)]) == 2
+    assert f"page.md:{line}: " in capsys.readouterr().err
+
+
+def test_the_readme_is_a_front_page_with_the_two_start_here_commands():
+    lines = (ROOT / "README.md").read_text().split("\n")
+    assert len(lines) - 1 <= 250
+    section = lines[lines.index("## Start here") + 1 :]
+    section = section[: next(i for i, line in enumerate(section) if line.startswith("## "))]
+    # .ci/run runs the first two ```sh blocks of this section as a new user types them.
+    opened = [i for i, line in enumerate(section) if line == "```sh"]
+    assert len(opened) == 2
+    assert [section[i + 2] for i in opened] == ["```", "```"]
+    assert "pip install ." in section[opened[0] + 1]
+    assert "pip install -e '.[test]'" in section[opened[1] + 1]
+
+
+# A repository file the docs name as a code path (docs/writing.md: files outside docs/ are named,
+# not linked), such as `instrument/FORMAT.md` or `fold/spectrace.py`. Globs, templates and
+# command lines are not paths.
+NAMED = re.compile(r"`([^`\s]+/[^`\s]*)`")
+FENCED = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+TOPS = {"benchmarks", "docs", "examples", "fixtures", "fold", "fuzz", "instrument", "tests", ".ci"}
+
+
+def named_paths(text: str) -> list[str]:
+    found = []
+    for match in NAMED.finditer(FENCED.sub("", text)):
+        path = match.group(1).rstrip(".,;:")
+        if path.split("/")[0] in TOPS and not set(path) & set("*%$~<>{}=[]#"):
+            found.append(path)
+    return found
+
+
+def test_every_repository_path_the_docs_name_exists():
+    named = {
+        (page.name, path)
+        for page in check_commands.documented_files()
+        for path in named_paths(page.read_text())
+    }
+    assert len(named) > 50
+    assert [pair for pair in sorted(named) if not (ROOT / pair[1]).exists()] == []
+
+
+def test_a_path_that_is_not_there_is_found():
+    text = "`instrument/FORMAT.md`, `fold/nowhere.py`, `fixtures/*.jsonl`\n```sh\n`fold/x`\n```\n"
+    assert named_paths(text) == ["instrument/FORMAT.md", "fold/nowhere.py"]
+    assert not (ROOT / "fold/nowhere.py").exists()
