@@ -406,21 +406,6 @@ def test_the_real_toy_gate_makes_the_same_runs(toy_engine, tmp_path, name) -> No
             assert ran["engine_counters"][key] == made["engine_counters"][key]
 
 
-def test_the_readme_shows_the_commands_output() -> None:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("prints, after the fold of `after` (80 columns):\n\n```\n")
-    shown = readme[start:].split("```\n", 2)[1].rstrip("\n")
-    completed = subprocess.run(
-        [sys.executable, "-m", "fold.cli", *AFTER_VS_BEFORE],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-        env={**os.environ, "COLUMNS": "80", "TERM": "dumb"},
-    )  # fmt: skip
-    lines = [line.rstrip() for line in completed.stdout.splitlines()]
-    lines = lines[next(i for i, line in enumerate(lines) if "Throughput and acceptance" in line) :]
-    squeezed = [line for i, line in enumerate(lines) if line or (i and lines[i - 1])]
-    assert "\n".join(squeezed).rstrip("\n") == shown
-
-
 def test_a_record_that_reads_as_both_asks_which(tmp_path, capsys) -> None:
     record = json.loads(Path(arm("before")).read_text())
     record["metrics"] |= {"vllm:spec_decode_num_drafts": 10,
