@@ -18,7 +18,8 @@ from fold.api import fold_acceptance
 from fold.cli import main
 from fold.gap import attribute_gap, oracles_block
 from fold.oracles import arm_from_counts
-from fold.present.comparison import comparison, speed_summary
+from fold.present.comparison import comparison
+from fold.present.speed import speed_summary
 from fold.speed import split_speed
 
 approx = pytest.approx

@@ -28,34 +28,20 @@ from fold.oracles import (
 )
 from fold.present.fit import Fitted, fit
 from fold.present.runs import runs_lines
-from fold.present.table import length, percent, plus_minus, three_decimals
+from fold.present.speed import speed_lines
+from fold.present.table import (
+    NOT_RECORDED,
+    fmt_factor,
+    fmt_length,
+    fmt_rate,
+    fmt_share,
+    fmt_steps_per_s,
+    fmt_tok_s,
+    plus_minus,
+    recorded_cell,
+)
 
-NOT_RECORDED = "not recorded"
 Row = Mapping[str, Any]
-
-
-def fmt_tok_s(value: float | None) -> str:
-    return three_decimals(value, NOT_RECORDED)
-
-
-def fmt_rate(value: float | None) -> str:
-    return percent(value, NOT_RECORDED)
-
-
-def fmt_length(value: float | None) -> str:
-    return length(value, NOT_RECORDED)
-
-
-fmt_steps_per_s = fmt_factor = fmt_tok_s
-
-
-def fmt_share(value: float | None) -> str:
-    """A share as a whole percentage; a rounded zero never shows as "-0%"."""
-    return NOT_RECORDED if value is None else f"{round(value * 100) + 0}%"
-
-
-def _cell(text: str) -> Text:
-    return Text(text, style="dim italic") if text == NOT_RECORDED else Text(text)
 
 
 # Short names for what an arm's counters cover (the full wording is in the sources table).
@@ -138,13 +124,13 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
         table.add_row(
             Text(row["name"], style="bold"),
             Text(POPULATION_LABELS.get(population, population)),
-            _cell(fmt_tok_s(row["output_throughput_tok_s"])),
-            _cell(
+            recorded_cell(fmt_tok_s(row["output_throughput_tok_s"])),
+            recorded_cell(
                 _approx(fmt_length(row["mean_acceptance_length"]), row, "mean_acceptance_length")
             ),
-            _cell(_approx(fmt_rate(row["accept_rate"]), row, "accept_rate")),
-            _cell(fmt_steps_per_s(row["verify_steps_per_s"])),
-            _cell(fmt_length(row["completion_tokens_per_step"])),
+            recorded_cell(_approx(fmt_rate(row["accept_rate"]), row, "accept_rate")),
+            recorded_cell(fmt_steps_per_s(row["verify_steps_per_s"])),
+            recorded_cell(fmt_length(row["completion_tokens_per_step"])),
         )
         if intervals:
             _arm_interval_row(table, row)
@@ -152,15 +138,15 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
     first = True
     for gap in gaps.values():
         split = gap["ratio"] is not None and gap["acceptance_factor"] is not None
-        factor = _cell(fmt_factor(gap["acceptance_factor"]) if split else NOT_RECORDED)
+        factor = recorded_cell(fmt_factor(gap["acceptance_factor"]) if split else NOT_RECORDED)
         in_sglang_unit = gap["unit"] == SGLANG_UNIT
         table.add_row(
             Text(f"ours/{gap['oracle']}", style="italic"),
             Text(""),
-            _cell(fmt_factor(gap["ratio"])),
+            recorded_cell(fmt_factor(gap["ratio"])),
             Text("") if in_sglang_unit else factor,
             Text(""),
-            _cell(fmt_factor(gap["speed_factor"]) if split else NOT_RECORDED),
+            recorded_cell(fmt_factor(gap["speed_factor"]) if split else NOT_RECORDED),
             factor if in_sglang_unit else Text(""),
             end_section=False,
         )
@@ -382,78 +368,6 @@ def step_rate_line(check: Row, tolerance: float) -> Text:
             "bold yellow",
         )
     return Text(f"{line}: agree within {tolerance * 100:g}%")
-
-
-_PART_LABELS = {"before_first_step": "start-up", "stalls": "stalls", "tail": "tail",
-                "rest": "rest (median tok/s against the steps' times)"}  # fmt: skip
-
-
-def speed_summary(split: Row) -> str | None:
-    """'speed: 70% slower steps, 30% start-up, 0% stalls, 0% tail', largest part first."""
-    parts = split.get("parts")
-    if parts is None:
-        return None
-    steady = split["steady_factor"]
-    slower = steady is not None and steady < 1
-    labels = {"steps": "slower steps" if slower else "faster steps", **_PART_LABELS}
-    phrases = []
-    for name, part in sorted(parts.items(), key=lambda item: -item[1]):
-        share = round(abs(part) * 100)
-        phrases.append(
-            f"{share}% {labels[name]}" if part >= 0 else f"{labels[name]} offset {share}%"
-        )
-    return "speed: " + ", ".join(phrases)
-
-
-def speed_table(split: Row) -> Fitted:
-    """The speed factor over leg windows, our decode windows and our steady decoding, beside
-    our shares of warm leg time outside steady decoding (the oracle records none of its own;
-    another run of ours does, and gets a row of its own shares)."""
-    other_shares = split.get("other_shares")
-    both = other_shares is not None
-    table = Table(
-        title=f"speed factor vs {split['oracle']}, and "
-        + ("both runs' warm leg time" if both else "our warm leg time"),
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-    )
-    whose = "both" if both else "our"
-    headers = ("over leg windows", f"over {whose} decode windows",
-               f"over {whose} steady decoding", "before first step", "in stalls",
-               "in the tail")  # fmt: skip
-    if both:
-        table.add_column("shares of", overflow="fold")
-    for header in headers:
-        table.add_column(header, justify="right", overflow="fold")
-    outside = ("before_first_step", "stalls", "tail")
-    factors = [_cell(fmt_factor(split[name]))
-               for name in ("leg_factor", "decode_factor", "steady_factor")]  # fmt: skip
-    shares = split["shares"]
-    table.add_row(
-        *([Text("ours")] if both else []),
-        *factors,
-        *(_cell(fmt_rate(shares[name])) for name in outside),
-    )
-    if other_shares is not None:
-        table.add_row(
-            Text(split["oracle"]),
-            *[Text("")] * 3,
-            *(_cell(fmt_rate(other_shares[name])) for name in outside),
-        )
-    return fit(table)
-
-
-def speed_lines(split: Row) -> list[RenderableType]:
-    """The speed factor one level deeper, the split of its log into slower steps and time
-    outside steady decoding, and what the oracle does not record."""
-    lines: list[RenderableType] = [speed_table(split)]
-    summary = speed_summary(split)
-    if summary is not None:
-        lines.append(Text("  " + summary + " (shares of the speed factor's log)", "bold"))
-    lines.extend(Text(f"  {lack}", style="dim") for lack in split["oracle_lacks"])
-    return lines
 
 
 def tolerance_of(document: Mapping[str, Any]) -> float:

@@ -11,8 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fold.present.cadence import time_cells, where_time_goes
-from fold.present.comparison import speed_summary
+from fold.present.speed import speed_summary
 from fold.present.table import (
+    NOT_RECORDED,
     from_log,
     length,
     no_times,
@@ -23,8 +24,6 @@ from fold.present.table import (
     untimed,
 )
 from fold.result import NEEDS_STEP_LOG
-
-NOT_RECORDED = "not recorded"
 
 
 def cell(value: Any) -> str:

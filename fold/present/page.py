@@ -20,18 +20,20 @@ from fold.gap import SGLANG_UNIT
 from fold.present.chart import Chart, render
 from fold.present.charts import charts
 from fold.present.comparison import (
-    NOT_RECORDED,
     POPULATION_LABELS,
-    fmt_factor,
-    fmt_length,
-    fmt_rate,
-    fmt_tok_s,
     has_intervals,
     population_line,
     step_rate_line,
     tolerance_of,
 )
-from fold.present.table import plus_minus
+from fold.present.table import (
+    NOT_RECORDED,
+    fmt_factor,
+    fmt_length,
+    fmt_rate,
+    fmt_tok_s,
+    plus_minus,
+)
 
 PLOT_FORMATS = ("png", "svg")
 _STYLE = """

@@ -13,9 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.present.fit import fit
-from fold.present.table import percent, plus_minus
-
-NOT_RECORDED = "not recorded"
+from fold.present.table import NOT_RECORDED, percent, plus_minus
 
 
 def runs_lines(found: Mapping[str, Any], *, details: bool = True) -> list[RenderableType]:

@@ -37,6 +37,35 @@ def three_decimals(value: float | None, missing: str = NOT_DEFINED) -> str:
     return missing if value is None else f"{value:.3f}"
 
 
+NOT_RECORDED = "not recorded"
+"""What a figure an arm does not record reads, in every table: never 0, never blank."""
+
+
+def fmt_tok_s(value: float | None) -> str:
+    return three_decimals(value, NOT_RECORDED)
+
+
+def fmt_rate(value: float | None) -> str:
+    return percent(value, NOT_RECORDED)
+
+
+def fmt_length(value: float | None) -> str:
+    return length(value, NOT_RECORDED)
+
+
+fmt_steps_per_s = fmt_factor = fmt_tok_s
+
+
+def fmt_share(value: float | None) -> str:
+    """A share as a whole percentage; a rounded zero never shows as "-0%"."""
+    return NOT_RECORDED if value is None else f"{round(value * 100) + 0}%"
+
+
+def recorded_cell(text: str) -> Text:
+    """A table cell, dimmed when it says the figure is not recorded."""
+    return Text(text, style="dim italic") if text == NOT_RECORDED else Text(text)
+
+
 def plus_minus(
     value: float | None, interval: list[float] | tuple[float, float] | None, form: str
 ) -> str:
