@@ -27,13 +27,13 @@ def _child(arm: str, log: str, out: str) -> None:
     from fold.api import fold_acceptance
     from fold.folding.timeline_lines import attributed_lines
     from fold.inputs.arm import load_arm
-    from fold.present.trace import write_trace
+    from fold.present.timeline import write_timeline
 
     started = time.perf_counter()
     result = fold_acceptance(arm, [log])
     folded = time.perf_counter()
     record = load_arm(arm)
-    summary = write_trace(out, record, attributed_lines(record, [log]), result)
+    summary = write_timeline(out, result.to_json(), attributed_lines(record, [log]))
     traced = time.perf_counter()
     print(
         json.dumps(

@@ -30,14 +30,12 @@ from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.arm import load_arm
 from fold.inputs.reader import expand_log_paths
 from fold.present.annotate import dumps, write_annotated, write_atomically
-from fold.present.cadence import cadence_view
 from fold.present.chart import require_matplotlib
-from fold.present.comparison import comparison
 from fold.present.live import live_view
 from fold.present.markdown import markdown_record
 from fold.present.page import markdown_links, write_page, write_plots
-from fold.present.table import report
-from fold.present.trace import write_trace
+from fold.present.terminal import terminal
+from fold.present.timeline import write_timeline
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -178,8 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--trace",
         metavar="PATH",
-        help="also write the run as Chrome trace-event JSON (Perfetto UI, chrome://tracing): "
-        "a track per request, a slice per verify step, the legs, stalls and acceptance",
+        help="also write the run's timeline as Chrome trace-event JSON (Perfetto UI, "
+        "chrome://tracing): a track per request, a slice per verify step, the legs, stalls and "
+        "acceptance",
+    )
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="also print the sources of every figure, the per-position figures, where every "
+        "line went, the step cadence and the speed splits (before the comparison, so the "
+        "verdicts stay last)",
     )
     parser.add_argument(
         "--markdown",
@@ -275,34 +281,22 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         arm = load_arm(arguments.arm)  # the gate writes its record when its last leg ends
     else:
         result = _fold_once(arm, arguments, stderr)
-    comparison_view = None
-    found = None
     if oracles:
-        found = compare(result, oracles, arguments.tolerance, record=arm)
-        comparison_view = comparison(
-            found.rows,
-            found.gaps,
-            measured_steps_per_s=found.measured_steps_per_s,
-            step_check=found.step_check,
-            intervals=found.intervals,
-            speeds=found.speeds,
-            runs=found.runs,
-        )
+        compare(result, oracles, arguments.tolerance, record=arm)
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
+    # The JSON document, built once (after compare() set its comparison block): every output
+    # is drawn from it alone.
+    document = result.to_json()
     if arguments.trace:
         lines = attributed_lines(arm, arguments.logs, skip_bad_lines=arguments.skip_bad_lines)
-        write_trace(arguments.trace, arm, lines, result)
-    # The JSON document, built once for every output that wants it (after compare() set its
-    # comparison block).
-    document = result.to_json() if arguments.json or arguments.html or arguments.plots else None
-    if arguments.html or arguments.plots:
-        if arguments.html:
-            write_page(arguments.html, document)
-        if arguments.plots:
-            write_plots(arguments.plots, document)
+        write_timeline(arguments.trace, document, lines)
+    if arguments.html:
+        write_page(arguments.html, document)
+    if arguments.plots:
+        write_plots(arguments.plots, document)
     if arguments.markdown:
-        record = markdown_record(result, found, arm_path=arguments.arm)
+        record = markdown_record(document, arm_path=arguments.arm)
         if arguments.plots:
             record += markdown_links(document, arguments.plots, arguments.markdown)
         record = record.encode()
@@ -317,10 +311,10 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         return EXIT_OK
     if arguments.json:
         write_atomically(arguments.json, dumps(document))
-    stdout.print(report(result))
-    stdout.print(cadence_view(result))
-    if comparison_view is not None:
-        stdout.print(comparison_view)
+    text = terminal(
+        document, width=stdout.width, details=arguments.details, color=stdout.is_terminal
+    )
+    sys.stdout.write(text)
     return EXIT_OK
 
 

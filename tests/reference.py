@@ -447,6 +447,8 @@ def leg_figures(
         "tok_s": float(leg.fields["tok_s"]),
         "completion_tokens": completion,
         "window_secs": window_secs,
+        "window_start_ns": leg.start_ns + WINDOW_SLACK_NS,
+        "window_end_ns": leg.end_ns - WINDOW_SLACK_NS,
         "lines": len(steps),
         "steps": s,
         "proposed": p,
@@ -567,7 +569,7 @@ def fold_records(
         return group_cadence([member for leg in chosen for member in members[leg.index]])
 
     return {
-        "format": "fold-acceptance/1",
+        "format": "fold-acceptance/2",
         "predicate": predicate,
         "window_steps": window_steps,
         "stall_factor": stall_factor,
@@ -604,7 +606,7 @@ STEP_LOG_SOURCES = {
     **dict.fromkeys(
         ("per_position", "per_position_conditional", "per_position_of_proposed", "histogram",
          "windows", "requests",
-         "lines", "cadence", "emitted", "trace"),
+         "lines", "cadence", "emitted", "timeline"),
         "step log",
     ),
 }  # fmt: skip

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 GATE = ROOT / "fixtures" / "gate-example"
 VLLM = ROOT / "fixtures" / "oracles" / "vllm-gate-arm.json"
+REAL = ROOT / "fixtures" / "oracles" / "vllm-real"
 ARTIFACTS = ROOT / "out" / "browser"
 CHART_NAMES = ["per-position", "windows", "per-leg", "gap", "intervals", "time-shares"]
 MIN_MARKS = 10  # the emptiest chart still lays out axes, ticks and its bars or lines
@@ -49,9 +50,20 @@ window.addEventListener("load", () => {
     const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
     charts[section.id] = {marks: marks, width: box.width, height: box.height};
   }
+  const place = (element) => {
+    const box = element.getBoundingClientRect();
+    return {top: box.top, bottom: box.bottom, left: box.left, right: box.right};
+  };
+  const table = document.querySelector("table.comparison");
+  const answer = {
+    table: table ? place(table) : null,
+    verdicts: Array.from(document.querySelectorAll("li.verdict"),
+                         (item) => ({arm: item.dataset.arm, ...place(item)})),
+    viewport: {width: window.innerWidth, height: window.innerHeight},
+  };
   const out = document.createElement("pre");
   out.id = "probe";
-  out.textContent = JSON.stringify({charts: charts, errors: window.__errors});
+  out.textContent = JSON.stringify({charts: charts, errors: window.__errors, answer: answer});
   document.body.appendChild(out);
 });
 </script>"""
@@ -83,10 +95,12 @@ def _run_offline(arguments: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
-def _probe(page: Path, tmp_path: Path) -> dict:
+def _probe(page: Path, tmp_path: Path, window: str = "1280,800") -> dict:
     probed = tmp_path / f"probed-{page.name}"
     probed.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))
-    completed = _run_offline(["--virtual-time-budget=10000", "--dump-dom", probed.as_uri()])
+    completed = _run_offline(
+        [f"--window-size={window}", "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()]
+    )
     found = re.search(r'<pre id="probe">(.*?)</pre>', completed.stdout, re.DOTALL)
     assert found, f"the probe did not run:\n{completed.stderr[-2000:]}"
     text = found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
@@ -99,6 +113,71 @@ def gate_page(tmp_path_factory) -> Path:
     argv = [str(GATE / "our-arm.json"), str(GATE / "steps.jsonl"), f"--vs=vllm={VLLM}"]
     assert cli([*argv, "--html", str(out), "--quiet"]) == 0
     return out
+
+
+PAGES = {
+    # the worked example against two oracles, as the README runs it
+    "two-oracles": [
+        str(GATE / "our-arm.json"),
+        str(GATE / "steps.jsonl"),
+        f"--vs=vllm={VLLM}",
+        f"--vs=sglang={ROOT / 'fixtures' / 'oracles' / 'sglang-legs.jsonl'}",
+    ],
+    # a real vLLM run on a CPU, whose factors are far from 1
+    "vllm-real": [
+        str(REAL / "ours" / "our-arm.json"),
+        str(REAL / "ours" / "steps.jsonl"),
+        f"--vs=vllm={REAL / 'offline' / 'vllm-arm.json'}",
+    ],
+    # two runs of ours, an oracle of ours among them
+    "two-runs": [
+        str(ROOT / "fixtures" / "ours-vs-ours" / "after" / "our-arm.json"),
+        str(ROOT / "fixtures" / "ours-vs-ours" / "after" / "steps.jsonl"),
+        f"--vs=before={ROOT / 'fixtures' / 'ours-vs-ours' / 'before' / 'our-arm.json'}",
+        f"--vs-log=before={ROOT / 'fixtures' / 'ours-vs-ours' / 'before' / 'steps.jsonl'}",
+        f"--vs=vllm={VLLM}",
+    ],
+}
+SCREEN = (1280, 800)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_the_first_screen_holds_the_comparison_and_every_verdict(name, tmp_path):
+    out = tmp_path / f"{name}.html"
+    assert cli([*PAGES[name], "--html", str(out), "--quiet"]) == 0
+    probe = _probe(out, tmp_path, f"{SCREEN[0]},{SCREEN[1]}")
+    answer = probe["answer"]
+    assert answer["viewport"]["width"] <= SCREEN[0]
+    height = answer["viewport"]["height"]
+    assert answer["table"] is not None, "the page has no comparison table"
+    assert answer["table"]["top"] >= 0 and answer["table"]["bottom"] <= height, answer
+    assert answer["table"]["right"] <= answer["viewport"]["width"], answer
+    arms = [item["arm"] for item in answer["verdicts"]]
+    given = [spec.removeprefix("--vs=") for spec in PAGES[name] if spec.startswith("--vs=")]
+    gaps = [spec.split("=", 1)[0] for spec in given]
+    assert arms == gaps
+    for item in answer["verdicts"]:
+        assert item["bottom"] <= height and item["right"] <= answer["viewport"]["width"], item
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / f"first-screen-{name}.png"
+    shot.unlink(missing_ok=True)
+    completed = _run_offline(
+        [f"--window-size={SCREEN[0]},{SCREEN[1]}", "--virtual-time-budget=10000",
+         f"--screenshot={shot}", out.as_uri()]
+    )  # fmt: skip
+    assert shot.exists(), completed.stderr[-2000:]
+
+
+def test_the_screen_check_sees_a_verdict_below_the_fold(tmp_path):
+    """The check above can fail: a verdict pushed below the first screen is measured there."""
+    low = tmp_path / "low.html"
+    low.write_text(
+        '<!DOCTYPE html><html><head></head><body><table class="comparison"><tr><td>x</td></tr>'
+        '</table><div style="height:2000px"></div><ul><li class="verdict" data-arm="a">late'
+        "</li></ul></body></html>"
+    )
+    answer = _probe(low, tmp_path)["answer"]
+    assert answer["verdicts"][0]["bottom"] > answer["viewport"]["height"]
 
 
 def test_every_chart_renders_with_no_console_error(gate_page, tmp_path):

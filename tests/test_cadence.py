@@ -159,7 +159,7 @@ def test_files_split_anywhere_merge_to_the_same_cadence(run, tmp_path: Path):
 def test_the_command_prints_the_cadence_and_takes_a_stall_factor(run, tmp_path, capsys):
     arm, log = run
     annotated = tmp_path / "annotated.json"
-    assert main([arm, log, "--annotate", str(annotated), "--stall-factor", "39"]) == 0
+    assert main([arm, log, "--annotate", str(annotated), "--stall-factor", "39", "--details"]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
     # leg 1: 3 s, 5 s, 2 s; intervals 50 ms, 50 ms, 2 s, 2 s; 1 stall of 1.95 s; 12.2 steps/s
@@ -261,7 +261,7 @@ def test_decode_steps_per_s_has_no_interval_without_resamples(run):
 def test_the_cadence_table_keeps_every_figure_whole(run, width):
     arm, log = run
     console = Console(width=width, record=True, color_system=None)
-    console.print(cadence_view(fold_acceptance(arm, [log])))
+    console.print(cadence_view(fold_acceptance(arm, [log]).to_json()))
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= width
     # leg 1's stall time and leg 2's pooled decode steps/s (170 / 4.8 s), worked out by hand
@@ -272,7 +272,7 @@ def test_the_cadence_table_keeps_every_figure_whole(run, width):
 def test_the_warm_cadence_line_shows_the_decode_interval_as_plus_minus(run, tmp_path, capsys):
     arm, log = run
     out_json = tmp_path / "fold.json"
-    assert main([arm, log, "--json", str(out_json)]) == 0
+    assert main([arm, log, "--json", str(out_json), "--details"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     cadence = json.loads(out_json.read_text())["warm"]["cadence"]
     low, high = cadence["decode_steps_per_s_ci"]

@@ -24,7 +24,7 @@ VS = ["--vs", f"vllm={FIXTURES / 'oracles' / 'vllm-arm.json'}",
 
 def test_gate_example_oracles_block(capsys):
     assert main([*OURS, *VS, "--json", "-"]) == 0
-    block = orjson.loads(capsys.readouterr().out)["oracles"]
+    block = orjson.loads(capsys.readouterr().out)["comparison"]
     rows = {row["name"]: row for row in block["rows"]}
     assert [row["name"] for row in block["rows"]] == ["ours", "vllm", "sglang"]
     # vLLM: A = 1000, P = 2170, S = 310 -> 46.08% and 4.2258.
@@ -67,9 +67,10 @@ def test_gate_example_oracles_block(capsys):
 
 
 def test_gate_example_table_reads_46_1_and_4_23(capsys):
-    assert main([*OURS, *VS]) == 0
+    assert main([*OURS, *VS, "--details"]) == 0
     out = capsys.readouterr().out
-    vllm_row = next(line for line in out.splitlines() if line.strip().startswith("vllm"))
+    table = out[out.index("Throughput and acceptance in one unit") :]
+    vllm_row = next(line for line in table.splitlines() if line.strip().startswith("vllm"))
     assert "46.1%" in vllm_row and "4.23" in vllm_row
     assert "not recorded" in out
 
@@ -107,7 +108,7 @@ WARM_A = sum(a for run, _, a in EXAMPLE_LEGS if run > 1)  # 1000
 def _block(capsys, *vs: str) -> dict:
     args = [item for spec in vs for item in ("--vs", spec)]
     assert main([*OURS, *args, "--json", "-"]) == 0
-    return orjson.loads(capsys.readouterr().out)["oracles"]
+    return orjson.loads(capsys.readouterr().out)["comparison"]
 
 
 def test_gate_style_vllm_arm_is_compared_over_all_legs(capsys):
@@ -201,6 +202,7 @@ def _figures(row) -> list[str]:
 
 @pytest.mark.parametrize("width", [80, 60, 40])
 def test_comparison_table_prints_every_figure_whole(width):
+    from fold.compare.gap import oracles_block
     from fold.inputs.oracles import arm_from_counts
     from fold.present.comparison import comparison_table
 
@@ -212,7 +214,8 @@ def test_comparison_table_prints_every_figure_whole(width):
         ),
         load_oracle("llama", FIXTURES / "oracles" / "llamacpp-metrics-pair.prom"),
     ]
-    text = _printed(comparison_table(rows), width)
+    document = {"comparison": orjson.loads(orjson.dumps(oracles_block(rows, {})))}
+    text = _printed(comparison_table(document), width)
     assert all(len(line) <= width for line in text.splitlines())
     for row in rows:
         for figure in _figures(row):

@@ -175,14 +175,14 @@ def test_counters_only_json_says_null_where_steps_are_needed(tmp_path, capsys):
     sources = document["sources"]
     assert sources["steps"].startswith("the record's counters")
     for key in ("per_position", "per_position_of_proposed", "histogram", "windows", "cadence",
-                "emitted", "trace"):  # fmt: skip
+                "emitted", "timeline"):  # fmt: skip
         assert sources[key] == "needs a step log"
     assert document["counter_check"]["spec_acceptance"] == "equals the warm fold"
 
 
 def test_counters_only_table_names_its_source_and_what_needs_a_log(tmp_path, capsys):
     arm = pair(tmp_path, example(), log=False)[0]
-    assert main([arm, "--bootstrap", "0"]) == 0
+    assert main([arm, "--bootstrap", "0", "--details"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "Acceptance per leg (shape within a leg: needs a step log)" in out
     assert "S, P, A per leg from the record's counters" in out
@@ -199,7 +199,7 @@ def test_counters_only_table_names_its_source_and_what_needs_a_log(tmp_path, cap
 
 
 def test_the_step_log_table_says_it_was_checked(tmp_path, capsys):
-    assert main([*pair(tmp_path, example()), "--bootstrap", "0"]) == 0
+    assert main([*pair(tmp_path, example()), "--bootstrap", "0", "--details"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert (
         "engine counters: checked against the engine's own counters, leg by leg: S, P and A "
@@ -223,7 +223,7 @@ def test_the_comparison_is_the_same_both_ways(tmp_path, capsys):
         paths = pair(tmp_path, example(), log=log)
         assert main([*paths, "--vs", f"gate={VLLM_GATE}", "--vs", f"bench={VLLM_BENCH}",
                      "--json", "-"]) == 0  # fmt: skip
-        blocks.append(orjson.loads(capsys.readouterr().out)["oracles"])
+        blocks.append(orjson.loads(capsys.readouterr().out)["comparison"])
     with_log, alone = blocks
     figures = (
         "output_throughput_tok_s", "steps", "proposed", "accepted", "accept_rate",
@@ -516,7 +516,7 @@ def test_a_record_without_counters_folds_its_log_as_before_and_says_so(tmp_path,
         "(spec_drafted_request_steps, spec_drafts_proposed, spec_drafts_accepted); its "
         "spec_acceptance is null, so the pooled block was not checked"
     )
-    assert main([*pair(tmp_path, without), "--bootstrap", "0"]) == 0
+    assert main([*pair(tmp_path, without), "--bootstrap", "0", "--details"]) == 0
     assert "not checked against the engine's own counters" in capsys.readouterr().out
 
 

@@ -163,13 +163,13 @@ def test_no_time_stamps_means_no_cadence_never_zeros(gate, tmp_path):
     document = result.to_json()
     assert document["step_source"] == "the engine's trace (VT_SPEC_TRACE)"
     assert document["sources"]["cadence"] == "needs time stamps: the engine's trace has none"
-    assert document["sources"]["trace"] == "needs time stamps: the engine's trace has none"
+    assert document["sources"]["timeline"] == "needs time stamps: the engine's trace has none"
     assert document["sources"]["per_position"] == "the engine's trace (VT_SPEC_TRACE)"
     assert document["sources"]["accepted"] == "the engine's trace (VT_SPEC_TRACE)"
     assert document["warm"]["cadence"] is None and document["all"]["cadence"] is None
     assert all(leg["cadence"] is None for leg in document["legs"])
     assert all(r["cadence"] is None for leg in document["legs"] for r in leg["requests"])
-    assert "needs time stamps: the engine's trace has none" in markdown_record(result, None)
+    assert "needs time stamps: the engine's trace has none" in markdown_record(document)
     # The verify-step rate needs only the leg windows: leg 1 has 3 steps in 2.000 s.
     assert document["legs"][1]["step_rate"] == pytest.approx(1.5)
 
@@ -178,7 +178,7 @@ def test_the_cli_reads_the_trace_and_the_time_axis_says_it_needs_time_stamps(
     gate, tmp_path, capsys
 ):
     arm, paths = gate()
-    assert main([arm, *paths, "--json", str(tmp_path / "out.json")]) == 0
+    assert main([arm, *paths, "--json", str(tmp_path / "out.json"), "--details"]) == 0
     out = capsys.readouterr().out
     assert "step cadence: needs time stamps: the engine's trace has none" in out
     assert "3 other log lines" in out
@@ -424,10 +424,10 @@ def test_run_lines_of_a_later_engine_are_taken_as_they_come(gate):
 def test_the_outputs_name_the_trace_as_the_source(gate, capsys):
     arm, paths = gate()
     result = fold_acceptance(arm, paths, resamples=0)
-    record = markdown_record(result, None)
+    record = markdown_record(result.to_json())
     assert "- the engine's trace (VT_SPEC_TRACE stderr): `" in record
     assert "## Cadence\n\nneeds time stamps: the engine's trace has none." in record
-    assert main([arm, *paths, "--bootstrap", "0"]) == 0
+    assert main([arm, *paths, "--bootstrap", "0", "--details"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "S, P, A per leg and every per-step figure from the engine's trace" in out
     assert "engine counters: checked against the engine's own counters, leg by leg" in out

@@ -107,7 +107,7 @@ def test_per_position_of_the_steps_that_drafted_it(tmp_path, native):
     document = result.to_json()
     assert document["warm"]["per_position_of_proposed"] == [1.0, 2 / 3, 1 / 2, 0.0]
     assert document["sources"]["per_position_of_proposed"] == "step log"
-    table = " ".join(distribution_lines(result).plain.split())
+    table = " ".join(distribution_lines(result.to_json()).plain.split())
     assert "(accepted > i)/S: 0:100.0% 1:66.7% 2:33.3% 3:0.0%" in table
     assert (
         "warm per-position, of steps that drafted it (accepted > i)/(proposed > i): "

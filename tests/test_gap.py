@@ -236,10 +236,15 @@ def _render(renderable: object, width: int = 80) -> str:
     return capture.get()
 
 
+def _document(rows, gaps, check=None, measured=None) -> dict:
+    """The JSON document's part the comparison presenters read."""
+    return {"comparison": orjson.loads(orjson.dumps(oracles_block(rows, gaps, check, measured)))}
+
+
 def test_rendered_table_reads_the_gate_example(vllm: ArmFigures, sglang: ArmFigures) -> None:
     ours = ours_with(930)
     gaps = {o.name: attribute_gap(ours, o) for o in (vllm, sglang)}
-    text = _render(comparison_table([ours, vllm, sglang], gaps))
+    text = _render(comparison_table(_document([ours, vllm, sglang], gaps)))
     lines = text.splitlines()
     assert all(len(line) <= 80 for line in lines)
     vllm_line = next(line for line in lines if line.lstrip().startswith("vllm"))
@@ -259,15 +264,14 @@ def test_full_comparison_and_verdict_lines(vllm: ArmFigures, sglang: ArmFigures)
     ours = ours_with(1000)
     gaps = {o.name: attribute_gap(ours, o) for o in (vllm, sglang)}
     check = check_step_rate(3.2, OURS_TOK_S, ours.mean_acceptance_length)
-    lines = [line.plain for line in verdict_lines(gaps, measured_steps_per_s=3.2, step_check=check)]
+    document = _document([ours, vllm, sglang], gaps, check, 3.2)
+    lines = [line.plain for line in verdict_lines(document)]
     joined = "\n".join(lines)
     assert "the gap is execution speed" in joined
     assert "share of the log-gap: acceptance 0%, speed 100%" in joined
     assert "cannot be split" in joined
     assert "disagree beyond 2%" in joined and "prefill or stalls" in joined
-    text = _render(
-        comparison([ours, vllm, sglang], gaps, measured_steps_per_s=3.2, step_check=check)
-    )
+    text = _render(comparison(document, details=True))
     assert all(len(line) <= 80 for line in text.splitlines())
     assert "vllm:spec_decode_num_accepted_tokens_total" in text  # the sources table
     assert "plain mean" in text

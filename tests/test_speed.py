@@ -16,10 +16,11 @@ from rich.console import Console
 
 from fold.api import fold_acceptance
 from fold.cli import main
-from fold.compare.gap import attribute_gap
+from fold.compare.gap import attribute_gap, oracles_block
 from fold.compare.speed import split_speed
 from fold.inputs.oracles import arm_from_counts
-from fold.present.comparison import comparison, speed_summary
+from fold.present.comparison import comparison
+from fold.present.speed import speed_summary
 
 approx = pytest.approx
 
@@ -56,7 +57,7 @@ def test_half_the_oracle_speed_is_mostly_time_outside_the_decode_loop(warm_caden
         }
     )
     assert sum(split.parts.values()) == approx(1.0)
-    assert speed_summary(split) == (
+    assert speed_summary(split.to_json()) == (
         "speed: 50% tail, 47% start-up, 23% stalls, faster steps offset 20%"
     )
     assert "vllm records no per-step times" in split.oracle_lacks[0]
@@ -101,23 +102,26 @@ def test_the_command_prints_and_writes_the_split(tmp_path: Path, capsys):
         )
     )
     out_json = tmp_path / "fold.json"
-    assert main([arm_path, log, "--vs", f"vllm={oracle}", "--json", str(out_json)]) == 0
+    assert (
+        main([arm_path, log, "--vs", f"vllm={oracle}", "--json", str(out_json), "--details"]) == 0
+    )
     out = capsys.readouterr().out
     assert "speed: 50% tail, 47% start-up, 23% stalls, faster steps offset 20%" in " ".join(
         out.split()
     )
-    speed = json.loads(out_json.read_text())["oracles"]["speed"]["vllm"]
+    speed = json.loads(out_json.read_text())["comparison"]["speed"]["vllm"]
     assert speed["leg_factor"] == approx(0.5)
     assert speed["decode_factor"] == approx(0.5 * 18 / 9.8)
 
 
 @pytest.mark.parametrize("width", [80, 50, 30])
-def test_the_split_sits_under_its_verdict_with_every_figure_whole(warm_cadence, width):
+def test_the_split_comes_before_the_verdict_with_every_figure_whole(warm_cadence, width):
     gap = attribute_gap(arm("ours", 10.0), arm("vllm", 20.0))
     split = split_speed(gap, warm_cadence, "vllm")
+    block = oracles_block([arm("ours", 10.0), arm("vllm", 20.0)], {"vllm": gap})
+    block["speed"] = {"vllm": split.to_json()}
     console = Console(width=width, record=True, color_system=None)
-    console.print(comparison([arm("ours", 10.0), arm("vllm", 20.0)], {"vllm": gap},
-                             speeds={"vllm": split}))  # fmt: skip
+    console.print(comparison({"comparison": block}, details=True))
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= width
     words = text.split()
@@ -125,6 +129,7 @@ def test_the_split_sits_under_its_verdict_with_every_figure_whole(warm_cadence, 
     # 4 / 18, 1.95 / 18 and 4.2 / 18 of the warm leg time.
     for figure in ("0.500", "0.918", "1.146", "22.2%", "10.8%", "23.3%"):
         assert figure in words, (figure, text)
+    # the verdicts come last, so that they are what stays on screen
     verdict = text.index("verdict:")
-    assert verdict < text.index("0.918") and verdict < text.index("22.2%")
-    assert text.index("speed: 50% tail") > verdict
+    assert verdict > text.index("0.918") and verdict > text.index("22.2%")
+    assert text.index("speed: 50% tail") < verdict

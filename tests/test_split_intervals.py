@@ -225,20 +225,20 @@ def test_seed_and_bootstrap_options(capsys) -> None:
 
     assert intervals(first) != intervals(other)
     assert first["bootstrap"]["seed"] == 5
-    rows = {row["name"]: row for row in first["oracles"]["rows"]}
+    rows = {row["name"]: row for row in first["comparison"]["rows"]}
     assert rows["vllm"]["output_throughput_tok_s_ci"] is None
     assert rows["vllm"]["ci_note"] == "no interval: known only by totals"
     assert rows["sg"]["output_throughput_tok_s_ci"] is not None
     # the split is in SGLang's unit, whose per-leg accept lengths are resampled too
-    assert first["oracles"]["gaps"]["sg"]["ci_basis"] == {
+    assert first["comparison"]["gaps"]["sg"]["ci_basis"] == {
         "ratio": BOTH_ARMS,
         "acceptance_factor": BOTH_ARMS,
         "speed_factor": BOTH_ARMS,
     }
-    assert first["oracles"]["gaps"]["vllm"]["ci_basis"]["ratio"] == OURS_ONLY
+    assert first["comparison"]["gaps"]["vllm"]["ci_basis"]["ratio"] == OURS_ONLY
     none = run_json(capsys, *vs, "--bootstrap", "0")
     assert none["warm"]["mean_acceptance_length_ci"] is None
-    assert none["oracles"]["gaps"]["vllm"]["ratio_ci"] is None
+    assert none["comparison"]["gaps"]["vllm"]["ratio_ci"] is None
     # the figures themselves do not move with the bootstrap
     for key in ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s"):
         assert none["warm"][key] == first["warm"][key]
@@ -252,7 +252,7 @@ def test_table_with_intervals_fits_80_columns() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "fold.cli", *OURS_ARGS,
          "--vs", f"vllm={ORACLES / 'vllm-arm.json'}",
-         "--vs", f"sglang={ORACLES / 'sglang-legs.jsonl'}"],
+         "--vs", f"sglang={ORACLES / 'sglang-legs.jsonl'}", "--details"],
         capture_output=True, text=True, check=True,
         env={**os.environ, "COLUMNS": "80", "TERM": "xterm-256color"},
     )  # fmt: skip
@@ -261,7 +261,8 @@ def test_table_with_intervals_fits_80_columns() -> None:
     assert any(line.split()[:1] == ["±"] for line in lines)  # the folds' ± rows
     assert "95% intervals (both arms):" in completed.stdout
     assert "95% intervals (ours only: vllm by totals):" in completed.stdout
-    vllm_row = lines.index(next(line for line in lines if line.split()[:1] == ["vllm"]))
+    start = next(i for i, line in enumerate(lines) if "Throughput and acceptance" in line)
+    vllm_row = lines.index(next(line for line in lines[start:] if line.split()[:1] == ["vllm"]))
     # the vllm row's "not recorded" may wrap; its ± row comes next
     below = next(line for line in lines[vllm_row + 1 :] if line.split()[:1] == ["±"])
     assert below.split() == ["±", "totals"]
@@ -288,7 +289,7 @@ def test_sglang_legs_with_counts_give_a_verdict_from_both_arms(tmp_path, capsys)
     ]  # fmt: skip
     legs.write_bytes(b"\n".join(orjson.dumps(record) for record in records) + b"\n")
     document = run_json(capsys, "--vs", f"sg={legs}")
-    gap = document["oracles"]["gaps"]["sg"]
+    gap = document["comparison"]["gaps"]["sg"]
     assert gap["ci_basis"] == dict.fromkeys(
         ("ratio", "acceptance_factor", "speed_factor"), BOTH_ARMS
     )
@@ -314,6 +315,6 @@ def test_a_single_warm_leg_has_no_interval_and_says_why(tmp_path, capsys) -> Non
     assert document["warm"]["legs"] == [8]
     assert document["warm"]["accept_rate_ci"] is None  # one leg of one request
     assert document["all"]["accept_rate_ci"] is not None
-    ours = document["oracles"]["rows"][0]
+    ours = document["comparison"]["rows"][0]
     assert ours["ci_note"].startswith("no interval: one leg")
-    assert document["oracles"]["gaps"]["sg"]["ratio_ci"] is None
+    assert document["comparison"]["gaps"]["sg"]["ratio_ci"] is None

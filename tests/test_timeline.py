@@ -20,7 +20,7 @@ from fold.api import fold_acceptance
 from fold.cli import main
 from fold.folding.timeline_lines import attributed_lines
 from fold.inputs.arm import load_arm
-from fold.present.trace import build_trace, group_size
+from fold.present.timeline import build_timeline, group_size
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def run(tmp_path: Path) -> tuple[str, str]:
 def trace_of(run: tuple[str, str], **options: Any) -> dict[str, Any]:
     arm, log = run
     result = fold_acceptance(arm, [log])
-    document = build_trace(load_arm(arm), attributed_lines(load_arm(arm), [log]), result, **options)
+    document = build_timeline(result.to_json(), attributed_lines(load_arm(arm), [log]), **options)
     # What a browser gets is the serialized file.
     return json.loads(json.dumps(document))
 
@@ -154,7 +154,7 @@ def test_the_trace_marks_the_stalls_the_fold_counts(factor: float):
     # trace's judgement (per line) and the fold's (per request) must agree request by request.
     arm, log = str(ROOT / "fixtures" / "our-arm.json"), str(ROOT / "fixtures" / "steps.jsonl")
     result = fold_acceptance(arm, [log], stall_factor=factor)
-    document = build_trace(load_arm(arm), attributed_lines(load_arm(arm), [log]), result)
+    document = build_timeline(result.to_json(), attributed_lines(load_arm(arm), [log]))
     expected = {
         (leg["index"], request["seq"]): request["cadence"]["stalls"] or 0
         for leg in result.legs

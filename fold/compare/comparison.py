@@ -198,7 +198,8 @@ def compare(
     *,
     record: Any = None,
 ) -> Comparison:
-    """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` for JSON.
+    """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` (and
+    ``result.runs``) for the JSON.
 
     ``oracles`` are oracle figures or arms (another run of ours is an :class:`Arm` from
     :func:`our_arm`); ``record`` is our arm record's top level, for comparing workloads.
@@ -260,9 +261,9 @@ def compare(
         if found is not None:
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, found)
-    if runs:
-        block["runs"] = {name: found.to_json() for name, found in runs.items()}
     result.oracles = block
+    if runs:
+        result.runs = {name: found.to_json() for name, found in runs.items()}
     speeds = split_speeds(
         result,
         gaps,

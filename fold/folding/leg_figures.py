@@ -30,6 +30,9 @@ def counted_leg(
         "tok_s": leg["tok_s"],
         "completion_tokens": leg["completion_tokens"],
         "window_secs": seconds,
+        # the generate window as recorded, on the step log's clock: the timeline draws it
+        "window_start_ns": leg["start_ns"] + WINDOW_SLACK_NS,
+        "window_end_ns": leg["end_ns"] - WINDOW_SLACK_NS,
         "steps": steps,
         "proposed": proposed,
         "accepted": accepted,

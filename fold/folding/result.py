@@ -37,7 +37,7 @@ from fold.inputs import acceptance
 from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.inputs.reader import ReadCounts, SkippedLine
 
-JSON_FORMAT = "fold-acceptance/1"
+JSON_FORMAT = "fold-acceptance/2"
 # Where a fold's counts came from (FoldResult.step_source).
 STEP_LOG = "step log"
 ENGINE_TRACE = "the engine's trace (VT_SPEC_TRACE)"
@@ -63,6 +63,10 @@ class FoldResult:
     writers: list[dict[str, Any]]
     skipped_examples: list[SkippedLine] = field(default_factory=list)
     oracles: dict[str, Any] | None = None
+    """The comparison block (``fold.compare``): the JSON's ``comparison``."""
+    runs: dict[str, Any] | None = None
+    """Per other run of ours, what only two runs of ours show (``fold.runs``): the JSON's
+    ``runs``."""
     stall_factor: float = DEFAULT_STALL_FACTOR
     prefill_tokens: dict[str, Any] = field(
         default_factory=lambda: {"per_request": SERVER_PREFILL_TOKENS, "source": "default"}
@@ -166,7 +170,9 @@ class FoldResult:
         if self.bootstrap is not None:
             document["bootstrap"] = self.bootstrap
         if self.oracles is not None:
-            document["oracles"] = self.oracles
+            document["comparison"] = self.oracles
+        if self.runs is not None:
+            document["runs"] = self.runs
         return document
 
 
@@ -180,10 +186,10 @@ STEP_FIGURES = (
     "lines",
     "cadence",
     "emitted",
-    "trace",
+    "timeline",
 )
 """Figures only the steps themselves give: read "needs a step log" (None) without one."""
-TIMED_FIGURES = ("cadence", "trace")
+TIMED_FIGURES = ("cadence", "timeline")
 """Figures that need the steps' times: None from the engine's trace, which has none."""
 
 

@@ -31,6 +31,8 @@ class TraceLines:
     lines: pl.DataFrame
     pids: dict[str, int]
     paths: list[str]
+    arm: str = ""
+    """The arm record whose legs the lines were attributed to."""
 
 
 def attributed_lines(
@@ -48,7 +50,7 @@ def attributed_lines(
                 "(DFLASH_STEP_LOG) has them"
             )
     lines, pids = _read(arm, paths, skip_bad_lines)
-    return TraceLines(lines, pids, paths)
+    return TraceLines(lines, pids, paths, arm.path)
 
 
 _LINE_SCHEMA = {

@@ -1,4 +1,5 @@
-"""The step cadence as rich renderables: per leg, then the warm legs (nothing here prints)."""
+"""The step cadence as rich renderables, from the fold's JSON document: per leg, then the warm
+legs (nothing here prints)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.folding.result import FoldResult
 from fold.present.fit import Fitted, fit
-from fold.present.table import NOT_DEFINED, percent, rate, same_decimals
+from fold.present.table import NOT_DEFINED, no_times, percent, rate, same_decimals
 
 
 def duration(seconds: float | None) -> str:
@@ -31,18 +31,19 @@ def count(value: int | None) -> str:
     return NOT_DEFINED if value is None else str(value)
 
 
-def cadence_table(result: FoldResult) -> Fitted:
+def cadence_table(document: dict[str, Any]) -> Fitted:
     """One row per leg with steps: seconds per request (mean), intervals in ms over all of the
     leg's requests, stalls, and decode steps/s (all intervals over all decode seconds)."""
     table = Table(
-        title=f"Step cadence per leg (stall: interval > {result.stall_factor:g}x its request's "
-        "median)",
+        title="Step cadence per leg (stall: interval > "
+        f"{document['stall_factor']:g}x its request's median)",
         title_justify="left",
         caption="first/decode/tail: per request, mean; p50..max: intervals between a "
         "request's steps, over all of the leg's requests; steps/s: steps after the first over "
         "decode time; c: cold leg",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
+        show_edge=False,
         padding=(0, 0),  # the box's separators keep columns apart; 11 of them fit 80 columns
         pad_edge=False,
     )
@@ -60,7 +61,7 @@ def cadence_table(result: FoldResult) -> Fitted:
         "steps/s",
     ):
         table.add_column(header, justify="right", no_wrap=True)
-    for leg in result.legs:
+    for leg in document["legs"]:
         cadence = leg["cadence"]
         if not cadence["requests"]:
             continue
@@ -110,8 +111,8 @@ def decode_rate(cadence: dict[str, Any]) -> str:
     return f"{shown} ±{same_decimals(reach, shown)}"
 
 
-def warm_cadence_lines(result: FoldResult) -> Text:
-    cadence = result.warm["cadence"]
+def warm_cadence_lines(document: dict[str, Any]) -> Text:
+    cadence = document["warm"]["cadence"]
     text = Text()
     text.append("warm cadence: ", style="bold")
     text.append(
@@ -126,10 +127,10 @@ def warm_cadence_lines(result: FoldResult) -> Text:
     return text
 
 
-def cadence_view(result: FoldResult) -> RenderableType:
-    if result.warm["cadence"] is None:
+def cadence_view(document: dict[str, Any]) -> RenderableType:
+    if document["warm"]["cadence"] is None:
         text = Text()
         text.append("step cadence: ", style="bold")
-        text.append(result.no_times(), style="dim")
+        text.append(no_times(document), style="dim")
         return text
-    return Group(cadence_table(result), warm_cadence_lines(result))
+    return Group(cadence_table(document), warm_cadence_lines(document))

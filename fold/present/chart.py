@@ -117,7 +117,62 @@ def legend_patches(axes, entries: list[tuple[str, str]]) -> None:
     )
 
 
-def plain_formatter():
-    from matplotlib.ticker import FuncFormatter
+MOST_LOG_TICKS = 6
+"""Labels on a log axis, at most: past that they crowd and print over one another."""
 
-    return FuncFormatter(lambda value, _: f"{value:.2f}")
+
+def log_ticks(low: float, high: float, most: int = MOST_LOG_TICKS) -> list[float]:
+    """Tick values for a log axis from ``low`` to ``high`` (both > 0) that stay apart at any
+    range: 1-2-5 per decade while they number at most ``most``, then the powers of ten alone,
+    then every n-th of those; over a range narrower than two such steps, evenly spaced values
+    (a gap of 0.93 to 1.03 still gets labels)."""
+    if not (0 < low <= high and math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"a log axis needs 0 < low <= high, not {low!r}, {high!r}")
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    for mantissas in ((1, 2, 5), (1,)):
+        found = [
+            m * 10.0**k
+            for k in range(first, last + 1)
+            for m in mantissas
+            if low <= m * 10.0**k <= high
+        ]
+        if 2 <= len(found) <= most:
+            return found
+    powers = [10.0**k for k in range(first, last + 1) if low <= 10.0**k <= high]
+    if len(powers) > most:
+        every = math.ceil(len(powers) / most)
+        return powers[::every]
+    return _even_ticks(low, high, most)
+
+
+def _even_ticks(low: float, high: float, most: int) -> list[float]:
+    """At most ``most`` round values from ``low`` to ``high``, a 1-2-5 step apart."""
+    span = high - low
+    if span <= 0:
+        return [low]
+    decade = math.floor(math.log10(span))
+    for step in (m * 10.0**k for k in range(decade - 2, decade + 2) for m in (1, 2, 5)):
+        start = math.ceil(low / step)
+        values = [round(n * step, 12) for n in range(start, math.floor(high / step) + 1)]
+        if len(values) <= most:
+            return values
+    return [low, high]
+
+
+def tick_label(value: float) -> str:
+    """A factor as people read it: 0.01, 0.95, 1, 2.5, 100."""
+    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+
+
+def log_axis(axes, low: float, high: float) -> None:
+    """A readable log-scale y axis over ``low`` .. ``high``: ticks from :func:`log_ticks`
+    with their labels, no minor labels, a little room above and below."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    axes.set_yscale("log")
+    ticks = log_ticks(low, high)
+    margin = (high / low) ** 0.08 if high > low else 1.1
+    axes.set_ylim(low / margin, high * margin)
+    axes.yaxis.set_major_locator(FixedLocator(ticks))
+    axes.yaxis.set_minor_locator(NullLocator())
+    axes.set_yticks(ticks, [tick_label(value) for value in ticks])

@@ -1,6 +1,6 @@
 """The report's charts: what each one shows, taken from the fold's JSON document, and drawn.
 
-Every chart is built from the document ``FoldResult.to_json()`` returns (with the ``oracles``
+Every chart is built from the document ``FoldResult.to_json()`` returns (with the ``comparison``
 block once a comparison ran), so a chart shows exactly the figures the table and ``--json``
 show, and nothing here reads an input. Marks are per leg, per window of steps or per draft
 position, never per step, so a fold of millions of lines draws as fast as one of hundreds.
@@ -22,9 +22,9 @@ from fold.present.chart import (
     Chart,
     leg_colour,
     legend_patches,
+    log_axis,
     panel_rows,
     percent,
-    plain_formatter,
 )
 
 NEEDS_STEPS = "needs a step log"
@@ -46,10 +46,12 @@ def charts(document: dict[str, Any]) -> list[Chart]:
 
 
 def _arms(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """The arm rows to draw per-arm figures for: the comparison's rows, or ours alone."""
-    block = document.get("oracles")
+    """The arm rows to draw per-arm figures for: every row of the comparison (ours over the
+    warm legs and, when an oracle counts all legs, over all legs; each oracle; each other run
+    of ours), or ours alone."""
+    block = document.get("comparison")
     if block and block.get("rows"):
-        return [row for row in block["rows"] if row.get("name") != "ours (all legs)"]
+        return list(block["rows"])
     warm = document.get("warm") or {}
     return [{"name": "ours", "kind": "ours", "per_position_rate": warm.get("per_position")}]
 
@@ -123,6 +125,7 @@ def _windows(document: dict[str, Any]) -> Chart:
                     color=leg_colour(leg, bool(leg.get("flags"))),
                     linewidth=1.4 if leg.get("warm") else 1.0,
                     alpha=0.85,
+                    gid=f"leg-{leg['index']}",
                 )
             axes.set_ylabel("A/P (%)")
             axes.set_ylim(0, 105)
@@ -205,7 +208,7 @@ def _per_leg(document: dict[str, Any]) -> Chart:
 
 
 def _waterfall(document: dict[str, Any]) -> Chart:
-    block = document.get("oracles") or {}
+    block = document.get("comparison") or {}
     gaps = block.get("gaps") or {}
     speeds = block.get("speed") or {}
     caption = (
@@ -221,6 +224,7 @@ def _waterfall(document: dict[str, Any]) -> Chart:
         for axes, (name, gap) in zip(columns, gaps.items(), strict=True):
             steps = _gap_steps(gap, speeds.get(name))
             level = 1.0
+            reach = [1.0]  # every bar's ends and whisker ends, for the axis
             for position, (label, factor, interval) in enumerate(steps):
                 if factor is None:
                     continue
@@ -233,7 +237,9 @@ def _waterfall(document: dict[str, Any]) -> Chart:
                     bottom=min(low, high),
                     color=colour,
                     width=0.6,
+                    gid=f"bar-{position}",
                 )
+                reach += [low, high]
                 if interval:
                     centre = high if is_total else level * factor
                     scale = 1.0 if is_total else level
@@ -245,12 +251,12 @@ def _waterfall(document: dict[str, Any]) -> Chart:
                         capsize=3,
                         linewidth=0.8,
                     )
+                    reach += [scale * interval[0], scale * interval[1]]
                 if not is_total:
                     level *= factor
             axes.axhline(1.0, color="black", linewidth=0.6)
-            axes.set_yscale("log")
-            axes.yaxis.set_major_formatter(plain_formatter())
-            axes.yaxis.set_minor_formatter(plain_formatter())
+            shown = [value for value in reach if value > 0 and math.isfinite(value)]
+            log_axis(axes, min(shown), max(shown))
             axes.set_xticks(range(len(steps)), [label for label, _, _ in steps], rotation=30)
             axes.set_title(f"ours vs {name}", fontsize=9)
         columns[0].set_ylabel("factor (log scale)")
@@ -279,7 +285,10 @@ def _gap_steps(
             if key == "rest" and key not in parts:
                 continue  # only against a run of ours with step times (fold.compare.speed)
             share = parts.get(key)
-            steps.append((label, None if share is None else speed_factor**share, None))
+            factor = None if share is None else speed_factor**share
+            if key == "steps" and factor is not None and factor > 1:
+                label = "faster steps"
+            steps.append((label, factor, None))
     else:
         steps.append(("speed", speed_factor, gap.get("speed_factor_ci")))
     steps.append(("r", gap.get("ratio"), gap.get("ratio_ci")))
@@ -405,5 +414,5 @@ def _time_shares(document: dict[str, Any]) -> Chart:
 
 def runs_of_ours(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(name, fold document) of our run and of each other run of ours it is compared with."""
-    runs = (document.get("oracles") or {}).get("runs") or {}
+    runs = document.get("runs") or {}
     return [("ours", document), *((name, run["fold"]) for name, run in runs.items())]

@@ -64,6 +64,9 @@ def _copy_without(table: Table, dropped: set[str], widths: list[int] | None = No
     return copy
 
 
+LONGEST_WHOLE_WORD = 16
+"""In a folding column, a word up to this long is never split (a longer one is a path or a
+name, which may fold)."""
 _FIGURE = re.compile(r"[≈±~<>+-]?[\d.,:]*\d[\d.,:]*(e[+-]?\d+)?[%x]?[),;]?")
 
 
@@ -87,11 +90,16 @@ def _ranges(console: Console, table: Table) -> list[tuple[int, int, int]]:
         if column.no_wrap:
             pieces = [*lines, *header_lines]
         else:
-            # A folding column may split a long name, never a figure; other columns would
-            # cut a long word short, so every word of theirs stays whole.
+            # A folding column may split a name too long for any column ("recorde / d" reads
+            # as two words), never a figure or a word; other columns would cut a long word
+            # short, so every word of theirs stays whole.
             words = [word for line in lines for word in line.split()]
             if column.overflow == "fold":
-                words = [word for word in words if _FIGURE.fullmatch(word)]
+                words = [
+                    word
+                    for word in words
+                    if _FIGURE.fullmatch(word) or cell_len(word) <= LONGEST_WHOLE_WORD
+                ]
             pieces = [*words, *(word for line in header_lines for word in line.split())]
         narrowest = max([cell_len(piece) for piece in pieces] + [column.min_width or 0, 1])
         widest = max(narrowest, *(cell_len(line) for line in lines))

@@ -79,8 +79,12 @@ def notice_line(notice: Notice) -> str:
     return f"{notice.path}: {notice.message}"
 
 
+def _report(result: FoldResult) -> RenderableType:
+    return report(result.to_json())
+
+
 def live_view(
-    view: FollowView, render: Callable[[FoldResult], RenderableType] = report
+    view: FollowView, render: Callable[[FoldResult], RenderableType] = _report
 ) -> RenderableType:
     """The fold's report when there is a fold, else the provisional groups; plus the status."""
     if view.result is not None:

@@ -1,7 +1,8 @@
 """A record to paste: the fold (and the comparison) as GitHub-flavoured markdown.
 
-Every figure comes from the same ``FoldResult`` (and ``Comparison``) the JSON is written from,
-rounded with the table's formats. Nothing here prints or writes; the command line does.
+Every figure comes from the fold's JSON document (the dict ``--json`` writes), rounded with the
+table's formats, so a saved ``--json`` file gives the same record. Nothing here prints or
+writes; the command line does.
 """
 
 from __future__ import annotations
@@ -9,15 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fold.compare.comparison import Comparison
-from fold.compare.speed import SpeedSplit
-from fold.folding.result import NEEDS_STEP_LOG, FoldResult
-from fold.inputs.oracles import ArmFigures
+from fold.folding.result import NEEDS_STEP_LOG
 from fold.present.cadence import time_cells, where_time_goes
-from fold.present.comparison import speed_summary
-from fold.present.table import length, percent, rate, sparkline, three_decimals
-
-NOT_RECORDED = "not recorded"
+from fold.present.speed import speed_summary
+from fold.present.table import (
+    NOT_RECORDED,
+    from_log,
+    length,
+    no_times,
+    percent,
+    rate,
+    sparkline,
+    three_decimals,
+    untimed,
+)
 
 
 def cell(value: Any) -> str:
@@ -43,77 +49,71 @@ def with_interval(shown: Callable[[float], str], value: Any, interval: Any) -> s
     return f"{shown(value)} [{shown(interval[0])}, {shown(interval[1])}]"
 
 
-def markdown_record(
-    result: FoldResult,
-    comparison: Comparison | None = None,
-    *,
-    arm_path: str | None = None,
-) -> str:
-    """The record; figures with a 95% interval in the JSON carry it as [low, high]."""
-    sections = [_heading(result, arm_path)]
-    if comparison is not None:
-        sections.append(_comparison(comparison, result))
-        sections.append(_verdicts(comparison, comparison.speeds))
-        if comparison.runs:
+def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) -> str:
+    """The record of the fold's JSON ``document``; figures with a 95% interval in it carry it
+    as [low, high]. ``arm_path`` names the arm record in the heading."""
+    sections = [_heading(document, arm_path)]
+    if document.get("comparison") is not None:
+        sections.append(_comparison(document))
+        sections.append(_verdicts(document))
+        if document.get("runs"):
             # imported here: that module builds its tables with this one's helpers
             from fold.present.markdown_runs import runs_section
 
-            sections.append(runs_section(comparison.runs))
-    sections.append(_folds(result))
-    sections.append(_legs(result))
-    sections.append(_cadence(result))
-    sections.append(_lines(result))
+            sections.append(runs_section(document["runs"]))
+    sections.append(_folds(document))
+    sections.append(_legs(document))
+    sections.append(_cadence(document))
+    sections.append(_lines(document))
     return "\n\n".join(sections) + "\n"
 
 
-def _heading(result: FoldResult, arm_path: str | None) -> str:
-    about = [f"warm legs: `{result.predicate}` ({', '.join(map(str, result.warm['legs']))})"]
+def _heading(document: dict[str, Any], arm_path: str | None) -> str:
+    warm = document["warm"]
+    about = [f"warm legs: `{document['predicate']}` ({', '.join(map(str, warm['legs']))})"]
     if arm_path:
         about.insert(0, f"arm record: `{arm_path}`")
-    if result.from_log:
-        kind = "logs" if result.untimed is None else "the engine's trace (VT_SPEC_TRACE stderr)"
-        about.append(f"{kind}: " + ", ".join(f"`{entry['path']}`" for entry in result.files))
+    if from_log(document):
+        kind = "logs" if untimed(document) is None else "the engine's trace (VT_SPEC_TRACE stderr)"
+        about.append(f"{kind}: " + ", ".join(f"`{entry['path']}`" for entry in document["files"]))
     else:
         about.append(
             "logs: none; S, P and A per leg from the record's counters "
             "(`spec_drafted_request_steps`, `spec_drafts_proposed`, `spec_drafts_accepted`); "
             f"per position, histogram, shape, cadence and the emitted check: {NEEDS_STEP_LOG}"
         )
-    if result.counter_check is not None:
-        about.append(f"engine counters: {result.counter_check['summary']}")
+    if document["counter_check"] is not None:
+        about.append(f"engine counters: {document['counter_check']['summary']}")
     return "# Acceptance fold\n\n" + "\n".join(f"- {line}" for line in about)
 
 
-def _source(row: ArmFigures, result: FoldResult) -> str:
-    if row.kind == "ours":
-        counts = result.step_source if result.from_log else "the record's counters"
-        return f"{counts}, warm legs (`{result.predicate}`); tok/s: median of their tok_s"
-    parts = [row.kind]
+def _source(row: Mapping[str, Any], document: dict[str, Any]) -> str:
+    if row["kind"] == "ours":
+        counts = document["step_source"] if from_log(document) else "the record's counters"
+        return f"{counts}, warm legs (`{document['predicate']}`); tok/s: median of their tok_s"
+    parts = [row["kind"]]
     for key, label in (("tok_s", "tok/s"), ("steps", "S"), ("accepted", "A")):
-        source = row.sources.get(key)
+        source = row["sources"].get(key)
         if source:
             parts.append(f"{label}: {source}")
     return "; ".join(parts)
 
 
-def _comparison(comparison: Comparison, result: FoldResult) -> str:
-    intervals = comparison.intervals or {}
-    body = []
-    for row in comparison.rows:
-        found = intervals.get(row.name) or {}
-        body.append(
-            (
-                row.name,
-                with_interval(length, row.mean_acceptance_length,
-                              found.get("mean_acceptance_length")),
-                with_interval(percent, row.accept_rate, found.get("accept_rate")),
-                with_interval(three_decimals, row.verify_steps_per_s,
-                              found.get("verify_steps_per_s")),
-                with_interval(three_decimals, row.output_throughput_tok_s,
-                              found.get("output_throughput_tok_s")),
-                _source(row, result),
-            )
-        )  # fmt: skip
+def _comparison(document: dict[str, Any]) -> str:
+    body = [
+        (
+            row["name"],
+            with_interval(length, row["mean_acceptance_length"],
+                          row.get("mean_acceptance_length_ci")),
+            with_interval(percent, row["accept_rate"], row.get("accept_rate_ci")),
+            with_interval(three_decimals, row["verify_steps_per_s"],
+                          row.get("verify_steps_per_s_ci")),
+            with_interval(three_decimals, row["output_throughput_tok_s"],
+                          row.get("output_throughput_tok_s_ci")),
+            _source(row, document),
+        )
+        for row in document["comparison"]["rows"]
+    ]  # fmt: skip
     headers = ("engine", "tokens per verify step", "accept rate", "steps/s", "tok/s", "source")
     return (
         "## Comparison\n\n"
@@ -124,21 +124,23 @@ def _comparison(comparison: Comparison, result: FoldResult) -> str:
     )
 
 
-def _verdicts(comparison: Comparison, speeds: Mapping[str, SpeedSplit]) -> str:
+def _verdicts(document: dict[str, Any]) -> str:
+    block = document["comparison"]
+    speeds = block.get("speed") or {}
     lines = ["## Verdict", ""]
-    for name, gap in comparison.gaps.items():
-        lines.append(f"- **vs {name}**: {gap.verdict}")
-        found = gap.intervals
-        if gap.ratio is not None and found is not None and found.ratio is not None:
-            factors = [("r", gap.ratio, found.ratio)]
-            if found.acceptance_factor is not None and found.speed_factor is not None:
+    for name, gap in block["gaps"].items():
+        lines.append(f"- **vs {name}**: {gap['verdict']}")
+        basis = gap.get("ci_basis") or {}
+        if gap["ratio"] is not None and basis and gap["ratio_ci"] is not None:
+            factors = [("r", gap["ratio"], gap["ratio_ci"])]
+            if gap["acceptance_factor_ci"] is not None and gap["speed_factor_ci"] is not None:
                 factors += [
-                    ("acceptance factor", gap.acceptance_factor, found.acceptance_factor),
-                    ("speed factor", gap.speed_factor, found.speed_factor),
+                    ("acceptance factor", gap["acceptance_factor"], gap["acceptance_factor_ci"]),
+                    ("speed factor", gap["speed_factor"], gap["speed_factor_ci"]),
                 ]
-            basis = "both arms" if found.from_both_arms else "ours only, or mixed"
+            both = all(value == "both arms" for value in basis.values())
             lines.append(
-                f"  - 95% intervals ({basis}): "
+                f"  - 95% intervals ({'both arms' if both else 'ours only, or mixed'}): "
                 + "; ".join(
                     f"{label} {with_interval(three_decimals, value, interval)}"
                     for label, value, interval in factors
@@ -147,28 +149,28 @@ def _verdicts(comparison: Comparison, speeds: Mapping[str, SpeedSplit]) -> str:
         split = speeds.get(name)
         if split is None:
             continue
-        if split.leg_factor is not None:
-            whose = "our" if split.other_shares is None else "both runs'"
+        if split["leg_factor"] is not None:
+            whose = "our" if split.get("other_shares") is None else "both runs'"
             lines.append(
-                f"  - speed factor {three_decimals(split.leg_factor)} over leg windows, "
-                f"{three_decimals(split.decode_factor, NOT_RECORDED)} over {whose} decode "
-                f"windows, {three_decimals(split.steady_factor, NOT_RECORDED)} over {whose} "
+                f"  - speed factor {three_decimals(split['leg_factor'])} over leg windows, "
+                f"{three_decimals(split['decode_factor'], NOT_RECORDED)} over {whose} decode "
+                f"windows, {three_decimals(split['steady_factor'], NOT_RECORDED)} over {whose} "
                 "steady decoding"
             )
         summary = speed_summary(split)
         if summary is not None:
             lines.append(f"  - {summary} (shares of the speed factor's log)")
-        lines.extend(f"  - {lack}" for lack in split.oracle_lacks)
-    check = comparison.step_check
-    if comparison.measured_steps_per_s is not None and check.expected is not None:
+        lines.extend(f"  - {lack}" for lack in split["oracle_lacks"])
+    check = block.get("step_rate_check") or {}
+    if check.get("measured_steps_per_s") is not None and check.get("expected_steps_per_s"):
         lines.append(
-            f"- our verify steps/s: {three_decimals(comparison.measured_steps_per_s)} measured, "
-            f"{three_decimals(check.expected)} from tok/s / tokens per verify step"
+            f"- our verify steps/s: {three_decimals(check['measured_steps_per_s'])} measured, "
+            f"{three_decimals(check['expected_steps_per_s'])} from tok/s / tokens per verify step"
         )
     return "\n".join(lines)
 
 
-def _folds(result: FoldResult) -> str:
+def _folds(document: dict[str, Any]) -> str:
     headers = ("fold", "legs", "S", "P", "A", "A/P", "1+A/S", "tok/s", "completion/S", "steps/s")
     body = [
         (
@@ -186,18 +188,19 @@ def _folds(result: FoldResult) -> str:
                           fold.get("completion_tokens_per_step_ci")),
             with_interval(rate, fold["step_rate"], fold.get("step_rate_ci")),
         )
-        for name, fold in (("warm", result.warm), ("all", result.all))
+        for name, fold in (("warm", document["warm"]), ("all", document["all"]))
     ]  # fmt: skip
     note = ""
-    if result.bootstrap is not None and result.bootstrap["resamples"]:
+    bootstrap = document.get("bootstrap")
+    if bootstrap is not None and bootstrap["resamples"]:
         note = (
-            f"\n\n[low, high]: 95% interval ({result.bootstrap['method']}; "
-            f"{result.bootstrap['resamples']} resamples, seed {result.bootstrap['seed']})."
+            f"\n\n[low, high]: 95% interval ({bootstrap['method']}; "
+            f"{bootstrap['resamples']} resamples, seed {bootstrap['seed']})."
         )
     return "## Fold\n\n" + table(headers, body, (False, *[True] * 9)) + note
 
 
-def _legs(result: FoldResult) -> str:
+def _legs(document: dict[str, Any]) -> str:
     headers = ("leg", "run", "warm", "tok/s", "S", "P", "A", "A/P", "1+A/S", "steps/s", "shape",
                "flags")  # fmt: skip
     body = [
@@ -215,7 +218,7 @@ def _legs(result: FoldResult) -> str:
             _shape(leg["windows"]),
             ", ".join(leg["flags"]),
         )
-        for leg in result.legs
+        for leg in document["legs"]
     ]
     return (
         "## Legs\n\n"
@@ -242,30 +245,30 @@ def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _cadence(result: FoldResult) -> str:
-    if result.warm["cadence"] is None:
-        return f"## Cadence\n\n{result.no_times()}."
+def _cadence(document: dict[str, Any]) -> str:
+    if document["warm"]["cadence"] is None:
+        return f"## Cadence\n\n{no_times(document)}."
     headers = ("leg", "requests", "first step", "decode", "tail", "p50", "p90", "p99", "max",
                "stalls", "stall", "decode steps/s", "median request")  # fmt: skip
-    body = [_cadence_row(leg["index"], leg["cadence"]) for leg in result.legs]
-    body.append(_cadence_row("warm", result.warm["cadence"]))
+    body = [_cadence_row(leg["index"], leg["cadence"]) for leg in document["legs"]]
+    body.append(_cadence_row("warm", document["warm"]["cadence"]))
     return (
         "## Cadence\n\n"
         + table(headers, body, [True] * len(headers))
         + "\n\nfirst step, decode, tail, stall: per request, mean; p50..max: intervals between "
-        f"a request's steps; stalls: intervals over {result.stall_factor:g}x their request's "
+        f"a request's steps; stalls: intervals over {document['stall_factor']:g}x their request's "
         "median; decode steps/s: steps after the first over decode time, pooled and for the "
-        f"median request.\n\nwarm leg time: {where_time_goes(result.warm['cadence'])}."
+        f"median request.\n\nwarm leg time: {where_time_goes(document['warm']['cadence'])}."
     )
 
 
-def _lines(result: FoldResult) -> str:
-    if not result.from_log:
+def _lines(document: dict[str, Any]) -> str:
+    if not from_log(document):
         return "## Lines\n\nno step log given."
-    read = sum(entry["lines"] for entry in result.files)
-    attributed = sum(entry["attributed"] for entry in result.files)
+    read = sum(entry["lines"] for entry in document["files"])
+    attributed = sum(entry["attributed"] for entry in document["files"])
     return (
-        f"## Lines\n\n{read} read, {attributed} in legs, {result.unattributed_steps} outside "
-        f"every leg, {result.ambiguous_steps} ambiguous, {result.torn_lines} torn, "
-        f"{result.skipped_lines} skipped, {result.lost_lines} lost."
+        f"## Lines\n\n{read} read, {attributed} in legs, {document['unattributed_steps']} "
+        f"outside every leg, {document['ambiguous_steps']} ambiguous, {document['torn_lines']} "
+        f"torn, {document['skipped_lines']} skipped, {document['lost_lines']} lost."
     )

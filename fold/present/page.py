@@ -1,6 +1,9 @@
-"""The charts as one self-contained page (``--html``) and as PNG and SVG files (``--plots``).
+"""The fold as one self-contained page (``--html``), and its charts as PNG and SVG files
+(``--plots``), from the fold's JSON document alone.
 
-The page inlines every chart as SVG and its style sheet: it has no script and fetches nothing,
+The page opens with the answer: the comparison in one unit (every arm, the ratios, their 95%
+intervals) and one verdict per oracle in the words the terminal uses; then our fold, then the
+charts. It inlines every chart as SVG and its style sheet: it has no script and fetches nothing,
 so it opens from a file on a machine with no network.
 """
 
@@ -12,13 +15,29 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fold.compare.gap import SGLANG_UNIT
 from fold.errors import InputError
 from fold.present.chart import Chart, render
 from fold.present.charts import charts
+from fold.present.comparison import (
+    POPULATION_LABELS,
+    has_intervals,
+    population_line,
+    step_rate_line,
+    tolerance_of,
+)
+from fold.present.table import (
+    NOT_RECORDED,
+    fmt_factor,
+    fmt_length,
+    fmt_rate,
+    fmt_tok_s,
+    plus_minus,
+)
 
 PLOT_FORMATS = ("png", "svg")
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; color: #1d232a; }
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 66rem; color: #1d232a; }
 h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
 figure { margin: 0; } figure svg { width: 100%; height: auto; }
 figcaption { color: #47515c; font-size: 0.9rem; margin-top: 0.3rem; }
@@ -26,6 +45,16 @@ figcaption { color: #47515c; font-size: 0.9rem; margin-top: 0.3rem; }
 table { border-collapse: collapse; font-size: 0.9rem; }
 td, th { padding: 0.2rem 0.8rem; text-align: right; border-bottom: 1px solid #e3e6ea; }
 th:first-child, td:first-child { text-align: left; }
+table.comparison th { vertical-align: bottom; }
+table.comparison td:nth-child(n+3) { white-space: nowrap; }
+table.comparison tr.ratio td { border-top: 1px solid #9aa5b1; font-style: italic; }
+.pm { color: #47515c; font-size: 0.8rem; white-space: nowrap; }
+.caption { color: #47515c; font-size: 0.8rem; margin: 0.3rem 0; }
+table.comparison td:nth-child(2), table.comparison th:nth-child(2) { text-align: left; }
+.na { color: #8a949e; font-style: italic; }
+ul.verdicts { padding-left: 1.2rem; margin: 0.6rem 0 0 0; }
+ul.verdicts li { margin: 0.2rem 0; }
+.warn { color: #8a5a00; }
 """
 
 
@@ -37,6 +66,7 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         f"<title>{html.escape(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
+        answer(document),
         _summary(document),
     ]
     for chart in charts(document):
@@ -88,6 +118,102 @@ def markdown_links(document: dict[str, Any], directory: str, relative_to: str | 
     return "\n".join(lines)
 
 
+_COLUMNS = (
+    ("output_throughput_tok_s", "tok/s (warm)", fmt_tok_s, "three_decimals"),
+    ("mean_acceptance_length", "mean len (1 + A/S)", fmt_length, "length"),
+    ("accept_rate", "rate (A/P)", fmt_rate, "percent"),
+    ("verify_steps_per_s", "verify steps/s", fmt_tok_s, "three_decimals"),
+    ("completion_tokens_per_step", "SGLang len*", fmt_length, "length"),
+)
+
+
+def answer(document: dict[str, Any]) -> str:
+    """The comparison table and the verdicts, or nothing when no oracle was given."""
+    block = document.get("comparison")
+    if not block:
+        return ""
+    intervals = has_intervals(document)
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _, _ in _COLUMNS)
+    rows = []
+    for row in block["rows"]:
+        population = row.get("population") or ""
+        cells = [
+            _figure(shown(row[key]), row.get(f"{key}_ci"), row[key], form, intervals)
+            for key, _, shown, form in _COLUMNS
+        ]
+        rows.append(
+            f'<tr class="arm"><td><b>{html.escape(row["name"])}</b></td>'
+            f"<td>{html.escape(POPULATION_LABELS.get(population, population))}</td>"
+            + "".join(cells)
+            + "</tr>"
+        )
+    for gap in block["gaps"].values():
+        split = gap["ratio"] is not None and gap["acceptance_factor"] is not None
+        factor = _figure(
+            fmt_factor(gap["acceptance_factor"]) if split else NOT_RECORDED,
+            gap["acceptance_factor_ci"],
+            gap["acceptance_factor"],
+            "three_decimals",
+            intervals,
+        )
+        in_sglang_unit = gap["unit"] == SGLANG_UNIT
+        cells = [
+            _figure(fmt_factor(gap["ratio"]), gap["ratio_ci"], gap["ratio"], "three_decimals",
+                    intervals),
+            "<td></td>" if in_sglang_unit else factor,
+            "<td></td>",
+            _figure(
+                fmt_factor(gap["speed_factor"]) if split else NOT_RECORDED,
+                gap["speed_factor_ci"],
+                gap["speed_factor"],
+                "three_decimals",
+                intervals,
+            ),
+            factor if in_sglang_unit else "<td></td>",
+        ]  # fmt: skip
+        rows.append(
+            f'<tr class="ratio"><td>ours/{html.escape(gap["oracle"])}</td><td></td>'
+            + "".join(cells)
+            + "</tr>"
+        )
+    caption = (
+        "Ratios: r under tok/s, the acceptance factor under the length it compares, the speed "
+        "factor under verify steps/s. mean len = 1 + A/S (bonus token included); rate = A/P; "
+        "steps/s = tok/s / mean len; SGLang len* is SGLang's own unit, not comparable with "
+        "mean len."
+    )
+    if intervals:
+        caption += " ±: 95% bootstrap interval, the larger distance to either end."
+    verdicts = []
+    for name, gap in block["gaps"].items():
+        verdicts.append(
+            f'<li class="verdict" data-arm="{html.escape(name)}"><b>vs {html.escape(name)}</b>: '
+            f"{html.escape(gap['verdict'])}</li>"
+        )
+        covers = population_line(gap)
+        if covers is not None and not gap["populations"]["same"]:
+            verdicts.append(f'<li class="warn">{html.escape(covers.plain.strip())}</li>')
+    check = block.get("step_rate_check")
+    if check is not None and check.get("flagged"):
+        line = step_rate_line(check, tolerance_of(document)).plain
+        verdicts.append(f'<li class="warn">{html.escape(line)}</li>')
+    return (
+        '<section id="answer"><h2>Throughput and acceptance in one unit</h2>'
+        '<table class="comparison"><tr><th>engine</th><th>covers</th>'
+        f"{head}</tr>{''.join(rows)}</table>"
+        f'<p class="caption">{html.escape(caption)}</p>'
+        f'<ul class="verdicts">{"".join(verdicts)}</ul></section>'
+    )
+
+
+def _figure(shown: str, interval: Any, value: Any, form: str, intervals: bool) -> str:
+    if shown == NOT_RECORDED:
+        return f'<td class="na">{NOT_RECORDED}</td>'
+    spread = plus_minus(value, interval, form) if intervals else ""
+    extra = f' <span class="pm">{html.escape(spread)}</span>' if spread else ""
+    return f"<td>{html.escape(shown)}{extra}</td>"
+
+
 def _summary(document: dict[str, Any]) -> str:
     rows = []
     for key, label in (("warm", "warm legs"), ("all", "all legs")):
@@ -110,6 +236,7 @@ def _summary(document: dict[str, Any]) -> str:
     )
     predicate = html.escape(str(document.get("predicate", "")))
     return (
+        "<h2>Our fold</h2>"
         f"<p>Warm legs: <code>{predicate}</code>. S: verify steps that carried a draft; P: draft "
         "tokens verified; A: draft tokens accepted (bonus token excluded).</p>"
         f"<table>{head}{''.join(rows)}</table>"

@@ -1,9 +1,10 @@
 """Two runs of ours side by side, as rich renderables (never printed): the workload and the
-pairing, per-position rates and histogram with their differences, and the paired legs."""
+pairing, per-position rates and histogram with their differences, and the paired legs, from
+the JSON document's ``runs``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -11,56 +12,61 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.compare.our_runs import RunsComparison
 from fold.present.fit import fit
-from fold.present.table import percent, plus_minus
-
-NOT_RECORDED = "not recorded"
+from fold.present.table import NOT_RECORDED, percent, plus_minus
 
 
-def runs_lines(found: RunsComparison) -> list[RenderableType]:
-    """Under the verdict against another run of ours: what only two measured runs show."""
-    name = found.other
+def runs_lines(found: Mapping[str, Any], *, details: bool = True) -> list[RenderableType]:
+    """Under the verdict against another run of ours (the document's ``runs[NAME]``): what
+    only two measured runs show. Without ``details``: the decode factor, a workload that
+    differs, legs that do not pair and the other run's flagged legs."""
+    name = found["other"]
+    pairing = found["pairing"]
     lines: list[RenderableType] = []
-    if found.workload:
+    if found["workload_differences"]:
         lines.append(Text(f"  workloads differ ({name} against ours):", style="bold yellow"))
-        lines.extend(Text(f"    {difference}", style="yellow") for difference in found.workload)
-    else:
-        lines.append(Text(f"  same workload as {name}, as far as the records tell", style="dim"))
-    if found.pairing.paired:
-        lines.append(
-            Text(f"  legs pair one to one with {name}; resampling {found.resampling}", "dim")
+        lines.extend(
+            Text(f"    {difference}", style="yellow")
+            for difference in found["workload_differences"]
         )
+    elif details:
+        lines.append(Text(f"  same workload as {name}, as far as the records tell", style="dim"))
+    if pairing["paired"]:
+        if details:
+            lines.append(
+                Text(f"  legs pair one to one with {name}; resampling {found['resampling']}", "dim")
+            )
     else:
         lines.append(
             Text(
-                f"  legs do not pair with {name}: {'; '.join(found.pairing.reasons)}; "
-                f"resampling {found.resampling}",
+                f"  legs do not pair with {name}: {'; '.join(pairing['reasons'])}; "
+                f"resampling {found['resampling']}",
                 style="yellow",
             )
         )
-    if found.decode_factor is not None:
-        spread = found.decode_factor_ci
+    if found["decode_factor"] is not None:
+        spread = found["decode_factor_ci"]
         lines.append(
             Text(
-                f"  decode steps/s, both measured: ours / {name} = {found.decode_factor:.3f}"
+                f"  decode steps/s, both measured: ours / {name} = {found['decode_factor']:.3f}"
                 + ("" if spread is None else f" [{spread[0]:.3f}, {spread[1]:.3f}]"),
                 style="bold",
             )
         )
-    if found.per_position is None or found.histogram is None:
-        lines.append(
-            Text("  per position and histogram: needs a step log on both sides", style="dim")
-        )
-    else:
-        lines.append(position_table(found.per_position, name, "per_position"))
-        lines.append(position_table(found.histogram, name, "histogram"))
-    if found.pairs is not None:
-        lines.append(pairs_table(found.pairs, name))
-        if found.pair_summary:
-            lines.append(Text("  " + pair_summary_text(found.pair_summary), style="dim"))
-    lines.append(Text(f"  {name}'s lines: {found.other_lines}", style="dim"))
-    flagged = [leg for leg in found.other_fold["legs"] if leg["flags"]]
+    if details:
+        if found["per_position"] is None or found["histogram"] is None:
+            lines.append(
+                Text("  per position and histogram: needs a step log on both sides", style="dim")
+            )
+        else:
+            lines.append(position_table(found["per_position"], name, "per_position"))
+            lines.append(position_table(found["histogram"], name, "histogram"))
+        if found["pairs"] is not None:
+            lines.append(pairs_table(found["pairs"], name))
+            if found["pair_summary"]:
+                lines.append(Text("  " + pair_summary_text(found["pair_summary"]), style="dim"))
+        lines.append(Text(f"  {name}'s lines: {found['lines']}", style="dim"))
+    flagged = [leg for leg in found["fold"]["legs"] if leg["flags"]]
     for leg in flagged:
         lines.append(
             Text(
@@ -83,6 +89,7 @@ def position_table(rows: Sequence[dict[str, Any]], name: str, which: str) -> Ren
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
+        show_edge=False,
     )
     table.add_column("position" if per_position else "accepted", justify="right")
     for header in ("ours", name, "ours - " + name, "± (95%)"):
@@ -105,6 +112,7 @@ def pairs_table(pairs: Sequence[dict[str, Any]], name: str) -> RenderableType:
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
+        show_edge=False,
     )
     for header in ("leg", "run", "warm", "A/P ours", f"A/P {name}", "Δ A/P", "Δ 1+A/S", "Δ tok/s"):
         table.add_column(header, justify="right", overflow="fold")

@@ -1,4 +1,7 @@
-"""Rendering a fold as rich renderables; nothing here prints (the command line does)."""
+"""The fold's JSON document as rich renderables: the legs, the fold, the sources, the lines.
+
+Every function takes the document ``--json`` writes (``FoldResult.to_json()``), so a saved
+``--json`` file renders the same; nothing here prints (the command line does)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.folding.result import NEEDS_STEP_LOG, FoldResult
+from fold.folding.result import ENGINE_TRACE, NEEDS_STEP_LOG, RECORD_COUNTERS, STEP_LOG
 from fold.inputs.acceptance import accept_rate
+from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.present.fit import fit
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -31,6 +35,35 @@ def length(value: float | None, missing: str = NOT_DEFINED) -> str:
 def three_decimals(value: float | None, missing: str = NOT_DEFINED) -> str:
     """tok/s of a fold and factors: a 0.93x gate is decided at 14.951 tok/s."""
     return missing if value is None else f"{value:.3f}"
+
+
+NOT_RECORDED = "not recorded"
+"""What a figure an arm does not record reads, in every table: never 0, never blank."""
+
+
+def fmt_tok_s(value: float | None) -> str:
+    return three_decimals(value, NOT_RECORDED)
+
+
+def fmt_rate(value: float | None) -> str:
+    return percent(value, NOT_RECORDED)
+
+
+def fmt_length(value: float | None) -> str:
+    return length(value, NOT_RECORDED)
+
+
+fmt_steps_per_s = fmt_factor = fmt_tok_s
+
+
+def fmt_share(value: float | None) -> str:
+    """A share as a whole percentage; a rounded zero never shows as "-0%"."""
+    return NOT_RECORDED if value is None else f"{round(value * 100) + 0}%"
+
+
+def recorded_cell(text: str) -> Text:
+    """A table cell, dimmed when it says the figure is not recorded."""
+    return Text(text, style="dim italic") if text == NOT_RECORDED else Text(text)
 
 
 def plus_minus(
@@ -89,16 +122,33 @@ def sparkline(windows: list[dict[str, Any]], width: int = SPARK_WIDTH) -> str:
     return "".join(characters)
 
 
-def legs_table(result: FoldResult) -> Table:
-    shaped = result.from_log
+def from_log(document: dict[str, Any]) -> bool:
+    """Whether the steps were read from files (the hook's log or the engine's trace)."""
+    return document["step_source"] != RECORD_COUNTERS
+
+
+def untimed(document: dict[str, Any]) -> str | None:
+    """Why the steps have no times (the engine's trace), or None: they have."""
+    return NO_TIME_STAMPS if document["step_source"] == ENGINE_TRACE else None
+
+
+def no_times(document: dict[str, Any]) -> str:
+    """What the figures built from step times read when there are none."""
+    return untimed(document) or f"{NEEDS_STEP_LOG} (the steps' times)"
+
+
+def legs_table(document: dict[str, Any]) -> Table:
+    shaped = from_log(document)
     title = "Acceptance per leg" + ("" if shaped else f" (shape within a leg: {NEEDS_STEP_LOG})")
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False
+    )
     headers = ["leg", "run", "warm", "tok/s", "S", "P", "A", "A/P", "1+A/S", "steps/s"]
     for header in headers:
         table.add_column(header, justify="center" if header == "warm" else "right", no_wrap=True)
     if shaped:
         table.add_column("shape", justify="left", no_wrap=True)
-    for leg in result.legs:
+    for leg in document["legs"]:
         cells = [
             f"{leg['index']}!" if leg["flags"] else str(leg["index"]),
             str(leg["run"]),
@@ -117,10 +167,10 @@ def legs_table(result: FoldResult) -> Table:
     return table
 
 
-def flag_lines(result: FoldResult) -> Text:
+def flag_lines(document: dict[str, Any]) -> Text:
     """The legs marked ``!`` in the table, and why."""
     text = Text()
-    for leg in result.legs:
+    for leg in document["legs"]:
         if leg["flags"]:
             text.append(f"leg {leg['index']}! ", style="bold red")
             text.append(", ".join(_describe_flag(flag, leg) for flag in leg["flags"]) + "\n")
@@ -153,16 +203,17 @@ def _describe_flag(flag: str, leg: dict[str, Any]) -> str:
     return flag
 
 
-def fold_table(result: FoldResult) -> Table:
+def fold_table(document: dict[str, Any]) -> Table:
     table = Table(
-        title=f"Fold (warm: {result.predicate})",
+        title=f"Fold (warm: {document['predicate']})",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
+        show_edge=False,
     )
     for header in ("legs", "n", "S", "P", "A", "A/P", "1+A/S", "tok/s", "completion/S"):
         table.add_column(header, justify="right", no_wrap=True)
-    for name, fold in (("warm", result.warm), ("all", result.all)):
+    for name, fold in (("warm", document["warm"]), ("all", document["all"])):
         table.add_row(
             name,
             str(len(fold["legs"])),
@@ -180,11 +231,11 @@ def fold_table(result: FoldResult) -> Table:
         ]
         if any(spreads):
             table.add_row("±", "", "", "", "", *spreads, style="dim")
-    if result.bootstrap and result.bootstrap["resamples"]:
+    bootstrap = document.get("bootstrap")
+    if bootstrap and bootstrap["resamples"]:
         table.caption = Text(
-            f"±: 95% bootstrap interval ({result.bootstrap['resamples']} resamples of the legs "
-            f"and their requests, seed {result.bootstrap['seed']}), the larger distance to "
-            "either end; --json has [low, high]",
+            f"±: 95% bootstrap interval ({bootstrap['resamples']} resamples of the legs and "
+            f"their requests, seed {bootstrap['seed']}), the larger distance to either end",
             style="dim",
         )
         table.caption_justify = "left"
@@ -219,8 +270,8 @@ def _rate_or_dash(value: float | None) -> str:
     return "-" if value is None else percent(value)
 
 
-def distribution_lines(result: FoldResult) -> Text:
-    warm = result.warm
+def distribution_lines(document: dict[str, Any]) -> Text:
+    warm = document["warm"]
     text = Text()
     for key, title, show in (
         ("per_position", "warm per-position acceptance (accepted > i)/S: ", percent),
@@ -245,17 +296,17 @@ def distribution_lines(result: FoldResult) -> Text:
     return text
 
 
-def source_lines(result: FoldResult) -> Text:
+def source_lines(document: dict[str, Any]) -> Text:
     """Where S, P and A came from, and whether the engine's own counters were checked."""
     text = Text()
     text.append("source: ", style="bold")
-    if result.untimed is not None:
+    if untimed(document) is not None:
         text.append(
             "S, P, A per leg and every per-step figure from the engine's trace (VT_SPEC_TRACE "
             "stderr); tok/s, completion tokens and leg windows from the record's legs; cadence: "
-            f"{result.untimed}"
+            f"{untimed(document)}"
         )
-    elif result.from_log:
+    elif from_log(document):
         text.append(
             "S, P, A per leg and every per-step figure from the step log; tok/s, completion "
             "tokens and leg windows from the record's legs"
@@ -267,20 +318,20 @@ def source_lines(result: FoldResult) -> Text:
             "windows from its legs; per position, histogram, shape, requests, cadence and the "
             f"emitted check: {NEEDS_STEP_LOG}"
         )
-    if result.counter_check is not None:
+    if document["counter_check"] is not None:
         text.append("\nengine counters: ", style="bold")
-        text.append(result.counter_check["summary"])
+        text.append(document["counter_check"]["summary"])
     return text
 
 
-def accounting_lines(result: FoldResult) -> Text:
+def accounting_lines(document: dict[str, Any]) -> Text:
     """Where every line went: nothing is dropped without a count."""
     text = Text()
     text.append("lines: ", style="bold")
-    if not result.from_log:
+    if not from_log(document):
         text.append("no step log given", style="dim")
         return text
-    for entry in result.files:
+    for entry in document["files"]:
         if entry.get("kind") == "engine trace":
             text.append(
                 f"\n  {entry['path']} (the engine's trace): {entry['lines']} steps, "
@@ -294,22 +345,51 @@ def accounting_lines(result: FoldResult) -> Text:
             f"{entry['unattributed']} outside every leg, {entry['ambiguous']} ambiguous, "
             f"{entry['torn']} torn, {entry['skipped']} skipped"
         )
-    lost = [writer for writer in result.writers if writer["lost"]]
-    text.append(f"\n  lost (gaps in writer line counters): {result.lost_lines}")
+    lost = [writer for writer in document["writers"] if writer["lost"]]
+    text.append(f"\n  lost (gaps in writer line counters): {document['lost_lines']}")
     for writer in lost[:5]:
         text.append(f"\n    writer {writer['w']} pid {writer['pid']}: {writer['lost']} lost")
-    for example in result.skipped_examples:
-        text.append(f"\n  skipped {example.path}:{example.line}: {example.reason}")
+    for example in document["skipped_examples"]:
+        text.append(f"\n  skipped {example['path']}:{example['line']}: {example['reason']}")
     return text
 
 
-def report(result: FoldResult) -> RenderableType:
+def line_problems(document: dict[str, Any]) -> Text | None:
+    """One line when any line is not in a leg (outside every leg, ambiguous, torn, skipped,
+    lost): shown whether or not ``--details`` was asked for, since a lost line is never hidden."""
+    if not from_log(document):
+        return None
+    counts = (
+        ("outside every leg", document["unattributed_steps"]),
+        ("ambiguous", document["ambiguous_steps"]),
+        ("torn", document["torn_lines"]),
+        ("skipped", document["skipped_lines"]),
+        ("lost", document["lost_lines"]),
+    )
+    found = [f"{count} {what}" for what, count in counts if count]
+    if not found:
+        return None
+    read = sum(entry["lines"] for entry in document["files"])
+    text = Text()
+    text.append("lines not in a leg: ", style="bold yellow")
+    text.append(f"{', '.join(found)} of {read} read (--details names files and writers)")
+    return text
+
+
+def report(document: dict[str, Any], *, details: bool = False) -> RenderableType:
+    """The legs, their flags and the fold; with ``details`` also the sources, the per-position
+    figures and where every line went (without: the lines that are not in a leg, and where the
+    counts came from when not from the hook's step log)."""
     parts: list[RenderableType] = [
-        fit(legs_table(result), give_way=("shape", "steps/s", "run")),
-        flag_lines(result),
-        fit(fold_table(result), give_way=("completion/S",)),
-        source_lines(result),
-        distribution_lines(result),
-        accounting_lines(result),
+        fit(legs_table(document), give_way=("shape", "steps/s", "run")),
+        flag_lines(document),
+        fit(fold_table(document), give_way=("completion/S",)),
     ]
+    if details:
+        parts += [source_lines(document), distribution_lines(document), accounting_lines(document)]
+        return Group(*parts)
+    if document["step_source"] != STEP_LOG:  # counts from elsewhere than the hook's log: say so
+        parts.append(source_lines(document))
+    if (problems := line_problems(document)) is not None:
+        parts.append(problems)
     return Group(*parts)

@@ -1,10 +1,11 @@
-"""The fold's run as a Chrome trace-event JSON file (opens in Perfetto UI and chrome://tracing).
+"""The timeline: the fold's run as Chrome trace-event JSON (Perfetto UI, chrome://tracing).
 
 Layout: one process per writer, one thread (track) per request (``seq``) under it; one complete
 ("X") slice per verify step, from the request's previous step to this one (a request's first
 step in a leg is a zero-length slice after a "before first step" slice from the leg's start),
-with ``proposed``, ``accepted`` and ``emitted`` in its args. Stalls (``fold.folding.cadence``) are
-named "stall". A "gate" process holds the leg windows (named warm or cold) and a counter of the
+with ``proposed``, ``accepted`` and ``emitted`` in its args. Stalls
+(``fold.folding.cadence``) are named
+"stall". A "gate" process holds the leg windows (named warm or cold) and a counter of the
 acceptance rate per window of steps, in each leg's time order.
 
 Timestamps are the step log's own ``t_ns`` (the gate's legs are on the same clock), written as
@@ -14,8 +15,9 @@ stalls among them), so a log of millions of steps still gives a file a browser o
 acceptance windows widen by the same rule. ``otherData`` in the file says whether and how it
 was aggregated, and whether the limit was met (a slice per request at least).
 
-The lines come from ``fold.folding.timeline_lines``, which reads the logs again: the fold keeps no
-per-step rows.
+The timeline is a function of the fold's JSON document (the legs, their windows and figures,
+the stall factor) and of the attributed step lines, which are inputs, not figures: they come
+from ``fold.folding.timeline_lines``, which reads the logs again (the fold keeps no per-step rows).
 """
 
 from __future__ import annotations
@@ -30,9 +32,7 @@ import polars as pl
 
 from fold.folding.accumulate import request_id
 from fold.folding.cadence import KEY, with_intervals
-from fold.folding.result import FoldResult
 from fold.folding.timeline_lines import TraceLines
-from fold.inputs.arm import WINDOW_SLACK_NS, ArmRecord
 from fold.present.annotate import write_atomically
 
 TRACE_FORMAT = "fold-acceptance-trace/1"
@@ -45,54 +45,62 @@ STARTUP = "before first step"
 
 
 @dataclass(frozen=True)
-class TraceSummary:
+class TimelineSummary:
     path: str
     steps: int
     step_slices: int
     steps_per_slice: int
 
 
-def write_trace(
-    path: str | Path,
-    arm: ArmRecord,
+def timeline(
+    document: dict[str, Any],
     lines: TraceLines,
-    result: FoldResult,
     *,
     slice_limit: int = DEFAULT_SLICE_LIMIT,
-) -> TraceSummary:
-    document = build_trace(arm, lines, result, slice_limit=slice_limit)
-    write_atomically(path, orjson.dumps(document))
-    meta = document["otherData"]
-    return TraceSummary(str(path), meta["steps"], meta["step_slices"], meta["steps_per_slice"])
+) -> bytes:
+    """The timeline's bytes: ``build_timeline`` as JSON."""
+    return orjson.dumps(build_timeline(document, lines, slice_limit=slice_limit))
 
 
-def build_trace(
-    arm: ArmRecord,
+def write_timeline(
+    path: str | Path,
+    document: dict[str, Any],
+    lines: TraceLines,
+    *,
+    slice_limit: int = DEFAULT_SLICE_LIMIT,
+) -> TimelineSummary:
+    data = timeline(document, lines, slice_limit=slice_limit)
+    write_atomically(path, data)
+    meta = orjson.loads(data)["otherData"]
+    return TimelineSummary(str(path), meta["steps"], meta["step_slices"], meta["steps_per_slice"])
+
+
+def build_timeline(
+    document: dict[str, Any],
     attributed: TraceLines,
-    result: FoldResult,
     *,
     slice_limit: int = DEFAULT_SLICE_LIMIT,
 ) -> dict[str, Any]:
-    """The trace document for ``result``, the fold over ``arm`` of the logs whose attributed
-    lines are ``attributed`` (``fold.folding.timeline_lines.attributed_lines``)."""
+    """The trace-event document for the fold's JSON ``document``, whose attributed step lines
+    are ``attributed`` (``fold.folding.timeline_lines.attributed_lines``)."""
     if slice_limit < 1:
         raise ValueError("slice_limit must be at least 1")
     lines, pids, paths = attributed.lines, attributed.pids, attributed.paths
     steps = lines.height
     per_slice = group_size(lines.group_by(KEY).len()["len"], slice_limit)
-    window = result.window_steps
+    window = document["window_steps"]
     drafted = lines.filter(pl.col("proposed") > 0).group_by("leg").len()["len"]
     width = window * group_size((drafted + window - 1) // window, slice_limit)
     writers, requests = _tracks(pids, lines)
     events: list[dict[str, Any]] = []
     events.extend(_track_names(writers, requests))
-    events.extend(_gate(result, arm))
+    events.extend(_gate(document["legs"]))
     # A leg at a time: a request's intervals never cross legs, and the working set of sorting
     # and slicing stays one leg's, not the whole log's.
     for leg in sorted(lines["leg"].unique().to_list()):
-        part = with_intervals(lines.filter(pl.col("leg") == leg), result.stall_factor)
+        part = with_intervals(lines.filter(pl.col("leg") == leg), document["stall_factor"])
         events.extend(_step_slices(part, per_slice, writers, requests))
-        events.extend(_startup_slices(part, arm, writers, requests))
+        events.extend(_startup_slices(part, document["legs"], writers, requests))
         events.extend(_acceptance_counter(part, width))
     step_slices = sum(1 for event in events if event["name"] in (STEP, STALL))
     return {
@@ -101,10 +109,10 @@ def build_trace(
         "otherData": {
             "format": TRACE_FORMAT,
             "clock": "the step log's t_ns (the gate's legs on the same clock), in microseconds",
-            "arm": arm.path,
+            "arm": attributed.arm,
             "logs": paths,
-            "predicate": result.predicate,
-            "stall_factor": result.stall_factor,
+            "predicate": document["predicate"],
+            "stall_factor": document["stall_factor"],
             "steps": steps,
             "step_slices": step_slices,
             "aggregated": per_slice > 1,
@@ -113,8 +121,8 @@ def build_trace(
             # Each request needs a slice of its own: more requests than the limit exceed it.
             "slice_limit_met": step_slices <= slice_limit,
             "left_out": {
-                "unattributed_steps": result.unattributed_steps,
-                "ambiguous_steps": result.ambiguous_steps,
+                "unattributed_steps": document["unattributed_steps"],
+                "ambiguous_steps": document["ambiguous_steps"],
             },
         },
     }
@@ -231,17 +239,11 @@ def _step_slices(
 
 def _startup_slices(
     lines: pl.DataFrame,
-    arm: ArmRecord,
+    legs: list[dict[str, Any]],
     writers: dict[str, tuple[int, int]],
     requests: dict[tuple[str, int], int],
 ) -> list[dict[str, Any]]:
-    starts = dict(
-        zip(
-            arm.legs["index"].to_list(),
-            (arm.legs["start_ns"] + WINDOW_SLACK_NS).to_list(),
-            strict=True,
-        )
-    )
+    starts = {leg["index"]: leg["window_start_ns"] for leg in legs}
     firsts = lines.group_by(KEY).agg(pl.col("t_ns").min()).sort(KEY)
     events = []
     for leg, w, seq, sid, first in firsts.select("leg", "w", "seq", "sid", "t_ns").iter_rows():
@@ -263,22 +265,12 @@ def _startup_slices(
     return events
 
 
-def _gate(result: FoldResult, arm: ArmRecord) -> list[dict[str, Any]]:
+def _gate(legs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Leg windows on lanes of the gate process: a leg overlapping another gets its own lane."""
-    windows = dict(
-        zip(
-            arm.legs["index"].to_list(),
-            zip(
-                (arm.legs["start_ns"] + WINDOW_SLACK_NS).to_list(),
-                (arm.legs["end_ns"] - WINDOW_SLACK_NS).to_list(),
-                strict=True,
-            ),
-            strict=True,
-        )
-    )
+    windows = {leg["index"]: (leg["window_start_ns"], leg["window_end_ns"]) for leg in legs}
     lane_ends: list[int] = []
     events = []
-    for leg in sorted(result.legs, key=lambda leg: windows[leg["index"]]):
+    for leg in sorted(legs, key=lambda leg: windows[leg["index"]]):
         start, end = windows[leg["index"]]
         lane = next((i for i, last in enumerate(lane_ends) if last <= start), len(lane_ends))
         if lane == len(lane_ends):

@@ -1,0 +1,46 @@
+"""What the command prints: the fold's JSON document as text for a terminal of a given width.
+
+By default the per-leg table, the fold, the comparison table and the verdicts, the verdicts
+last so that they are what stays on screen; ``details`` adds the sources, the per-position
+figures, the line accounting, the cadence and the speed splits, before the comparison. A flag,
+a line not in a leg, notes on an arm's counters and a failed check show either way.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.text import Text
+
+from fold.present.cadence import cadence_view
+from fold.present.comparison import comparison
+from fold.present.table import report
+
+
+def terminal_view(document: dict[str, Any], *, details: bool = False) -> RenderableType:
+    parts: list[RenderableType] = [report(document, details=details)]
+    if details:
+        parts += [Text(""), cadence_view(document)]
+    if document.get("comparison") is not None:
+        parts += [Text(""), comparison(document, details=details)]
+    return Group(*parts)
+
+
+def terminal(
+    document: dict[str, Any], *, width: int = 80, details: bool = False, color: bool = False
+) -> str:
+    """The text, ``width`` columns wide; ``color`` keeps the terminal's styles (ANSI codes)."""
+    out = io.StringIO()
+    console = Console(
+        file=out,
+        width=width,
+        force_terminal=color,
+        color_system="standard" if color else None,
+        highlight=False,
+        emoji=False,
+        legacy_windows=False,
+    )
+    console.print(terminal_view(document, details=details))
+    return out.getvalue()
