@@ -585,7 +585,7 @@ def test_requests_are_said_to_pair_only_when_each_leg_holds_the_same_ones(tmp_pa
     document = run_json(capsys, arm("after"), log("after"),
                         "--vs", f"again={arm('after')}", "--vs-log", f"again={again}",
                         "--vs", f"moved={arm('after')}", "--vs-log", f"moved={moved}")  # fmt: skip
-    runs = document["oracles"]["runs"]
+    runs = document["runs"]
     assert runs["again"]["resampling"] == (
         "paired: the same legs (and requests within them) drawn on both sides"
     )
@@ -595,4 +595,4 @@ def test_requests_are_said_to_pair_only_when_each_leg_holds_the_same_ones(tmp_pa
     )
     # The draws do pair by place: the same requests drawn on both sides give every resample
     # the same acceptance, so the factor's interval is 1 exactly.
-    assert document["oracles"]["gaps"]["again"]["acceptance_factor_ci"] == [1.0, 1.0]
+    assert document["comparison"]["gaps"]["again"]["acceptance_factor_ci"] == [1.0, 1.0]

@@ -7,11 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -135,31 +130,3 @@ def test_a_record_folded_from_its_counters_says_so_without_details(tmp_path, doc
     assert "S, P, A per leg from the record's counters" in " ".join(
         terminal(counted, width=100).split()
     )
-
-
-def _console_blocks(text: str) -> list[tuple[list[str], str]]:
-    """Each ```console block of a docs page: its command's arguments and the output shown."""
-    blocks = []
-    for body in re.findall(r"```console\n(.*?)```", text, re.DOTALL):
-        lines = body.rstrip("\n").split("\n")
-        command = [lines.pop(0).removeprefix("$ ")]
-        while command[-1].endswith("\\"):
-            command[-1] = command[-1][:-1]
-            command.append(lines.pop(0))
-        blocks.append((shlex.split(" ".join(command)), "\n".join(lines)))
-    return blocks
-
-
-def test_the_docs_show_what_the_commands_print():
-    """docs/report.md's commands, run as a user would at 80 columns, print what it shows."""
-    blocks = _console_blocks((ROOT / "docs" / "report.md").read_text())
-    assert len(blocks) == 2
-    for argv, shown in blocks:
-        assert argv[0] == "fold-acceptance"
-        completed = subprocess.run(
-            [sys.executable, "-m", "fold.cli", *argv[1:]],
-            capture_output=True, text=True, check=True, cwd=ROOT,
-            env={**os.environ, "COLUMNS": "80", "TERM": "dumb"},
-        )  # fmt: skip
-        printed = "\n".join(line.rstrip() for line in completed.stdout.rstrip("\n").splitlines())
-        assert printed == shown, argv
