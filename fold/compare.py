@@ -261,7 +261,7 @@ def compare(
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, found)
     if runs:
-        block["runs"] = {name: found.to_json() for name, found in runs.items()}
+        result.runs = {name: found.to_json() for name, found in runs.items()}
     result.oracles = block
     speeds = split_speeds(
         result,

@@ -37,7 +37,7 @@ from fold.uncertainty import (
 )
 from fold.warm import ThroughputCheck
 
-JSON_FORMAT = "fold-acceptance/1"
+JSON_FORMAT = "fold-acceptance/2"
 # Where a fold's counts came from (FoldResult.step_source).
 STEP_LOG = "step log"
 ENGINE_TRACE = "the engine's trace (VT_SPEC_TRACE)"
@@ -63,6 +63,8 @@ class FoldResult:
     writers: list[dict[str, Any]]
     skipped_examples: list[SkippedLine] = field(default_factory=list)
     oracles: dict[str, Any] | None = None
+    runs: dict[str, Any] | None = None
+    """The splits against other runs of ours (``fold.runs``), beside the comparison."""
     stall_factor: float = DEFAULT_STALL_FACTOR
     prefill_tokens: dict[str, Any] = field(
         default_factory=lambda: {"per_request": SERVER_PREFILL_TOKENS, "source": "default"}
@@ -166,7 +168,9 @@ class FoldResult:
         if self.bootstrap is not None:
             document["bootstrap"] = self.bootstrap
         if self.oracles is not None:
-            document["oracles"] = self.oracles
+            document["comparison"] = self.oracles
+        if self.runs is not None:
+            document["runs"] = self.runs
         return document
 
 

@@ -567,7 +567,7 @@ def fold_records(
         return group_cadence([member for leg in chosen for member in members[leg.index]])
 
     return {
-        "format": "fold-acceptance/1",
+        "format": "fold-acceptance/2",
         "predicate": predicate,
         "window_steps": window_steps,
         "stall_factor": stall_factor,

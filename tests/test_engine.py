@@ -187,7 +187,7 @@ def test_server_counts_equal_its_timings_and_metrics(server_run):
 
 def compare_json(arm_path: Path, logs: str, oracle: str, capsys) -> dict:
     assert cli([str(arm_path), logs, "--vs", f"llamacpp={oracle}", "--json", "-"]) == 0
-    return json.loads(capsys.readouterr().out)["oracles"]
+    return json.loads(capsys.readouterr().out)["comparison"]
 
 
 def test_the_servers_own_metrics_give_an_acceptance_factor_of_exactly_one(server_run, capsys):

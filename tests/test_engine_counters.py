@@ -223,7 +223,7 @@ def test_the_comparison_is_the_same_both_ways(tmp_path, capsys):
         paths = pair(tmp_path, example(), log=log)
         assert main([*paths, "--vs", f"gate={VLLM_GATE}", "--vs", f"bench={VLLM_BENCH}",
                      "--json", "-"]) == 0  # fmt: skip
-        blocks.append(orjson.loads(capsys.readouterr().out)["oracles"])
+        blocks.append(orjson.loads(capsys.readouterr().out)["comparison"])
     with_log, alone = blocks
     figures = (
         "output_throughput_tok_s", "steps", "proposed", "accepted", "accept_rate",
