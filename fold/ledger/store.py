@@ -355,6 +355,11 @@ def _not_a_ledger(target: Path, error: Exception) -> InputError:
             f"{target}: written by a newer DuckDB than this one ({duckdb_module().__version__}) "
             f"reads: {detail}; upgrade duckdb or read it where it was written"
         )
+    if target.is_file() and target.stat().st_size == 0:  # DuckDB refuses it, writes nothing
+        return InputError(
+            f"{target}: not a ledger: an empty file; remove it, or name a path that does not "
+            "exist and the first kept run creates the ledger there"
+        )
     return InputError(f"{target}: not a ledger: DuckDB cannot open it ({detail})")
 
 
@@ -366,11 +371,6 @@ def _check_new_path(target: Path) -> None:
 def _check_file(target: Path) -> None:
     if not target.is_file():
         raise InputError(f"{target}: not a ledger: not a regular file")
-    if target.stat().st_size == 0:
-        raise InputError(
-            f"{target}: not a ledger: an empty file; remove it, or name a path that does not "
-            "exist and the first kept run creates the ledger there"
-        )
 
 
 def _tables(connection) -> set[str]:
