@@ -78,7 +78,7 @@ def history_rows(history: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 def history_table(history: dict[str, Any]) -> str:
     """The history as an aligned plain-text table with a one-line summary under it."""
     header, rows = history_rows(history)
-    return _aligned(header, rows) + summary_line(history) + "\n"
+    return _aligned(header, rows) + summary_line(history)
 
 
 def history_markdown(history: dict[str, Any]) -> str:
