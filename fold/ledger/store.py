@@ -13,6 +13,7 @@ kill interrupted before its checkpoint when the file is next opened.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -206,27 +207,28 @@ def keep_run(
             [run_id, kept_at, digest, document["format"], tool_version(),
              orjson.dumps(document).decode()],
         )  # fmt: skip
-        if labels:
-            connection.executemany(
-                "INSERT INTO labels VALUES (?, ?, ?)",
-                [[run_id, key, value] for key, value in sorted(labels.items())],
-            )
-        if inputs:
-            connection.executemany(
-                "INSERT INTO inputs VALUES (?, ?, ?, ?, ?)",
-                [[run_id, f.role, f.path, f.name, f.bytes] for f in inputs],
-            )
+        _insert(connection, "labels", [[run_id, k, v] for k, v in sorted(labels.items())])
+        _insert(connection, "inputs", [[run_id, f.role, f.path, f.name, f.bytes] for f in inputs])
         _insert_figures(connection, run_id, rows)
     return Kept(run_id, False, dict(labels))
 
 
 def _insert_figures(connection, run_id: int, rows: Sequence[FigureRow]) -> None:
-    if rows:
-        connection.executemany(
-            "INSERT INTO figures VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    _insert(connection, "figures",
             [[run_id, r.fold, r.figure, r.position, r.versus, r.value, r.ci_low, r.ci_high]
-             for r in rows],
-        )  # fmt: skip
+             for r in rows])  # fmt: skip
+
+
+def _insert(connection, table: str, rows: list[list[Any]]) -> None:
+    """All of a table's new rows in one statement: a prepared statement per row (executemany)
+    took 80 ms of an append's 350 for its few dozen figures."""
+    if not rows:
+        return
+    row = "(" + ", ".join("?" * len(rows[0])) + ")"
+    connection.execute(
+        f"INSERT INTO {table} VALUES " + ", ".join([row] * len(rows)),
+        [value for found in rows for value in found],
+    )
 
 
 def read_runs(path: str | Path, *, wait_seconds: float = DEFAULT_WAIT_SECONDS) -> list[KeptRun]:
@@ -289,6 +291,7 @@ def reading(path: str | Path, wait_seconds: float) -> Iterator[Any]:
         connection.close()
 
 
+@functools.cache
 def tool_version() -> str:
     try:
         return metadata.version("fold-acceptance")
