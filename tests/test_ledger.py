@@ -190,3 +190,23 @@ def test_the_run_list_shows_every_kept_run(tmp_path, capsys):
     listing = orjson.loads(capsys.readouterr().out)
     assert [run["labels"] for run in listing["runs"]] == [{"seed": "1"}, {"seed": "2"}]
     assert listing["runs"][0]["accept_rate_ci"] == first["warm"]["accept_rate_ci"]
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9, 0.25])
+def test_a_damaged_ledger_is_refused_by_name_without_a_traceback(tmp_path, capsys, keep):
+    ledger = tmp_path / "gates.duckdb"
+    for value in (0.3, 0.4):
+        keep_run(ledger, document(value, (value - 0.1, value + 0.1)), {}, [])
+    data = ledger.read_bytes()
+    ledger.write_bytes(data[: int(len(data) * keep)])  # cut short, as a full disk leaves it
+    for argv in (["ledger", str(ledger)], ["ledger", str(ledger), "--figure", "A/P"],
+                 [ARM, STEPS, "--ledger", str(ledger)]):  # fmt: skip
+        code = main(argv)
+        err = capsys.readouterr().err
+        if code == 0:  # the cut took only free blocks: then both runs read back whole
+            rates = [next(r.value for r in run.figures if r.figure == "accept_rate")
+                     for run in read_runs(ledger)]  # fmt: skip
+            assert rates[:2] == [0.3, 0.4]
+            continue
+        assert code == 2, err
+        assert str(ledger) in err and "this is a bug" not in err and "Traceback" not in err

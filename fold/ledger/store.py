@@ -35,6 +35,7 @@ SCHEMA_VERSION = 1
 LEDGER_KIND = "fold-acceptance ledger"
 DEFAULT_WAIT_SECONDS = 30.0
 LEDGER_EXTRA = "pip install 'fold-acceptance[ledger]'"
+_SWEEP_RUN = re.compile(r"(.+)#[1-9][0-9]*")
 _FIRST_RETRY_SECONDS = 0.02
 _LONGEST_RETRY_SECONDS = 0.5
 
@@ -119,7 +120,10 @@ def input_files(
     found += [_input("log", path) for path in expand_log_paths(list(logs))] if logs else []
     for spec in vs:
         name, _kind, path = parse_vs_spec(spec)
-        found.append(_input(f"vs:{name}", path.rpartition("#")[0] or path))
+        run = _SWEEP_RUN.fullmatch(path)  # NAME=PATH#N: run N of a sweep file
+        found.append(
+            _input(f"vs:{name}", run.group(1) if run and not Path(path).exists() else path)
+        )
     for spec in vs_logs:
         name, _, pattern = spec.partition("=")
         found += [_input(f"vs-log:{name}", path) for path in expand_log_paths([pattern])]
@@ -169,6 +173,8 @@ def check_ledger(path: str | Path) -> None:
         return
     try:
         _check_schema(connection, target)
+    except duckdb_module().Error as error:
+        raise InputError(f"{target}: cannot read the ledger: {error}") from error
     finally:
         connection.close()
 
@@ -287,6 +293,8 @@ def reading(path: str | Path, wait_seconds: float) -> Iterator[Any]:
     connection = _connect(target, read_only=True, wait_seconds=wait_seconds)
     try:
         yield connection if _check_schema(connection, target) else None
+    except duckdb_module().Error as error:  # a file DuckDB opened but cannot read through
+        raise InputError(f"{target}: cannot read the ledger: {error}") from error
     finally:
         connection.close()
 
