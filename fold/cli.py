@@ -368,6 +368,8 @@ def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:
     for flag, given in (("--label", arguments.label), ("--ledger-wait", arguments.ledger_wait)):
         if given and not arguments.ledger:
             raise InputError(f"{flag} goes with --ledger PATH, the ledger to keep the run in")
+    if arguments.ledger_wait is not None and arguments.ledger_wait < 0:
+        raise InputError(f"--ledger-wait must be 0 or more seconds, got {arguments.ledger_wait:g}")
     labels = parse_labels(arguments.label)
     if arguments.ledger:
         check_ledger(arguments.ledger)

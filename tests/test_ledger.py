@@ -210,3 +210,13 @@ def test_a_damaged_ledger_is_refused_by_name_without_a_traceback(tmp_path, capsy
             continue
         assert code == 2, err
         assert str(ledger) in err and "this is a bug" not in err and "Traceback" not in err
+
+
+def test_without_the_ledger_extra_the_run_is_refused_before_the_fold(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "duckdb", None)  # import duckdb fails
+    ledger, out = tmp_path / "gates.duckdb", tmp_path / "run.json"
+    assert main([ARM, STEPS, "--json", str(out), "--ledger", str(ledger)]) == 2
+    assert "pip install 'fold-acceptance[ledger]'" in capsys.readouterr().err
+    assert not ledger.exists() and not out.exists()
+    assert main([ARM, STEPS, "--ledger", str(ledger), "--ledger-wait", "-1"]) == 2
+    assert "--ledger-wait must be 0 or more seconds" in capsys.readouterr().err

@@ -162,6 +162,7 @@ def check_ledger(path: str | Path) -> None:
     A path that does not exist yet is fine (the append creates it); a ledger another process
     is writing now is checked again by the append itself.
     """
+    duckdb_module()  # a missing extra is said before the fold, not after it
     target = Path(path)
     if not target.exists():
         _check_new_path(target)
