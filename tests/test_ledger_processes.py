@@ -140,3 +140,16 @@ def test_two_gates_appending_at_once_both_land(tmp_path):
     runs = read_runs(ledger)
     assert sorted(run.labels["seed"] for run in runs) == ["1", "2"]
     assert sorted(run.run_id for run in runs) == [1, 2]
+
+
+def test_a_reader_waits_for_a_writer_or_is_refused_past_its_wait(tmp_path, capsys):
+    from fold.cli import main
+
+    ledger = tmp_path / "gates.duckdb"
+    keep_run(ledger, document(0.40, (0.35, 0.45)), {"commit": "a"}, [])
+    holder = writer(ledger, document(0.41, (0.36, 0.46)), "commit=b", "inserted", hold=3)
+    assert main(["ledger", str(ledger), "--wait", "0.2"]) == 2
+    assert f"process {holder.pid} still holds the ledger" in capsys.readouterr().err
+    # DuckDB refuses a reader while a writer holds the file: the reader waits for its commit
+    assert [run.labels["commit"] for run in read_runs(ledger, wait_seconds=WAIT)] == ["a", "b"]
+    assert holder.wait(WAIT) == 0
