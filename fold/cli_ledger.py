@@ -56,7 +56,8 @@ def build_ledger_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="only the runs with this label; repeatable (all must hold)",
+        help="only the runs with this label, in the list or the history; repeatable (all must "
+        "hold)",
     )
     parser.add_argument(
         "--by",
@@ -106,7 +107,7 @@ def run_ledger(arguments: argparse.Namespace, stdout: Console, stderr: Console) 
 
 def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
     from fold.ledger.export import export_ledger
-    from fold.ledger.history import figure_history, parse_figure, run_list
+    from fold.ledger.history import figure_history, parse_figure, run_list, select
     from fold.ledger.store import read_runs
     from fold.present.history import history_markdown, history_table, runs_markdown, runs_table
 
@@ -127,9 +128,9 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         if key is None
         else figure_history(runs, key, where=where, by=arguments.by, ledger=name)
     )
-    if history is None and (where or arguments.by):
-        raise InputError("--where and --by choose the runs of a history: give --figure too")
-    listing = run_list(runs, ledger=name) if history is None else None
+    if history is None and arguments.by:
+        raise InputError("--by groups a figure's history: give --figure too")
+    listing = run_list(select(runs, where), ledger=name) if history is None else None
     data = history if history is not None else listing
     if arguments.html:
         from fold.present.history_page import history_page

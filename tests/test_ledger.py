@@ -190,6 +190,10 @@ def test_the_run_list_shows_every_kept_run(tmp_path, capsys):
     listing = orjson.loads(capsys.readouterr().out)
     assert [run["labels"] for run in listing["runs"]] == [{"seed": "1"}, {"seed": "2"}]
     assert listing["runs"][0]["accept_rate_ci"] == first["warm"]["accept_rate_ci"]
+    assert main(["ledger", ledger, "--where", "seed=2", "--json", "-"]) == 0
+    assert [run["run"] for run in orjson.loads(capsys.readouterr().out)["runs"]] == [2]
+    assert main(["ledger", ledger, "--by", "seed"]) == 2
+    assert "--by groups a figure's history: give --figure too" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.9, 0.25])
