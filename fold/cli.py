@@ -50,8 +50,13 @@ exit status:
      spec_acceptance the engine's own counters contradict, a leg with some of the three
      counters), or no step log and no counters to fold
   2  usage error (--follow or --trace without a step log among them), or an input that cannot
-     be read or parsed (the message names file and line)
+     be read or parsed (the message names file and line), or a --ledger that is not one or is
+     busy past --ledger-wait (nothing written)
+
+the runs kept with --ledger: fold-acceptance ledger PATH (see fold-acceptance ledger --help);
+a first argument of exactly "ledger" is that command, so an arm record named ledger is ./ledger
 """
+LEDGER_COMMAND = "ledger"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -205,16 +210,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write each chart as DIR/NAME.png and DIR/NAME.svg (stable names); with "
         "--markdown the record shows them",
     )
+    parser.add_argument(
+        "--ledger",
+        metavar="PATH",
+        help="also keep the run (its JSON document, labels and input files' names and sizes) in "
+        "the DuckDB ledger PATH, created if missing (needs the ledger extra: "
+        "pip install 'fold-acceptance[ledger]'); a run kept before is not kept twice",
+    )
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --ledger: a label of the kept run (commit=3f2a9c1, k=7); repeatable",
+    )
+    parser.add_argument(
+        "--ledger-wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --ledger: how long to wait for another process writing the ledger before "
+        "refusing (default 30)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == [LEDGER_COMMAND]:
+        from fold.cli_ledger import build_ledger_parser, run_ledger
+
+        arguments, run = build_ledger_parser().parse_args(argv[1:]), run_ledger
+    else:
+        arguments, run = build_parser().parse_args(argv), _run
     stdout = Console(highlight=False)
     stderr = Console(stderr=True, highlight=False)
     try:
-        return _run(arguments, stdout, stderr)
+        return run(arguments, stdout, stderr)
     except FoldError as error:
         label = "refused" if error.exit_code == EXIT_REFUSED else "error"
         stderr.print(f"fold-acceptance: {label}: {error}", markup=False, soft_wrap=True)
@@ -267,6 +300,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             )
     if arguments.html or arguments.plots:
         require_matplotlib()
+    labels = _check_ledger(arguments)
     arm = load_arm(arguments.arm)
     oracles = load_arms(
         arguments.vs,
@@ -283,11 +317,13 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         result = _fold_once(arm, arguments, stderr)
     if oracles:
         compare(result, oracles, arguments.tolerance, record=arm)
-    if arguments.annotate:
-        write_annotated(arm, result, arguments.annotate)
     # The JSON document, built once (after compare() set its comparison block): every output
     # is drawn from it alone.
     document = result.to_json()
+    if arguments.ledger:  # first: a ledger busy past the wait refuses before anything is written
+        _keep(arguments, document, labels, stderr)
+    if arguments.annotate:
+        write_annotated(arm, result, arguments.annotate)
     if arguments.trace:
         lines = attributed_lines(arm, arguments.logs, skip_bad_lines=arguments.skip_bad_lines)
         write_timeline(arguments.trace, document, lines)
@@ -316,6 +352,31 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     )
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:
+    """The run's labels; the ledger refused before the fold if it is not one."""
+    from fold.ledger.store import check_ledger, parse_labels
+
+    for flag, given in (("--label", arguments.label), ("--ledger-wait", arguments.ledger_wait)):
+        if given and not arguments.ledger:
+            raise InputError(f"{flag} goes with --ledger PATH, the ledger to keep the run in")
+    if arguments.ledger_wait is not None and arguments.ledger_wait < 0:
+        raise InputError(f"--ledger-wait must be 0 or more seconds, got {arguments.ledger_wait:g}")
+    labels = parse_labels(arguments.label)
+    if arguments.ledger:
+        check_ledger(arguments.ledger)
+    return labels
+
+
+def _keep(arguments: argparse.Namespace, document, labels: dict[str, str], stderr) -> None:
+    from fold.cli_ledger import kept_message
+    from fold.ledger.store import DEFAULT_WAIT_SECONDS, input_files, keep_run
+
+    inputs = input_files(arguments.arm, arguments.logs, arguments.vs, arguments.vs_log)
+    wait = DEFAULT_WAIT_SECONDS if arguments.ledger_wait is None else arguments.ledger_wait
+    kept = keep_run(arguments.ledger, document, labels, inputs, wait_seconds=wait)
+    stderr.print(kept_message(arguments.ledger, kept, labels), markup=False, soft_wrap=True)
 
 
 def _fold_options(arguments: argparse.Namespace) -> dict:

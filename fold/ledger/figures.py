@@ -1,0 +1,101 @@
+"""The figures a kept run's history is read from, taken from its JSON document.
+
+One row per figure: our warm and all-legs folds' pooled figures with their 95% intervals,
+their per-position rates (one row per draft position, counted from 1), and per compared arm
+the gap's tok/s ratio and its two factors. The document itself is kept whole beside them;
+these rows are what a history or a query over many ledgers needs without parsing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fold.errors import InputError
+
+DOCUMENT_FORMAT = "fold-acceptance/2"
+FOLDS = ("warm", "all")
+FOLD_FIGURES = (
+    "accept_rate",
+    "mean_acceptance_length",
+    "output_throughput_tok_s",
+    "completion_tokens_per_step",
+    "step_rate",
+)
+POSITION_FIGURES = ("per_position", "per_position_conditional", "per_position_of_proposed")
+GAP_FIGURES = ("ratio", "acceptance_factor", "speed_factor")
+_POPULATION_FOLD = {"warm legs": "warm", "all legs": "all"}
+
+
+@dataclass(frozen=True)
+class FigureRow:
+    """One figure of one run. ``position`` is set for a per-position rate, ``versus`` (the
+    compared arm's name) for a gap figure; ``fold`` is the fold of ours it was taken over."""
+
+    fold: str
+    figure: str
+    value: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    position: int | None = None
+    versus: str | None = None
+
+
+def check_document(document: Any) -> dict[str, Any]:
+    """The run's JSON document, refused unless it is one this ledger keeps."""
+    if not isinstance(document, dict) or "format" not in document:
+        raise InputError("the run to keep is not a fold-acceptance JSON document")
+    if document["format"] != DOCUMENT_FORMAT:
+        raise InputError(
+            f"the run to keep is a {document['format']!r} document; this ledger keeps "
+            f"{DOCUMENT_FORMAT!r} documents (fold the run again with this fold-acceptance)"
+        )
+    return document
+
+
+def figure_rows(document: dict[str, Any]) -> list[FigureRow]:
+    """Every figure of the document that has a value; a figure that is None is left out."""
+    rows: list[FigureRow] = []
+    for fold in FOLDS:
+        block = document.get(fold) or {}
+        for name in FOLD_FIGURES:
+            row = _row(fold, name, block.get(name), block.get(f"{name}_ci"))
+            if row is not None:
+                rows.append(row)
+        for name in POSITION_FIGURES:
+            for position, rate in enumerate(block.get(name) or [], start=1):
+                row = _row(fold, name, rate, None, position=position)
+                if row is not None:
+                    rows.append(row)
+    gaps = (document.get("comparison") or {}).get("gaps") or {}
+    for versus, gap in gaps.items():
+        population = (gap.get("populations") or {}).get("ours", "warm legs")
+        fold = _POPULATION_FOLD.get(population, "warm")
+        for name in GAP_FIGURES:
+            row = _row(fold, name, gap.get(name), gap.get(f"{name}_ci"), versus=versus)
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
+def _row(
+    fold: str,
+    name: str,
+    value: Any,
+    interval: Any,
+    *,
+    position: int | None = None,
+    versus: str | None = None,
+) -> FigureRow | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    low, high = (interval[0], interval[1]) if _is_interval(interval) else (None, None)
+    return FigureRow(fold, name, float(value), low, high, position, versus)
+
+
+def _is_interval(interval: Any) -> bool:
+    return (
+        isinstance(interval, list | tuple)
+        and len(interval) == 2
+        and all(isinstance(end, int | float) and not isinstance(end, bool) for end in interval)
+    )

@@ -1,0 +1,175 @@
+"""The ledger's Parquet export: the figures of each run's JSON, and the documented query over
+many exports."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ledger_runs import ARM, STEPS, VLLM, document
+
+from fold.cli import main
+from fold.ledger.store import keep_run, read_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = {
+    "ledger": ["ledger_id", "schema", "created_at", "created_by", "runs", "exported_at"],
+    "runs": ["ledger_id", "run_id", "kept_at", "digest", "format", "tool_version", "document"],
+    "labels": ["ledger_id", "run_id", "key", "value"],
+    "inputs": ["ledger_id", "run_id", "role", "path", "name", "bytes"],
+    "figures": ["ledger_id", "run_id", "fold", "figure", "position", "versus", "value",
+                "ci_low", "ci_high"],
+}  # fmt: skip
+"""The schema docs/ledger.md documents."""
+
+
+def query(sql: str, *parameters) -> list[tuple]:
+    with duckdb.connect(":memory:") as connection:
+        return connection.execute(sql, list(parameters)).fetchall()
+
+
+def figures_by_hand(doc: dict) -> dict[tuple, tuple]:
+    """The figures of one run's JSON document, read from it directly: (fold, figure,
+    position, versus) -> (value, ci_low, ci_high)."""
+    found = {}
+    for fold in ("warm", "all"):
+        block = doc[fold]
+        for name in ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s",
+                     "completion_tokens_per_step", "step_rate"):  # fmt: skip
+            interval = block.get(f"{name}_ci") or [None, None]
+            found[fold, name, None, None] = (block[name], *interval)
+        for name in ("per_position", "per_position_conditional", "per_position_of_proposed"):
+            for index, rate in enumerate(block[name]):
+                found[fold, name, index + 1, None] = (rate, None, None)
+    for arm, gap in (doc.get("comparison") or {}).get("gaps", {}).items():
+        fold = "all" if gap["populations"]["ours"] == "all legs" else "warm"
+        for name in ("ratio", "acceptance_factor", "speed_factor"):
+            found[fold, name, None, arm] = (gap[name], *gap[f"{name}_ci"])
+    return found
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """A ledger of two real runs (one compared with vLLM) and the --json each wrote."""
+    folder = tmp_path_factory.mktemp("export")
+    ledger = folder / "gates.duckdb"
+    documents = []
+    for index, extra in enumerate((["--vs", f"vllm={VLLM}"], ["--seed", "9"])):
+        out = folder / f"run{index}.json"
+        code = main([ARM, STEPS, *extra, "--json", str(out), "--ledger", str(ledger),
+                     "--label", f"commit=c{index}"])  # fmt: skip
+        assert code == 0
+        documents.append(orjson.loads(out.read_bytes()))
+    return ledger, documents
+
+
+def test_the_export_reads_back_in_duckdb_to_each_runs_json(two_runs, tmp_path, capsys):
+    ledger, documents = two_runs
+    out = tmp_path / "export"
+    assert main(["ledger", str(ledger), "--export", str(out)]) == 0
+    assert "exported 2 runs" in capsys.readouterr().err
+    for table, columns in SCHEMA.items():
+        described = query(f"DESCRIBE SELECT * FROM read_parquet('{out}/{table}.parquet')")
+        assert [row[0] for row in described] == columns
+    for run_id, doc in enumerate(documents, start=1):
+        rows = query(
+            f"SELECT fold, figure, position, versus, value, ci_low, ci_high FROM "
+            f"read_parquet('{out}/figures.parquet') WHERE run_id = ?",
+            run_id,
+        )
+        exported = {tuple(row[:4]): tuple(row[4:]) for row in rows}
+        assert len(rows) == len(exported)  # one row per figure
+        assert exported == figures_by_hand(doc)  # every figure, to the bit
+        (kept,) = query(f"SELECT document FROM read_parquet('{out}/runs.parquet') "
+                        "WHERE run_id = ?", run_id)  # fmt: skip
+        assert orjson.loads(kept[0]) == doc
+        labels = query(f"SELECT key, value FROM read_parquet('{out}/labels.parquet') "
+                       "WHERE run_id = ?", run_id)  # fmt: skip
+        assert labels == [("commit", f"c{run_id - 1}")]
+    names = query(f"SELECT DISTINCT run_id, name, bytes FROM read_parquet('{out}/inputs.parquet') "
+                  "WHERE role = 'log'")  # fmt: skip
+    assert sorted(names) == [(1, "steps.jsonl", Path(STEPS).stat().st_size),
+                             (2, "steps.jsonl", Path(STEPS).stat().st_size)]  # fmt: skip
+    ((ids, runs),) = query(f"SELECT count(DISTINCT ledger_id), sum(runs) FROM "
+                           f"read_parquet('{out}/ledger.parquet')")  # fmt: skip
+    assert (ids, runs) == (1, 2)
+
+
+def documented_query() -> str:
+    """The SQL block under "Reading many exports at once" in docs/ledger.md."""
+    text = (ROOT / "docs" / "ledger.md").read_text()
+    section = text.split("### Reading many exports at once", 1)[1]
+    return re.search(r"```sql\n(.*?)```", section, re.DOTALL).group(1)
+
+
+def test_the_documented_query_reads_many_exports_at_once(tmp_path, monkeypatch):
+    machines = {"gate-a": [(0.40, "a1"), (0.45, "a2")], "gate-b": [(0.50, "b1")]}
+    for machine, runs in machines.items():
+        ledger = tmp_path / f"{machine}.duckdb"
+        for value, commit in runs:
+            keep_run(ledger, document(value, (value - 0.05, value + 0.05)),
+                     {"commit": commit}, [])  # fmt: skip
+        assert main(["ledger", str(ledger), "--export", str(tmp_path / "exports" / machine)]) == 0
+    monkeypatch.chdir(tmp_path)  # the query names exports/ relative to where it runs
+    rows = query(documented_query())
+    assert [(row[1], row[3], row[4]) for row in rows] == [
+        (1, "a1", 0.40), (2, "a2", 0.45), (1, "b1", 0.50)
+    ]  # fmt: skip
+    assert [(row[5], row[6]) for row in rows] == [
+        pytest.approx((value - 0.05, value + 0.05)) for value in (0.40, 0.45, 0.50)
+    ]
+    assert len({row[0] for row in rows}) == 2  # each machine's ledger has its own id
+
+
+def test_an_export_of_an_empty_ledger_has_the_schema_and_no_rows(tmp_path):
+    ledger = tmp_path / "gates.duckdb"
+    duckdb.connect(str(ledger)).close()  # what a first append killed before its commit leaves
+    assert main(["ledger", str(ledger), "--export", str(tmp_path / "out")]) == 0
+    for table, columns in SCHEMA.items():
+        path = tmp_path / "out" / f"{table}.parquet"
+        assert [row[0] for row in query(f"DESCRIBE SELECT * FROM read_parquet('{path}')")] == (
+            columns
+        )
+        expected = 1 if table == "ledger" else 0
+        assert query(f"SELECT count(*) FROM read_parquet('{path}')") == [(expected,)]
+
+
+def test_an_export_onto_a_file_is_refused(tmp_path, capsys):
+    ledger = tmp_path / "gates.duckdb"
+    keep_run(ledger, document(0.5, (0.4, 0.6)), {}, [])
+    target = tmp_path / "file"
+    target.write_text("mine\n")
+    assert main(["ledger", str(ledger), "--export", str(target)]) == 2
+    assert "a file, not a folder" in capsys.readouterr().err
+    assert target.read_text() == "mine\n"
+
+
+finite = st.floats(-1e6, 1e6, allow_nan=False)
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(finite, st.one_of(st.none(), st.tuples(finite, finite)),
+                          st.lists(finite, max_size=4)), min_size=1, max_size=3))  # fmt: skip
+def test_every_kept_figure_comes_back_from_parquet(tmp_path_factory, drawn):
+    folder = tmp_path_factory.mktemp("roundtrip")
+    ledger = folder / "gates.duckdb"
+    for value, interval, positions in drawn:
+        keep_run(ledger, document(value, interval, per_position=positions or None), {}, [])
+    assert main(["ledger", str(ledger), "--export", str(folder / "out")]) == 0
+    rows = query(
+        f"SELECT run_id, fold, figure, position, versus, value, ci_low, ci_high "
+        f"FROM read_parquet('{folder}/out/figures.parquet')"
+    )
+    kept = [
+        (run.run_id, r.fold, r.figure, r.position, r.versus, r.value, r.ci_low, r.ci_high)
+        for run in read_runs(ledger)
+        for r in run.figures
+    ]
+    assert sorted(rows, key=repr) == sorted(kept, key=repr)
