@@ -21,8 +21,8 @@ from fold.compare.gap import DEFAULT_TOLERANCE
 from fold.compare.vs_arms import load_arms
 from fold.errors import FoldError, InputError
 from fold.folding.cadence import DEFAULT_STALL_FACTOR
+from fold.folding.document import Document
 from fold.folding.follow import Follower, run_follow
-from fold.folding.result import FoldResult
 from fold.folding.timeline_lines import attributed_lines
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.folding.warm import DEFAULT_PREDICATE
@@ -279,6 +279,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     found = None
     if oracles:
         found = compare(result, oracles, arguments.tolerance, record=arm)
+        result = result.with_comparison(found)
         comparison_view = comparison(
             found.rows,
             found.gaps,
@@ -293,8 +294,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     if arguments.trace:
         lines = attributed_lines(arm, arguments.logs, skip_bad_lines=arguments.skip_bad_lines)
         write_trace(arguments.trace, arm, lines, result)
-    # The JSON document, built once for every output that wants it (after compare() set its
-    # comparison block).
+    # The JSON document, built once for every output that wants it.
     document = result.to_json() if arguments.json or arguments.html or arguments.plots else None
     if arguments.html or arguments.plots:
         if arguments.html:
@@ -336,7 +336,7 @@ def _fold_options(arguments: argparse.Namespace) -> dict:
     }
 
 
-def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResult:
+def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
     progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
     try:
         return fold_acceptance(
@@ -350,7 +350,7 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResul
         progress.stop()
 
 
-def _follow(arguments: argparse.Namespace, stderr: Console) -> FoldResult:
+def _follow(arguments: argparse.Namespace, stderr: Console) -> Document:
     """The live table goes to stderr, so stdout holds only the final table (or the JSON)."""
     follower = Follower(
         arguments.arm,

@@ -567,7 +567,7 @@ def fold_records(
         return group_cadence([member for leg in chosen for member in members[leg.index]])
 
     return {
-        "format": "fold-acceptance/1",
+        "format": "fold-acceptance/2",
         "predicate": predicate,
         "window_steps": window_steps,
         "stall_factor": stall_factor,
@@ -604,7 +604,7 @@ STEP_LOG_SOURCES = {
     **dict.fromkeys(
         ("per_position", "per_position_conditional", "per_position_of_proposed", "histogram",
          "windows", "requests",
-         "lines", "cadence", "emitted", "trace"),
+         "lines", "cadence", "emitted", "timeline"),
         "step log",
     ),
 }  # fmt: skip

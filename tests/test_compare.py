@@ -24,7 +24,7 @@ VS = ["--vs", f"vllm={FIXTURES / 'oracles' / 'vllm-arm.json'}",
 
 def test_gate_example_oracles_block(capsys):
     assert main([*OURS, *VS, "--json", "-"]) == 0
-    block = orjson.loads(capsys.readouterr().out)["oracles"]
+    block = orjson.loads(capsys.readouterr().out)["comparison"]
     rows = {row["name"]: row for row in block["rows"]}
     assert [row["name"] for row in block["rows"]] == ["ours", "vllm", "sglang"]
     # vLLM: A = 1000, P = 2170, S = 310 -> 46.08% and 4.2258.
@@ -107,7 +107,7 @@ WARM_A = sum(a for run, _, a in EXAMPLE_LEGS if run > 1)  # 1000
 def _block(capsys, *vs: str) -> dict:
     args = [item for spec in vs for item in ("--vs", spec)]
     assert main([*OURS, *args, "--json", "-"]) == 0
-    return orjson.loads(capsys.readouterr().out)["oracles"]
+    return orjson.loads(capsys.readouterr().out)["comparison"]
 
 
 def test_gate_style_vllm_arm_is_compared_over_all_legs(capsys):

@@ -175,7 +175,7 @@ def test_counters_only_json_says_null_where_steps_are_needed(tmp_path, capsys):
     sources = document["sources"]
     assert sources["steps"].startswith("the record's counters")
     for key in ("per_position", "per_position_of_proposed", "histogram", "windows", "cadence",
-                "emitted", "trace"):  # fmt: skip
+                "emitted", "timeline"):  # fmt: skip
         assert sources[key] == "needs a step log"
     assert document["counter_check"]["spec_acceptance"] == "equals the warm fold"
 
@@ -213,8 +213,8 @@ def test_intervals_are_the_same_both_ways_with_one_request_per_leg(tmp_path):
     for name in ("warm", "all"):
         for figure in ("accept_rate", "mean_acceptance_length", "completion_tokens_per_step",
                        "output_throughput_tok_s", "step_rate"):  # fmt: skip
-            assert with_log.__dict__[name][f"{figure}_ci"] is not None
-            assert alone.__dict__[name][f"{figure}_ci"] == with_log.__dict__[name][f"{figure}_ci"]
+            assert getattr(with_log, name)[f"{figure}_ci"] is not None
+            assert getattr(alone, name)[f"{figure}_ci"] == getattr(with_log, name)[f"{figure}_ci"]
 
 
 def test_the_comparison_is_the_same_both_ways(tmp_path, capsys):
@@ -223,7 +223,7 @@ def test_the_comparison_is_the_same_both_ways(tmp_path, capsys):
         paths = pair(tmp_path, example(), log=log)
         assert main([*paths, "--vs", f"gate={VLLM_GATE}", "--vs", f"bench={VLLM_BENCH}",
                      "--json", "-"]) == 0  # fmt: skip
-        blocks.append(orjson.loads(capsys.readouterr().out)["oracles"])
+        blocks.append(orjson.loads(capsys.readouterr().out)["comparison"])
     with_log, alone = blocks
     figures = (
         "output_throughput_tok_s", "steps", "proposed", "accepted", "accept_rate",

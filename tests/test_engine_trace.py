@@ -163,7 +163,7 @@ def test_no_time_stamps_means_no_cadence_never_zeros(gate, tmp_path):
     document = result.to_json()
     assert document["step_source"] == "the engine's trace (VT_SPEC_TRACE)"
     assert document["sources"]["cadence"] == "needs time stamps: the engine's trace has none"
-    assert document["sources"]["trace"] == "needs time stamps: the engine's trace has none"
+    assert document["sources"]["timeline"] == "needs time stamps: the engine's trace has none"
     assert document["sources"]["per_position"] == "the engine's trace (VT_SPEC_TRACE)"
     assert document["sources"]["accepted"] == "the engine's trace (VT_SPEC_TRACE)"
     assert document["warm"]["cadence"] is None and document["all"]["cadence"] is None

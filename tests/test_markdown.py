@@ -70,7 +70,7 @@ def test_the_worked_example_record_matches_its_json(tmp_path: Path):
     ]  # fmt: skip
     rows = {row["engine"]: row for row in comparison}
     assert list(rows) == ["ours", "vllm", "sglang"]
-    for figures in document["oracles"]["rows"]:
+    for figures in document["comparison"]["rows"]:
         row = rows[figures["name"]]
         for header, key, parse, places in (
             ("tokens per verify step", "mean_acceptance_length", float, 2),
@@ -90,7 +90,7 @@ def test_the_worked_example_record_matches_its_json(tmp_path: Path):
                 low, high = (parse(end) for end in interval.strip("[]").split(", "))
                 assert [low, high] == pytest.approx(figures[f"{key}_ci"], abs=0.6 * 10**-places)
     assert rows["vllm"]["source"].startswith("vllm; tok/s: ")
-    for name, gap in document["oracles"]["gaps"].items():
+    for name, gap in document["comparison"]["gaps"].items():
         assert f"- **vs {name}**: {gap['verdict']}" in markdown
         # The split's intervals follow the verdict, each [low, high] as the JSON has it.
         lines = markdown.splitlines()

@@ -831,7 +831,7 @@ def test_a_sweep_shows_a_row_per_run(tmp_path: Path, capsys: pytest.CaptureFixtu
                  "--vs", f"vllm={sweep}", "--markdown", str(markdown), "--json", "-"]  # fmt: skip
     assert main(arguments) == 0
     document = orjson.loads(capsys.readouterr().out)
-    rows = {row["name"]: row for row in document["oracles"]["rows"]}
+    rows = {row["name"]: row for row in document["comparison"]["rows"]}
     assert {"vllm#1", "vllm#2", "vllm#3"} <= set(rows)
     assert rows["vllm#3"]["accepted"] == 5950
     assert "| vllm#2 | 2.90 | 47.5% |" in markdown.read_text()

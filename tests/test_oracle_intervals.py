@@ -183,7 +183,7 @@ def test_llamacpp_response_intervals_match_a_plain_loop(capsys) -> None:
         {"proposed": 0, "accepted": 0, "tok_s": 64.0},
     ]
     expected = plain_oracle_resamples(legs, resamples, seed, arm=1)
-    row = next(r for r in document["oracles"]["rows"] if r["name"] == "lc")
+    row = next(r for r in document["comparison"]["rows"] if r["name"] == "lc")
     assert row["accept_rate_ci"] == pytest.approx(plain_interval(expected["accept_rate"]))
     assert row["output_throughput_tok_s_ci"] == pytest.approx(plain_interval(expected["tok_s"]))
     assert row["mean_acceptance_length_ci"] is None  # no S in /completion timings
@@ -202,13 +202,13 @@ def test_sglang_response_intervals_match_a_plain_loop(capsys) -> None:
         {"steps": 30, "proposed": 210, "accepted": 98},
     ]
     expected = plain_oracle_resamples(legs, resamples, seed, arm=2)  # the second --vs
-    row = next(r for r in document["oracles"]["rows"] if r["name"] == "sg")
+    row = next(r for r in document["comparison"]["rows"] if r["name"] == "sg")
     assert row["accept_rate_ci"] == pytest.approx(plain_interval(expected["accept_rate"]))
     assert row["mean_acceptance_length_ci"] == pytest.approx(plain_interval(expected["length"]))
     # both responses accept 196/420 = 98/210 = 7/15 of their drafts: every resample agrees
     assert row["accept_rate_ci"] == pytest.approx([7 / 15, 7 / 15])
     assert row["output_throughput_tok_s_ci"] is None  # no tok/s recorded
-    rows = {r["name"]: r for r in document["oracles"]["rows"]}
+    rows = {r["name"]: r for r in document["comparison"]["rows"]}
     assert rows["v"]["ci_note"] == "no interval: known only by totals"
 
 
@@ -217,10 +217,10 @@ def test_the_gate_arm_tok_s_interval_matches_a_plain_loop(capsys) -> None:
     seed, resamples = document["bootstrap"]["seed"], document["bootstrap"]["resamples"]
     legs = [{"tok_s": t} for t in (16.05, 16.111, 16.111, 16.2, 16.0, 16.3)]
     expected = plain_oracle_resamples(legs, resamples, seed, arm=1)
-    row = next(r for r in document["oracles"]["rows"] if r["name"] == "gate")
+    row = next(r for r in document["comparison"]["rows"] if r["name"] == "gate")
     assert row["output_throughput_tok_s_ci"] == pytest.approx(plain_interval(expected["tok_s"]))
     assert row["accept_rate_ci"] is None  # the counters are totals
-    gap = document["oracles"]["gaps"]["gate"]
+    gap = document["comparison"]["gaps"]["gate"]
     # r rests on both arms, the acceptance factor on ours alone (the gate's counters are totals)
     assert gap["ci_basis"] == {
         "ratio": "both arms",
@@ -236,7 +236,7 @@ def test_the_gate_arm_tok_s_interval_matches_a_plain_loop(capsys) -> None:
 
 def test_ours_over_all_legs_is_resampled_over_all_legs(capsys) -> None:
     document = run_json(capsys, "--vs", f"gate={ORACLES / 'vllm-gate-arm.json'}")
-    rows = {r["name"]: r for r in document["oracles"]["rows"]}
+    rows = {r["name"]: r for r in document["comparison"]["rows"]}
     all_legs = rows["ours (all legs)"]
     assert all_legs["population"] == "all legs"
     # acceptance from the all-legs fold's resamples, tok/s from the warm fold's
@@ -246,7 +246,7 @@ def test_ours_over_all_legs_is_resampled_over_all_legs(capsys) -> None:
     assert rows["ours"]["accept_rate_ci"] == document["warm"]["accept_rate_ci"]
     # the gap to the gate is split against ours over all legs: its acceptance factor's
     # interval is our all-legs length's interval over the gate's exact length
-    gap = document["oracles"]["gaps"]["gate"]
+    gap = document["comparison"]["gaps"]["gate"]
     gate_length = rows["gate"]["mean_acceptance_length"]
     low, high = document["all"]["mean_acceptance_length_ci"]
     assert gap["acceptance_factor_ci"] == pytest.approx([low / gate_length, high / gate_length])
@@ -295,11 +295,11 @@ def test_a_split_in_sglangs_unit_resamples_the_legs_accept_lengths(capsys) -> No
         {"tok_s": 16.051, "accept_length": 4.68},
     ]
     expected = plain_oracle_resamples(legs, resamples, seed, arm=1)
-    sg = next(r for r in document["oracles"]["rows"] if r["name"] == "sg")
+    sg = next(r for r in document["comparison"]["rows"] if r["name"] == "sg")
     assert sg["completion_tokens_per_step"] == pytest.approx(4.67)
     assert sg["completion_tokens_per_step_ci"] == pytest.approx(plain_interval(expected["mean"]))
     assert sg["output_throughput_tok_s_ci"] == pytest.approx(plain_interval(expected["tok_s"]))
-    gap = document["oracles"]["gaps"]["sg"]
+    gap = document["comparison"]["gaps"]["sg"]
     assert gap["unit"] == "completion tokens per verify step (SGLang's unit)"
     assert set(gap["ci_basis"].values()) == {"both arms"}
     # so the verdict reads from the intervals, and says the split's unit
@@ -344,7 +344,7 @@ def test_every_interval_prints_whole_in_the_fitted_table(capsys, columns: int) -
         "completion_tokens_per_step": "length",
     }
     shown = 0
-    for row in document["oracles"]["rows"]:
+    for row in document["comparison"]["rows"]:
         for figure, form in forms.items():
             spread = plus_minus(row[figure], row[f"{figure}_ci"], form)
             if spread:

@@ -124,7 +124,7 @@ def test_the_example_runs_as_made(hand) -> None:
 
 
 def test_factors_are_the_hand_computed_ones(document, hand) -> None:
-    block = document["oracles"]
+    block = document["comparison"]
     rows = {row["name"]: row for row in block["rows"]}
     assert [row["name"] for row in block["rows"]] == ["ours", "before"]
     for name, side in (("ours", hand["after"]), ("before", hand["before"])):
@@ -143,20 +143,20 @@ def test_factors_are_the_hand_computed_ones(document, hand) -> None:
 
 
 def test_the_cadence_split_is_the_hand_computed_one(document, hand) -> None:
-    speed = document["oracles"]["speed"]["before"]
+    speed = document["comparison"]["speed"]["before"]
     a, b = hand["after"], hand["before"]
     # both runs measured: decode steps/s is 1 / forward on each side, so the factor is 200/160
     assert a["decode_steps_per_s"] == pytest.approx(6250) and b["decode_steps_per_s"] == 5000
     assert speed["decode_factor"] == pytest.approx(1.25, rel=1e-12)
     assert speed["steady_factor"] == pytest.approx(1.25, rel=1e-12)  # no stalls: s = 0
-    runs = document["oracles"]["runs"]["before"]
+    runs = document["runs"]["before"]
     assert runs["decode_factor"] == pytest.approx(1.25, rel=1e-12)
     assert runs["decode_factor_ci"] == pytest.approx([1.25, 1.25], rel=1e-12)
     for side, key in ((a, "shares"), (b, "other_shares")):
         assert speed[key]["before_first_step"] == pytest.approx(side["f"], rel=1e-12)
         assert speed[key]["tail"] == pytest.approx(side["t"], rel=1e-12)
         assert speed[key]["stalls"] == 0
-    log_sf = math.log(document["oracles"]["gaps"]["before"]["speed_factor"])
+    log_sf = math.log(document["comparison"]["gaps"]["before"]["speed_factor"])
     parts = speed["parts"]
     assert parts["steps"] == pytest.approx(math.log(1.25) / log_sf, rel=1e-9)
 
@@ -191,9 +191,9 @@ def test_the_ratio_and_per_position_intervals_are_the_hand_computed_ones(documen
     tok_s = {name: np.array([leg["tok_s"] for leg in legs]) for name, legs in record.items()}
     ratios = np.median(tok_s["after"][picks], axis=1) / np.median(tok_s["before"][picks], axis=1)
     expected = np.quantile(ratios, [0.025, 0.975])
-    gap = document["oracles"]["gaps"]["before"]
+    gap = document["comparison"]["gaps"]["before"]
     assert gap["ratio_ci"] == pytest.approx(list(expected), rel=1e-12)
-    rows = document["oracles"]["runs"]["before"]["per_position"]
+    rows = document["runs"]["before"]["per_position"]
     for position in range(4):
         shares = {}
         for name, side in hand.items():
@@ -210,7 +210,7 @@ def test_the_ratio_and_per_position_intervals_are_the_hand_computed_ones(documen
 
 
 def test_the_verdict_in_plain_words(document) -> None:
-    gap = document["oracles"]["gaps"]["before"]
+    gap = document["comparison"]["gaps"]["before"]
     af_low, af_high = gap["acceptance_factor_ci"]
     sf_low, sf_high = gap["speed_factor_ci"]
     r_low, r_high = gap["ratio_ci"]
@@ -224,11 +224,11 @@ def test_the_verdict_in_plain_words(document) -> None:
         f"[{(r_low - 1) * 100:+.1f}%, {(r_high - 1) * 100:+.1f}%]"
     )
     assert gap["verdict"] == expected
-    assert document["oracles"]["runs"]["before"]["verdict"] == expected
+    assert document["runs"]["before"]["verdict"] == expected
 
 
 def test_the_example_pairs_and_has_one_workload(document, hand) -> None:
-    runs = document["oracles"]["runs"]["before"]
+    runs = document["runs"]["before"]
     assert runs["pairing"] == {"paired": True, "reasons": []}
     assert runs["workload_differences"] == []
     assert runs["resampling"].startswith("paired")
@@ -247,7 +247,7 @@ def test_the_example_pairs_and_has_one_workload(document, hand) -> None:
 
 def test_the_table_markdown_and_json_carry_the_verdict(capsys) -> None:
     document = run_json(capsys, *AFTER_VS_BEFORE)
-    verdict = document["oracles"]["gaps"]["before"]["verdict"]
+    verdict = document["comparison"]["gaps"]["before"]["verdict"]
     assert main([*AFTER_VS_BEFORE, "--markdown", "-"]) == 0
     record = capsys.readouterr().out
     assert f"- **vs before**: {verdict}" in record
@@ -272,11 +272,11 @@ def test_the_table_markdown_and_json_carry_the_verdict(capsys) -> None:
 def test_a_run_against_itself_is_exactly_one(capsys) -> None:
     document = run_json(capsys, arm("before"), log("before"), "--vs", f"same={arm('before')}",
                         "--vs-log", f"same={log('before')}")  # fmt: skip
-    gap = document["oracles"]["gaps"]["same"]
+    gap = document["comparison"]["gaps"]["same"]
     assert gap["ratio"] == gap["acceptance_factor"] == gap["speed_factor"] == 1.0
     for key in ("ratio_ci", "acceptance_factor_ci", "speed_factor_ci"):
         assert gap[key] == [1.0, 1.0]
-    runs = document["oracles"]["runs"]["same"]
+    runs = document["runs"]["same"]
     for pair in runs["pairs"]:
         for figure in ("accept_rate", "mean_acceptance_length", "tok_s"):
             assert pair[figure]["difference"] == 0
@@ -285,7 +285,7 @@ def test_a_run_against_itself_is_exactly_one(capsys) -> None:
     for row in [*runs["per_position"], *runs["histogram"]]:
         assert row["difference"] == 0 and row["difference_ci"] == [0.0, 0.0]
     assert runs["decode_factor"] == 1.0 and runs["decode_factor_ci"] == [1.0, 1.0]
-    speed = document["oracles"]["speed"]["same"]
+    speed = document["comparison"]["speed"]["same"]
     assert speed["leg_factor"] == speed["decode_factor"] == speed["steady_factor"] == 1.0
     assert speed["parts"] is None  # no speed change to split
     assert gap["verdict"] == (
@@ -301,8 +301,8 @@ def test_a_run_against_itself_is_exactly_one(capsys) -> None:
 
 def test_the_other_runs_row_is_its_standalone_fold(capsys, document) -> None:
     alone = run_json(capsys, arm("before"), log("before"))
-    assert document["oracles"]["runs"]["before"]["fold"] == alone
-    row = next(row for row in document["oracles"]["rows"] if row["name"] == "before")
+    assert document["runs"]["before"]["fold"] == alone
+    row = next(row for row in document["comparison"]["rows"] if row["name"] == "before")
     warm = alone["warm"]
     assert (row["steps"], row["proposed"], row["accepted"]) == (
         warm["steps"], warm["proposed"], warm["accepted"])  # fmt: skip
@@ -317,7 +317,7 @@ def test_runs_that_do_not_pair_are_drawn_apart_and_say_why(capsys) -> None:
     other = [str(ROOT / "fixtures" / "our-arm.json"), str(ROOT / "fixtures" / "steps.jsonl")]
     document = run_json(capsys, arm("after"), log("after"), "--vs", f"old={other[0]}",
                         "--vs-log", f"old={other[1]}")  # fmt: skip
-    runs = document["oracles"]["runs"]["old"]
+    runs = document["runs"]["old"]
     assert runs["pairing"] == {"paired": False, "reasons": ["ours has 12 legs, old 9"]}
     assert runs["pairs"] is None
     assert runs["resampling"] == (
@@ -368,7 +368,7 @@ def test_refusals_name_the_arm(capsys, extra, code, message) -> None:
 
 def test_paired_runs_pass_paired(capsys) -> None:
     assert main([*AFTER_VS_BEFORE, "--paired", "--json", "-"]) == 0
-    assert orjson.loads(capsys.readouterr().out)["oracles"]["runs"]["before"]["pairs"]
+    assert orjson.loads(capsys.readouterr().out)["runs"]["before"]["pairs"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -433,7 +433,7 @@ def test_a_record_that_reads_as_both_asks_which(tmp_path, capsys) -> None:
     # said which, it is ours
     assert main([arm("after"), log("after"), "--vs", f"x:ours={both}", "--vs-log",
                  f"x={log('before')}", "--json", "-"]) == 0  # fmt: skip
-    assert "x" in orjson.loads(capsys.readouterr().out)["oracles"]["runs"]
+    assert "x" in orjson.loads(capsys.readouterr().out)["runs"]
 
 
 def test_workload_blocks_and_prompts_are_compared_key_by_key(tmp_path, capsys) -> None:
@@ -449,11 +449,11 @@ def test_workload_blocks_and_prompts_are_compared_key_by_key(tmp_path, capsys) -
         paths[name].write_text(json.dumps(record))
     vs = ["--vs", f"before={paths['before']}", "--vs-log", f"before={log('before')}"]
     document = run_json(capsys, str(paths["after"]), log("after"), *vs)
-    assert document["oracles"]["runs"]["before"]["workload_differences"] == [
+    assert document["runs"]["before"]["workload_differences"] == [
         "workload.max_tokens: 64 in ours, 128 in before",
         "prompts: 2 in ours, 3 in before",
     ]
-    assert document["oracles"]["runs"]["before"]["pairing"]["paired"]  # the legs still pair
+    assert document["runs"]["before"]["pairing"]["paired"]  # the legs still pair
 
 
 VLLMCPP = ROOT / "fixtures" / "vllmcpp"
@@ -464,16 +464,16 @@ def test_a_run_of_ours_without_a_log_is_folded_from_its_counters(capsys) -> None
     document = run_json(capsys, str(VLLMCPP / "our-arm.json"), str(VLLMCPP / "steps.jsonl"),
                         "--vs", f"counted={VLLMCPP / 'our-arm.json'}")  # fmt: skip
     alone = run_json(capsys, str(VLLMCPP / "our-arm.json"))  # its counters-only fold
-    runs = document["oracles"]["runs"]["counted"]
+    runs = document["runs"]["counted"]
     assert runs["fold"] == alone
-    gap = document["oracles"]["gaps"]["counted"]
+    gap = document["comparison"]["gaps"]["counted"]
     # the hook log and the counters agree leg by leg, so the split is exactly 1
     assert gap["ratio"] == gap["acceptance_factor"] == gap["speed_factor"] == 1.0
     assert runs["per_position"] is None and runs["histogram"] is None
     assert runs["decode_factor"] is None
     assert runs["lines"].startswith("no step log")
     assert all(pair["accept_rate"]["difference"] == 0 for pair in runs["pairs"])
-    lacks = document["oracles"]["speed"]["counted"]["oracle_lacks"]
+    lacks = document["comparison"]["speed"]["counted"]["oracle_lacks"]
     assert lacks[0].startswith("counted was folded from its counters, without a step log")
 
 
@@ -533,7 +533,7 @@ def test_the_acceptance_and_speed_factor_intervals_are_the_hand_computed_ones(
         speeds[name] = np.median(np.array([leg["tok_s"] for leg in legs])[picks], axis=1)
     factor = lengths["after"] / lengths["before"]
     ratio = speeds["after"] / speeds["before"]
-    gap = document["oracles"]["gaps"]["before"]
+    gap = document["comparison"]["gaps"]["before"]
     assert gap["acceptance_factor_ci"] == pytest.approx(
         list(np.quantile(factor, [0.025, 0.975])), rel=1e-12
     )

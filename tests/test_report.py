@@ -94,7 +94,7 @@ def test_plots_and_markdown_links(tmp_path):
 def test_the_waterfall_multiplies_out_to_r(gate_document):
     from fold.present.charts import _gap_steps
 
-    block = gate_document["oracles"]
+    block = gate_document["comparison"]
     gap, speed = block["gaps"]["vllm"], block["speed"]["vllm"]
     steps = _gap_steps(gap, speed)
     assert [label for label, _, _ in steps] == [

@@ -106,7 +106,7 @@ def test_the_command_prints_and_writes_the_split(tmp_path: Path, capsys):
     assert "speed: 50% tail, 47% start-up, 23% stalls, faster steps offset 20%" in " ".join(
         out.split()
     )
-    speed = json.loads(out_json.read_text())["oracles"]["speed"]["vllm"]
+    speed = json.loads(out_json.read_text())["comparison"]["speed"]["vllm"]
     assert speed["leg_factor"] == approx(0.5)
     assert speed["decode_factor"] == approx(0.5 * 18 / 9.8)
 

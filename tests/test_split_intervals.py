@@ -225,20 +225,20 @@ def test_seed_and_bootstrap_options(capsys) -> None:
 
     assert intervals(first) != intervals(other)
     assert first["bootstrap"]["seed"] == 5
-    rows = {row["name"]: row for row in first["oracles"]["rows"]}
+    rows = {row["name"]: row for row in first["comparison"]["rows"]}
     assert rows["vllm"]["output_throughput_tok_s_ci"] is None
     assert rows["vllm"]["ci_note"] == "no interval: known only by totals"
     assert rows["sg"]["output_throughput_tok_s_ci"] is not None
     # the split is in SGLang's unit, whose per-leg accept lengths are resampled too
-    assert first["oracles"]["gaps"]["sg"]["ci_basis"] == {
+    assert first["comparison"]["gaps"]["sg"]["ci_basis"] == {
         "ratio": BOTH_ARMS,
         "acceptance_factor": BOTH_ARMS,
         "speed_factor": BOTH_ARMS,
     }
-    assert first["oracles"]["gaps"]["vllm"]["ci_basis"]["ratio"] == OURS_ONLY
+    assert first["comparison"]["gaps"]["vllm"]["ci_basis"]["ratio"] == OURS_ONLY
     none = run_json(capsys, *vs, "--bootstrap", "0")
     assert none["warm"]["mean_acceptance_length_ci"] is None
-    assert none["oracles"]["gaps"]["vllm"]["ratio_ci"] is None
+    assert none["comparison"]["gaps"]["vllm"]["ratio_ci"] is None
     # the figures themselves do not move with the bootstrap
     for key in ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s"):
         assert none["warm"][key] == first["warm"][key]
@@ -288,7 +288,7 @@ def test_sglang_legs_with_counts_give_a_verdict_from_both_arms(tmp_path, capsys)
     ]  # fmt: skip
     legs.write_bytes(b"\n".join(orjson.dumps(record) for record in records) + b"\n")
     document = run_json(capsys, "--vs", f"sg={legs}")
-    gap = document["oracles"]["gaps"]["sg"]
+    gap = document["comparison"]["gaps"]["sg"]
     assert gap["ci_basis"] == dict.fromkeys(
         ("ratio", "acceptance_factor", "speed_factor"), BOTH_ARMS
     )
@@ -314,6 +314,6 @@ def test_a_single_warm_leg_has_no_interval_and_says_why(tmp_path, capsys) -> Non
     assert document["warm"]["legs"] == [8]
     assert document["warm"]["accept_rate_ci"] is None  # one leg of one request
     assert document["all"]["accept_rate_ci"] is not None
-    ours = document["oracles"]["rows"][0]
+    ours = document["comparison"]["rows"][0]
     assert ours["ci_note"].startswith("no interval: one leg")
-    assert document["oracles"]["gaps"]["sg"]["ratio_ci"] is None
+    assert document["comparison"]["gaps"]["sg"]["ratio_ci"] is None

@@ -198,7 +198,7 @@ def test_the_two_engine_comparison_prints_a_split_and_a_verdict(run, capsys):
     arm, steps = ours(run)
     vllm_arm = run / "offline" / "vllm-arm.json"
     assert cli([str(arm), str(steps), "--vs", f"vllm={vllm_arm}", "--json", "-"]) == 0
-    oracles = json.loads(capsys.readouterr().out)["oracles"]
+    oracles = json.loads(capsys.readouterr().out)["comparison"]
     gap = oracles["gaps"]["vllm"]
     # vLLM's counters span every leg, so ours is folded over every leg too.
     assert gap["ours"] == "ours (all legs)"

@@ -63,16 +63,16 @@ def test_both_ways_give_the_same_intervals(folded):
     _, result = folded
     other = fold_acceptance(ARM, [] if result.from_log else [STEPS])
     for name in ("warm", "all"):
-        for key, value in result.__dict__[name].items():
+        for key, value in getattr(result, name).items():
             if key.endswith("_ci"):
-                assert other.__dict__[name][key] == value, (name, key)
+                assert getattr(other, name)[key] == value, (name, key)
 
 
 def test_the_comparison_with_the_gates_vllm_arm_is_the_same_both_ways(capsys):
     outputs = []
     for logs in ([STEPS], []):
         assert main([ARM, *logs, "--vs", f"vllm={VLLM_GATE}", "--json", "-"]) == 0
-        outputs.append(orjson.loads(capsys.readouterr().out)["oracles"]["gaps"]["vllm"])
+        outputs.append(orjson.loads(capsys.readouterr().out)["comparison"]["gaps"]["vllm"])
     with_log, alone = outputs
     assert with_log == alone
     # over all 20 legs (vLLM's counters span its legs): 1 + 885/375 = 3.36 against vLLM's

@@ -26,7 +26,7 @@ def read_oracle(our_arm: Path, steps: Path, output: Path) -> tuple[int, dict | N
     out.flush()
     if code != 0:
         return code, None, err.getvalue()
-    return code, json.loads(out.buffer.getvalue())["oracles"]["rows"][-1], err.getvalue()
+    return code, json.loads(out.buffer.getvalue())["comparison"]["rows"][-1], err.getvalue()
 
 
 def mismatches(row: dict, own: Own, *, steps_printed: bool = True) -> list[str]:

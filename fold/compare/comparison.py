@@ -8,7 +8,7 @@ otherwise. tok/s is the warm throughput fold on both sides, as the gate compares
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +20,8 @@ from fold.compare.gap import (
     attribute_gap,
     check_step_rate,
     check_tolerance,
+    comparison_block,
     length_unit,
-    oracles_block,
 )
 from fold.compare.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
 from fold.compare.our_runs import RunsComparison, compare_runs
@@ -60,6 +60,20 @@ class Comparison:
     """Per oracle: its speed factor split with our cadence (``fold.compare.speed``)."""
     runs: dict[str, RunsComparison] = field(default_factory=dict)
     """Per other run of ours: what only two runs of ours can show (``fold.compare.our_runs``)."""
+    block: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The rows, gaps and step-rate check as JSON, with each row's intervals."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The document's ``comparison`` block: every arm in one row shape, the gaps, our
+        step-rate check and the speed splits."""
+        return {
+            **self.block,
+            "speed": {name: split.to_json() for name, split in self.speeds.items()},
+        }
+
+    def runs_json(self) -> dict[str, Any] | None:
+        """The document's ``runs`` block: the other runs of ours, or None without any."""
+        return {name: found.to_json() for name, found in self.runs.items()} or None
 
 
 def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OURS) -> ArmFigures:
@@ -198,7 +212,8 @@ def compare(
     *,
     record: Any = None,
 ) -> Comparison:
-    """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` for JSON.
+    """Rows, gap attributions, our step-rate check, the speed splits and the runs of ours:
+    the comparison's part of the result document (``result`` is not changed).
 
     ``oracles`` are oracle figures or arms (another run of ours is an :class:`Arm` from
     :func:`our_arm`); ``record`` is our arm record's top level, for comparing workloads.
@@ -251,7 +266,7 @@ def compare(
         for row in rows
         if (found := replicates.get(row.name)) is not None
     }
-    block = oracles_block(rows, gaps, step_check, measured)
+    block = comparison_block(rows, gaps, step_check, measured)
     for name, entry in populations.items():
         block["gaps"][name]["populations"] = entry
     for row in block["rows"]:
@@ -260,9 +275,6 @@ def compare(
         if found is not None:
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, found)
-    if runs:
-        block["runs"] = {name: found.to_json() for name, found in runs.items()}
-    result.oracles = block
     speeds = split_speeds(
         result,
         gaps,
@@ -280,6 +292,7 @@ def compare(
         intervals if resamples else None,
         speeds,
         runs,
+        block,
     )
 
 

@@ -1,6 +1,6 @@
 """The report's charts: what each one shows, taken from the fold's JSON document, and drawn.
 
-Every chart is built from the document ``FoldResult.to_json()`` returns (with the ``oracles``
+Every chart is built from the document ``Document.to_json()`` returns (with the ``comparison``
 block once a comparison ran), so a chart shows exactly the figures the table and ``--json``
 show, and nothing here reads an input. Marks are per leg, per window of steps or per draft
 position, never per step, so a fold of millions of lines draws as fast as one of hundreds.
@@ -47,7 +47,7 @@ def charts(document: dict[str, Any]) -> list[Chart]:
 
 def _arms(document: dict[str, Any]) -> list[dict[str, Any]]:
     """The arm rows to draw per-arm figures for: the comparison's rows, or ours alone."""
-    block = document.get("oracles")
+    block = document.get("comparison")
     if block and block.get("rows"):
         return [row for row in block["rows"] if row.get("name") != "ours (all legs)"]
     warm = document.get("warm") or {}
@@ -205,7 +205,7 @@ def _per_leg(document: dict[str, Any]) -> Chart:
 
 
 def _waterfall(document: dict[str, Any]) -> Chart:
-    block = document.get("oracles") or {}
+    block = document.get("comparison") or {}
     gaps = block.get("gaps") or {}
     speeds = block.get("speed") or {}
     caption = (
@@ -405,5 +405,5 @@ def _time_shares(document: dict[str, Any]) -> Chart:
 
 def runs_of_ours(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(name, fold document) of our run and of each other run of ours it is compared with."""
-    runs = (document.get("oracles") or {}).get("runs") or {}
+    runs = document.get("runs") or {}
     return [("ours", document), *((name, run["fold"]) for name, run in runs.items())]
