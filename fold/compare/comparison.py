@@ -27,6 +27,7 @@ from fold.compare.gap_intervals import arm_replicates, split_intervals, verify_s
 from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.errors import InputError
+from fold.folding.document import Document
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
 from fold.folding.uncertainty import Interval, Replicates, percentile_interval
 from fold.inputs.acceptance import accepted_at_position
@@ -206,8 +207,8 @@ def oracle_arm(figures: ArmFigures, resamples: int, seed: int, position: int) ->
 
 
 def compare(
-    result: FoldResult,
-    oracles: Sequence[ArmFigures | Arm],
+    result: Document,
+    arms: Sequence[ArmFigures | Arm],
     tolerance: float = DEFAULT_TOLERANCE,
     *,
     record: Any = None,
@@ -215,7 +216,7 @@ def compare(
     """Rows, gap attributions, our step-rate check, the speed splits and the runs of ours:
     the comparison's part of the result document (``result`` is not changed).
 
-    ``oracles`` are oracle figures or arms (another run of ours is an :class:`Arm` from
+    ``arms`` are oracle figures or arms (another run of ours is an :class:`Arm` from
     :func:`our_arm`); ``record`` is our arm record's top level, for comparing workloads.
     """
     check_tolerance(tolerance)
@@ -224,7 +225,7 @@ def compare(
     main = our_arm(result, OURS, record)
     others = [
         other if isinstance(other, Arm) else oracle_arm(other, resamples, seed, position)
-        for position, other in enumerate(oracles, start=1)
+        for position, other in enumerate(arms, start=1)
     ]
     ours = {WARM_LEGS: main.rows[WARM_LEGS]}
     if any(other.population == ALL_LEGS for other in others):
