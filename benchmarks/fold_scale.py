@@ -24,7 +24,10 @@ before the clock starts:
 - ``duckdb``: ``read_json`` with a range join against the legs and the same aggregation;
 - ``orjson``: a plain Python loop, ``orjson.loads`` per line and a bisect per step;
 - ``fold-polars`` (with ``--with-polars``): the fold with ``FOLD_ACCEPTANCE_NATIVE=0``, the
-  reference reader.
+  reference reader;
+- ``fold-baseline`` (with ``--baseline DIR``): the fold of another source tree of the package
+  (its extension built in place), interleaved with this one: a before/after in one run, under
+  the same load.
 
 DuckDB is only a benchmark opponent, not a dependency: if it is missing the script installs it
 into the running interpreter's environment with pip (``--no-install`` skips that opponent).
@@ -269,7 +272,14 @@ def run_orjson(arm: str, log: str, shape: str) -> dict:
     return {"figures": {index: tuple(figures) for index, figures in sums.items()}}
 
 
-RUNNERS = {"fold": run_fold, "fold-polars": run_fold, "duckdb": run_duckdb, "orjson": run_orjson}
+RUNNERS = {
+    "fold": run_fold,
+    "fold-polars": run_fold,
+    "fold-baseline": run_fold,
+    "duckdb": run_duckdb,
+    "orjson": run_orjson,
+}
+BASELINE = "FOLD_SCALE_BASELINE"
 
 
 def _child(name: str, arm: str, log: str, shape: str) -> None:
@@ -281,10 +291,14 @@ def _child(name: str, arm: str, log: str, shape: str) -> None:
     import orjson  # noqa: F401
 
     import fold.api
-    import fold.folding.native
 
-    if name == "fold" and not fold.folding.native.available():
-        raise SystemExit("fold: the native extension fold._native is not built or switched off")
+    if name == "fold":
+        import fold.folding.native
+
+        if not fold.folding.native.available():
+            raise SystemExit("fold: the native extension fold._native is not built or switched off")
+    if name == "fold-baseline":
+        import fold._native  # the baseline's own extension, or fail here
     if name == "duckdb":
         import duckdb  # noqa: F401
     start = time.perf_counter()
@@ -311,6 +325,8 @@ def measure(name: str, arm: Path, log: Path, shape: str) -> dict:
     environment.pop(NATIVE_SWITCH, None)
     if name == "fold-polars":
         environment[NATIVE_SWITCH] = "0"
+    if name == "fold-baseline":
+        environment["PYTHONPATH"] = environment[BASELINE]
     process = subprocess.Popen(
         [sys.executable, __file__, "--child", name, str(arm), str(log), shape],
         stdout=subprocess.PIPE,
@@ -365,7 +381,15 @@ def main() -> None:
         help=f"requests per writer, whatever the size (default: one per {STEPS_PER_REQUEST} "
         "lines, so larger logs hold more requests)",
     )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="DIR",
+        help="another source tree of the package (extension built in place) to fold too",
+    )
     args = parser.parse_args()
+    if args.baseline:
+        os.environ[BASELINE] = str(Path(args.baseline).resolve())
     sizes = args.lines or [10_000_000]
     shapes = args.shape or list(SHAPES)
     have_duckdb = not args.only_fold and ensure_duckdb(not args.no_install)
@@ -388,6 +412,7 @@ def main() -> None:
                     file=sys.stderr,
                 )
                 contestants = ["fold"] + (["fold-polars"] if args.with_polars else [])
+                contestants += ["fold-baseline"] if args.baseline else []
                 if not args.only_fold:
                     contestants += (["duckdb"] if have_duckdb else []) + ["orjson"]
                 best: dict[str, dict] = {}
@@ -441,6 +466,9 @@ def print_table(rows: list[tuple[str, int, float, dict[str, dict]]]) -> None:
             target = TARGET_VS_DUCKDB[shape]
             verdict = "met" if ratio <= target else "NOT met"
             print(f"- {shape}: {ratio:.2f}x DuckDB's wall, target at most {target}: {verdict}")
+            if "fold-baseline" in best:
+                before = best["fold-baseline"]["wall"] / best["duckdb"]["wall"]
+                print(f"- {shape}: the baseline's {before:.2f}x DuckDB's wall")
     for (shape, lines), seconds_per_gb in per_byte.items():
         layout = per_byte.get(("layout", lines))
         if shape == "other" and layout:

@@ -7,6 +7,9 @@ A gate script gets the command's numbers with::
     result = fold.fold_acceptance("our-arm.json", ["steps-*.jsonl"])
     result.warm["mean_acceptance_length"], result.to_json()
 
+``result`` is a ``fold.Document``: immutable, its figures readable by name, and ``to_json()``
+the JSON document ``--json`` writes (format ``fold-acceptance/2``, ``docs/document.md``).
+
 The names below load on first use, so that importing a part of the package (the command's
 process setup, ``fold.command_process``, above all) does not load numpy first.
 """
@@ -19,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fold.api import LogFold, fold_acceptance
     from fold.errors import FoldError, InputError, RefusedError
+    from fold.folding.document import Document
     from fold.folding.result import FoldResult
     from fold.inputs.arm import ArmRecord, load_arm
 
 _HOMES = {
     "ArmRecord": "fold.inputs.arm",
+    "Document": "fold.folding.document",
     "FoldError": "fold.errors",
     "FoldResult": "fold.folding.result",
     "InputError": "fold.errors",
@@ -35,6 +40,7 @@ _HOMES = {
 
 __all__ = [
     "ArmRecord",
+    "Document",
     "FoldError",
     "FoldResult",
     "InputError",

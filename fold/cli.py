@@ -21,8 +21,8 @@ from fold.compare.gap import DEFAULT_TOLERANCE
 from fold.compare.vs_arms import load_arms
 from fold.errors import FoldError, InputError
 from fold.folding.cadence import DEFAULT_STALL_FACTOR
+from fold.folding.document import Document
 from fold.folding.follow import Follower, run_follow
-from fold.folding.result import FoldResult
 from fold.folding.timeline_lines import attributed_lines
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.folding.warm import DEFAULT_PREDICATE
@@ -316,8 +316,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     else:
         result = _fold_once(arm, arguments, stderr)
     if oracles:
-        compare(result, oracles, arguments.tolerance, record=arm)
-    # The JSON document, built once (after compare() set its comparison block): every output
+        result = result.with_comparison(compare(result, oracles, arguments.tolerance, record=arm))
+    # The JSON document, built once (with the comparison in it): every output
     # is drawn from it alone.
     document = result.to_json()
     if arguments.ledger:  # first: a ledger busy past the wait refuses before anything is written
@@ -391,7 +391,7 @@ def _fold_options(arguments: argparse.Namespace) -> dict:
     }
 
 
-def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResult:
+def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
     progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
     try:
         return fold_acceptance(
@@ -405,7 +405,7 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> FoldResul
         progress.stop()
 
 
-def _follow(arguments: argparse.Namespace, stderr: Console) -> FoldResult:
+def _follow(arguments: argparse.Namespace, stderr: Console) -> Document:
     """The live table goes to stderr, so stdout holds only the final table (or the JSON)."""
     follower = Follower(
         arguments.arm,

@@ -82,3 +82,21 @@ def step_log_drivers(cpp_build_dir: Path) -> dict[str, tuple[Path, str]]:
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         return dict(zip(SANITIZE, pool.map(build, SANITIZE), strict=True))
+
+
+@pytest.fixture(autouse=True)
+def every_document_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every result document a test makes, by ``to_json()`` (the command's --json writes
+    what it returns), is validated against the schema before the test sees it."""
+    from document_schema import validate
+
+    from fold.folding.document import Document
+
+    built = Document.to_json
+
+    def validated(self: Document) -> dict:
+        document = built(self)
+        validate(document)
+        return document
+
+    monkeypatch.setattr(Document, "to_json", validated)

@@ -105,7 +105,7 @@ def check_spec_legs(result, arm: dict) -> None:
         )
         # Every output token comes from a verify step: emitted sums to n_predict.
         assert figures["emitted"] == engine["n_predict"] == leg["completion_tokens"]
-        assert figures["flags"] == []
+        assert figures["flags"] == ()
     assert result.prefill_tokens["per_request"] == 0
     assert result.prefill_tokens["source"] == "learned from the arm"
     assert 0 < result.warm["accept_rate"] < 1  # the noisy draft: intermediate acceptance
@@ -176,7 +176,7 @@ def test_server_counts_equal_its_timings_and_metrics(server_run):
                 response["timings"]["draft_n"],
                 response["timings"]["draft_n_accepted"],
             )
-        assert figures["flags"] == []
+        assert figures["flags"] == ()
     # The server samples each request's first token from prefill.
     assert result.prefill_tokens["per_request"] == 1
     assert_nothing_lost(result)

@@ -213,8 +213,8 @@ def test_intervals_are_the_same_both_ways_with_one_request_per_leg(tmp_path):
     for name in ("warm", "all"):
         for figure in ("accept_rate", "mean_acceptance_length", "completion_tokens_per_step",
                        "output_throughput_tok_s", "step_rate"):  # fmt: skip
-            assert with_log.__dict__[name][f"{figure}_ci"] is not None
-            assert alone.__dict__[name][f"{figure}_ci"] == with_log.__dict__[name][f"{figure}_ci"]
+            assert getattr(with_log, name)[f"{figure}_ci"] is not None
+            assert getattr(alone, name)[f"{figure}_ci"] == getattr(with_log, name)[f"{figure}_ci"]
 
 
 def test_the_comparison_is_the_same_both_ways(tmp_path, capsys):

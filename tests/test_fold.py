@@ -353,10 +353,10 @@ def test_windows_show_a_collapse_within_a_leg(tmp_path):
     windows = result.legs[0]["windows"]
     assert [window["steps"] for window in windows] == [4] * 8
     assert [window["accept_rate"] for window in windows] == [0.5] * 5 + [0.0] + [0.5] * 2
-    assert result.legs[0]["flags"] == ["collapse"]
+    assert result.legs[0]["flags"] == ("collapse",)
     steady = [step(ns(i / 4 + 0.01), 4, 2, i) for i in range(32)]
     result = fold_acceptance(record, [write(tmp_path / "t.jsonl", steady)], window_steps=4)
-    assert result.legs[0]["flags"] == []
+    assert result.legs[0]["flags"] == ()
 
 
 def test_emitted_is_checked_against_completion_tokens(tmp_path):
@@ -368,7 +368,7 @@ def test_emitted_is_checked_against_completion_tokens(tmp_path):
     ]
     path = write(tmp_path / "s.jsonl", lines)
     result = fold_acceptance(arm([leg(2, 0, 10, completion_tokens=8)]), [path])
-    assert result.legs[0]["emitted_consistent"] is True and result.legs[0]["flags"] == []
+    assert result.legs[0]["emitted_consistent"] is True and result.legs[0]["flags"] == ()
     result = fold_acceptance(arm([leg(2, 0, 10, completion_tokens=9)]), [path])
     assert result.legs[0]["emitted_consistent"] is False
     assert "emitted != completion" in result.legs[0]["flags"]
@@ -453,13 +453,13 @@ def test_the_fold_leaves_the_cycle_collector_as_it_found_it(tmp_path, monkeypatc
     import fold.folding.result
 
     seen_while_building = []
-    building = fold.folding.result._acceptance_result
+    building = fold.folding.result._acceptance_drafts
 
     def spy(*args, **kwargs):
         seen_while_building.append(gc.isenabled())
         return building(*args, **kwargs)
 
-    monkeypatch.setattr(fold.folding.result, "_acceptance_result", spy)
+    monkeypatch.setattr(fold.folding.result, "_acceptance_drafts", spy)
     record = arm([leg(2, 0, 10), leg(2, 20, 30)])
     good = write(tmp_path / "good.jsonl", [step(ns(1), 2, 1, 0), step(ns(21), 2, 2, 1)])
     refused = write(tmp_path / "refused.jsonl", [step(ns(1), 2, 1, 0)])

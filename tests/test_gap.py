@@ -21,7 +21,7 @@ from fold.compare.gap import (
     SPEED,
     attribute_gap,
     check_step_rate,
-    oracles_block,
+    comparison_block,
 )
 from fold.errors import InputError
 from fold.inputs.oracles import ArmFigures, arm_from_counts, load_oracle
@@ -281,7 +281,7 @@ def test_oracles_block_is_plain_json(vllm: ArmFigures, sglang: ArmFigures) -> No
     ours = ours_with(930)
     gaps = {o.name: attribute_gap(ours, o) for o in (vllm, sglang)}
     check = check_step_rate(3.2, OURS_TOK_S, ours.mean_acceptance_length)
-    block = oracles_block([ours, vllm, sglang], gaps, check, measured_steps_per_s=3.2)
+    block = comparison_block([ours, vllm, sglang], gaps, check, measured_steps_per_s=3.2)
     encoded = orjson.dumps(block)
     assert b"NaN" not in encoded
     decoded = orjson.loads(encoded)

@@ -46,7 +46,7 @@ def test_an_engine_without_a_prefill_token_is_learned_from_the_arm(tmp_path):
         "source": "learned from the arm",
         "legs": {"0": 3, "1": 0},
     }
-    assert all(figures["flags"] == [] for figures in result.legs)
+    assert all(figures["flags"] == () for figures in result.legs)
     assert [figures["expected_completion_tokens"] for figures in result.legs] == [9, 9, 9]
 
 
@@ -55,7 +55,7 @@ def test_a_server_with_a_prefill_token_is_learned_from_the_arm(tmp_path):
     result = fold_acceptance(arm(one_request_legs([10, 10, 10])), [path])
     assert result.prefill_tokens["per_request"] == 1
     assert result.prefill_tokens["legs"] == {"0": 0, "1": 3}
-    assert all(figures["flags"] == [] for figures in result.legs)
+    assert all(figures["flags"] == () for figures in result.legs)
 
 
 def test_the_odd_leg_out_is_flagged_with_the_true_sums(tmp_path, capsys):
@@ -110,7 +110,7 @@ def test_a_follower_folds_with_the_stated_convention_as_lines_arrive(tmp_path):
     assert [figures["expected_completion_tokens"] for figures in result.legs] == [10, 10]
     learned = Follower(arm_path, [path]).finish()
     assert learned.prefill_tokens["per_request"] == 0
-    assert [figures["flags"] for figures in learned.legs] == [[], []]
+    assert [figures["flags"] for figures in learned.legs] == [(), ()]
 
 
 def test_ambiguous_steps_are_named_as_the_cause_with_every_leg(tmp_path):

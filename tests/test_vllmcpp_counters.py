@@ -63,9 +63,9 @@ def test_both_ways_give_the_same_intervals(folded):
     _, result = folded
     other = fold_acceptance(ARM, [] if result.from_log else [STEPS])
     for name in ("warm", "all"):
-        for key, value in result.__dict__[name].items():
+        for key, value in getattr(result, name).items():
             if key.endswith("_ci"):
-                assert other.__dict__[name][key] == value, (name, key)
+                assert getattr(other, name)[key] == value, (name, key)
 
 
 def test_the_comparison_with_the_gates_vllm_arm_is_the_same_both_ways(capsys):

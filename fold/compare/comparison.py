@@ -8,7 +8,7 @@ otherwise. tok/s is the warm throughput fold on both sides, as the gate compares
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,13 +20,14 @@ from fold.compare.gap import (
     attribute_gap,
     check_step_rate,
     check_tolerance,
+    comparison_block,
     length_unit,
-    oracles_block,
 )
 from fold.compare.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
 from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.errors import InputError
+from fold.folding.document import Document
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
 from fold.folding.uncertainty import Interval, Replicates, percentile_interval
 from fold.inputs.acceptance import accepted_at_position
@@ -60,6 +61,20 @@ class Comparison:
     """Per oracle: its speed factor split with our cadence (``fold.compare.speed``)."""
     runs: dict[str, RunsComparison] = field(default_factory=dict)
     """Per other run of ours: what only two runs of ours can show (``fold.compare.our_runs``)."""
+    block: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The rows, gaps and step-rate check as JSON, with each row's intervals."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The document's ``comparison`` block: every arm in one row shape, the gaps, our
+        step-rate check and the speed splits."""
+        return {
+            **self.block,
+            "speed": {name: split.to_json() for name, split in self.speeds.items()},
+        }
+
+    def runs_json(self) -> dict[str, Any] | None:
+        """The document's ``runs`` block: the other runs of ours, or None without any."""
+        return {name: found.to_json() for name, found in self.runs.items()} or None
 
 
 def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OURS) -> ArmFigures:
@@ -192,16 +207,16 @@ def oracle_arm(figures: ArmFigures, resamples: int, seed: int, position: int) ->
 
 
 def compare(
-    result: FoldResult,
-    oracles: Sequence[ArmFigures | Arm],
+    result: Document,
+    arms: Sequence[ArmFigures | Arm],
     tolerance: float = DEFAULT_TOLERANCE,
     *,
     record: Any = None,
 ) -> Comparison:
-    """Rows, gap attributions and our step-rate check; also sets ``result.oracles`` (and
-    ``result.runs``) for the JSON.
+    """Rows, gap attributions, our step-rate check, the speed splits and the runs of ours:
+    the comparison's part of the result document (``result`` is not changed).
 
-    ``oracles`` are oracle figures or arms (another run of ours is an :class:`Arm` from
+    ``arms`` are oracle figures or arms (another run of ours is an :class:`Arm` from
     :func:`our_arm`); ``record`` is our arm record's top level, for comparing workloads.
     """
     check_tolerance(tolerance)
@@ -210,7 +225,7 @@ def compare(
     main = our_arm(result, OURS, record)
     others = [
         other if isinstance(other, Arm) else oracle_arm(other, resamples, seed, position)
-        for position, other in enumerate(oracles, start=1)
+        for position, other in enumerate(arms, start=1)
     ]
     ours = {WARM_LEGS: main.rows[WARM_LEGS]}
     if any(other.population == ALL_LEGS for other in others):
@@ -252,7 +267,7 @@ def compare(
         for row in rows
         if (found := replicates.get(row.name)) is not None
     }
-    block = oracles_block(rows, gaps, step_check, measured)
+    block = comparison_block(rows, gaps, step_check, measured)
     for name, entry in populations.items():
         block["gaps"][name]["populations"] = entry
     for row in block["rows"]:
@@ -261,9 +276,6 @@ def compare(
         if found is not None:
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, found)
-    result.oracles = block
-    if runs:
-        result.runs = {name: found.to_json() for name, found in runs.items()}
     speeds = split_speeds(
         result,
         gaps,
@@ -281,6 +293,7 @@ def compare(
         intervals if resamples else None,
         speeds,
         runs,
+        block,
     )
 
 

@@ -364,13 +364,13 @@ def check_step_rate(
     return StepRateCheck(expected, diff, abs(diff) > tol)
 
 
-def oracles_block(
+def comparison_block(
     rows: Sequence[ArmFigures],
     gaps: Mapping[str, GapAttribution],
     step_check: StepRateCheck | None = None,
     measured_steps_per_s: float | None = None,
 ) -> dict[str, Any]:
-    """The ``oracles`` block of the JSON output: every row (ours first) and every factor."""
+    """The ``comparison`` block of the JSON document: every row (ours first) and every factor."""
     block: dict[str, Any] = {
         "rows": [row.to_json() for row in rows],
         "gaps": {name: gap.to_json() for name, gap in gaps.items()},

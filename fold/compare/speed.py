@@ -200,8 +200,8 @@ def split_speeds(
     tolerance: float = DEFAULT_TOLERANCE,
     cadences: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, SpeedSplit]:
-    """Every oracle's split; also adds them to ``result.oracles`` (the JSON) as ``speed``.
-    ``cadences`` holds the warm cadence of each other run of ours."""
+    """Every oracle's split (the comparison's ``speed``). ``cadences`` holds the warm cadence
+    of each other run of ours."""
     found = cadences or {}
     splits = {
         name: split_speed(
@@ -214,8 +214,6 @@ def split_speeds(
         )
         for name, gap in gaps.items()
     }
-    if result.oracles is not None:
-        result.oracles["speed"] = {name: split.to_json() for name, split in splits.items()}
     return splits
 
 

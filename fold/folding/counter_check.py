@@ -12,9 +12,11 @@ refused, naming the leg, the field and both values.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from fold.errors import RefusedError
+from fold.folding.leg_figures import Figures
 from fold.folding.result import ENGINE_TRACE, MAX_LEGS_NAMED, FoldResult
 from fold.inputs.arm_counters import (
     BLOCK_COUNTS,
@@ -49,9 +51,28 @@ def _log_name(result: FoldResult) -> str:
     return "the engine's trace" if result.step_source == ENGINE_TRACE else "the step log"
 
 
-def check_counters(result: FoldResult, counters: EngineCounters | None) -> dict[str, Any]:
-    """Refuse ``result`` unless it agrees with the record's counters; return what was checked
-    (also set as ``result.counter_check``)."""
+@dataclass(frozen=True, slots=True)
+class CounterCheck(Figures):
+    """The counter check's part of the result document: what was held to the engine's own
+    counters, and how it came out (a disagreement is refused, never reported here)."""
+
+    legs: int
+    legs_with_counters: int
+    legs_checked: int
+    spec_acceptance: str
+    summary: str
+    JSON_ORDER: ClassVar[tuple[str, ...]] = (
+        "legs",
+        "legs_with_counters",
+        "legs_checked",
+        "spec_acceptance",
+        "summary",
+    )
+
+
+def check_counters(result: FoldResult, counters: EngineCounters | None) -> CounterCheck:
+    """Refuse ``result`` unless it agrees with the record's counters; return what was
+    checked."""
     legs = len(result.legs)
     carried = 0 if counters is None else counters.carried
     checked = 0
@@ -61,15 +82,13 @@ def check_counters(result: FoldResult, counters: EngineCounters | None) -> dict[
     if counters is not None and counters.spec_acceptance is not None:
         _check_block(result, counters)
         block_state = "equal"
-    found = {
-        "legs": legs,
-        "legs_with_counters": carried,
-        "legs_checked": checked,
-        "spec_acceptance": _BLOCK_WORDS[block_state],
-        "summary": _summary(result, carried, checked, legs, block_state),
-    }
-    result.counter_check = found
-    return found
+    return CounterCheck(
+        legs=legs,
+        legs_with_counters=carried,
+        legs_checked=checked,
+        spec_acceptance=_BLOCK_WORDS[block_state],
+        summary=_summary(result, carried, checked, legs, block_state),
+    )
 
 
 _BLOCK_WORDS = {

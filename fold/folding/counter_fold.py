@@ -9,20 +9,26 @@ within-leg shape, requests, cadence, the emitted check) is None: "needs a step l
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
 from fold.errors import RefusedError
-from fold.folding.leg_figures import Histograms, bootstrap_leg, counted_leg, pooled
+from fold.folding.leg_figures import (
+    Histograms,
+    LegFigures,
+    PooledFigures,
+    bootstrap_leg,
+    counted_figures,
+    frozen,
+    pooled,
+)
 from fold.folding.result import (
     MAX_LEGS_NAMED,
     NEEDS_STEP_LOG,
     RECORD_COUNTERS,
     FoldResult,
-    add_intervals,
+    finished_pooled,
 )
-from fold.folding.uncertainty import check_resamples, fold_replicates
+from fold.folding.uncertainty import Replicates, check_resamples, fold_replicates, method_note
 from fold.folding.warm import ThroughputCheck
 from fold.inputs.arm_counters import COUNTER_FIELDS, EngineCounters, LegCounts
 
@@ -48,24 +54,12 @@ def fold_counters(
     check_resamples(resamples, seed)
     per_leg = _every_leg_counted(counters)
     warm_set = set(check.warm_legs)
-    legs = [
-        _leg(row, row["index"] in warm_set, counts)
-        for row, counts in zip(arm_legs.iter_rows(named=True), per_leg, strict=True)
-    ]
-    _refuse_warm_legs_without_steps(legs, counters)
-    result = FoldResult(
-        predicate=check.predicate,
-        window_steps=window_steps,
-        legs=legs,
-        warm=pooled([leg for leg in legs if leg["warm"]], Histograms()),
-        all=pooled(legs, Histograms()),
-        files=[],
-        writers=[],
-        stall_factor=stall_factor,
-        prefill_tokens={"per_request": None, "source": NEEDS_STEP_LOG},
-        step_source=RECORD_COUNTERS,
+    rows = list(arm_legs.iter_rows(named=True))
+    legs = tuple(
+        counted_figures(row, row["index"] in warm_set, c.steps, c.proposed, c.accepted)
+        for row, c in zip(rows, per_leg, strict=True)
     )
-    result.warm["cadence"] = result.all["cadence"] = None
+    _refuse_warm_legs_without_steps(legs, counters)
     replicates = {}
     if resamples:
         boot = [
@@ -74,11 +68,27 @@ def fold_counters(
                 {"steps": [c.steps], "proposed": [c.proposed], "accepted": [c.accepted]},
                 c.steps,
             )
-            for row, c in zip(arm_legs.iter_rows(named=True), per_leg, strict=True)
+            for row, c in zip(rows, per_leg, strict=True)
         ]
-        replicates = fold_replicates(boot, [leg["warm"] for leg in legs], resamples, seed)
-    add_intervals(result, replicates, resamples, seed)
-    return result
+        replicates = fold_replicates(boot, [leg.warm for leg in legs], resamples, seed)
+    return FoldResult(
+        predicate=check.predicate,
+        window_steps=window_steps,
+        legs=legs,
+        warm=_pooled([leg for leg in legs if leg.warm], replicates.get("warm")),
+        all=_pooled(list(legs), replicates.get("all")),
+        files=(),
+        writers=(),
+        stall_factor=stall_factor,
+        prefill_tokens=frozen({"per_request": None, "source": NEEDS_STEP_LOG}),
+        bootstrap=frozen(method_note(resamples, seed)),
+        replicates=frozen(replicates),
+        step_source=RECORD_COUNTERS,
+    )
+
+
+def _pooled(legs: list[LegFigures], replicates: Replicates | None) -> PooledFigures:
+    return finished_pooled({**pooled(legs, Histograms()), "cadence": None}, replicates)
 
 
 def _every_leg_counted(counters: EngineCounters | None) -> list[LegCounts]:
@@ -100,28 +110,7 @@ def _every_leg_counted(counters: EngineCounters | None) -> list[LegCounts]:
     return [counts for counts in counters.legs if counts is not None]
 
 
-def _leg(row: dict[str, Any], warm: bool, counts: LegCounts) -> dict[str, Any]:
-    figures = counted_leg(row, warm, counts.steps, counts.proposed, counts.accepted)
-    return {
-        **figures,
-        "lines": None,
-        "per_position": None,
-        "per_position_conditional": None,
-        "per_position_of_proposed": None,
-        "histogram": None,
-        "emitted": None,
-        "emitted_lines": None,
-        "expected_completion_tokens": None,
-        "prefill_tokens_per_request": None,
-        "emitted_consistent": None,
-        "requests": None,
-        "windows": None,
-        "flags": ["no steps"] if counts.steps == 0 else [],
-        "cadence": None,
-    }
-
-
-def _refuse_warm_legs_without_steps(legs: list[dict[str, Any]], counters: EngineCounters) -> None:
+def _refuse_warm_legs_without_steps(legs: tuple[LegFigures, ...], counters: EngineCounters) -> None:
     empty = [leg for leg in legs if leg["warm"] and leg["steps"] == 0]
     if not empty:
         return

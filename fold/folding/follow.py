@@ -30,9 +30,9 @@ import polars as pl
 from fold.errors import FoldError, InputError
 from fold.folding.accumulate import PartialFold, merge_all
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
+from fold.folding.document import Document as FoldResult
 from fold.folding.log_fold import LogFold
 from fold.folding.logfile import Legs, LogFile
-from fold.folding.result import FoldResult
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.folding.warm import DEFAULT_PREDICATE, check_arm
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS, accept_rate, mean_acceptance_length

@@ -4,15 +4,193 @@ for both, so the two folds cannot drift apart."""
 
 from __future__ import annotations
 
+import enum
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from fold.folding.warm import throughput_fold
 from fold.inputs import acceptance
 from fold.inputs.arm import WINDOW_SLACK_NS
 from fold.inputs.leg_sums import Leg
+
+
+class NeedsStepLog(enum.Enum):
+    """What a leg's step figures are when its counts came without steps (the record's
+    counters): not zeros, a value of its own, written as None in the JSON."""
+
+    NEEDS_STEP_LOG = "needs a step log"
+
+
+NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG
+
+
+def frozen(value: dict[str, Any]) -> Mapping[str, Any]:
+    """A read-only view of a dict of figures (a request's, a cadence's): cheaper than a type
+    per record where a fold holds 10^6 of them, and as unchangeable to its readers."""
+    return MappingProxyType(value)
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every read-only view and figure type made a dict again, for JSON."""
+    if isinstance(value, Figures):
+        return value.to_json()
+    if isinstance(value, (MappingProxyType, dict)):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
+class Figures:
+    """Read access by name (``leg["steps"]``), as gate scripts and the JSON have it; the
+    figures themselves are the fields of frozen dataclasses."""
+
+    __slots__ = ()
+    JSON_ORDER: ClassVar[tuple[str, ...]] = ()
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._lookup(name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def _lookup(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.keys()
+
+    def keys(self) -> tuple[str, ...]:
+        return self.JSON_ORDER
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return ((name, self[name]) for name in self.keys())
+
+    def values(self) -> Iterator[Any]:
+        return (self[name] for name in self.keys())
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: plain(self[name]) for name in self.keys()}
+
+
+@dataclass(frozen=True, slots=True)
+class StepFigures:
+    """A leg's figures that only its steps give (a step log, or the engine's trace)."""
+
+    lines: int
+    per_position: list[float]
+    per_position_conditional: list[float | None]
+    per_position_of_proposed: list[float | None]
+    histogram: list[int]
+    emitted: int | None
+    emitted_lines: int
+    expected_completion_tokens: int | None
+    prefill_tokens_per_request: int
+    emitted_consistent: bool | None
+    requests: tuple[Mapping[str, Any], ...]
+    """Per request, its sums and figures and its cadence (read-only views)."""
+    windows: list[dict[str, Any]]
+
+
+STEP_ONLY = tuple(item.name for item in fields(StepFigures))
+"""The step figures' names: None in the JSON of a leg that ``NEEDS_STEP_LOG``."""
+
+
+_NOT_COUNTED = ("from_steps", "flags", "cadence")
+
+
+@dataclass(frozen=True, slots=True)
+class LegFigures(Figures):
+    """One leg's figures, whichever source its S, P and A came from."""
+
+    index: int
+    run: int
+    warm: bool
+    label: str | None
+    finish_reason: str | None
+    tok_s: float
+    completion_tokens: int
+    window_secs: float
+    steps: int
+    proposed: int
+    accepted: int
+    accept_rate: float | None
+    mean_acceptance_length: float | None
+    completion_tokens_per_step: float | None
+    step_rate: float | None
+    from_steps: StepFigures | NeedsStepLog
+    flags: tuple[str, ...]
+    cadence: Mapping[str, Any] | None
+
+    def _lookup(self, name: str) -> Any:
+        if name in STEP_ONLY:
+            return None if self.from_steps is NEEDS_STEP_LOG else getattr(self.from_steps, name)
+        if name == "from_steps":
+            raise AttributeError(name)
+        return getattr(self, name)
+
+    def keys(self) -> tuple[str, ...]:
+        return LEG_JSON
+
+
+LEG_JSON = (
+    *(
+        item.name
+        for item in fields(LegFigures)
+        if item.name not in ("from_steps", "flags", "cadence")
+    ),
+    *STEP_ONLY,
+    "flags",
+    "cadence",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PooledFigures(Figures):
+    """A set of legs' figures: ratios of their sums, with 95% intervals beside the pooled
+    ones when the fold was resampled."""
+
+    legs: list[int]
+    steps: int
+    proposed: int
+    accepted: int
+    accept_rate: float | None
+    mean_acceptance_length: float | None
+    completion_tokens_per_step: float | None
+    output_throughput_tok_s: float | None
+    step_rate: float | None
+    per_position: list[float] | None
+    per_position_conditional: list[float | None] | None
+    per_position_of_proposed: list[float | None] | None
+    histogram: list[int] | None
+    cadence: Mapping[str, Any] | None
+    intervals: Mapping[str, list[float] | None]
+    """``<figure>_ci`` for each figure with an interval (``fold.folding.uncertainty``)."""
+
+    def _lookup(self, name: str) -> Any:
+        if name in self.intervals:
+            return self.intervals[name]
+        if name == "intervals":
+            raise AttributeError(name)
+        return getattr(self, name)
+
+    def keys(self) -> tuple[str, ...]:
+        return (*POOLED_JSON, *self.intervals)
+
+
+POOLED_JSON = tuple(item.name for item in fields(PooledFigures) if item.name != "intervals")
 
 
 def counted_leg(
@@ -117,6 +295,39 @@ def stepped_leg(
         ],
         "flags": flags,
     }
+
+
+COUNTED = tuple(
+    item.name for item in fields(LegFigures) if item.name not in ("from_steps", "flags", "cadence")
+)
+"""The figures every leg has, whichever source its S, P and A came from (``counted_leg``)."""
+
+
+def stepped_figures(draft: dict[str, Any]) -> LegFigures:
+    """A leg's figures from its finished draft (``stepped_leg``, with its cadence)."""
+    steps = StepFigures(
+        **{name: draft[name] for name in STEP_ONLY if name != "requests"},
+        requests=tuple(map(frozen, draft["requests"])),
+    )
+    return LegFigures(
+        **{name: draft[name] for name in COUNTED},
+        from_steps=steps,
+        flags=tuple(draft["flags"]),
+        cadence=None if draft["cadence"] is None else frozen(draft["cadence"]),
+    )
+
+
+def counted_figures(
+    leg: dict[str, Any], warm: bool, steps: int, proposed: int, accepted: int
+) -> LegFigures:
+    """A leg's figures from its counts alone (the record's counters): its step figures are
+    ``NEEDS_STEP_LOG``, and it has no cadence."""
+    return LegFigures(
+        **counted_leg(leg, warm, steps, proposed, accepted),
+        from_steps=NEEDS_STEP_LOG,
+        flags=("no steps",) if steps == 0 else (),
+        cadence=None,
+    )
 
 
 def window_secs(leg: dict[str, Any]) -> float:

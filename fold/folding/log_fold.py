@@ -12,9 +12,10 @@ from fold.folding.accumulate import MERGE_EVERY, PartialFold, merge_all
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.folding.counter_check import check_counters
 from fold.folding.counter_fold import fold_counters
+from fold.folding.document import Document
 from fold.folding.engine_trace_fold import engine_trace_fold
 from fold.folding.logfile import Legs, LogFile
-from fold.folding.result import ENGINE_TRACE, STEP_LOG, FoldResult, build_result
+from fold.folding.result import ENGINE_TRACE, STEP_LOG, build_result
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.folding.warm import DEFAULT_PREDICATE, check_arm
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
@@ -104,7 +105,7 @@ class LogFold:
         resamples: int = DEFAULT_RESAMPLES,
         seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
-    ) -> FoldResult:
+    ) -> Document:
         """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out), refused
         unless it agrees with the engine's own counters where the record carries them."""
         check = check_arm(self.arm, predicate)
@@ -120,8 +121,7 @@ class LogFold:
             seed=seed,
             step_source=self.step_source,
         )
-        check_counters(result, self.arm.counters)
-        return result
+        return Document(result, check_counters(result, self.arm.counters))
 
 
 def fold_acceptance(
@@ -137,7 +137,7 @@ def fold_acceptance(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     stall_factor: float = DEFAULT_STALL_FACTOR,
-) -> FoldResult:
+) -> Document:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
     With no logs, the legs' own counters are folded (``fold.folding.counter_fold``): every figure
@@ -165,8 +165,7 @@ def fold_acceptance(
             resamples=resamples,
             seed=seed,
         )
-        check_counters(result, record.counters)
-        return result
+        return Document(result, check_counters(result, record.counters))
     fold = LogFold(record)
     paths = expand_log_paths(logs)
     traces = [path for path in paths if looks_like_engine_trace(path)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +22,19 @@ from fold.folding.cadence import (
     no_request,
 )
 from fold.folding.cadence import KEY as CADENCE_KEY
-from fold.folding.leg_figures import Histograms, bootstrap_leg, pooled, stepped_leg
+from fold.folding.leg_figures import (
+    LEG_JSON,
+    Histograms,
+    LegFigures,
+    NeedsStepLog,
+    PooledFigures,
+    bootstrap_leg,
+    frozen,
+    plain,
+    pooled,
+    stepped_figures,
+    stepped_leg,
+)
 from fold.folding.uncertainty import (
     DEFAULT_SEED,
     Replicates,
@@ -38,11 +50,12 @@ from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.inputs.reader import ReadCounts, SkippedLine
 
 JSON_FORMAT = "fold-acceptance/2"
+"""The JSON document's format (``docs/document.md``); the annotated record's block says it too."""
 # Where a fold's counts came from (FoldResult.step_source).
 STEP_LOG = "step log"
 ENGINE_TRACE = "the engine's trace (VT_SPEC_TRACE)"
 RECORD_COUNTERS = "the record's counters"
-NEEDS_STEP_LOG = "needs a step log"
+NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG.value
 # Output tokens per request that no verify step emits: servers (vLLM, SGLang, llama-server)
 # sample the first from prefill; llama.cpp's speculative-simple verifies the prompt's last token
 # with the first draft, so every output token comes from a verify step (0).
@@ -50,38 +63,33 @@ SERVER_PREFILL_TOKENS = 1
 PREFILL_CONVENTIONS = (0, 1)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class FoldResult:
-    """Everything one fold found. ``to_json`` is the documented machine-readable form."""
+    """The fold's part of the result document (``fold.document``): built once, by
+    ``build_result`` or ``fold.folding.counter_fold``, and never changed after."""
 
     predicate: str
     window_steps: int
-    legs: list[dict[str, Any]]
-    warm: dict[str, Any]
-    all: dict[str, Any]
-    files: list[dict[str, Any]]
-    writers: list[dict[str, Any]]
-    skipped_examples: list[SkippedLine] = field(default_factory=list)
-    oracles: dict[str, Any] | None = None
-    """The comparison block (``fold.compare``): the JSON's ``comparison``."""
-    runs: dict[str, Any] | None = None
-    """Per other run of ours, what only two runs of ours show (``fold.runs``): the JSON's
-    ``runs``."""
+    legs: tuple[LegFigures, ...]
+    warm: PooledFigures
+    all: PooledFigures
+    files: tuple[Mapping[str, Any], ...]
+    writers: tuple[Mapping[str, Any], ...]
+    skipped_examples: tuple[SkippedLine, ...] = ()
     stall_factor: float = DEFAULT_STALL_FACTOR
-    prefill_tokens: dict[str, Any] = field(
-        default_factory=lambda: {"per_request": SERVER_PREFILL_TOKENS, "source": "default"}
+    prefill_tokens: Mapping[str, Any] = field(
+        default_factory=lambda: frozen({"per_request": SERVER_PREFILL_TOKENS, "source": "default"})
     )
-    bootstrap: dict[str, Any] | None = None
+    bootstrap: Mapping[str, Any] | None = None
     """How the intervals were drawn (resamples, seed, level, method); None without intervals."""
-    replicates: dict[str, Replicates] = field(default_factory=dict, repr=False, compare=False)
+    replicates: Mapping[str, Replicates] = field(
+        default_factory=lambda: frozen({}), repr=False, compare=False
+    )
     """The warm and all-legs folds' bootstrap replicates, which the split propagates."""
     step_source: str = STEP_LOG
     """Where S, P and A came from: ``STEP_LOG``, ``ENGINE_TRACE`` (steps without times: the
     figures that need times are None), or ``RECORD_COUNTERS`` when no log was given (every
     figure that needs steps is then None)."""
-    counter_check: dict[str, Any] | None = None
-    """Whether the fold was checked against the engine's own counters, and how
-    (``fold.folding.counter_check``)."""
 
     @property
     def from_log(self) -> bool:
@@ -91,13 +99,13 @@ class FoldResult:
     @property
     def untimed(self) -> str | None:
         """Why the steps have no times (the engine's trace), or None: they have."""
-        return NO_TIME_STAMPS if self.step_source == ENGINE_TRACE else None
+        return untimed(self.step_source)
 
     def no_times(self) -> str:
         """What the figures built from step times read when there are none."""
         return self.untimed or f"{NEEDS_STEP_LOG} (the steps' times)"
 
-    def _line_total(self, rows: list[dict[str, Any]], key: str) -> int | None:
+    def _line_total(self, rows: tuple[Mapping[str, Any], ...], key: str) -> int | None:
         # Without a log nothing was read: no count of lines, not a count of 0.
         return sum(row[key] for row in rows) if self.from_log else None
 
@@ -146,34 +154,52 @@ class FoldResult:
         }
 
     def to_json(self) -> dict[str, Any]:
+        """The fold's keys of the JSON document (``fold.document.Document.to_json``)."""
         document = {
-            "format": JSON_FORMAT,
             "predicate": self.predicate,
             "window_steps": self.window_steps,
             "stall_factor": self.stall_factor,
-            "legs": self.legs,
-            "warm": self.warm,
-            "all": self.all,
+            "legs": [leg_json(leg) for leg in self.legs],
+            "warm": self.warm.to_json(),
+            "all": self.all.to_json(),
             "unattributed_steps": self.unattributed_steps,
             "ambiguous_steps": self.ambiguous_steps,
             "torn_lines": self.torn_lines,
             "skipped_lines": self.skipped_lines,
             "lost_lines": self.lost_lines,
-            "files": self.files,
-            "writers": self.writers,
+            "files": [dict(row) for row in self.files],
+            "writers": [dict(row) for row in self.writers],
             "skipped_examples": [vars(example) for example in self.skipped_examples],
-            "prefill_tokens": self.prefill_tokens,
+            "prefill_tokens": dict(self.prefill_tokens),
             "step_source": self.step_source,
             "sources": self.sources(),
-            "counter_check": self.counter_check,
         }
         if self.bootstrap is not None:
-            document["bootstrap"] = self.bootstrap
-        if self.oracles is not None:
-            document["comparison"] = self.oracles
-        if self.runs is not None:
-            document["runs"] = self.runs
+            document["bootstrap"] = dict(self.bootstrap)
         return document
+
+
+def untimed(step_source: str) -> str | None:
+    """Why steps from ``step_source`` have no times (the engine's trace), or None."""
+    return NO_TIME_STAMPS if step_source == ENGINE_TRACE else None
+
+
+def leg_json(leg: LegFigures) -> dict[str, Any]:
+    """A leg's JSON: its figures, with each request a dict (one copy each, no deeper walk:
+    a fold of 10M lines has 10^6 of them)."""
+    document = {name: leg[name] for name in LEG_JSON}
+    document["flags"] = list(leg.flags)
+    document["cadence"] = None if leg.cadence is None else plain(leg.cadence)
+    if document["requests"] is not None:
+        document["requests"] = [_request_json(request) for request in document["requests"]]
+    return document
+
+
+def _request_json(request: Mapping[str, Any]) -> dict[str, Any]:
+    found = dict(request)
+    if found.get("cadence") is not None:
+        found["cadence"] = dict(found["cadence"])
+    return found
 
 
 STEP_FIGURES = (
@@ -219,13 +245,49 @@ def build_result(
         replicates = pool.submit(
             _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
         )
-        result = _acceptance_result(
-            arm_legs, partial, read_counts, check, window_steps, prefill_tokens, stall_factor
+        drafts = _acceptance_drafts(
+            arm_legs, partial, read_counts, check, window_steps, prefill_tokens
         )
-        result.step_source = step_source
-        _add_cadence(result, cadence.result())
-        add_intervals(result, replicates.result(), resamples, seed)
-    return result
+        _add_cadence(drafts, cadence.result(), untimed(step_source))
+        found = replicates.result()
+        # Built once, from the finished drafts: nothing changes it after.
+        return FoldResult(
+            predicate=check.predicate,
+            window_steps=window_steps,
+            stall_factor=stall_factor,
+            legs=tuple(stepped_figures(leg) for leg in drafts.legs),
+            warm=finished_pooled(drafts.warm, found.get("warm")),
+            all=finished_pooled(drafts.all, found.get("all")),
+            files=tuple(frozen(row) for row in drafts.files),
+            writers=tuple(frozen(row) for row in drafts.writers),
+            skipped_examples=drafts.skipped_examples,
+            prefill_tokens=frozen(drafts.prefill_tokens),
+            bootstrap=frozen(method_note(resamples, seed)),
+            replicates=frozen(found),
+            step_source=step_source,
+        )
+
+
+def finished_pooled(draft: dict[str, Any], replicates: Replicates | None) -> PooledFigures:
+    """A pooled fold's figures from its draft (``pooled``, with its cadence) and the 95%
+    intervals its replicates give (None: each interval is None)."""
+    cadence = draft.pop("cadence")
+    if cadence is not None:
+        cadence = frozen({**cadence, "decode_steps_per_s_ci": decode_interval(replicates)})
+    return PooledFigures(**draft, cadence=cadence, intervals=frozen(interval_fields(replicates)))
+
+
+@dataclass
+class _Drafts:
+    """The fold's figures while they are built, in this module only (plain dicts)."""
+
+    legs: list[dict[str, Any]]
+    warm: dict[str, Any]
+    all: dict[str, Any]
+    files: list[dict[str, Any]]
+    writers: list[dict[str, Any]]
+    skipped_examples: tuple[SkippedLine, ...]
+    prefill_tokens: dict[str, Any]
 
 
 @contextmanager
@@ -243,15 +305,14 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _acceptance_result(
+def _acceptance_drafts(
     arm_legs: pl.DataFrame,
     partial: PartialFold,
     read_counts: dict[str, ReadCounts],
     check: ThroughputCheck,
     window_steps: int,
     prefill_tokens: int | None,
-    stall_factor: float,
-) -> FoldResult:
+) -> _Drafts:
     warm_set = set(check.warm_legs)
     sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
     histograms = Histograms.of_rows(partial.histogram.iter_rows())
@@ -279,40 +340,35 @@ def _acceptance_result(
         for leg in arm_legs.iter_rows(named=True)
     ]
     _refuse_warm_legs_without_steps(legs, partial)
-    writers = _writers(partial)
-    result = FoldResult(
-        predicate=check.predicate,
-        window_steps=window_steps,
-        stall_factor=check_stall_factor(stall_factor),
+    return _Drafts(
         legs=legs,
         warm=pooled([leg for leg in legs if leg["warm"]], histograms),
         all=pooled(legs, histograms),
         files=_files(partial, read_counts),
-        writers=writers,
-        skipped_examples=[
+        writers=_writers(partial),
+        skipped_examples=tuple(
             example for counts in read_counts.values() for example in counts.skipped_examples
-        ],
+        ),
         prefill_tokens=convention,
     )
-    return result
 
 
-def _add_cadence(result: FoldResult, cadence: Cadence) -> None:
+def _add_cadence(drafts: _Drafts, cadence: Cadence, no_times: str | None) -> None:
     """Each request's, each leg's and the folds' cadence, beside their acceptance."""
-    if result.untimed is not None:  # no step times: no cadence at all, never one of zeros
-        for owner in [*result.legs, result.warm, result.all]:
+    if no_times is not None:  # no step times: no cadence at all, never one of zeros
+        for owner in [*drafts.legs, drafts.warm, drafts.all]:
             owner["cadence"] = None
             for request in owner.get("requests", []):
                 request["cadence"] = None
         return
     by_request = cadence.by_request
-    for leg in result.legs:
+    for leg in drafts.legs:
         for request in leg["requests"]:
             key = (leg["index"], request["w"], request["seq"])
-            request["cadence"] = by_request.get(key) or no_request()
-    folds = [result.warm, result.all]
-    groups = cadence.groups([[leg["index"]] for leg in result.legs] + [f["legs"] for f in folds])
-    for owner, figures in zip([*result.legs, *folds], groups, strict=True):
+            request["cadence"] = frozen(by_request.get(key) or no_request())
+    folds = [drafts.warm, drafts.all]
+    groups = cadence.groups([[leg["index"]] for leg in drafts.legs] + [f["legs"] for f in folds])
+    for owner, figures in zip([*drafts.legs, *folds], groups, strict=True):
         owner["cadence"] = figures
 
 
@@ -387,18 +443,6 @@ def _fold_replicates(
 
 
 _REQUEST_SUMS = ("steps", "proposed", "accepted", "decode_steps", "decode_ns")
-
-
-def add_intervals(
-    result: FoldResult, replicates: dict[str, Replicates], resamples: int, seed: int
-) -> None:
-    """Put ``<figure>_ci`` beside each pooled figure of the warm and all-legs folds."""
-    result.replicates = replicates
-    for name, fold in (("warm", result.warm), ("all", result.all)):
-        fold.update(interval_fields(result.replicates.get(name)))
-        if fold.get("cadence") is not None:
-            fold["cadence"]["decode_steps_per_s_ci"] = decode_interval(result.replicates.get(name))
-    result.bootstrap = method_note(resamples, seed)
 
 
 MAX_LEGS_NAMED = 8

@@ -1,4 +1,4 @@
-"""The step lines a timeline needs, read again and attributed: the trace's input.
+"""The step lines a timeline needs, read again and attributed: the timeline's input.
 
 The fold keeps no per-step rows beyond each request's times, so ``--trace`` reads the logs a
 second time. The native pass hands back every attributed line (``fold.folding.native.read_range``

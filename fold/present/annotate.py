@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from fold.errors import InputError
+from fold.folding.leg_figures import plain
 from fold.folding.result import JSON_FORMAT, FoldResult
 from fold.inputs.arm import ArmRecord
 
@@ -47,7 +48,10 @@ POOLED_FIELDS = (
 
 
 def dumps(document: Any) -> bytes:
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    """Every JSON file the command writes goes through here."""
+    return orjson.dumps(
+        document, default=plain, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    )
 
 
 def write_atomically(path: str | Path, data: bytes) -> None:
@@ -79,7 +83,7 @@ def annotated_record(arm: ArmRecord, result: FoldResult) -> Any:
     if isinstance(document, list):
         document = {"legs": document}
     for leg, figures in zip(document["legs"], result.legs, strict=True):
-        leg["acceptance"] = {name: figures[name] for name in LEG_FIELDS}
+        leg["acceptance"] = {name: plain(figures[name]) for name in LEG_FIELDS}
     document["acceptance"] = {
         "format": JSON_FORMAT,
         "predicate": result.predicate,
@@ -93,16 +97,16 @@ def annotated_record(arm: ArmRecord, result: FoldResult) -> Any:
         "lost_lines": result.lost_lines,
         "step_source": result.step_source,
         "sources": result.sources(),
-        "counter_check": result.counter_check,
+        "counter_check": result.counter_check.to_json(),
     }
     if result.bootstrap is not None:
-        document["acceptance"]["bootstrap"] = result.bootstrap
+        document["acceptance"]["bootstrap"] = dict(result.bootstrap)
     return document
 
 
 def _with_intervals(fold: dict[str, Any]) -> dict[str, Any]:
     """The pooled figures, and the 95% interval beside each that has one."""
-    kept = {name: fold[name] for name in POOLED_FIELDS}
+    kept = {name: plain(fold[name]) for name in POOLED_FIELDS}
     for name in POOLED_FIELDS:
         if f"{name}_ci" in fold:
             kept[f"{name}_ci"] = fold[f"{name}_ci"]

@@ -1,6 +1,6 @@
 """The report's charts: what each one shows, taken from the fold's JSON document, and drawn.
 
-Every chart is built from the document ``FoldResult.to_json()`` returns (with the ``comparison``
+Every chart is built from the document ``Document.to_json()`` returns (with the ``comparison``
 block once a comparison ran), so a chart shows exactly the figures the table and ``--json``
 show, and nothing here reads an input. Marks are per leg, per window of steps or per draft
 position, never per step, so a fold of millions of lines draws as fast as one of hundreds.

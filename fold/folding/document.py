@@ -1,0 +1,75 @@
+"""The result document: the parts each stage built, composed once, and its JSON.
+
+The fold builds its part (``fold.folding.result.FoldResult``), the counter check its own
+(``fold.folding.counter_check.CounterCheck``), the comparison its own with the speed split and
+the runs of ours inside it (``fold.compare.comparison.Comparison``). A document holds them
+side by side and changes none: ``with_comparison`` makes a new document. ``to_json`` is the
+documented machine-readable form (``docs/document.md``, schema in
+``docs/fold-acceptance-2.schema.json``).
+
+It lives in the fold's stage, not the comparison's, so the fold can hand back a document of its
+own; the comparison is held by what it promises (``ComparisonPart``), not by its type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from fold.folding.counter_check import CounterCheck
+from fold.folding.leg_figures import LegFigures, PooledFigures
+from fold.folding.result import JSON_FORMAT, FoldResult
+
+
+class ComparisonPart(Protocol):
+    """What a document needs of the comparison stage's part."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``comparison`` block: rows, gaps, step_rate_check, speed."""
+        ...
+
+    def runs_json(self) -> dict[str, Any] | None:
+        """The ``runs`` block (other runs of ours), or None when there are none."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One fold's result document. ``legs``, ``warm``, ``all`` and ``to_json`` are the
+    library's API; the fold's other figures are read through ``fold``."""
+
+    fold: FoldResult
+    counter_check: CounterCheck
+    comparison: ComparisonPart | None = None
+
+    @property
+    def legs(self) -> tuple[LegFigures, ...]:
+        return self.fold.legs
+
+    @property
+    def warm(self) -> PooledFigures:
+        return self.fold.warm
+
+    @property
+    def all(self) -> PooledFigures:
+        return self.fold.all
+
+    def __getattr__(self, name: str) -> Any:
+        # The fold's other figures (predicate, files, sources(), ...), read as before.
+        if name.startswith("__") or name in ("fold", "counter_check", "comparison"):
+            raise AttributeError(name)
+        return getattr(self.fold, name)
+
+    def with_comparison(self, comparison: ComparisonPart) -> Document:
+        """This document with the comparison's part beside the fold's (a new document)."""
+        return replace(self, comparison=comparison)
+
+    def to_json(self) -> dict[str, Any]:
+        document = {"format": JSON_FORMAT, **self.fold.to_json()}
+        document["counter_check"] = self.counter_check.to_json()
+        if self.comparison is not None:
+            document["comparison"] = self.comparison.to_json()
+            runs = self.comparison.runs_json()
+            if runs is not None:
+                document["runs"] = runs
+        return document
