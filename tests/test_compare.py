@@ -22,7 +22,7 @@ VS = ["--vs", f"vllm={FIXTURES / 'oracles' / 'vllm-arm.json'}",
       "--vs", f"sglang={FIXTURES / 'oracles' / 'sglang-legs.jsonl'}"]  # fmt: skip
 
 
-def test_gate_example_oracles_block(capsys):
+def test_gate_example_comparison_block(capsys):
     assert main([*OURS, *VS, "--json", "-"]) == 0
     block = orjson.loads(capsys.readouterr().out)["comparison"]
     rows = {row["name"]: row for row in block["rows"]}
@@ -202,7 +202,7 @@ def _figures(row) -> list[str]:
 
 @pytest.mark.parametrize("width", [80, 60, 40])
 def test_comparison_table_prints_every_figure_whole(width):
-    from fold.compare.gap import oracles_block
+    from fold.compare.gap import comparison_block
     from fold.inputs.oracles import arm_from_counts
     from fold.present.comparison import comparison_table
 
@@ -214,7 +214,7 @@ def test_comparison_table_prints_every_figure_whole(width):
         ),
         load_oracle("llama", FIXTURES / "oracles" / "llamacpp-metrics-pair.prom"),
     ]
-    document = {"comparison": orjson.loads(orjson.dumps(oracles_block(rows, {})))}
+    document = {"comparison": orjson.loads(orjson.dumps(comparison_block(rows, {})))}
     text = _printed(comparison_table(document), width)
     assert all(len(line) <= width for line in text.splitlines())
     for row in rows:

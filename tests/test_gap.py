@@ -238,7 +238,7 @@ def _render(renderable: object, width: int = 80) -> str:
 
 def _document(rows, gaps, check=None, measured=None) -> dict:
     """The JSON document's part the comparison presenters read."""
-    return {"comparison": orjson.loads(orjson.dumps(oracles_block(rows, gaps, check, measured)))}
+    return {"comparison": orjson.loads(orjson.dumps(comparison_block(rows, gaps, check, measured)))}
 
 
 def test_rendered_table_reads_the_gate_example(vllm: ArmFigures, sglang: ArmFigures) -> None:
@@ -277,7 +277,7 @@ def test_full_comparison_and_verdict_lines(vllm: ArmFigures, sglang: ArmFigures)
     assert "plain mean" in text
 
 
-def test_oracles_block_is_plain_json(vllm: ArmFigures, sglang: ArmFigures) -> None:
+def test_comparison_block_is_plain_json(vllm: ArmFigures, sglang: ArmFigures) -> None:
     ours = ours_with(930)
     gaps = {o.name: attribute_gap(ours, o) for o in (vllm, sglang)}
     check = check_step_rate(3.2, OURS_TOK_S, ours.mean_acceptance_length)

@@ -15,11 +15,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "fold"
 
-STAGES = {"inputs": 1, "folding": 2, "compare": 3, "present": 4}
+STAGES = {"inputs": 1, "folding": 2, "compare": 3, "present": 4, "ledger": 5}
 SHARED = {"fold.errors", "fold.wording", "fold._native"}
 """Imported by every stage: the errors, the wording of numbers in messages, and the native
 extension (C++, it imports nothing of ours)."""
-ENTRY = 5
+ENTRY = 6
 """The top of ``fold/``: the API, the command and the package itself; they may import any stage
 and no stage may import them."""
 MAX_TOP_FILES = 8

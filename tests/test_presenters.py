@@ -62,7 +62,7 @@ def example(request) -> tuple[dict, object]:
     }  # the command's defaults; fmt: skip
     result = fold_acceptance(arm, logs, **options)
     oracles = load_arms(vs, vs_logs, main=arm, predicate=DEFAULT_PREDICATE, fold_options=options)
-    compare(result, oracles, record=arm)
+    result = result.with_comparison(compare(result, oracles, record=arm))
     return result.to_json(), attributed_lines(arm, logs)
 
 

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from fold.api import fold_acceptance
 from fold.cli import main
-from fold.compare.gap import attribute_gap, oracles_block
+from fold.compare.gap import attribute_gap, comparison_block
 from fold.compare.speed import split_speed
 from fold.inputs.oracles import arm_from_counts
 from fold.present.comparison import comparison
@@ -118,7 +118,7 @@ def test_the_command_prints_and_writes_the_split(tmp_path: Path, capsys):
 def test_the_split_comes_before_the_verdict_with_every_figure_whole(warm_cadence, width):
     gap = attribute_gap(arm("ours", 10.0), arm("vllm", 20.0))
     split = split_speed(gap, warm_cadence, "vllm")
-    block = oracles_block([arm("ours", 10.0), arm("vllm", 20.0)], {"vllm": gap})
+    block = comparison_block([arm("ours", 10.0), arm("vllm", 20.0)], {"vllm": gap})
     block["speed"] = {"vllm": split.to_json()}
     console = Console(width=width, record=True, color_system=None)
     console.print(comparison({"comparison": block}, details=True))

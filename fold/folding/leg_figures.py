@@ -123,6 +123,8 @@ class LegFigures(Figures):
     tok_s: float
     completion_tokens: int
     window_secs: float
+    window_start_ns: int
+    window_end_ns: int
     steps: int
     proposed: int
     accepted: int
