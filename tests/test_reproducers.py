@@ -9,6 +9,8 @@ line (the output's size is bounded by what the lines are, not by what they say).
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +138,40 @@ def test_a_proposal_at_the_cap_folds_with_figures_bounded_by_it(tmp_path: Path):
     assert sum(leg["histogram"]) == 2
     assert leg["per_position"][:3] == [1.0, 1.0, 0.5] and leg["per_position"][-1] == 0.5
     assert len(orjson.dumps(document)) < 8 * 1024 * 1024
+
+
+def test_a_run_of_one_value_prints_as_one_cell_or_row():
+    from fold.present.table import position_cells, value_runs
+
+    assert value_runs([]) == []
+    assert value_runs([5, 0, 0, 0]) == [(0, 0, 5), (1, 1, 0), (2, 2, 0), (3, 3, 0)]
+    assert value_runs([1, 0, 0, 0, 0, 2]) == [(0, 0, 1), (1, 4, 0), (5, 5, 2)]
+    # a histogram of two steps, one accepting 1 token and one the cap: not 65,537 cells
+    histogram = ["0", "1", *(["0"] * (MAX_STEP_TOKENS - 2)), "1"]
+    assert position_cells(histogram) == f"0:0  1:1  2..{MAX_STEP_TOKENS - 1}:0  65536:1"
+
+
+def test_a_run_of_ours_with_a_step_at_the_cap_compares_in_a_few_rows(tmp_path: Path):
+    """Another run of ours (--vs-log) with one step accepting 65,536 tokens printed one row per
+    position in the comparison's two position tables: 7.7 MB of table in two minutes, 6 MB of
+    markdown. Past our own largest step (4 proposed, 3 accepted: positions 0..3, histogram
+    0..4) the rows are equal ("not recorded" for ours) and print as one i..j row."""
+    arm = tmp_path / "arm.json"
+    arm.write_bytes(orjson.dumps([LEG]))
+    ours, theirs = tmp_path / "ours.jsonl", tmp_path / "theirs.jsonl"
+    ours.write_bytes(line(0, proposed=4, accepted=3))
+    theirs.write_bytes(line(0, proposed=MAX_STEP_TOKENS, accepted=MAX_STEP_TOKENS))
+    command = [sys.executable, "-m", "fold.cli", str(arm), str(ours), "--vs", f"b={arm}",
+               "--vs-log", f"b={theirs}", "--bootstrap", "0", "--quiet"]  # fmt: skip
+    for extra in ([], ["--markdown", "-"]):
+        done = subprocess.run([*command, *extra], capture_output=True, check=True, timeout=60)
+        assert len(done.stdout) < 64 * 1024, len(done.stdout)
+        text = " ".join(done.stdout.decode().replace("|", " ").split())
+        # per position: ours 0..3 recorded, 4..65535 not, theirs all 100%; histogram: ours
+        # 0..4, then 5..65535 where theirs has no step (0.0%), then 65536 where it has one
+        assert f" 4..{MAX_STEP_TOKENS - 1} not recorded 100.0%" in text, text
+        assert f" 5..{MAX_STEP_TOKENS - 1} not recorded 0.0%" in text, text
+        assert f" {MAX_STEP_TOKENS} not recorded 100.0%" in text, text
 
 
 # -- 3. sums that would wrap --------------------------------------------------------------------

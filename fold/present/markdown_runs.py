@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from fold.present.markdown import table, with_interval
 from fold.present.runs import pair_summary_text, signed, signed_percent
-from fold.present.table import percent, three_decimals
+from fold.present.table import percent, position_label, three_decimals, value_runs
 from fold.runs import RunsComparison
 
 
@@ -47,15 +47,16 @@ def _one(found: RunsComparison) -> str:
     ):
         if not rows:
             continue
-        body = [
+        cells = [
             (
-                row[key],
                 percent(row["ours"], "not recorded"),
                 percent(row["other"], "not recorded"),
                 with_interval(signed_percent, row["difference"], row["difference_ci"]),
             )
             for row in rows
         ]
+        # A long run of equal rows (positions past what most steps drafted) as one i..j row.
+        body = [(position_label(first, last), *shown) for first, last, shown in value_runs(cells)]
         headers = (key, "ours", name, f"ours - {name} [95%]")
         sections.append(f"### {title}\n\n" + table(headers, body, (True, True, True, True)))
     if found.pairs is not None:
