@@ -1,7 +1,7 @@
 """Inputs a differential fuzz campaign found to break the readers, each folded both ways.
 
 Each reproducer is one or two lines (also kept as regression inputs of the fuzzer, under
-``fuzz/regressions/``). For each: the native reader and the polars reference give the same
+``fuzz/regressions/steplog/``). For each: the native reader and the polars reference give the same
 outcome, no figure is negative or wrapped, and nothing in the output grows with a value on a
 line (the output's size is bounded by what the lines are, not by what they say).
 """
@@ -296,7 +296,7 @@ FUZZ = Path(__file__).parent.parent / "fuzz"
 
 def test_regression_inputs_hold_these_reproducers():
     """The fuzzer's regression inputs hold the lines above, so every campaign starts at them."""
-    texts = [path.read_bytes() for path in (FUZZ / "regressions").iterdir()]
+    texts = [path.read_bytes() for path in (FUZZ / "regressions" / "steplog").iterdir()]
     assert any(HUGE.encode() in text for text in texts)
     assert any(f'"proposed":{2**31}'.encode() in text for text in texts)
     assert any(text.count(f'"emitted":{2**63 - 1}'.encode()) == 2 for text in texts)
@@ -306,7 +306,7 @@ def test_regression_inputs_hold_these_reproducers():
 def test_the_fuzzers_inputs_pass_its_check(tmp_path: Path, directory: str):
     harness = _harness()
     assert harness.MAX_STEP_TOKENS == MAX_STEP_TOKENS
-    paths = sorted((FUZZ / directory).iterdir())
+    paths = sorted((FUZZ / directory / "steplog").iterdir())
     assert paths
     for path in paths:
         harness.check(path.read_bytes(), str(tmp_path))
@@ -316,7 +316,7 @@ def test_the_fuzzers_check_reports_what_it_is_for(tmp_path: Path, monkeypatch):
     """Each rule of the check fires: readers that differ, an unexpected exception, a list
     longer than the cap (here lowered to 4, below the seed's proposals of 7)."""
     harness = _harness()
-    seed = (FUZZ / "corpus" / "writers-layout.jsonl").read_bytes()
+    seed = (FUZZ / "corpus" / "steplog" / "writers-layout.jsonl").read_bytes()
     real = harness._command
 
     def differing(log: str, *, native: bool, skip: bool) -> tuple[int, bytes, str]:
@@ -347,7 +347,7 @@ def test_the_fuzzers_line_mutations_never_fail_and_keep_literals():
 
     harness = _harness()
     rng = random.Random(5)
-    inputs = [path.read_bytes() for path in sorted((FUZZ / "corpus").iterdir())]
+    inputs = [path.read_bytes() for path in sorted((FUZZ / "corpus" / "steplog").iterdir())]
     inputs += [b"", b"\n\n", b"\xff\xfe{", b'{"a":"\\ud800"}\n[1,2]\n{"\\ud83d":1}']
     for _ in range(2000):
         data = rng.choice(inputs)
