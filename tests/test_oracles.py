@@ -528,3 +528,20 @@ def test_to_json_is_plain_and_has_no_nan() -> None:
     assert sg["mean_acceptance_length"] is None
     assert sg["accepted"] is None
     assert sg["completion_tokens_per_step"] == pytest.approx(4.67)
+
+
+def test_a_warm_record_without_tok_s_is_named() -> None:
+    """Found by fuzzing the vLLM files (fuzz/regressions/oracle-vllm/): the refusal counted
+    the records lacking tok_s but named neither the file nor the record."""
+    doc = orjson.loads((FIXTURES / "vllm-gate-arm.json").read_bytes())
+    del doc["legs"][1]["tok_s"]  # run 2 of the first prompt: a warm leg
+    with pytest.raises(InputError) as error:
+        read_oracle("vllm", _json(doc), where="gate.json")
+    assert str(error.value).startswith("gate.json: legs[1]: no tok_s, and 1 of the ")
+
+
+def test_records_without_a_warm_one_are_named() -> None:
+    records = [{"run": 1, "tok_s": 10.0, "spec_verify_ct": 3, "completion_tokens": 9}] * 2
+    with pytest.raises(RefusedError) as error:
+        read_oracle("sglang", _jsonl(*records), where="legs.jsonl")
+    assert "no record has run > 1 among the 2 from legs.jsonl:1 on" in str(error.value)
