@@ -27,7 +27,7 @@ from targets import TARGETS; t = TARGETS['$target']; print(t.max_len, t.dictiona
     while [ "$(date +%s)" -lt "$end" ]; do
         left=$(( end - $(date +%s) ))
         "$python" fuzz/fuzz.py "$target" -seed="$seed" -max_total_time="$left" \
-            -timeout=20 -rss_limit_mb=3072 -max_len="$length" -dict="fuzz/dicts/$dictionary" \
+            -timeout=120 -rss_limit_mb=3072 -max_len="$length" -dict="fuzz/dicts/$dictionary" \
             -artifact_prefix="$work/$target/" -print_final_stats=1 \
             "$work/$target/corpus" "${corpora[@]}" > "$work/$target/run-$seed.log" 2>&1 || true
         seed=$(( seed + 1 ))

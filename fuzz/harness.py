@@ -50,6 +50,7 @@ class Outcome:
     stdout: bytes
     stderr: str
     seconds: float
+    """Processor time the command took (all threads): what a loaded machine does not inflate."""
 
     def describe(self) -> str:
         return f"fold-acceptance {' '.join(self.arguments)} -> {self.status}"
@@ -67,7 +68,7 @@ def run(arguments: Sequence[str], *, native: bool | None = None) -> Outcome:
         previous = os.environ.get(SWITCH)
         if native is not None:
             os.environ[SWITCH] = "1" if native else "0"
-        started = time.monotonic()
+        started = time.process_time()
         try:
             with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
                 try:
@@ -80,7 +81,7 @@ def run(arguments: Sequence[str], *, native: bool | None = None) -> Outcome:
                 os.environ.pop(SWITCH, None)
             else:
                 os.environ[SWITCH] = previous
-        seconds = time.monotonic() - started
+        seconds = time.process_time() - started
         stdout.detach()
         out.seek(0)
         err.seek(0)
@@ -92,7 +93,9 @@ def judge(outcome: Outcome, *, fuzzed: str, input_bytes: int) -> None:
 
     - the exit status is 0, 1 or 2, and no traceback or "this is a bug" line is printed;
     - a refusal or error names a place: the fuzzed file, a line, a leg, a field (``PLACE``);
-    - the command took at most ``SECONDS`` and the process stayed below ``RSS_BYTES``;
+    - the command took at most ``SECONDS`` of processor time (libFuzzer's ``-timeout`` bounds
+      the wall time of a whole input, every command of it) and the process stayed below
+      ``RSS_BYTES``;
     - the output is bounded by the input's size, not by a value in it.
     """
     said = outcome.stderr + outcome.stdout.decode("utf-8", "replace")
@@ -107,7 +110,7 @@ def judge(outcome: Outcome, *, fuzzed: str, input_bytes: int) -> None:
         if not named and not PLACE.search(message):
             raise Finding(f"{outcome.describe()}: a refusal that names no place\n{message}")
     if outcome.seconds > SECONDS:
-        raise Finding(f"{outcome.describe()}: {outcome.seconds:.1f} s")
+        raise Finding(f"{outcome.describe()}: {outcome.seconds:.1f} s of processor time")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if rss > RSS_BYTES:
         raise Finding(f"{outcome.describe()}: the process reached {rss / 2**30:.1f} GiB")

@@ -7,7 +7,9 @@
 #   FUZZ_SEED=N                  another libFuzzer seed (default 1)
 # A target's new inputs that add coverage go to FUZZ_WORK/<target>/corpus (default a
 # temporary FUZZ_WORK); a finding is written there as crash-*, timeout-* or oom-*, the other
-# targets still run, and the script ends with a non-zero status.
+# targets still run, and the script ends with a non-zero status. The check holds each command
+# to 20 s of processor time; -timeout bounds the wall time of a whole input (up to six
+# commands, on a machine shared with other jobs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-150}"
@@ -30,7 +32,7 @@ t = TARGETS['$target']; print(t.max_len, t.dictionary)")
     [ -d "fuzz/regressions/$target" ] && corpora+=("fuzz/regressions/$target")
     echo "fuzz: $target: $runs runs (-1 = unbounded), at most $seconds s, seed $seed; scratch in $work/$target"
     if ! "$python" fuzz/fuzz.py "$target" -seed="$seed" -runs="$runs" -max_total_time="$seconds" \
-        -timeout=20 -rss_limit_mb=3072 -max_len="$length" -dict="fuzz/dicts/$dictionary" \
+        -timeout=120 -rss_limit_mb=3072 -max_len="$length" -dict="fuzz/dicts/$dictionary" \
         -artifact_prefix="$work/$target/" -print_final_stats=1 \
         "$work/$target/corpus" "${corpora[@]}"; then
         failed+=("$target")

@@ -127,7 +127,7 @@ def test_each_rule_of_the_judge_fires(harness):
          "an unexpected exception"),
         (_outcome(harness, 1, err="fold-acceptance: refused: the numbers disagree"),
          "names no place"),
-        (_outcome(harness, 0, seconds=harness.SECONDS + 1), "s$"),
+        (_outcome(harness, 0, seconds=harness.SECONDS + 1), "s of processor time"),
         (_outcome(harness, 0, out=b"x" * (harness.OUTPUT_BASE + 64 * 10 + 1)),
          "bytes of output from 10 bytes"),
     ]  # fmt: skip
