@@ -96,7 +96,10 @@ def fuzz(target: Target, arguments: list[str]) -> int:
         rng = random.Random(seed)
         if rng.random() < 0.5:
             return atheris.Mutate(data, max_size)
-        return target.mutate(data, rng)[:max_size]
+        try:
+            return target.mutate(data, rng)[:max_size]
+        except Exception:  # a mutator's own defect must not end a campaign; the tests find it
+            return atheris.Mutate(data, max_size)
 
     atheris.Setup([sys.argv[0], *arguments], one_input, custom_mutator=mutator)
     atheris.Fuzz()

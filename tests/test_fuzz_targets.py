@@ -160,7 +160,8 @@ def test_a_target_reports_an_unexpected_exception(driver, tmp_path: Path, monkey
 def test_the_mutators_never_fail(driver):
     """A mutator that raises ends a campaign: any bytes in, bytes out, for every target."""
     rng = random.Random(11)
-    odd = [b"", b"\n", b"\xff{[", b'{"legs":[1]}', b'{"a":1}\n{"b":[2]}\n{x', b"[SPECTRACE] k="]
+    odd = [b"", b"\n", b"\xff{[", b'{"legs":[1]}', b'{"a":1}\n{"b":[2]}\n{x', b"[SPECTRACE] k=",
+           b'{"legs":[{"run":2,"tok_s":1' + b"0" * 400 + b'}]}']  # fmt: skip
     for target in driver.TARGETS.values():
         seeds = [path.read_bytes() for path in sorted((FUZZ / "corpus" / target.name).iterdir())]
         for _ in range(300):
