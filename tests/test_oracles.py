@@ -545,3 +545,21 @@ def test_records_without_a_warm_one_are_named() -> None:
     with pytest.raises(RefusedError) as error:
         read_oracle("sglang", _jsonl(*records), where="legs.jsonl")
     assert "no record has run > 1 among the 2 from legs.jsonl:1 on" in str(error.value)
+
+
+@pytest.mark.parametrize("accepted", [2**63, 10**40, 10**320])
+def test_a_count_no_counter_holds_is_refused_naming_it(accepted: int) -> None:
+    """Found by fuzzing llama.cpp's server log (fuzz/regressions/oracle-llamacpp/): a
+    320-digit 'accepted' ended in an OverflowError (a float past its range) and "this is a
+    bug". Any count past 2^63 - 1 is refused, naming the file and the count."""
+    text = (FIXTURES / "llamacpp-server.log").read_text()
+    line = next(x for x in text.splitlines() if "draft acceptance" in x)
+    big = line.split("(")[0] + (
+        f"({accepted} accepted / {accepted + 1} generated), mean len =  3.35"
+    )
+    with pytest.raises(InputError) as error:
+        read_oracle("llama", text + big + "\n", where="server.log")
+    assert str(error.value).startswith(f"server.log:{text.count(chr(10)) + 1}: ")
+    assert "is past 2^63 - 1, more than any engine's counter holds" in str(error.value)
+    exact = line.split("(")[0] + f"({2**62} accepted / {2**62} generated), mean len =  3.35"
+    assert read_oracle("llama", exact + "\n", where="server.log").accepted == 2**62

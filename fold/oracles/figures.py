@@ -135,6 +135,10 @@ def _ratio_bound(
     return max(abs(corner - centre) for corner in corners)
 
 
+COUNT_MAX = 2**63 - 1
+"""The largest count an oracle arm may carry (the engines' counters are 64-bit)."""
+
+
 def arm_from_counts(
     name: str,
     kind: str,
@@ -180,6 +184,12 @@ def arm_from_counts(
             raise InputError(
                 f"{where}: {label[key]} = {value!r} is not a count (a non-negative integer); "
                 "fix the input"
+            )
+        if value is not None and value > COUNT_MAX:
+            # Past this the figures' float arithmetic overflows; no engine's counter gets here.
+            raise InputError(
+                f"{where}: {label[key]} = {value} is past 2^63 - 1, more than any engine's "
+                "counter holds; fix the input"
             )
     for what, value, positive in (
         (f"tok/s ({src.get('tok_s', 'throughput')})", tok_s, True),
@@ -441,6 +451,11 @@ def sum_printed_lines(
     for match in pattern.finditer(text):
         a, p, length = int(match[groups[0]]), int(match[groups[1]]), match[groups[2]]
         lineno = text.count("\n", 0, match.start()) + 1
+        if p > COUNT_MAX:
+            raise InputError(
+                f"{where}:{lineno}: {p} is past 2^63 - 1, more than any engine's counter "
+                "holds; fix the input"
+            )
         if a > p:
             raise RefusedError(f"{where}:{lineno}: " + exceeds.format(a=a, p=p))
         accepted, proposed, count = accepted + a, proposed + p, count + 1
