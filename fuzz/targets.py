@@ -101,9 +101,9 @@ def _write(directory: str, name: str, data: bytes) -> str:
 
 
 def check_trace(data: bytes, directory: str) -> None:
-    """The input is one vllm-cli process's stderr, folded over one prompt's five legs, once
-    with the counters on the legs (the trace is checked against them) and once without (the
-    trace alone gives the figures); the second run skips bad lines."""
+    """The input is one vllm-cli process's stderr, folded over one prompt's five legs with the
+    counters on the legs (the trace is checked against them) and without (the trace alone
+    gives the figures): each as JSON and markdown, as the table, and skipping bad lines."""
     log = _write(directory, "prompt.log", data)
     for arm in TRACE_ARMS:
         _both_outputs(directory, log, len(data), [arm, log])
