@@ -6,6 +6,7 @@ from the program's output.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -563,3 +564,20 @@ def test_a_count_no_counter_holds_is_refused_naming_it(accepted: int) -> None:
     assert "is past 2^63 - 1, more than any engine's counter holds" in str(error.value)
     exact = line.split("(")[0] + f"({2**62} accepted / {2**62} generated), mean len =  3.35"
     assert read_oracle("llama", exact + "\n", where="server.log").accepted == 2**62
+
+
+def test_synonyms_past_64_bits_are_compared_not_a_bug() -> None:
+    """Found by fuzzing SGLang's responses (fuzz/regressions/oracle-sglang/): a deprecated
+    synonym beside its new key was compared by orjson, which cannot write an integer past 64
+    bits: "Integer exceeds 64-bit range" and "this is a bug"."""
+    lines = (FIXTURES / "sglang-generate-0.5.16.jsonl").read_text().splitlines()
+    record = orjson.loads(lines[0])
+    meta = record["meta_info"]
+    assert meta["spec_num_proposed_drafts"] == meta["spec_proposed_drafts"] == 420
+    meta["spec_num_proposed_drafts"] = 2**65
+    text = json.dumps(record) + "\n" + "\n".join(lines[1:]) + "\n"
+    with pytest.raises(InputError) as error:
+        read_oracle("sglang", text, where="responses.jsonl")
+    assert str(error.value).startswith(
+        "responses.jsonl:1: spec_num_proposed_drafts and spec_proposed_drafts disagree ("
+    ), str(error.value)

@@ -209,7 +209,8 @@ def pick(record: Mapping[str, Any], keys: Sequence[str], where: str) -> tuple[An
     present = [k for k in keys if record.get(k) is not None]
     if not present:
         return None, None
-    if len(present) > 1 and len({orjson.dumps(record[k]) for k in present}) > 1:
+    # json, not orjson: a synonym may hold an integer past 64 bits, which orjson cannot write
+    if len(present) > 1 and len({json.dumps(record[k]) for k in present}) > 1:
         raise InputError(
             f"{where}: {' and '.join(present)} disagree "
             f"({', '.join(repr(record[k]) for k in present)}); keep one of them"
