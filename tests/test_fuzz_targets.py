@@ -102,8 +102,11 @@ def test_the_inputs_hold_the_cases_the_trace_and_the_counters_were_found_with():
             records.append(record)
     big = {"spec_drafts_proposed": 2**62, "spec_drafts_accepted": 2**61,
            "spec_drafted_request_steps": 2**60}  # fmt: skip
-    carrying = [record for record in records if any(
-        isinstance(leg, dict) and big.items() <= leg.items() for leg in record["legs"])]  # fmt: skip
+    carrying = [
+        record
+        for record in records
+        if any(isinstance(leg, dict) and big.items() <= leg.items() for leg in record["legs"])
+    ]
     assert any(record.get("spec_acceptance") is None for record in carrying)
     assert not any(big.keys() & leg.keys() for leg in json.loads(
         (FUZZ / "context" / "trace-bare.json").read_bytes())["legs"])  # fmt: skip
