@@ -380,8 +380,16 @@ def test_lost_lines_and_a_log_read_twice(tmp_path):
     result = fold_acceptance(record, [write(tmp_path / "s.jsonl", lines)])
     assert result.lost_lines == 2
     write(tmp_path / "copy.jsonl", [*lines, step(ns(3), 2, 1, 1)])
-    with pytest.raises(RefusedError, match=r"read twice"):
-        fold_acceptance(record, [str(tmp_path / "s.jsonl"), str(tmp_path / "copy.jsonl")])
+    both = [str(tmp_path / "s.jsonl"), str(tmp_path / "copy.jsonl")]
+    with pytest.raises(RefusedError, match=r"read twice") as error:
+        fold_acceptance(record, both)
+    assert str(error.value).startswith(f"2 logs ({', '.join(both)}): writer ")
+    # Found by fuzzing --vs-log: one line repeated in one log named no file
+    twice = [step(ns(1), 2, 1, 0), step(ns(2), 2, 1, 1), step(ns(2), 2, 1, 1)]
+    write(tmp_path / "repeated.jsonl", twice)
+    with pytest.raises(RefusedError, match=r"has 3 lines but counted only 2") as error:
+        fold_acceptance(record, [str(tmp_path / "repeated.jsonl")])
+    assert str(error.value).startswith(f"{tmp_path / 'repeated.jsonl'}: writer ")
 
 
 def test_arm_record_errors_name_the_leg_and_field():

@@ -177,3 +177,21 @@ def test_figures_that_differ_are_shown_differing():
     assert figures_apart(1362.6754999999998, 1362.67549) == ("1362.6755", "1362.67549")
     assert figures_apart(100.0, 100.00000001) == ("100", "100.00000001")
     assert figures_apart(5.0, 5.0) == ("5", "5")
+
+
+def test_a_record_whose_summary_disagrees_with_its_legs_is_named(tmp_path):
+    """Found by fuzzing the arm record (fuzz/regressions/arm/): the refusal said what
+    disagreed but not in which record; with another run of ours beside it, two could."""
+    path = tmp_path / "our-arm.json"
+    legs = [{"run": 1, "finish_reason": "stop", "prompt_tokens": 4, "completion_tokens": 4,
+             "secs": 1.0, "tok_s": 4.0, "generate_start_unix": 1764450000.0 + i,
+             "generate_end_unix": 1764450001.0 + i} for i in range(2)]  # fmt: skip
+    legs[1]["run"] = 2
+    for record, said in (
+        ({"legs": legs, "cold_legs_discarded": 2**60}, "the recorded throughput fold does not"),
+        ({"legs": [legs[0]]}, "no leg is warm under 'run > 1'"),
+    ):
+        path.write_text(json.dumps(record))
+        with pytest.raises(RefusedError) as error:
+            fold_acceptance(str(path), [])
+        assert str(error.value).startswith(f"{path}: {said}"), str(error.value)

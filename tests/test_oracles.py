@@ -6,6 +6,7 @@ from the program's output.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -528,3 +529,55 @@ def test_to_json_is_plain_and_has_no_nan() -> None:
     assert sg["mean_acceptance_length"] is None
     assert sg["accepted"] is None
     assert sg["completion_tokens_per_step"] == pytest.approx(4.67)
+
+
+def test_a_warm_record_without_tok_s_is_named() -> None:
+    """Found by fuzzing the vLLM files (fuzz/regressions/oracle-vllm/): the refusal counted
+    the records lacking tok_s but named neither the file nor the record."""
+    doc = orjson.loads((FIXTURES / "vllm-gate-arm.json").read_bytes())
+    del doc["legs"][1]["tok_s"]  # run 2 of the first prompt: a warm leg
+    with pytest.raises(InputError) as error:
+        read_oracle("vllm", _json(doc), where="gate.json")
+    assert str(error.value).startswith("gate.json: legs[1]: no tok_s, and 1 of the ")
+
+
+def test_records_without_a_warm_one_are_named() -> None:
+    records = [{"run": 1, "tok_s": 10.0, "spec_verify_ct": 3, "completion_tokens": 9}] * 2
+    with pytest.raises(RefusedError) as error:
+        read_oracle("sglang", _jsonl(*records), where="legs.jsonl")
+    assert "no record has run > 1 among the 2 from legs.jsonl:1 on" in str(error.value)
+
+
+@pytest.mark.parametrize("accepted", [2**63, 10**40, 10**320])
+def test_a_count_no_counter_holds_is_refused_naming_it(accepted: int) -> None:
+    """Found by fuzzing llama.cpp's server log (fuzz/regressions/oracle-llamacpp/): a
+    320-digit 'accepted' ended in an OverflowError (a float past its range) and "this is a
+    bug". Any count past 2^63 - 1 is refused, naming the file and the count."""
+    text = (FIXTURES / "llamacpp-server.log").read_text()
+    line = next(x for x in text.splitlines() if "draft acceptance" in x)
+    big = line.split("(")[0] + (
+        f"({accepted} accepted / {accepted + 1} generated), mean len =  3.35"
+    )
+    with pytest.raises(InputError) as error:
+        read_oracle("llama", text + big + "\n", where="server.log")
+    assert str(error.value).startswith(f"server.log:{text.count(chr(10)) + 1}: ")
+    assert "is past 2^63 - 1, more than any engine's counter holds" in str(error.value)
+    exact = line.split("(")[0] + f"({2**62} accepted / {2**62} generated), mean len =  3.35"
+    assert read_oracle("llama", exact + "\n", where="server.log").accepted == 2**62
+
+
+def test_synonyms_past_64_bits_are_compared_not_a_bug() -> None:
+    """Found by fuzzing SGLang's responses (fuzz/regressions/oracle-sglang/): a deprecated
+    synonym beside its new key was compared by orjson, which cannot write an integer past 64
+    bits: "Integer exceeds 64-bit range" and "this is a bug"."""
+    lines = (FIXTURES / "sglang-generate-0.5.16.jsonl").read_text().splitlines()
+    record = orjson.loads(lines[0])
+    meta = record["meta_info"]
+    assert meta["spec_num_proposed_drafts"] == meta["spec_proposed_drafts"] == 420
+    meta["spec_num_proposed_drafts"] = 2**65
+    text = json.dumps(record) + "\n" + "\n".join(lines[1:]) + "\n"
+    with pytest.raises(InputError) as error:
+        read_oracle("sglang", text, where="responses.jsonl")
+    assert str(error.value).startswith(
+        "responses.jsonl:1: spec_num_proposed_drafts and spec_proposed_drafts disagree ("
+    ), str(error.value)

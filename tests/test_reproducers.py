@@ -1,7 +1,7 @@
 """Inputs a differential fuzz campaign found to break the readers, each folded both ways.
 
 Each reproducer is one or two lines (also kept as regression inputs of the fuzzer, under
-``fuzz/regressions/``). For each: the native reader and the polars reference give the same
+``fuzz/regressions/steplog/``). For each: the native reader and the polars reference give the same
 outcome, no figure is negative or wrapped, and nothing in the output grows with a value on a
 line (the output's size is bounded by what the lines are, not by what they say).
 """
@@ -9,6 +9,8 @@ line (the output's size is bounded by what the lines are, not by what they say).
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +144,40 @@ def test_a_proposal_at_the_cap_folds_with_figures_bounded_by_it(tmp_path: Path):
     assert len(orjson.dumps(document)) < 8 * 1024 * 1024
 
 
+def test_a_run_of_one_value_prints_as_one_cell_or_row():
+    from fold.present.table import position_cells, value_runs
+
+    assert value_runs([]) == []
+    assert value_runs([5, 0, 0, 0]) == [(0, 0, 5), (1, 1, 0), (2, 2, 0), (3, 3, 0)]
+    assert value_runs([1, 0, 0, 0, 0, 2]) == [(0, 0, 1), (1, 4, 0), (5, 5, 2)]
+    # a histogram of two steps, one accepting 1 token and one the cap: not 65,537 cells
+    histogram = ["0", "1", *(["0"] * (MAX_STEP_TOKENS - 2)), "1"]
+    assert position_cells(histogram) == f"0:0  1:1  2..{MAX_STEP_TOKENS - 1}:0  65536:1"
+
+
+def test_a_run_of_ours_with_a_step_at_the_cap_compares_in_a_few_rows(tmp_path: Path):
+    """Another run of ours (--vs-log) with one step accepting 65,536 tokens printed one row per
+    position in the comparison's two position tables: 7.7 MB of table in two minutes, 6 MB of
+    markdown. Past our own largest step (4 proposed, 3 accepted: positions 0..3, histogram
+    0..4) the rows are equal ("not recorded" for ours) and print as one i..j row."""
+    arm = tmp_path / "arm.json"
+    arm.write_bytes(orjson.dumps([LEG]))
+    ours, theirs = tmp_path / "ours.jsonl", tmp_path / "theirs.jsonl"
+    ours.write_bytes(line(0, proposed=4, accepted=3))
+    theirs.write_bytes(line(0, proposed=MAX_STEP_TOKENS, accepted=MAX_STEP_TOKENS))
+    command = [sys.executable, "-m", "fold.cli", str(arm), str(ours), "--vs", f"b={arm}",
+               "--vs-log", f"b={theirs}", "--bootstrap", "0", "--quiet"]  # fmt: skip
+    for extra in ([], ["--markdown", "-"]):
+        done = subprocess.run([*command, *extra], capture_output=True, check=True, timeout=60)
+        assert len(done.stdout) < 64 * 1024, len(done.stdout)
+        text = " ".join(done.stdout.decode().replace("|", " ").split())
+        # per position: ours 0..3 recorded, 4..65535 not, theirs all 100%; histogram: ours
+        # 0..4, then 5..65535 where theirs has no step (0.0%), then 65536 where it has one
+        assert f" 4..{MAX_STEP_TOKENS - 1} not recorded 100.0%" in text, text
+        assert f" 5..{MAX_STEP_TOKENS - 1} not recorded 0.0%" in text, text
+        assert f" {MAX_STEP_TOKENS} not recorded 100.0%" in text, text
+
+
 # -- 3. sums that would wrap --------------------------------------------------------------------
 
 
@@ -264,7 +300,7 @@ FUZZ = Path(__file__).parent.parent / "fuzz"
 
 def test_regression_inputs_hold_these_reproducers():
     """The fuzzer's regression inputs hold the lines above, so every campaign starts at them."""
-    texts = [path.read_bytes() for path in (FUZZ / "regressions").iterdir()]
+    texts = [path.read_bytes() for path in (FUZZ / "regressions" / "steplog").iterdir()]
     assert any(HUGE.encode() in text for text in texts)
     assert any(f'"proposed":{2**31}'.encode() in text for text in texts)
     assert any(text.count(f'"emitted":{2**63 - 1}'.encode()) == 2 for text in texts)
@@ -274,7 +310,7 @@ def test_regression_inputs_hold_these_reproducers():
 def test_the_fuzzers_inputs_pass_its_check(tmp_path: Path, directory: str):
     harness = _harness()
     assert harness.MAX_STEP_TOKENS == MAX_STEP_TOKENS
-    paths = sorted((FUZZ / directory).iterdir())
+    paths = sorted((FUZZ / directory / "steplog").iterdir())
     assert paths
     for path in paths:
         harness.check(path.read_bytes(), str(tmp_path))
@@ -284,7 +320,7 @@ def test_the_fuzzers_check_reports_what_it_is_for(tmp_path: Path, monkeypatch):
     """Each rule of the check fires: readers that differ, an unexpected exception, a list
     longer than the cap (here lowered to 4, below the seed's proposals of 7)."""
     harness = _harness()
-    seed = (FUZZ / "corpus" / "writers-layout.jsonl").read_bytes()
+    seed = (FUZZ / "corpus" / "steplog" / "writers-layout.jsonl").read_bytes()
     real = harness._command
 
     def differing(log: str, *, native: bool, skip: bool) -> tuple[int, bytes, str]:
@@ -315,7 +351,7 @@ def test_the_fuzzers_line_mutations_never_fail_and_keep_literals():
 
     harness = _harness()
     rng = random.Random(5)
-    inputs = [path.read_bytes() for path in sorted((FUZZ / "corpus").iterdir())]
+    inputs = [path.read_bytes() for path in sorted((FUZZ / "corpus" / "steplog").iterdir())]
     inputs += [b"", b"\n\n", b"\xff\xfe{", b'{"a":"\\ud800"}\n[1,2]\n{"\\ud83d":1}']
     for _ in range(2000):
         data = rng.choice(inputs)

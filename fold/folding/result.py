@@ -345,7 +345,7 @@ def _acceptance_drafts(
         warm=pooled([leg for leg in legs if leg["warm"]], histograms),
         all=pooled(legs, histograms),
         files=_files(partial, read_counts),
-        writers=_writers(partial),
+        writers=_writers(partial, list(read_counts)),
         skipped_examples=tuple(
             example for counts in read_counts.values() for example in counts.skipped_examples
         ),
@@ -483,15 +483,17 @@ def _refuse_warm_legs_without_steps(legs: list[dict[str, Any]], partial: Partial
     )
 
 
-def _writers(partial: PartialFold) -> list[dict[str, Any]]:
+def _writers(partial: PartialFold, paths: list[str]) -> list[dict[str, Any]]:
+    """The writers' line counts; ``paths`` (the logs read) name where a refusal looked."""
     writers = []
     for row in partial.writers.sort("w").iter_rows(named=True):
         expected = row["max_n"] + 1
         if row["lines"] > expected:
+            where = paths[0] if len(paths) == 1 else f"{len(paths)} logs ({', '.join(paths)})"
             raise RefusedError(
-                f"writer {row['w']} (pid {row['pid']}) has {row['lines']} lines but counted "
-                f"only {expected}: some lines were read twice. Is one log given twice, or "
-                "copied into two files?"
+                f"{where}: writer {row['w']} (pid {row['pid']}) has {row['lines']} lines but "
+                f"counted only {expected}: some lines were read twice. Is one log given twice, "
+                "or copied into two files?"
             )
         writers.append({**row, "lost": expected - row["lines"]})
     return writers

@@ -59,11 +59,13 @@ def check_against_record(
     recorded_throughput_tok_s: float | None,
     recorded_warm_legs: int | list[int] | None,
     recorded_cold_legs_discarded: int | None,
+    where: str = "<arm record>",
 ) -> ThroughputCheck:
     """Recompute the gate's throughput fold with the predicate; refuse if it disagrees.
 
     If the recorded figures do not come out of the predicate, the throughput axis and the
     acceptance axis would describe different legs, and no comparison of them would mean anything.
+    ``where`` (the record's path) starts each refusal.
     """
     warm = legs.filter(mask)
     warm_indices = warm["index"].to_list()
@@ -84,13 +86,13 @@ def check_against_record(
     )
     if problems:
         raise RefusedError(
-            "the recorded throughput fold does not come out of the warm predicate: "
+            f"{where}: the recorded throughput fold does not come out of the warm predicate: "
             + "; ".join(problems)
             + ". Pass the predicate the gate used (--warm) so both axes fold the same legs"
         )
     if not warm_indices:
         raise RefusedError(
-            f"no leg is warm under {predicate!r}: there is nothing to fold. "
+            f"{where}: no leg is warm under {predicate!r}: there is nothing to fold. "
             "Check the record's 'run' fields or pass --warm"
         )
     return ThroughputCheck(predicate, warm_indices, throughput)
@@ -105,4 +107,5 @@ def check_arm(arm: ArmRecord, predicate: str = DEFAULT_PREDICATE) -> ThroughputC
         arm.recorded_throughput_tok_s,
         arm.recorded_warm_legs,
         arm.recorded_cold_legs_discarded,
+        arm.path,
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 from fold.present.markdown import table, with_interval
 from fold.present.runs import pair_summary_text, signed, signed_percent
-from fold.present.table import percent, three_decimals
+from fold.present.table import percent, position_label, three_decimals, value_runs
 
 
 def runs_section(runs: Mapping[str, Mapping[str, Any]]) -> str:
@@ -48,15 +48,16 @@ def _one(found: Mapping[str, Any]) -> str:
     ):
         if not rows:
             continue
-        body = [
+        cells = [
             (
-                row[key],
                 percent(row["ours"], "not recorded"),
                 percent(row["other"], "not recorded"),
                 with_interval(signed_percent, row["difference"], row["difference_ci"]),
             )
             for row in rows
         ]
+        # A long run of equal rows (positions past what most steps drafted) as one i..j row.
+        body = [(position_label(first, last), *shown) for first, last, shown in value_runs(cells)]
         headers = (key, "ours", name, f"ours - {name} [95%]")
         sections.append(f"### {title}\n\n" + table(headers, body, (True, True, True, True)))
     if found["pairs"] is not None:

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.present.fit import fit
-from fold.present.table import NOT_RECORDED, percent, plus_minus
+from fold.present.table import NOT_RECORDED, percent, plus_minus, position_label, value_runs
 
 
 def runs_lines(found: Mapping[str, Any], *, details: bool = True) -> list[RenderableType]:
@@ -94,14 +94,17 @@ def position_table(rows: Sequence[dict[str, Any]], name: str, which: str) -> Ren
     table.add_column("position" if per_position else "accepted", justify="right")
     for header in ("ours", name, "ours - " + name, "± (95%)"):
         table.add_column(header, justify="right", overflow="fold")
-    for row in rows:
-        table.add_row(
-            str(row["position" if per_position else "accepted"]),
+    cells = [
+        (
             percent(row["ours"], NOT_RECORDED),
             percent(row["other"], NOT_RECORDED),
             signed_percent(row["difference"]),
             plus_minus(row["difference"], row["difference_ci"], "percent"),
         )
+        for row in rows
+    ]
+    for first, last, shown in value_runs(cells):
+        table.add_row(position_label(first, last), *shown)
     return fit(table)
 
 

@@ -250,20 +250,36 @@ _FOLD_INTERVALS = (
 )
 
 
-TRAILING_RUN_SHOWN = 3
-"""A trailing run of one value longer than this prints as one ``i..j:value`` cell."""
+RUN_SHOWN = 3
+"""A run of one value longer than this prints as one ``i..j:value`` cell (or table row)."""
+
+
+def value_runs(values: list[Any]) -> list[tuple[int, int, Any]]:
+    """``(first, last, value)`` for each position, but a run of more than ``RUN_SHOWN`` equal
+    values as one: the zeros past what most steps accepted, when one step drafted far more
+    than the rest (up to FORMAT.md's 65,536), would otherwise print one cell each."""
+    found: list[tuple[int, int, Any]] = []
+    start = 0
+    for end in range(1, len(values) + 1):
+        if end < len(values) and values[end] == values[start]:
+            continue
+        if end - start > RUN_SHOWN:
+            found.append((start, end - 1, values[start]))
+        else:
+            found += [(i, i, values[i]) for i in range(start, end)]
+        start = end
+    return found
+
+
+def position_label(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}..{last}"
 
 
 def position_cells(cells: list[str]) -> str:
-    """``i:value`` per position; a long trailing run of one value (the zeros past what any step
-    accepted, when one step drafted far more than the rest) as one ``i..j:value`` cell."""
-    start = len(cells)
-    while start > 0 and cells[start - 1] == cells[-1]:
-        start -= 1
-    shown = [f"{i}:{cell}" for i, cell in enumerate(cells)]
-    if len(cells) - start > TRAILING_RUN_SHOWN:
-        shown = [*shown[:start], f"{start}..{len(cells) - 1}:{cells[-1]}"]
-    return "  ".join(shown)
+    """``i:value`` per position; a long run of one value as one ``i..j:value`` cell."""
+    return "  ".join(
+        f"{position_label(first, last)}:{cell}" for first, last, cell in value_runs(cells)
+    )
 
 
 def _rate_or_dash(value: float | None) -> str:

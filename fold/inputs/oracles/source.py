@@ -214,7 +214,8 @@ def pick(record: Mapping[str, Any], keys: Sequence[str], where: str) -> tuple[An
     present = [k for k in keys if record.get(k) is not None]
     if not present:
         return None, None
-    if len(present) > 1 and len({orjson.dumps(record[k]) for k in present}) > 1:
+    # json, not orjson: a synonym may hold an integer past 64 bits, which orjson cannot write
+    if len(present) > 1 and len({json.dumps(record[k]) for k in present}) > 1:
         raise InputError(
             f"{where}: {' and '.join(present)} disagree "
             f"({', '.join(repr(record[k]) for k in present)}); keep one of them"
@@ -277,8 +278,8 @@ def warm(records: Sequence[Record]) -> Selection:
     chosen = [item for item, run in zip(records, runs, strict=True) if run is not None and run > 1]
     if not chosen:
         raise RefusedError(
-            f"no record has run > 1 among {len(records)}: every one is a cold leg, so there is "
-            "no warm figure to compare"
+            f"no record has run > 1 among the {len(records)} from {records[0][1]} on: every "
+            "one is a cold leg, so there is no warm figure to compare"
         )
     return Selection(chosen, len(records), by_run=True)
 
@@ -286,17 +287,20 @@ def warm(records: Sequence[Record]) -> Selection:
 def median_tok_s(selection: Selection) -> tuple[float | None, str]:
     """The median tok/s of the selected records, as the gate folds its warm legs."""
     values = []
+    lacking = []
     for rec, rwhere in selection.records:
         value, _ = tok_s_field(rec, rwhere)
         if value is not None:
             values.append(value)
+        else:
+            lacking.append(rwhere)
     how = selection.description
     if not values:
         return None, f"not recorded: no tok_s on {how}"
-    if len(values) != len(selection.records):
-        lacking = len(selection.records) - len(values)
+    if lacking:
         raise InputError(
-            f"{lacking} of {how} lack tok_s; a median over the others would be another fold"
+            f"{lacking[0]}: no tok_s, and {len(lacking)} of {how} lack it; a median over the "
+            "others would be another fold"
         )
     return statistics.median(values), f"median tok_s of {how}"
 

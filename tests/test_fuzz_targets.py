@@ -1,0 +1,198 @@
+"""The fuzz targets (``fuzz/targets.py``): every regression input passes its target's check,
+each rule of the check fires, the issue's cases are held, and nothing waiting for a fix
+(``fuzz/pending/``) is replayed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fold import cli
+
+FUZZ = Path(__file__).parent.parent / "fuzz"
+
+
+def _module(name: str) -> Any:
+    """A module of fuzz/ (no package), imported from its file; its siblings import alike."""
+    if str(FUZZ) not in sys.path:
+        sys.path.insert(0, str(FUZZ))
+    if name != "fuzz":
+        return importlib.import_module(name)
+    # not "fuzz": the name of the directory too
+    spec = importlib.util.spec_from_file_location("fuzz_driver", FUZZ / "fuzz.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def driver() -> Any:
+    return _module("fuzz")
+
+
+def test_every_input_the_project_reads_has_a_target(driver):
+    assert set(driver.TARGETS) == {"steplog", "trace", "arm", "oracle-vllm", "oracle-sglang",
+                                   "oracle-llamacpp", "vs-log"}  # fmt: skip
+    for name, target in driver.TARGETS.items():
+        seeds = sorted((FUZZ / "corpus" / name).iterdir())
+        assert seeds, name
+        assert all(len(path.read_bytes()) <= target.max_len for path in seeds), name
+        assert (FUZZ / "dicts" / target.dictionary).is_file(), name
+
+
+def test_the_regression_inputs_pass_their_targets_checks(driver, tmp_path: Path):
+    """Every target's but the step log's (tests/test_reproducers.py replays those)."""
+    pairs = driver.inputs([str(FUZZ / "regressions")])
+    assert {target.name for target, _ in pairs} >= {"steplog", "vs-log"}
+    for target, path in pairs:
+        if target.name == "steplog":
+            continue
+        target.check(path.read_bytes(), str(tmp_path))
+
+
+def test_the_replay_never_reaches_the_pending_inputs(driver):
+    """fuzz/pending/ waits for the limits of a step and a counter: the suite and the short run
+    replay fuzz/corpus and fuzz/regressions only, and neither holds a pending input."""
+    pending = {path.read_bytes() for path in (FUZZ / "pending").rglob("*") if path.is_file()
+               and path.suffix != ".md"}  # fmt: skip
+    replayed = {
+        path.read_bytes()
+        for _, path in driver.inputs([str(FUZZ / "corpus"), str(FUZZ / "regressions")])
+    }
+    assert not pending & replayed  # empty once the pending inputs are switched on
+    run = (FUZZ / "run.sh").read_text()
+    assert "pending" not in run
+    notes = (FUZZ / "pending" / "NOTES.md").read_text()
+    for path in (FUZZ / "pending").rglob("*"):
+        if path.is_file() and path.suffix != ".md":
+            assert f"`{path.parent.name}/{path.name}`" in notes, path
+
+
+def _held(directory: str) -> list[bytes]:
+    return [path.read_bytes() for path in (FUZZ / directory).rglob("*")
+            if path.is_file() and path.suffix != ".md"]  # fmt: skip
+
+
+def test_the_inputs_hold_the_cases_the_trace_and_the_counters_were_found_with():
+    """Each case a campaign over traces and records found, waiting (pending) or passing
+    (corpus): k = 2^31 over a record without counters, req and k of 2^63, 2^64 and 10^40, and
+    legs carrying counters of 2^62, 2^61, 2^60."""
+    traces = _held("pending/trace") + _held("corpus/trace") + _held("regressions/trace")
+    for key in ("k", "req"):
+        for value in (2**63, 2**64, 10**40):
+            field = re.compile(rf"^\[SPECTRACE\] .*\b{key}={value}\s".encode(), re.MULTILINE)
+            assert any(field.search(text) for text in traces), (key, value)
+    assert any(b" k=2147483648 " in text for text in traces)
+    records = []
+    for text in _held("pending/arm") + _held("corpus/arm") + _held("regressions/arm"):
+        try:
+            record = json.loads(text)
+        except ValueError:
+            continue  # a regression input need not be JSON
+        if isinstance(record, dict) and isinstance(record.get("legs"), list):
+            records.append(record)
+    big = {"spec_drafts_proposed": 2**62, "spec_drafts_accepted": 2**61,
+           "spec_drafted_request_steps": 2**60}  # fmt: skip
+    carrying = [
+        record
+        for record in records
+        if any(isinstance(leg, dict) and big.items() <= leg.items() for leg in record["legs"])
+    ]
+    assert any(record.get("spec_acceptance") is None for record in carrying)
+    assert not any(big.keys() & leg.keys() for leg in json.loads(
+        (FUZZ / "context" / "trace-bare.json").read_bytes())["legs"])  # fmt: skip
+
+
+# -- the rules of the check ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def harness() -> Any:
+    return _module("harness")
+
+
+def _outcome(harness: Any, status: int = 0, out: bytes = b"", err: str = "", seconds=0.1):
+    return harness.Outcome(("ARM", "LOG"), status, out, err, seconds)
+
+
+def test_each_rule_of_the_judge_fires(harness):
+    ok = _outcome(harness, 1, err="fold-acceptance: refused: /x/prompt.log:3: acc=9 exceeds k=7")
+    harness.judge(ok, fuzzed="/x/prompt.log", input_bytes=10)
+    harness.judge(_outcome(harness, 2, err="leg 3 field 'secs' must be"), fuzzed="/x/a",
+                  input_bytes=10)  # fmt: skip
+    cases = [
+        (_outcome(harness, 3), "exit status 3"),
+        (_outcome(harness, 2, err="error: unexpected X\nfold-acceptance: this is a bug, please"),
+         "an unexpected exception"),
+        (_outcome(harness, 0, err="Traceback (most recent call last):\n"),
+         "an unexpected exception"),
+        (_outcome(harness, 1, err="fold-acceptance: refused: the numbers disagree"),
+         "names no place"),
+        (_outcome(harness, 0, seconds=harness.SECONDS + 1), "s of processor time"),
+        (_outcome(harness, 0, out=b"x" * (harness.OUTPUT_BASE + 64 * 10 + 1)),
+         "bytes of output from 10 bytes"),
+    ]  # fmt: skip
+    for outcome, said in cases:
+        with pytest.raises(harness.Finding, match=said):
+            harness.judge(outcome, fuzzed="/x/prompt.log", input_bytes=10)
+
+
+def test_the_lists_of_a_document_are_held_to_the_cap(harness):
+    cap = harness.MAX_STEP_TOKENS
+    harness.check_lists({"legs": [{"histogram": [0] * (cap + 1), "steps": 3}]}, 100)
+    with pytest.raises(harness.Finding, match=f"a list of {cap + 2} entries"):
+        harness.check_lists({"comparison": {"rows": [{"x": [1] * (cap + 2)}]}}, 100)
+    with pytest.raises(harness.Finding, match="accepted = -2"):
+        harness.check_lists({"warm": {"accepted": -2}}, 100)
+    with pytest.raises(harness.Finding, match="a negative histogram count"):
+        harness.check_lists({"all": {"histogram": [1, -1]}}, 100)
+
+
+def test_a_target_reports_an_unexpected_exception(driver, tmp_path: Path, monkeypatch):
+    def broken(*_: Any, **__: Any) -> None:
+        raise ZeroDivisionError("x")
+
+    monkeypatch.setattr(cli, "fold_acceptance", broken)
+    seed = (FUZZ / "corpus" / "trace" / "prompt.log").read_bytes()
+    with pytest.raises(AssertionError, match="unexpected ZeroDivisionError"):
+        driver.TARGETS["trace"].check(seed, str(tmp_path))
+
+
+def test_the_mutators_never_fail(driver):
+    """A mutator that raises ends a campaign: any bytes in, bytes out, for every target."""
+    rng = random.Random(11)
+    odd = [b"", b"\n", b"\xff{[", b'{"legs":[1]}', b'{"a":1}\n{"b":[2]}\n{x', b"[SPECTRACE] k=",
+           b'{"legs":[{"run":2,"tok_s":1' + b"0" * 400 + b'}]}']  # fmt: skip
+    for target in driver.TARGETS.values():
+        seeds = [path.read_bytes() for path in sorted((FUZZ / "corpus" / target.name).iterdir())]
+        for _ in range(300):
+            data = rng.choice(seeds + odd)
+            for _ in range(rng.randrange(1, 4)):
+                data = target.mutate(data, rng)
+                assert isinstance(data, bytes)
+
+
+def test_a_repaired_record_agrees_with_its_legs():
+    """The arm mutator's repair writes the summaries the gate would: here by hand, the warm
+    legs (run > 1) of fuzz/context/trace-counters.json with one leg's tok_s changed."""
+    mutate = _module("mutate")
+    record = json.loads((FUZZ / "context" / "trace-counters.json").read_bytes())
+    record["legs"][2]["tok_s"] = 30.0  # runs 2..5: 22.084, 30.0, 22.222, 22.016
+    record["legs"][3]["spec_drafts_accepted"] = 60
+    repaired = json.loads(mutate.repair_arm(json.dumps(record).encode()))
+    assert repaired["metrics"]["output_throughput_tok_s"] == (22.084 + 22.222) / 2
+    block = repaired["spec_acceptance"]
+    assert (block["warm_legs"], block["drafted_request_steps"]) == (4, 36)
+    assert (block["drafts_proposed"], block["drafts_accepted"]) == (4 * 63, 3 * 54 + 60)
+    assert block["per_leg"][2]["drafts_accepted"] == 60
+    assert block["mean_acceptance_length"] == (3 * 54 + 60 + 36) / 36
+    assert repaired["warm_legs"] == 4 and repaired["cold_legs_discarded"] == 1
