@@ -1,6 +1,6 @@
 """The fuzz targets (``fuzz/targets.py``): every regression input passes its target's check,
-each rule of the check fires, the issue's cases are held, and nothing waiting for a fix
-(``fuzz/pending/``) is replayed."""
+each rule of the check fires, and the cases the trace and the counters were found with are
+held."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ def test_every_input_the_project_reads_has_a_target(driver):
         assert (FUZZ / "dicts" / target.dictionary).is_file(), name
 
 
+@pytest.mark.timed_documents
 def test_the_regression_inputs_pass_their_targets_checks(driver, tmp_path: Path):
     """Every target's but the step log's (tests/test_reproducers.py replays those)."""
     pairs = driver.inputs([str(FUZZ / "regressions")])
@@ -59,41 +60,23 @@ def test_the_regression_inputs_pass_their_targets_checks(driver, tmp_path: Path)
         target.check(path.read_bytes(), str(tmp_path))
 
 
-def test_the_replay_never_reaches_the_pending_inputs(driver):
-    """fuzz/pending/ waits for the limits of a step and a counter: the suite and the short run
-    replay fuzz/corpus and fuzz/regressions only, and neither holds a pending input."""
-    pending = {path.read_bytes() for path in (FUZZ / "pending").rglob("*") if path.is_file()
-               and path.suffix != ".md"}  # fmt: skip
-    replayed = {
-        path.read_bytes()
-        for _, path in driver.inputs([str(FUZZ / "corpus"), str(FUZZ / "regressions")])
-    }
-    assert not pending & replayed  # empty once the pending inputs are switched on
-    run = (FUZZ / "run.sh").read_text()
-    assert "pending" not in run
-    notes = (FUZZ / "pending" / "NOTES.md").read_text()
-    for path in (FUZZ / "pending").rglob("*"):
-        if path.is_file() and path.suffix != ".md":
-            assert f"`{path.parent.name}/{path.name}`" in notes, path
-
-
 def _held(directory: str) -> list[bytes]:
     return [path.read_bytes() for path in (FUZZ / directory).rglob("*")
             if path.is_file() and path.suffix != ".md"]  # fmt: skip
 
 
 def test_the_inputs_hold_the_cases_the_trace_and_the_counters_were_found_with():
-    """Each case a campaign over traces and records found, waiting (pending) or passing
+    """Each case a campaign over traces and records found, fixed or passing
     (corpus): k = 2^31 over a record without counters, req and k of 2^63, 2^64 and 10^40, and
     legs carrying counters of 2^62, 2^61, 2^60."""
-    traces = _held("pending/trace") + _held("corpus/trace") + _held("regressions/trace")
+    traces = _held("corpus/trace") + _held("regressions/trace")
     for key in ("k", "req"):
         for value in (2**63, 2**64, 10**40):
             field = re.compile(rf"^\[SPECTRACE\] .*\b{key}={value}\s".encode(), re.MULTILINE)
             assert any(field.search(text) for text in traces), (key, value)
     assert any(b" k=2147483648 " in text for text in traces)
     records = []
-    for text in _held("pending/arm") + _held("corpus/arm") + _held("regressions/arm"):
+    for text in _held("corpus/arm") + _held("regressions/arm"):
         try:
             record = json.loads(text)
         except ValueError:

@@ -167,7 +167,8 @@ def test_a_run_of_ours_with_a_step_at_the_cap_compares_in_a_few_rows(tmp_path: P
     theirs.write_bytes(line(0, proposed=MAX_STEP_TOKENS, accepted=MAX_STEP_TOKENS))
     command = [sys.executable, "-m", "fold.cli", str(arm), str(ours), "--vs", f"b={arm}",
                "--vs-log", f"b={theirs}", "--bootstrap", "0", "--quiet"]  # fmt: skip
-    for extra in ([], ["--markdown", "-"]):
+    # the position tables of two runs are details on the terminal, always in the markdown
+    for extra in (["--details"], ["--markdown", "-"]):
         done = subprocess.run([*command, *extra], capture_output=True, check=True, timeout=60)
         assert len(done.stdout) < 64 * 1024, len(done.stdout)
         text = " ".join(done.stdout.decode().replace("|", " ").split())

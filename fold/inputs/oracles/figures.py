@@ -138,10 +138,6 @@ def _ratio_bound(
     return max(abs(corner - centre) for corner in corners)
 
 
-COUNT_MAX = 2**63 - 1
-"""The largest count an oracle arm may carry (the engines' counters are 64-bit)."""
-
-
 def arm_from_counts(
     name: str,
     kind: str,
