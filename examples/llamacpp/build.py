@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -31,6 +32,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 HEADER = ROOT / "instrument" / "dflash_step_log.h"
 VERSION = "0.3.36"
+# The source package the patches are written against, by version: a tarball with another hash is
+# refused rather than built.
+SHA256 = {"0.3.36": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}
 PATCHES = (HERE / "speculative-simple.patch", HERE / "server.patch")
 TARGETS = ("llama-speculative-simple", "llama-server")
 HOOKLESS = "llama-speculative-simple-hookless"
@@ -54,17 +58,35 @@ def run(command: list[str], quiet: bool = False, **kwargs) -> subprocess.Complet
 
 
 def fetch(cache: Path, version: str) -> Path:
-    tarball = cache / f"llama_cpp_python-{version}.tar.gz"
+    """The source package, downloaded once per version.
+
+    pip reads a source package's metadata by building it, so it first installs the package's
+    build requirements. ``--no-binary llama-cpp-python`` asks for the source of this package
+    only: its build requirements come as wheels. ``--no-binary :all:`` would reach them too, and
+    where no CMake is installed pip would compile CMake from source (over an hour on two cores)
+    just to read a version string.
+    """
+    name = f"llama_cpp_python-{version}.tar.gz"
+    tarball = cache / name
     if not tarball.exists():
         download = cache / "download"
-        download.mkdir(parents=True, exist_ok=True)
+        # Whatever an earlier, interrupted or refused, download left is not reused.
+        shutil.rmtree(download, ignore_errors=True)
+        download.mkdir(parents=True)
         package = f"llama-cpp-python=={version}"
         pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
-        run([*pip, "--no-binary", ":all:", package, "-d", str(download)])
-        found = list(download.glob(f"llama_cpp_python-{version}.tar.gz"))
-        if not found:
-            sys.exit(f"build: pip did not download llama_cpp_python-{version}.tar.gz")
-        found[0].rename(tarball)
+        run([*pip, "--no-binary", "llama-cpp-python", package, "-d", str(download)])
+        found = download / name
+        if not found.exists():
+            sys.exit(f"build: pip did not download {name}")
+        wanted = SHA256.get(version)
+        digest = hashlib.sha256(found.read_bytes()).hexdigest()
+        if wanted is not None and digest != wanted:
+            sys.exit(
+                f"build: {name} from pip has sha256 {digest}, not {wanted}: the patches are"
+                f" written against the latter; check pip's index settings (pip config list)"
+            )
+        found.rename(tarball)
         shutil.rmtree(download)
     return tarball
 
