@@ -117,7 +117,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         raise InputError("--json - and --markdown - both want stdout; write one to a file")
     if arguments.wait < 0:
         raise InputError(f"--wait must be 0 or more seconds, got {arguments.wait:g}")
-    where = parse_labels(arguments.where)
+    where = parse_labels(arguments.where, "--where")
     if arguments.html:
         require_matplotlib()
     key = parse_figure(arguments.figure, arguments.fold) if arguments.figure else None
@@ -130,12 +130,14 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     )
     if history is None and arguments.by:
         raise InputError("--by groups a figure's history: give --figure too")
-    listing = run_list(select(runs, where), ledger=name) if history is None else None
+    listing = (
+        run_list(select(runs, where), ledger=name, kept=len(runs)) if history is None else None
+    )
     data = history if history is not None else listing
     if arguments.html:
         from fold.present.history_page import history_page
 
-        drawn = history or figure_history(runs, parse_figure("A/P"), ledger=name)
+        drawn = history or figure_history(runs, parse_figure("A/P"), where=where, ledger=name)
         _write(arguments.html, history_page(drawn))
     if arguments.export:
         written = export_ledger(arguments.path, arguments.export, wait_seconds=arguments.wait)

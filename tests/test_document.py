@@ -62,6 +62,18 @@ def test_figures_read_by_name_cannot_be_patched(document: Document):
     assert document.to_json() == fold_acceptance(ARM, [LOG], resamples=50).to_json()
 
 
+def test_the_comparison_block_cannot_be_changed(document: Document):
+    from fold.compare.comparison import compare, load_oracles
+    from fold.inputs.arm import load_arm
+
+    oracles = load_oracles([f"o={ROOT / 'fixtures' / 'oracles' / 'vllm-scrapes.prom'}"])
+    found = compare(document, oracles, 0.02, record=load_arm(ARM))
+    before = found.to_json()
+    with pytest.raises(TypeError):
+        found.block["rows"][1]["accept_rate"] = 0.999
+    assert found.to_json() == before
+
+
 def test_a_comparison_makes_a_new_document(document: Document):
     class Compared:
         def to_json(self) -> dict:

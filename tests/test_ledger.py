@@ -90,7 +90,7 @@ def test_a_label_without_a_key_and_equals_is_refused_before_anything(tmp_path, c
 
 
 def test_one_key_given_two_values_is_refused():
-    with pytest.raises(Exception, match="commit is already labelled 'a'"):
+    with pytest.raises(Exception, match="commit is already given as 'a'"):
         parse_labels(["commit=a", "commit=b"])
     assert parse_labels(["k=7", "k=7"]) == {"k": "7"}
 

@@ -80,6 +80,17 @@ def test_the_history_as_markdown_and_as_a_page(gates, tmp_path, capsys):
     assert text.count('<tr class="flagged">') == 1
 
 
+def test_where_selects_the_runs_of_the_list_and_of_the_page(gates, tmp_path, capsys):
+    """Runs 3 and 4 are drafter v2; a label no run has matches none of the four kept."""
+    page = tmp_path / "v2.html"
+    assert main(["ledger", str(gates), "--where", "drafter=v2", "--html", str(page)]) == 0
+    listed = capsys.readouterr().out
+    assert [line.split()[0] for line in listed.splitlines()[2:4]] == ["3", "4"]
+    assert page.read_text().count("<tr") - page.read_text().count("<tr><th") == 2
+    assert main(["ledger", str(gates), "--where", "drafter=v9"]) == 0
+    assert capsys.readouterr().out == "gates.duckdb: no kept run matches (4 kept)\n"
+
+
 def test_grouped_by_a_label_each_run_is_held_against_its_own_group(gates, capsys):
     assert main(["ledger", str(gates), "--figure", "A/P", "--by", "drafter", "--json", "-"]) == 0
     history = orjson.loads(capsys.readouterr().out)
@@ -112,7 +123,7 @@ def test_a_per_position_rate_and_a_figure_no_run_has(gates, capsys):
     assert main(["ledger", str(gates), "--figure", "A/Q"]) == 2
     assert "--figure 'A/Q': expected A/P, 1+A/S, tok/s" in capsys.readouterr().err
     assert main(["ledger", str(gates), "--where", "k"]) == 2
-    assert "--label 'k': expected KEY=VALUE" in capsys.readouterr().err
+    assert "--where 'k': expected KEY=VALUE" in capsys.readouterr().err
 
 
 # A second, plain implementation of the flags: for each run, the last run before it in its

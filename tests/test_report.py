@@ -177,3 +177,28 @@ def test_two_runs_of_ours_are_both_in_every_chart(tmp_path):
     assert len(drawn("per-leg").axes) == 4
     assert len(drawn("gap").axes) == 1
     assert found["windows"].panels == found["intervals"].panels == 2
+
+
+def test_the_page_shows_what_the_terminal_never_hides(tmp_path, gate_document):
+    """A lost line and the leg it leaves short of its completion tokens are on the page, in the
+    terminal's words; a clean fold has no such section."""
+    lines = (GATE / "steps.jsonl").read_bytes().splitlines(keepends=True)
+    dropped = json.loads(lines[4])
+    seconds = dropped["t_ns"] / 1e9
+    legs = json.loads((GATE / "our-arm.json").read_bytes())["legs"]
+    (index,) = (  # the leg whose window and label hold the dropped line, from the record
+        i
+        for i, leg in enumerate(legs)
+        if leg["leg"] == dropped["leg"]
+        and leg["generate_start_unix"] <= seconds <= leg["generate_end_unix"]
+    )
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(lines[:4] + lines[5:]))  # writer's line n is missing: one lost
+    out = tmp_path / "fold.json"
+    assert cli([str(GATE / "our-arm.json"), str(log), "--json", str(out), "--bootstrap", "0"]) == 0
+    shown = page(json.loads(out.read_bytes())).decode()
+    section = re.search(r'<section id="attention">(.*?)</section>', shown, re.DOTALL)
+    assert section is not None
+    assert f"1 lost of {len(lines) - 1} read" in section[1]
+    assert f"leg {index}! emitted != completion" in section[1]
+    assert 'id="attention"' not in page(gate_document).decode()

@@ -28,6 +28,7 @@ from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.errors import InputError
 from fold.folding.document import Document
+from fold.folding.leg_figures import frozen, plain
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
 from fold.folding.uncertainty import Interval, Replicates, percentile_interval
 from fold.inputs.acceptance import accepted_at_position
@@ -64,11 +65,15 @@ class Comparison:
     block: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The rows, gaps and step-rate check as JSON, with each row's intervals."""
 
+    def __post_init__(self) -> None:
+        # The JSON block is what the document shows: read-only all the way down.
+        object.__setattr__(self, "block", _deep_frozen(self.block))
+
     def to_json(self) -> dict[str, Any]:
         """The document's ``comparison`` block: every arm in one row shape, the gaps, our
         step-rate check and the speed splits."""
         return {
-            **self.block,
+            **plain(self.block),
             "speed": {name: split.to_json() for name, split in self.speeds.items()},
         }
 
@@ -352,3 +357,12 @@ def interval_note(resamples: int, found: dict[str, Interval | None] | None) -> s
 
 def _pair(interval: Interval | None) -> list[float] | None:
     return None if interval is None else [interval[0], interval[1]]
+
+
+def _deep_frozen(value: Any) -> Any:
+    """Every dict a read-only view and every list a tuple, all the way down."""
+    if isinstance(value, Mapping):
+        return frozen({key: _deep_frozen(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_deep_frozen(item) for item in value)
+    return value

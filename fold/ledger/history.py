@@ -195,9 +195,12 @@ def label_changes(before: dict[str, str], after: dict[str, str]) -> list[dict[st
     ]
 
 
-def run_list(runs: Sequence[KeptRun], *, ledger: str = "") -> dict[str, Any]:
-    """Every kept run: its labels, its arm record and inputs, and its warm legs' A/P, 1 + A/S
-    and tok/s with their intervals."""
+def run_list(
+    runs: Sequence[KeptRun], *, ledger: str = "", kept: int | None = None
+) -> dict[str, Any]:
+    """Every kept run (``runs``, as ``--where`` selected them from ``kept`` in all): its labels,
+    its arm record and inputs, and its warm legs' A/P, 1 + A/S and tok/s with their
+    intervals."""
     listed = []
     for run in runs:
         figures = {
@@ -222,7 +225,7 @@ def run_list(runs: Sequence[KeptRun], *, ledger: str = "") -> dict[str, Any]:
                 None if row is None or row.ci_low is None else [row.ci_low, row.ci_high]
             )
         listed.append(entry)
-    return {"ledger": ledger, "runs": listed}
+    return {"ledger": ledger, "kept": len(runs) if kept is None else kept, "runs": listed}
 
 
 def _row_of(run: KeptRun, key: FigureKey) -> FigureRow | None:

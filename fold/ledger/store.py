@@ -91,19 +91,20 @@ class Kept:
     labels: dict[str, str]
 
 
-def parse_labels(texts: Sequence[str]) -> dict[str, str]:
-    """``KEY=VALUE`` labels to a mapping; the split is at the first ``=``."""
+def parse_labels(texts: Sequence[str], flag: str = "--label") -> dict[str, str]:
+    """``KEY=VALUE`` labels to a mapping; the split is at the first ``=``. ``flag`` is the
+    option they were given with, for the refusal."""
     labels: dict[str, str] = {}
     for text in texts:
         key, sep, value = text.partition("=")
         key = key.strip()
         if not sep or not key:
             raise InputError(
-                f"--label {text!r}: expected KEY=VALUE, e.g. --label commit=3f2a9c1 or --label k=7"
+                f"{flag} {text!r}: expected KEY=VALUE, e.g. {flag} commit=3f2a9c1 or {flag} k=7"
             )
         if key in labels and labels[key] != value:
             raise InputError(
-                f"--label {text!r}: {key} is already labelled {labels[key]!r}; give each key once"
+                f"{flag} {text!r}: {key} is already given as {labels[key]!r}; give each key once"
             )
         labels[key] = value
     return labels

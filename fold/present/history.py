@@ -115,6 +115,9 @@ def run_rows(listing: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 def runs_table(listing: dict[str, Any]) -> str:
     if not listing["runs"]:
+        kept = listing.get("kept", 0)
+        if kept:
+            return f"{listing['ledger'] or 'the ledger'}: no kept run matches ({kept} kept)\n"
         return f"{listing['ledger'] or 'the ledger'}: no run kept yet\n"
     header, rows = run_rows(listing)
     return (

@@ -28,10 +28,12 @@ from fold.present.comparison import (
 )
 from fold.present.table import (
     NOT_RECORDED,
+    flag_lines,
     fmt_factor,
     fmt_length,
     fmt_rate,
     fmt_tok_s,
+    line_problems,
     plus_minus,
 )
 
@@ -67,6 +69,7 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         answer(document),
+        attention(document),
         _summary(document),
     ]
     for chart in charts(document):
@@ -203,6 +206,21 @@ def answer(document: dict[str, Any]) -> str:
         f"{head}</tr>{''.join(rows)}</table>"
         f'<p class="caption">{html.escape(caption)}</p>'
         f'<ul class="verdicts">{"".join(verdicts)}</ul></section>'
+    )
+
+
+def attention(document: dict[str, Any]) -> str:
+    """What the terminal never hides, in its words: the flagged legs and the lines that are in
+    no leg (outside every leg, ambiguous, torn, skipped, lost); nothing when all is well."""
+    items = [line for line in flag_lines(document).plain.splitlines() if line.strip()]
+    problems = line_problems(document)
+    if problems is not None:
+        items.append(problems.plain)
+    if not items:
+        return ""
+    listed = "".join(f'<li class="warn">{html.escape(item)}</li>' for item in items)
+    return (
+        f'<section id="attention"><h2>Needs a look</h2><ul class="verdicts">{listed}</ul></section>'
     )
 
 
