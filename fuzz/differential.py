@@ -24,8 +24,6 @@ extra); ``fuzz/run.sh`` runs the short, bounded campaign CI runs. Without atheri
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import random
@@ -36,6 +34,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ARM = str(HERE / "arm.json")
+sys.path.insert(0, str(HERE))  # harness.py beside this file, also when it is loaded by path
+from harness import run  # noqa: E402
+
 SWITCH = "FOLD_ACCEPTANCE_NATIVE"
 # The cap on a step's tokens (fold.inputs.reader.MAX_STEP_TOKENS, FORMAT.md), repeated so that a
 # change to it is a finding until this is changed too.
@@ -49,33 +50,13 @@ class Finding(AssertionError):
 
 
 def _command(log: str, *, native: bool, skip: bool) -> tuple[int, bytes, str]:
-    """(exit status, stdout, stderr) of ``fold-acceptance ARM LOG --json -`` in this process."""
-    from fold import cli
-
+    """(exit status, stdout, stderr) of ``fold-acceptance ARM LOG --json -`` in this process,
+    run as every target runs the command (``harness.run``)."""
     arguments = [ARM, log, "--json", "-", "--bootstrap", "0", "--quiet"]
     if skip:
         arguments.append("--skip-bad-lines")
-    # Real files, not buffers: libFuzzer's timeout report writes to the streams by descriptor.
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
-        stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-        previous = os.environ.get(SWITCH)
-        os.environ[SWITCH] = "1" if native else "0"
-        try:
-            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
-                try:
-                    status = cli.main(arguments)
-                except SystemExit as leaving:  # argparse; never expected here
-                    status = leaving.code if isinstance(leaving.code, int) else 2
-                stdout.flush()
-        finally:
-            if previous is None:
-                os.environ.pop(SWITCH, None)
-            else:
-                os.environ[SWITCH] = previous
-        stdout.detach()
-        out.seek(0)
-        err.seek(0)
-        return status, out.read(), err.read()
+    outcome = run(arguments, native=native)
+    return outcome.status, outcome.stdout, outcome.stderr
 
 
 def _check_document(text: bytes) -> None:
