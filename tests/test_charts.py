@@ -108,6 +108,24 @@ def assert_per_position(document: dict, figure: Figure) -> None:
     assert sorted(solid) == sorted(expected)
     for name, values in expected.items():
         assert same(solid[name], values), (name, solid[name], values)
+    # dashed: of the steps that accepted position i - 1 (all S for position 0), the share that
+    # accepted i; undefined (not drawn) after a position no step accepted
+    conditional = {}
+    for row in document["comparison"]["rows"]:
+        if row["per_position"] and row["steps"]:
+            before = [row["steps"], *row["per_position"][:-1]]
+            conditional[f"{row['name']}, conditional"] = [
+                100 * count / reached if reached else math.nan
+                for count, reached in zip(row["per_position"], before, strict=True)
+            ]
+    dashed = {
+        line.get_label(): list(line.get_ydata())
+        for line in axes.get_lines()
+        if line.get_linestyle() == "--"
+    }
+    assert sorted(dashed) == sorted(conditional)
+    for name, values in conditional.items():
+        assert same(dashed[name], values), (name, dashed[name], values)
 
 
 def assert_windows(document: dict, figure: Figure) -> None:
@@ -241,6 +259,14 @@ def assert_time_shares(document: dict, figure: Figure) -> None:
             )  # fmt: skip
         patches = axes.patches
         assert len(patches) == 4 * len(warm)
+        # each bar's label names its leg (every leg, when as few as these are drawn)
+        labels = {round(tick.get_position()[1]): tick.get_text() for tick in axes.get_yticklabels()}
+        for position, leg in enumerate(warm):
+            assert labels.get(position) in (None, f"leg {leg['index']}"), (position, labels)
+        if len(warm) <= 30:
+            assert [labels[position] for position in range(len(warm))] == [
+                f"leg {leg['index']}" for leg in warm
+            ]
         for part in range(4):
             row = patches[part * len(warm) : (part + 1) * len(warm)]
             assert same([patch.get_width() for patch in row], [shares[part] for shares in expected])
