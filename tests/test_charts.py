@@ -177,6 +177,15 @@ def assert_per_leg(document: dict, figure: Figure) -> None:
             assert same([y for _, y in shown], [y for _, y in sorted(points)])
             (level,) = [line.get_ydata()[0] for line in axes.get_lines()]
             assert level == pytest.approx(folded, rel=1e-9)
+            # warm legs filled, cold ones hollow (a white face)
+            hollow = sorted(
+                int(x)
+                for collection in axes.collections
+                if len(collection.get_facecolors())
+                and tuple(collection.get_facecolors()[0][:3]) == (1.0, 1.0, 1.0)
+                for x, _ in collection.get_offsets()
+            )
+            assert hollow == sorted(leg["index"] for leg in legs if not leg["warm"])
 
 
 def assert_waterfall(document: dict, figure: Figure) -> None:
