@@ -224,3 +224,84 @@ def test_without_the_ledger_extra_the_run_is_refused_before_the_fold(tmp_path, c
     assert not ledger.exists() and not out.exists()
     assert main([ARM, STEPS, "--ledger", str(ledger), "--ledger-wait", "-1"]) == 2
     assert "--ledger-wait must be 0 or more seconds" in capsys.readouterr().err
+
+
+def test_a_ledger_whose_table_has_other_columns_is_refused_by_table(tmp_path, capsys):
+    path = tmp_path / "gates.duckdb"
+    assert main([ARM, STEPS, "--ledger", str(path)]) == 0
+    capsys.readouterr()
+    with duckdb.connect(str(path)) as connection:
+        connection.execute("ALTER TABLE figures DROP COLUMN ci_high")
+    before = snapshot(path)
+    assert main([ARM, STEPS, "--ledger", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{path}: not a ledger: its table figures has the columns run_id, fold, figure, "
+        "position, versus, value, ci_low, not fold-acceptance's run_id, fold, figure, "
+        "position, versus, value, ci_low, ci_high" in err
+    ), err
+    assert snapshot(path) == before
+    assert main(["ledger", str(path)]) == 2
+    assert "its table figures has the columns" in capsys.readouterr().err
+
+
+def _keep_as_another_user(path: Path) -> str:
+    """Keep a run in ``path`` as a user who may read but not write it; returns the refusal.
+
+    Root writes any file whatever its mode, so as root the append runs in a child that has
+    given up root, as an ordinary user would run it."""
+    import os
+
+    path.chmod(0o444)
+    if os.geteuid() != 0:
+        return _keep_refusal(path)
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            os.close(reader)
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                said = _keep_refusal(path)
+            except BaseException as error:  # the parent's assertion shows what went wrong
+                said = f"{type(error).__name__}: {error}"
+            os.write(writer, said.encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        text = pipe.read().decode()
+    os.waitpid(child, 0)
+    return text
+
+
+def _keep_refusal(path: Path) -> str:
+    from fold.errors import InputError
+    from fold.ledger.store import keep_run
+
+    try:
+        keep_run(path, document(0.5, (0.4, 0.6)), {}, [])
+    except InputError as error:
+        return str(error)
+    return "kept"
+
+
+def test_a_ledger_this_user_may_only_read_is_read_and_its_append_refused_as_such(capsys):
+    import tempfile
+
+    # Not tmp_path: pytest's own folder is closed to other users.
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder).chmod(0o755)
+        _read_only_ledger(Path(folder) / "gates.duckdb", capsys)
+
+
+def _read_only_ledger(path: Path, capsys) -> None:
+    assert main([ARM, STEPS, "--ledger", str(path)]) == 0
+    before = snapshot(path)
+    refusal = _keep_as_another_user(path)
+    assert refusal.startswith(f"{path}: cannot write to the ledger: permission denied"), refusal
+    assert "not a ledger" not in refusal
+    assert snapshot(path) == before
+    capsys.readouterr()
+    assert main(["ledger", str(path)]) == 0

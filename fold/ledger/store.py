@@ -363,6 +363,14 @@ def _busy_message(target: Path, error: Exception, waited: float) -> str:
 
 def _not_a_ledger(target: Path, error: Exception) -> InputError:
     detail = str(error)
+    if "permission denied" in detail.lower():
+        # A ledger this user may read but not write opens read-only and reads; only an append
+        # lands here, and the file is no less a ledger for it.
+        return InputError(
+            f"{target}: cannot write to the ledger: permission denied, so the run was not "
+            "kept; make the file and its folder writable for this user (DuckDB writes a .wal "
+            "beside it), or keep the run in another ledger"
+        )
     if "version" in detail.lower():
         return InputError(
             f"{target}: written by a newer DuckDB than this one ({duckdb_module().__version__}) "
@@ -419,7 +427,33 @@ def _check_schema(connection, target: Path) -> bool:
     missing = sorted(set(TABLES) - tables)
     if missing:
         raise InputError(f"{target}: not a ledger: it lacks the tables {', '.join(missing)}")
+    _check_columns(connection, target)
     return True
+
+
+def _expected_columns(definition: str) -> list[str]:
+    """The column names of a table's definition in ``TABLES``, in order."""
+    parts = re.split(r",\s*(?![^()]*\))", definition)
+    return [part.split()[0] for part in parts if not part.lstrip().startswith("PRIMARY KEY")]
+
+
+def _check_columns(connection, target: Path) -> None:
+    """A table of the right name with other columns is refused by name: the history would
+    otherwise fail later with DuckDB's own words, or read a figure from the wrong column."""
+    found: dict[str, list[str]] = {}
+    for table, column in connection.execute(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
+    ).fetchall():
+        found.setdefault(table, []).append(column)
+    for table, definition in TABLES.items():
+        expected = _expected_columns(definition)
+        if found.get(table) != expected:
+            raise InputError(
+                f"{target}: not a ledger: its table {table} has the columns "
+                f"{', '.join(found.get(table, []))}, not fold-acceptance's "
+                f"{', '.join(expected)}; name another path"
+            )
 
 
 def _ensure_schema(connection, target: Path) -> None:
