@@ -173,3 +173,26 @@ def test_every_kept_figure_comes_back_from_parquet(tmp_path_factory, drawn):
         for r in run.figures
     ]
     assert sorted(rows, key=repr) == sorted(kept, key=repr)
+
+
+def test_an_export_that_fails_partway_leaves_the_previous_export_whole(tmp_path, capsys):
+    ledger = tmp_path / "gates.duckdb"
+    keep_run(ledger, document(0.5, (0.4, 0.6)), {}, [])
+    out = tmp_path / "out"
+    assert main(["ledger", str(ledger), "--export", str(out)]) == 0
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert sorted(before) == sorted(f"{table}.parquet" for table in SCHEMA)
+    keep_run(ledger, document(0.6, (0.5, 0.7)), {}, [])
+    # A folder where the fourth table's temporary file goes: its write fails after three.
+    (out / ".inputs.parquet.tmp").mkdir()
+    capsys.readouterr()
+    assert main(["ledger", str(ledger), "--export", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--export {out / 'inputs.parquet'}: cannot write" in err, err
+    assert f"nothing in {out} was changed" in err
+    after = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
+    assert after == before
+    (out / ".inputs.parquet.tmp").rmdir()
+    assert main(["ledger", str(ledger), "--export", str(out)]) == 0
+    runs = out / "runs.parquet"
+    assert query(f"SELECT count(*) FROM read_parquet('{runs}')") == [(2,)]

@@ -3,8 +3,8 @@ many gate machines are read as one (DuckDB, Spark, Trino: docs/ledger.md has the
 
 Every exported table starts with ``ledger_id``, the ledger's own id drawn when it was
 created: run ids count from 1 in every ledger, so (ledger_id, run_id) names a run across
-exports. Each file is written beside its final name and renamed, so a reader never sees half
-of one.
+exports. All five files are written beside their final names before any is renamed into
+place, so a failed export leaves the previous one whole and a reader never sees half of a file.
 """
 
 from __future__ import annotations
@@ -68,19 +68,28 @@ def _export_empty(out: Path, exported: str) -> list[Path]:
 
 
 def _write_all(connection, out: Path, identity: str, exported: str) -> list[Path]:
-    written = []
-    for name, query in EXPORTED.items():
-        final = out / f"{name}.parquet"
-        temporary = out / f".{name}.parquet.tmp"
-        select = query.format(id=identity, exported=f"TIMESTAMP '{exported}'")
-        try:
-            connection.execute(f"COPY ({select}) TO '{_quoted(temporary)}' (FORMAT parquet)")
+    # Every table is written before any is renamed into place, so a failure leaves DIR's
+    # previous export whole instead of a mix of two.
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, query in EXPORTED.items():
+            final = out / f"{name}.parquet"
+            temporary = out / f".{name}.parquet.tmp"
+            select = query.format(id=identity, exported=f"TIMESTAMP '{exported}'")
+            try:
+                connection.execute(f"COPY ({select}) TO '{_quoted(temporary)}' (FORMAT parquet)")
+            except (OSError, duckdb_module().Error) as error:
+                raise InputError(
+                    f"--export {final}: cannot write: {error}; nothing in {out} was changed"
+                ) from None
+            staged.append((temporary, final))
+        for temporary, final in staged:
             os.replace(temporary, final)
-        except (OSError, duckdb_module().Error) as error:
+    except BaseException:
+        for temporary, _ in staged:
             temporary.unlink(missing_ok=True)
-            raise InputError(f"--export {final}: cannot write: {error}") from None
-        written.append(final)
-    return written
+        raise
+    return [final for _, final in staged]
 
 
 def _literal_id(found: str | None) -> str:
