@@ -10,6 +10,7 @@ Expected factors are worked from the rows' own figures (tok/s, 1 + A/S) by the d
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import statistics
@@ -547,3 +548,48 @@ def test_the_reader_accepts_and_resolves_exactly_what_vllm_does(tmp_path):
             setting = load_oracle("m", path).speculative
             assert setting is not None
             assert list(setting.resolved_rates or ()) == resolved, (rates, length)
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 7) | st.floats(-1.5, 6.5) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=5),
+    max_leaves=8,
+)
+_configs = st.fixed_dictionaries(
+    {},
+    optional={
+        "method": _values,
+        "num_speculative_tokens": _values,
+        "rejection_sample_method": st.sampled_from(["standard", "synthetic", "block", "x"])
+        | _values,
+        "synthetic_acceptance_rates": st.lists(st.floats(-0.2, 1.2), max_size=5) | _values,
+        "synthetic_acceptance_length": _values,
+    },
+)
+
+
+@scaled(1.0)
+@given(_configs)
+def test_any_config_is_read_by_vllms_rules_or_refused_by_name(config):
+    """Whatever the config holds, a setting that comes back obeys vLLM's rules, and anything
+    else is refused with the field's place, never an unexpected exception."""
+    from fold.inputs.oracles.vllm_speculative import read_setting
+
+    try:
+        setting = read_setting({"speculative_config": config}, "m.json")
+    except (InputError, RefusedError) as error:
+        assert str(error).startswith("m.json: speculative_config")
+        return
+    assert setting is not None
+    if not setting.synthetic:
+        assert config.get("synthetic_acceptance_rates") is None
+        assert config.get("synthetic_acceptance_length") is None
+        return
+    k = config["num_speculative_tokens"]
+    rates = setting.resolved_rates
+    assert rates is not None and len(rates) == k
+    assert all(0 <= rate <= 1 for rate in rates)
+    assert all(later <= earlier for earlier, later in itertools.pairwise(rates))
+    assert 1 <= setting.expected_mean_acceptance_length <= k + 1 + 1e-9
+    if setting.length is not None:
+        assert setting.expected_mean_acceptance_length == pytest.approx(setting.length)
