@@ -112,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[:KIND]=PATH",
         help="an oracle arm to compare with, as its engine writes it (scrapes, bench results, "
         "server responses, arm records: docs/oracles.md), or another arm record of ours (with "
-        "--vs-log); KIND (vllm, sglang, llamacpp, ours) is detected when not given; repeatable",
+        "--vs-log); KIND (vllm, sglang, llamacpp, ours) is detected when not given; "
+        "KIND+matched or matched[@BASE] marks an oracle run at our acceptance "
+        "(docs/matched-arms.md); repeatable",
     )
     parser.add_argument(
         "--vs-log",

@@ -138,6 +138,8 @@ def main() -> None:
     for name in ("bench.json", "bench-append.json"):
         copy(real / "serve" / name, CORPUS / "oracle-vllm" / f"real-{name}")
     copy(real / "offline" / "vllm-arm.json", CORPUS / "oracle-vllm" / "real-arm.json")
+    for path in sorted((oracles / "vllm-matched").glob("*.json")):
+        copy(path, CORPUS / "oracle-vllm" / f"matched-{path.name}")
     for name, path in (("server", real / "serve" / "server.log"),
                        ("engine", real / "offline" / "engine.log")):  # fmt: skip
         write(CORPUS / "oracle-vllm" / f"real-{name}.log",

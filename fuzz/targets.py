@@ -40,6 +40,7 @@ MAIN_ARM = str(HERE / "arm.json")
 MAIN_LOG = str(CONTEXT / "steps.jsonl")
 # The main arm an arm record is compared with as another run of ours, from its counters.
 COUNTERS_ARM = str(ROOT / "fixtures" / "vllmcpp" / "our-arm.json")
+ORDINARY_VLLM = str(ROOT / "fixtures" / "oracles" / "vllm-real" / "offline" / "vllm-arm.json")
 # Step logs an arm record is folded with: the one whose legs' first start is nearest the
 # record's (a record mutated from a seed keeps its seed's times, so its log still lands).
 ARM_LOGS = (
@@ -184,7 +185,7 @@ def mutate_arm(data: bytes, rng: Any) -> bytes:
 # -- oracle files --------------------------------------------------------------------------------
 
 
-def _oracle_check(kind: str) -> Callable[[bytes, str], None]:
+def _oracle_check(kind: str, matched: bool = False) -> Callable[[bytes, str], None]:
     def check(data: bytes, directory: str) -> None:
         """The input is an oracle file beside our small arm: ``--vs`` telling the engine from
         the content (JSON and markdown, then the table), then with the kind given."""
@@ -194,6 +195,12 @@ def _oracle_check(kind: str) -> Callable[[bytes, str], None]:
                              *QUIET])  # fmt: skip
         harness.judge(given, fuzzed=path, input_bytes=len(data))
         _folded(given, len(data))
+        if matched:
+            # as a matched arm beside the recorded ordinary run (docs/matched-arms.md)
+            both = ["--vs", f"b={ORDINARY_VLLM}", "--vs", f"o:{kind}+matched={path}"]
+            as_matched = harness.run([MAIN_ARM, MAIN_LOG, *both, "--json", "-", *QUIET])
+            harness.judge(as_matched, fuzzed=path, input_bytes=len(data))
+            _folded(as_matched, len(data))
 
     check.__doc__ = f"{kind}: " + (check.__doc__ or "")
     return check
@@ -219,6 +226,8 @@ _VLLM_KEYS = [
     "output_throughput_tok_s", "vllm:spec_decode_num_drafts",
     "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
     "vllm:spec_decode_num_accepted_tokens_per_pos", "warm_legs", "engine",
+    "speculative_config", "rejection_sample_method", "synthetic_acceptance_rates",
+    "synthetic_acceptance_length", "num_speculative_tokens",
 ]  # fmt: skip
 _SGLANG_KEYS = [
     "meta_info", "spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts",
@@ -291,7 +300,7 @@ TARGETS = {
         ),
         Target(
             "oracle-vllm",
-            _oracle_check("vllm"),
+            _oracle_check("vllm", matched=True),
             _oracle_mutate(_VLLM_KEYS),
             16384,
             "vllm.dict",

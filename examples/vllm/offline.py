@@ -7,7 +7,9 @@ Runs in vLLM's venv (``vllm_gate.py`` starts it). Writes into ``--out-dir``:
   ``warm_legs``, ``cold_legs_discarded``, ``cold_discard_cause``, and ``metrics`` with
   ``output_throughput_tok_s`` (median tok_s of the ``run > 1`` legs) and, for every metric of
   ``llm.get_metrics()`` whose name holds ``spec_decode``, its ``.value`` (a Vector has none:
-  null), read once after the last leg;
+  null), read once after the last leg; and ``speculative_config``, the object passed to
+  ``LLM(...)`` as given (a run with ``"rejection_sample_method": "synthetic"`` is a matched
+  arm: ``docs/matched-arms.md``);
 - ``get-metrics.json``: every metric ``get_metrics()`` returned at that moment, with its type,
   labels and value(s), the per-position Vector included: what the record leaves out;
 - ``outputs.jsonl``: each leg's prompt and output token ids and text.
@@ -47,12 +49,14 @@ def main() -> None:
     from vllm import LLM, SamplingParams
 
     prompts = json.loads(args.prompts.read_text())
+    speculative_config = json.loads(args.speculative_config)
     llm = LLM(
         model=args.model,
         dtype="float32",
         enforce_eager=True,
         max_model_len=args.max_model_len,
-        speculative_config=json.loads(args.speculative_config),
+        # a copy: the record keeps the setting as given, whatever vLLM makes of its argument
+        speculative_config=dict(speculative_config),
         disable_log_stats=False,
         seed=0,
     )
@@ -98,6 +102,7 @@ def main() -> None:
         "cold_legs_discarded": len(legs) - len(warm),
         "cold_discard_cause": "run 1 of each prompt: first use of the engine's code paths",
         "metrics": metrics,
+        "speculative_config": speculative_config,
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "vllm-arm.json").write_text(json.dumps(arm, indent=2) + "\n")

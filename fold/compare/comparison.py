@@ -24,6 +24,7 @@ from fold.compare.gap import (
     length_unit,
 )
 from fold.compare.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
+from fold.compare.matched_arms import MatchedCheck, Side, check_matched_arms
 from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.errors import InputError
@@ -37,9 +38,10 @@ from fold.inputs.oracles import (
     OURS_KIND,
     WARM_LEGS,
     ArmFigures,
+    MatchedAs,
     arm_from_counts,
     load_oracle_arms,
-    parse_vs_spec,
+    parse_vs,
 )
 
 OURS = "ours"
@@ -62,6 +64,8 @@ class Comparison:
     """Per oracle: its speed factor split with our cadence (``fold.compare.speed``)."""
     runs: dict[str, RunsComparison] = field(default_factory=dict)
     """Per other run of ours: what only two runs of ours can show (``fold.compare.our_runs``)."""
+    matched: dict[str, MatchedCheck | None] = field(default_factory=dict)
+    """Per oracle: the check of an arm run at our acceptance (``fold.compare.matched_arms``)."""
     block: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The rows, gaps and step-rate check as JSON, with each row's intervals."""
 
@@ -75,6 +79,10 @@ class Comparison:
         return {
             **plain(self.block),
             "speed": {name: split.to_json() for name, split in self.speeds.items()},
+            "matched": {
+                name: None if check is None else check.to_json()
+                for name, check in self.matched.items()
+            },
         }
 
     def runs_json(self) -> dict[str, Any] | None:
@@ -137,20 +145,25 @@ def load_oracles(specs: list[str]) -> list[ArmFigures]:
     oracles: list[ArmFigures] = []
     seen: set[str] = set()
     for spec in specs:
-        name, kind, path = parse_vs_spec(spec)
+        name, kind, path, matched = parse_vs(spec)
         if name in (OURS, OURS_ALL) or name in seen:
             raise InputError(f"--vs {spec!r}: the name {name!r} is taken; give each arm its own")
         seen.add(name)
-        oracles += oracle_arms(spec, name, kind, path, seen)
+        oracles += oracle_arms(spec, name, kind, path, seen, matched)
     return oracles
 
 
 def oracle_arms(
-    spec: str, name: str, kind: str | None, path: str, seen: set[str]
+    spec: str,
+    name: str,
+    kind: str | None,
+    path: str,
+    seen: set[str],
+    matched: MatchedAs | None = None,
 ) -> list[ArmFigures]:
     """The oracle arms of one ``--vs`` whose ``name`` the caller has taken: one, or one per run
     of a sweep file (``NAME#1``, ...), each of those names checked free and added to ``seen``."""
-    arms = load_oracle_arms(name, path, kind)
+    arms = load_oracle_arms(name, path, kind, matched)
     for arm in arms:
         if arm.name == name:
             continue
@@ -288,6 +301,16 @@ def compare(
         tolerance,
         {other.name: other.cadence for other in others if other.cadence is not None},
     )
+    mine_of = {name: ours[entry["ours"]] for name, entry in populations.items()}
+    paired = {name: Side(mine, replicates[mine.name]) for name, mine in mine_of.items()}
+    matched = check_matched_arms(
+        Side(warm, replicates[warm.name]),
+        [Side(other.row, replicates[other.row.name]) for other in others],
+        paired,
+        gaps,
+        tolerance,
+        [other.name for other in others if other.result is not None],
+    )
     # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
     return Comparison(
         rows,
@@ -298,7 +321,8 @@ def compare(
         intervals if resamples else None,
         speeds,
         runs,
-        block,
+        block=block,
+        matched=matched,
     )
 
 

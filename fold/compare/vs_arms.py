@@ -29,7 +29,7 @@ from fold.errors import FoldError, InputError
 from fold.folding.log_fold import fold_acceptance
 from fold.folding.warm import check_arm
 from fold.inputs.arm import ArmRecord, load_arm
-from fold.inputs.oracles import OURS_KIND, ArmFigures, detect_kind, parse_vs_spec
+from fold.inputs.oracles import OURS_KIND, ArmFigures, VsSpec, detect_kind, parse_vs
 
 WINDOW_FIELDS = ("generate_start_unix", "generate_end_unix")
 
@@ -45,14 +45,21 @@ def parse_vs_log(text: str) -> tuple[str, str]:
     return name, log
 
 
-def split_spec(text: str) -> tuple[str, str | None, str]:
-    """``NAME[:KIND]=PATH``, where KIND may also be ``ours``."""
+def split_spec(text: str) -> VsSpec:
+    """``NAME[:KIND]=PATH``, where KIND may also be ``ours`` (never matched: a matched arm is
+    an oracle run at our acceptance, ``fold.compare.matched_arms``)."""
     head, sep, path = text.partition("=")
     name, colon, kind = head.partition(":")
-    if sep and colon and kind.strip().lower() == OURS_KIND:
-        checked, _, _ = parse_vs_spec(f"{name}={path}")
-        return checked, OURS_KIND, path
-    return parse_vs_spec(text)
+    words = {word.strip().lower().partition("@")[0] for word in kind.split("+")}
+    if sep and colon and OURS_KIND in words:
+        if len(words) > 1:
+            raise InputError(
+                f"--vs {text!r}: a run of ours takes no other modifier; 'matched' marks an "
+                "oracle run at our acceptance"
+            )
+        checked = parse_vs(f"{name}={path}").name
+        return VsSpec(checked, OURS_KIND, path)
+    return parse_vs(text)
 
 
 def looks_like_our_arm(path: str) -> bool:
@@ -95,7 +102,7 @@ def load_arms(
         name, log = parse_vs_log(text)
         logs.setdefault(name, []).append(log)
     parsed = [(split_spec(text), text) for text in specs]
-    names = [name for (name, _, _), _ in parsed]
+    names = [spec.name for spec, _ in parsed]
     for name in logs:
         if name not in names:
             raise InputError(
@@ -104,7 +111,7 @@ def load_arms(
     arms: list[ArmFigures | Arm] = []
     seen: set[str] = set()
     main_warm = None
-    for position, ((name, kind, path), text) in enumerate(parsed, start=1):
+    for position, ((name, kind, path, matched), text) in enumerate(parsed, start=1):
         if name in (OURS, OURS_ALL) or name in seen:
             raise InputError(f"--vs {text!r}: the name {name!r} is taken; give each arm its own")
         seen.add(name)
@@ -116,7 +123,7 @@ def load_arms(
                     f"the gate's generate window) and as {also} data; say which: --vs "
                     f"{name}:ours=ARM with --vs-log {name}=LOG, or --vs {name}:{also}=PATH"
                 )
-        if kind is None and (name in logs or looks_like_our_arm(path)):
+        if kind is None and matched is None and (name in logs or looks_like_our_arm(path)):
             kind = OURS_KIND
         if kind != OURS_KIND:
             if name in logs:
@@ -124,7 +131,7 @@ def load_arms(
                     f"--vs-log {name}=...: {name} is given as a {kind} arm; step logs go with "
                     f"an arm record of ours (--vs {name}:ours=ARM)"
                 )
-            arms += oracle_arms(text, name, kind, path, seen)
+            arms += oracle_arms(text, name, kind, path, seen, matched)
             continue
         if main_warm is None:
             main_warm = check_arm(main, predicate).warm_legs

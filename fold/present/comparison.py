@@ -27,6 +27,7 @@ from fold.inputs.oracles import (
     WARM_LEGS,
 )
 from fold.present.fit import Fitted, fit
+from fold.present.matched_arms import matched_lines
 from fold.present.runs import runs_lines
 from fold.present.speed import speed_lines
 from fold.present.table import (
@@ -393,6 +394,7 @@ def verdict_lines(document: Mapping[str, Any], *, details: bool = True) -> list[
             and (details or not found.get("same"))
         ):
             lines.append(covers)
+        lines.extend(matched_lines(block, name, details=details))
         if name in runs:
             lines.extend(runs_lines(runs[name], details=details))
     check = block.get("step_rate_check")

@@ -12,6 +12,7 @@ from typing import Any
 
 from fold.folding.result import NEEDS_STEP_LOG
 from fold.present.cadence import time_cells, where_time_goes
+from fold.present.matched_arms import matched_markdown
 from fold.present.speed import speed_summary
 from fold.present.table import (
     NOT_RECORDED,
@@ -130,6 +131,7 @@ def _verdicts(document: dict[str, Any]) -> str:
     lines = ["## Verdict", ""]
     for name, gap in block["gaps"].items():
         lines.append(f"- **vs {name}**: {gap['verdict']}")
+        lines.extend(matched_markdown(block, name))
         basis = gap.get("ci_basis") or {}
         if gap["ratio"] is not None and basis and gap["ratio_ci"] is not None:
             factors = [("r", gap["ratio"], gap["ratio_ci"])]

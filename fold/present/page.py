@@ -26,6 +26,7 @@ from fold.present.comparison import (
     step_rate_line,
     tolerance_of,
 )
+from fold.present.matched_arms import matched_html
 from fold.present.table import (
     NOT_RECORDED,
     flag_lines,
@@ -196,6 +197,7 @@ def answer(document: dict[str, Any]) -> str:
         covers = population_line(gap)
         if covers is not None and not gap["populations"]["same"]:
             verdicts.append(f'<li class="warn">{html.escape(covers.plain.strip())}</li>')
+        verdicts.extend(matched_html(block, name))
     check = block.get("step_rate_check")
     if check is not None and check.get("flagged"):
         line = step_rate_line(check, tolerance_of(document)).plain

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from typing import NamedTuple
 
-from fold.errors import InputError
+from fold.errors import InputError, RefusedError
 from fold.inputs.oracles.detect import detect, normalize_kind
 from fold.inputs.oracles.figures import (
     ALL_LEGS,
@@ -25,6 +26,7 @@ from fold.inputs.oracles.figures import (
     SINCE_START,
     WARM_LEGS,
     ArmFigures,
+    MatchedAs,
     arm_from_counts,
 )
 from fold.inputs.oracles.prometheus import parse_scrapes
@@ -36,18 +38,22 @@ __all__ = [
     "INTERVAL",
     "KINDS",
     "LAST_INTERVAL",
+    "MATCHED",
     "OURS_KIND",
     "POPULATIONS",
     "REQUESTS",
     "SINCE_START",
     "WARM_LEGS",
     "ArmFigures",
+    "MatchedAs",
+    "VsSpec",
     "arm_from_counts",
     "detect_kind",
     "load_oracle",
     "load_oracle_arms",
     "normalize_kind",
     "parse_scrapes",
+    "parse_vs",
     "parse_vs_spec",
     "read_oracle",
 ]
@@ -55,22 +61,66 @@ __all__ = [
 _NAME_RE = re.compile(r"[^\s:=]+")
 
 
-def parse_vs_spec(text: str) -> tuple[str, str | None, str]:
-    """Split ``NAME=PATH`` or ``NAME:KIND=PATH`` into ``(name, kind or None, path)``.
+MATCHED = "matched"
+
+
+class VsSpec(NamedTuple):
+    """One ``--vs``: the arm's name, its engine kind if given, its path, and ``matched`` when
+    it is given as an arm run at our acceptance."""
+
+    name: str
+    kind: str | None
+    path: str
+    matched: MatchedAs | None = None
+
+
+def parse_vs(text: str) -> VsSpec:
+    """Split ``NAME=PATH`` or ``NAME:MODIFIERS=PATH``, MODIFIERS being an engine kind,
+    ``matched`` or ``matched@BASE``, or a kind and one of those joined by ``+``
+    (``vllm+matched``, ``matched@vllm+vllm``).
 
     The split is at the first ``=``, so the path may itself hold ``=`` or ``:``.
     """
     where = f"--vs {text!r}"
     head, sep, path = text.partition("=")
     if not sep or not path:
-        raise InputError(f"{where}: expected NAME=PATH or NAME:KIND=PATH, e.g. vllm=vllm-arm.json")
-    name, colon, kind_text = head.partition(":")
+        raise InputError(
+            f"{where}: expected NAME=PATH or NAME:KIND=PATH (KIND may be KIND+matched or "
+            "matched), e.g. vllm=vllm-arm.json"
+        )
+    name, colon, modifiers = head.partition(":")
     if not _NAME_RE.fullmatch(name):
         raise InputError(
             f"{where}: the arm name {name!r} must be non-empty without spaces, ':' or '='"
         )
-    kind = normalize_kind(kind_text, where=where) if colon else None
-    return name, kind, path
+    if not colon:
+        return VsSpec(name, None, path)
+    kind = matched = None
+    for part in modifiers.split("+"):
+        word, at, base = part.strip().partition("@")
+        if word.strip().lower() == MATCHED:
+            if matched is not None:
+                raise InputError(f"{where}: 'matched' is given twice")
+            if at and not _NAME_RE.fullmatch(base):
+                raise InputError(
+                    f"{where}: matched@BASE names the --vs arm of the same engine's ordinary "
+                    f"run; {base!r} is not an arm name"
+                )
+            matched = MatchedAs(base if at else None)
+        elif kind is not None:
+            raise InputError(f"{where}: two engine kinds ({kind}, {part!r}); give one")
+        else:
+            kind = normalize_kind(part, where=where)
+    return VsSpec(name, kind, path, matched)
+
+
+def parse_vs_spec(text: str) -> tuple[str, str | None, str]:
+    """Split ``NAME=PATH`` or ``NAME:KIND=PATH`` into ``(name, kind or None, path)``; a
+    matched arm's spec is :func:`parse_vs`'s."""
+    spec = parse_vs(text)
+    if spec.matched is not None:
+        raise InputError(f"--vs {text!r}: a matched arm's spec is read by parse_vs")
+    return spec.name, spec.kind, spec.path
 
 
 def load_oracle(name: str, path: str | os.PathLike[str], kind: str | None = None) -> ArmFigures:
@@ -83,13 +133,42 @@ _RUN_RE = re.compile(r"(?P<path>.+)#(?P<run>[1-9][0-9]*)")
 
 
 def load_oracle_arms(
-    name: str, path: str | os.PathLike[str], kind: str | None = None
+    name: str,
+    path: str | os.PathLike[str],
+    kind: str | None = None,
+    matched: MatchedAs | None = None,
 ) -> list[ArmFigures]:
     """The arms of one ``--vs``: one, but for a file of appended benchmark runs (``vllm bench
     serve --append-result``, SGLang's ``bench_serving``) whose runs differ in workload (a
     sweep), which gives one arm per run, ``NAME#1``, ``NAME#2``, ...; ``PATH#N`` picks run N
     (an existing file of that name is read as it is). Runs of one workload are pooled, as
-    :func:`load_oracle` pools them."""
+    :func:`load_oracle` pools them. ``matched`` marks every arm as run at our acceptance
+    (:func:`claim_matched`)."""
+    return [claim_matched(arm, matched, name) for arm in _oracle_arms(name, path, kind)]
+
+
+def claim_matched(arm: ArmFigures, matched: MatchedAs | None, spec_name: str) -> ArmFigures:
+    """The arm marked matched by the command line; refused when its own record says its run
+    was not one (a speculative config without synthetic acceptance)."""
+    if matched is None:
+        return arm
+    setting = arm.speculative
+    if setting is not None and not setting.synthetic:
+        raise RefusedError(
+            f"--vs {spec_name}:matched: {setting.where} records speculative_config."
+            f"rejection_sample_method = {setting.rejection_sample_method!r}: that run accepted "
+            "what its drafter proposed, not a rate it was given; drop ':matched', or give the "
+            "record of the run made with rejection_sample_method 'synthetic'"
+        )
+    if matched.base == arm.name or matched.base == spec_name:
+        raise InputError(
+            f"--vs {spec_name}:matched@{matched.base}: an arm is not its own ordinary run; name "
+            "the --vs arm of the same engine run without a synthetic setting"
+        )
+    return dataclasses.replace(arm, matched_as=matched)
+
+
+def _oracle_arms(name: str, path: str | os.PathLike[str], kind: str | None) -> list[ArmFigures]:
     path = os.fspath(path)
     chosen = None
     match = _RUN_RE.fullmatch(path)

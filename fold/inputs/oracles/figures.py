@@ -24,6 +24,7 @@ from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
 from fold.inputs import limits
 from fold.inputs.leg_sums import Leg
+from fold.inputs.oracles.vllm_speculative import SpeculativeSetting
 
 ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counters"
 
@@ -37,6 +38,14 @@ SINCE_START = "since server start"
 REQUESTS = "the requests given"
 LAST_INTERVAL = "the server's last logging interval"
 POPULATIONS = (WARM_LEGS, ALL_LEGS, INTERVAL, SINCE_START, REQUESTS, LAST_INTERVAL)
+
+
+@dataclass(frozen=True)
+class MatchedAs:
+    """``--vs NAME:matched[@BASE]=PATH``: the arm was run at our acceptance, by the command
+    line's word; ``base`` names the ordinary arm of the same engine it is measured against."""
+
+    base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,10 @@ class ArmFigures:
     legs: tuple[Leg, ...] | None = field(default=None, repr=False, compare=False)
     """The legs (or requests) the figures pool, for the bootstrap's intervals; None when the
     arm is known only by totals (counters, scrapes, bench results, log lines)."""
+    speculative: SpeculativeSetting | None = field(default=None, compare=False)
+    """The speculative config the arm's record carries (vLLM's), checked as vLLM checks it."""
+    matched_as: MatchedAs | None = field(default=None, compare=False)
+    """Given as a matched arm on the command line (``fold.compare.matched_arms``)."""
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:

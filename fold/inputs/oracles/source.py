@@ -203,7 +203,10 @@ def count(value: Any, where: str) -> int:
 def positive(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{where} = {value!r} is not a number")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer past any float: no rate is that large
+        value = math.inf
     if not math.isfinite(value) or value <= 0:
         raise InputError(f"{where} = {value!r} must be a finite positive number")
     return value

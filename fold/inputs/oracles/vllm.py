@@ -11,6 +11,7 @@ registered names (no ``_total``), the per-position Vector as ``null``, after the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from typing import Any
@@ -26,6 +27,7 @@ from fold.inputs.oracles.figures import (
 )
 from fold.inputs.oracles.prometheus import looks_like_scrape
 from fold.inputs.oracles.source import Document, Record, Run, count, one_workload, positive, runs_of
+from fold.inputs.oracles.vllm_speculative import read_setting
 
 KIND = "vllm"
 ALIASES = ("vllm",)
@@ -105,7 +107,10 @@ def read(name: str, doc: Document) -> ArmFigures:
             f"{doc.where}: several vLLM records that are not `vllm bench serve` results; give "
             "one arm record per file"
         )
-    return counter_arms.read_record(name, KIND, PREFIX, first, doc.where)
+    figures = counter_arms.read_record(name, KIND, PREFIX, first, doc.where)
+    # the capture script writes the config the run was made with; a synthetic one makes it
+    # an arm run at a chosen acceptance (fold.compare.matched_arms)
+    return dataclasses.replace(figures, speculative=read_setting(first, doc.where))
 
 
 def _read_bench(name: str, records: list[Record], where: str) -> ArmFigures:

@@ -1,0 +1,595 @@
+"""Matched oracle arms: vLLM run at our acceptance, known from its record's speculative config
+or ``--vs NAME:matched``, and the speed factor measured beside the modelled one.
+
+The matched records (``fixtures/oracles/vllm-matched/``, their figures worked in its README) are
+in the capture format of ``examples/vllm/offline.py``; the ordinary run is the real recorded
+vLLM (``fixtures/oracles/vllm-real/offline``) and ours the real llama-server arm beside it.
+Expected factors are worked from the rows' own figures (tok/s, 1 + A/S) by the definitions in
+``docs/matched-arms.md``, never from the module under test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import statistics
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from document_schema import validate
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import scaled
+
+from fold.cli import main
+from fold.compare.gap import attribute_gap
+from fold.compare.matched_arms import (
+    MODEL_FAILS,
+    MODEL_HOLDS,
+    NO_MODEL,
+    NOT_MATCHED,
+    Side,
+    check_matched_arms,
+)
+from fold.compare.vs_arms import split_spec
+from fold.errors import InputError, RefusedError
+from fold.folding.uncertainty import Replicates
+from fold.inputs.oracles import (
+    MatchedAs,
+    arm_from_counts,
+    load_oracle,
+    parse_vs,
+    parse_vs_spec,
+)
+from fold.inputs.oracles.vllm_speculative import SpeculativeSetting, length_to_rates
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT / "fixtures" / "oracles" / "vllm-real"
+MATCHED = ROOT / "fixtures" / "oracles" / "vllm-matched"
+OURS = [str(REAL / "ours" / "our-arm.json"), str(REAL / "ours" / "steps.jsonl")]
+BASE = ["--vs", f"vllm={REAL / 'offline' / 'vllm-arm.json'}"]
+RATES = [0.7, 0.366667, 0.266667, 0.266667]
+
+
+def _warm_median(path: Path) -> float:
+    legs = json.loads(path.read_text())["legs"]
+    return statistics.median(leg["tok_s"] for leg in legs if leg["run"] > 1)
+
+
+def _run(capsys, *args: str) -> dict:
+    assert main([*OURS, *args, "--json", "-"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    validate(document)
+    return document
+
+
+def _rows(document: dict) -> dict:
+    return {row["name"]: row for row in document["comparison"]["rows"]}
+
+
+# --- the record's speculative config ----------------------------------------------------------
+
+
+def test_the_record_carries_its_synthetic_rates_as_the_capture_writes_them():
+    arm = load_oracle("m", MATCHED / "holds.json")
+    setting = arm.speculative
+    assert setting is not None and setting.synthetic
+    assert setting.num_speculative_tokens == 4 and setting.method == "ngram"
+    assert setting.rates == tuple(RATES) and setting.length is None
+    # 1 + the sum of the unconditional rates: 1 + 0.7 + 0.366667 + 2 x 0.266667
+    assert setting.expected_mean_acceptance_length == pytest.approx(2.600001)
+    # counters: S = 100, A = 160
+    assert arm.mean_acceptance_length == pytest.approx(2.6)
+    assert arm.output_throughput_tok_s == pytest.approx((312.0 + 314.4) / 2)
+
+
+def test_a_target_length_resolves_as_vllm_resolves_it():
+    setting = load_oracle("m", MATCHED / "not-matched.json").speculative
+    assert setting is not None
+    assert setting.length == 4.5 and setting.rates is None
+    # vLLM's minimum-variance schedule: 3.5 accepted = three positions at 1, one at 0.5
+    assert setting.resolved_rates == (1.0, 1.0, 1.0, 0.5)
+    assert length_to_rates(1.0, 3) == (0.0, 0.0, 0.0)
+    assert length_to_rates(4.0, 3) == (1.0, 1.0, 1.0)
+    assert length_to_rates(2.25, 4) == (1.0, 0.25, 0.0, 0.0)
+
+
+def test_a_record_without_a_config_or_with_the_standard_one_is_not_matched():
+    assert load_oracle("m", MATCHED / "no-config.json").speculative is None
+    assert load_oracle("v", REAL / "offline" / "vllm-arm.json").speculative is None
+    standard = load_oracle("s", MATCHED / "standard.json").speculative
+    assert standard is not None and not standard.synthetic
+    assert standard.rejection_sample_method == "standard"
+
+
+def _with_config(tmp_path: Path, **changes) -> Path:
+    record = json.loads((MATCHED / "holds.json").read_text())
+    config = record["speculative_config"]
+    for key, value in changes.items():
+        if value is _DROP:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    path = tmp_path / "matched.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+_DROP = object()
+
+REFUSED_CONFIGS = [
+    ({"synthetic_acceptance_rates": [0.7, 0.3, 0.2]}, "has 3 entries", RefusedError),
+    ({"synthetic_acceptance_rates": [0.7, 0.8, 0.2, 0.1]}, "[1] = 0.8 exceeds", RefusedError),
+    ({"synthetic_acceptance_rates": [1.2, 0.8, 0.2, 0.1]}, "[0] = 1.2 is outside", RefusedError),
+    ({"synthetic_acceptance_rates": [0.7, -0.1, -0.2, -0.3]}, "[1] = -0.1", RefusedError),
+    ({"synthetic_acceptance_rates": "0.7"}, "must be a list", InputError),
+    ({"synthetic_acceptance_rates": [0.7, True, 0.2, 0.1]}, "must be a list", InputError),
+    ({"synthetic_acceptance_length": 2.0}, "exactly one of", RefusedError),
+    ({"synthetic_acceptance_rates": _DROP}, "exactly one of", RefusedError),
+    ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": 5.5}, "[1, 5]",
+     RefusedError),
+    ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": 0.5}, "[1, 5]",
+     RefusedError),
+    ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": "2"}, "a number",
+     InputError),
+    ({"rejection_sample_method": "standard"}, "only with 'synthetic'", RefusedError),
+    ({"rejection_sample_method": _DROP}, "only with 'synthetic'", RefusedError),
+    ({"rejection_sample_method": "fast"}, "one of standard, synthetic, block", RefusedError),
+    ({"num_speculative_tokens": 0}, "integer above 0", RefusedError),
+    ({"num_speculative_tokens": True}, "integer above 0", RefusedError),
+    ({"num_speculative_tokens": _DROP}, "num_speculative_tokens is not recorded", InputError),
+    ({"method": 3}, "method = 3", InputError),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("changes", "says", "error"), REFUSED_CONFIGS)
+def test_a_config_vllm_refuses_is_refused_naming_the_file_and_field(tmp_path, changes, says, error):
+    path = _with_config(tmp_path, **changes)
+    with pytest.raises(error) as found:
+        load_oracle("m", path)
+    assert str(path) in str(found.value) and "speculative_config" in str(found.value)
+    assert says in str(found.value)
+
+
+def test_a_config_that_is_not_an_object_is_refused(tmp_path):
+    record = json.loads((MATCHED / "holds.json").read_text())
+    record["speculative_config"] = '{"method": "ngram"}'
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="speculative_config must be an object"):
+        load_oracle("m", path)
+
+
+# --- --vs NAME:matched -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("m:matched=a.json", ("m", None, "a.json", MatchedAs(None))),
+        ("m:vllm+matched=a.json", ("m", "vllm", "a.json", MatchedAs(None))),
+        ("m:matched+vllm=a:b=c.json", ("m", "vllm", "a:b=c.json", MatchedAs(None))),
+        ("m:matched@v0=a.json", ("m", None, "a.json", MatchedAs("v0"))),
+        ("m:llama.cpp+MATCHED@base=a.json", ("m", "llamacpp", "a.json", MatchedAs("base"))),
+        ("m:vllm=a.json", ("m", "vllm", "a.json", None)),
+        ("m=a.json", ("m", None, "a.json", None)),
+    ],
+)
+def test_parse_vs_reads_matched_with_or_without_a_kind(spec, expected):
+    assert tuple(parse_vs(spec)) == expected
+    assert tuple(split_spec(spec)) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("m:matched+matched=a", "twice"),
+        ("m:vllm+sglang=a", "two engine kinds"),
+        ("m:matched@=a", "not an arm name"),
+        ("m:matched@a b=x", "not an arm name"),
+        ("m:matchd=a", "unknown engine kind"),
+    ],
+)
+def test_parse_vs_refuses_what_it_cannot_read(spec, says):
+    with pytest.raises(InputError, match=says):
+        parse_vs(spec)
+
+
+def test_a_run_of_ours_cannot_be_matched_and_the_old_parser_refuses_matched():
+    with pytest.raises(InputError, match="takes no other modifier"):
+        split_spec("m:ours+matched=a.json")
+    with pytest.raises(InputError, match="matched arm"):
+        parse_vs_spec("m:matched=a.json")
+    assert parse_vs_spec("m:vllm=a.json") == ("m", "vllm", "a.json")
+
+
+# --- the comparison -----------------------------------------------------------------------------
+
+
+def _expected(document: dict, matched: Path) -> dict:
+    """The factors by hand from the rows: measured T_o / T_m; modelled (T_o / L_o) / (T_b /
+    L_b) over the population the ordinary run's gap pairs (all legs: vLLM's counters are read
+    once after the last leg)."""
+    rows = _rows(document)
+    t_o = rows["ours"]["output_throughput_tok_s"]
+    l_o = rows["ours (all legs)"]["mean_acceptance_length"]
+    t_b = _warm_median(REAL / "offline" / "vllm-arm.json")
+    l_b = 1 + 168 / 93  # the real run's counters: A = 168, S = 93
+    measured = t_o / _warm_median(matched)
+    modelled = (t_o / l_o) / (t_b / l_b)
+    return {"measured": measured, "modelled": modelled, "ratio": measured / modelled}
+
+
+def test_a_matched_run_inside_our_interval_where_the_model_holds(capsys):
+    document = _run(capsys, *BASE, "--vs", f"m={MATCHED / 'holds.json'}")
+    block = document["comparison"]
+    assert block["matched"]["vllm"] is None
+    check = block["matched"]["m"]
+    expected = _expected(document, MATCHED / "holds.json")
+    ours = _rows(document)["ours"]
+    assert check["declared"] == "record" and check["base"] == "vllm"
+    assert check["acceptance"]["ours"] == pytest.approx(ours["mean_acceptance_length"])
+    assert check["acceptance"]["ours_ci"] == ours["mean_acceptance_length_ci"]
+    assert check["acceptance"]["oracle"] == pytest.approx(2.6)
+    assert check["acceptance"]["configured"] == pytest.approx(2.600001)
+    assert check["acceptance"]["matched"] is True and check["acceptance"]["beyond_interval"] == 0
+    assert check["measured_speed_factor"] == pytest.approx(expected["measured"])
+    # the measured factor is the gap's ratio to the matched arm, with the gap's interval
+    assert check["measured_speed_factor"] == pytest.approx(block["gaps"]["m"]["ratio"])
+    assert check["measured_speed_factor_ci"] == pytest.approx(block["gaps"]["m"]["ratio_ci"])
+    assert check["modelled_speed_factor"] == pytest.approx(expected["modelled"])
+    assert check["modelled_speed_factor_ci"] == block["gaps"]["vllm"]["speed_factor_ci"]
+    # 313.2 measured against 338.0606 x 2.6 / 2.80645 = 313.194 predicted
+    assert check["model_ratio"] == pytest.approx(expected["ratio"])
+    assert abs(check["model_ratio"] - 1) < 1e-4
+    low, high = check["model_ratio_ci"]
+    assert low < 1 < high
+    assert check["model_holds"] is True and check["status"] == MODEL_HOLDS
+    assert "the model holds for this pair" in check["verdict"]
+
+
+def test_a_matched_run_where_the_model_does_not_hold(capsys):
+    document = _run(capsys, *BASE, "--vs", f"m={MATCHED / 'fails.json'}")
+    check = document["comparison"]["matched"]["m"]
+    expected = _expected(document, MATCHED / "fails.json")
+    assert check["acceptance"]["matched"] is True
+    assert check["measured_speed_factor"] == pytest.approx(expected["measured"])
+    assert check["modelled_speed_factor"] == pytest.approx(expected["modelled"])
+    # twice the tok/s the model predicts: measured / modelled = 313.194 / 626.4
+    assert check["model_ratio"] == pytest.approx(expected["ratio"])
+    assert check["model_ratio"] == pytest.approx(0.5, abs=1e-4)
+    assert check["model_ratio_ci"][1] < 1
+    assert check["model_holds"] is False and check["status"] == MODEL_FAILS
+    assert "the model does not hold for this pair" in check["verdict"]
+
+
+def test_a_run_that_did_not_match_says_by_how_much_and_tests_nothing(capsys):
+    document = _run(capsys, *BASE, "--vs", f"m={MATCHED / 'not-matched.json'}")
+    check = document["comparison"]["matched"]["m"]
+    ours = _rows(document)["ours"]
+    high = ours["mean_acceptance_length_ci"][1]
+    assert high < 4.5  # the fixture's 1 + 350/100 lies above our warm interval
+    assert check["acceptance"]["oracle"] == pytest.approx(4.5)
+    assert check["acceptance"]["difference"] == pytest.approx(4.5 - ours["mean_acceptance_length"])
+    assert check["acceptance"]["beyond_interval"] == pytest.approx(4.5 - high)
+    assert check["acceptance"]["matched"] is False and check["status"] == NOT_MATCHED
+    assert check["model_ratio"] is None and check["model_holds"] is None
+    assert "the run did not match" in check["verdict"]
+    assert f"{4.5 - ours['mean_acceptance_length']:.3f}" in check["verdict"]
+    # the setting was not ours either: said beside, the verdict goes by the measurement
+    assert any("not made from this fold" in note for note in check["notes"])
+
+
+def test_without_intervals_the_match_and_the_model_go_by_the_tolerance(capsys):
+    args = ["--bootstrap", "0"]
+    holds = _run(capsys, *args, *BASE, "--vs", f"m={MATCHED / 'holds.json'}")
+    check = holds["comparison"]["matched"]["m"]
+    assert check["acceptance"]["basis"].startswith("--tolerance")
+    assert check["acceptance"]["ours_ci"] is None and check["model_ratio_ci"] is None
+    assert check["status"] == MODEL_HOLDS
+    fails = _run(capsys, *args, *BASE, "--vs", f"m={MATCHED / 'fails.json'}")
+    assert fails["comparison"]["matched"]["m"]["status"] == MODEL_FAILS
+    # 4.5 against 2.6 is far past 2%
+    off = _run(capsys, *args, *BASE, "--vs", f"m={MATCHED / 'not-matched.json'}")
+    assert off["comparison"]["matched"]["m"]["status"] == NOT_MATCHED
+
+
+def test_matched_on_the_command_lines_word_for_a_record_without_config(capsys):
+    document = _run(capsys, *BASE, "--vs", f"m:matched={MATCHED / 'no-config.json'}")
+    check = document["comparison"]["matched"]["m"]
+    assert check["declared"] == "command line" and check["setting"] is None
+    assert any("command line's word" in note for note in check["notes"])
+    assert check["status"] == MODEL_HOLDS
+    # without the flag the same record is an ordinary arm
+    plain = _run(capsys, *BASE, "--vs", f"m={MATCHED / 'no-config.json'}")
+    assert plain["comparison"]["matched"]["m"] is None
+
+
+def test_matched_on_a_record_whose_config_is_standard_is_refused(capsys):
+    path = MATCHED / "standard.json"
+    assert main([*OURS, *BASE, "--vs", f"m:matched={path}"]) == 1
+    err = capsys.readouterr().err
+    assert "refused" in err and str(path) in err and "'standard'" in err
+
+
+def test_the_ordinary_run_is_named_when_there_are_several(capsys):
+    two = [*BASE, "--vs", f"v2={REAL / 'offline' / 'vllm-arm.json'}"]
+    unnamed = _run(capsys, *two, "--vs", f"m={MATCHED / 'holds.json'}")
+    check = unnamed["comparison"]["matched"]["m"]
+    assert check["status"] == NO_MODEL and check["base"] is None
+    assert any("vllm, v2" in note for note in check["notes"])
+    named = _run(capsys, *two, "--vs", f"m:matched@v2={MATCHED / 'holds.json'}")
+    assert named["comparison"]["matched"]["m"]["base"] == "v2"
+    alone = _run(capsys, "--vs", f"m={MATCHED / 'holds.json'}")
+    assert alone["comparison"]["matched"]["m"]["status"] == NO_MODEL
+
+
+@pytest.mark.parametrize(
+    ("base", "says"),
+    [("nope", "no oracle --vs arm is named 'nope'"), ("m2", "is itself a matched arm"),
+     ("sg", "sglang data")],
+)  # fmt: skip
+def test_a_named_ordinary_run_must_be_an_unmatched_arm_of_that_engine(capsys, base, says):
+    args = [*OURS, *BASE, "--vs", f"m2={MATCHED / 'fails.json'}",
+            "--vs", f"sg={ROOT / 'fixtures' / 'oracles' / 'sglang-legs.jsonl'}",
+            "--vs", f"m:matched@{base}={MATCHED / 'holds.json'}"]  # fmt: skip
+    assert main(args) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_the_verdict_is_on_the_first_screen_and_in_markdown_and_the_page(capsys, tmp_path):
+    args = [*OURS, *BASE, "--vs", f"m={MATCHED / 'fails.json'}"]
+    assert main(args) == 0
+    screen = capsys.readouterr().out
+    flat = " ".join(screen.split())
+    assert "matched: m ran at our acceptance" in flat
+    assert "the model does not hold for this pair" in flat
+    assert all(len(line) <= 80 for line in screen.splitlines())
+    assert main([*args, "--details"]) == 0
+    assert "aims at 1 + A/S 2.600" in " ".join(capsys.readouterr().out.split())
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    assert main([*args, "--markdown", str(md), "--html", str(page)]) == 0
+    assert "  - matched: m ran at our acceptance" in md.read_text()
+    assert 'data-arm="m">matched: m ran at our acceptance' in page.read_text()
+
+
+# --- invariants ---------------------------------------------------------------------------------
+
+
+def _arm(name: str, kind: str, tok_s: float, steps: int, accepted: int, **extra):
+    arm = arm_from_counts(
+        name, kind, tok_s=tok_s, steps=steps, proposed=4 * steps, accepted=accepted
+    )
+    return arm if not extra else _replace(arm, **extra)
+
+
+def _replace(arm, **changes):
+    import dataclasses
+
+    return dataclasses.replace(arm, **changes)
+
+
+_SYNTHETIC = SpeculativeSetting(
+    "m.json", "ngram", 4, "synthetic", rates=(0.5, 0.25, 0.0, 0.0),
+    resolved_rates=(0.5, 0.25, 0.0, 0.0),
+)  # fmt: skip
+
+
+def _check(ours, base, matched, tolerance=0.02, replicates=None):
+    replicates = replicates or {}
+    sides = [Side(arm, replicates.get(arm.name)) for arm in (base, matched)]
+    mine = Side(ours, replicates.get(ours.name))
+    gaps = {arm.name: attribute_gap(ours, arm, tolerance) for arm in (base, matched)}
+    return check_matched_arms(mine, sides, {"b": mine, "m": mine}, gaps, tolerance)["m"]
+
+
+tok_s = st.floats(1.0, 1e4)
+steps = st.integers(1, 10_000)
+
+
+@scaled(0.5)
+@given(tok_s, steps, st.integers(0, 4), tok_s, steps, st.integers(0, 4))
+def test_an_oracle_whose_step_time_does_not_move_measures_the_modelled_factor(
+    t_o, s_o, per_o, t_b, s_b, per_b
+):
+    """Matched at our 1 + A/S with the ordinary run's steps/s: measured = modelled."""
+    a_o, a_b = per_o * s_o // 2, per_b * s_b // 2
+    ours = _arm("ours", "ours", t_o, s_o, a_o)
+    base = _arm("b", "vllm", t_b, s_b, a_b)
+    assert ours.mean_acceptance_length is not None and base.mean_acceptance_length is not None
+    steps_per_s = t_b / base.mean_acceptance_length
+    matched = _arm("m", "vllm", steps_per_s * ours.mean_acceptance_length, s_o, a_o,
+                   speculative=_SYNTHETIC)  # fmt: skip
+    check = _check(ours, base, matched)
+    assert check.matched is True
+    assert check.measured_speed_factor == pytest.approx(check.modelled_speed_factor, rel=1e-9)
+    assert check.model_ratio == pytest.approx(1, rel=1e-9)
+    assert check.status == MODEL_HOLDS
+
+
+@scaled(0.5)
+@given(tok_s, steps, st.integers(0, 4))
+def test_our_arm_against_a_matched_copy_of_itself(t_o, s_o, per_o):
+    ours = _arm("ours", "ours", t_o, s_o, per_o * s_o // 2)
+    base = _replace(ours, name="b", kind="vllm")
+    matched = _replace(ours, name="m", kind="vllm", matched_as=MatchedAs(None))
+    check = _check(ours, base, matched)
+    assert check.measured_speed_factor == pytest.approx(1)
+    assert check.modelled_speed_factor == pytest.approx(1)
+    assert check.status == MODEL_HOLDS and check.declared == "command line"
+
+
+@scaled(0.5)
+@given(tok_s, steps, st.integers(1, 4), tok_s, st.floats(0.2, 5.0))
+def test_the_quotient_scales_inversely_with_the_matched_runs_speed(t_o, s_o, per_o, t_b, c):
+    """measured / modelled = T_base L_ours / (T_matched L_base): our tok/s cancels."""
+    a_o = per_o * s_o // 2
+    ours = _arm("ours", "ours", t_o, s_o, a_o)
+    base = _arm("b", "vllm", t_b, s_o, a_o)
+    matched = _arm("m", "vllm", t_b * c, s_o, a_o, speculative=_SYNTHETIC)
+    check = _check(ours, base, matched)
+    assert check.model_ratio == pytest.approx(1 / c, rel=1e-9)
+    assert check.model_holds is (abs(1 / c - 1) <= 0.02)
+    faster = _check(_replace(ours, output_throughput_tok_s=2 * t_o), base, matched)
+    assert faster.model_ratio == pytest.approx(check.model_ratio, rel=1e-9)
+
+
+@scaled(0.5)
+@given(steps, st.integers(0, 4), st.integers(-40, 40))
+def test_a_run_matches_exactly_when_its_length_is_within_the_tolerance(s_o, per_o, shift):
+    a_o = per_o * s_o // 2
+    ours = _arm("ours", "ours", 100.0, s_o, a_o)
+    a_m = min(4 * s_o, max(0, a_o + shift))
+    matched = _arm("m", "vllm", 50.0, s_o, a_m, speculative=_SYNTHETIC)
+    check = _check(ours, _arm("b", "vllm", 60.0, s_o, a_o), matched)
+    l_o, l_m = 1 + a_o / s_o, 1 + a_m / s_o
+    assert check.matched is (abs(l_m - l_o) <= 0.02 * l_o)
+    assert (check.status == NOT_MATCHED) is (not check.matched)
+
+
+def test_the_quotients_interval_is_drawn_from_the_same_resamples_of_ours():
+    """With resamples, q in draw i is T_base[i] L_ours[i] / (T_matched[i] L_base): a second
+    computation from the draws themselves."""
+    rng = np.random.default_rng(7)
+    n = 400
+    ours = _arm("ours", "ours", 100.0, 50, 50)
+    base = _arm("b", "vllm", 80.0, 50, 40)
+    matched = _arm("m", "vllm", 50.0, 50, 50, speculative=_SYNTHETIC)
+    draws = {
+        "ours": Replicates(n, {"output_throughput_tok_s": rng.normal(100, 5, n),
+                               "mean_acceptance_length": rng.normal(2.0, 0.05, n)}),
+        "b": Replicates(n, {"output_throughput_tok_s": rng.normal(80, 4, n)}),
+        "m": Replicates(n, {"output_throughput_tok_s": rng.normal(50, 2, n)}),
+    }  # fmt: skip
+    check = _check(ours, base, matched, replicates=draws)
+    q = (
+        draws["b"].figures["output_throughput_tok_s"]
+        * draws["ours"].figures["mean_acceptance_length"]
+        / (draws["m"].figures["output_throughput_tok_s"] * 1.8)
+    )
+    low, high = np.quantile(q, [0.025, 0.975])
+    assert check.model_ratio_ci == pytest.approx((low, high), rel=1e-9)
+    assert check.model_ratio == pytest.approx(80 * 2.0 / (50 * 1.8))
+    assert check.model_holds is bool(low <= 1 <= high)
+    measured = (
+        draws["ours"].figures["output_throughput_tok_s"]
+        / draws["m"].figures["output_throughput_tok_s"]
+    )
+    assert check.measured_speed_factor_ci == pytest.approx(
+        tuple(np.quantile(measured, [0.025, 0.975])), rel=1e-9
+    )
+    assert check.measured_basis == "both arms"
+    assert math.isclose(check.ours_length_ci[0], np.quantile(
+        draws["ours"].figures["mean_acceptance_length"], 0.025))  # fmt: skip
+
+
+# --- vLLM's own rules ---------------------------------------------------------------------------
+
+VLLM_PYTHON = (
+    Path.home() / ".cache" / "fold-acceptance" / "vllm" / "0.32.0" / "venv" / "bin" / "python"
+)
+
+CASES = [  # (synthetic_acceptance_rates, synthetic_acceptance_length); None: absent
+    (RATES, None),
+    ([1.0, 1.0, 1.0, 1.0], None),
+    ([0.0, 0.0, 0.0, 0.0], None),
+    ([0.7, 0.3, 0.2], None),
+    ([0.7, 0.8, 0.2, 0.1], None),
+    ([1.2, 0.8, 0.2, 0.1], None),
+    ([0.7, 0.3, 0.3, 0.31], None),
+    ([0.7, -0.1, -0.2, -0.3], None),
+    (None, 2.6),
+    (None, 1.0),
+    (None, 5.0),
+    (None, 4.5),
+    (None, 5.01),
+    (None, 0.99),
+    (RATES, 2.0),
+    (None, None),
+]
+
+
+@pytest.mark.oracle
+def test_the_reader_accepts_and_resolves_exactly_what_vllm_does(tmp_path):
+    """vLLM 0.32's own resolver (``SpeculativeConfig._resolve_synthetic_acceptance_rates``) on
+    each config: accepted with the same rates, or refused by both."""
+    assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON}: install vLLM with examples/vllm/install.py"
+    script = (
+        "import json, sys\n"
+        "from vllm.config.speculative import SpeculativeConfig as C\n"
+        "out = []\n"
+        "for rates, length in json.loads(sys.argv[1]):\n"
+        "    try:\n"
+        "        out.append(C._resolve_synthetic_acceptance_rates(4, rates, length))\n"
+        "    except ValueError:\n"
+        "        out.append(None)\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [str(VLLM_PYTHON), "-c", script, json.dumps(CASES)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert None in theirs and any(found is not None for found in theirs)
+    for (rates, length), resolved in zip(CASES, theirs, strict=True):
+        path = _with_config(
+            tmp_path,
+            synthetic_acceptance_rates=_DROP if rates is None else rates,
+            synthetic_acceptance_length=_DROP if length is None else length,
+        )
+        if resolved is None:
+            with pytest.raises(RefusedError):
+                load_oracle("m", path)
+        else:
+            setting = load_oracle("m", path).speculative
+            assert setting is not None
+            assert list(setting.resolved_rates or ()) == resolved, (rates, length)
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 7) | st.floats(-1.5, 6.5) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=5),
+    max_leaves=8,
+)
+_configs = st.fixed_dictionaries(
+    {},
+    optional={
+        "method": _values,
+        "num_speculative_tokens": _values,
+        "rejection_sample_method": st.sampled_from(["standard", "synthetic", "block", "x"])
+        | _values,
+        "synthetic_acceptance_rates": st.lists(st.floats(-0.2, 1.2), max_size=5) | _values,
+        "synthetic_acceptance_length": _values,
+    },
+)
+
+
+@scaled(1.0)
+@given(_configs)
+def test_any_config_is_read_by_vllms_rules_or_refused_by_name(config):
+    """Whatever the config holds, a setting that comes back obeys vLLM's rules, and anything
+    else is refused with the field's place, never an unexpected exception."""
+    from fold.inputs.oracles.vllm_speculative import read_setting
+
+    try:
+        setting = read_setting({"speculative_config": config}, "m.json")
+    except (InputError, RefusedError) as error:
+        assert str(error).startswith("m.json: speculative_config")
+        return
+    assert setting is not None
+    if not setting.synthetic:
+        assert config.get("synthetic_acceptance_rates") is None
+        assert config.get("synthetic_acceptance_length") is None
+        return
+    k = config["num_speculative_tokens"]
+    rates = setting.resolved_rates
+    assert rates is not None and len(rates) == k
+    assert all(0 <= rate <= 1 for rate in rates)
+    assert all(later <= earlier for earlier, later in itertools.pairwise(rates))
+    assert 1 <= setting.expected_mean_acceptance_length <= k + 1 + 1e-9
+    if setting.length is not None:
+        assert setting.expected_mean_acceptance_length == pytest.approx(setting.length)
