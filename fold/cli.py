@@ -18,6 +18,7 @@ import fold.command_process  # noqa: F401  first: it sets the process up before 
 from fold.api import fold_acceptance
 from fold.compare.comparison import compare
 from fold.compare.gap import DEFAULT_TOLERANCE
+from fold.compare.matched import ENGINES, matched_settings, parse_base_config
 from fold.compare.vs_arms import load_arms
 from fold.errors import FoldError, InputError
 from fold.folding.cadence import DEFAULT_STALL_FACTOR
@@ -121,6 +122,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=LOG",
         help="a step log (path or quoted glob) of the --vs arm NAME, another run of ours; "
         "repeatable",
+    )
+    parser.add_argument(
+        "--matched",
+        action="append",
+        default=[],
+        choices=ENGINES,
+        metavar="ENGINE",
+        help="also print (and with --json record) the setting that makes ENGINE (vllm, sglang) "
+        "accept as our warm legs did, with its command lines for a GPU box (docs/matched.md); "
+        "repeatable",
+    )
+    parser.add_argument(
+        "--matched-config",
+        metavar="JSON",
+        help='with --matched vllm: the oracle\'s own speculative_config (default {"method": '
+        '"ngram"}), to which the synthetic rates are added',
     )
     parser.add_argument(
         "--paired",
@@ -298,6 +315,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
                 f"{wanted} needs a step log: it follows or draws the log's steps, which the "
                 "record's counters do not hold; name the step log(s) after the arm record"
             )
+    if arguments.matched_config is not None and "vllm" not in arguments.matched:
+        raise InputError("--matched-config goes with --matched vllm")
     if arguments.html or arguments.plots:
         require_matplotlib()
     labels = _check_ledger(arguments)
@@ -317,6 +336,12 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         result = _fold_once(arm, arguments, stderr)
     if oracles:
         result = result.with_comparison(compare(result, oracles, arguments.tolerance, record=arm))
+    if arguments.matched:
+        base = parse_base_config(arguments.matched_config)
+        found = matched_settings(
+            result, arguments.matched, base, arguments.bootstrap, arguments.seed
+        )
+        result = result.with_matched(found)
     # The JSON document, built once (with the comparison in it): every output
     # is drawn from it alone.
     document = result.to_json()

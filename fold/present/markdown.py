@@ -12,6 +12,7 @@ from typing import Any
 
 from fold.folding.result import NEEDS_STEP_LOG
 from fold.present.cadence import time_cells, where_time_goes
+from fold.present.matched import matched_markdown
 from fold.present.speed import speed_summary
 from fold.present.table import (
     NOT_RECORDED,
@@ -62,6 +63,9 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
 
             sections.append(runs_section(document["runs"]))
     sections.append(_folds(document))
+    matched = matched_markdown(document)
+    if matched is not None:
+        sections.append(matched)
     sections.append(_legs(document))
     sections.append(_cadence(document))
     sections.append(_lines(document))
