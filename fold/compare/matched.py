@@ -170,7 +170,7 @@ def _warm_figures(fold: Any, engine: str) -> _Warm:
         raise RefusedError(
             f"--matched {engine}: the warm legs have no verify step with a draft (S = 0), so "
             "there is no acceptance to match and no k: vLLM refuses num_speculative_tokens 0 "
-            '("Expected num_speculative_tokens to be greater than zero")'
+            '("Input should be greater than 0")'
         )
     per_position = warm["per_position"]
     if engine == "vllm" and per_position is None:
