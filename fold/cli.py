@@ -129,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         choices=ENGINES,
         metavar="ENGINE",
-        help="also print (and with --json record) the setting that makes ENGINE (vllm, sglang) "
+        help="also print (and with --json record) the setting that makes ENGINE (vllm, sglang, "
+        "llamacpp) "
         "accept as our warm legs did, with its command lines for a GPU box (docs/matched.md); "
         "repeatable",
     )

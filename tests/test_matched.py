@@ -24,7 +24,7 @@ from strategies import scaled
 
 from fold.api import fold_acceptance
 from fold.cli import main
-from fold.compare.matched import check_vllm_rates, matched_settings, parse_base_config
+from fold.compare.matched import check_rates, matched_settings, parse_base_config
 from fold.errors import InputError, RefusedError
 from fold.inputs.steplog import format_line
 from fold.present.markdown import markdown_record
@@ -156,7 +156,7 @@ def test_rates_are_the_warm_per_position_rates_and_what_vllm_takes(tmp_path_fact
     assert setting.k == max(p for p, _ in warm_steps) == len(rates)
     assert 1 + sum(rates) == pytest.approx(fold.warm["mean_acceptance_length"])
     assert setting.speculative_config["synthetic_acceptance_rates"] == rates
-    check_vllm_rates(rates, setting.k)  # vLLM's own checks pass (restated; real ones: oracle)
+    check_rates(rates, setting.k)  # vLLM's own checks pass (restated; real ones: oracle)
     # SGLang's value is 1 + A/S in its per-step unit, bonus token counted
     sglang = matched_settings(fold, ["sglang"]).settings[0]
     length = 1 + sum(a for _, a in warm_steps) / len(warm_steps)
@@ -178,7 +178,7 @@ def test_rates_are_the_warm_per_position_rates_and_what_vllm_takes(tmp_path_fact
 )
 def test_check_refuses_what_vllm_refuses(rates, k, reason):
     with pytest.raises(RefusedError, match=reason):
-        check_vllm_rates(rates, k)
+        check_rates(rates, k)
 
 
 def test_refuses_a_k_the_fold_does_not_have(tmp_path):

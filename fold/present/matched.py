@@ -18,7 +18,7 @@ from rich.table import Table
 
 from fold.present.table import length, percent
 
-_TITLES = {"vllm": "vLLM", "sglang": "SGLang"}
+_TITLES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
 
 
 def _interval(ci: list[float] | None, form=percent) -> str:
@@ -53,7 +53,7 @@ def _setting_lines(setting: Mapping[str, Any]) -> list[str]:
     if setting["environment"] is not None:
         lines.append("environment:")
         lines += [f"  {name}={value}" for name, value in setting["environment"].items()]
-    lines.append("on a GPU box:")
+    lines.append("to run it (vLLM and SGLang on a GPU box):")
     lines += [f"  {command['line']}" for command in setting["commands"]]
     lines.append("what the setting cannot carry:")
     lines += [f"  - {note}" for note in setting["cannot_carry"]]
@@ -105,7 +105,7 @@ def matched_markdown(document: Mapping[str, Any]) -> str | None:
             assignments = "\n".join(f"{k}={v}" for k, v in setting["environment"].items())
             parts.append(f"Environment:\n\n```sh\n{assignments}\n```")
         commands = "\n".join(command["line"] for command in setting["commands"])
-        parts.append(f"On a GPU box:\n\n```\n{commands}\n```")
+        parts.append(f"To run it:\n\n```\n{commands}\n```")
         parts.append(
             "What the setting cannot carry:\n\n"
             + "\n".join(f"- {note}" for note in setting["cannot_carry"])
