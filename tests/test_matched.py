@@ -157,6 +157,11 @@ def test_rates_are_the_warm_per_position_rates_and_what_vllm_takes(tmp_path_fact
     assert 1 + sum(rates) == pytest.approx(fold.warm["mean_acceptance_length"])
     assert setting.speculative_config["synthetic_acceptance_rates"] == rates
     check_rates(rates, setting.k)  # vLLM's own checks pass (restated; real ones: oracle)
+    # llama-server takes the same rates, comma-separated, parsed back to the same floats
+    llamacpp = matched_settings(fold, ["llamacpp"], resamples=0).settings[0]
+    values = llamacpp.environment["LLAMA_ARG_SPEC_SYNTH_RATES"].split(",")
+    assert [float(value) for value in values] == rates
+    assert llamacpp.commands[0][1].endswith(f"--spec-synth-rates {','.join(values)}")
     # SGLang's value is 1 + A/S in its per-step unit, bonus token counted
     sglang = matched_settings(fold, ["sglang"]).settings[0]
     length = 1 + sum(a for _, a in warm_steps) / len(warm_steps)
@@ -176,9 +181,13 @@ def test_rates_are_the_warm_per_position_rates_and_what_vllm_takes(tmp_path_fact
         ([], 0, "above zero"),
     ],
 )
-def test_check_refuses_what_vllm_refuses(rates, k, reason):
-    with pytest.raises(RefusedError, match=reason):
+def test_check_refuses_what_vllm_and_llamacpp_refuse(rates, k, reason):
+    with pytest.raises(RefusedError, match=reason) as refused:
         check_rates(rates, k)
+    assert "vLLM takes" in str(refused.value) or "vLLM wants" in str(refused.value)
+    with pytest.raises(RefusedError, match=reason) as refused:
+        check_rates(rates, k, "llamacpp")
+    assert "--matched llamacpp" in str(refused.value) and "llama.cpp" in str(refused.value)
 
 
 def test_refuses_a_k_the_fold_does_not_have(tmp_path):
