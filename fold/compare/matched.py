@@ -319,6 +319,9 @@ def _llamacpp(warm: _Warm, resamples: int, seed: int) -> MatchedSetting:
         cannot_carry=(
             *_cannot_carry(warm, k, "llamacpp"),
             "a drafted end-of-generation token: llama-server never accepts one synthetically",
+            "independent draws per request: llama-server seeds a request's draws with its "
+            "sampling seed, so requests with the same seed draw the same acceptance; give each "
+            "its own seed for a spread between legs",
         ),
         checked=LLAMACPP_CHECKED,
     )
