@@ -236,6 +236,7 @@ def test_refuses_counters_without_per_position_but_sglang_needs_none(capsys):
     ("config", "code", "says"),
     [
         ("not json", 2, "not JSON"),
+        ('{"method": "ngram", "x": NaN}', 2, "NaN is not a JSON number"),
         ("[1, 2]", 2, "JSON object"),
         ('{"num_speculative_tokens": 4}', 2, "no method"),
         ('{"method": "ngram", "synthetic_acceptance_rates": [1, 1, 1, 1]}', 2, "leave them out"),
@@ -312,3 +313,51 @@ def test_presenters_draw_from_the_json_alone(tmp_path):
     assert '"synthetic_acceptance_rates": [0.8, 0.6, 0.4, 0.2]' in record
     assert "SGLANG_SIMULATE_ACC_LEN=3.0" in record
     assert "matched" not in fold.to_json()  # the setting is asked for, never there by default
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@scaled(0.5)
+@given(
+    text=st.text(max_size=40)
+    | st.dictionaries(st.text(max_size=8), json_values, max_size=4).map(json.dumps)
+    | st.dictionaries(st.text(max_size=8), json_values, max_size=4).map(
+        lambda extra: json.dumps({"method": "ngram", **extra})
+    )
+)
+def test_any_matched_config_is_refused_plainly_or_carried_whole_into_both_lines(
+    tmp_path_factory, text
+):
+    """Whatever --matched-config holds: a refusal of ours, or a setting whose serve line and
+    LLM(...) line parse back (shell quoting, Python literal) to the very config recorded."""
+    fold = hand_fold(tmp_path_factory)
+    try:
+        setting = matched_settings(fold, ["vllm"], parse_base_config(text), resamples=0)
+    except (InputError, RefusedError):
+        return
+    config = setting.settings[0].speculative_config
+    assert config == {
+        **json.loads(text),
+        "num_speculative_tokens": 4,
+        "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_rates": HAND_RATES,
+    }
+    lines = dict(setting.settings[0].commands)
+    assert json.loads(shlex.split(lines["serve"])[4]) == config
+    prefix = "LLM(model=MODEL, speculative_config="
+    assert ast.literal_eval(lines["offline"][len(prefix) : -1]) == config
+
+
+_HAND_FOLD = {}
+
+
+def hand_fold(tmp_path_factory):
+    if "fold" not in _HAND_FOLD:
+        arm, log = write_gate(tmp_path_factory.mktemp("hand"), HAND)
+        _HAND_FOLD["fold"] = fold_acceptance(arm, [log], resamples=0)
+    return _HAND_FOLD["fold"]

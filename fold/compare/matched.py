@@ -118,7 +118,7 @@ def parse_base_config(text: str | None) -> dict[str, Any]:
     if text is None:
         return {"method": DEFAULT_METHOD}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_a_number)
     except ValueError as error:
         raise InputError(
             f"--matched-config is not JSON ({error}): give an object such as "
@@ -127,6 +127,11 @@ def parse_base_config(text: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InputError("--matched-config must be a JSON object (vLLM's speculative_config)")
     return value
+
+
+def _not_a_number(name: str) -> float:
+    # JSON has no NaN or Infinity; vLLM's parser would take them, into nothing meaningful.
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def matched_settings(
