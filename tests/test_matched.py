@@ -28,6 +28,8 @@ from fold.compare.matched import check_rates, matched_settings, parse_base_confi
 from fold.errors import InputError, RefusedError
 from fold.inputs.steplog import format_line
 from fold.present.markdown import markdown_record
+from fold.present.matched import matched_html
+from fold.present.page import page
 from fold.present.terminal import terminal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -312,6 +314,11 @@ def test_presenters_draw_from_the_json_alone(tmp_path):
     assert "## Matched oracle settings" in record
     assert '"synthetic_acceptance_rates": [0.8, 0.6, 0.4, 0.2]' in record
     assert "SGLANG_SIMULATE_ACC_LEN=3.0" in record
+    section = matched_html(again)
+    assert section.startswith('<section id="matched">') and "80.0%" in section
+    assert "&quot;synthetic_acceptance_rates&quot;: [0.8, 0.6, 0.4, 0.2]" in section
+    assert section in page(again).decode()  # below the charts
+    assert matched_html(fold.to_json()) == ""
     assert "matched" not in fold.to_json()  # the setting is asked for, never there by default
 
 

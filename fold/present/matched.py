@@ -7,6 +7,7 @@ each, never wrapped or cropped, so they can be copied as they stand.
 
 from __future__ import annotations
 
+import html
 import io
 import json
 from collections.abc import Mapping
@@ -112,3 +113,32 @@ def matched_markdown(document: Mapping[str, Any]) -> str | None:
         )
         parts.append(f"Sources read: {setting['checked']}")
     return "\n\n".join(parts)
+
+
+def matched_html(document: Mapping[str, Any]) -> str:
+    """The ``matched`` block as a page section below the charts ('' when there is none)."""
+    matched = document.get("matched")
+    if not matched:
+        return ""
+    parts = ['<section id="matched"><h2>Matched oracle settings</h2>']
+    for engine, setting in matched.items():
+        parts.append(f"<h3>{html.escape(_summary(engine, setting))}</h3>")
+        if setting["rates"]:
+            rows = "".join(
+                f"<tr><td>{rate['position']}</td><td>{percent(rate['rate'])}</td>"
+                f"<td>{html.escape(_interval(rate['ci']))}</td></tr>"
+                for rate in setting["rates"]
+            )
+            parts.append(
+                "<table><tr><th>draft position</th><th>first i accepted</th>"
+                f"<th>95% interval</th></tr>{rows}</table>"
+            )
+        lines = [command["line"] for command in setting["commands"]]
+        if setting["speculative_config"] is not None:
+            lines.insert(0, json.dumps(setting["speculative_config"], separators=(", ", ": ")))
+        parts.append(f"<pre>{html.escape(chr(10).join(lines))}</pre>")
+        notes = "".join(f"<li>{html.escape(note)}</li>" for note in setting["cannot_carry"])
+        parts.append(f"<p>What the setting cannot carry:</p><ul>{notes}</ul>")
+        parts.append(f"<p>Sources read: {html.escape(setting['checked'])}</p>")
+    parts.append("</section>")
+    return "\n".join(parts)

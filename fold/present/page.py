@@ -26,6 +26,7 @@ from fold.present.comparison import (
     step_rate_line,
     tolerance_of,
 )
+from fold.present.matched import matched_html
 from fold.present.table import (
     NOT_RECORDED,
     flag_lines,
@@ -81,6 +82,7 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
             parts.append(f"<figure>{_inline_svg(render(chart, 'svg'))}")
             parts.append(f"<figcaption>{html.escape(chart.caption)}</figcaption></figure>")
         parts.append("</section>")
+    parts.append(matched_html(document))  # below the charts; empty without --matched
     parts.append("</body></html>")
     return ("\n".join(parts) + "\n").encode()
 
