@@ -49,7 +49,8 @@ exit status:
   1  refused: the inputs disagree (accepted > proposed, a warm leg without steps, a recorded
      throughput fold the warm predicate does not reproduce, a log read twice, a step log or
      spec_acceptance the engine's own counters contradict, a leg with some of the three
-     counters), or no step log and no counters to fold
+     counters), or no step log and no counters to fold, or a --matched setting the engine
+     would refuse (docs/matched.md)
   2  usage error (--follow or --trace without a step log among them), or an input that cannot
      be read or parsed (the message names file and line), or a --ledger that is not one or is
      busy past --ledger-wait (nothing written)
@@ -130,8 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=ENGINES,
         metavar="ENGINE",
         help="also print (and with --json record) the setting that makes ENGINE (vllm, sglang, "
-        "llamacpp) "
-        "accept as our warm legs did, with its command lines for a GPU box (docs/matched.md); "
+        "llamacpp) accept as our warm legs did, with its command lines (docs/matched.md); "
         "repeatable",
     )
     parser.add_argument(
@@ -318,6 +318,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             )
     if arguments.matched_config is not None and "vllm" not in arguments.matched:
         raise InputError("--matched-config goes with --matched vllm")
+    base = parse_base_config(arguments.matched_config)  # refused before the fold, not after
     if arguments.html or arguments.plots:
         require_matplotlib()
     labels = _check_ledger(arguments)
@@ -338,7 +339,6 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     if oracles:
         result = result.with_comparison(compare(result, oracles, arguments.tolerance, record=arm))
     if arguments.matched:
-        base = parse_base_config(arguments.matched_config)
         found = matched_settings(
             result, arguments.matched, base, arguments.bootstrap, arguments.seed
         )
