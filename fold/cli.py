@@ -18,6 +18,7 @@ import fold.command_process  # noqa: F401  first: it sets the process up before 
 from fold.api import fold_acceptance
 from fold.compare.comparison import compare
 from fold.compare.gap import DEFAULT_TOLERANCE
+from fold.compare.matched import ENGINES, matched_settings, parse_base_config
 from fold.compare.vs_arms import load_arms
 from fold.errors import FoldError, InputError
 from fold.folding.cadence import DEFAULT_STALL_FACTOR
@@ -48,7 +49,8 @@ exit status:
   1  refused: the inputs disagree (accepted > proposed, a warm leg without steps, a recorded
      throughput fold the warm predicate does not reproduce, a log read twice, a step log or
      spec_acceptance the engine's own counters contradict, a leg with some of the three
-     counters), or no step log and no counters to fold
+     counters), or no step log and no counters to fold, or a --matched setting the engine
+     would refuse (docs/matched.md)
   2  usage error (--follow or --trace without a step log among them), or an input that cannot
      be read or parsed (the message names file and line), or a --ledger that is not one or is
      busy past --ledger-wait (nothing written)
@@ -123,6 +125,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=LOG",
         help="a step log (path or quoted glob) of the --vs arm NAME, another run of ours; "
         "repeatable",
+    )
+    parser.add_argument(
+        "--matched",
+        action="append",
+        default=[],
+        choices=ENGINES,
+        metavar="ENGINE",
+        help="also print (and with --json record) the setting that makes ENGINE (vllm, sglang, "
+        "llamacpp) accept as our warm legs did, with its command lines (docs/matched.md); "
+        "repeatable",
+    )
+    parser.add_argument(
+        "--matched-config",
+        metavar="JSON",
+        help='with --matched vllm: the oracle\'s own speculative_config (default {"method": '
+        '"ngram"}), to which the synthetic rates are added',
     )
     parser.add_argument(
         "--paired",
@@ -300,6 +318,9 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
                 f"{wanted} needs a step log: it follows or draws the log's steps, which the "
                 "record's counters do not hold; name the step log(s) after the arm record"
             )
+    if arguments.matched_config is not None and "vllm" not in arguments.matched:
+        raise InputError("--matched-config goes with --matched vllm")
+    base = parse_base_config(arguments.matched_config)  # refused before the fold, not after
     if arguments.html or arguments.plots:
         require_matplotlib()
     labels = _check_ledger(arguments)
@@ -319,6 +340,11 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         result = _fold_once(arm, arguments, stderr)
     if oracles:
         result = result.with_comparison(compare(result, oracles, arguments.tolerance, record=arm))
+    if arguments.matched:
+        found = matched_settings(
+            result, arguments.matched, base, arguments.bootstrap, arguments.seed
+        )
+        result = result.with_matched(found)
     # The JSON document, built once (with the comparison in it): every output
     # is drawn from it alone.
     document = result.to_json()

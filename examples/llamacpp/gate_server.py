@@ -103,6 +103,8 @@ class Server:
         self.base = f"http://{HOST}:{self.port}"
         command = [
             *speculative_args(binary, model, args),
+            # an oracle at a chosen acceptance (fold-acceptance --matched llamacpp)
+            *(["--spec-synth-rates", args.spec_synth_rates] if args.spec_synth_rates else []),
             "--parallel",
             str(args.parallel),
             "--ctx-size",
@@ -200,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft-max", type=int, default=8)
     parser.add_argument("--draft", choices=("draft", "target", "unrelated"), default="draft")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--spec-synth-rates",
+        metavar="P0,P1,...",
+        help="llama-server's synthetic acceptance rates (fold-acceptance --matched llamacpp)",
+    )
     parser.add_argument("--log", default="steps.jsonl", help="DFLASH_STEP_LOG under OUT_DIR")
     parser.add_argument("--bin-dir", type=Path, help="patched llama.cpp binaries (else built)")
     parser.add_argument("--models", type=Path, help="directory of make_models.py's output")
@@ -272,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             "draft",
             "threads",
             "log",
+            "spec_synth_rates",
         )
     }
     record = arm_record("llama-server", config, legs)

@@ -21,6 +21,14 @@ from fold.folding.leg_figures import LegFigures, PooledFigures
 from fold.folding.result import JSON_FORMAT, FoldResult
 
 
+class MatchedPart(Protocol):
+    """What a document needs of the matched setting (``fold.compare.matched.Matched``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``matched`` block: a setting per engine."""
+        ...
+
+
 class ComparisonPart(Protocol):
     """What a document needs of the comparison stage's part."""
 
@@ -41,6 +49,7 @@ class Document:
     fold: FoldResult
     counter_check: CounterCheck
     comparison: ComparisonPart | None = None
+    matched: MatchedPart | None = None
 
     @property
     def legs(self) -> tuple[LegFigures, ...]:
@@ -56,13 +65,17 @@ class Document:
 
     def __getattr__(self, name: str) -> Any:
         # The fold's other figures (predicate, files, sources(), ...), read as before.
-        if name.startswith("__") or name in ("fold", "counter_check", "comparison"):
+        if name.startswith("__") or name in ("fold", "counter_check", "comparison", "matched"):
             raise AttributeError(name)
         return getattr(self.fold, name)
 
     def with_comparison(self, comparison: ComparisonPart) -> Document:
         """This document with the comparison's part beside the fold's (a new document)."""
         return replace(self, comparison=comparison)
+
+    def with_matched(self, matched: MatchedPart) -> Document:
+        """This document with the matched setting beside the fold's (a new document)."""
+        return replace(self, matched=matched)
 
     def to_json(self) -> dict[str, Any]:
         document = {"format": JSON_FORMAT, **self.fold.to_json()}
@@ -72,4 +85,6 @@ class Document:
             runs = self.comparison.runs_json()
             if runs is not None:
                 document["runs"] = runs
+        if self.matched is not None:
+            document["matched"] = self.matched.to_json()
         return document

@@ -12,7 +12,8 @@ from typing import Any
 
 from fold.folding.result import NEEDS_STEP_LOG
 from fold.present.cadence import time_cells, where_time_goes
-from fold.present.matched_arms import matched_markdown
+from fold.present.matched import matched_markdown
+from fold.present.matched_arms import matched_arm_markdown
 from fold.present.speed import speed_summary
 from fold.present.table import (
     NOT_RECORDED,
@@ -63,6 +64,9 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
 
             sections.append(runs_section(document["runs"]))
     sections.append(_folds(document))
+    matched = matched_markdown(document)
+    if matched is not None:
+        sections.append(matched)
     sections.append(_legs(document))
     sections.append(_cadence(document))
     sections.append(_lines(document))
@@ -131,7 +135,7 @@ def _verdicts(document: dict[str, Any]) -> str:
     lines = ["## Verdict", ""]
     for name, gap in block["gaps"].items():
         lines.append(f"- **vs {name}**: {gap['verdict']}")
-        lines.extend(matched_markdown(block, name))
+        lines.extend(matched_arm_markdown(block, name))
         basis = gap.get("ci_basis") or {}
         if gap["ratio"] is not None and basis and gap["ratio_ci"] is not None:
             factors = [("r", gap["ratio"], gap["ratio_ci"])]

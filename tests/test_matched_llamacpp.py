@@ -1,0 +1,116 @@
+"""A real matched run: llama-server at the acceptance ``--matched llamacpp`` emits for a gate of
+ours accepts as that gate did, and refuses what the command refuses.
+
+Marked ``engine`` (``pytest -m engine``): llama.cpp as ``examples/llamacpp/build.py`` builds it
+(or the binaries in ``$LLAMACPP_BIN_DIR``, as the gate scripts' ``--bin-dir``), on the tiny
+models of ``examples/llamacpp/make_models.py``. Our arm drafts with the noisy copy of the target;
+the matched arm drafts with the unrelated model, which on its own accepts next to nothing, at our
+rates (``--spec-synth-rates``); the hook records the matched arm's steps as it records ours, and
+both are folded by the same fold. The expectation is our own warm fold and its intervals, never
+the matched arm's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fold.api import fold_acceptance
+from fold.cli import main as cli
+
+pytestmark = pytest.mark.engine
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llamacpp"
+sys.path.insert(0, str(EXAMPLE))
+
+import gate_server  # noqa: E402
+
+K = 4
+
+
+@pytest.fixture(scope="module")
+def bin_dir() -> Path:
+    if os.environ.get("LLAMACPP_BIN_DIR"):
+        return Path(os.environ["LLAMACPP_BIN_DIR"])
+    import build
+
+    return Path(build.ensure_built()["llama-server"]).parent
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    import make_models  # the engine extra (gguf, numpy)
+
+    directory = tmp_path_factory.mktemp("models")
+    make_models.make_models(directory)
+    return directory
+
+
+def gate(out: Path, bin_dir: Path, models: Path, *extra: str) -> tuple[str, str]:
+    common = ["--bin-dir", str(bin_dir), "--models", str(models), "--out-dir", str(out)]
+    sizes = ["--prompts", "3", "--repeat", "3", "--draft-max", str(K), "--parallel", "2"]
+    assert gate_server.main([*common, *sizes, "--concurrency", "2", "--threads", "1", *extra]) == 0
+    return str(out / "our-arm.json"), str(out / "steps.jsonl")
+
+
+def test_llama_server_at_the_emitted_rates_accepts_as_our_gate_did(
+    tmp_path, capsys, bin_dir, models
+):
+    arm, log = gate(tmp_path / "ours", bin_dir, models)
+    assert cli([arm, log, "--matched", "llamacpp", "--json", "-"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    setting = document["matched"]["llamacpp"]
+    rates = setting["environment"]["LLAMA_ARG_SPEC_SYNTH_RATES"]
+    assert setting["k"] == K
+
+    matched = tmp_path / "matched"
+    arm_m, log_m = gate(
+        matched, bin_dir, models, "--draft", "unrelated", "--spec-synth-rates", rates
+    )
+    server_log = (matched / "server.log").read_text()
+    # llama-server took the rates as given (it prints them to 6 significant digits)
+    shown = ", ".join(f"{float(rate):.6g}" for rate in rates.split(","))
+    assert (
+        f"synthetic acceptance: n_max = {K}," in server_log and f"rates = [{shown}]" in server_log
+    )
+
+    ours, theirs = document["warm"], fold_acceptance(arm_m, [log_m]).to_json()["warm"]
+    low, high = ours["mean_acceptance_length_ci"]
+    assert low <= theirs["mean_acceptance_length"] <= high
+    for position, rate in enumerate(setting["rates"]):
+        assert rate["ci"][0] <= theirs["per_position"][position] <= rate["ci"][1], position
+    # without the rates the unrelated drafter accepts far below ours: the rates did it
+    arm_p, log_p = gate(tmp_path / "plain", bin_dir, models, "--draft", "unrelated")
+    plain = fold_acceptance(arm_p, [log_p])
+    assert plain.warm["mean_acceptance_length"] < low
+
+
+@pytest.mark.parametrize(
+    ("rates", "says"),
+    [
+        ("0.5,0.6,0.1,0.1", "monotonically non-increasing"),
+        ("0.5,0.4,0.3,0.2,0.1", f"must contain {K} values, got 5"),
+        ("1.5,0.4,0.3,0.2", "within [0, 1]"),
+    ],
+)
+def test_llama_server_refuses_what_the_command_refuses(tmp_path, bin_dir, models, rates, says):
+    from fold.compare.matched import check_rates
+    from fold.errors import RefusedError
+
+    values = [float(rate) for rate in rates.split(",")]
+    with pytest.raises(RefusedError):
+        check_rates(values, K, "llamacpp")
+    port = str(gate_server.free_port())
+    proc = subprocess.run(
+        [str(bin_dir / "llama-server"), "-m", str(models / "target.gguf"), "-md",
+         str(models / "draft.gguf"), "--spec-type", "draft-simple", "--spec-draft-n-max", str(K),
+         "--spec-synth-rates", rates, "--host", "127.0.0.1", "--port", port],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert says in proc.stdout + proc.stderr
