@@ -60,6 +60,7 @@
 #include "inputs/native_src/python_values.h"
 #include "inputs/native_src/read_range.h"
 #include "inputs/native_src/resample.h"
+#include "inputs/native_src/step_lengths.h"
 
 namespace {
 
@@ -385,6 +386,7 @@ PyMethodDef kMethods[] = {
     {"cadence", cadence_py, METH_VARARGS, kCadenceDoc},
     {"cadence_pooled", cadence_pooled_py, METH_VARARGS, kPooledDoc},
     {"resample_sums", resample_sums_py, METH_VARARGS, kResampleDoc},
+    {"step_lengths", step_lengths_py, METH_VARARGS, kStepLengthsDoc},
     {nullptr, nullptr, 0, nullptr},
 };
 

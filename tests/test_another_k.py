@@ -11,6 +11,7 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
+import polars as pl
 import pytest
 from another_k_reference import another_k_of, without_prose
 from cadence_logs import T0_NS, T0_S, WRITER_A, WRITER_B, Row, leg, write_run
@@ -30,8 +31,11 @@ from strategies import FoldCase, fold_cases, scaled
 from fold.api import fold_acceptance
 from fold.cli import main as cli
 from fold.errors import InputError, RefusedError
+from fold.folding.accumulate import SCHEMAS
 from fold.folding.another_k import MAX_CUT_K, another_k, cut_sums
+from fold.folding.step_lengths import reference_step_lengths, step_time_by_length
 from fold.inputs.arm import arm_from_document
+from fold.inputs.limits import MAX_STEP_TOKENS
 from fold.present.another_k import another_k_markdown
 from fold.present.charts import charts
 from fold.present.markdown import markdown_record
@@ -454,3 +458,50 @@ def test_the_chart_without_a_measured_step_time_draws_tokens_per_step_only():
     rows = document["warm"]["another_k"]["rows"]
     assert ks == list(range(1, 8)) and rate_k == []
     assert tokens == approx([1 + row["accepted"] / row["steps"] for row in rows])
+
+
+# ----------------------------------------------------------------------------------------------
+# The step time per draft length: the extension, numpy and the definition agree
+# ----------------------------------------------------------------------------------------------
+
+request_lines = st.lists(
+    st.tuples(
+        st.one_of(st.integers(0, 50), st.integers(0, 2**63 - 1)),  # ties and far-apart times
+        st.sampled_from([0, 1, 2, 4, 7, MAX_STEP_TOKENS]),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), request_lines), min_size=1, max_size=8))
+def test_the_extension_and_numpy_group_step_times_alike(requests):
+    """Per draft length, the count and exact sum of intervals to a line of that length, each
+    request's lines taken in (time, proposed) order: worked out here one request at a time."""
+    frame = pl.DataFrame(
+        {
+            "leg": [index for index, _ in requests],
+            "w": ["00000000000000a1"] * len(requests),
+            "seq": list(range(len(requests))),
+            "sid": [None] * len(requests),
+            "t_ns": [[t for t, _ in lines] for _, lines in requests],
+            "t_proposed": [[p for _, p in lines] for _, lines in requests],
+        },
+        schema=SCHEMAS["step_times"],
+    )
+    legs = [0, 2, 3]
+    expected: dict[int, list[int]] = defaultdict(list)
+    for index, lines in requests:
+        if index not in legs:
+            continue
+        ordered = sorted(lines)
+        for (before, _), (after, proposed) in pairwise(ordered):
+            if proposed:
+                expected[proposed].append(after - before)
+    wanted = {p: (len(gaps), sum(gaps)) for p, gaps in expected.items()}
+    with native_switch(True):
+        assert step_time_by_length(frame, legs) == wanted
+    with native_switch(False):
+        assert step_time_by_length(frame, legs) == wanted
+    chosen = frame.filter(pl.col("leg").is_in(legs))
+    assert reference_step_lengths(chosen) == wanted

@@ -385,6 +385,15 @@ def cadence(
     return frame, figures, pooled
 
 
+def step_lengths(times: pl.Series, proposals: pl.Series, chosen: list[bool]) -> dict:
+    """Per draft length, (intervals, their sum in ns) over the chosen requests' step times
+    (``times``, ``proposals``: list columns read in place), in the extension; the reference is
+    ``fold.folding.step_lengths.reference_step_lengths``."""
+    return _native.step_lengths(
+        times.rechunk().__arrow_c_stream__(), proposals.rechunk().__arrow_c_stream__(), chosen
+    )
+
+
 def resample_sums(values: Any, key: int, first_row: int, out: Any) -> None:
     """The bootstrap's stage-2 resamples ``first_row`` ... of one leg, drawn and summed in one
     pass: ``out[r, c]`` is the sum of ``values[i, c]`` over the requests ``i`` drawn for
