@@ -46,7 +46,7 @@ def another_k_of(steps: list[Any], legs: list[int], tok_s: float | None) -> dict
     if len(lengths) > 1:
         measured = {
             p: sum(values) / len(values) / 1e9 for p, values in step_times_of(steps).items()
-        }
+        } or None  # no two lines of one request: nothing timed
 
     def rate_at(k: int) -> tuple[float | None, list[int], float | None]:
         if measured is None:

@@ -261,7 +261,13 @@ def _measured(
         for proposed, (intervals, total) in sorted(step_times.items())
         if proposed > 0 and intervals > 0
     )
-    return times, "measured from the log at draft lengths " + ", ".join(map(str, lengths))
+    if not times:
+        return None, (
+            "no request in the warm legs has two steps: the step time per k' is not measured; "
+            "tokens per step only"
+        )
+    timed = ", ".join(str(time.proposed) for time in times)
+    return times, f"measured from the log at draft lengths {timed}"
 
 
 def _decode_rate(

@@ -164,9 +164,9 @@ def chart_series(
 def another_k_chart(document: Mapping[str, Any]) -> Chart:
     caption = (
         "Tokens per step (1 + A/S) and, where the log measured a step time per draft length, "
-        "the modelled tok/s, had every draft been cut at k' tokens; assumes a chain drafter "
-        "whose first k' tokens would be the same and steps that follow alike "
-        "(docs/another-k.md). The hollow mark is the recorded k."
+        "the modelled tok/s, had every draft been cut at k' tokens (the hollow mark is the "
+        "recorded k), assuming a chain drafter whose first k' tokens would be the same and "
+        "steps that follow alike (docs/another-k.md)."
     )
     title = "Another k"
     found = block(document)
@@ -190,7 +190,8 @@ def another_k_chart(document: Mapping[str, Any]) -> Chart:
         )
         axes.set_xlabel("k' (draft tokens)")
         axes.set_ylabel("tokens per step (1 + A/S)")
-        axes.set_xticks(ks)
+        if len(ks) <= 16:  # past that, matplotlib's own ticks read better
+            axes.set_xticks(ks)
         if modelled:
             other = axes.twinx()
             other.plot(
