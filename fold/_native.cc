@@ -124,7 +124,7 @@ PyObject* build_result(RangeResult& result) {
   TraceLines trace;
   if (result.per_line == PerLine::kTrace) trace = trace_lines(result, writer_of);
   FilledInPlace times(static_cast<std::size_t>(offsets.back()));
-  FilledInPlace proposals(static_cast<std::size_t>(offsets.back()));
+  FilledInPlace32 proposals(static_cast<std::size_t>(offsets.back()));
   std::vector<std::int64_t> proposal_offsets = offsets;  // the two lists share their offsets
   Py_BEGIN_ALLOW_THREADS;
   export_times(result, starts, times, proposals);
@@ -208,7 +208,7 @@ PyObject* build_result(RangeResult& result) {
       {"pid", arrow_column(std::move(pid), false)},
       {"attributed_requests", PyLong_FromSize_t(attributed)},
       {"t_ns", arrow_column({}, false, &offsets, &times)},
-      {"t_proposed", arrow_column({}, false, &proposal_offsets, &proposals)},
+      {"t_proposed", arrow_column({}, false, &proposal_offsets, nullptr, &proposals)},
       {"hist_leg", arrow_column(std::move(hist_leg), false)},
       {"hist_proposed", arrow_column(std::move(hist_proposed), false)},
       {"hist_accepted", arrow_column(std::move(hist_accepted), false)},

@@ -3,7 +3,7 @@
 A partial fold holds counts and sums keyed by leg (and by request, histogram bucket (proposed,
 accepted), time bin, writer, file), and per request the times of its attributed lines
 (``step_times``: 8 bytes a line, for the step cadence, and beside each time its line's
-``proposed``, for the step time per draft length), never the lines themselves. Folding a
+``proposed`` in 4, for the step time per draft length), never the lines themselves. Folding a
 log in blocks, in any order, split across any files, and merging the partials gives exactly the
 fold of the whole log; this is what lets the fold follow a growing file and run on both cores.
 """
@@ -80,7 +80,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "seq": pl.UInt64(),
         "sid": pl.String(),
         "t_ns": pl.List(pl.Int64()),
-        "t_proposed": pl.List(pl.Int64()),
+        "t_proposed": pl.List(pl.Int32()),  # a step proposes at most 2^16 tokens
     },
     "files": {
         "path": pl.String(),
@@ -100,7 +100,7 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "max_n": pl.Int64(),
     "pid": pl.Int64(),
     "t_ns": pl.List(pl.Int64()),
-    "t_proposed": pl.List(pl.Int64()),
+    "t_proposed": pl.List(pl.Int32()),
 }
 # How each non-key column merges: counts add up, maxima take the max.
 _MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
@@ -231,7 +231,7 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
     # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
     # counts for the writers only.
     per_request = attributed.group_by(*REQUEST_KEY).agg(
-        *request_sums(), pl.col("t_ns"), pl.col("proposed").alias("t_proposed")
+        *request_sums(), pl.col("t_ns"), pl.col("proposed").cast(pl.Int32).alias("t_proposed")
     )
     drafted = attributed.filter(pl.col("leg").is_not_null() & DRAFTED)
     # A gather by leg index finds each step's window (no join).

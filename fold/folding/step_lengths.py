@@ -35,7 +35,8 @@ def step_time_by_length(step_times: pl.DataFrame, legs: Sequence[int]) -> StepTi
     if not chosen.height:
         return {}
     if native.available():
-        return native.step_lengths(chosen["t_ns"], chosen["t_proposed"], [True] * chosen.height)
+        proposals = chosen["t_proposed"].cast(pl.List(pl.Int32))  # as the extension reads it
+        return native.step_lengths(chosen["t_ns"], proposals, [True] * chosen.height)
     return reference_step_lengths(chosen)
 
 

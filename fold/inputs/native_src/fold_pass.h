@@ -76,7 +76,7 @@ struct Fold {
   std::vector<std::uint32_t> line_request;
   std::vector<std::int64_t> line_t;
   // Beside each time its line's proposed (the step time per draft length).
-  std::vector<std::int64_t> line_proposed;
+  std::vector<std::int32_t> line_proposed;  // at most kMaxStepTokens: 4 bytes hold it
   // With PerLine::kTrace, beside each: its pid and other counts (emitted -1 where none).
   std::vector<std::int64_t> line_pid, line_accepted, line_emitted;
   // Once merged into the first range's fold: each request's place there, and how many of
@@ -259,7 +259,7 @@ class Folder {
     if (leg < 0) return true;
     fold_.line_request.push_back(static_cast<std::uint32_t>(place));
     fold_.line_t.push_back(step_.t_ns);
-    fold_.line_proposed.push_back(step_.proposed);
+    fold_.line_proposed.push_back(static_cast<std::int32_t>(step_.proposed));
     if (per_line_ == PerLine::kTrace) {
       fold_.line_pid.push_back(step_.pid);
       fold_.line_accepted.push_back(step_.accepted);

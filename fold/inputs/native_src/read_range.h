@@ -268,7 +268,7 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
 // the same place in `proposals`. One thread per range, writing disjoint places; each range's
 // line arrays are freed once placed.
 inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
-                         FilledInPlace& times, FilledInPlace& proposals) {
+                         FilledInPlace& times, FilledInPlace32& proposals) {
   std::vector<Fold*> ranges = merged_ranges(result);
   auto place_range = [&](std::size_t index) {
     Fold& range = *ranges[index];
@@ -284,7 +284,7 @@ inline void export_times(RangeResult& result, const std::vector<std::int64_t>& s
     }
     std::vector<std::uint32_t>().swap(range.line_request);
     std::vector<std::int64_t>().swap(range.line_t);
-    std::vector<std::int64_t>().swap(range.line_proposed);
+    std::vector<std::int32_t>().swap(range.line_proposed);
   };
   std::vector<std::thread> threads;
   std::size_t index = 1;

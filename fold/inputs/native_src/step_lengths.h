@@ -28,13 +28,20 @@ struct LengthSums {
   Total total = 0;
 };
 
-// (begin of its values, count) of every row of a list column's chunks.
-inline std::vector<std::pair<const std::int64_t*, std::int64_t>> list_rows(
+// (begin of its values, count) of every row of a list column's chunks (int64 or int32).
+template <class Value>
+std::vector<std::pair<const Value*, std::int64_t>> list_rows(
     const std::vector<Int64ListChunk>& chunks) {
-  std::vector<std::pair<const std::int64_t*, std::int64_t>> rows;
+  std::vector<std::pair<const Value*, std::int64_t>> rows;
   for (const auto& chunk : chunks) {
+    const Value* values;
+    if constexpr (sizeof(Value) == 4) {
+      values = chunk.values32;
+    } else {
+      values = chunk.values;
+    }
     for (std::int64_t row = 0; row < chunk.rows; ++row) {
-      rows.emplace_back(chunk.values + chunk.begin(row), chunk.begin(row + 1) - chunk.begin(row));
+      rows.emplace_back(values + chunk.begin(row), chunk.begin(row + 1) - chunk.begin(row));
     }
   }
   return rows;
@@ -43,14 +50,14 @@ inline std::vector<std::pair<const std::int64_t*, std::int64_t>> list_rows(
 // Sums by proposed (index) over the chosen requests; false on a proposed out of range.
 inline bool step_length_sums(
     const std::vector<std::pair<const std::int64_t*, std::int64_t>>& times,
-    const std::vector<std::pair<const std::int64_t*, std::int64_t>>& proposals,
+    const std::vector<std::pair<const std::int32_t*, std::int64_t>>& proposals,
     const std::vector<std::int64_t>& chosen, std::vector<LengthSums>& sums) {
   std::vector<std::pair<std::int64_t, std::int64_t>> pairs;
   sums.assign(static_cast<std::size_t>(kMaxStepTokens) + 1, LengthSums{});
   for (std::size_t row = 0; row < times.size(); ++row) {
     if (chosen[row] == 0) continue;
     const auto [t, count] = times[row];
-    const std::int64_t* p = proposals[row].first;
+    const std::int32_t* p = proposals[row].first;
     pairs.resize(static_cast<std::size_t>(count));
     bool ordered = true;
     for (std::int64_t i = 0; i < count; ++i) {
@@ -88,8 +95,8 @@ inline PyObject* int128_to_python(Total value) {
 const char kStepLengthsDoc[] =
     "step_lengths(t_ns, t_proposed, chosen) -> {proposed: (intervals, total_ns)}\n\n"
     "The step time per draft length (fold.folding.step_lengths) of the requests whose chosen\n"
-    "entry is not 0: t_ns and t_proposed list of int64 columns as Arrow stream capsules, a\n"
-    "list per request, the two of one request the same length.";
+    "entry is not 0: t_ns (list of int64) and t_proposed (list of int32) as Arrow stream\n"
+    "capsules, a list per request, the two of one request the same length.";
 
 inline PyObject* step_lengths_py(PyObject*, PyObject* args) {
   PyObject *times_capsule, *proposals_capsule, *chosen_object;
@@ -102,11 +109,11 @@ inline PyObject* step_lengths_py(PyObject*, PyObject* args) {
   ImportedArrays times_owner, proposals_owner;
   std::vector<Int64ListChunk> times_chunks, proposals_chunks;
   if (!import_int64_lists(times_capsule, times_owner, times_chunks) ||
-      !import_int64_lists(proposals_capsule, proposals_owner, proposals_chunks)) {
+      !import_int64_lists(proposals_capsule, proposals_owner, proposals_chunks, true)) {
     return nullptr;
   }
-  auto times = list_rows(times_chunks);
-  auto proposals = list_rows(proposals_chunks);
+  auto times = list_rows<std::int64_t>(times_chunks);
+  auto proposals = list_rows<std::int32_t>(proposals_chunks);
   if (times.size() != chosen.size() || proposals.size() != chosen.size()) {
     PyErr_SetString(PyExc_ValueError, "one chosen entry and one of each list per request");
     return nullptr;
