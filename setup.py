@@ -22,6 +22,7 @@ setup(
                 "fold/inputs/native_src/python_values.h",
                 "fold/inputs/native_src/read_range.h",
                 "fold/inputs/native_src/resample.h",
+                "fold/inputs/native_src/step_lengths.h",
             ],
             language="c++",
             extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden"],

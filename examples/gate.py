@@ -91,7 +91,7 @@ def run_prompt(engine: Path, prompt: int, args: argparse.Namespace, log: Path) -
 def engine_options(args: argparse.Namespace) -> dict:
     """The engine's own settings given to this gate (the drafter's quality, the forward's
     time): what a change to the engine changes, kept apart from the workload in ``config``."""
-    names = ("accept", "eos", "forward_us", "cold_us")
+    names = ("accept", "eos", "forward_us", "cold_us", "draft_us", "ks")
     found = {name: getattr(args, name, None) for name in names}
     return {name: value for name, value in found.items() if value is not None}
 
@@ -131,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eos", type=float, help="the engine's --eos")
     parser.add_argument("--forward-us", type=int, help="the engine's --forward-us")
     parser.add_argument("--cold-us", type=int, help="the engine's --cold-us")
+    parser.add_argument(
+        "--ks", help="the engine's --ks: draft lengths taken forward by forward, as 2,4,6"
+    )
+    parser.add_argument("--draft-us", type=int, help="the engine's --draft-us")
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--engine", type=Path, help="toy_engine binary (built when omitted)")
     args = parser.parse_args(argv)

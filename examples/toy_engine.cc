@@ -1,7 +1,9 @@
 // toy_engine: a seeded stand-in for a speculative-decoding engine, instrumented with
 // instrument/dflash_step_log.h. One process serves one prompt; it runs `--runs` repetitions of a
 // generate call, each decoding `--concurrency` requests to `--max-tokens` with `--k` drafts per
-// verify step. Every verify forward records its rows through one dflash::step_log::Batch.
+// verify step (or, with `--ks 2,4,6`, each forward the next of those draft lengths in turn; a
+// forward then also takes `--draft-us` per token of its longest draft). Every verify forward
+// records its rows through one dflash::step_log::Batch.
 //
 // Build (from the repository root):
 //   g++ -std=c++17 -O2 -Wall -Wextra -Wpedantic -Werror -Iinstrument examples/toy_engine.cc -o toy_engine
@@ -15,6 +17,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -34,8 +37,26 @@ struct Options {
   double eos = 0.02;      // chance per verify step that one of its tokens is EOS
   int forward_us = 200;   // sleep per verify forward
   int cold_us = 3000;     // extra sleep before the first run's first forward (a cold start)
+  int draft_us = 0;       // extra sleep per token of a forward's longest draft
+  std::vector<int> ks;    // draft lengths taken in turn, forward by forward (empty: k)
   std::uint64_t first_seq = 1;
 };
+
+// "2,4,6" -> {2, 4, 6}; false on anything but non-negative integers separated by commas.
+bool parse_ks(const char* text, std::vector<int>& ks) {
+  ks.clear();
+  const char* p = text;
+  while (*p != '\0') {
+    char* end = nullptr;
+    long value = std::strtol(p, &end, 10);
+    if (end == p || value < 0 || value > 1024) return false;
+    ks.push_back(static_cast<int>(value));
+    p = end;
+    if (*p == ',') ++p;
+    else if (*p != '\0') return false;
+  }
+  return !ks.empty();
+}
 
 // splitmix64: small, seeded and the same on every platform.
 class Rng {
@@ -99,10 +120,13 @@ bool parse(int argc, char** argv, Options& o) {
     else if (key == "--forward-us") o.forward_us = std::atoi(v);
     else if (key == "--cold-us") o.cold_us = std::atoi(v);
     else if (key == "--first-seq") o.first_seq = std::strtoull(v, nullptr, 10);
-    else return false;
+    else if (key == "--draft-us") o.draft_us = std::atoi(v);
+    else if (key == "--ks") {
+      if (!parse_ks(v, o.ks)) return false;
+    } else return false;
   }
   return argc % 2 == 1 && o.runs >= 1 && o.concurrency >= 1 && o.max_tokens >= 1 && o.k >= 0 &&
-         o.forward_us >= 0 && o.cold_us >= 0;
+         o.forward_us >= 0 && o.cold_us >= 0 && o.draft_us >= 0;
 }
 
 }  // namespace
@@ -113,13 +137,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: toy_engine [--seed N] [--runs R] [--concurrency C] [--max-tokens M] "
                  "[--k K] [--accept P] [--eos P] [--forward-us US] [--cold-us US] "
-                 "[--first-seq S]\n");
+                 "[--first-seq S] [--ks K1,K2,...] [--draft-us US]\n");
     return 2;
   }
   namespace sl = dflash::step_log;
   Rng rng(o.seed);
   const int prompt_tokens = 16 + rng.below(240);  // this process's prompt
   std::uint64_t next_seq = o.first_seq;
+  std::size_t forward = 0;
 
   for (int run = 1; run <= o.runs; ++run) {
     std::vector<Request> requests(static_cast<std::size_t>(o.concurrency));
@@ -133,12 +158,19 @@ int main(int argc, char** argv) {
       bool any = false;
       for (const auto& r : requests) any = any || (!r.done && r.generated < o.max_tokens);
       if (!any) break;
-      sleep_us(o.forward_us);  // the verify forward
-      sl::Batch batch;         // its rows, one write(2)
+      const int k = o.ks.empty() ? o.k : o.ks[forward++ % o.ks.size()];
+      int longest = 0;
+      for (const auto& r : requests) {
+        if (r.done) continue;
+        const int remaining = o.max_tokens - r.generated;
+        longest = std::max(longest, remaining - 1 < k ? remaining - 1 : k);
+      }
+      sleep_us(o.forward_us + o.draft_us * longest);  // drafting and the verify forward
+      sl::Batch batch;  // its rows, one write(2)
       for (auto& r : requests) {
         if (r.done) continue;
         const int remaining = o.max_tokens - r.generated;
-        const int proposed = remaining - 1 < o.k ? remaining - 1 : o.k;
+        const int proposed = remaining - 1 < k ? remaining - 1 : k;
         int accepted = 0;
         while (accepted < proposed && rng.uniform() < o.accept) ++accepted;
         int emitted = accepted + 1;  // the accepted drafts and the bonus/correction token

@@ -60,6 +60,7 @@
 #include "inputs/native_src/python_values.h"
 #include "inputs/native_src/read_range.h"
 #include "inputs/native_src/resample.h"
+#include "inputs/native_src/step_lengths.h"
 
 namespace {
 
@@ -123,8 +124,10 @@ PyObject* build_result(RangeResult& result) {
   TraceLines trace;
   if (result.per_line == PerLine::kTrace) trace = trace_lines(result, writer_of);
   FilledInPlace times(static_cast<std::size_t>(offsets.back()));
+  FilledInPlace32 proposals(static_cast<std::size_t>(offsets.back()));
+  std::vector<std::int64_t> proposal_offsets = offsets;  // the two lists share their offsets
   Py_BEGIN_ALLOW_THREADS;
-  export_times(result, starts, times);
+  export_times(result, starts, times, proposals);
   Py_END_ALLOW_THREADS;
   std::vector<std::int64_t> hist_leg, hist_proposed, hist_accepted, hist_count;
   for (const auto& entry : fold.hist.entries()) {
@@ -205,6 +208,7 @@ PyObject* build_result(RangeResult& result) {
       {"pid", arrow_column(std::move(pid), false)},
       {"attributed_requests", PyLong_FromSize_t(attributed)},
       {"t_ns", arrow_column({}, false, &offsets, &times)},
+      {"t_proposed", arrow_column({}, false, &proposal_offsets, nullptr, &proposals)},
       {"hist_leg", arrow_column(std::move(hist_leg), false)},
       {"hist_proposed", arrow_column(std::move(hist_proposed), false)},
       {"hist_accepted", arrow_column(std::move(hist_accepted), false)},
@@ -382,6 +386,7 @@ PyMethodDef kMethods[] = {
     {"cadence", cadence_py, METH_VARARGS, kCadenceDoc},
     {"cadence_pooled", cadence_pooled_py, METH_VARARGS, kPooledDoc},
     {"resample_sums", resample_sums_py, METH_VARARGS, kResampleDoc},
+    {"step_lengths", step_lengths_py, METH_VARARGS, kStepLengthsDoc},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from another_k_reference import another_k_of, without_prose
+
 LINE_START = b'{"v":'
 # The fold cuts each leg's window into this many equal time bins and builds windows of steps
 # from whole bins; the reference does the same so that the windows can be compared.
@@ -574,7 +576,15 @@ def fold_records(
         "window_steps": window_steps,
         "stall_factor": stall_factor,
         "legs": figures,
-        "warm": {**pooled(warm_legs, leg_steps, figures), "cadence": cadence_of(warm_legs)},
+        "warm": {
+            **pooled(warm_legs, leg_steps, figures),
+            "cadence": cadence_of(warm_legs),
+            "another_k": another_k_of(
+                [(leg.index, step) for leg in warm_legs for step in leg_steps[leg.index]],
+                [leg.index for leg in warm_legs],
+                median([float(leg.fields["tok_s"]) for leg in warm_legs]),
+            ),
+        },
         "all": {**pooled(legs, leg_steps, figures), "cadence": cadence_of(legs)},
         "unattributed_steps": sum(f["unattributed"] for f in files),
         "ambiguous_steps": sum(f["ambiguous"] for f in files),
@@ -766,6 +776,8 @@ def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
         document[name] = {
             key: value for key, value in document[name].items() if not key.endswith("_ci")
         }
+        if document[name].get("another_k") is not None:
+            document[name]["another_k"] = without_prose(document[name]["another_k"])
         if "cadence" in document[name]:
             document[name]["cadence"] = {
                 key: value

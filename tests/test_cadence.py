@@ -161,7 +161,8 @@ def test_the_command_prints_the_cadence_and_takes_a_stall_factor(run, tmp_path, 
     annotated = tmp_path / "annotated.json"
     assert main([arm, log, "--annotate", str(annotated), "--stall-factor", "39", "--details"]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
+    cadence = out.split("Another k")[0]  # the table after the cadence numbers its rows too
+    rows = {line.split()[0]: line.split() for line in cadence.splitlines() if line.strip()}
     # leg 1: 3 s, 5 s, 2 s; intervals 50 ms, 50 ms, 2 s, 2 s; 1 stall of 1.95 s; 12.2 steps/s
     assert rows["1"][1:] == ["3s", "5s", "2s", "50ms", "50ms", "2s", "2s", "1", "1.95s", "12.20"]
     assert "22.2% before the first step" in out  # 4 of 18 request-seconds

@@ -78,7 +78,12 @@ def folded(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
 
 
 def sorted_times(table: pl.DataFrame) -> pl.DataFrame:
-    return table.with_columns(pl.col("t_ns").list.sort())
+    """Each request's (time, proposed) pairs in one order: the lists hold them in none."""
+    rows = table.to_dicts()
+    for row in rows:
+        pairs = sorted(zip(row["t_ns"], row["t_proposed"], strict=True))
+        row["t_ns"], row["t_proposed"] = [t for t, _ in pairs], [p for _, p in pairs]
+    return pl.DataFrame(rows, schema=table.schema)
 
 
 def assert_same_partials(native: PartialFold, reference: PartialFold) -> None:
@@ -496,8 +501,9 @@ def test_window_edges_are_closed(tmp_path: Path):
 
 @given(legs=disjoint_or_overlapping_legs(), data=st.data())
 def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
-    """One row per (leg, writer, seq) with the t_ns of each line attributed to it, computed
-    here from the reference's parse and attribution, the same both ways."""
+    """One row per (leg, writer, seq) with the t_ns of each line attributed to it, and beside
+    each its line's proposed, computed here from the reference's parse and attribution, the
+    same both ways."""
     log_bytes = data.draw(any_shape_logs(legs), label="log")
     log = tmp_path_factory.mktemp("times") / "steps.jsonl"
     log.write_bytes(log_bytes)
@@ -505,7 +511,7 @@ def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
     result = folded(arm, [str(log)], native=True, skip_bad_lines=True)
     if isinstance(result[0], str):
         return  # refused (agreement is checked above)
-    expected: dict[tuple[int, str, int], list[int]] = {}
+    expected: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
     reference_legs = arm_legs({"legs": legs})
     for raw in log_bytes.split(b"\n")[:-1]:
         step = parse_step(raw)
@@ -515,12 +521,12 @@ def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
             continue
         _, leg = attribute(step, reference_legs)
         if leg is not None:
-            expected.setdefault((leg, step.w, step.seq), []).append(step.t_ns)
+            expected.setdefault((leg, step.w, step.seq), []).append((step.t_ns, step.proposed))
     for native in (True, False):
         partial, _ = folded(arm, [str(log)], native=native, skip_bad_lines=True)
         actual = {
             (row["leg"], row["w"], row["seq"] if row["sid"] is None else row["sid"]): sorted(
-                row["t_ns"]
+                zip(row["t_ns"], row["t_proposed"], strict=True)
             )
             for row in partial.step_times.iter_rows(named=True)
         }
@@ -535,8 +541,9 @@ def test_step_times_merge_by_concatenation(tmp_path: Path):
                       + b"\n")  # fmt: skip
     second.write_bytes(good_line(n=2, t_ns=start + 3, proposed=0, accepted=0) + b"\n")
     partial, _ = folded(arm, [str(first), str(second)], native=True)
-    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None,
-                                          [start + 5, start + 1, start + 3])]  # fmt: skip
+    # Each time keeps its line's proposed beside it (the third line proposed nothing).
+    times, proposals = [start + 5, start + 1, start + 3], [7, 7, 0]
+    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None, times, proposals)]
 
 
 def test_progress_reports_the_file_size(tmp_path: Path):

@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 GATE = ROOT / "fixtures" / "gate-example"
 VLLM = ROOT / "fixtures" / "oracles" / "vllm-gate-arm.json"
 VLLMCPP = ROOT / "fixtures" / "vllmcpp"
-CHART_NAMES = ["per-position", "windows", "per-leg", "gap", "intervals", "time-shares"]
+CHART_NAMES = [
+    "per-position", "windows", "per-leg", "gap", "intervals", "time-shares", "another-k"
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

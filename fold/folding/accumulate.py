@@ -2,7 +2,8 @@
 
 A partial fold holds counts and sums keyed by leg (and by request, histogram bucket (proposed,
 accepted), time bin, writer, file), and per request the times of its attributed lines
-(``step_times``: 8 bytes a line, for the step cadence), never the lines themselves. Folding a
+(``step_times``: 8 bytes a line, for the step cadence, and beside each time its line's
+``proposed`` in 4, for the step time per draft length), never the lines themselves. Folding a
 log in blocks, in any order, split across any files, and merging the partials gives exactly the
 fold of the whole log; this is what lets the fold follow a growing file and run on both cores.
 """
@@ -79,6 +80,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "seq": pl.UInt64(),
         "sid": pl.String(),
         "t_ns": pl.List(pl.Int64()),
+        "t_proposed": pl.List(pl.Int32()),  # a step proposes at most 2^16 tokens
     },
     "files": {
         "path": pl.String(),
@@ -98,6 +100,7 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "max_n": pl.Int64(),
     "pid": pl.Int64(),
     "t_ns": pl.List(pl.Int64()),
+    "t_proposed": pl.List(pl.Int32()),
 }
 # How each non-key column merges: counts add up, maxima take the max.
 _MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
@@ -125,7 +128,8 @@ class PartialFold:
     writers: pl.DataFrame = field(default_factory=lambda: _empty("writers"))
     step_times: pl.DataFrame = field(default_factory=lambda: _empty("step_times"))
     """Per request (leg, writer, seq): the t_ns of every line attributed to it, proposed = 0
-    included, in no particular order (consumers sort)."""
+    included, in no particular order (consumers sort), and in ``t_proposed`` each line's
+    proposed, in the same order."""
     files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
 
     def merge(self, other: PartialFold) -> PartialFold:
@@ -163,7 +167,8 @@ def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
 def _merged(column: str) -> pl.Expr:
     if column in _MAX_COLUMNS:
         return pl.col(column).max()
-    if column == "t_ns":
+    if column in ("t_ns", "t_proposed"):
+        # Both lists explode in the same group order: each time keeps its line's proposed.
         return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False)
     return pl.col(column).sum()
 
@@ -225,7 +230,9 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
     """Per request (with the writers' figures), histogram and time-bin sums of steps."""
     # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
     # counts for the writers only.
-    per_request = attributed.group_by(*REQUEST_KEY).agg(*request_sums(), pl.col("t_ns"))
+    per_request = attributed.group_by(*REQUEST_KEY).agg(
+        *request_sums(), pl.col("t_ns"), pl.col("proposed").cast(pl.Int32).alias("t_proposed")
+    )
     drafted = attributed.filter(pl.col("leg").is_not_null() & DRAFTED)
     # A gather by leg index finds each step's window (no join).
     start = pl.lit(_by_index(legs, "start_ns")).gather(pl.col("leg"))
@@ -262,7 +269,7 @@ def assemble(
             .select(list(SCHEMAS["step_times"]))
             .sort(REQUEST_KEY)
         )
-        per_request = per_request.drop("t_ns")
+        per_request = per_request.drop("t_ns", "t_proposed")
     in_legs = per_request.filter(pl.col("leg").is_not_null())
     leg_sums = (
         in_legs.group_by("leg")

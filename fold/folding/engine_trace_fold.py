@@ -201,7 +201,13 @@ def _fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
     per_request = (
         steps.group_by("leg", "w", "seq", "sid")
         .agg(*request_sums())
-        .cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"})
+        .cast(
+            {
+                name: dtype
+                for name, dtype in PER_REQUEST_SCHEMA.items()
+                if name not in ("t_ns", "t_proposed")
+            }
+        )
     )
     drafted = steps.filter(pl.col("leg").is_not_null() & DRAFTED)
     histogram = step_histogram(drafted)

@@ -258,7 +258,11 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
              "emitted_lines", "max_proposed", "max_n", "pid"]  # fmt: skip
     keys = {"lines": "lines_per_request"}
     writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
-    sums_schema = {name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"}
+    sums_schema = {
+        name: dtype
+        for name, dtype in PER_REQUEST_SCHEMA.items()
+        if name not in ("t_ns", "t_proposed")
+    }
     per_request = (
         pl.DataFrame([_series(name, raw[keys.get(name, name)]) for name in names])
         .with_columns(
@@ -270,7 +274,9 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     )
     # The pass puts the attributed requests first, sorted: their times need no copy.
     step_times = per_request.head(raw["attributed_requests"]).select(REQUEST_KEY)
-    step_times = step_times.with_columns(_series("t_ns", raw["t_ns"]))
+    step_times = step_times.with_columns(
+        _series("t_ns", raw["t_ns"]), _series("t_proposed", raw["t_proposed"])
+    )
     histogram = pl.DataFrame(
         [
             _series("leg", raw["hist_leg"]),
@@ -377,6 +383,15 @@ def cadence(
         return _native.cadence_pooled(state, chosen)
 
     return frame, figures, pooled
+
+
+def step_lengths(times: pl.Series, proposals: pl.Series, chosen: list[bool]) -> dict:
+    """Per draft length, (intervals, their sum in ns) over the chosen requests' step times
+    (``times``, ``proposals``: list columns read in place), in the extension; the reference is
+    ``fold.folding.step_lengths.reference_step_lengths``."""
+    return _native.step_lengths(
+        times.rechunk().__arrow_c_stream__(), proposals.rechunk().__arrow_c_stream__(), chosen
+    )
 
 
 def resample_sums(values: Any, key: int, first_row: int, out: Any) -> None:

@@ -14,6 +14,7 @@ import polars as pl
 
 from fold.errors import RefusedError
 from fold.folding.accumulate import REQUEST_KEY, PartialFold, request_id
+from fold.folding.another_k import AnotherK, fold_another_k
 from fold.folding.cadence import (
     DEFAULT_STALL_FACTOR,
     Cadence,
@@ -90,6 +91,8 @@ class FoldResult:
     """Where S, P and A came from: ``STEP_LOG``, ``ENGINE_TRACE`` (steps without times: the
     figures that need times are None), or ``RECORD_COUNTERS`` when no log was given (every
     figure that needs steps is then None)."""
+    another_k: AnotherK | None = None
+    """The warm fold's figures at another k (``fold.folding.another_k``); None without steps."""
 
     @property
     def from_log(self) -> bool:
@@ -160,7 +163,10 @@ class FoldResult:
             "window_steps": self.window_steps,
             "stall_factor": self.stall_factor,
             "legs": [leg_json(leg) for leg in self.legs],
-            "warm": self.warm.to_json(),
+            "warm": {
+                **self.warm.to_json(),
+                "another_k": None if self.another_k is None else self.another_k.to_json(),
+            },
             "all": self.all.to_json(),
             "unattributed_steps": self.unattributed_steps,
             "ambiguous_steps": self.ambiguous_steps,
@@ -265,6 +271,7 @@ def build_result(
             bootstrap=frozen(method_note(resamples, seed)),
             replicates=frozen(found),
             step_source=step_source,
+            another_k=fold_another_k(partial, drafts.warm, resamples, seed, untimed(step_source)),
         )
 
 

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from fold.inputs.acceptance import per_position_conditional
+from fold.present.another_k import another_k_chart
 from fold.present.chart import (
     COLD_COLOUR,
     FLAG_COLOUR,
@@ -42,6 +43,7 @@ def charts(document: dict[str, Any]) -> list[Chart]:
         _waterfall(document),
         _intervals(document),
         _time_shares(document),
+        another_k_chart(document),
     ]
 
 

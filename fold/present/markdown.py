@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fold.folding.result import NEEDS_STEP_LOG
+from fold.present.another_k import another_k_markdown
 from fold.present.cadence import time_cells, where_time_goes
 from fold.present.matched import matched_markdown
 from fold.present.matched_arms import matched_arm_markdown
@@ -69,6 +70,8 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
         sections.append(matched)
     sections.append(_legs(document))
     sections.append(_cadence(document))
+    if (cut := another_k_markdown(document)) is not None:
+        sections.append(cut)
     sections.append(_lines(document))
     return "\n\n".join(sections) + "\n"
 

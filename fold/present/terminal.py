@@ -2,8 +2,9 @@
 
 By default the per-leg table, the fold, the comparison table and the verdicts, the verdicts
 last so that they are what stays on screen; ``details`` adds the sources, the per-position
-figures, the line accounting, the cadence and the speed splits, before the comparison. A flag,
-a line not in a leg, notes on an arm's counters and a failed check show either way.
+figures, the line accounting, the cadence, another k and the speed splits, before the
+comparison. A flag, a line not in a leg, notes on an arm's counters and a failed check show
+either way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from fold.present.another_k import another_k_view
 from fold.present.cadence import cadence_view
 from fold.present.comparison import comparison
 from fold.present.matched import matched_terminal
@@ -23,7 +25,7 @@ from fold.present.table import report
 def terminal_view(document: dict[str, Any], *, details: bool = False) -> RenderableType:
     parts: list[RenderableType] = [report(document, details=details)]
     if details:
-        parts += [Text(""), cadence_view(document)]
+        parts += [Text(""), cadence_view(document), Text(""), another_k_view(document)]
     if document.get("comparison") is not None:
         parts += [Text(""), comparison(document, details=details)]
     return Group(*parts)

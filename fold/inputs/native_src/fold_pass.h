@@ -75,8 +75,10 @@ struct Fold {
   // each time in its request's list in one pass (export_times).
   std::vector<std::uint32_t> line_request;
   std::vector<std::int64_t> line_t;
-  // With PerLine::kTrace, beside each: its pid and counts (emitted -1 where it has none).
-  std::vector<std::int64_t> line_pid, line_proposed, line_accepted, line_emitted;
+  // Beside each time its line's proposed (the step time per draft length).
+  std::vector<std::int32_t> line_proposed;  // at most kMaxStepTokens: 4 bytes hold it
+  // With PerLine::kTrace, beside each: its pid and other counts (emitted -1 where none).
+  std::vector<std::int64_t> line_pid, line_accepted, line_emitted;
   // Once merged into the first range's fold: each request's place there, and how many of
   // its lines the ranges before this one hold (where this range's times start in its list).
   bool merged = false;
@@ -257,9 +259,9 @@ class Folder {
     if (leg < 0) return true;
     fold_.line_request.push_back(static_cast<std::uint32_t>(place));
     fold_.line_t.push_back(step_.t_ns);
+    fold_.line_proposed.push_back(static_cast<std::int32_t>(step_.proposed));
     if (per_line_ == PerLine::kTrace) {
       fold_.line_pid.push_back(step_.pid);
-      fold_.line_proposed.push_back(step_.proposed);
       fold_.line_accepted.push_back(step_.accepted);
       fold_.line_emitted.push_back(step_.has_emitted ? step_.emitted : -1);
     }
