@@ -78,7 +78,17 @@ def folded(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
 
 
 def sorted_times(table: pl.DataFrame) -> pl.DataFrame:
-    return table.with_columns(pl.col("t_ns").list.sort())
+    """Each request's lines ordered by (time, packed counts): the lists come in any order,
+    but the two stay aligned."""
+    times, tokens = [], []
+    for row_times, row_tokens in table.select("t_ns", "tokens").iter_rows():
+        pairs = sorted(zip(row_times, row_tokens, strict=True))
+        times.append([time for time, _ in pairs])
+        tokens.append([token for _, token in pairs])
+    return table.with_columns(
+        pl.Series("t_ns", times, dtype=pl.List(pl.Int64)),
+        pl.Series("tokens", tokens, dtype=pl.List(pl.Int64)),
+    )
 
 
 def assert_same_partials(native: PartialFold, reference: PartialFold) -> None:
@@ -535,8 +545,11 @@ def test_step_times_merge_by_concatenation(tmp_path: Path):
                       + b"\n")  # fmt: skip
     second.write_bytes(good_line(n=2, t_ns=start + 3, proposed=0, accepted=0) + b"\n")
     partial, _ = folded(arm, [str(first), str(second)], native=True)
+    # Each line's counts beside its time: proposed + accepted * 2^17 + (emitted + 1) * 2^34.
+    drafted, undrafted = 7 + 3 * 2**17 + 5 * 2**34, 0 + 0 + 5 * 2**34
     assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None,
-                                          [start + 5, start + 1, start + 3])]  # fmt: skip
+                                          [start + 5, start + 1, start + 3],
+                                          [drafted, drafted, undrafted])]  # fmt: skip
 
 
 def test_progress_reports_the_file_size(tmp_path: Path):

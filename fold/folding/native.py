@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from fold.folding.accumulate import (
+    LINE_LISTS,
     PER_REQUEST_SCHEMA,
     REQUEST_KEY,
     SCHEMAS,
@@ -258,7 +259,9 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
              "emitted_lines", "max_proposed", "max_n", "pid"]  # fmt: skip
     keys = {"lines": "lines_per_request"}
     writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
-    sums_schema = {name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"}
+    sums_schema = {
+        name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS
+    }
     per_request = (
         pl.DataFrame([_series(name, raw[keys.get(name, name)]) for name in names])
         .with_columns(
@@ -270,7 +273,9 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     )
     # The pass puts the attributed requests first, sorted: their times need no copy.
     step_times = per_request.head(raw["attributed_requests"]).select(REQUEST_KEY)
-    step_times = step_times.with_columns(_series("t_ns", raw["t_ns"]))
+    step_times = step_times.with_columns(
+        _series("t_ns", raw["t_ns"]), _series("tokens", raw["step_tokens"])
+    )
     histogram = pl.DataFrame(
         [
             _series("leg", raw["hist_leg"]),

@@ -35,6 +35,7 @@ from fold.folding.leg_figures import (
     stepped_figures,
     stepped_leg,
 )
+from fold.folding.per_request import request_figures
 from fold.folding.uncertainty import (
     DEFAULT_SEED,
     Replicates,
@@ -250,14 +251,19 @@ def build_result(
         )
         _add_cadence(drafts, cadence.result(), untimed(step_source))
         found = replicates.result()
+        warm_draft = finished_pooled(drafts.warm, found.get("warm"))
+        all_draft = finished_pooled(drafts.all, found.get("all"))
+        # The engine's trace has no times: no order of a request's steps, no figures by position.
+        lines = None if untimed(step_source) else partial.step_times
+        spread = request_figures(drafts.legs, lines, resamples, seed)
         # Built once, from the finished drafts: nothing changes it after.
         return FoldResult(
             predicate=check.predicate,
             window_steps=window_steps,
             stall_factor=stall_factor,
             legs=tuple(stepped_figures(leg) for leg in drafts.legs),
-            warm=finished_pooled(drafts.warm, found.get("warm")),
-            all=finished_pooled(drafts.all, found.get("all")),
+            warm=spread(warm_draft),
+            all=spread(all_draft),
             files=tuple(frozen(row) for row in drafts.files),
             writers=tuple(frozen(row) for row in drafts.writers),
             skipped_examples=drafts.skipped_examples,

@@ -26,6 +26,7 @@ from fold.present.chart import (
     panel_rows,
     percent,
 )
+from fold.present.per_request import by_position_chart
 
 NEEDS_STEPS = "needs a step log"
 NEEDS_TIMES = "needs time stamps on the steps"
@@ -42,6 +43,7 @@ def charts(document: dict[str, Any]) -> list[Chart]:
         _waterfall(document),
         _intervals(document),
         _time_shares(document),
+        by_position_chart(document),
     ]
 
 

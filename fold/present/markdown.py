@@ -12,6 +12,7 @@ from typing import Any
 
 from fold.folding.result import NEEDS_STEP_LOG
 from fold.present.cadence import time_cells, where_time_goes
+from fold.present.per_request import markdown_section
 from fold.present.speed import speed_summary
 from fold.present.table import (
     NOT_RECORDED,
@@ -64,6 +65,8 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
     sections.append(_folds(document))
     sections.append(_legs(document))
     sections.append(_cadence(document))
+    if (per_request := markdown_section(document)) is not None:
+        sections.append(per_request)
     sections.append(_lines(document))
     return "\n\n".join(sections) + "\n"
 

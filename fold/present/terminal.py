@@ -16,13 +16,16 @@ from rich.text import Text
 
 from fold.present.cadence import cadence_view
 from fold.present.comparison import comparison
+from fold.present.per_request import details_view, falling_flag
 from fold.present.table import report
 
 
 def terminal_view(document: dict[str, Any], *, details: bool = False) -> RenderableType:
     parts: list[RenderableType] = [report(document, details=details)]
+    if (falling := falling_flag(document)) is not None:
+        parts.append(falling)
     if details:
-        parts += [Text(""), cadence_view(document)]
+        parts += [Text(""), cadence_view(document), Text(""), details_view(document)]
     if document.get("comparison") is not None:
         parts += [Text(""), comparison(document, details=details)]
     return Group(*parts)

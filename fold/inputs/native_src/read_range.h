@@ -45,6 +45,7 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
   try {
     fold.line_request.reserve(most_lines);
     fold.line_t.reserve(most_lines);
+    fold.line_tokens.reserve(most_lines);
   } catch (const std::bad_alloc&) {
   }
   std::size_t carried = 0;
@@ -263,10 +264,11 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
 
 // Every merged range's attributed lines' times put in their request's list (`starts`: where
 // each request's list begins, by its place in the first range's table), in file order within
-// a request: a range's times follow those of the ranges before it. One thread per range,
+// a request: a range's times follow those of the ranges before it. `tokens` gets each line's
+// packed counts at its time's place. One thread per range,
 // writing disjoint places; each range's line arrays are freed once placed.
 inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
-                         FilledInPlace& times) {
+                         FilledInPlace& times, FilledInPlace& tokens) {
   std::vector<Fold*> ranges = merged_ranges(result);
   auto place_range = [&](std::size_t index) {
     Fold& range = *ranges[index];
@@ -276,10 +278,13 @@ inline void export_times(RangeResult& result, const std::vector<std::int64_t>& s
       std::uint32_t own = range.line_request[line];
       std::uint32_t place = first ? own : range.merged_place[own];
       std::int64_t before = first ? 0 : range.merged_before[own];
-      times[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = range.line_t[line];
+      auto at = static_cast<std::size_t>(starts[place] + before + placed[own]++);
+      times[at] = range.line_t[line];
+      tokens[at] = range.line_tokens[line];
     }
     std::vector<std::uint32_t>().swap(range.line_request);
     std::vector<std::int64_t>().swap(range.line_t);
+    std::vector<std::int64_t>().swap(range.line_tokens);
   };
   std::vector<std::thread> threads;
   std::size_t index = 1;
