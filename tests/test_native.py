@@ -464,11 +464,30 @@ def test_a_file_split_across_threads_and_blocks_folds_the_same(tmp_path: Path):
     log = tmp_path / "steps.jsonl"
     log.write_bytes(b"".join(rows))
     whole = raw_read(log, arm)
+    whole_lists = {name: lists(whole, name) for name in ("t_ns", "step_tokens")}
+    assert sum(map(len, whole_lists["t_ns"])) > 0
     for block, bytes_per_thread in [(200, 1), (1000, 30_000), (4096, 100_000), (1 << 20, 1)]:
         split = raw_read(log, arm, block=block, bytes_per_thread=bytes_per_thread)
         for key in ("lines", "folded", "attributed", "unattributed", "torn", "bad", "events"):
             assert split[key] == whole[key], key
+        # Each request's times and packed counts, in file order, whatever the threads.
+        assert lists(split, "t_ns") == whole_lists["t_ns"]
+        assert lists(split, "step_tokens") == whole_lists["step_tokens"]
     assert_both_ways_agree(arm, [str(log)])
+
+
+class Capsules:
+    def __init__(self, pair: Any) -> None:
+        self.pair = pair
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> Any:
+        return self.pair
+
+
+def lists(raw: dict[str, Any], name: str) -> list[list[int]]:
+    """A list column of the extension's result, as Python lists (its capsules are used up:
+    once per result)."""
+    return pl.Series(Capsules(raw[name])).to_list()
 
 
 def test_histogram_buckets_are_per_proposal_and_accepted(tmp_path: Path):
