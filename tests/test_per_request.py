@@ -342,3 +342,27 @@ def test_the_document_round_trips_through_json(tmp_path: Path):
     document = fold_lines(tmp_path, [hand_lines()], resamples=20)
     again = json.loads(json.dumps(document))
     assert summary_lines(again) == summary_lines(document)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_resampled_sums_are_the_bootstraps_own_draws(native: bool):
+    """A/P from ``resampled_sums`` is, resample by resample, the bootstrap's A/P of the same
+    legs: the figures by position and the per-request means draw as the pooled ones do."""
+    import numpy as np
+
+    from fold.folding.uncertainty import bootstrap, ratio, resampled_sums
+    from fold.inputs.leg_sums import Leg
+
+    legs = [
+        Leg(requests={"proposed": [4, 8, 12, 3], "accepted": [1, 8, 2, 0], "steps": [1, 2, 3, 1]}),
+        Leg(requests={"proposed": [5], "accepted": [5], "steps": [2]}),
+        Leg(requests={"proposed": [7, 7], "accepted": [3, 6], "steps": [2, 2]}),
+    ]
+    with native_switch(native):
+        sums = resampled_sums(legs, 300, 11)
+        drawn = bootstrap(legs, {"all": [0, 1, 2]}, 300, 11)["all"]
+    assert sums is not None
+    np.testing.assert_array_equal(
+        ratio(sums["accepted"], sums["proposed"]), drawn.figures["accept_rate"]
+    )
+    assert resampled_sums([Leg(requests={"proposed": [1]})], 10, 1) is None

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK
-from fold.folding.uncertainty import Replicates, bootstrap, percentile_interval
+from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
 from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
 
@@ -41,46 +41,99 @@ def edges(count: int) -> list[int]:
     return [0] + [FIRST_EDGE << j for j in range(count - 1)]
 
 
-def bucket_of(position: pl.Expr) -> pl.Expr:
-    """A position's bucket: 0 below 128, then one more per doubling (exact, no logarithm)."""
-    found = pl.lit(0, dtype=pl.Int64)
-    for j in range(MAX_BUCKETS - 1):
-        found = found + (position >= (FIRST_EDGE << j)).cast(pl.Int64)
-    return found
+LINES_PER_PASS = 1 << 20
+"""Requests' lines are put in order this many at a time (whole requests): a fold of 10M lines
+never holds them all unpacked at once."""
 
 
-def positioned_steps(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
-    """Per drafted line of ``legs``: its request, bucket, proposed and accepted."""
-    lines = step_times.filter(pl.col("leg").is_in(list(legs))).explode("t_ns", "tokens")
-    lines = lines.filter(pl.col("tokens").is_not_null())
-    proposed = pl.col("tokens") % (TOKEN_MASK + 1)
-    accepted = (pl.col("tokens") // (1 << TOKEN_BITS)) % (TOKEN_MASK + 1)
-    emitted_plus_one = pl.col("tokens") // (1 << (2 * TOKEN_BITS))
-    gained = (
-        pl.when(emitted_plus_one > 0).then(emitted_plus_one - 1).otherwise(accepted + 1)
-    ).alias("gained")
-    ordered = lines.with_columns(
-        proposed.alias("proposed"), accepted.alias("accepted"), gained
-    ).sort([*REQUEST_KEY, "t_ns", "tokens"], nulls_last=False)
-    before = pl.col("gained").cum_sum().over(REQUEST_KEY) - pl.col("gained")
-    return (
-        ordered.with_columns(bucket_of(before).alias("bucket"))
-        .filter(pl.col("proposed") > 0)
-        .select(*REQUEST_KEY, "bucket", "proposed", "accepted")
-    )
+def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
+    """Per request of ``legs`` and bucket of position: its drafted steps' S, P and A."""
+    times = step_times.filter(pl.col("leg").is_in(list(legs))).with_row_index("request")
+    sizes = times["t_ns"].list.len().to_numpy()
+    ends = np.cumsum(sizes)
+    parts, first = [], 0
+    while first < times.height:
+        # Whole requests up to LINES_PER_PASS lines past the first (at least one request).
+        last = int(np.searchsorted(ends, ends[first] - sizes[first] + LINES_PER_PASS, "right"))
+        last = max(last, first + 1)
+        parts.append(_ordered_sums(times.slice(first, last - first)))
+        first = last
+    if not parts:
+        return pl.DataFrame(
+            schema={**{name: times.schema[name] for name in REQUEST_KEY}, **SUMS_SCHEMA}
+        )
+    sums = pl.concat(parts)
+    return sums.join(times.select("request", *REQUEST_KEY), on="request").drop("request")
+
+
+SUMS_SCHEMA = {"bucket": pl.Int64, "steps": pl.Int64, "proposed": pl.Int64, "accepted": pl.Int64}
+
+
+def _ordered_sums(times: pl.DataFrame) -> pl.DataFrame:
+    """Per request (``request``) and bucket: S, P and A of its lines put in order.
+
+    In numpy over the flat lines: a request's lines are contiguous and, as a writer logs them,
+    mostly in time order already; only a chunk with a request out of order (or two lines of
+    one time) is sorted. Positions only grow along a request, so each (request, bucket) is one
+    run of rows and is summed with one ``reduceat``."""
+    sizes = times["t_ns"].list.len().to_numpy().astype(np.int64)
+    request = np.repeat(times["request"].to_numpy().astype(np.int64), sizes)
+    t_ns = times["t_ns"].explode().to_numpy()
+    tokens = times["tokens"].explode().to_numpy()
+    starts = np.cumsum(sizes) - sizes
+    same = request[1:] == request[:-1]
+    if np.any(same & (t_ns[1:] <= t_ns[:-1])):
+        order = np.lexsort((tokens, t_ns, request))
+        t_ns, tokens = t_ns[order], tokens[order]
+    proposed = tokens & TOKEN_MASK
+    accepted = (tokens >> TOKEN_BITS) & TOKEN_MASK
+    emitted_plus_one = tokens >> (2 * TOKEN_BITS)
+    gained = np.where(emitted_plus_one > 0, emitted_plus_one - 1, accepted + 1)
+    before = np.cumsum(gained) - gained
+    before -= np.repeat(before[starts], sizes) if before.size else before
+    # A position's bit length (exact: positions stay far below 2^53) less that of 128, less 1.
+    bits = np.frexp(before.astype(np.float64))[1]
+    bucket = np.maximum(0, bits - (FIRST_EDGE.bit_length() - 1))
+    drafted = proposed > 0
+    request, bucket = request[drafted], bucket[drafted]
+    proposed, accepted = proposed[drafted], accepted[drafted]
+    if not request.size:
+        return pl.DataFrame(schema={"request": pl.UInt32, **SUMS_SCHEMA})
+    key = request * MAX_BUCKETS + bucket
+    runs = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    return pl.DataFrame(
+        {
+            "request": request[runs].astype(np.uint32),
+            "bucket": bucket[runs],
+            "steps": np.diff(np.r_[runs, key.size]),
+            "proposed": np.add.reduceat(proposed, runs),
+            "accepted": np.add.reduceat(accepted, runs),
+        }
+    ).cast(SUMS_SCHEMA)
+
+
+def fold_positions(
+    step_times: pl.DataFrame | None, legs: Sequence[int], resamples: int, seed: int
+) -> dict[str, Any] | None:
+    """The figures by output position of ``legs`` from a partial fold's ``step_times``; None
+    without lines in time order (None) or without a drafted step."""
+    if step_times is None:
+        return None
+    return by_output_position(bucket_sums(step_times, legs), step_times, legs, resamples, seed)
 
 
 def by_output_position(
-    step_times: pl.DataFrame, legs: Sequence[int], resamples: int, seed: int
+    sums: pl.DataFrame,
+    step_times: pl.DataFrame,
+    legs: Sequence[int],
+    resamples: int,
+    seed: int,
 ) -> dict[str, Any] | None:
-    """The figures by output position of ``legs`` (their order is the bootstrap's), or None
-    when the legs have no drafted step."""
-    steps = positioned_steps(step_times, legs)
-    if steps.height == 0:
+    """The figures by output position of ``legs`` (their order is the bootstrap's) from
+    ``bucket_sums`` over them or more legs, or None when the legs have no drafted step."""
+    per_request = sums.filter(pl.col("leg").is_in(list(legs)))
+    if per_request.height == 0:
         return None
-    per_request = steps.group_by(*REQUEST_KEY, "bucket").agg(
-        pl.len().cast(pl.Int64).alias("steps"), pl.col("proposed").sum(), pl.col("accepted").sum()
-    )
     count = int(per_request["bucket"].max()) + 1
     totals = (
         per_request.group_by("bucket")
@@ -116,8 +169,8 @@ def by_output_position(
     slope, slope_ci = _slope(buckets, replicates)
     return {
         "position": POSITION,
+        # each bucket holds positions from its edge up to the next, exclusive
         "edges": lows,
-        # (each bucket holds positions from its edge up to the next, exclusive)
         "buckets": buckets,
         "slope": slope,
         "slope_ci": slope_ci,
@@ -139,8 +192,9 @@ def _bucket_replicates(
     resamples: int,
     seed: int,
 ) -> list[Replicates] | None:
-    """Each bucket's replicates, drawn over the legs and their requests with one seed: every
-    bucket sees the same draws, so the buckets' figures pair resample by resample."""
+    """Each bucket's A/P and 1 + A/S in every resample, all buckets from one set of draws
+    over the legs and their requests (the project's two-stage bootstrap): the buckets'
+    figures pair resample by resample."""
     if not resamples:
         return None
     requests = (
@@ -151,24 +205,40 @@ def _bucket_replicates(
         .with_row_index("row")
     )
     placed = per_request.join(requests, on=REQUEST_KEY, nulls_equal=True)
-    rows = requests.height
     dense = {
-        name: np.zeros((count, rows), dtype=np.int64) for name in ("steps", "proposed", "accepted")
+        name: np.zeros((count, requests.height), dtype=np.int64)
+        for name in ("steps", "proposed", "accepted")
     }
     bucket = placed["bucket"].to_numpy()
     row = placed["row"].to_numpy().astype(np.int64)
     for name, values in dense.items():
         values[bucket, row] = placed[name].to_numpy()
     legs_of_rows = requests["leg"].to_numpy()
-    spans = [np.flatnonzero(legs_of_rows == leg) for leg in legs]
-    found = []
-    for b in range(count):
-        arm = [
-            Leg(requests={name: values[b, span] for name, values in dense.items()})
-            for span in spans
-        ]
-        found.append(bootstrap(arm, {"fold": list(range(len(arm)))}, resamples, seed)["fold"])
-    return found
+    arm = []
+    for leg in legs:
+        span = np.flatnonzero(legs_of_rows == leg)
+        arm.append(
+            Leg(
+                requests={
+                    f"{name} {b}": values[b, span]
+                    for name, values in dense.items()
+                    for b in range(count)
+                }
+            )
+        )
+    sums = resampled_sums(arm, resamples, seed)
+    if sums is None:
+        return None
+    return [
+        Replicates(
+            resamples,
+            {
+                "accept_rate": ratio(sums[f"accepted {b}"], sums[f"proposed {b}"]),
+                "mean_acceptance_length": 1 + ratio(sums[f"accepted {b}"], sums[f"steps {b}"]),
+            },
+        )
+        for b in range(count)
+    ]
 
 
 def _slope(
