@@ -41,9 +41,9 @@ def edges(count: int) -> list[int]:
     return [0] + [FIRST_EDGE << j for j in range(count - 1)]
 
 
-LINES_PER_PASS = 1 << 20
+LINES_PER_PASS = 1 << 18
 """Requests' lines are put in order this many at a time (whole requests): a fold of 10M lines
-never holds them all unpacked at once."""
+never holds them all unpacked at once (some 20 MB of arrays a pass)."""
 
 
 def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:

@@ -273,18 +273,20 @@ inline void export_times(RangeResult& result, const std::vector<std::int64_t>& s
   auto place_range = [&](std::size_t index) {
     Fold& range = *ranges[index];
     bool first = index == 0;
-    std::vector<std::int64_t> placed(range.requests.entries().size(), 0);
-    for (std::size_t line = 0; line < range.line_t.size(); ++line) {
-      std::uint32_t own = range.line_request[line];
-      std::uint32_t place = first ? own : range.merged_place[own];
-      std::int64_t before = first ? 0 : range.merged_before[own];
-      auto at = static_cast<std::size_t>(starts[place] + before + placed[own]++);
-      times[at] = range.line_t[line];
-      tokens[at] = range.line_tokens[line];
+    // The times, then the counts: each line array is freed as soon as it is placed, so the
+    // two are never all held twice at once (the peak of a large fold's memory).
+    for (auto* column : {&range.line_t, &range.line_tokens}) {
+      FilledInPlace& out = column == &range.line_t ? times : tokens;
+      std::vector<std::int64_t> placed(range.requests.entries().size(), 0);
+      for (std::size_t line = 0; line < column->size(); ++line) {
+        std::uint32_t own = range.line_request[line];
+        std::uint32_t place = first ? own : range.merged_place[own];
+        std::int64_t before = first ? 0 : range.merged_before[own];
+        out[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = (*column)[line];
+      }
+      std::vector<std::int64_t>().swap(*column);
     }
     std::vector<std::uint32_t>().swap(range.line_request);
-    std::vector<std::int64_t>().swap(range.line_t);
-    std::vector<std::int64_t>().swap(range.line_tokens);
   };
   std::vector<std::thread> threads;
   std::size_t index = 1;
