@@ -22,7 +22,15 @@ ROOT = Path(__file__).resolve().parents[1]
 GATE = ROOT / "fixtures" / "gate-example"
 VLLM = ROOT / "fixtures" / "oracles" / "vllm-gate-arm.json"
 VLLMCPP = ROOT / "fixtures" / "vllmcpp"
-CHART_NAMES = ["per-position", "windows", "per-leg", "gap", "intervals", "time-shares"]
+CHART_NAMES = [
+    "per-position",
+    "windows",
+    "per-leg",
+    "gap",
+    "intervals",
+    "time-shares",
+    "by-output-position",
+]
 
 
 @pytest.fixture(scope="module")

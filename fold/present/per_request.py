@@ -134,7 +134,7 @@ def by_position_chart(document: dict[str, Any]) -> Chart:
     title = "Acceptance by output position"
     caption = (
         "A/P of the warm legs' drafted steps, pooled over requests, by the output tokens the "
-        "request had already emitted (buckets double); bars: 95% intervals. A line that falls "
+        "request had already emitted (buckets double; bars: 95% intervals): a line that falls "
         "means the drafter loses the thread as the output grows."
     )
     buckets = [] if positions is None else [b for b in positions["buckets"] if b["steps"]]
