@@ -50,7 +50,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         )
         for figure, shown, name in (
             ("accept_rate", shown_percent, "A/P"),
-            ("mean_acceptance_length", length, "1 + A/S"),
+            ("mean_acceptance_length", length, "1+A/S"),
         ):
             lines.append(
                 f"  {name}: pooled {_pm(pooled[figure], pooled[figure + '_ci'], shown)}; "
@@ -58,23 +58,22 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
             )
         rates = spread["spread"]["accept_rate"]
         if rates is not None:
-            cells = "  ".join(f"{key} {shown_percent(value)}" for key, value in rates.items())
+            cells = "  ".join(
+                f"{key} {shown_percent(rates[key])}" for key in ("min", "p10", "p50", "p90", "max")
+            )
             lines.append(f"  A/P per request: {cells}")
         lowest = spread["lowest"][:LOWEST_LISTED]
         if lowest:
-            listed = "; ".join(
-                f"{request_name(r)} {shown_percent(r['accept_rate'])} of {r['proposed']}"
+            lines.append("  lowest A/P (of the drafts each proposed):")
+            lines.extend(
+                f"    {request_name(r)}: {shown_percent(r['accept_rate'])} of {r['proposed']}"
                 for r in lowest
             )
-            lines.append(f"  lowest A/P: {listed}")
     if positions is not None:
-        lines.append(
-            "By output position (warm legs, A/P pooled over requests; position: output tokens "
-            "the request had emitted):"
-        )
+        lines.append("By output position (warm legs; A/P pooled over requests):")
         cells = [
-            f"{_bucket_name(b)} {_pm(b['accept_rate'], b['accept_rate_ci'], shown_percent)}"
-            f" ({b['steps']} steps)"
+            f"tokens {_bucket_name(b)} already out: "
+            f"{_pm(b['accept_rate'], b['accept_rate_ci'], shown_percent)} ({b['steps']} steps)"
             for b in positions["buckets"]
             if b["steps"]
         ]
@@ -87,7 +86,7 @@ def falling_words(positions: dict[str, Any]) -> str:
     slope, interval = positions["slope"], positions["slope_ci"]
     if slope is None:
         return "slope: not defined (fewer than two buckets with drafts)"
-    found = f"slope {100 * slope:+.1f} points of A/P per doubling"
+    found = f"A/P {100 * slope:+.1f} points per doubling of the output"
     if interval is None:
         return f"{found} (no interval: not judged)"
     verdict = "falling" if positions["falling"] else "not falling"
@@ -105,8 +104,8 @@ def falling_flag(document: dict[str, Any]) -> Text | None:
     if positions is None or not positions["falling"]:
         return None
     text = Text()
-    text.append("acceptance falls with output position: ", style="bold yellow")
-    text.append(f"{falling_words(positions)} (--details has the buckets)")
+    text.append("acceptance falls as the output grows: ", style="bold yellow")
+    text.append(f"{falling_words(positions)} (--details)")
     return text
 
 
