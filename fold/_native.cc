@@ -124,10 +124,10 @@ PyObject* build_result(RangeResult& result) {
   TraceLines trace;
   if (result.per_line == PerLine::kTrace) trace = trace_lines(result, writer_of);
   FilledInPlace times(static_cast<std::size_t>(offsets.back()));
-  FilledInPlace32 proposals(static_cast<std::size_t>(offsets.back()));
-  std::vector<std::int64_t> proposal_offsets = offsets;  // the two lists share their offsets
+  FilledInPlace tokens(static_cast<std::size_t>(offsets.back()));
+  std::vector<std::int64_t> token_offsets = offsets;  // one per request: the lists align
   Py_BEGIN_ALLOW_THREADS;
-  export_times(result, starts, times, proposals);
+  export_times(result, starts, times, tokens);
   Py_END_ALLOW_THREADS;
   std::vector<std::int64_t> hist_leg, hist_proposed, hist_accepted, hist_count;
   for (const auto& entry : fold.hist.entries()) {
@@ -208,7 +208,7 @@ PyObject* build_result(RangeResult& result) {
       {"pid", arrow_column(std::move(pid), false)},
       {"attributed_requests", PyLong_FromSize_t(attributed)},
       {"t_ns", arrow_column({}, false, &offsets, &times)},
-      {"t_proposed", arrow_column({}, false, &proposal_offsets, nullptr, &proposals)},
+      {"step_tokens", arrow_column({}, false, &token_offsets, &tokens)},
       {"hist_leg", arrow_column(std::move(hist_leg), false)},
       {"hist_proposed", arrow_column(std::move(hist_proposed), false)},
       {"hist_accepted", arrow_column(std::move(hist_accepted), false)},

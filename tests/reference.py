@@ -508,6 +508,122 @@ def pooled(legs: list[Leg], leg_steps: dict[int, list[Step]], figures: list[dict
     }
 
 
+def _requests_of(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> list[tuple[int, list[Step]]]:
+    """Each request of the legs (by leg, writer and id) with its lines, in file order."""
+    found: dict[tuple[int, str, int | str], list[Step]] = {}
+    for leg in legs:
+        for step in leg_steps[leg.index]:
+            found.setdefault((leg.index, step.w, type(step.seq).__name__, step.seq), []).append(
+                step
+            )
+    return [(key[0], steps) for key, steps in found.items()]
+
+
+def linear_percentile(ordered: list[float], p: float) -> float:
+    rank = p / 100 * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def per_request_of(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> dict | None:
+    """docs/per-request.md, without the intervals: per request its own A/P and 1 + A/S; the
+    means and spread over requests with a draft; the ten lowest by A/P (more P first)."""
+    requests = _requests_of(legs, leg_steps)
+    if not requests:
+        return None
+    rows = []
+    for leg, steps in requests:
+        drafted = [step for step in steps if step.proposed > 0]
+        if drafted:
+            p = sum(step.proposed for step in drafted)
+            a = sum(step.accepted for step in drafted)
+            rows.append((leg, steps[0].w, steps[0].seq, len(drafted), p, a))
+    steps = [step for leg in legs for step in leg_steps[leg.index]]
+    s = sum(1 for step in steps if step.proposed > 0)
+    p = sum(step.proposed for step in steps)
+    a = sum(step.accepted for step in steps)
+    rates = [row[5] / row[4] for row in rows]
+    lengths = [1 + row[5] / row[3] for row in rows]
+
+    def spread(values: list[float]) -> dict | None:
+        if not values:
+            return None
+        ordered = sorted(values)
+        return {"min": ordered[0],
+                **{f"p{q}": linear_percentile(ordered, q) for q in (10, 25, 50, 75, 90)},
+                "max": ordered[-1]}  # fmt: skip
+
+    lowest = sorted(rows, key=lambda row: (row[5] / row[4], -row[4], row[0], row[1], str(row[2])))
+    return {
+        "requests": len(requests),
+        "requests_without_drafts": len(requests) - len(rows),
+        "pooled": {"accept_rate": ratio(a, p), "mean_acceptance_length": 1 + a / s if s else None},
+        "per_request_mean": {
+            "accept_rate": sum(rates) / len(rates) if rates else None,
+            "mean_acceptance_length": sum(lengths) / len(lengths) if lengths else None,
+        },
+        "spread": {"accept_rate": spread(rates), "mean_acceptance_length": spread(lengths)},
+        "lowest": [
+            {
+                "leg": leg,
+                "w": w,
+                "seq": seq,
+                "steps": s_,
+                "proposed": p_,
+                "accepted": a_,
+                "accept_rate": a_ / p_,
+                "mean_acceptance_length": 1 + a_ / s_,
+            }
+            for leg, w, seq, s_, p_, a_ in lowest[:10]
+        ],
+    }
+
+
+def by_output_position_of(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> dict | None:
+    """docs/per-request.md, without the intervals: each drafted step in the bucket (0, 128,
+    256, ...) of the tokens its request emitted before it, lines in time order (ties: by
+    emitted, then accepted, then proposed)."""
+    sums: dict[int, list[int]] = {}
+    seen: dict[int, set] = {}
+    for number, (_, steps) in enumerate(_requests_of(legs, leg_steps)):
+        position = 0
+        ordered = sorted(steps, key=lambda step: (
+            step.t_ns, -1 if step.emitted is None else step.emitted, step.accepted, step.proposed
+        ))  # fmt: skip
+        for step in ordered:
+            if step.proposed > 0:
+                bucket, edge = 0, 128
+                while position >= edge:
+                    bucket, edge = bucket + 1, 2 * edge
+                found = sums.setdefault(bucket, [0, 0, 0])
+                found[0] += 1
+                found[1] += step.proposed
+                found[2] += step.accepted
+                seen.setdefault(bucket, set()).add(number)
+            position += step.accepted + 1 if step.emitted is None else step.emitted
+    if not sums:
+        return None
+    count = max(sums) + 1
+    edges = [0] + [128 * 2**j for j in range(count)]
+    buckets = []
+    for bucket in range(count):
+        s, p, a = sums.get(bucket, [0, 0, 0])
+        buckets.append({"from": edges[bucket], "to": edges[bucket + 1],
+                        "requests": len(seen.get(bucket, ())), "steps": s, "proposed": p,
+                        "accepted": a, "accept_rate": ratio(a, p),
+                        "mean_acceptance_length": 1 + a / s if s else None})  # fmt: skip
+    used = [(x, b["accept_rate"], b["proposed"]) for x, b in enumerate(buckets) if b["proposed"]]
+    slope = None
+    if len(used) >= 2:
+        total = sum(w for _, _, w in used)
+        x_mean = sum(w * x for x, _, w in used) / total
+        y_mean = sum(w * y for _, y, w in used) / total
+        spread = sum(w * (x - x_mean) ** 2 for x, _, w in used)
+        slope = sum(w * (x - x_mean) * (y - y_mean) for x, y, w in used) / spread
+    return {"edges": edges, "buckets": buckets, "slope": slope}
+
+
 def fold_records(
     document: dict[str, Any] | list[Any],
     warm: Callable[[dict], bool],
@@ -584,8 +700,15 @@ def fold_records(
                 [leg.index for leg in warm_legs],
                 median([float(leg.fields["tok_s"]) for leg in warm_legs]),
             ),
+            "per_request": per_request_of(warm_legs, leg_steps),
+            "by_output_position": by_output_position_of(warm_legs, leg_steps),
         },
-        "all": {**pooled(legs, leg_steps, figures), "cadence": cadence_of(legs)},
+        "all": {
+            **pooled(legs, leg_steps, figures),
+            "cadence": cadence_of(legs),
+            "per_request": None,
+            "by_output_position": None,
+        },
         "unattributed_steps": sum(f["unattributed"] for f in files),
         "ambiguous_steps": sum(f["ambiguous"] for f in files),
         "torn_lines": sum(f["torn"] for f in files),
@@ -778,6 +901,11 @@ def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
         }
         if document[name].get("another_k") is not None:
             document[name]["another_k"] = without_prose(document[name]["another_k"])
+        # Per request and by position: their intervals, what is judged from them (falling)
+        # and the words saying what each figure is are not this model's.
+        for block in ("per_request", "by_output_position"):
+            if document[name].get(block) is not None:
+                document[name][block] = _without_words(document[name][block])
         if "cadence" in document[name]:
             document[name]["cadence"] = {
                 key: value
@@ -785,6 +913,19 @@ def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
                 if not key.endswith("_ci")
             }
     return document
+
+
+def _without_words(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: _without_words(item)
+            for key, item in value.items()
+            if not key.endswith("_ci")
+            and key not in ("means", "position", "falling", "falling_when")
+        }
+    if isinstance(value, list):
+        return [_without_words(item) for item in value]
+    return value
 
 
 def differences(expected: Any, actual: Any, where: str = "$") -> list[str]:

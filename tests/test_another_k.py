@@ -485,7 +485,8 @@ def test_the_extension_and_numpy_group_step_times_alike(requests):
             "seq": list(range(len(requests))),
             "sid": [None] * len(requests),
             "t_ns": [[t for t, _ in lines] for _, lines in requests],
-            "t_proposed": [[p for _, p in lines] for _, lines in requests],
+            # Each line's counts packed (accepted and emitted do not enter the step time).
+            "tokens": [[p for _, p in lines] for _, lines in requests],
         },
         schema=SCHEMAS["step_times"],
     )

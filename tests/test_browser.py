@@ -26,7 +26,15 @@ GATE = ROOT / "fixtures" / "gate-example"
 VLLM = ROOT / "fixtures" / "oracles" / "vllm-gate-arm.json"
 REAL = ROOT / "fixtures" / "oracles" / "vllm-real"
 ARTIFACTS = ROOT / "out" / "browser"
-CHART_NAMES = ["per-position", "windows", "per-leg", "gap", "intervals", "time-shares"]
+CHART_NAMES = [
+    "per-position",
+    "windows",
+    "per-leg",
+    "gap",
+    "intervals",
+    "time-shares",
+    "by-output-position",
+]
 MIN_MARKS = 10  # the emptiest chart still lays out axes, ticks and its bars or lines
 
 PROBE = """<script>

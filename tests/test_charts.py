@@ -284,6 +284,22 @@ def assert_time_shares(document: dict, figure: Figure) -> None:
             assert sum(shares) == pytest.approx(100.0)
 
 
+def assert_by_position(document: dict, figure: Figure) -> None:
+    """A/P per bucket of output position: a point per bucket with drafted steps, at its
+    figure, its error bar spanning the bucket's interval, each tick naming the bucket."""
+    buckets = [b for b in document["warm"]["by_output_position"]["buckets"] if b["steps"]]
+    (axes,) = figure.axes
+    (line,) = axes.get_lines()[:1]
+    assert same(list(line.get_ydata()), [100 * b["accept_rate"] for b in buckets])
+    labels = [tick.get_text() for tick in axes.get_xticklabels()]
+    assert labels == [f"{b['from']}-{b['to']}" for b in buckets]
+    (bars,) = [c for c in axes.collections if len(c.get_segments()) == len(buckets)]
+    for segment, bucket in zip(bars.get_segments(), buckets, strict=True):
+        low, high = sorted(point[1] for point in segment)
+        interval = bucket["accept_rate_ci"] or [bucket["accept_rate"]] * 2
+        assert same([low, high], [100 * interval[0], 100 * interval[1]])
+
+
 CHECKS = {
     "per-position": assert_per_position,
     "windows": assert_windows,
@@ -291,6 +307,7 @@ CHECKS = {
     "gap": assert_waterfall,
     "intervals": assert_intervals,
     "time-shares": assert_time_shares,
+    "by-output-position": assert_by_position,
 }
 
 
@@ -339,6 +356,16 @@ def _swapped_gaps(document: dict) -> dict:
     return document
 
 
+def _shifted_interval(document: dict) -> dict:
+    for bucket in document["warm"]["by_output_position"]["buckets"]:
+        if bucket["accept_rate_ci"]:
+            bucket["accept_rate_ci"] = [
+                bucket["accept_rate_ci"][0] / 2,
+                bucket["accept_rate_ci"][1],
+            ]
+    return document
+
+
 TAMPERED = {
     "per-position": _swapped_arms,
     "windows": _wrong_leg("windows"),
@@ -346,6 +373,7 @@ TAMPERED = {
     "gap": _swapped_gaps,
     "intervals": _wrong_leg("cadence"),
     "time-shares": _wrong_leg("cadence", 1, 5),  # two warm legs whose shares differ
+    "by-output-position": _shifted_interval,
 }
 
 

@@ -78,12 +78,17 @@ def folded(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
 
 
 def sorted_times(table: pl.DataFrame) -> pl.DataFrame:
-    """Each request's (time, proposed) pairs in one order: the lists hold them in none."""
-    rows = table.to_dicts()
-    for row in rows:
-        pairs = sorted(zip(row["t_ns"], row["t_proposed"], strict=True))
-        row["t_ns"], row["t_proposed"] = [t for t, _ in pairs], [p for _, p in pairs]
-    return pl.DataFrame(rows, schema=table.schema)
+    """Each request's lines ordered by (time, packed counts): the lists come in any order,
+    but the two stay aligned."""
+    times, tokens = [], []
+    for row_times, row_tokens in table.select("t_ns", "tokens").iter_rows():
+        pairs = sorted(zip(row_times, row_tokens, strict=True))
+        times.append([time for time, _ in pairs])
+        tokens.append([token for _, token in pairs])
+    return table.with_columns(
+        pl.Series("t_ns", times, dtype=pl.List(pl.Int64)),
+        pl.Series("tokens", tokens, dtype=pl.List(pl.Int64)),
+    )
 
 
 def assert_same_partials(native: PartialFold, reference: PartialFold) -> None:
@@ -459,11 +464,30 @@ def test_a_file_split_across_threads_and_blocks_folds_the_same(tmp_path: Path):
     log = tmp_path / "steps.jsonl"
     log.write_bytes(b"".join(rows))
     whole = raw_read(log, arm)
+    whole_lists = {name: lists(whole, name) for name in ("t_ns", "step_tokens")}
+    assert sum(map(len, whole_lists["t_ns"])) > 0
     for block, bytes_per_thread in [(200, 1), (1000, 30_000), (4096, 100_000), (1 << 20, 1)]:
         split = raw_read(log, arm, block=block, bytes_per_thread=bytes_per_thread)
         for key in ("lines", "folded", "attributed", "unattributed", "torn", "bad", "events"):
             assert split[key] == whole[key], key
+        # Each request's times and packed counts, in file order, whatever the threads.
+        assert lists(split, "t_ns") == whole_lists["t_ns"]
+        assert lists(split, "step_tokens") == whole_lists["step_tokens"]
     assert_both_ways_agree(arm, [str(log)])
+
+
+class Capsules:
+    def __init__(self, pair: Any) -> None:
+        self.pair = pair
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> Any:
+        return self.pair
+
+
+def lists(raw: dict[str, Any], name: str) -> list[list[int]]:
+    """A list column of the extension's result, as Python lists (its capsules are used up:
+    once per result)."""
+    return pl.Series(Capsules(raw[name])).to_list()
 
 
 def test_histogram_buckets_are_per_proposal_and_accepted(tmp_path: Path):
@@ -526,7 +550,7 @@ def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
         partial, _ = folded(arm, [str(log)], native=native, skip_bad_lines=True)
         actual = {
             (row["leg"], row["w"], row["seq"] if row["sid"] is None else row["sid"]): sorted(
-                zip(row["t_ns"], row["t_proposed"], strict=True)
+                zip(row["t_ns"], [token & (2**17 - 1) for token in row["tokens"]], strict=True)
             )
             for row in partial.step_times.iter_rows(named=True)
         }
@@ -541,9 +565,11 @@ def test_step_times_merge_by_concatenation(tmp_path: Path):
                       + b"\n")  # fmt: skip
     second.write_bytes(good_line(n=2, t_ns=start + 3, proposed=0, accepted=0) + b"\n")
     partial, _ = folded(arm, [str(first), str(second)], native=True)
-    # Each time keeps its line's proposed beside it (the third line proposed nothing).
-    times, proposals = [start + 5, start + 1, start + 3], [7, 7, 0]
-    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None, times, proposals)]
+    # Each line's counts beside its time: proposed + accepted * 2^17 + (emitted + 1) * 2^34.
+    drafted, undrafted = 7 + 3 * 2**17 + 5 * 2**34, 0 + 0 + 5 * 2**34
+    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None,
+                                          [start + 5, start + 1, start + 3],
+                                          [drafted, drafted, undrafted])]  # fmt: skip
 
 
 def test_progress_reports_the_file_size(tmp_path: Path):

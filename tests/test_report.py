@@ -23,8 +23,15 @@ GATE = ROOT / "fixtures" / "gate-example"
 VLLM = ROOT / "fixtures" / "oracles" / "vllm-gate-arm.json"
 VLLMCPP = ROOT / "fixtures" / "vllmcpp"
 CHART_NAMES = [
-    "per-position", "windows", "per-leg", "gap", "intervals", "time-shares", "another-k"
-]  # fmt: skip
+    "per-position",
+    "windows",
+    "per-leg",
+    "gap",
+    "intervals",
+    "time-shares",
+    "another-k",
+    "by-output-position",
+]
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "seq": pl.UInt64(),
         "sid": pl.String(),
         "t_ns": pl.List(pl.Int64()),
-        "t_proposed": pl.List(pl.Int32()),  # a step proposes at most 2^16 tokens
+        "tokens": pl.List(pl.Int64()),
     },
     "files": {
         "path": pl.String(),
@@ -100,8 +100,29 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "max_n": pl.Int64(),
     "pid": pl.Int64(),
     "t_ns": pl.List(pl.Int64()),
-    "t_proposed": pl.List(pl.Int32()),
+    "tokens": pl.List(pl.Int64()),
 }
+LINE_LISTS = ("t_ns", "tokens")
+"""The per-request lists of ``step_times``, a value per attributed line, aligned: merged by
+concatenation, so their order is arbitrary but the same in both."""
+
+# A line's counts packed in one int64 of ``step_times.tokens`` (``fold.folding.by_position``
+# unpacks them): each count is at most fold.inputs.limits.MAX_STEP_TOKENS = 2^16 < 2^17, and
+# emitted is stored + 1 so that 0 means "the line has no emitted".
+TOKEN_BITS = 17
+TOKEN_MASK = (1 << TOKEN_BITS) - 1
+
+
+def packed_tokens() -> pl.Expr:
+    """Each line's proposed, accepted and emitted in one int64 (``TOKEN_BITS`` apiece)."""
+    emitted = (pl.col("emitted").cast(pl.Int64) + 1).fill_null(0)
+    return (
+        pl.col("proposed").cast(pl.Int64)
+        + pl.col("accepted").cast(pl.Int64) * (1 << TOKEN_BITS)
+        + emitted * (1 << (2 * TOKEN_BITS))
+    ).alias("tokens")
+
+
 # How each non-key column merges: counts add up, maxima take the max.
 _MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
 _KEYS = {
@@ -128,8 +149,8 @@ class PartialFold:
     writers: pl.DataFrame = field(default_factory=lambda: _empty("writers"))
     step_times: pl.DataFrame = field(default_factory=lambda: _empty("step_times"))
     """Per request (leg, writer, seq): the t_ns of every line attributed to it, proposed = 0
-    included, in no particular order (consumers sort), and in ``t_proposed`` each line's
-    proposed, in the same order."""
+    included, in no particular order (consumers sort), and beside each its counts packed
+    (``tokens``, ``packed_tokens``) in the same order."""
     files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
 
     def merge(self, other: PartialFold) -> PartialFold:
@@ -167,8 +188,7 @@ def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
 def _merged(column: str) -> pl.Expr:
     if column in _MAX_COLUMNS:
         return pl.col(column).max()
-    if column in ("t_ns", "t_proposed"):
-        # Both lists explode in the same group order: each time keeps its line's proposed.
+    if column in LINE_LISTS:
         return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False)
     return pl.col(column).sum()
 
@@ -231,7 +251,7 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
     # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
     # counts for the writers only.
     per_request = attributed.group_by(*REQUEST_KEY).agg(
-        *request_sums(), pl.col("t_ns"), pl.col("proposed").cast(pl.Int32).alias("t_proposed")
+        *request_sums(), pl.col("t_ns"), packed_tokens()
     )
     drafted = attributed.filter(pl.col("leg").is_not_null() & DRAFTED)
     # A gather by leg index finds each step's window (no join).
@@ -269,7 +289,7 @@ def assemble(
             .select(list(SCHEMAS["step_times"]))
             .sort(REQUEST_KEY)
         )
-        per_request = per_request.drop("t_ns", "t_proposed")
+        per_request = per_request.drop(*LINE_LISTS)
     in_legs = per_request.filter(pl.col("leg").is_not_null())
     leg_sums = (
         in_legs.group_by("leg")

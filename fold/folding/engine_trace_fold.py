@@ -23,6 +23,7 @@ import polars as pl
 from fold.errors import RefusedError
 from fold.folding.accumulate import (
     DRAFTED,
+    LINE_LISTS,
     PER_REQUEST_SCHEMA,
     SCHEMAS,
     TIME_BINS_PER_LEG,
@@ -201,13 +202,7 @@ def _fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
     per_request = (
         steps.group_by("leg", "w", "seq", "sid")
         .agg(*request_sums())
-        .cast(
-            {
-                name: dtype
-                for name, dtype in PER_REQUEST_SCHEMA.items()
-                if name not in ("t_ns", "t_proposed")
-            }
-        )
+        .cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS})
     )
     drafted = steps.filter(pl.col("leg").is_not_null() & DRAFTED)
     histogram = step_histogram(drafted)

@@ -180,6 +180,10 @@ class PooledFigures(Figures):
     cadence: Mapping[str, Any] | None
     intervals: Mapping[str, list[float] | None]
     """``<figure>_ci`` for each figure with an interval (``fold.folding.uncertainty``)."""
+    per_request: Mapping[str, Any] | None = None
+    """``fold.folding.per_request``'s figures (None: no requests, or no steps)."""
+    by_output_position: Mapping[str, Any] | None = None
+    """``fold.folding.by_position``'s figures (None: no steps in time order)."""
 
     def _lookup(self, name: str) -> Any:
         if name in self.intervals:

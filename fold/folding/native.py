@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from fold.folding.accumulate import (
+    LINE_LISTS,
     PER_REQUEST_SCHEMA,
     REQUEST_KEY,
     SCHEMAS,
@@ -259,9 +260,7 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     keys = {"lines": "lines_per_request"}
     writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
     sums_schema = {
-        name: dtype
-        for name, dtype in PER_REQUEST_SCHEMA.items()
-        if name not in ("t_ns", "t_proposed")
+        name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS
     }
     per_request = (
         pl.DataFrame([_series(name, raw[keys.get(name, name)]) for name in names])
@@ -275,7 +274,7 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     # The pass puts the attributed requests first, sorted: their times need no copy.
     step_times = per_request.head(raw["attributed_requests"]).select(REQUEST_KEY)
     step_times = step_times.with_columns(
-        _series("t_ns", raw["t_ns"]), _series("t_proposed", raw["t_proposed"])
+        _series("t_ns", raw["t_ns"]), _series("tokens", raw["step_tokens"])
     )
     histogram = pl.DataFrame(
         [
@@ -385,12 +384,12 @@ def cadence(
     return frame, figures, pooled
 
 
-def step_lengths(times: pl.Series, proposals: pl.Series, chosen: list[bool]) -> dict:
+def step_lengths(times: pl.Series, tokens: pl.Series, chosen: list[bool]) -> dict:
     """Per draft length, (intervals, their sum in ns) over the chosen requests' step times
-    (``times``, ``proposals``: list columns read in place), in the extension; the reference is
-    ``fold.folding.step_lengths.reference_step_lengths``."""
+    (``times``, and ``tokens``, each line's packed counts: list columns read in place), in the
+    extension; the reference is ``fold.folding.step_lengths.reference_step_lengths``."""
     return _native.step_lengths(
-        times.rechunk().__arrow_c_stream__(), proposals.rechunk().__arrow_c_stream__(), chosen
+        times.rechunk().__arrow_c_stream__(), tokens.rechunk().__arrow_c_stream__(), chosen
     )
 
 

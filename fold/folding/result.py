@@ -15,6 +15,7 @@ import polars as pl
 from fold.errors import RefusedError
 from fold.folding.accumulate import REQUEST_KEY, PartialFold, request_id
 from fold.folding.another_k import AnotherK, fold_another_k
+from fold.folding.by_position import fold_positions
 from fold.folding.cadence import (
     DEFAULT_STALL_FACTOR,
     Cadence,
@@ -36,6 +37,7 @@ from fold.folding.leg_figures import (
     stepped_figures,
     stepped_leg,
 )
+from fold.folding.per_request import with_request_figures
 from fold.folding.uncertainty import (
     DEFAULT_SEED,
     Replicates,
@@ -246,23 +248,35 @@ def build_result(
     # The cadence's pass and the bootstrap's draws run without the GIL (the extension, numpy),
     # and both need only the partial fold: started first, on threads of their own, they overlap
     # the acceptance figures (mostly Python) instead of following them.
-    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=2) as pool:
+    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=3) as pool:
         cadence = pool.submit(fold_cadence, partial.step_times, arm_legs, stall_factor)
         replicates = pool.submit(
             _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
         )
+        # The engine's trace has no times: no order of a request's steps, no figures by position.
+        warm_legs = [index for index in arm_legs["index"].to_list() if index in check.warm_legs]
+        lines = None if untimed(step_source) else partial.step_times
+        positions = pool.submit(fold_positions, lines, warm_legs, resamples, seed)
         drafts = _acceptance_drafts(
             arm_legs, partial, read_counts, check, window_steps, prefill_tokens
         )
         _add_cadence(drafts, cadence.result(), untimed(step_source))
         found = replicates.result()
+        # Per request and by position: the warm legs' only.
+        warm = with_request_figures(
+            finished_pooled(drafts.warm, found.get("warm")),
+            drafts.legs,
+            positions.result(),
+            resamples,
+            seed,
+        )
         # Built once, from the finished drafts: nothing changes it after.
         return FoldResult(
             predicate=check.predicate,
             window_steps=window_steps,
             stall_factor=stall_factor,
             legs=tuple(stepped_figures(leg) for leg in drafts.legs),
-            warm=finished_pooled(drafts.warm, found.get("warm")),
+            warm=warm,
             all=finished_pooled(drafts.all, found.get("all")),
             files=tuple(frozen(row) for row in drafts.files),
             writers=tuple(frozen(row) for row in drafts.writers),

@@ -6,8 +6,9 @@ interval goes to the draft length of the step it ends at: the forward that draft
 verified that step. A request's first line has no interval. Lines of one request with the
 same ``t_ns`` are ordered by their proposed (the interval between them is 0 either way).
 
-Both fold paths keep each line's proposed beside its time (``PartialFold.step_times``,
-``t_proposed``); this is the one definition that groups them, run by the extension in one
+Both fold paths keep each line's counts beside its time (``PartialFold.step_times``,
+``tokens``, packed by ``fold.folding.accumulate.packed_tokens``: proposed in the low bits);
+this is the one definition that groups them, run by the extension in one
 pass over the lists (a request's lines are usually in time order already, as a writer
 appends them; a request is sorted only when they are not), or by numpy over flat arrays.
 """
@@ -20,6 +21,9 @@ import numpy as np
 import polars as pl
 
 from fold.folding import native
+from fold.folding.accumulate import TOKEN_BITS
+
+_PROPOSED_MASK = (1 << TOKEN_BITS) - 1
 
 StepTimes = dict[int, tuple[int, int]]
 """Per draft length (a step's proposed, > 0): (intervals, their sum in nanoseconds)."""
@@ -35,8 +39,7 @@ def step_time_by_length(step_times: pl.DataFrame, legs: Sequence[int]) -> StepTi
     if not chosen.height:
         return {}
     if native.available():
-        proposals = chosen["t_proposed"].cast(pl.List(pl.Int32))  # as the extension reads it
-        return native.step_lengths(chosen["t_ns"], proposals, [True] * chosen.height)
+        return native.step_lengths(chosen["t_ns"], chosen["tokens"], [True] * chosen.height)
     return reference_step_lengths(chosen)
 
 
@@ -47,7 +50,8 @@ def reference_step_lengths(chosen: pl.DataFrame) -> StepTimes:
         return {}
     counts = chosen["t_ns"].list.len().to_numpy().astype(np.int64)
     times = chosen["t_ns"].explode().drop_nulls().to_numpy().astype(np.int64)
-    proposals = chosen["t_proposed"].explode().drop_nulls().to_numpy().astype(np.int64)
+    tokens = chosen["tokens"].explode().drop_nulls().to_numpy().astype(np.int64)
+    proposals = tokens & _PROPOSED_MASK
     request = np.repeat(np.arange(counts.size), counts)
     if not _in_order(request, times, proposals):
         order = np.lexsort((proposals, times, request))

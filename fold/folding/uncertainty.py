@@ -43,6 +43,7 @@ _GATHER_BLOCK = 1 << 18
 # threads never change the draws.
 _WORKERS = min(4, os.cpu_count() or 1)
 _THREADS_FROM_DRAWS = 1 << 21
+_FUSED_COLUMNS = 8  # the most columns fold._native.resample_sums takes at once
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,26 @@ def bootstrap(
     }
 
 
+def resampled_sums(
+    legs: Sequence[Leg], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> dict[str, np.ndarray] | None:
+    """Each per-request column's sum in every resample of all ``legs``, drawn as ``bootstrap``
+    draws a selection of all of them (the same legs, then the same requests): for figures
+    that are ratios of any columns, many at once from one set of draws. None with fewer than
+    two requests, where ``bootstrap`` gives no interval either."""
+    if resamples < 1:
+        raise ValueError("the bootstrap needs at least one resample")
+    if sum(_request_count(leg) for leg in legs) < 2:
+        return None
+    streams = np.random.SeedSequence(seed).spawn(1 + len(legs))
+    rng = np.random.default_rng(streams[0])
+    picked = rng.integers(0, len(legs), size=(resamples, len(legs)))
+    columns = _request_columns(legs)
+    pools = _stage_two_pools(legs, {"all": picked}, columns, streams[1:])
+    slots = pools.offsets[picked] + _occurrence_rank(picked)
+    return {column: pools.sums[column][slots].sum(axis=1) for column in columns}
+
+
 def _request_columns(legs: Sequence[Leg]) -> list[str]:
     names: set[str] = set()
     for leg in legs:
@@ -231,11 +252,13 @@ def _leg_copies(
     # and gathers each column (the reference the tests hold the extension to).
     fused = [column for column in present if values[column].dtype.kind == "i"]
     fused = fused if native.available() else []
-    if fused:
-        packed = np.column_stack([values[column] for column in fused]).astype(np.int64)
-        drawn_sums = np.empty((count, len(fused)), dtype=np.int64)
+    # The extension sums at most _FUSED_COLUMNS columns a pass: more go in several passes.
+    for first in range(0, len(fused), _FUSED_COLUMNS):
+        part = fused[first : first + _FUSED_COLUMNS]
+        packed = np.column_stack([values[column] for column in part]).astype(np.int64)
+        drawn_sums = np.empty((count, len(part)), dtype=np.int64)
         native.resample_sums(packed, key, 0, drawn_sums)
-        for position, column in enumerate(fused):
+        for position, column in enumerate(part):
             sums[column] = drawn_sums[:, position].astype(np.float64)
     rest = [column for column in present if column not in fused]
     parts: dict[str, list[np.ndarray]] = {column: [] for column in rest}

@@ -27,6 +27,7 @@ from fold.present.chart import (
     panel_rows,
     percent,
 )
+from fold.present.per_request import by_position_chart
 
 NEEDS_STEPS = "needs a step log"
 NEEDS_TIMES = "needs time stamps on the steps"
@@ -44,6 +45,7 @@ def charts(document: dict[str, Any]) -> list[Chart]:
         _intervals(document),
         _time_shares(document),
         another_k_chart(document),
+        by_position_chart(document),
     ]
 
 

@@ -15,6 +15,7 @@ from fold.present.another_k import another_k_markdown
 from fold.present.cadence import time_cells, where_time_goes
 from fold.present.matched import matched_markdown
 from fold.present.matched_arms import matched_arm_markdown
+from fold.present.per_request import markdown_section
 from fold.present.speed import speed_summary
 from fold.present.table import (
     NOT_RECORDED,
@@ -72,6 +73,8 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
     sections.append(_cadence(document))
     if (cut := another_k_markdown(document)) is not None:
         sections.append(cut)
+    if (per_request := markdown_section(document)) is not None:
+        sections.append(per_request)
     sections.append(_lines(document))
     return "\n\n".join(sections) + "\n"
 

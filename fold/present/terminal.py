@@ -19,13 +19,17 @@ from fold.present.another_k import another_k_view
 from fold.present.cadence import cadence_view
 from fold.present.comparison import comparison
 from fold.present.matched import matched_terminal
+from fold.present.per_request import details_view, falling_flag
 from fold.present.table import report
 
 
 def terminal_view(document: dict[str, Any], *, details: bool = False) -> RenderableType:
     parts: list[RenderableType] = [report(document, details=details)]
+    if (falling := falling_flag(document)) is not None:
+        parts.append(falling)
     if details:
         parts += [Text(""), cadence_view(document), Text(""), another_k_view(document)]
+        parts += [Text(""), details_view(document)]
     if document.get("comparison") is not None:
         parts += [Text(""), comparison(document, details=details)]
     return Group(*parts)

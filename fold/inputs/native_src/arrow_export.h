@@ -57,7 +57,6 @@ struct Int64ListChunk {
   const std::int64_t* large_offsets = nullptr;  // "+L"
   const std::int32_t* offsets = nullptr;        // "+l"
   const std::int64_t* values = nullptr;
-  const std::int32_t* values32 = nullptr;  // instead, for a list of int32
 
   std::int64_t begin(std::int64_t row) const {
     return large_offsets != nullptr ? large_offsets[row] : offsets[row];
@@ -98,13 +97,11 @@ struct UninitializedAllocator : std::allocator<T> {
   }
 };
 using FilledInPlace = std::vector<std::int64_t, UninitializedAllocator<std::int64_t>>;
-using FilledInPlace32 = std::vector<std::int32_t, UninitializedAllocator<std::int32_t>>;
 
 // What an array owns: its values (or offsets) and, for a list, its child array.
 struct ArrayHolder {
   std::vector<std::int64_t> data;
   FilledInPlace filled;  // instead of data, for a column filled in place
-  FilledInPlace32 filled32;  // instead of both, for an int32 column filled in place
   const void* buffers[2] = {nullptr, nullptr};
   ArrowArray* children[1] = {nullptr};
   ArrowArray* child = nullptr;
@@ -148,27 +145,12 @@ inline ArrowArray* primitive_array(std::vector<std::int64_t>&& values,
   return array;
 }
 
-inline ArrowArray* primitive_array32(FilledInPlace32&& filled) {
-  auto* holder = new ArrayHolder;
-  holder->filled32 = std::move(filled);
-  holder->buffers[1] = holder->filled32.data();
-  auto* array = new ArrowArray{};
-  array->length = static_cast<std::int64_t>(holder->filled32.size());
-  array->n_buffers = 2;
-  array->buffers = holder->buffers;
-  array->release = release_array;
-  array->private_data = holder;
-  return array;
-}
-
 // (schema capsule, array capsule) of a 64-bit column ("l" signed, "L" unsigned), or of a
 // large list of int64 ("+L") when `offsets` is given: values are then the child's.
 // `filled`, when given with offsets, holds the list's values instead of `values`.
-// `filled32`, with offsets, makes it a large list of int32 ("+L" of "i") holding those values.
 inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsigned,
                               std::vector<std::int64_t>* offsets = nullptr,
-                              FilledInPlace* filled = nullptr,
-                              FilledInPlace32* filled32 = nullptr) {
+                              FilledInPlace* filled = nullptr) {
   auto* schema = new ArrowSchema{};
   schema->name = "";
   schema->flags = kNullable;
@@ -183,12 +165,11 @@ inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsign
     schema->format = "+L";
     schema->n_children = 1;
     schema->children = schema_holder->children;
-    schema_holder->child.format = filled32 != nullptr ? "i" : "l";
+    schema_holder->child.format = "l";
     schema_holder->child.name = "item";
     schema_holder->child.flags = kNullable;
     schema_holder->child.release = release_child_schema;
-    ArrowArray* child = filled32 != nullptr ? primitive_array32(std::move(*filled32))
-                        : filled != nullptr
+    ArrowArray* child = filled != nullptr
                             ? primitive_array(std::vector<std::int64_t>(), std::move(*filled))
                             : primitive_array(std::move(values));
     array = primitive_array(std::move(*offsets));

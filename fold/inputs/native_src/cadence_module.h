@@ -33,10 +33,9 @@ struct ImportedArrays {
   }
 };
 
-// The chunks of a list<int64> column (list<int32> with `int32`) handed over as an Arrow stream
-// capsule, read in place.
+// The chunks of a list<int64> column handed over as an Arrow stream capsule, read in place.
 inline bool import_int64_lists(PyObject* capsule, ImportedArrays& owner,
-                        std::vector<Int64ListChunk>& chunks, bool int32 = false) {
+                        std::vector<Int64ListChunk>& chunks) {
   auto* stream =
       static_cast<ArrowArrayStream*>(PyCapsule_GetPointer(capsule, "arrow_array_stream"));
   if (stream == nullptr) return false;
@@ -47,11 +46,10 @@ inline bool import_int64_lists(PyObject* capsule, ImportedArrays& owner,
   }
   std::string format = schema.format != nullptr ? schema.format : "";
   bool child_is_int64 = schema.n_children == 1 && schema.children[0]->format != nullptr &&
-                        std::strcmp(schema.children[0]->format, int32 ? "i" : "l") == 0;
+                        std::strcmp(schema.children[0]->format, "l") == 0;
   if (schema.release != nullptr) schema.release(&schema);
   if ((format != "+L" && format != "+l") || !child_is_int64) {
-    PyErr_SetString(PyExc_TypeError, int32 ? "step proposals must be a list of int32 column"
-                                           : "step times must be a list of int64 column");
+    PyErr_SetString(PyExc_TypeError, "step times must be a list of int64 column");
     return false;
   }
   while (true) {
@@ -74,11 +72,7 @@ inline bool import_int64_lists(PyObject* capsule, ImportedArrays& owner,
     } else {
       chunk.offsets = static_cast<const std::int32_t*>(array.buffers[1]) + array.offset;
     }
-    if (int32) {
-      chunk.values32 = static_cast<const std::int32_t*>(child.buffers[1]) + child.offset;
-    } else {
-      chunk.values = static_cast<const std::int64_t*>(child.buffers[1]) + child.offset;
-    }
+    chunk.values = static_cast<const std::int64_t*>(child.buffers[1]) + child.offset;
     chunks.push_back(chunk);
   }
   return true;

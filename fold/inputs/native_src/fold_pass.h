@@ -23,6 +23,7 @@ namespace fold_native {
 constexpr std::size_t kMaxExamples = 5;         // bad lines whose place is handed back
 constexpr std::size_t kMaxDeferred = 1 << 20;   // beyond: the caller reads the file in Python
 constexpr std::int64_t kMaxStepTokens = 1 << 16;  // fold.inputs.limits.MAX_STEP_TOKENS
+constexpr int kTokenBits = 17;  // fold.folding.accumulate.TOKEN_BITS: each count < 2^17
 
 // Attribution outcomes, as fold.folding.attribute numbers them.
 constexpr std::int64_t kAttributed = 0;
@@ -75,10 +76,11 @@ struct Fold {
   // each time in its request's list in one pass (export_times).
   std::vector<std::uint32_t> line_request;
   std::vector<std::int64_t> line_t;
-  // Beside each time its line's proposed (the step time per draft length).
-  std::vector<std::int32_t> line_proposed;  // at most kMaxStepTokens: 4 bytes hold it
-  // With PerLine::kTrace, beside each: its pid and other counts (emitted -1 where none).
-  std::vector<std::int64_t> line_pid, line_accepted, line_emitted;
+  // Beside each time, the line's counts packed as fold.folding.accumulate.packed_tokens packs
+  // them (for the figures by output position, which need each request's lines in order).
+  std::vector<std::int64_t> line_tokens;
+  // With PerLine::kTrace, beside each: its pid and counts (emitted -1 where it has none).
+  std::vector<std::int64_t> line_pid, line_proposed, line_accepted, line_emitted;
   // Once merged into the first range's fold: each request's place there, and how many of
   // its lines the ranges before this one hold (where this range's times start in its list).
   bool merged = false;
@@ -259,9 +261,11 @@ class Folder {
     if (leg < 0) return true;
     fold_.line_request.push_back(static_cast<std::uint32_t>(place));
     fold_.line_t.push_back(step_.t_ns);
-    fold_.line_proposed.push_back(static_cast<std::int32_t>(step_.proposed));
+    fold_.line_tokens.push_back(step_.proposed | step_.accepted << kTokenBits |
+                                (step_.has_emitted ? step_.emitted + 1 : 0) << 2 * kTokenBits);
     if (per_line_ == PerLine::kTrace) {
       fold_.line_pid.push_back(step_.pid);
+      fold_.line_proposed.push_back(step_.proposed);
       fold_.line_accepted.push_back(step_.accepted);
       fold_.line_emitted.push_back(step_.has_emitted ? step_.emitted : -1);
     }

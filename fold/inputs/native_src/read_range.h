@@ -45,7 +45,7 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
   try {
     fold.line_request.reserve(most_lines);
     fold.line_t.reserve(most_lines);
-    fold.line_proposed.reserve(most_lines);
+    fold.line_tokens.reserve(most_lines);
   } catch (const std::bad_alloc&) {
   }
   std::size_t carried = 0;
@@ -264,27 +264,29 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
 
 // Every merged range's attributed lines' times put in their request's list (`starts`: where
 // each request's list begins, by its place in the first range's table), in file order within
-// a request: a range's times follow those of the ranges before it; each line's proposed at
-// the same place in `proposals`. One thread per range, writing disjoint places; each range's
-// line arrays are freed once placed.
+// a request: a range's times follow those of the ranges before it. `tokens` gets each line's
+// packed counts at its time's place. One thread per range,
+// writing disjoint places; each range's line arrays are freed once placed.
 inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
-                         FilledInPlace& times, FilledInPlace32& proposals) {
+                         FilledInPlace& times, FilledInPlace& tokens) {
   std::vector<Fold*> ranges = merged_ranges(result);
   auto place_range = [&](std::size_t index) {
     Fold& range = *ranges[index];
     bool first = index == 0;
-    std::vector<std::int64_t> placed(range.requests.entries().size(), 0);
-    for (std::size_t line = 0; line < range.line_t.size(); ++line) {
-      std::uint32_t own = range.line_request[line];
-      std::uint32_t place = first ? own : range.merged_place[own];
-      std::int64_t before = first ? 0 : range.merged_before[own];
-      auto at = static_cast<std::size_t>(starts[place] + before + placed[own]++);
-      times[at] = range.line_t[line];
-      proposals[at] = range.line_proposed[line];
+    // The times, then the counts: each line array is freed as soon as it is placed, so the
+    // two are never all held twice at once (the peak of a large fold's memory).
+    for (auto* column : {&range.line_t, &range.line_tokens}) {
+      FilledInPlace& out = column == &range.line_t ? times : tokens;
+      std::vector<std::int64_t> placed(range.requests.entries().size(), 0);
+      for (std::size_t line = 0; line < column->size(); ++line) {
+        std::uint32_t own = range.line_request[line];
+        std::uint32_t place = first ? own : range.merged_place[own];
+        std::int64_t before = first ? 0 : range.merged_before[own];
+        out[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = (*column)[line];
+      }
+      std::vector<std::int64_t>().swap(*column);
     }
     std::vector<std::uint32_t>().swap(range.line_request);
-    std::vector<std::int64_t>().swap(range.line_t);
-    std::vector<std::int32_t>().swap(range.line_proposed);
   };
   std::vector<std::thread> threads;
   std::size_t index = 1;

@@ -28,20 +28,13 @@ struct LengthSums {
   Total total = 0;
 };
 
-// (begin of its values, count) of every row of a list column's chunks (int64 or int32).
-template <class Value>
-std::vector<std::pair<const Value*, std::int64_t>> list_rows(
+// (begin of its values, count) of every row of a list<int64> column's chunks.
+inline std::vector<std::pair<const std::int64_t*, std::int64_t>> list_rows(
     const std::vector<Int64ListChunk>& chunks) {
-  std::vector<std::pair<const Value*, std::int64_t>> rows;
+  std::vector<std::pair<const std::int64_t*, std::int64_t>> rows;
   for (const auto& chunk : chunks) {
-    const Value* values;
-    if constexpr (sizeof(Value) == 4) {
-      values = chunk.values32;
-    } else {
-      values = chunk.values;
-    }
     for (std::int64_t row = 0; row < chunk.rows; ++row) {
-      rows.emplace_back(values + chunk.begin(row), chunk.begin(row + 1) - chunk.begin(row));
+      rows.emplace_back(chunk.values + chunk.begin(row), chunk.begin(row + 1) - chunk.begin(row));
     }
   }
   return rows;
@@ -50,19 +43,22 @@ std::vector<std::pair<const Value*, std::int64_t>> list_rows(
 // Sums by proposed (index) over the chosen requests; false on a proposed out of range.
 inline bool step_length_sums(
     const std::vector<std::pair<const std::int64_t*, std::int64_t>>& times,
-    const std::vector<std::pair<const std::int32_t*, std::int64_t>>& proposals,
+    const std::vector<std::pair<const std::int64_t*, std::int64_t>>& tokens,
     const std::vector<std::int64_t>& chosen, std::vector<LengthSums>& sums) {
   std::vector<std::pair<std::int64_t, std::int64_t>> pairs;
   sums.assign(static_cast<std::size_t>(kMaxStepTokens) + 1, LengthSums{});
   for (std::size_t row = 0; row < times.size(); ++row) {
     if (chosen[row] == 0) continue;
     const auto [t, count] = times[row];
-    const std::int32_t* p = proposals[row].first;
+    const std::int64_t* packed = tokens[row].first;
     pairs.resize(static_cast<std::size_t>(count));
     bool ordered = true;
     for (std::int64_t i = 0; i < count; ++i) {
-      if (p[i] < 0 || p[i] > kMaxStepTokens) return false;
-      pairs[static_cast<std::size_t>(i)] = {t[i], p[i]};
+      // The low bits of a line's packed counts are its proposed (fold_pass.h, kTokenBits).
+      if (packed[i] < 0) return false;
+      std::int64_t proposed = packed[i] & ((std::int64_t{1} << kTokenBits) - 1);
+      if (proposed > kMaxStepTokens) return false;
+      pairs[static_cast<std::size_t>(i)] = {t[i], proposed};
       if (i > 0 && pairs[static_cast<std::size_t>(i)] < pairs[static_cast<std::size_t>(i - 1)]) {
         ordered = false;
       }
@@ -93,44 +89,44 @@ inline PyObject* int128_to_python(Total value) {
 }
 
 const char kStepLengthsDoc[] =
-    "step_lengths(t_ns, t_proposed, chosen) -> {proposed: (intervals, total_ns)}\n\n"
+    "step_lengths(t_ns, tokens, chosen) -> {proposed: (intervals, total_ns)}\n\n"
     "The step time per draft length (fold.folding.step_lengths) of the requests whose chosen\n"
-    "entry is not 0: t_ns (list of int64) and t_proposed (list of int32) as Arrow stream\n"
+    "entry is not 0: t_ns and the lines' packed counts (lists of int64) as Arrow stream\n"
     "capsules, a list per request, the two of one request the same length.";
 
 inline PyObject* step_lengths_py(PyObject*, PyObject* args) {
-  PyObject *times_capsule, *proposals_capsule, *chosen_object;
-  if (!PyArg_ParseTuple(args, "OOO:step_lengths", &times_capsule, &proposals_capsule,
+  PyObject *times_capsule, *tokens_capsule, *chosen_object;
+  if (!PyArg_ParseTuple(args, "OOO:step_lengths", &times_capsule, &tokens_capsule,
                         &chosen_object)) {
     return nullptr;
   }
   std::vector<std::int64_t> chosen;
   if (!read_int64s(chosen_object, chosen)) return nullptr;
-  ImportedArrays times_owner, proposals_owner;
-  std::vector<Int64ListChunk> times_chunks, proposals_chunks;
+  ImportedArrays times_owner, tokens_owner;
+  std::vector<Int64ListChunk> times_chunks, tokens_chunks;
   if (!import_int64_lists(times_capsule, times_owner, times_chunks) ||
-      !import_int64_lists(proposals_capsule, proposals_owner, proposals_chunks, true)) {
+      !import_int64_lists(tokens_capsule, tokens_owner, tokens_chunks)) {
     return nullptr;
   }
-  auto times = list_rows<std::int64_t>(times_chunks);
-  auto proposals = list_rows<std::int32_t>(proposals_chunks);
-  if (times.size() != chosen.size() || proposals.size() != chosen.size()) {
+  auto times = list_rows(times_chunks);
+  auto tokens = list_rows(tokens_chunks);
+  if (times.size() != chosen.size() || tokens.size() != chosen.size()) {
     PyErr_SetString(PyExc_ValueError, "one chosen entry and one of each list per request");
     return nullptr;
   }
   for (std::size_t row = 0; row < times.size(); ++row) {
-    if (times[row].second != proposals[row].second) {
-      PyErr_SetString(PyExc_ValueError, "a request's times and proposals differ in length");
+    if (times[row].second != tokens[row].second) {
+      PyErr_SetString(PyExc_ValueError, "a request's times and counts differ in length");
       return nullptr;
     }
   }
   std::vector<LengthSums> sums;
   bool in_range;
   Py_BEGIN_ALLOW_THREADS;
-  in_range = step_length_sums(times, proposals, chosen, sums);
+  in_range = step_length_sums(times, tokens, chosen, sums);
   Py_END_ALLOW_THREADS;
   if (!in_range) {
-    PyErr_SetString(PyExc_ValueError, "a proposed count outside 0 .. 2^16");
+    PyErr_SetString(PyExc_ValueError, "a line's counts outside what the fold packs");
     return nullptr;
   }
   PyObject* result = PyDict_New();

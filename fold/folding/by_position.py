@@ -1,0 +1,280 @@
+"""Acceptance by output position: each drafted step counted in the bucket of the output tokens
+its request had already generated, pooled over requests, with intervals; a falling line flagged.
+
+The position of a step is the sum, over the request's earlier lines (in time order), of the
+tokens each emitted: ``emitted`` where the line carries it, else ``accepted + 1`` (the accepted
+drafts and the token the target itself produced). The prompt and any token sampled at prefill
+are not counted. Lines come from a partial fold's ``step_times`` (every attributed line's time
+and packed counts, in any order): ordered by (t_ns, counts), so lines of one request that share
+a time are ordered the same whichever block folded them. Definitions: ``docs/per-request.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK
+from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
+from fold.inputs import acceptance
+from fold.inputs.leg_sums import Leg
+
+FIRST_EDGE = 128
+"""Bucket edges: 0, then 128 doubling (128, 256, 512, ...): fixed, so two runs or two arms
+bucket alike, fine where outputs are short and few buckets where they are long."""
+MAX_BUCKETS = 48  # 128 * 2^47 tokens: past any output a step log can hold
+POSITION = (
+    "output tokens the request emitted before the step: the sum of emitted (else accepted + 1) "
+    "over its earlier lines, in time order"
+)
+FALLING = (
+    "the slope of A/P against the bucket (one bucket = a doubling of the position), weighted by "
+    "each bucket's P, has its 95% interval wholly below 0"
+)
+
+
+def edges(count: int) -> list[int]:
+    """The lower edges of the first ``count`` buckets."""
+    return [0] + [FIRST_EDGE << j for j in range(count - 1)]
+
+
+LINES_PER_PASS = 1 << 18
+"""Requests' lines are put in order this many at a time (whole requests): a fold of 10M lines
+never holds them all unpacked at once (some 20 MB of arrays a pass)."""
+
+
+def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
+    """Per request of ``legs`` and bucket of position: its drafted steps' S, P and A."""
+    times = step_times.filter(pl.col("leg").is_in(list(legs))).with_row_index("request")
+    sizes = times["t_ns"].list.len().to_numpy()
+    ends = np.cumsum(sizes)
+    parts, first = [], 0
+    while first < times.height:
+        # Whole requests up to LINES_PER_PASS lines past the first (at least one request).
+        last = int(np.searchsorted(ends, ends[first] - sizes[first] + LINES_PER_PASS, "right"))
+        last = max(last, first + 1)
+        parts.append(_ordered_sums(times.slice(first, last - first)))
+        first = last
+    if not parts:
+        return pl.DataFrame(
+            schema={**{name: times.schema[name] for name in REQUEST_KEY}, **SUMS_SCHEMA}
+        )
+    sums = pl.concat(parts)
+    return sums.join(times.select("request", *REQUEST_KEY), on="request").drop("request")
+
+
+SUMS_SCHEMA = {"bucket": pl.Int64, "steps": pl.Int64, "proposed": pl.Int64, "accepted": pl.Int64}
+
+
+def _ordered_sums(times: pl.DataFrame) -> pl.DataFrame:
+    """Per request (``request``) and bucket: S, P and A of its lines put in order.
+
+    In numpy over the flat lines: a request's lines are contiguous and, as a writer logs them,
+    mostly in time order already; only a chunk with a request out of order (or two lines of
+    one time) is sorted. Positions only grow along a request, so each (request, bucket) is one
+    run of rows and is summed with one ``reduceat``."""
+    sizes = times["t_ns"].list.len().to_numpy().astype(np.int64)
+    request = np.repeat(times["request"].to_numpy().astype(np.int64), sizes)
+    t_ns = times["t_ns"].explode().to_numpy()
+    tokens = times["tokens"].explode().to_numpy()
+    starts = np.cumsum(sizes) - sizes
+    same = request[1:] == request[:-1]
+    if np.any(same & (t_ns[1:] <= t_ns[:-1])):
+        order = np.lexsort((tokens, t_ns, request))
+        t_ns, tokens = t_ns[order], tokens[order]
+    proposed = tokens & TOKEN_MASK
+    accepted = (tokens >> TOKEN_BITS) & TOKEN_MASK
+    emitted_plus_one = tokens >> (2 * TOKEN_BITS)
+    gained = np.where(emitted_plus_one > 0, emitted_plus_one - 1, accepted + 1)
+    before = np.cumsum(gained) - gained
+    before -= np.repeat(before[starts], sizes) if before.size else before
+    # A position's bit length (exact: positions stay far below 2^53) less that of 128, less 1.
+    bits = np.frexp(before.astype(np.float64))[1]
+    bucket = np.maximum(0, bits - (FIRST_EDGE.bit_length() - 1))
+    drafted = proposed > 0
+    request, bucket = request[drafted], bucket[drafted]
+    proposed, accepted = proposed[drafted], accepted[drafted]
+    if not request.size:
+        return pl.DataFrame(schema={"request": pl.UInt32, **SUMS_SCHEMA})
+    key = request * MAX_BUCKETS + bucket
+    runs = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    return pl.DataFrame(
+        {
+            "request": request[runs].astype(np.uint32),
+            "bucket": bucket[runs],
+            "steps": np.diff(np.r_[runs, key.size]),
+            "proposed": np.add.reduceat(proposed, runs),
+            "accepted": np.add.reduceat(accepted, runs),
+        }
+    ).cast(SUMS_SCHEMA)
+
+
+def fold_positions(
+    step_times: pl.DataFrame | None, legs: Sequence[int], resamples: int, seed: int
+) -> dict[str, Any] | None:
+    """The figures by output position of ``legs`` from a partial fold's ``step_times``; None
+    without lines in time order (None) or without a drafted step."""
+    if step_times is None:
+        return None
+    return by_output_position(bucket_sums(step_times, legs), step_times, legs, resamples, seed)
+
+
+def by_output_position(
+    sums: pl.DataFrame,
+    step_times: pl.DataFrame,
+    legs: Sequence[int],
+    resamples: int,
+    seed: int,
+) -> dict[str, Any] | None:
+    """The figures by output position of ``legs`` (their order is the bootstrap's) from
+    ``bucket_sums`` over them or more legs, or None when the legs have no drafted step."""
+    per_request = sums.filter(pl.col("leg").is_in(list(legs)))
+    if per_request.height == 0:
+        return None
+    count = int(per_request["bucket"].max()) + 1
+    totals = (
+        per_request.group_by("bucket")
+        .agg(
+            pl.len().cast(pl.Int64).alias("requests"),
+            pl.col("steps", "proposed", "accepted").sum(),
+        )
+        .sort("bucket")
+    )
+    found = {row["bucket"]: row for row in totals.iter_rows(named=True)}
+    replicates = _bucket_replicates(step_times, per_request, legs, count, resamples, seed)
+    lows = edges(count + 1)
+    buckets = []
+    for bucket in range(count):
+        row = found.get(bucket, {"requests": 0, "steps": 0, "proposed": 0, "accepted": 0})
+        drawn = replicates[bucket] if replicates else None
+        buckets.append(
+            {
+                "from": lows[bucket],
+                "to": lows[bucket + 1],
+                "requests": row["requests"],
+                "steps": row["steps"],
+                "proposed": row["proposed"],
+                "accepted": row["accepted"],
+                "accept_rate": acceptance.accept_rate(row["accepted"], row["proposed"]),
+                "accept_rate_ci": _interval(drawn, "accept_rate"),
+                "mean_acceptance_length": acceptance.mean_acceptance_length(
+                    row["accepted"], row["steps"]
+                ),
+                "mean_acceptance_length_ci": _interval(drawn, "mean_acceptance_length"),
+            }
+        )
+    slope, slope_ci = _slope(buckets, replicates)
+    return {
+        "position": POSITION,
+        # each bucket holds positions from its edge up to the next, exclusive
+        "edges": lows,
+        "buckets": buckets,
+        "slope": slope,
+        "slope_ci": slope_ci,
+        "falling": None if slope_ci is None else slope_ci[1] < 0,
+        "falling_when": FALLING,
+    }
+
+
+def _interval(drawn: Replicates | None, figure: str) -> list[float] | None:
+    found = None if drawn is None else drawn.interval(figure)
+    return None if found is None else [found[0], found[1]]
+
+
+def _bucket_replicates(
+    step_times: pl.DataFrame,
+    per_request: pl.DataFrame,
+    legs: Sequence[int],
+    count: int,
+    resamples: int,
+    seed: int,
+) -> list[Replicates] | None:
+    """Each bucket's A/P and 1 + A/S in every resample, all buckets from one set of draws
+    over the legs and their requests (the project's two-stage bootstrap): the buckets'
+    figures pair resample by resample."""
+    if not resamples:
+        return None
+    requests = (
+        step_times.filter(pl.col("leg").is_in(list(legs)))
+        .select(REQUEST_KEY)
+        .unique()
+        .sort(REQUEST_KEY, nulls_last=False)
+        .with_row_index("row")
+    )
+    placed = per_request.join(requests, on=REQUEST_KEY, nulls_equal=True)
+    dense = {
+        name: np.zeros((count, requests.height), dtype=np.int64)
+        for name in ("steps", "proposed", "accepted")
+    }
+    bucket = placed["bucket"].to_numpy()
+    row = placed["row"].to_numpy().astype(np.int64)
+    for name, values in dense.items():
+        values[bucket, row] = placed[name].to_numpy()
+    legs_of_rows = requests["leg"].to_numpy()
+    arm = []
+    for leg in legs:
+        span = np.flatnonzero(legs_of_rows == leg)
+        arm.append(
+            Leg(
+                requests={
+                    f"{name} {b}": values[b, span]
+                    for name, values in dense.items()
+                    for b in range(count)
+                }
+            )
+        )
+    sums = resampled_sums(arm, resamples, seed)
+    if sums is None:
+        return None
+    return [
+        Replicates(
+            resamples,
+            {
+                "accept_rate": ratio(sums[f"accepted {b}"], sums[f"proposed {b}"]),
+                "mean_acceptance_length": 1 + ratio(sums[f"accepted {b}"], sums[f"steps {b}"]),
+            },
+        )
+        for b in range(count)
+    ]
+
+
+def _slope(
+    buckets: list[dict[str, Any]], replicates: list[Replicates] | None
+) -> tuple[float | None, list[float] | None]:
+    """The weighted least-squares slope of A/P against the bucket index (weights: each
+    bucket's P), and its 95% interval from the buckets' paired replicates."""
+    weights = np.array([float(bucket["proposed"]) for bucket in buckets])
+    rates = np.array(
+        [np.nan if bucket["accept_rate"] is None else bucket["accept_rate"] for bucket in buckets]
+    )
+    point = _weighted_slope(rates[None, :], weights)[0]
+    if replicates is None:
+        return (None if np.isnan(point) else float(point)), None
+    drawn = np.column_stack(
+        [found.figures.get("accept_rate", np.full(found.resamples, np.nan)) for found in replicates]
+    )
+    interval = percentile_interval(_weighted_slope(drawn, weights))
+    return (
+        None if np.isnan(point) else float(point),
+        None if interval is None else [interval[0], interval[1]],
+    )
+
+
+def _weighted_slope(rates: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per row of ``rates`` (resamples x buckets), the slope over its defined buckets; NaN with
+    fewer than two."""
+    x = np.arange(rates.shape[1], dtype=np.float64)
+    w = np.where(np.isnan(rates), 0.0, weights[None, :])
+    y = np.nan_to_num(rates)
+    total = w.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x_mean = (w * x).sum(axis=1) / total
+        y_mean = (w * y).sum(axis=1) / total
+        dx = x[None, :] - x_mean[:, None]
+        spread = (w * dx * dx).sum(axis=1)
+        slope = (w * dx * (y - y_mean[:, None])).sum(axis=1) / spread
+    defined = (w > 0).sum(axis=1) >= 2
+    return np.where(defined & (spread > 0), slope, np.nan)

@@ -1,0 +1,368 @@
+"""Per-request figures and acceptance by output position (docs/per-request.md): a hand-worked
+log, a second plain implementation over the raw lines, and properties: both readers, any
+split into files and blocks and any merge order give the same figures."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from native_switch import native_switch
+from strategies import ONE_SECOND_LEG as LEG
+from strategies import canonical_line, leg_bounds_ns
+
+from fold.api import LogFold
+from fold.inputs.arm import arm_from_document
+from fold.present.charts import charts
+from fold.present.per_request import by_position_chart, falling_flag, summary_lines
+
+WRITER, OTHER_WRITER = "5f0c1a2b3c4d5e6f", "0123456789abcdef"
+START, _ = leg_bounds_ns(LEG)
+T0 = START + 10_000
+
+
+def line(n: int, t: int, seq: int | str, proposed: int, accepted: int, **extra: Any) -> bytes:
+    row = {"v": 1, "w": extra.pop("w", WRITER), "n": n, "t_ns": T0 + t, "pid": 1, "seq": seq,
+           "proposed": proposed, "accepted": accepted, **extra}  # fmt: skip
+    return canonical_line(row)
+
+
+def fold_lines(
+    tmp_path: Path,
+    files: list[list[bytes]],
+    *,
+    native: bool = True,
+    resamples: int = 0,
+    block_bytes: int | None = None,
+    reverse_merge: bool = False,
+) -> dict[str, Any]:
+    """The JSON document of the lines folded as the given files over one warm leg; with
+    ``reverse_merge`` each file is folded on its own and the folds merged last to first."""
+    arm = arm_from_document([LEG])
+    options = {} if block_bytes is None else {"block_bytes": block_bytes}
+    paths = []
+    for number, lines in enumerate(files):
+        path = tmp_path / f"part{number}-{native}-{block_bytes}-{reverse_merge}.jsonl"
+        path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+        paths.append(str(path))
+    with native_switch(native):
+        if reverse_merge:
+            folds = []
+            for path in paths:
+                one = LogFold(arm)
+                one.add_file(path, **options)
+                folds.append(one)
+            fold = folds[-1]
+            for other in reversed(folds[:-1]):
+                fold = fold.merge(other)
+        else:
+            fold = LogFold(arm)
+            for path in paths:
+                fold.add_file(path, **options)
+        return fold.result(resamples=resamples).to_json()
+
+
+# -- a log worked by hand -------------------------------------------------------------------
+
+# Request 1's lines in time order (written out of order below): (t, proposed, accepted,
+# emitted or None) and the position each starts at, by hand: emitted, else accepted + 1.
+HAND = [
+    (10, 4, 2, 100),  # position 0     -> bucket 0 [0, 128)
+    (20, 4, 1, None),  # 100           -> bucket 0
+    (30, 0, 0, 30),  # 102, no draft: not counted, but moves the position
+    (40, 4, 4, 5),  # 132              -> bucket 1 [128, 256)
+    (50, 2, 0, 200),  # 137            -> bucket 1
+    (60, 4, 3, None),  # 337           -> bucket 2 [256, 512)
+]
+
+
+def hand_lines() -> list[bytes]:
+    lines = []
+    for n, (t, proposed, accepted, emitted) in enumerate(HAND):
+        extra = {} if emitted is None else {"emitted": emitted}
+        lines.append(line(n, t, 1, proposed, accepted, **extra))
+    lines.append(line(len(HAND), 15, 2, 4, 0, w=OTHER_WRITER))  # request 2: position 0
+    lines.append(line(len(HAND) + 1, 16, 3, 0, 0, w=OTHER_WRITER))  # request 3: no draft
+    return list(reversed(lines))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_hand_worked_log(tmp_path: Path, native: bool):
+    warm = fold_lines(tmp_path, [hand_lines()], native=native)["warm"]
+    spread = warm["per_request"]
+    assert spread["requests"] == 3 and spread["requests_without_drafts"] == 1
+    # Request 1: S 5, P 18, A 10; request 2: S 1, P 4, A 0.
+    assert spread["pooled"]["accept_rate"] == pytest.approx(10 / 22)
+    assert spread["pooled"]["mean_acceptance_length"] == pytest.approx(1 + 10 / 6)
+    assert spread["per_request_mean"]["accept_rate"] == pytest.approx((10 / 18 + 0) / 2)
+    assert spread["per_request_mean"]["mean_acceptance_length"] == pytest.approx((3 + 1) / 2)
+    rates = spread["spread"]["accept_rate"]
+    assert rates["min"] == 0 and rates["max"] == pytest.approx(10 / 18)
+    assert rates["p50"] == pytest.approx(5 / 18)  # halfway between the two
+    assert rates["p10"] == pytest.approx(0.1 * 10 / 18)
+    lowest = spread["lowest"]
+    assert [(r["w"], r["seq"]) for r in lowest] == [(OTHER_WRITER, 2), (WRITER, 1)]
+    assert lowest[0]["leg"] == 0 and lowest[0]["accept_rate"] == 0
+    positions = warm["by_output_position"]
+    assert positions["edges"] == [0, 128, 256, 512]
+    shown = [(b["from"], b["to"], b["requests"], b["steps"], b["proposed"], b["accepted"])
+             for b in positions["buckets"]]  # fmt: skip
+    assert shown == [(0, 128, 2, 3, 12, 3), (128, 256, 1, 2, 6, 4), (256, 512, 1, 1, 4, 3)]
+    assert [b["accept_rate"] for b in positions["buckets"]] == pytest.approx([3 / 12, 4 / 6, 3 / 4])
+    # The slope without intervals: weighted by P (12, 6, 4) over buckets 0, 1, 2.
+    assert positions["slope"] == pytest.approx(weighted_slope([0.25, 4 / 6, 0.75], [12, 6, 4]))
+    assert positions["slope_ci"] is None and positions["falling"] is None
+
+
+def weighted_slope(rates: list[float], weights: list[float]) -> float:
+    total = sum(weights)
+    x_mean = sum(w * x for x, w in enumerate(weights)) / total
+    y_mean = sum(w * y for y, w in zip(rates, weights, strict=True)) / total
+    top = sum(w * (x - x_mean) * (y - y_mean)
+              for x, (y, w) in enumerate(zip(rates, weights, strict=True)))  # fmt: skip
+    return top / sum(w * (x - x_mean) ** 2 for x, w in enumerate(weights))
+
+
+# -- a second, plain implementation over the raw lines -----------------------------------------
+
+
+def reference(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per request and by position from the raw lines, written from the definitions alone."""
+    requests: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    for row in lines:
+        requests.setdefault((row["w"], row["seq"]), []).append(row)
+    rates, lengths, buckets = [], [], {}
+    for rows in requests.values():
+        steps = [row for row in rows if row["proposed"] > 0]
+        if steps:
+            proposed = sum(row["proposed"] for row in steps)
+            accepted = sum(row["accepted"] for row in steps)
+            rates.append(accepted / proposed)
+            lengths.append(1 + accepted / len(steps))
+        position = 0
+        for row in sorted(rows, key=lambda row: row["t_ns"]):
+            if row["proposed"] > 0:
+                bucket, edge = 0, 128
+                while position >= edge:
+                    bucket, edge = bucket + 1, edge * 2
+                sums = buckets.setdefault(bucket, [0, 0, 0])
+                sums[0] += 1
+                sums[1] += row["proposed"]
+                sums[2] += row["accepted"]
+            position += row["emitted"] if "emitted" in row else row["accepted"] + 1
+    return {
+        "requests": len(requests),
+        "without": len(requests) - len(rates),
+        "mean_rate": sum(rates) / len(rates) if rates else None,
+        "mean_length": sum(lengths) / len(lengths) if lengths else None,
+        "median_rate": percentile(sorted(rates), 50) if rates else None,
+        "p90_rate": percentile(sorted(rates), 90) if rates else None,
+        "buckets": {bucket: tuple(sums) for bucket, sums in buckets.items()},
+    }
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    """Linear between the order statistics at rank p/100 * (n - 1)."""
+    rank = p / 100 * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@st.composite
+def step_lines(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Lines of a few requests of two writers, each request's times distinct (its order is
+    then its times'), counts from 0 to past a bucket edge."""
+    count = draw(st.integers(1, 40))
+    times = draw(st.lists(st.integers(0, 10**8), min_size=count, max_size=count, unique=True))
+    rows = []
+    for n, t in enumerate(times):
+        proposed = draw(st.integers(1 if n == 0 else 0, 8))  # a warm leg needs a draft
+        row = {
+            "v": 1,
+            "w": draw(st.sampled_from([WRITER, OTHER_WRITER])),
+            "n": n,
+            "t_ns": T0 + t,
+            "pid": 1,
+            "seq": draw(st.sampled_from([1, 2, 3, "a"])),
+            "proposed": proposed,
+            "accepted": draw(st.integers(0, proposed)),
+        }
+        if draw(st.booleans()):
+            row["emitted"] = draw(st.sampled_from([0, 1, 5, 60, 127, 128, 300]))
+        rows.append(row)
+    # Line counters count per writer: renumber so no line reads as lost or read twice.
+    counters: dict[str, int] = {}
+    for row in rows:
+        row["n"] = counters.get(row["w"], 0)
+        counters[row["w"]] = row["n"] + 1
+    return rows
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=step_lines(), data=st.data())
+def test_both_readers_any_split_and_order_agree_with_the_reference(tmp_path_factory, rows, data):
+    expected = reference(rows)
+    order = data.draw(st.permutations(list(range(len(rows)))), label="file order")
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(rows) - 1)), max_size=3)))
+    raw = [canonical_line(rows[i]) for i in order]
+    files = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True) if raw[a:b]]
+    block = data.draw(st.sampled_from([None, 160, 700]), label="block bytes")
+    tmp = tmp_path_factory.mktemp("positions")
+    found = [
+        fold_lines(tmp, files, native=native, block_bytes=block, reverse_merge=reverse)["warm"]
+        for native in (True, False)
+        for reverse in (False, True)
+    ]
+    for other in found[1:]:
+        assert other["per_request"] == found[0]["per_request"]
+        assert other["by_output_position"] == found[0]["by_output_position"]
+    warm = found[0]
+    spread = warm["per_request"]
+    assert spread["requests"] == expected["requests"]
+    assert spread["requests_without_drafts"] == expected["without"]
+    assert spread["per_request_mean"]["accept_rate"] == pytest.approx(expected["mean_rate"])
+    mean_length = spread["per_request_mean"]["mean_acceptance_length"]
+    assert mean_length == pytest.approx(expected["mean_length"])
+    if expected["median_rate"] is not None:
+        assert spread["spread"]["accept_rate"]["p50"] == pytest.approx(expected["median_rate"])
+        assert spread["spread"]["accept_rate"]["p90"] == pytest.approx(expected["p90_rate"])
+    positions = warm["by_output_position"]
+    if not expected["buckets"]:
+        assert positions is None
+        return
+    shown = {
+        index: (b["steps"], b["proposed"], b["accepted"])
+        for index, b in enumerate(positions["buckets"])
+        if b["steps"]
+    }
+    assert shown == expected["buckets"]
+
+
+# -- intervals and the falling flag ---------------------------------------------------------
+
+
+def long_requests(fall: float, requests: int = 24, steps: int = 120) -> list[bytes]:
+    """Requests of ``steps`` drafted steps of k = 4, each emitting accepted + 1 tokens; the
+    acceptance falls by ``fall`` per step past the start (deterministic, varied by request)."""
+    lines, n = [], 0
+    for seq in range(requests):
+        for step in range(steps):
+            share = max(0.0, 0.9 - fall * step - 0.02 * (seq % 5))
+            accepted = min(4, int(share * 4 + ((seq * 7 + step * 3) % 10) / 10))
+            lines.append(line(n, seq * 1_000_000 + step * 1000, seq, 4, accepted))
+            n += 1
+    return lines
+
+
+@pytest.mark.parametrize(("fall", "falling"), [(0.006, True), (0.0, False)])
+def test_a_falling_line_is_flagged_from_its_interval(tmp_path: Path, fall: float, falling: bool):
+    document = fold_lines(tmp_path, [long_requests(fall)], resamples=200)
+    positions = document["warm"]["by_output_position"]
+    assert len([b for b in positions["buckets"] if b["steps"]]) >= 2
+    assert positions["falling"] is falling
+    low, high = positions["slope_ci"]
+    assert low <= positions["slope"] <= high
+    for bucket in positions["buckets"]:
+        if bucket["accept_rate_ci"] is not None:
+            assert (
+                bucket["accept_rate_ci"][0] <= bucket["accept_rate"] <= bucket["accept_rate_ci"][1]
+            )
+    assert (falling_flag(document) is not None) is falling
+    spread = document["warm"]["per_request"]
+    mean = spread["per_request_mean"]
+    assert mean["accept_rate_ci"][0] <= mean["accept_rate"] <= mean["accept_rate_ci"][1]
+
+
+def test_alike_requests_give_a_mean_interval_of_no_width(tmp_path: Path):
+    lines = [line(n, n * 1000, n % 6, 4, 2) for n in range(60)]
+    spread = fold_lines(tmp_path, [lines], resamples=50)["warm"]["per_request"]
+    assert spread["per_request_mean"]["accept_rate_ci"] == pytest.approx([0.5, 0.5])
+    assert spread["per_request_mean"]["mean_acceptance_length_ci"] == pytest.approx([3.0, 3.0])
+
+
+def test_the_json_names_which_mean_each_figure_is(tmp_path: Path):
+    spread = fold_lines(tmp_path, [hand_lines()])["warm"]["per_request"]
+    assert spread["pooled"]["means"].startswith("pooled")
+    assert spread["per_request_mean"]["means"].startswith("per-request mean")
+    text = "\n".join(summary_lines(fold_lines(tmp_path, [hand_lines()])))
+    assert "pooled 45.5%" in text and "per-request mean 27.8%" in text
+
+
+# -- the chart ------------------------------------------------------------------------------
+
+
+class Recorder:
+    """Stands in for a matplotlib figure: records what the chart draws."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, Any] = {}
+
+    def subplots(self) -> Recorder:
+        return self
+
+    def errorbar(self, x, y, yerr, **_: Any) -> None:
+        self.calls["errorbar"] = (list(x), list(y), [list(part) for part in yerr])
+
+    def set_xticks(self, places, labels, **_: Any) -> None:
+        self.calls["ticks"] = (list(places), list(labels))
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None
+
+
+def test_the_chart_shows_the_buckets_it_was_drawn_from(tmp_path: Path):
+    document = fold_lines(tmp_path, [hand_lines()], resamples=50)
+    chart = by_position_chart(document)
+    assert chart.name in [found.name for found in charts(document)]
+    recorder = Recorder()
+    chart.draw(recorder)
+    buckets = document["warm"]["by_output_position"]["buckets"]
+    places, y, (below, above) = recorder.calls["errorbar"]
+    assert places == list(range(len(buckets)))
+    assert y == pytest.approx([100 * b["accept_rate"] for b in buckets])
+    for bucket, rate, low, high in zip(buckets, y, below, above, strict=True):
+        interval = bucket["accept_rate_ci"] or [bucket["accept_rate"]] * 2
+        assert rate - low == pytest.approx(100 * interval[0])
+        assert rate + high == pytest.approx(100 * interval[1])
+    assert recorder.calls["ticks"][1] == ["0-128", "128-256", "256-512"]
+
+
+def test_without_steps_in_time_order_the_chart_says_why():
+    chart = by_position_chart({"warm": {"by_output_position": None}})
+    assert chart.draw is None and "step log" in (chart.missing or "")
+
+
+def test_the_document_round_trips_through_json(tmp_path: Path):
+    document = fold_lines(tmp_path, [hand_lines()], resamples=20)
+    again = json.loads(json.dumps(document))
+    assert summary_lines(again) == summary_lines(document)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_resampled_sums_are_the_bootstraps_own_draws(native: bool):
+    """A/P from ``resampled_sums`` is, resample by resample, the bootstrap's A/P of the same
+    legs: the figures by position and the per-request means draw as the pooled ones do."""
+    import numpy as np
+
+    from fold.folding.uncertainty import bootstrap, ratio, resampled_sums
+    from fold.inputs.leg_sums import Leg
+
+    legs = [
+        Leg(requests={"proposed": [4, 8, 12, 3], "accepted": [1, 8, 2, 0], "steps": [1, 2, 3, 1]}),
+        Leg(requests={"proposed": [5], "accepted": [5], "steps": [2]}),
+        Leg(requests={"proposed": [7, 7], "accepted": [3, 6], "steps": [2, 2]}),
+    ]
+    with native_switch(native):
+        sums = resampled_sums(legs, 300, 11)
+        drawn = bootstrap(legs, {"all": [0, 1, 2]}, 300, 11)["all"]
+    assert sums is not None
+    np.testing.assert_array_equal(
+        ratio(sums["accepted"], sums["proposed"]), drawn.figures["accept_rate"]
+    )
+    assert resampled_sums([Leg(requests={"proposed": [1]})], 10, 1) is None
