@@ -35,6 +35,7 @@ from fold.folding.leg_figures import (
     stepped_figures,
     stepped_leg,
 )
+from fold.folding.step_durations import StepDurations, step_durations
 from fold.folding.uncertainty import (
     DEFAULT_SEED,
     Replicates,
@@ -90,6 +91,9 @@ class FoldResult:
     """Where S, P and A came from: ``STEP_LOG``, ``ENGINE_TRACE`` (steps without times: the
     figures that need times are None), or ``RECORD_COUNTERS`` when no log was given (every
     figure that needs steps is then None)."""
+    durations: StepDurations | None = None
+    """The steps' drafting and verify durations per leg and request, when the log carried them
+    (``fold.folding.step_durations``); not in the JSON until a stage reads them."""
 
     @property
     def from_log(self) -> bool:
@@ -265,6 +269,7 @@ def build_result(
             bootstrap=frozen(method_note(resamples, seed)),
             replicates=frozen(found),
             step_source=step_source,
+            durations=step_durations(partial.durations),
         )
 
 
