@@ -38,6 +38,7 @@ from fold.folding.leg_figures import (
     stepped_leg,
 )
 from fold.folding.per_request import with_request_figures
+from fold.folding.step_durations import StepDurations, step_durations
 from fold.folding.uncertainty import (
     DEFAULT_SEED,
     Replicates,
@@ -95,6 +96,9 @@ class FoldResult:
     figure that needs steps is then None)."""
     another_k: AnotherK | None = None
     """The warm fold's figures at another k (``fold.folding.another_k``); None without steps."""
+    durations: StepDurations | None = None
+    """The steps' drafting and verify durations per leg and request, when the log carried them
+    (``fold.folding.step_durations``); not in the JSON until a stage reads them."""
 
     @property
     def from_log(self) -> bool:
@@ -286,6 +290,7 @@ def build_result(
             replicates=frozen(found),
             step_source=step_source,
             another_k=fold_another_k(partial, drafts.warm, resamples, seed, untimed(step_source)),
+            durations=step_durations(partial.durations),
         )
 
 
