@@ -29,6 +29,7 @@ from fold.inputs.oracles import (
 from fold.present.fit import Fitted, fit
 from fold.present.runs import runs_lines
 from fold.present.speed import speed_lines
+from fold.present.step_split import step_split_lines
 from fold.present.table import (
     NOT_RECORDED,
     fmt_factor,
@@ -410,6 +411,7 @@ def comparison(document: Mapping[str, Any], *, details: bool = False) -> Group:
         parts.append(fit(sources_table(block["rows"])))
         for split in (block.get("speed") or {}).values():
             parts += [Text(""), *speed_lines(split)]
+            parts += [Text(f"  {line}", "bold") for line in step_split_lines(document)]
         parts.append(Text(""))
     parts.append(comparison_table(document, details=details))
     if not details:

@@ -13,6 +13,7 @@ from typing import Any
 from fold.folding.result import NEEDS_STEP_LOG
 from fold.present.cadence import time_cells, where_time_goes
 from fold.present.speed import speed_summary
+from fold.present.step_split import step_split_lines, step_split_markdown
 from fold.present.table import (
     NOT_RECORDED,
     from_log,
@@ -64,6 +65,7 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
     sections.append(_folds(document))
     sections.append(_legs(document))
     sections.append(_cadence(document))
+    sections.append(step_split_markdown(document))
     sections.append(_lines(document))
     return "\n\n".join(sections) + "\n"
 
@@ -161,6 +163,7 @@ def _verdicts(document: dict[str, Any]) -> str:
         if summary is not None:
             lines.append(f"  - {summary} (shares of the speed factor's log)")
         lines.extend(f"  - {lack}" for lack in split["oracle_lacks"])
+        lines.extend(f"  - {line}" for line in step_split_lines(document))
     check = block.get("step_rate_check") or {}
     if check.get("measured_steps_per_s") is not None and check.get("expected_steps_per_s"):
         lines.append(

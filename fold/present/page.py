@@ -26,6 +26,7 @@ from fold.present.comparison import (
     step_rate_line,
     tolerance_of,
 )
+from fold.present.step_split import step_split_html
 from fold.present.table import (
     NOT_RECORDED,
     flag_lines,
@@ -71,6 +72,7 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         answer(document),
         attention(document),
         _summary(document),
+        step_split_html(document),
     ]
     for chart in charts(document):
         parts.append(f'<section class="chart" id="{chart.name}">')

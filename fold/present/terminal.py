@@ -16,13 +16,14 @@ from rich.text import Text
 
 from fold.present.cadence import cadence_view
 from fold.present.comparison import comparison
+from fold.present.step_split import step_split_view
 from fold.present.table import report
 
 
 def terminal_view(document: dict[str, Any], *, details: bool = False) -> RenderableType:
     parts: list[RenderableType] = [report(document, details=details)]
     if details:
-        parts += [Text(""), cadence_view(document)]
+        parts += [Text(""), cadence_view(document), Text(""), step_split_view(document)]
     if document.get("comparison") is not None:
         parts += [Text(""), comparison(document, details=details)]
     return Group(*parts)
