@@ -8,6 +8,12 @@
 //
 // (one line in the file). The format, its key order and the reader's rules are the contract in
 // instrument/FORMAT.md; readers tell a lost line by the gap it leaves in `n` (per writer `w`).
+// A step whose parts were timed also carries, after "emitted", how long its forward spent
+// drafting and in the target's verify, in nanoseconds of a monotonic clock the engine reads:
+//
+//   ...,"accepted":3,"emitted":4,"draft_ns":81234,"verify_ns":402211,"leg":"warm"}
+//
+// (optional keys of the same version 1: lines without them are what they always were).
 //
 // Environment (each read once, at the first call of any function below):
 //   DFLASH_STEP_LOG        path to append to; unset or empty: disabled (each call is one branch).
@@ -25,11 +31,17 @@
 //                                      one line, one write(2), for one request's verify step.
 //                                      `seq` may instead be a string id (std::string_view,
 //                                      std::string, const char*): written as a JSON string.
+//   record(seq, proposed, accepted, emitted, StepTimes{draft_ns, verify_ns})
+//                                      the same, with the durations of the step's drafting and
+//                                      verify (either may be kNoTime: not measured).
 //   Batch b; b.add(seq, ...); ...; b.commit();
 //                                      the rows of one verify forward (sharing one t_ns, taken
 //                                      at commit), written by one write(2) (past 64 rows or
 //                                      16 KiB of text: split on line bounds). Destruction
 //                                      commits what is left.
+//   b.set_times(StepTimes{draft_ns, verify_ns})
+//                                      the forward's durations, written on every row of the
+//                                      batch's next commit (the rows of one forward share them).
 //   dropped()                          lines of this writer that never reached the file.
 //
 // Usage:
@@ -41,12 +53,24 @@
 //       batch.add(r.seq, r.num_draft, r.num_accepted, r.num_appended);
 //   }                                         // ~Batch: one write(2) for all rows
 //
+// With durations (the clock is the engine's; steady_clock or CLOCK_MONOTONIC, not the wall clock):
+//   const auto t0 = std::chrono::steady_clock::now();
+//   draft(...);                               // the drafter's part of this step
+//   const auto t1 = std::chrono::steady_clock::now();
+//   verify(...);                              // the target's verify forward
+//   const auto t2 = std::chrono::steady_clock::now();
+//   sl::Batch batch;
+//   batch.set_times(sl::StepTimes::of(t1 - t0, t2 - t1));  // any integer or chrono duration
+//   for (const auto& r : running) batch.add(r.seq, r.num_draft, r.num_accepted, r.num_appended);
+//   batch.commit();
+//
 // Exactly one translation unit of a program defines DFLASH_STEP_LOG_IMPLEMENTATION before
 // including this header; it gets the C-linkage functions dflash_step_log_enabled(),
 // dflash_step_log_record(), dflash_step_log_record_emitted(), dflash_step_log_record_id(),
-// dflash_step_log_record_id_emitted() and dflash_step_log_dropped().
+// dflash_step_log_record_id_emitted(), dflash_step_log_record_timed(),
+// dflash_step_log_record_id_timed() and dflash_step_log_dropped().
 // The C++ API is inline and works in every translation unit. From C, including this header
-// declares the six C functions only.
+// declares the eight C functions and DFLASH_STEP_LOG_NO_TIME only.
 //
 // Failure behaviour: no function throws, aborts, blocks on anything but its own write(2) or
 // changes what the engine computes.
@@ -62,7 +86,8 @@
 //     carry, FORMAT.md): the row violates the format, so nothing is written for it. It still
 //     takes its `n` and counts in dropped(), so readers see a lost line instead of a false one;
 //     one warning on stderr. (Clamping would invent a plausible number; writing it would make
-//     readers refuse the whole file.)
+//     readers refuse the whole file.) So is a duration of 2^63 ns or more other than kNoTime
+//     (a negative difference of unsigned clock readings wraps there; FORMAT.md's limit).
 // After fork(2) the child is a new writer: its own pid, a new `w`, `n` from 0, dropped() from 0,
 // and its own file when the path holds `%p` (pthread_atfork; the child reopens at its first
 // call). Threads share one writer; with several threads `n` order and file order may differ.
@@ -84,6 +109,9 @@
 #define DFLASH_STEP_LOG_EXPORT
 #endif
 
+// A part of a step that was not measured: its key is not written.
+#define DFLASH_STEP_LOG_NO_TIME UINT64_MAX
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -101,6 +129,15 @@ DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_id_emitted(const char* id, si
                                                               uint32_t proposed,
                                                               uint32_t accepted,
                                                               uint32_t emitted);
+// As the _emitted forms, with the step's durations in nanoseconds: `draft_ns` drafting,
+// `verify_ns` the target's verify forward; DFLASH_STEP_LOG_NO_TIME for a part not measured.
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_timed(uint64_t seq, uint32_t proposed,
+                                                         uint32_t accepted, uint32_t emitted,
+                                                         uint64_t draft_ns, uint64_t verify_ns);
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_id_timed(const char* id, size_t id_len,
+                                                            uint32_t proposed, uint32_t accepted,
+                                                            uint32_t emitted, uint64_t draft_ns,
+                                                            uint64_t verify_ns);
 DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void);
 #ifdef __cplusplus
 }  // extern "C"
@@ -110,6 +147,7 @@ DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void);
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdarg>
 #include <charconv>
@@ -151,6 +189,28 @@ void record(const Seq& seq, Proposed proposed, Accepted accepted) noexcept;
 template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
 void record(const Seq& seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept;
 
+// A part of a step that was not measured (DFLASH_STEP_LOG_NO_TIME): its key is not written.
+inline constexpr std::uint64_t kNoTime = std::numeric_limits<std::uint64_t>::max();
+
+// How long one verify forward spent drafting and in the target's verify, in nanoseconds of a
+// monotonic clock; kNoTime for a part not measured. Every row of the forward carries both.
+// A value of 2^63 or more other than kNoTime breaks the format: the row is dropped (dropped()).
+struct StepTimes {
+  std::uint64_t draft_ns = kNoTime;
+  std::uint64_t verify_ns = kNoTime;
+
+  // From any integer type (nanoseconds) or std::chrono::duration, without casts at the call
+  // site; a negative value (a clock read out of order) becomes one the format forbids, so the
+  // row is dropped, never written with a made-up time.
+  template <typename Draft, typename Verify>
+  static StepTimes of(Draft draft, Verify verify) noexcept;
+};
+
+// As above, with the step's durations (the rows of one forward share them).
+template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
+void record(const Seq& seq, Proposed proposed, Accepted accepted, Emitted emitted,
+            StepTimes times) noexcept;
+
 // Lines this writer (process; a forked child starts at 0) issued that never reached the file.
 std::uint64_t dropped() noexcept;
 
@@ -160,7 +220,10 @@ inline constexpr std::size_t kMaxIdEscaped = 256;    // bytes of an escaped stri
 // The most tokens one step may carry (FORMAT.md; fold.inputs.limits.MAX_STEP_TOKENS): readers
 // refuse a log with a larger `proposed` or `emitted`, so such a row is dropped, not written.
 inline constexpr std::uint32_t kMaxStepTokens = 65536;
-inline constexpr std::size_t kMaxLine = 256 + kMaxLegEscaped + kMaxIdEscaped;
+// The largest time a line may carry (FORMAT.md): every integer but seq is below 2^63.
+inline constexpr std::uint64_t kMaxNs = std::numeric_limits<std::int64_t>::max();
+// 183 bytes without id, label and times; the two times add at most 63.
+inline constexpr std::size_t kMaxLine = 256 + 64 + kMaxLegEscaped + kMaxIdEscaped;
 inline constexpr std::size_t kBatchBytes = 16384;  // text handed to one write(2), at most
 inline constexpr std::size_t kBatchRows = 64;      // rows a Batch holds before it commits
 inline constexpr std::size_t kBatchIdBytes = 4096;  // escaped string ids a Batch holds
@@ -178,6 +241,11 @@ inline constexpr bool kIsStringId =
 template <typename Int>
 inline constexpr bool kIsInteger =
     std::is_integral_v<Int> && !std::is_same_v<std::remove_cv_t<Int>, bool>;
+
+template <typename T>
+struct IsDuration : std::false_type {};
+template <typename Rep, typename Period>
+struct IsDuration<std::chrono::duration<Rep, Period>> : std::true_type {};
 
 // Stores `value` in `out` when it is within 0..max of Field; false when it is not. No branch of
 // it casts a type to itself, so -Wuseless-cast stays quiet for every argument type.
@@ -219,7 +287,24 @@ inline bool put_seq(const Seq& seq, Row& row, char* buf) noexcept {
     return narrow(seq, row.seq);
   }
 }
+
+// Nanoseconds from an integer or a chrono duration; kMaxNs + 1 (a value the format forbids)
+// for a negative one or one past uint64.
+template <typename Time>
+constexpr std::uint64_t to_ns(Time value) noexcept {
+  if constexpr (IsDuration<Time>::value) {
+    return to_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(value).count());
+  } else {
+    std::uint64_t out = 0;
+    return narrow(value, out) ? out : kMaxNs + 1;
+  }
+}
 }  // namespace detail
+
+template <typename Draft, typename Verify>
+inline StepTimes StepTimes::of(Draft draft, Verify verify) noexcept {
+  return StepTimes{detail::to_ns(draft), detail::to_ns(verify)};
+}
 
 // The rows of one verify forward, one per request, handed to the kernel by one write(2).
 // add() only stores the row; commit() reads the clock once and takes the rows' `n` values at
@@ -240,16 +325,22 @@ class Batch {
   template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
   void add(const Seq& seq, Proposed proposed, Accepted accepted, Emitted emitted) noexcept;
   void commit() noexcept;  // ONE write(2) for all rows added since the last commit
+  // The forward's durations, written on every row of the next commit (added before or after
+  // this call; a batch past 64 rows writes its first rows early, with the times set by then,
+  // so set them before the first add()). commit() clears them: each forward sets its own.
+  void set_times(StepTimes times) noexcept { times_ = times; }
 
  private:
   template <typename Seq>
   void add_seq(const Seq& seq, detail::Row& row, bool fits) noexcept;
   void add_row(const detail::Row& row, bool fits) noexcept;
+  void write_held() noexcept;
   // Out of line: the rare full-batch write, which GCC's flow analysis misreads when inlined.
-  [[gnu::noinline]] void commit_full() noexcept { commit(); }
+  [[gnu::noinline]] void commit_full() noexcept { write_held(); }
 
   std::size_t count_ = 0;
   std::size_t id_bytes_ = 0;  // of ids_, used by the rows held
+  StepTimes times_{};
   detail::Row rows_[detail::kBatchRows];
   char ids_[detail::kBatchIdBytes];
 };
@@ -587,6 +678,23 @@ inline bool breaks_format(const Row& row) noexcept {
          (row.has_emitted != 0 && row.emitted > kMaxStepTokens);
 }
 
+// Times the format forbids: 2^63 or more, other than kNoTime.
+inline bool times_break_format(const StepTimes& times) noexcept {
+  return (times.draft_ns != kNoTime && times.draft_ns > kMaxNs) ||
+         (times.verify_ns != kNoTime && times.verify_ns > kMaxNs);
+}
+
+// Counts `count` rows whose times break the format: each takes an `n`, none is written.
+[[gnu::noinline]] inline void drop_timed(std::size_t count, const StepTimes& times) noexcept {
+  g.next_n.fetch_add(count, std::memory_order_relaxed);
+  g.dropped.fetch_add(count, std::memory_order_relaxed);
+  if (g.warned_invalid.exchange(true, std::memory_order_relaxed)) return;
+  warn("dflash_step_log: a step with draft_ns=%" PRIu64 " or verify_ns=%" PRIu64 " at or past "
+       "2^63 (a negative or wrapped duration) was not written and counts in dropped(); further "
+       "ones are counted silently\n",
+       times.draft_ns, times.verify_ns);
+}
+
 // Counts a row that would break the format (breaks_format, or a value that does not fit its
 // field): it takes an `n` (so readers see the gap) but is not written.
 [[gnu::noinline]] inline void drop_row(const Row& row, bool fits) noexcept {
@@ -621,8 +729,27 @@ struct Time {
   }
 };
 
+// `,"draft_ns":<d>,"verify_ns":<v>` (each only when measured) once, for every line of one write.
+struct Durations {
+  char text[64];
+  std::size_t len;
+  explicit Durations(const StepTimes& times) noexcept {
+    char* out = text;
+    if (times.draft_ns != kNoTime) {
+      append_literal(out, ",\"draft_ns\":");
+      append_uint(out, times.draft_ns);
+    }
+    if (times.verify_ns != kNoTime) {
+      append_literal(out, ",\"verify_ns\":");
+      append_uint(out, times.verify_ns);
+    }
+    len = static_cast<std::size_t>(out - text);
+  }
+};
+
 // Formats one line at `out` (at most kMaxLine bytes) and returns its end.
-inline char* format_line(char* out, std::uint64_t n, const Time& time, const Row& row) noexcept {
+inline char* format_line(char* out, std::uint64_t n, const Time& time, const Row& row,
+                         const Durations& durations) noexcept {
   append(out, g.prefix, g.prefix_len);
   append_uint(out, n);
   append(out, time.text, time.len);
@@ -644,6 +771,7 @@ inline char* format_line(char* out, std::uint64_t n, const Time& time, const Row
     append_literal(out, ",\"emitted\":");
     append_uint(out, emitted);
   }
+  append(out, durations.text, durations.len);
   append(out, g.tail, g.tail_len);
   return out;
 }
@@ -676,24 +804,36 @@ inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noe
   }
 }
 
-[[gnu::noinline]] inline void record_enabled(const Row& row, bool fits) noexcept {
+[[gnu::noinline]] inline void record_enabled(const Row& row, bool fits,
+                                            const StepTimes& times) noexcept {
   if (!ready()) return;
   if (!fits || breaks_format(row)) {
     drop_row(row, fits);
     return;
   }
+  if (times_break_format(times)) {
+    drop_timed(1, times);
+    return;
+  }
   const std::uint64_t n = g.next_n.fetch_add(1, std::memory_order_relaxed);
   const Time time;
+  const Durations durations(times);
   char line[kMaxLine];
-  char* end = format_line(line, n, time, row);
+  char* end = format_line(line, n, time, row, durations);
   write_lines(line, static_cast<std::size_t>(end - line), 1);
 }
 
 // Formats and writes the rows of a batch: one clock read, one fetch_add, one write(2) per
 // kBatchBytes of text.
-[[gnu::noinline]] inline void write_rows(const Row* rows, std::size_t count) noexcept {
+[[gnu::noinline]] inline void write_rows(const Row* rows, std::size_t count,
+                                        const StepTimes& times) noexcept {
+  if (times_break_format(times)) {
+    drop_timed(count, times);
+    return;
+  }
   std::uint64_t n = g.next_n.fetch_add(count, std::memory_order_relaxed);
   const Time time;
+  const Durations durations(times);
   char buf[kBatchBytes];
   std::size_t len = 0, lines = 0;
   for (std::size_t i = 0; i < count; ++i) {
@@ -702,7 +842,7 @@ inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noe
       len = lines = 0;
     }
     const Row& r = rows[i];
-    char* end = format_line(buf + len, n++, time, r);
+    char* end = format_line(buf + len, n++, time, r, durations);
     len = static_cast<std::size_t>(end - buf);
     ++lines;
   }
@@ -722,19 +862,25 @@ inline void record(const Seq& seq, Proposed proposed, Accepted accepted) noexcep
   char id[detail::kMaxIdEscaped];
   const bool fits = detail::put_seq(seq, row, id) && detail::narrow(proposed, row.proposed) &&
                     detail::narrow(accepted, row.accepted);
-  detail::record_enabled(row, fits);
+  detail::record_enabled(row, fits, StepTimes{});
 }
 
 template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
 inline void record(const Seq& seq, Proposed proposed, Accepted accepted,
                    Emitted emitted) noexcept {
+  record(seq, proposed, accepted, emitted, StepTimes{});
+}
+
+template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
+inline void record(const Seq& seq, Proposed proposed, Accepted accepted, Emitted emitted,
+                   StepTimes times) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
   detail::Row row{};
   row.has_emitted = 1;
   char id[detail::kMaxIdEscaped];
   const bool fits = detail::put_seq(seq, row, id) && detail::narrow(proposed, row.proposed) &&
                     detail::narrow(accepted, row.accepted) && detail::narrow(emitted, row.emitted);
-  detail::record_enabled(row, fits);
+  detail::record_enabled(row, fits, times);
 }
 
 inline std::uint64_t dropped() noexcept {
@@ -787,13 +933,18 @@ inline void Batch::add_row(const detail::Row& row, bool fits) noexcept {
   rows_[count_++] = row;
 }
 
-inline void Batch::commit() noexcept {
+inline void Batch::write_held() noexcept {
   if (count_ == 0) return;
   // Rows are only stored while writing; a fork between add() and commit() leaves the child to
   // write them as its own.
-  if (detail::ready()) detail::write_rows(rows_, count_);
+  if (detail::ready()) detail::write_rows(rows_, count_, times_);
   count_ = 0;
   id_bytes_ = 0;
+}
+
+inline void Batch::commit() noexcept {
+  write_held();
+  times_ = StepTimes{};
 }
 
 }  // namespace dflash::step_log
@@ -828,6 +979,24 @@ DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_id_emitted(const char* id, si
     return;
   }
   dflash::step_log::record(std::string_view(id, id_len), proposed, accepted, emitted);
+}
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_timed(uint64_t seq, uint32_t proposed,
+                                                         uint32_t accepted, uint32_t emitted,
+                                                         uint64_t draft_ns, uint64_t verify_ns) {
+  dflash::step_log::record(seq, proposed, accepted, emitted,
+                           dflash::step_log::StepTimes{draft_ns, verify_ns});
+}
+DFLASH_STEP_LOG_EXPORT void dflash_step_log_record_id_timed(const char* id, size_t id_len,
+                                                            uint32_t proposed, uint32_t accepted,
+                                                            uint32_t emitted, uint64_t draft_ns,
+                                                            uint64_t verify_ns) {
+  const dflash::step_log::StepTimes times{draft_ns, verify_ns};
+  if (id == nullptr) {
+    dflash::step_log::record(static_cast<const char*>(nullptr), proposed, accepted, emitted,
+                             times);
+    return;
+  }
+  dflash::step_log::record(std::string_view(id, id_len), proposed, accepted, emitted, times);
 }
 DFLASH_STEP_LOG_EXPORT uint64_t dflash_step_log_dropped(void) {
   return dflash::step_log::dropped();

@@ -33,7 +33,7 @@ V1_TYPES = {
     "proposed": int,
     "accepted": int,
 }
-OPTIONAL_TYPES = {"emitted": int, "leg": str}
+OPTIONAL_TYPES = {"emitted": int, "draft_ns": int, "verify_ns": int, "leg": str}
 SANITIZER_ENV = {
     "ASAN_OPTIONS": "abort_on_error=0:exitcode=86",
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
@@ -135,6 +135,8 @@ def assert_same_bytes_as_python(raw: bytes, obj: dict, leg: str | None) -> None:
         accepted=obj["accepted"],
         emitted=obj.get("emitted"),
         leg=leg,
+        draft_ns=obj.get("draft_ns"),
+        verify_ns=obj.get("verify_ns"),
     )
     assert raw == expected
 
@@ -205,9 +207,19 @@ def test_header_declares_the_c_api_to_c(cpp_build_dir, instrument_lib, tmp_path)
         ("cmpl-3", 4, 1, None),
         ("cmpl-4", 3, 3, 4),
         ("", 2, 0, None),
+        (5, 4, 3, 4),
+        (6, 2, 1, 2),
+        ("cmpl-7", 3, 0, 1),
     ]
-    # The null id took an n and counts in dropped() (the program's exit status says 1).
-    assert sorted(o["n"] for _, o in lines) == [0, 1, 2, 3, 5]
+    assert [(o.get("draft_ns"), o.get("verify_ns")) for _, o in lines[5:]] == [
+        (81234, 402211),
+        (None, 0),
+        (17, None),
+    ]
+    assert b'"emitted":4,"draft_ns":81234,"verify_ns":402211}' in lines[5][0]
+    # The null ids and the 2^63 duration took an n and count in dropped() (the exit status
+    # says 3).
+    assert sorted(o["n"] for _, o in lines) == [0, 1, 2, 3, 5, 6, 7, 8]
 
 
 # --- disabled and enabled -----------------------------------------------------------------------
@@ -333,6 +345,88 @@ def test_call_sites_need_no_casts_under_strict_warnings(cpp_build_dir):
         assert out.exists()
 
 
+# --- step durations ---------------------------------------------------------------------------
+
+
+def test_step_durations_are_written_after_emitted(asan, tmp_path):
+    log = tmp_path / "steps.jsonl"
+    env = driver_env(DFLASH_STEP_LOG=str(log), DFLASH_STEP_LEG="w")
+    fields, stderr = run(asan, "timed", env=env)
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    rows = [(o["seq"], o.get("draft_ns"), o.get("verify_ns")) for _, o in lines]
+    assert rows[:9] == [
+        (1, 81234, 402211),
+        ("r2", None, 0),
+        (3, 7, None),
+        (4, None, None),
+        (5, 2**63 - 1, 0),
+        (9, 12000, 40),  # 12 us as a chrono duration, 40 as an unsigned
+        (10, 100, 200),  # set_times after the rows were added
+        ("r11", 100, 200),
+        (12, None, None),  # commit() cleared the times
+    ]
+    # The 150 rows of the last batch, written in three parts, all carry its draft time.
+    assert rows[9:] == [(seq, 300, None) for seq in range(100, 250)]
+    parts = [o["t_ns"] for _, o in lines[9:]]
+    assert [parts.count(t) for t in sorted(set(parts))] == [64, 64, 22]  # one t_ns per write
+    check_rows([o for _, o in lines[9:]])
+    # 2^63, 2^64 - 2, a negative one, and the two rows of the batch with a 2^63 verify time.
+    assert fields["dropped"] == "5"
+    # Each took its n: the gaps are where they were issued.
+    missing = set(range(len(lines) + 5)) - {o["n"] for _, o in lines}
+    assert missing == {5, 6, 7, 12, 13}
+    assert len(stderr) == 1 and "draft_ns=9223372036854775808 or verify_ns=0" in stderr[0]
+    for raw, obj in lines:
+        assert_same_bytes_as_python(raw, obj, "w")
+    assert lines[0][0].endswith(b'"emitted":4,"draft_ns":81234,"verify_ns":402211,"leg":"w"}\n')
+    assert b'"accepted":3,"draft_ns":100,"verify_ns":200,"leg":"w"}' in lines[7][0]
+    # The exact reader folds them: every line read, none refused.
+    assert sum(frame.height for frame in StepLogReader(log).read_available()) == len(lines)
+
+
+@pytest.mark.parametrize("variant", ["plain", "tsan"])
+def test_timed_batches_from_threads_keep_their_own_times(step_log_drivers, tmp_path, variant):
+    binary = step_log_drivers[variant][0]
+    log = tmp_path / "steps.jsonl"
+    threads, per_thread = 8, 1000 if variant == "tsan" else 3000
+    fields, stderr = run(
+        binary, "timed_threads", threads, per_thread, env=driver_env(DFLASH_STEP_LOG=str(log))
+    )
+    assert (fields["dropped"], stderr) == ("0", [])
+    lines, tail = parse_lines(log)
+    assert tail == b""
+    objs = [o for _, o in lines]
+    assert len(objs) == threads * per_thread
+    assert_no_gaps(objs)
+    check_rows(objs)
+    # A single record (every 9th) carries its own seq's times; a batch row its first row's.
+    for obj in objs:
+        i = obj["seq"] % 1_000_000
+        first = obj["seq"] if i % 9 == 0 else obj["seq"] - (i % 9 - 1)
+        assert (obj["draft_ns"], obj["verify_ns"]) == (first * 10, first * 10 + 1), obj
+    for raw, obj in lines[:200]:
+        assert_same_bytes_as_python(raw, obj, None)
+
+
+def test_python_writer_takes_durations(tmp_path):
+    from fold.inputs.steplog import StepLogWriter
+
+    log = tmp_path / "steps.jsonl"
+    with StepLogWriter(log, leg="w") as writer:
+        writer.record(1, 3, 2, 3, t_ns=5, draft_ns=0, verify_ns=2**63 - 1)
+        writer.record("a", 3, 2, t_ns=6, verify_ns=9)
+        for bad in (-1, 2**63, 1.5, True):
+            with pytest.raises(ValueError, match=r"draft_ns must be an int in 0 \.\. 2\^63 - 1"):
+                writer.record(1, 3, 2, 3, draft_ns=bad)  # type: ignore[arg-type]
+    lines, _ = parse_lines(log)
+    assert lines[0][0].endswith(
+        b'"emitted":3,"draft_ns":0,"verify_ns":9223372036854775807,"leg":"w"}\n'
+    )
+    assert lines[1][0].endswith(b'"accepted":2,"verify_ns":9,"leg":"w"}\n')
+    assert [o["n"] for _, o in lines] == [0, 1]  # a refused call takes no n
+
+
 # --- string request ids ------------------------------------------------------------------------
 
 
@@ -445,9 +539,16 @@ lib.dflash_step_log_enabled.restype = ctypes.c_int
 lib.dflash_step_log_dropped.restype = ctypes.c_uint64
 lib.dflash_step_log_record.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32]
 lib.dflash_step_log_record_emitted.argtypes = [ctypes.c_uint64] + [ctypes.c_uint32] * 3
+lib.dflash_step_log_record_timed.argtypes = (
+    [ctypes.c_uint64] + [ctypes.c_uint32] * 3 + [ctypes.c_uint64] * 2
+)
+NO_TIME = 2**64 - 1
 for seq in range(200):
     p, a = seq % 9, (seq // 9) % (seq % 9 + 1)
-    if seq % 3:
+    if seq % 5 == 1:
+        draft, verify = (NO_TIME, seq * 7) if seq % 2 else (seq * 1000, seq * 3000 + 1)
+        lib.dflash_step_log_record_timed(seq, p, a, a + 1 - (seq // 7) % 2, draft, verify)
+    elif seq % 3:
         lib.dflash_step_log_record_emitted(seq, p, a, a + 1 - (seq // 7) % 2)
     else:
         lib.dflash_step_log_record(seq, p, a)
@@ -474,7 +575,13 @@ def test_ctypes_writer_matches_python_writer_bytes(instrument_lib, tmp_path):
     check_rows([o for _, o in lines])
     for raw, obj in lines:
         assert obj["pid"] == pid
-        assert ("emitted" in obj) == (obj["seq"] % 3 != 0)
+        seq = obj["seq"]
+        assert ("emitted" in obj) == (seq % 3 != 0 or seq % 5 == 1)
+        if seq % 5 == 1:
+            expected = (None, seq * 7) if seq % 2 else (seq * 1000, seq * 3000 + 1)
+        else:
+            expected = (None, None)
+        assert (obj.get("draft_ns"), obj.get("verify_ns")) == expected
         assert_same_bytes_as_python(raw, obj, leg)
 
 
@@ -486,10 +593,15 @@ lib.dflash_step_log_record_id.argtypes = [ctypes.c_char_p, ctypes.c_size_t] + [c
 lib.dflash_step_log_record_id_emitted.argtypes = (
     [ctypes.c_char_p, ctypes.c_size_t] + [ctypes.c_uint32] * 3
 )
+lib.dflash_step_log_record_id_timed.argtypes = (
+    [ctypes.c_char_p, ctypes.c_size_t] + [ctypes.c_uint32] * 3 + [ctypes.c_uint64] * 2
+)
 for seq in range(60):
     name = f'cmpl-{seq}-\\u00e9"'.encode()
     p, a = seq % 9, (seq // 9) % (seq % 9 + 1)
-    if seq % 2:
+    if seq % 4 == 1:
+        lib.dflash_step_log_record_id_timed(name, len(name), p, a, a + 1, seq, 2**64 - 1)
+    elif seq % 2:
         lib.dflash_step_log_record_id_emitted(name, len(name), p, a, a + 1)
     else:
         lib.dflash_step_log_record_id(name, len(name), p, a)
@@ -511,7 +623,11 @@ def test_ctypes_string_ids_match_python_writer_bytes(instrument_lib, tmp_path):
     assert tail == b""
     assert [o["seq"] for _, o in lines] == [f'cmpl-{seq}-\u00e9"' for seq in range(60)]
     for raw, obj in lines:
-        assert ("emitted" in obj) == (int(obj["seq"].split("-")[1]) % 2 == 1)
+        seq = int(obj["seq"].split("-")[1])
+        assert ("emitted" in obj) == (seq % 2 == 1)
+        assert (obj.get("draft_ns"), obj.get("verify_ns")) == (
+            (seq, None) if seq % 4 == 1 else (None, None)
+        )
         assert_same_bytes_as_python(raw, obj, None)
 
 

@@ -31,6 +31,11 @@ MAX_COUNT = 2**63 - 1
 64-bit integer (the JSON, polars' Int64, the native reader's sums). Sums are taken exactly
 (Python integers) and refused when they pass this, never wrapped or rounded."""
 
+MAX_STEP_NS = 2**63 - 1
+"""The longest duration a step's ``draft_ns`` or ``verify_ns`` may carry (FORMAT.md: every
+integer but ``seq`` is below 2^63). A larger one is a negative difference of unsigned clock
+readings, wrapped; the C++ hook drops such a row instead of writing it."""
+
 MAX_REQUEST_ID = 2**64 - 1
 """The largest integer request id (FORMAT.md: ``seq`` may use the whole unsigned 64-bit
 range); a request named by a string has no limit here but its length in the hook's format."""
@@ -43,6 +48,7 @@ STEP_CAP_WORDS = f"exceeds {MAX_STEP_TOKENS}, the most tokens one step may carry
 COUNT_WORDS = "is past 2^63 - 1, the largest count (FORMAT.md)"
 SUM_WORDS = "takes the sum past 2^63 - 1, the largest count (FORMAT.md)"
 REQUEST_ID_WORDS = "is past 2^64 - 1, the largest integer request id (FORMAT.md)"
+DURATION_WORDS = "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"
 
 
 def is_int(value: Any) -> bool:
@@ -72,6 +78,11 @@ def refusal(where: str, field: str, value: Any, limit: str, what_to_do: str) -> 
 def count_problem(value: int) -> str | None:
     """The limit words when a count is past 2^63 - 1, else None."""
     return COUNT_WORDS if value > MAX_COUNT else None
+
+
+def duration_problem(value: int) -> str | None:
+    """The limit words when a step duration is outside 0 .. 2^63 - 1 ns, else None."""
+    return DURATION_WORDS if not 0 <= value <= MAX_STEP_NS else None
 
 
 def request_id_problem(value: int) -> str | None:

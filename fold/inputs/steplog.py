@@ -12,7 +12,7 @@ import os
 import secrets
 import time
 
-from fold.inputs.limits import MAX_STEP_TOKENS, is_int
+from fold.inputs.limits import MAX_STEP_NS, MAX_STEP_TOKENS, is_int
 
 FORMAT_VERSION = 1
 MAX_ID_ESCAPED = 256
@@ -56,9 +56,12 @@ def format_line(
     accepted: int,
     emitted: int | None = None,
     leg: str | None = None,
+    draft_ns: int | None = None,
+    verify_ns: int | None = None,
 ) -> bytes:
     """One v1 line, newline included, in the writers' fixed key order. A string ``seq`` (a
-    request id such as ``cmpl-...``) is written as a JSON string, escaped as the leg label."""
+    request id such as ``cmpl-...``) is written as a JSON string, escaped as the leg label;
+    ``draft_ns`` and ``verify_ns``, when measured, follow ``emitted``."""
     seq_text = f'"{escape_json_string(seq)}"' if isinstance(seq, str) else _integer(seq)
     line = (
         f'{{"v":{FORMAT_VERSION},"w":"{writer_id}","n":{n},"t_ns":{t_ns},"pid":{pid},'
@@ -66,6 +69,10 @@ def format_line(
     )
     if emitted is not None:
         line += f',"emitted":{emitted}'
+    if draft_ns is not None:
+        line += f',"draft_ns":{draft_ns}'
+    if verify_ns is not None:
+        line += f',"verify_ns":{verify_ns}'
     if leg is not None:
         line += f',"leg":"{escape_json_string(leg)}"'
     return (line + "}\n").encode("utf-8")
@@ -105,7 +112,14 @@ class StepLogWriter:
         emitted: int | None = None,
         *,
         t_ns: int | None = None,
+        draft_ns: int | None = None,
+        verify_ns: int | None = None,
     ) -> None:
+        """One line for one verify step of request ``seq``; ``draft_ns`` and ``verify_ns`` are
+        the step's forward's drafting and verify durations (None: not measured)."""
+        for name, value in (("draft_ns", draft_ns), ("verify_ns", verify_ns)):
+            if value is not None and not (is_int(value) and 0 <= value <= MAX_STEP_NS):
+                raise ValueError(f"{name} must be an int in 0 .. 2^63 - 1 or None, got {value!r}")
         if not 0 <= accepted <= proposed:
             raise ValueError(f"need 0 <= accepted <= proposed, got {accepted=} {proposed=}")
         if max(proposed, emitted or 0) > MAX_STEP_TOKENS:
@@ -124,6 +138,8 @@ class StepLogWriter:
             accepted=accepted,
             emitted=emitted,
             leg=self._leg,
+            draft_ns=draft_ns,
+            verify_ns=verify_ns,
         )
         self._next_n += 1
         try:

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -253,6 +254,70 @@ int main(int argc, char** argv) {
       batch.add(8, 1, 1);     // an integer id between string ones
       batch.add("after", 2, 2);
     }
+    report();
+    return 0;
+  }
+
+  if (mode == "timed" && argc == 2) {  // durations: single records, batches, the ones dropped
+    const sl::StepTimes both{81234, 402211}, draft_only{7, sl::kNoTime}, verify_only{};
+    sl::record(1, 4, 3, 4, both);
+    sl::record("r2", 4, 1, 2, sl::StepTimes{sl::kNoTime, 0});      // verify only, of 0 ns
+    sl::record(3, 2, 2, 3, draft_only);
+    sl::record(4, 2, 0, 1, verify_only);                           // neither: no keys
+    sl::record(5, 1, 1, 2, sl::StepTimes{9223372036854775807ull, 0});  // 2^63 - 1: written
+    sl::record(6, 1, 1, 2, sl::StepTimes{9223372036854775808ull, 0});  // 2^63: dropped
+    sl::record(7, 1, 1, 2, sl::StepTimes{1, sl::kNoTime - 1});         // dropped
+    sl::record(8, 1, 1, 2, sl::StepTimes::of(-5, 3));                  // negative: dropped
+    sl::record(9, 3, 1, 2, sl::StepTimes::of(std::chrono::microseconds(12), 40u));
+    {
+      sl::Batch batch;  // times set after the rows were added: the commit writes them on all
+      batch.add(10, 3, 2, 3);
+      batch.add("r11", 3, 3);
+      batch.set_times(sl::StepTimes{100, 200});
+      batch.commit();
+      batch.add(12, 1, 0, 1);  // the next commit has no times: commit() cleared them
+      batch.commit();
+      batch.set_times(sl::StepTimes{sl::kNoTime, 9223372036854775808ull});
+      batch.add(13, 1, 0, 1);  // dropped with its batch's invalid times
+      batch.add(14, 1, 1, 2);
+      batch.commit();
+      batch.set_times(sl::StepTimes{300, sl::kNoTime});
+      for (std::uint64_t seq = 100; seq < 250; ++seq) {  // past 64 rows: written in parts
+        const Row r = row_for(seq);
+        batch.add(seq, r.proposed, r.accepted, r.emitted);
+      }
+    }  // the destructor commits the last part, with the times
+    report();
+    return 0;
+  }
+
+  if ((mode == "timed_threads") && argc == 4) {
+    // timed_threads T COUNT_PER_THREAD: times (seq*10, seq*10+1) of the row or its batch's first
+    const std::uint64_t threads = arg(argv, 2), count = arg(argv, 3);
+    std::vector<std::thread> pool;
+    for (std::uint64_t t = 0; t < threads; ++t) {
+      pool.emplace_back([t, count] {
+        std::uint64_t i = 0;
+        while (i < count) {
+          const std::uint64_t first = t * 1000000 + i;
+          if (i % 9 == 0) {  // every 9th a single record, then a batch of 8
+            const Row r = row_for(first);
+            sl::record(first, r.proposed, r.accepted, r.emitted,
+                       sl::StepTimes{first * 10, first * 10 + 1});
+            ++i;
+            continue;
+          }
+          sl::Batch batch;
+          batch.set_times(sl::StepTimes{first * 10, first * 10 + 1});
+          for (std::uint64_t j = 0; j < 8 && i < count; ++j, ++i) {
+            const std::uint64_t seq = t * 1000000 + i;
+            const Row r = row_for(seq);
+            batch.add(seq, r.proposed, r.accepted, r.emitted);
+          }
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
     report();
     return 0;
   }
