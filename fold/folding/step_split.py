@@ -3,19 +3,22 @@
 A step line may carry ``draft_ns`` and ``verify_ns`` (``instrument/FORMAT.md``): how long the
 forward that produced it spent drafting and in the target's verify forward. The step time is the
 cadence's (``fold.folding.cadence``): the interval between a request's consecutive steps, so a
-group's mean step time is its requests' decode seconds (first to last step) over their intervals
-(steps after each request's first), the inverse of the cadence's pooled decode steps/s.
+group's mean step time is its requests' decode time (first step to last) over their intervals
+(steps after each request's first): the inverse of the cadence's pooled decode steps/s.
 
-Per group (a leg, the warm legs), over its requests that have at least two steps and at least
-one step carrying a duration:
+A request's decode window holds the parts of all its steps but the first (whose drafting and
+verify come before its first step's time), so its time in a part is estimated as the part's mean
+over the request's steps that carried it times the request's intervals. Per group (a leg, the
+warm legs), over its requests with at least two steps and at least one step carrying a duration:
 
 * ``step_s``: the summed decode time over the summed intervals;
-* ``draft_s``, ``verify_s``: each part's summed duration over the steps that carried it;
-* ``rest_s``: ``step_s - draft_s - verify_s``, what a step spends outside both (sampling, the
-  engine's bookkeeping, the hook, waiting for other requests of the batch); only when both parts
-  were measured. The three add up to ``step_s`` by construction; what the data must satisfy is
-  that the measured parts do not exceed the step: ``rest_s >= -tolerance_s`` with
-  ``tolerance_s = TOLERANCE_SHARE * step_s + TOLERANCE_NS`` (``adds_up``).
+* ``draft_s``, ``verify_s``: each part's estimated time over the summed intervals; a part is
+  measured in a group only when every one of its requests carried it (``measured``);
+* ``rest_s``: ``step_s`` less the measured parts, what a step spends outside them (sampling, the
+  engine's bookkeeping, the hook, and any part not measured). The parts add up to ``step_s`` by
+  construction; what the data must satisfy is that the measured parts fit in the step:
+  ``rest_s >= -tolerance_s``, ``tolerance_s = TOLERANCE_SHARE * step_s + TOLERANCE_NS``
+  (``adds_up``). Where each request's parts fit in each of its intervals, they do.
 * ``*_share``: each part over ``step_s``.
 
 Every figure is a ratio of per-request sums, so its 95% interval comes from the fold's bootstrap
@@ -47,12 +50,13 @@ TOLERANCE_NS = 1_000
 resolution of well under a microsecond."""
 
 PARTS = ("draft", "verify")
-SUMS = ("decode_steps", "decode_ns", "draft_steps", "draft_ns", "verify_steps", "verify_ns")
-"""A request's sums the split is built from (``decode_*`` from the cadence)."""
-FIGURES = ("step_s", "draft_s", "verify_s", "rest_s", "draft_share", "verify_share", "rest_share")
 TIMED_SUMS = ("draft_steps", "draft_ns", "verify_steps", "verify_ns")
 """The partial fold's per-request sums of the durations: the steps that carried each key and
 the key's sum."""
+SUMS = ("decode_steps", "decode_ns", *TIMED_SUMS, "draft_in_decode_ns", "verify_in_decode_ns")
+"""A request's sums the split is built from: the cadence's ``decode_*``, the durations', and each
+part's estimated time inside the decode window."""
+FIGURES = ("step_s", "draft_s", "verify_s", "rest_s", "draft_share", "verify_share", "rest_share")
 _NS = 1e9
 
 
@@ -107,9 +111,8 @@ def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl
     """One row per request that has at least two steps and a step carrying a duration: KEY and
     ``SUMS``, sorted by KEY.
 
-    ``requests``: the partial fold's per-request sums with ``draft_steps``, ``draft_ns``,
-    ``verify_steps``, ``verify_ns``; ``cadence_requests``: the cadence's (``intervals``,
-    ``decode_ns``)."""
+    ``requests``: the partial fold's per-request sums with ``TIMED_SUMS``; ``cadence_requests``:
+    the cadence's (``intervals``, ``decode_ns``)."""
     decode = cadence_requests.select(
         *REQUEST_KEY, pl.col("intervals").alias("decode_steps"), "decode_ns"
     )
@@ -120,38 +123,49 @@ def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl
             ((pl.col("draft_steps") > 0) | (pl.col("verify_steps") > 0))
             & (pl.col("decode_steps") > 0)
         )
-        .select(*REQUEST_KEY, *(pl.col(name).cast(pl.Int64) for name in SUMS))
+        .with_columns(pl.col("decode_steps", "decode_ns", *TIMED_SUMS).cast(pl.Int64))
+        .with_columns(
+            pl.when(pl.col(f"{part}_steps") > 0)
+            .then(pl.col(f"{part}_ns") * pl.col("decode_steps") / pl.col(f"{part}_steps"))
+            .otherwise(0.0)
+            .alias(f"{part}_in_decode_ns")
+            for part in PARTS
+        )
+        .select(*REQUEST_KEY, *SUMS)
         .sort(REQUEST_KEY)
     )
 
 
-def group_split(sums: Mapping[str, int], requests: int) -> dict[str, Any] | None:
-    """A group's figures from its requests' summed ``SUMS`` (None without a timed request);
-    the intervals are added by ``fold_step_split``."""
+def group_split(
+    sums: Mapping[str, float], requests: int, every: Mapping[str, bool]
+) -> dict[str, Any] | None:
+    """A group's figures from its requests' summed ``SUMS`` (None without a request), ``every``
+    telling for each part whether every request carried it; ``fold_step_split`` adds the
+    intervals."""
     if requests == 0:
         return None
-    step_ns = sums["decode_ns"] / sums["decode_steps"]
+    intervals = sums["decode_steps"]
+    step_ns = sums["decode_ns"] / intervals
     means = {
-        part: sums[f"{part}_ns"] / sums[f"{part}_steps"] if sums[f"{part}_steps"] else None
-        for part in PARTS
+        part: sums[f"{part}_in_decode_ns"] / intervals if every[part] else None for part in PARTS
     }
-    both = all(mean is not None for mean in means.values())
-    rest_ns = step_ns - sum(means.values()) if both else None  # type: ignore[arg-type]
+    rest_ns = step_ns - sum(mean for mean in means.values() if mean is not None)
     tolerance_ns = TOLERANCE_SHARE * step_ns + TOLERANCE_NS
     figures: dict[str, Any] = {
         "requests": requests,
-        "intervals": sums["decode_steps"],
-        "draft_steps": sums["draft_steps"],
-        "verify_steps": sums["verify_steps"],
+        "intervals": int(intervals),
+        "draft_steps": int(sums["draft_steps"]),
+        "verify_steps": int(sums["verify_steps"]),
+        "measured": [part for part in PARTS if every[part]],
         "step_s": step_ns / _NS,
         "draft_s": None if means["draft"] is None else means["draft"] / _NS,
         "verify_s": None if means["verify"] is None else means["verify"] / _NS,
-        "rest_s": None if rest_ns is None else rest_ns / _NS,
+        "rest_s": rest_ns / _NS,
     }
     for part, value in (*means.items(), ("rest", rest_ns)):
         figures[f"{part}_share"] = None if value is None or step_ns <= 0 else value / step_ns
     figures["tolerance_s"] = tolerance_ns / _NS
-    figures["adds_up"] = None if rest_ns is None else rest_ns >= -tolerance_ns
+    figures["adds_up"] = rest_ns >= -tolerance_ns
     return figures
 
 
@@ -179,13 +193,18 @@ def fold_step_split(
         legs = [Leg(requests={name: frame[name].to_numpy() for name in SUMS}) for frame in frames]
         found = bootstrap(legs, selections, resamples, seed)
 
-    def split(chosen: list[pl.DataFrame], name: str) -> dict[str, Any] | None:
+    def split(chosen: list[pl.DataFrame], name: str) -> Mapping[str, Any] | None:
         count = sum(frame.height for frame in chosen)
-        sums = {column: sum(int(frame[column].sum()) for frame in chosen) for column in SUMS}
-        figures = group_split(sums, count)
+        # Summed in the requests' order (KEY), so a figure never depends on how legs were read.
+        sums = {column: sum(frame[column].sum() for frame in chosen) for column in SUMS}
+        every = {
+            part: all(bool((frame[f"{part}_steps"] > 0).all()) for frame in chosen)
+            for part in PARTS
+        }
+        figures = group_split(sums, count, every)
         if figures is None:
             return None
-        figures.update(_intervals(found.get(name)))
+        figures.update(_intervals(found.get(name), figures["measured"]))
         return frozen({k: tuple(v) if isinstance(v, list) else v for k, v in figures.items()})
 
     return StepSplits(
@@ -198,18 +217,20 @@ def fold_step_split(
     )
 
 
-def _intervals(replicates: Replicates | None) -> dict[str, list[float] | None]:
-    """``<figure>_ci`` for every figure: the parts' means from the bootstrap's ratios, the rest
-    and the shares from the same resamples."""
+def _intervals(
+    replicates: Replicates | None, measured: Sequence[str]
+) -> dict[str, list[float] | None]:
+    """``<figure>_ci`` for every figure: the step's and the measured parts' from the bootstrap's
+    ratios, the rest and the shares from the same resamples."""
     values: dict[str, np.ndarray] = {}
     if replicates is not None:
-        for name in ("step_s", "draft_s", "verify_s"):
+        for name in ("step_s", *(f"{part}_s" for part in measured)):
             if name in replicates.figures:
                 values[name] = replicates.figures[name]
     step = values.get("step_s")
     if step is not None:
-        if "draft_s" in values and "verify_s" in values:
-            values["rest_s"] = step - values["draft_s"] - values["verify_s"]
+        if all(f"{part}_s" in values for part in measured):
+            values["rest_s"] = step - sum(values[f"{part}_s"] for part in measured)
         with np.errstate(divide="ignore", invalid="ignore"):
             for part in (*PARTS, "rest"):
                 if f"{part}_s" in values:

@@ -20,8 +20,8 @@ from fold.present.table import NOT_DEFINED, percent
 Split = Mapping[str, Any]
 PARTS = (("draft", "drafting"), ("verify", "verifying"), ("rest", "rest"))
 CAPTION = (
-    "step: the cadence's mean interval between a request's steps; drafting, verifying: each "
-    "part's mean over the steps that carried it; rest: step less both; c: cold leg"
+    "step: the mean interval between a request's steps (the cadence's); drafting, verifying: "
+    "each part's mean per step; rest: the step less the parts measured; c: cold leg"
 )
 NO_DURATIONS = "no step carried draft_ns or verify_ns (the hook's timed record; docs/step-split.md)"
 
