@@ -8,6 +8,7 @@ the lines with plain loops, its parts and rest adding up to its step time.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections import defaultdict
@@ -79,7 +80,7 @@ def assert_every_step_fits(requests: dict[tuple, list[dict]]) -> int:
         for row in rows:
             assert isinstance(row["draft_ns"], int) and isinstance(row["verify_ns"], int), row
             assert row["draft_ns"] >= 0 and row["verify_ns"] > 0, row
-        for before, row in zip(rows, rows[1:], strict=False):
+        for before, row in itertools.pairwise(rows):
             interval = row["t_ns"] - before["t_ns"]
             parts = row["draft_ns"] + row["verify_ns"]
             assert parts <= interval + TOLERANCE_SHARE * interval + TOLERANCE_NS, (before, row)

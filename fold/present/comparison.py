@@ -411,7 +411,9 @@ def comparison(document: Mapping[str, Any], *, details: bool = False) -> Group:
         parts.append(fit(sources_table(block["rows"])))
         for split in (block.get("speed") or {}).values():
             parts += [Text(""), *speed_lines(split)]
-            parts += [Text(f"  {line}", "bold") for line in step_split_lines(document)]
+            parts += [
+                Text(f"  {line}", "bold") for line in step_split_lines(document, split["oracle"])
+            ]
         parts.append(Text(""))
     parts.append(comparison_table(document, details=details))
     if not details:

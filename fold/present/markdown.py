@@ -163,7 +163,7 @@ def _verdicts(document: dict[str, Any]) -> str:
         if summary is not None:
             lines.append(f"  - {summary} (shares of the speed factor's log)")
         lines.extend(f"  - {lack}" for lack in split["oracle_lacks"])
-        lines.extend(f"  - {line}" for line in step_split_lines(document))
+        lines.extend(f"  - {line}" for line in step_split_lines(document, split["oracle"]))
     check = block.get("step_rate_check") or {}
     if check.get("measured_steps_per_s") is not None and check.get("expected_steps_per_s"):
         lines.append(

@@ -126,10 +126,29 @@ def summary_line(split: Split) -> str:
     return text
 
 
-def step_split_lines(document: Mapping[str, Any]) -> list[str]:
-    """The one line under a speed split: our warm step's parts (none without durations)."""
+def oracle_line(row: Split, ours: Split | None) -> str:
+    """What an oracle reports of its drafting, beside ours."""
+    found = row["draft_overhead"]
+    per_call = found["draft_s"] / found["draft_calls"]
+    text = (
+        f"{row['name']} reports drafting {duration(per_call)} per draft call "
+        f"({duration(found['draft_s'])} over {found['draft_calls']} calls; {found['source']})"
+    )
+    if ours is not None and ours["draft_s"] is not None:
+        text += f"; ours {duration(ours['draft_s'])} a step"
+    return text
+
+
+def step_split_lines(document: Mapping[str, Any], oracle: str | None = None) -> list[str]:
+    """The lines under a speed split: our warm step's parts (none without durations), and the
+    drafting ``oracle`` reports where it reports any."""
     warm = (document.get("warm") or {}).get("step_split")
-    return [] if warm is None else [summary_line(warm)]
+    lines = [] if warm is None else [summary_line(warm)]
+    rows = (document.get("comparison") or {}).get("rows") or ()
+    for row in rows:
+        if row["name"] == oracle and row.get("draft_overhead") is not None:
+            lines.append(oracle_line(row, warm))
+    return lines
 
 
 def step_split_view(document: Mapping[str, Any]) -> RenderableType:
@@ -178,5 +197,9 @@ def step_split_html(document: Mapping[str, Any]) -> str:
         f'<p class="caption">{html.escape(CAPTION)}</p>',
     ]
     parts.extend(f"<p>{html.escape(line)}</p>" for line in step_split_lines(document))
+    warm = document["warm"].get("step_split")
+    for row in (document.get("comparison") or {}).get("rows") or ():
+        if row.get("draft_overhead") is not None:
+            parts.append(f"<p>{html.escape(oracle_line(row, warm))}</p>")
     parts.append("</section>")
     return "".join(parts)

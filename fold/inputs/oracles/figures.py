@@ -71,6 +71,9 @@ class ArmFigures:
     legs: tuple[Leg, ...] | None = field(default=None, repr=False, compare=False)
     """The legs (or requests) the figures pool, for the bootstrap's intervals; None when the
     arm is known only by totals (counters, scrapes, bench results, log lines)."""
+    draft_overhead: Mapping[str, Any] | None = field(default=None, hash=False, compare=True)
+    """The drafting time the oracle reports, where it does (docs/step-split.md): ``draft_s``
+    over ``draft_calls`` and what it covers (``source``); None: it reports none."""
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:
@@ -112,6 +115,9 @@ class ArmFigures:
             ),
             "sources": dict(self.sources),
             "notes": list(self.notes),
+            **(
+                {} if self.draft_overhead is None else {"draft_overhead": dict(self.draft_overhead)}
+            ),
         }
 
 
