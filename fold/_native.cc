@@ -120,6 +120,28 @@ PyObject* build_result(RangeResult& result) {
     max_n.push_back(r.max_n);
     pid.push_back(r.max_pid);
   }
+  // The durations per request, in the same order; none when no line carried one (old logs).
+  std::vector<std::int64_t> timed_steps, draft_steps, verify_steps, draft_ns, verify_ns;
+  if (fold.timed_lines > 0) {
+    for (auto* column : {&timed_steps, &draft_steps, &verify_steps, &draft_ns, &verify_ns}) {
+      column->reserve(count);
+    }
+    for (std::uint32_t place : order) {
+      const Request& r = requests[place].value;
+      timed_steps.push_back(r.timed_steps);
+      draft_steps.push_back(r.draft_steps);
+      verify_steps.push_back(r.verify_steps);
+      draft_ns.push_back(r.draft_ns);
+      verify_ns.push_back(r.verify_ns);
+    }
+  }
+  PyObject* durations = fold.timed_lines == 0 ? Py_NewRef(Py_None) : dict_of({
+      {"timed_steps", arrow_column(std::move(timed_steps), false)},
+      {"draft_steps", arrow_column(std::move(draft_steps), false)},
+      {"verify_steps", arrow_column(std::move(verify_steps), false)},
+      {"draft_ns", arrow_column(std::move(draft_ns), false)},
+      {"verify_ns", arrow_column(std::move(verify_ns), false)},
+  });
   TraceLines trace;
   if (result.per_line == PerLine::kTrace) trace = trace_lines(result, writer_of);
   FilledInPlace times(static_cast<std::size_t>(offsets.back()));
@@ -203,6 +225,7 @@ PyObject* build_result(RangeResult& result) {
       {"max_proposed", arrow_column(std::move(max_proposed), false)},
       {"max_n", arrow_column(std::move(max_n), false)},
       {"pid", arrow_column(std::move(pid), false)},
+      {"durations", durations},
       {"attributed_requests", PyLong_FromSize_t(attributed)},
       {"t_ns", arrow_column({}, false, &offsets, &times)},
       {"hist_leg", arrow_column(std::move(hist_leg), false)},
@@ -230,7 +253,9 @@ const char kDoc[] =
     "Arrow PyCapsule pairs (legs -1 when unattributed; writers as indices into writer_ids).\n"
     "per_line: 0 nothing per line; 1 each folded line's group key, time and counts\n"
     "('steps_by_line', one thread); 2 each attributed line's leg, writer, seq, time, pid and\n"
-    "counts ('trace_lines', emitted -1 where a line has none).";
+    "counts ('trace_lines', emitted -1 where a line has none).\n"
+    "'durations': None when no line carried draft_ns or verify_ns, else per request (in the\n"
+    "order of the other columns) timed_steps, draft_steps, verify_steps, draft_ns, verify_ns.";
 
 PyObject* fold_range_py(PyObject*, PyObject* args) {
   PyObject* path_bytes = nullptr;

@@ -105,6 +105,10 @@ def parse_step(raw: bytes) -> Step | None:
     label = obj.get("leg")
     if label is not None and not isinstance(label, str):
         return None
+    # The optional durations (FORMAT.md): integers below 2^63, a negative one refused.
+    durations = [obj.get(name) for name in ("draft_ns", "verify_ns")]
+    if any(value is not None and not (_is_int(value) and value < 2**63) for value in durations):
+        return None
     step = Step(
         w=obj["w"],
         n=obj["n"],
@@ -123,6 +127,8 @@ def parse_step(raw: bytes) -> Step | None:
         return None
     if not 0 <= step.accepted <= step.proposed:
         raise ReferenceRefused(f"impossible counts in {raw!r}")
+    if any(value is not None and value < 0 for value in durations):
+        raise ReferenceRefused(f"a negative duration in {raw!r}")
     if max(step.proposed, emitted or 0) > MAX_STEP_TOKENS:
         raise ReferenceRefused(f"more tokens in one step than FORMAT.md allows: {raw!r}")
     return step

@@ -217,7 +217,8 @@ def timestamps(draw: st.DrawFn, legs: list[dict[str, Any]]) -> int:
 
 def canonical_line(row: dict[str, Any]) -> bytes:
     """The writers' layout (FORMAT.md), built with the standard library's JSON encoder."""
-    keys = ["v", "w", "n", "t_ns", "pid", "seq", "proposed", "accepted", "emitted", "leg"]
+    keys = ["v", "w", "n", "t_ns", "pid", "seq", "proposed", "accepted", "emitted", "draft_ns"]
+    keys += ["verify_ns", "leg"]
     ordered = {key: row[key] for key in keys if row.get(key) is not None}
     return json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -268,6 +269,12 @@ BAD_LINES = [
 MAX_STEP_TOKENS = 2**16
 LARGE_PROPOSALS = [MAX_STEP_TOKENS, MAX_STEP_TOKENS + 1, 2**31]
 LARGE_EMITTED = [MAX_STEP_TOKENS, MAX_STEP_TOKENS + 1, 2**62, 2**63 - 1]
+# A step's optional durations (FORMAT.md): absent (every log before them), or nanoseconds up
+# to the longest a real step takes; and the largest allowed, where two in one request take its
+# sum past 2^63 - 1 (the fold refuses it).
+DURATION_VALUES = st.sampled_from([0, 1, 10**12]) | st.integers(0, 10**7)
+DURATIONS = st.none() | DURATION_VALUES
+LARGE_DURATIONS = [2**62, 2**63 - 1]
 
 
 @dataclass
@@ -322,6 +329,14 @@ def step_rows(
     # logs are drawn again by most properties, so they stay rare).
     extreme = int(draw(st.integers(0, 7)) == 0)
     counters = dict.fromkeys(writer_ids, 0)
+    # Most logs carry no durations (as every log before them); the others both on every line,
+    # or each key on some lines only (a writer timing one part, or some forwards).
+    timing = draw(st.sampled_from(["none", "none", "both", "some"]))
+
+    def duration() -> int | None:
+        if timing == "none" or (timing == "some" and draw(st.booleans())):
+            return None
+        return draw(DURATION_VALUES)
 
     def row(w: str, t_ns: int, label: str | None, proposed: int) -> dict[str, Any]:
         accepted = draw(st.integers(0, proposed))
@@ -349,6 +364,8 @@ def step_rows(
             "proposed": proposed,
             "accepted": accepted,
             "emitted": emitted,
+            "draft_ns": duration(),
+            "verify_ns": duration(),
             "leg": label,
             "fate": fate,
         }

@@ -28,8 +28,10 @@ from reference import arm_legs, attribute, parse_step
 from strategies import BAD_LINES as SHARED_BAD_LINES
 from strategies import (
     BASE_US,
+    DURATIONS,
     HUGE_NUMBERS,
     LABELS,
+    LARGE_DURATIONS,
     LARGE_EMITTED,
     LARGE_PROPOSALS,
     canonical_line,
@@ -52,7 +54,7 @@ from fold.inputs.reader import ReadCounts
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-TABLES = ("legs", "histogram", "requests", "bins", "writers", "step_times", "files")
+TABLES = ("legs", "histogram", "requests", "bins", "writers", "step_times", "files", "durations")
 SWITCH = fold.folding.native.ENVIRONMENT_SWITCH
 
 
@@ -170,7 +172,7 @@ def v1_line(draw: st.DrawFn, row: dict[str, Any]) -> bytes:
     """``row`` as some writer might write it: any key order, whitespace between tokens, unknown
     keys with nested values, labels escaped or raw UTF-8, absent optionals as null or missing."""
     items = [(key, value) for key, value in row.items() if value is not None]
-    for key in ("emitted", "leg"):
+    for key in ("emitted", "draft_ns", "verify_ns", "leg"):
         if row.get(key) is None and draw(st.booleans()):
             items.append((key, None))
     for _ in range(draw(st.integers(0, 2))):
@@ -256,6 +258,8 @@ def any_shape_logs(draw: st.DrawFn, legs: list[dict[str, Any]]) -> bytes:
                 if draw(st.integers(0, 40))
                 else st.sampled_from(LARGE_EMITTED)
             ),
+            "draft_ns": draw(DURATIONS if draw(st.integers(0, 40)) else LONGEST),
+            "verify_ns": draw(DURATIONS if draw(st.integers(0, 40)) else LONGEST),
             "leg": draw(st.none() | st.sampled_from(labels) | ODD_LABELS),
         }
         counters[w] = row["n"] + 1
@@ -285,6 +289,8 @@ def test_any_v1_shape_folds_as_the_reference(tmp_path_factory, legs, data):
     # Small blocks and one thread per few hundred bytes: the same sums, lines and events.
     whole = raw_read(log, arm)
     split = raw_read(log, arm, block=64, bytes_per_thread=200)
+    if whole["overflow"] or split["overflow"]:
+        return  # a sum past 64 bits stops a pass where it met it: the polars reader reads it
     for key in ("lines", "folded", "attributed", "unattributed", "ambiguous", "torn", "bad"):
         assert split[key] == whole[key], key
     assert [event[0] for event in split["events"]] == [event[0] for event in whole["events"]]
@@ -315,6 +321,8 @@ def test_writers_layout_and_common_shapes_take_no_detour(tmp_path: Path):
     assert_both_ways_agree(arm, [str(log)])
 
 
+LONGEST = st.sampled_from(LARGE_DURATIONS)
+
 # -- lines handed back -------------------------------------------------------------------------
 
 GOOD = (
@@ -330,6 +338,8 @@ def good_line(**changes: Any) -> bytes:
 
 
 # Valid JSON that only the exact parser judges: folded (or refused) as the reference does.
+# The writers' layout with the optional durations (FORMAT.md).
+TIMED = GOOD.replace(b'"emitted":4,', b'"emitted":4,"draft_ns":81234,"verify_ns":402211,')
 DEFERRED = {
     "negative pid": GOOD.replace(b'"pid":4242', b'"pid":-4242'),
     "minus zero": GOOD.replace(b'"n":0', b'"n":-0'),
@@ -338,6 +348,8 @@ DEFERRED = {
     "uppercase writer id": GOOD.replace(b"5f0c1a2b3c4d5e6f", b"5F0C1A2B3C4D5E6F"),
     "short writer id": GOOD.replace(b"5f0c1a2b3c4d5e6f", b"w1"),
     "negative count": GOOD.replace(b'"proposed":7', b'"proposed":-7'),
+    "negative draft_ns": TIMED.replace(b'"draft_ns":81234', b'"draft_ns":-81234'),
+    "negative verify_ns": TIMED.replace(b'"verify_ns":402211', b'"verify_ns":-1'),
 }
 # Not a v1 step: the same error (or skipped count and example) as the exact parser's.
 BAD = {
@@ -360,6 +372,14 @@ BAD = {
     "label opening with a control character": GOOD.replace(b'"warm"', b'"\x01warm"'),
     "bad escape": GOOD.replace(b"warm", b"wa\\qrm"),
     "unknown key, bad value": GOOD.replace(b'"v":1,', b'"v":1,"x":[1,],'),
+    "draft_ns a float": TIMED.replace(b'"draft_ns":81234', b'"draft_ns":81234.0'),
+    "draft_ns an exponent": TIMED.replace(b'"draft_ns":81234', b'"draft_ns":8e4'),
+    "verify_ns a string": TIMED.replace(b'"verify_ns":402211', b'"verify_ns":"402211"'),
+    "verify_ns true": TIMED.replace(b'"verify_ns":402211', b'"verify_ns":true'),
+    "draft_ns = 2^63": TIMED.replace(b'"draft_ns":81234', b'"draft_ns":9223372036854775808'),
+    "verify_ns = 2^64 - 1": TIMED.replace(b"402211", b"18446744073709551615"),
+    "draft_ns of 30 digits": TIMED.replace(b'"draft_ns":81234', b'"draft_ns":' + b"9" * 30),
+    "draft_ns an object": TIMED.replace(b'"draft_ns":81234', b'"draft_ns":{"ns":1}'),
 }
 
 

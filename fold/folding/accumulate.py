@@ -14,7 +14,9 @@ from typing import TypeVar
 
 import polars as pl
 
+from fold.errors import RefusedError
 from fold.folding.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.inputs import limits
 
 MERGE_EVERY = 16
 """Partials are merged a batch of this many at a time: fewer re-sorts, memory still bounded."""
@@ -32,6 +34,12 @@ def request_id(seq: int, sid: str | None) -> int | str:
 
 # Each leg's window is cut into this many equal time bins; windows of steps are built from them.
 TIME_BINS_PER_LEG = 512
+
+DURATION_SUMS = ("timed_steps", "draft_steps", "verify_steps", "draft_ns", "verify_ns")
+"""A request's step durations (FORMAT.md's optional ``draft_ns`` and ``verify_ns``): the lines
+that carried both keys, the lines that carried each, and each key's sum in nanoseconds. Lines,
+not only drafted steps: a forward that verified no draft still took its time. The two counts
+differ when a writer times one part only; a part's mean is its sum over its own count."""
 
 _LEG_SUMS = {
     "lines": pl.Int64,
@@ -87,6 +95,13 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "unattributed": pl.Int64(),
         "ambiguous": pl.Int64(),
     },
+    "durations": {
+        "leg": pl.Int64(),
+        "w": pl.String(),
+        "seq": pl.UInt64(),
+        "sid": pl.String(),
+        **{name: pl.Int64() for name in DURATION_SUMS},
+    },
 }
 # The per-request sums every fold path produces before ``assemble`` splits them into the
 # request, leg and writer tables (the writers' columns ride along per request).
@@ -109,6 +124,7 @@ _KEYS = {
     "writers": ["w"],
     "step_times": REQUEST_KEY,
     "files": ["path"],
+    "durations": REQUEST_KEY,
 }
 
 
@@ -127,6 +143,9 @@ class PartialFold:
     """Per request (leg, writer, seq): the t_ns of every line attributed to it, proposed = 0
     included, in no particular order (consumers sort)."""
     files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
+    durations: pl.DataFrame = field(default_factory=lambda: _empty("durations"))
+    """Per request in a leg that carried a duration on any line: ``DURATION_SUMS``. Empty
+    for a log without durations (every log before them), so those fold as they did."""
 
     def merge(self, other: PartialFold) -> PartialFold:
         return merge_all([self, other])
@@ -151,6 +170,16 @@ def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
         return tables[0]
     keys = _KEYS[name]
     values = [column for column in SCHEMAS[name] if column not in keys]
+    if name == "durations":  # sums of values up to 2^63 each: exact, then checked
+        merged = (
+            pl.concat(tables)
+            .group_by(keys)
+            .agg(
+                pl.col(column).cast(pl.Int128).sum() if column.endswith("_ns") else _merged(column)
+                for column in values
+            )
+        )
+        return checked_durations(merged).sort(keys).select(list(SCHEMAS[name]))
     return (
         pl.concat(tables)
         .group_by(keys)
@@ -189,8 +218,8 @@ def partial_fold(
         },
         schema=SCHEMAS["files"],
     )
-    queries = _fold_queries(attributed.lazy(), legs)
-    return assemble(*pl.collect_all(queries), files)
+    per_request, histogram, bins = pl.collect_all(_fold_queries(attributed.lazy(), legs))
+    return assemble(checked_durations(per_request), histogram, bins, files)
 
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
@@ -214,6 +243,46 @@ def request_sums() -> list[pl.Expr]:
     ]
 
 
+def duration_sums() -> list[pl.Expr]:
+    """A request's ``DURATION_SUMS`` over its lines (the parsed steps' ``draft_ns`` and
+    ``verify_ns``, null where not measured)."""
+    draft, verify = pl.col("draft_ns").is_not_null(), pl.col("verify_ns").is_not_null()
+    return [
+        (draft & verify).sum().cast(pl.Int64).alias("timed_steps"),
+        draft.sum().cast(pl.Int64).alias("draft_steps"),
+        verify.sum().cast(pl.Int64).alias("verify_steps"),
+        # Exact (each value may be near 2^63): checked_durations refuses a sum past 2^63 - 1.
+        pl.col("draft_ns").cast(pl.Int128).sum(),
+        pl.col("verify_ns").cast(pl.Int128).sum(),
+    ]
+
+
+def checked_durations(per_request: pl.DataFrame) -> pl.DataFrame:
+    """The per-request duration sums (exact, Int128) as Int64, or RefusedError naming the
+    first request in a leg whose sum passes 2^63 - 1 (its lines' durations are each allowed,
+    their sum is not). A request in no leg keeps no durations: its sums are not checked."""
+    if "draft_ns" not in per_request.columns:
+        return per_request
+    in_legs = per_request.filter(pl.col("leg").is_not_null())
+    for name in ("draft_ns", "verify_ns"):
+        past = in_legs.filter(pl.col(name) > limits.MAX_COUNT).sort(REQUEST_KEY)
+        if past.height:
+            row = past.row(0, named=True)
+            raise RefusedError(
+                limits.refusal(
+                    f"leg {row['leg']}, request {request_id(row['seq'], row['sid'])!r} of "
+                    f"writer {row['w']}",
+                    f"the sum of '{name}'",
+                    row[name],
+                    "is past 2^63 - 1 ns",
+                    "the engine's step timing is wrong (a step of anywhere near 2^63 ns is "
+                    "garbage); fix where the hook is given the step's durations",
+                )
+            )
+    # Past 2^63 - 1 only in no leg, where the sums are dropped: null, not an overflow.
+    return per_request.with_columns(pl.col("draft_ns", "verify_ns").cast(pl.Int64, strict=False))
+
+
 def step_histogram(drafted: Frame) -> Frame:
     """Drafted steps counted by leg and (proposed, accepted) pair: only the pairs seen."""
     return drafted.group_by("leg", "proposed", "accepted").agg(
@@ -225,7 +294,9 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
     """Per request (with the writers' figures), histogram and time-bin sums of steps."""
     # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
     # counts for the writers only.
-    per_request = attributed.group_by(*REQUEST_KEY).agg(*request_sums(), pl.col("t_ns"))
+    per_request = attributed.group_by(*REQUEST_KEY).agg(
+        *request_sums(), *duration_sums(), pl.col("t_ns")
+    )
     drafted = attributed.filter(pl.col("leg").is_not_null() & DRAFTED)
     # A gather by leg index finds each step's window (no join).
     start = pl.lit(_by_index(legs, "start_ns")).gather(pl.col("leg"))
@@ -249,8 +320,9 @@ def assemble(
     files: pl.DataFrame,
     step_times: pl.DataFrame | None = None,
 ) -> PartialFold:
-    """The partial fold of per-request sums (``PER_REQUEST_SCHEMA``). The step times come from
-    the per-request ``t_ns`` lists, or ready-made and sorted (the native pass's, uncopied)."""
+    """The partial fold of per-request sums (``PER_REQUEST_SCHEMA``, and ``DURATION_SUMS``
+    when the fold path kept them). The step times come from the per-request ``t_ns`` lists, or
+    ready-made and sorted (the native pass's, uncopied)."""
     writers = (
         per_request.group_by("w")
         .agg(pl.col("pid").max(), pl.col("lines").sum(), pl.col("max_n").max())
@@ -264,6 +336,10 @@ def assemble(
         )
         per_request = per_request.drop("t_ns")
     in_legs = per_request.filter(pl.col("leg").is_not_null())
+    durations = _empty("durations")
+    if "timed_steps" in in_legs.columns:
+        timed = (pl.col("draft_steps") + pl.col("verify_steps")) > 0
+        durations = in_legs.filter(timed).sort(REQUEST_KEY).select(list(SCHEMAS["durations"]))
     leg_sums = (
         in_legs.group_by("leg")
         .agg(
@@ -280,6 +356,7 @@ def assemble(
         bins=bins.sort("leg", "bin").select(list(SCHEMAS["bins"])),
         writers=writers.select(list(SCHEMAS["writers"])),
         files=files,
+        durations=durations,
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from fold.folding.accumulate import (
+    DURATION_SUMS,
     PER_REQUEST_SCHEMA,
     REQUEST_KEY,
     SCHEMAS,
@@ -259,8 +260,12 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     keys = {"lines": "lines_per_request"}
     writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
     sums_schema = {name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name != "t_ns"}
+    columns = [_series(name, raw[keys.get(name, name)]) for name in names]
+    if raw["durations"] is not None:  # some line carried a duration
+        columns += [_series(name, raw["durations"][name]) for name in DURATION_SUMS]
+        sums_schema |= {name: pl.Int64() for name in DURATION_SUMS}
     per_request = (
-        pl.DataFrame([_series(name, raw[keys.get(name, name)]) for name in names])
+        pl.DataFrame(columns)
         .with_columns(
             pl.when(pl.col("leg") >= 0).then(pl.col("leg")).alias("leg"),
             pl.lit(writer_of).gather(pl.col("w")).alias("w"),

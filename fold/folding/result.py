@@ -35,6 +35,7 @@ from fold.folding.leg_figures import (
     stepped_figures,
     stepped_leg,
 )
+from fold.folding.step_durations import StepDurations, step_durations
 from fold.folding.step_split import NO_SPLIT, StepSplits, from_fold
 from fold.folding.uncertainty import (
     DEFAULT_SEED,
@@ -93,6 +94,9 @@ class FoldResult:
     """Where S, P and A came from: ``STEP_LOG``, ``ENGINE_TRACE`` (steps without times: the
     figures that need times are None), or ``RECORD_COUNTERS`` when no log was given (every
     figure that needs steps is then None)."""
+    durations: StepDurations | None = None
+    """The steps' drafting and verify durations per leg and request, when the log carried them
+    (``fold.folding.step_durations``); not in the JSON until a stage reads them."""
 
     @property
     def from_log(self) -> bool:
@@ -259,7 +263,7 @@ def build_result(
         split = NO_SPLIT
         if untimed(step_source) is None:
             split = from_fold(
-                partial.requests,
+                partial.durations,
                 cadence.result().requests,
                 arm_legs["index"].to_list(),
                 check.warm_legs,
@@ -282,6 +286,7 @@ def build_result(
             replicates=frozen(found),
             step_split=split,
             step_source=step_source,
+            durations=step_durations(partial.durations),
         )
 
 

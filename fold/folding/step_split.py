@@ -111,8 +111,9 @@ def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl
     """One row per request that has at least two steps and a step carrying a duration: KEY and
     ``SUMS``, sorted by KEY.
 
-    ``requests``: the partial fold's per-request sums with ``TIMED_SUMS``; ``cadence_requests``:
-    the cadence's (``intervals``, ``decode_ns``)."""
+    ``requests``: the partial fold's per-request duration sums (``PartialFold.durations``,
+    ``TIMED_SUMS`` among them); ``cadence_requests``: the cadence's (``intervals``,
+    ``decode_ns``)."""
     decode = cadence_requests.select(
         *REQUEST_KEY, pl.col("intervals").alias("decode_steps"), "decode_ns"
     )
@@ -126,7 +127,12 @@ def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl
         .with_columns(pl.col("decode_steps", "decode_ns", *TIMED_SUMS).cast(pl.Int64))
         .with_columns(
             pl.when(pl.col(f"{part}_steps") > 0)
-            .then(pl.col(f"{part}_ns") * pl.col("decode_steps") / pl.col(f"{part}_steps"))
+            # in floats: a sum near 2^63 times the intervals would overflow an integer
+            .then(
+                pl.col(f"{part}_ns").cast(pl.Float64)
+                * pl.col("decode_steps")
+                / pl.col(f"{part}_steps")
+            )
             .otherwise(0.0)
             .alias(f"{part}_in_decode_ns")
             for part in PARTS

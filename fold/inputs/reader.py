@@ -43,9 +43,13 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "proposed": pl.Int64(),
     "accepted": pl.Int64(),
     "emitted": pl.Int64(),
+    "draft_ns": pl.Int64(),  # the step's forward's drafting, ns; null: not measured
+    "verify_ns": pl.Int64(),  # its target verify forward, ns; null: not measured
     "label": pl.String(),
     "line": pl.Int64(),
 }
+DURATIONS = ("draft_ns", "verify_ns")
+"""The optional durations of a step (FORMAT.md), each 0 .. 2^63 - 1 nanoseconds."""
 _REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
 _NUMBERS = tuple(name for name in _REQUIRED_INTS if name != "seq")
 _LINE_START = b'{"v":'
@@ -260,6 +264,8 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     if emitted is not None and not is_int(emitted):
         raise _BadLine(f"field 'emitted' must be an integer, found {_describe(emitted)}")
     row["emitted"] = emitted
+    for name in DURATIONS:
+        row[name] = _duration(obj.get(name), name)
     label = obj.get("leg")
     if label is not None and not isinstance(label, str):
         raise _BadLine(f"field 'leg' must be a string, found {_describe(label)}")
@@ -272,11 +278,31 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     return row
 
 
+def _duration(value: Any, name: str) -> int | None:
+    """An optional duration: None when absent or null; an integer within 64 bits (a negative
+    one is refused with the impossible counts, by file and line)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 2**63:
+        raise _BadLine(_past_range(name, f"{value:.0f}"))
+    if not is_int(value):
+        raise _BadLine(f"field '{name}' must be an integer (nanoseconds), found {_describe(value)}")
+    if value < -limits.MAX_COUNT - 1 or limits.duration_problem(max(value, 0)) is not None:
+        raise _BadLine(_past_range(name, value))
+    return value
+
+
 def _past_range(name: str, value: Any) -> str:
     """The limit's words for an integer field that no 64-bit field holds."""
     if str(value).startswith("-"):
         return f"field '{name}' {limits.shown(value)} is negative: counts and ids are unsigned"
-    words = limits.REQUEST_ID_WORDS if name == "seq" else limits.COUNT_WORDS
+    words = (
+        limits.REQUEST_ID_WORDS
+        if name == "seq"
+        else limits.DURATION_WORDS
+        if name in DURATIONS
+        else limits.COUNT_WORDS
+    )
     return f"field '{name}' {limits.shown(value)} {words}"
 
 
@@ -346,6 +372,8 @@ _IMPOSSIBLE = [
     (pl.col("emitted") < 0, "'emitted' is negative"),
     (pl.col("n") < 0, "'n' is negative"),
     (pl.col("t_ns") < 0, "'t_ns' is negative"),
+    (pl.col("draft_ns") < 0, "'draft_ns' is negative"),
+    (pl.col("verify_ns") < 0, "'verify_ns' is negative"),
     (pl.col("proposed") > MAX_STEP_TOKENS, "proposed"),
     (pl.col("emitted") > MAX_STEP_TOKENS, "emitted"),
 ]
@@ -358,6 +386,7 @@ MISCOUNTING = (
 
 def _impossible(row: dict[str, Any]) -> bool:
     counts = (row["proposed"], row["accepted"], row["emitted"] or 0, row["n"], row["t_ns"])
+    counts += tuple(row[name] or 0 for name in DURATIONS)
     return (
         row["accepted"] > row["proposed"]
         or min(counts) < 0
@@ -383,6 +412,12 @@ def refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:
     if reason in STEP_SCHEMA:
         raise RefusedError(
             limits.refusal(where, f"'{reason}'", row[reason], limits.STEP_CAP_WORDS, MISCOUNTING)
+        )
+    timed = next((name for name in DURATIONS if reason == f"'{name}' is negative"), None)
+    if timed is not None:
+        raise RefusedError(
+            f"{where}: {reason} ({row[timed]}): the engine's step timing is wrong (a clock read "
+            "out of order); fix where the hook is given the step's durations"
         )
     raise RefusedError(
         f"{where}: {reason} (proposed={row['proposed']}, "

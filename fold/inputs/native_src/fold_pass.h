@@ -39,6 +39,8 @@ enum class PerLine : int { kNone = 0, kGroups = 1, kTrace = 2 };
 struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time per line
   std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
+  // The optional durations: lines carrying both, each, and the sums (accumulate.DURATION_SUMS).
+  std::int64_t timed_steps = 0, draft_steps = 0, verify_steps = 0, draft_ns = 0, verify_ns = 0;
 };
 
 struct Bin {  // per (leg, time bin)
@@ -66,6 +68,7 @@ struct Fold {
   std::int64_t lines = 0;    // newline-ended lines met, whatever became of them
   std::int64_t folded = 0, attributed = 0, unattributed = 0, ambiguous = 0;
   std::int64_t torn = 0, bad = 0;
+  std::int64_t timed_lines = 0;  // folded lines carrying a duration: none, none exported
   std::vector<Event> events;  // deferred lines, the first bad ones, and the stop
   std::size_t deferred = 0;
   bool stopped = false;     // a bad line (without skip_bad) or a refusal ended the range
@@ -245,6 +248,16 @@ class Folder {
       return false;
     }
     request.emitted_lines += step_.has_emitted;
+    if (step_.has_draft || step_.has_verify) {
+      ++fold_.timed_lines;
+      request.timed_steps += step_.has_draft && step_.has_verify;
+      request.draft_steps += step_.has_draft;
+      request.verify_steps += step_.has_verify;
+      if (!add(request.draft_ns, step_.draft_ns * step_.has_draft) ||
+          !add(request.verify_ns, step_.verify_ns * step_.has_verify)) {
+        return false;
+      }
+    }
     if (request.lines == 1) {
       request.max_proposed = step_.proposed;
       request.max_n = step_.n;
@@ -391,6 +404,7 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
   into.torn += from.torn;
   into.bad += from.bad;
   into.deferred += from.deferred;
+  into.timed_lines += from.timed_lines;
   for (Event event : from.events) {
     event.line += line_base;
     into.events.push_back(event);
@@ -408,7 +422,11 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
     if (!add(target.lines, source.lines) || !add(target.steps, source.steps) ||
         !add(target.proposed, source.proposed) || !add(target.accepted, source.accepted) ||
         !add(target.emitted, source.emitted) ||
-        !add(target.emitted_lines, source.emitted_lines)) {
+        !add(target.emitted_lines, source.emitted_lines) ||
+        !add(target.timed_steps, source.timed_steps) ||
+        !add(target.draft_steps, source.draft_steps) ||
+        !add(target.verify_steps, source.verify_steps) ||
+        !add(target.draft_ns, source.draft_ns) || !add(target.verify_ns, source.verify_ns)) {
       return false;
     }
     bool fresh = target.lines == source.lines;

@@ -20,7 +20,9 @@ namespace fold_native {
 struct Step {
   std::uint64_t writer = 0, seq = 0;
   std::int64_t n = 0, t_ns = 0, pid = 0, proposed = 0, accepted = 0, emitted = 0;
+  std::int64_t draft_ns = 0, verify_ns = 0;  // the optional durations (FORMAT.md)
   bool has_emitted = false, has_label = false, label_escaped = false;
+  bool has_draft = false, has_verify = false;
   const char* label_begin = nullptr;
   std::size_t label_length = 0;
   // A string request id (then seq is 0), kept as its bytes between its quotes, as the label.
@@ -50,7 +52,11 @@ inline std::string_view label_of(const Step& step, std::string& scratch) {
   return unescaped(step.label_begin, step.label_length, step.label_escaped, scratch);
 }
 
-enum Field { kV, kW, kN, kTns, kPid, kSeq, kProposed, kAccepted, kEmitted, kLeg, kUnknown };
+// In the writers' key order (KeyOrder's first layout is this order).
+enum Field {
+  kV, kW, kN, kTns, kPid, kSeq, kProposed, kAccepted, kEmitted, kDraftNs, kVerifyNs, kLeg,
+  kUnknown
+};
 constexpr unsigned kRequired = (1u << kV) | (1u << kW) | (1u << kN) | (1u << kTns) |
                                (1u << kPid) | (1u << kSeq) | (1u << kProposed) |
                                (1u << kAccepted);
@@ -69,7 +75,12 @@ inline Field field_of(const char* key, std::size_t length) {
     case 7:
       return is("emitted", 7) ? kEmitted : kUnknown;
     case 8:
-      return is("proposed", 8) ? kProposed : is("accepted", 8) ? kAccepted : kUnknown;
+      return is("proposed", 8)   ? kProposed
+             : is("accepted", 8) ? kAccepted
+             : is("draft_ns", 8) ? kDraftNs
+                                 : kUnknown;
+    case 9:
+      return is("verify_ns", 9) ? kVerifyNs : kUnknown;
     default:
       return kUnknown;
   }
@@ -78,15 +89,17 @@ inline Field field_of(const char* key, std::size_t length) {
 // The keys of the last line read, in their order, each as the bytes from after its opening
 // quote to past its colon (at most 16): a writer keeps one key order, so the next line's key
 // at the same place is one masked 16-byte compare, whatever the order and whatever the keys.
-// It starts as the writers' layout.
+// It starts as the writers' layout with every optional key (a log without durations has its
+// order learnt at its first line).
 class KeyOrder {
  public:
   static constexpr int kPlaces = 16;
 
   KeyOrder() {
-    const char* layout[] = {"v\":", "w\":", "n\":", "t_ns\":", "pid\":", "seq\":",
-                            "proposed\":", "accepted\":", "emitted\":", "leg\":"};
-    for (int i = 0; i < 10; ++i) {
+    const char* layout[] = {"v\":",       "w\":",        "n\":",         "t_ns\":",
+                            "pid\":",     "seq\":",      "proposed\":",  "accepted\":",
+                            "emitted\":", "draft_ns\":", "verify_ns\":", "leg\":"};
+    for (int i = 0; i < 12; ++i) {
       remember(i, layout[i], std::strlen(layout[i]), static_cast<Field>(i));
     }
   }
@@ -207,6 +220,7 @@ inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
   unsigned seen = 0;
   bool wrong = false;  // a field of the wrong type or range: bad unless a duplicate key
   step.has_emitted = step.has_label = step.seq_is_string = false;
+  step.has_draft = step.has_verify = false;
   skip_ws(p);
   if (*p != '{') return Verdict::kBad;
   ++p;
@@ -301,6 +315,18 @@ inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
           value = integer_field(p, kSignedMax, number, wrong);
           step.emitted = static_cast<std::int64_t>(number);
           step.has_emitted = true;
+          break;
+        case kDraftNs:
+          if (literal(p, "null")) break;  // null is absent
+          value = integer_field(p, kSignedMax, number, wrong);
+          step.draft_ns = static_cast<std::int64_t>(number);
+          step.has_draft = true;
+          break;
+        case kVerifyNs:
+          if (literal(p, "null")) break;
+          value = integer_field(p, kSignedMax, number, wrong);
+          step.verify_ns = static_cast<std::int64_t>(number);
+          step.has_verify = true;
           break;
         case kLeg:
           if (literal(p, "null")) break;
