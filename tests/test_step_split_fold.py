@@ -100,7 +100,13 @@ def test_every_presenter_shows_it(run):
     document = fold_acceptance(*run[:1], [run[1]]).to_json()
     text = terminal(document, width=120, details=True)
     assert "Step split: our step time into drafting, verifying and the rest" in text
-    assert "our warm step 16.7ms: verifying 58.0%, rest 24.0%, drafting 18.0%" in text
+    # Two requests: a resample draws request 2 (verifying 60%, rest 20%, drafting 20% of its
+    # 20 ms steps) or request 3 (50%, 40%, 10% of 10 ms) twice or once each, so the intervals
+    # run between the two requests' own shares.
+    assert (
+        "our warm step 16.7ms: verifying 58.0% [50.0%, 60.0%], rest 24.0% [20.0%, 40.0%], "
+        "drafting 18.0% [10.0%, 20.0%]"
+    ) in text
     assert "Step split" not in terminal(document, width=120)  # the first screen stays the answer
     markdown = markdown_record(document)
     assert "## Step split" in markdown and "| warm | 2 | 8 | 16.7ms |" in markdown

@@ -29,7 +29,7 @@ def test_the_drafters_generate_time_is_read_from_its_statistics_line():
     # The real run's line: #calls(b,g,a) = 1 30 30, dur(b,g,a) = 0.000, 18.843, 0.003 ms.
     assert arm.draft_overhead["draft_calls"] == 30
     assert arm.draft_overhead["draft_s"] == pytest.approx(0.018843)
-    assert "not the draft model's pass" in arm.draft_overhead["source"]
+    assert "without the draft model's pass" in arm.draft_overhead["source"]
     row = arm.to_json()
     assert row["draft_overhead"]["draft_calls"] == 30
     # The counters are read as before.
@@ -99,7 +99,7 @@ def test_the_line_under_the_speed_split_puts_the_oracle_beside_ours():
     assert lines[0] == "our warm step 1ms: drafting 40.0%, verifying 30.0%, rest 30.0%"
     # 18.843 ms over 30 calls: 0.628 ms a call.
     assert lines[1].startswith(
-        "llamacpp reports drafting 628us per draft call (18.8ms over 30 calls; dur(b,g,a)"
+        "llamacpp reports drafting 628us per draft call (18.8ms over 30 calls; the generate time"
     )
     assert lines[1].endswith("; ours 400us a step")
     assert step_split_lines(document, "other") == lines[:1]

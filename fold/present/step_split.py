@@ -20,8 +20,9 @@ from fold.present.table import NOT_DEFINED, percent
 Split = Mapping[str, Any]
 PARTS = (("draft", "drafting"), ("verify", "verifying"), ("rest", "rest"))
 CAPTION = (
-    "step: the mean interval between a request's steps (the cadence's); drafting, verifying: "
-    "each part's mean per step; rest: the step less the parts measured; c: cold leg"
+    "steps: steps that carried a duration; step: the mean interval between a request's steps "
+    "(the cadence's); drafting, verifying: each part's mean per step; rest: the step less the "
+    "parts measured; c: cold leg"
 )
 NO_DURATIONS = "no step carried draft_ns or verify_ns (the hook's timed record; docs/step-split.md)"
 
@@ -76,7 +77,7 @@ def split_rows(document: Mapping[str, Any]) -> list[tuple[str, Split]]:
     return rows
 
 
-HEADERS = ("leg", "requests", "timed steps", "step", "drafting", "verifying", "rest", "adds up")
+HEADERS = ("leg", "requests", "steps", "step", "drafting", "verifying", "rest", "adds up")
 
 
 def row_cells(name: str, split: Split) -> tuple[str, ...]:
@@ -99,6 +100,7 @@ def step_split_table(document: Mapping[str, Any]) -> Fitted:
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,
+        padding=(0, 0),  # the box's separators keep columns apart, so 80 columns hold them
         pad_edge=False,
     )
     for header in HEADERS:

@@ -335,8 +335,8 @@ def _draft_overhead(doc: Document) -> dict[str, Any] | None:
     return {
         "draft_s": milliseconds / 1e3,
         "draft_calls": calls,
-        "source": f"dur(b,g,a) generate time of {len(lines)} drafter statistics line(s) "
-        "(-lv 4): the drafts' generation, not the draft model's pass over the verified batch",
+        "source": f"the generate time of {len(lines)} drafter statistics line(s) (-lv 4): "
+        "without the draft model's pass over the verified batch",
     }
 
 
