@@ -29,6 +29,7 @@ interval (nothing to redraw below the leg).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,8 +202,16 @@ def fold_step_split(
 
     def split(chosen: list[pl.DataFrame], name: str) -> Mapping[str, Any] | None:
         count = sum(frame.height for frame in chosen)
-        # Summed in the requests' order (KEY), so a figure never depends on how legs were read.
-        sums = {column: sum(frame[column].sum() for frame in chosen) for column in SUMS}
+        # Counts and nanoseconds summed exactly; the parts' estimates (floats) correctly rounded
+        # (fsum), so no figure depends on the order or grouping of the requests.
+        sums: dict[str, float] = {
+            column: sum(int(frame[column].sum()) for frame in chosen)
+            for column in SUMS
+            if not column.endswith("_in_decode_ns")
+        }
+        for part in PARTS:
+            column = f"{part}_in_decode_ns"
+            sums[column] = math.fsum(value for frame in chosen for value in frame[column])
         every = {
             part: all(bool((frame[f"{part}_steps"] > 0).all()) for frame in chosen)
             for part in PARTS
