@@ -11,7 +11,10 @@ and without ``--skip-bad-lines``. A finding is any of:
 - a negative count in the JSON, or a histogram or per-position list longer than the format's
   cap on a step's tokens allows (a figure that grew with a value);
 - a fold without ``--skip-bad-lines`` that succeeds but differs from the fold with it (with no
-  bad line, skipping changes nothing).
+  bad line, skipping changes nothing);
+- for a log that may carry the steps' durations (``draft_ns``, ``verify_ns``, which the JSON
+  does not show yet): the two readers' per-leg and per-request sums of them differ, or one is
+  negative (``fold.folding.step_durations``, read through the library).
 
 Inputs are mutated by libFuzzer's byte mutations and, half the time, by ``mutate_lines``,
 which changes one line the way a writer could (edge values, unknown keys, key order and
@@ -98,8 +101,47 @@ def check(data: bytes, directory: str) -> None:
         if status == 0:
             _check_document(stdout)
         outcomes[skip] = native
+        if status == 0 and _may_carry_durations(data):
+            _check_durations(log, skip)
     if outcomes[False][0] == 0 and outcomes[False] != outcomes[True]:
         raise Finding("a fold with no bad line changes with --skip-bad-lines")
+
+
+def _may_carry_durations(data: bytes) -> bool:
+    # An escaped key (``"draft\u005fns"``) names the key too.
+    return b"_ns" in data.replace(b'"t_ns"', b"") or b"\\u" in data
+
+
+def _durations(log: str, *, native: bool, skip: bool) -> Any:
+    from fold.api import fold_acceptance
+
+    previous = os.environ.get(SWITCH)
+    os.environ[SWITCH] = "1" if native else "0"
+    try:
+        return fold_acceptance(ARM, [log], skip_bad_lines=skip, resamples=0).fold.durations
+    finally:
+        if previous is None:
+            os.environ.pop(SWITCH, None)
+        else:
+            os.environ[SWITCH] = previous
+
+
+def _check_durations(log: str, skip: bool) -> None:
+    """The steps' durations both readers sum, where the command folded the log."""
+    native = _durations(log, native=True, skip=skip)
+    reference = _durations(log, native=False, skip=skip)
+    if native != reference:
+        raise Finding(
+            f"the readers' step durations differ (skip_bad_lines={skip}):\n"
+            f"  native    {native!r}\n  reference {reference!r}"
+        )
+    if native is None:
+        return
+    for leg, requests in native.requests.items():
+        for request in (native.leg(leg), *requests):
+            sums = request.to_json() if hasattr(request, "to_json") else dict(request)
+            if any(isinstance(v, int) and v < 0 for k, v in sums.items() if k != "seq"):
+                raise Finding(f"a negative duration sum in leg {leg}: {sums}")
 
 
 # -- a mutator that knows the format ----------------------------------------------------------
@@ -116,7 +158,7 @@ _EDGES = [b"0", b"-0", b"1", b"-1", b"7", b"65535", b"65536", b"65537", b"214748
           b"{}", b'{"a":[1,{"b":null}]}', b'"cmpl-3f2a"', b'"7"', b'"\\u0063mpl-3f2a"',
           b'"' + b"x" * 256 + b'"', b'"' + b"x" * 257 + b'"']  # fmt: skip
 _KEYS = [b"v", b"w", b"n", b"t_ns", b"pid", b"seq", b"proposed", b"accepted", b"emitted",
-         b"leg", b"x", b"host"]  # fmt: skip
+         b"draft_ns", b"verify_ns", b"leg", b"x", b"host"]  # fmt: skip
 # The legs' window edges in fuzz/arm.json (ns), each +-1 ns and +-500 ns (the widened band).
 _TIMES = [edge + offset for edge in (1764450000000000000, 1764450000001000000,
           1764450000001500000, 1764450000002000000, 1764450000003000000)
