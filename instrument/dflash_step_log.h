@@ -823,6 +823,18 @@ inline void write_lines(const char* buf, std::size_t len, std::size_t lines) noe
   write_lines(line, static_cast<std::size_t>(end - line), 1);
 }
 
+// record() with `emitted` and the step's times, once the writer is known not to be disabled.
+template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
+inline void record_emitted(const Seq& seq, Proposed proposed, Accepted accepted, Emitted emitted,
+                           const StepTimes& times) noexcept {
+  Row row{};
+  row.has_emitted = 1;
+  char id[kMaxIdEscaped];
+  const bool fits = put_seq(seq, row, id) && narrow(proposed, row.proposed) &&
+                    narrow(accepted, row.accepted) && narrow(emitted, row.emitted);
+  record_enabled(row, fits, times);
+}
+
 // Formats and writes the rows of a batch: one clock read, one fetch_add, one write(2) per
 // kBatchBytes of text.
 [[gnu::noinline]] inline void write_rows(const Row* rows, std::size_t count,
@@ -868,19 +880,16 @@ inline void record(const Seq& seq, Proposed proposed, Accepted accepted) noexcep
 template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
 inline void record(const Seq& seq, Proposed proposed, Accepted accepted,
                    Emitted emitted) noexcept {
-  record(seq, proposed, accepted, emitted, StepTimes{});
+  // The disabled check first, in the caller: the rest may not be inlined.
+  if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
+  detail::record_emitted(seq, proposed, accepted, emitted, StepTimes{});
 }
 
 template <typename Seq, typename Proposed, typename Accepted, typename Emitted>
 inline void record(const Seq& seq, Proposed proposed, Accepted accepted, Emitted emitted,
                    StepTimes times) noexcept {
   if (detail::g.state.load(std::memory_order_relaxed) == detail::kOff) return;
-  detail::Row row{};
-  row.has_emitted = 1;
-  char id[detail::kMaxIdEscaped];
-  const bool fits = detail::put_seq(seq, row, id) && detail::narrow(proposed, row.proposed) &&
-                    detail::narrow(accepted, row.accepted) && detail::narrow(emitted, row.emitted);
-  detail::record_enabled(row, fits, times);
+  detail::record_emitted(seq, proposed, accepted, emitted, times);
 }
 
 inline std::uint64_t dropped() noexcept {

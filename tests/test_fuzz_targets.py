@@ -179,3 +179,31 @@ def test_a_repaired_record_agrees_with_its_legs():
     assert block["per_leg"][2]["drafts_accepted"] == 60
     assert block["mean_acceptance_length"] == (3 * 54 + 60 + 36) / 36
     assert repaired["warm_legs"] == 4 and repaired["cold_legs_discarded"] == 1
+
+
+def test_the_step_log_target_holds_the_readers_durations_equal(tmp_path: Path, monkeypatch):
+    """The durations the JSON does not show are compared through the library, both ways: a
+    seed with them passes, and readers that disagree on them, or a negative sum, are found."""
+    differential = _module("differential")
+    seed = (FUZZ / "corpus" / "steplog" / "durations.jsonl").read_bytes()
+    assert differential._may_carry_durations(seed)
+    plain = (FUZZ / "corpus" / "steplog" / "writers-layout.jsonl").read_bytes()
+    assert not differential._may_carry_durations(plain)
+    differential.check(seed, str(tmp_path))
+    found = differential._durations(str(FUZZ / "corpus" / "steplog" / "durations.jsonl"),
+                                    native=True, skip=False)  # fmt: skip
+    assert found is not None and found.leg(1).verify_ns == 388001 * 2
+
+    def disagreeing(log: str, *, native: bool, skip: bool) -> Any:
+        return found if native else None
+
+    monkeypatch.setattr(differential, "_durations", disagreeing)
+    with pytest.raises(differential.Finding, match="step durations differ"):
+        differential.check(seed, str(tmp_path))
+    negative = type(found)(
+        legs=found.legs,
+        requests={0: ({"w": "a", "seq": 1, "draft_ns": -1},)},
+    )
+    monkeypatch.setattr(differential, "_durations", lambda *_, **__: negative)
+    with pytest.raises(differential.Finding, match="a negative duration sum"):
+        differential.check(seed, str(tmp_path))

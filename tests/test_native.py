@@ -312,6 +312,11 @@ def test_writers_layout_and_common_shapes_take_no_detour(tmp_path: Path):
         # numbers no double holds, in keys the format does not know: valid, and ignored
         *(GOOD.replace(b'"v":1,', b'"v":1,"x":' + huge + b",") for huge in HUGE_NUMBERS),
         GOOD.replace(b"}\n", b"}\r\n"),
+        # the steps' durations: the writers' layout, one key alone, and another order
+        TIMED,
+        GOOD.replace(b'"emitted":4,', b'"emitted":4,"verify_ns":0,'),
+        json.dumps({**json.loads(TIMED), "draft_ns": None}).encode() + b"\n",
+        json.dumps(dict(reversed(list(json.loads(TIMED).items())))).encode() + b"\n",
     ]
     log = tmp_path / "steps.jsonl"
     log.write_bytes(b"".join(shapes))
