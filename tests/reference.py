@@ -46,6 +46,8 @@ class Step:
     accepted: int
     emitted: int | None = None
     label: str | None = None
+    draft_ns: int | None = None
+    verify_ns: int | None = None
 
 
 @dataclass
@@ -121,6 +123,8 @@ def parse_step(raw: bytes) -> Step | None:
         accepted=obj["accepted"],
         emitted=emitted,
         label=label,
+        draft_ns=durations[0],
+        verify_ns=durations[1],
     )
     seq_in_range = isinstance(step.seq, str) or 0 <= step.seq < 2**64
     if not seq_in_range or not all(
@@ -692,6 +696,8 @@ def fold_records(
     def cadence_of(chosen: list[Leg]) -> dict[str, Any]:
         return group_cadence([member for leg in chosen for member in members[leg.index]])
 
+    for leg, figure in zip(legs, figures, strict=True):
+        figure["step_split"] = step_split([leg], leg_steps)
     return {
         "format": "fold-acceptance/2",
         "predicate": predicate,
@@ -708,6 +714,7 @@ def fold_records(
             ),
             "per_request": per_request_of(warm_legs, leg_steps),
             "by_output_position": by_output_position_of(warm_legs, leg_steps),
+            "step_split": step_split(warm_legs, leg_steps),
         },
         "all": {
             **pooled(legs, leg_steps, figures),
@@ -889,6 +896,73 @@ def cadence_members(
         gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
         members.append((leg, request_cadence(leg, times, stall_factor), gaps))
     return members
+
+
+# ----------------------------------------------------------------------------------------------
+# The step split (docs/step-split.md)
+# ----------------------------------------------------------------------------------------------
+
+SPLIT_PARTS = ("draft", "verify")
+
+
+def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str, Any] | None:
+    """Our step time into drafting, verifying and the rest over the requests of ``chosen``, with
+    loops: a request's decode window as the cadence clamps it, each part's mean per step that
+    carried it times the request's intervals. No intervals in this model (``*_ci`` null)."""
+    requests = []
+    for leg in chosen:
+        by_request: dict[tuple[str, int | str], list[Step]] = {}
+        for step in leg_steps[leg.index]:
+            by_request.setdefault((step.w, step.seq), []).append(step)
+        for key in sorted(by_request, key=lambda key: request_order((key, None))):
+            steps = by_request[key]
+            times = sorted(step.t_ns for step in steps)
+            carried = {
+                part: [
+                    getattr(s, f"{part}_ns") for s in steps if getattr(s, f"{part}_ns") is not None
+                ]
+                for part in SPLIT_PARTS
+            }
+            if len(times) < 2 or not any(carried.values()):
+                continue
+            start, end = leg.start_ns + WINDOW_SLACK_NS, leg.end_ns - WINDOW_SLACK_NS
+            first = min(max(times[0], start), end)
+            last = max(min(times[-1], end), start)
+            requests.append((len(times) - 1, max(0, last - first), carried))
+    if not requests:
+        return None
+    intervals = sum(n for n, _, _ in requests)
+    step_ns = sum(decode for _, decode, _ in requests) / intervals
+    measured = [part for part in SPLIT_PARTS if all(c[part] for _, _, c in requests)]
+    means = {
+        part: math.fsum(
+            float(sum(c[part])) * n / len(c[part]) if c[part] else 0.0 for n, _, c in requests
+        )
+        / intervals
+        for part in measured
+    }
+    rest_ns = step_ns - sum(means.values())
+    tolerance_ns = 0.001 * step_ns + 1000
+    found: dict[str, Any] = {
+        "requests": len(requests),
+        "intervals": intervals,
+        "draft_steps": sum(len(c["draft"]) for _, _, c in requests),
+        "verify_steps": sum(len(c["verify"]) for _, _, c in requests),
+        "measured": measured,
+        "step_s": step_ns / 1e9,
+        **{f"{part}_s": means[part] / 1e9 if part in means else None for part in SPLIT_PARTS},
+        "rest_s": rest_ns / 1e9,
+    }
+    for part, value in ((p, means.get(p)) for p in (*SPLIT_PARTS, "rest")):
+        value = rest_ns if part == "rest" else value
+        found[f"{part}_share"] = None if value is None or step_ns <= 0 else value / step_ns
+    found["tolerance_s"] = tolerance_ns / 1e9
+    found["adds_up"] = rest_ns >= -tolerance_ns
+    for name in ("step", "draft", "verify", "rest"):
+        found[f"{name}_s_ci"] = None
+    for name in (*SPLIT_PARTS, "rest"):
+        found[f"{name}_share_ci"] = None
+    return found
 
 
 # ----------------------------------------------------------------------------------------------

@@ -347,6 +347,7 @@ def test_llamacpp_arm_record() -> None:
         ("llamacpp-completions.json", "llamacpp"),
         ("llamacpp-completions.jsonl", "llamacpp"),
         ("llamacpp-speculative-simple.txt", "llamacpp"),
+        ("llamacpp-speculative-simple-lv4.txt", "llamacpp"),
         ("llamacpp-server.log", "llamacpp"),
         ("llamacpp-arm.json", "llamacpp"),
     ],

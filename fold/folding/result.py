@@ -39,6 +39,7 @@ from fold.folding.leg_figures import (
 )
 from fold.folding.per_request import with_request_figures
 from fold.folding.step_durations import StepDurations, step_durations
+from fold.folding.step_split import NO_SPLIT, StepSplits, from_fold
 from fold.folding.uncertainty import (
     DEFAULT_SEED,
     Replicates,
@@ -90,6 +91,8 @@ class FoldResult:
         default_factory=lambda: frozen({}), repr=False, compare=False
     )
     """The warm and all-legs folds' bootstrap replicates, which the split propagates."""
+    step_split: StepSplits = NO_SPLIT
+    """Our step time split into drafting, verifying and the rest (``fold.folding.step_split``)."""
     step_source: str = STEP_LOG
     """Where S, P and A came from: ``STEP_LOG``, ``ENGINE_TRACE`` (steps without times: the
     figures that need times are None), or ``RECORD_COUNTERS`` when no log was given (every
@@ -188,6 +191,9 @@ class FoldResult:
         }
         if self.bootstrap is not None:
             document["bootstrap"] = dict(self.bootstrap)
+        for leg in document["legs"]:
+            leg["step_split"] = self.step_split.leg_json(leg["index"])
+        document["warm"]["step_split"] = self.step_split.warm_json()
         return document
 
 
@@ -274,6 +280,16 @@ def build_result(
             resamples,
             seed,
         )
+        split = NO_SPLIT
+        if untimed(step_source) is None:
+            split = from_fold(
+                partial.durations,
+                cadence.result().requests,
+                arm_legs["index"].to_list(),
+                check.warm_legs,
+                resamples,
+                seed,
+            )
         # Built once, from the finished drafts: nothing changes it after.
         return FoldResult(
             predicate=check.predicate,
@@ -288,6 +304,7 @@ def build_result(
             prefill_tokens=frozen(drafts.prefill_tokens),
             bootstrap=frozen(method_note(resamples, seed)),
             replicates=frozen(found),
+            step_split=split,
             step_source=step_source,
             another_k=fold_another_k(partial, drafts.warm, resamples, seed, untimed(step_source)),
             durations=step_durations(partial.durations),

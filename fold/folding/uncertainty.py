@@ -73,6 +73,10 @@ FIGURES: dict[str, Any] = {
     "output_throughput_tok_s": _Median(),
     "step_rate": _LegRatio("steps", "window_secs", "window_secs"),
     "decode_steps_per_s": _RequestRatio("decode_steps", "decode_ns", scale=1e9),
+    # The step split's means (fold.folding.step_split), in seconds per step.
+    "step_s": _RequestRatio("decode_ns", "decode_steps", scale=1e-9),
+    "draft_s": _RequestRatio("draft_in_decode_ns", "decode_steps", scale=1e-9),
+    "verify_s": _RequestRatio("verify_in_decode_ns", "decode_steps", scale=1e-9),
 }
 """Every figure an interval is drawn for, defined as in the pooled fold (ratios of sums)."""
 

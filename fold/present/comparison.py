@@ -30,6 +30,7 @@ from fold.present.fit import Fitted, fit
 from fold.present.matched_arms import matched_lines
 from fold.present.runs import runs_lines
 from fold.present.speed import speed_lines
+from fold.present.step_split import step_split_lines
 from fold.present.table import (
     NOT_RECORDED,
     fmt_factor,
@@ -412,6 +413,9 @@ def comparison(document: Mapping[str, Any], *, details: bool = False) -> Group:
         parts.append(fit(sources_table(block["rows"])))
         for split in (block.get("speed") or {}).values():
             parts += [Text(""), *speed_lines(split)]
+            parts += [
+                Text(f"  {line}", "bold") for line in step_split_lines(document, split["oracle"])
+            ]
         parts.append(Text(""))
     parts.append(comparison_table(document, details=details))
     if not details:

@@ -17,6 +17,7 @@ from fold.present.matched import matched_markdown
 from fold.present.matched_arms import matched_arm_markdown
 from fold.present.per_request import markdown_section
 from fold.present.speed import speed_summary
+from fold.present.step_split import step_split_lines, step_split_markdown
 from fold.present.table import (
     NOT_RECORDED,
     from_log,
@@ -75,6 +76,7 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
         sections.append(cut)
     if (per_request := markdown_section(document)) is not None:
         sections.append(per_request)
+    sections.append(step_split_markdown(document))
     sections.append(_lines(document))
     return "\n\n".join(sections) + "\n"
 
@@ -173,6 +175,7 @@ def _verdicts(document: dict[str, Any]) -> str:
         if summary is not None:
             lines.append(f"  - {summary} (shares of the speed factor's log)")
         lines.extend(f"  - {lack}" for lack in split["oracle_lacks"])
+        lines.extend(f"  - {line}" for line in step_split_lines(document, split["oracle"]))
     check = block.get("step_rate_check") or {}
     if check.get("measured_steps_per_s") is not None and check.get("expected_steps_per_s"):
         lines.append(

@@ -29,6 +29,7 @@ from fold.present.comparison import (
 from fold.present.matched import matched_html
 from fold.present.matched_arms import matched_arm_html
 from fold.present.per_request import page_section
+from fold.present.step_split import step_split_html
 from fold.present.table import (
     NOT_RECORDED,
     flag_lines,
@@ -75,6 +76,7 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         attention(document),
         _summary(document),
         page_section(document),
+        step_split_html(document),
     ]
     for chart in charts(document):
         parts.append(f'<section class="chart" id="{chart.name}">')

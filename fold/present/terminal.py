@@ -20,6 +20,7 @@ from fold.present.cadence import cadence_view
 from fold.present.comparison import comparison
 from fold.present.matched import matched_terminal
 from fold.present.per_request import details_view, falling_flag
+from fold.present.step_split import step_split_view
 from fold.present.table import report
 
 
@@ -28,8 +29,8 @@ def terminal_view(document: dict[str, Any], *, details: bool = False) -> Rendera
     if (falling := falling_flag(document)) is not None:
         parts.append(falling)
     if details:
-        parts += [Text(""), cadence_view(document), Text(""), another_k_view(document)]
-        parts += [Text(""), details_view(document)]
+        parts += [Text(""), cadence_view(document), Text(""), step_split_view(document)]
+        parts += [Text(""), another_k_view(document), Text(""), details_view(document)]
     if document.get("comparison") is not None:
         parts += [Text(""), comparison(document, details=details)]
     return Group(*parts)

@@ -84,6 +84,9 @@ class ArmFigures:
     """The speculative config the arm's record carries (vLLM's), checked as vLLM checks it."""
     matched_as: MatchedAs | None = field(default=None, compare=False)
     """Given as a matched arm on the command line (``fold.compare.matched_arms``)."""
+    draft_overhead: Mapping[str, Any] | None = field(default=None, hash=False, compare=True)
+    """The drafting time the oracle reports, where it does (docs/step-split.md): ``draft_s``
+    over ``draft_calls`` and what it covers (``source``); None: it reports none."""
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:
@@ -125,6 +128,9 @@ class ArmFigures:
             ),
             "sources": dict(self.sources),
             "notes": list(self.notes),
+            **(
+                {} if self.draft_overhead is None else {"draft_overhead": dict(self.draft_overhead)}
+            ),
         }
 
 

@@ -44,6 +44,13 @@ _ACCEPT_PCT_RE = re.compile(r"^.*?\baccept\s*=\s*([0-9.]+|nan|inf)%\s*$", re.M)
 _DECODED_RE = re.compile(
     r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+|inf|nan) t/s"
 )
+# The drafters' statistics line (common_speculative_print_stats, a trace-level line: -lv 4):
+# calls to begin, generate and accept, then the milliseconds spent in each, as totals.
+_DRAFT_STATS_RE = re.compile(
+    r"statistics\s+(\S+): #calls\(b,g,a\) =\s*(\d+)\s+(\d+)\s+(\d+),.*?"
+    r"dur\(b,g,a\) = (\d+(?:\.\d+)?), (\d+(?:\.\d+)?), (\d+(?:\.\d+)?) ms\s*$",
+    re.M,
+)
 _SERVER_LOG_RE = re.compile(
     r"draft acceptance = ([0-9.]+|nan) \(\s*(\d+) accepted /\s*(\d+) generated\), "
     r"mean len =\s*([0-9.]+)"
@@ -289,7 +296,7 @@ def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
             else f"median of the 'decoded ... speed' lines of {runs} runs (3 decimals each)"
         )
     of = "" if runs == 1 else f" summed over {runs} runs"
-    return arm_from_counts(
+    figures = arm_from_counts(
         name,
         KIND,
         tok_s=tok_s,
@@ -306,6 +313,31 @@ def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
         population=REQUESTS,
         population_detail=f"the {runs} run(s) printed",
     )
+    return replace(figures, draft_overhead=_draft_overhead(doc))
+
+
+def _draft_overhead(doc: Document) -> dict[str, Any] | None:
+    """The drafters' generate time and calls, summed over the statistics lines printed (one
+    per drafter per run); None when the output has none (printed at -lv 4 or more only)."""
+    calls, milliseconds = 0, 0.0
+    lines = _DRAFT_STATS_RE.findall(doc.text)
+    for i, (_, _, generate_calls, _, _, generate_ms, _) in enumerate(lines):
+        where = f"{doc.where}: drafter statistics line {i + 1}"
+        calls += limits.decimal_count(generate_calls, where, "#calls g", ORACLE_COUNT_WHAT_TO_DO)
+        value = float(generate_ms)
+        if not math.isfinite(value):
+            raise InputError(f"{where}: dur g = {generate_ms} ms is not a finite duration")
+        milliseconds += value
+    if not lines or calls == 0:
+        return None
+    if not math.isfinite(milliseconds):
+        raise InputError(f"{doc.where}: the drafters' dur g lines sum past any finite duration")
+    return {
+        "draft_s": milliseconds / 1e3,
+        "draft_calls": calls,
+        "source": f"the generate time of {len(lines)} drafter statistics line(s) (-lv 4): "
+        "without the draft model's pass over the verified batch",
+    }
 
 
 def _read_server_log(name: str, doc: Document) -> ArmFigures:
