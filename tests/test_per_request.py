@@ -273,7 +273,13 @@ def test_a_falling_line_is_flagged_from_its_interval(tmp_path: Path, fall: float
             assert (
                 bucket["accept_rate_ci"][0] <= bucket["accept_rate"] <= bucket["accept_rate_ci"][1]
             )
-    assert (falling_flag(document) is not None) is falling
+    flag = falling_flag(document)
+    assert (flag is not None) is falling
+    if flag is not None:  # the slope and its interval as the document holds them
+        shown = (
+            f"output grows: {100 * positions['slope']:+.1f} points per doubling [{100 * low:+.1f}, "
+        )
+        assert shown + f"{100 * high:+.1f}] (--details)" in flag.plain
     spread = document["warm"]["per_request"]
     mean = spread["per_request_mean"]
     assert mean["accept_rate_ci"][0] <= mean["accept_rate"] <= mean["accept_rate_ci"][1]

@@ -103,9 +103,11 @@ def falling_flag(document: dict[str, Any]) -> Text | None:
     _, positions = _blocks(document)
     if positions is None or not positions["falling"]:
         return None
+    slope, (low, high) = positions["slope"], positions["slope_ci"]
     text = Text()
-    text.append("acceptance falls as the output grows: ", style="bold yellow")
-    text.append(f"{falling_words(positions)} (--details)")
+    text.append("A/P falls as output grows: ", style="bold yellow")
+    text.append(f"{100 * slope:+.1f} points per doubling [{100 * low:+.1f}, {100 * high:+.1f}]")
+    text.append(" (--details)")
     return text
 
 
