@@ -24,6 +24,7 @@ from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
 from fold.inputs import limits
 from fold.inputs.leg_sums import Leg
+from fold.inputs.oracles.request_steps import OracleSteps
 
 ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counters"
 
@@ -71,6 +72,9 @@ class ArmFigures:
     legs: tuple[Leg, ...] | None = field(default=None, repr=False, compare=False)
     """The legs (or requests) the figures pool, for the bootstrap's intervals; None when the
     arm is known only by totals (counters, scrapes, bench results, log lines)."""
+    requests: OracleSteps | None = field(default=None, repr=False, compare=False)
+    """Its legs' requests and their steps, for an oracle known request by request (vLLM's
+    per-request metrics), folded later as ours are; None for every other input."""
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:
