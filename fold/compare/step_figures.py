@@ -52,7 +52,8 @@ def _columns(unit: Unit, k: int) -> dict[str, int]:
     by_accepted = _padded(unit.by_accepted, k + 1)
     found = {"s": sum(by_accepted)}
     found |= {f"h{j}": count for j, count in enumerate(by_accepted)}
-    found |= {f"a{i}": count for i, count in enumerate(acceptance.accepted_at_position(by_accepted))}
+    accepted = acceptance.accepted_at_position(by_accepted)
+    found |= {f"a{i}": count for i, count in enumerate(accepted)}
     if unit.by_proposed is not None:
         by_proposed = _padded(unit.by_proposed, k + 1)
         drafted = acceptance.accepted_at_position(by_proposed)
@@ -113,9 +114,17 @@ def _window_shape(
         steps = sum(window["steps"] for window in present)
         proposed = sum(window["proposed"] for window in present)
         accepted = sum(window["accepted"] for window in present)
-        rows.append({"window": w, "legs": len(present), "steps": steps, "proposed": proposed,
-                     "accepted": accepted, "accept_rate": acceptance.accept_rate(accepted, proposed),
-                     "accept_rate_ci": None})  # fmt: skip
+        rows.append(
+            {
+                "window": w,
+                "legs": len(present),
+                "steps": steps,
+                "proposed": proposed,
+                "accepted": accepted,
+                "accept_rate": acceptance.accept_rate(accepted, proposed),
+                "accept_rate_ci": None,
+            }
+        )
     if resamples >= 1 and count and len(legs) >= 2:
         units = [
             Leg(
