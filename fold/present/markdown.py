@@ -13,6 +13,7 @@ from typing import Any
 from fold.folding.result import NEEDS_STEP_LOG
 from fold.present.cadence import time_cells, where_time_goes
 from fold.present.speed import speed_summary
+from fold.present.step_figures import has_step_figures, step_figures_markdown
 from fold.present.table import (
     NOT_RECORDED,
     from_log,
@@ -61,6 +62,8 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
             from fold.present.markdown_runs import runs_section
 
             sections.append(runs_section(document["runs"]))
+        if has_step_figures(document):
+            sections.append(step_figures_markdown(document))
     sections.append(_folds(document))
     sections.append(_legs(document))
     sections.append(_cadence(document))

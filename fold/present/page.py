@@ -26,6 +26,7 @@ from fold.present.comparison import (
     step_rate_line,
     tolerance_of,
 )
+from fold.present.step_figures import has_step_figures, step_figures_html
 from fold.present.table import (
     NOT_RECORDED,
     flag_lines,
@@ -72,6 +73,8 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         attention(document),
         _summary(document),
     ]
+    if has_step_figures(document):
+        parts.append(step_figures_html(document))
     for chart in charts(document):
         parts.append(f'<section class="chart" id="{chart.name}">')
         parts.append(f"<h2>{html.escape(chart.title)}</h2>")

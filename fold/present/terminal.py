@@ -16,6 +16,7 @@ from rich.text import Text
 
 from fold.present.cadence import cadence_view
 from fold.present.comparison import comparison
+from fold.present.step_figures import about_text, has_step_figures, step_figures_view
 from fold.present.table import report
 
 
@@ -23,6 +24,8 @@ def terminal_view(document: dict[str, Any], *, details: bool = False) -> Rendera
     parts: list[RenderableType] = [report(document, details=details)]
     if details:
         parts += [Text(""), cadence_view(document)]
+    if details and has_step_figures(document):
+        parts += [Text(""), step_figures_view(document), about_text(document)]
     if document.get("comparison") is not None:
         parts += [Text(""), comparison(document, details=details)]
     return Group(*parts)
