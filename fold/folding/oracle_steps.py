@@ -9,12 +9,14 @@ the cadence reads "needs time stamps", and the within-leg windows cut each leg's
 in file order, into the fold's bins by place. A leg's window is its recorded ``secs`` (none:
 no step rate); a leg without ``tok_s`` has NaN there, which no figure of the steps uses.
 
+A leg none of whose requests verified a draft is left out (the arm's totals count its zeros).
 Only the detailed level has steps; the summary level's figures come from its histograms
 (``fold.compare.step_figures``), so :func:`fold_oracle` returns None for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Any
@@ -93,6 +95,12 @@ def fold_oracle(
     """The oracle's fold, of the type ours is; None at the summary level (no steps)."""
     if steps.level != DETAILED:
         return None
+    # A leg whose requests never verified a draft (an output that ended first) has no step to
+    # fold; ours refuses such a warm leg as a drafter that never proposed, so it is left out
+    # here (the arm's totals count its zeros).
+    steps = dataclasses.replace(
+        steps, legs=tuple(leg for leg in steps.legs if any(r.steps for r in leg.requests))
+    )
     lines = step_lines(steps)
     files = pl.DataFrame(
         [{"path": steps.where, "lines": lines.height, "attributed": lines.height,

@@ -267,7 +267,8 @@ def _request(record: Mapping[str, Any], where: str) -> tuple[OracleRequest, int]
             "the prefill gives one token and every verify step at least one more, so the "
             f"output has at least {found['steps'] + 1}; {_FIX}"
         )
-    per_step = found["per_step"]
+    # a request that never verified has no steps to list (vLLM leaves the arrays out)
+    per_step = found["per_step"] or (((), ()) if not found["steps"] else None)
     request = OracleRequest(
         id=_request_id(record, where),
         where=where,
@@ -475,6 +476,16 @@ def arm_figures(name: str, steps: OracleSteps) -> ArmFigures:
         "completion_tokens_per_step": f"completion_tokens / num_spec_steps {how}",
     }
     completion = sum(request.completion_tokens for request in requests)
+    undrafted = sum(
+        1 for request in requests if request.drafted is not None for d in request.drafted if not d
+    )
+    notes = []
+    if undrafted:
+        notes.append(
+            f"{undrafted} verify step(s) drafted nothing once a grammar invalidated their drafts: "
+            "vLLM counts them in S (num_spec_steps); the step figures, as ours, count only "
+            "steps that verified a draft"
+        )
     figures = arm_from_counts(
         name,
         KIND,
@@ -487,11 +498,13 @@ def arm_figures(name: str, steps: OracleSteps) -> ArmFigures:
             completion / sum(r.steps for r in requests) if any(r.steps for r in requests) else None
         ),
         sources=sources,
+        notes=notes,
         where=steps.where,
         population=WARM_LEGS if steps.predicate == "run > 1" else REQUESTS,
         population_detail=(
-            f"the {len(requests)} requests of {len(warm)} warm legs ({steps.predicate}), "
-            f"{steps.level} level"
+            f"the {len(requests)} requests of {len(warm)} warm legs (run > 1), {steps.level} level"
+            if steps.predicate == "run > 1"
+            else f"the {len(requests)} requests given (no run field), {steps.level} level"
         ),
     )
     legs = tuple(
