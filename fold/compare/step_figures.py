@@ -31,6 +31,14 @@ NOT_RECORDED_PROPOSED = (
     "drafted is unknown"
 )
 NOT_RECORDED_WINDOWS = "not recorded: the summary level keeps no step order"
+MAX_INTERVAL_POSITIONS = 64
+"""Intervals are drawn for this many draft positions (and histogram entries) at most: each costs
+a bootstrap figure, and no drafter in use drafts more than a few dozen tokens a step. Past it
+an interval reads null, and the block says so."""
+PAST_INTERVAL_POSITIONS = (
+    f"not recorded past position {MAX_INTERVAL_POSITIONS}: intervals are drawn for the first "
+    f"{MAX_INTERVAL_POSITIONS} positions"
+)
 
 
 @dataclass(frozen=True)
@@ -83,13 +91,17 @@ def _intervals(
     if resamples < 1 or not units:
         return None
     proposed = all(unit.by_proposed is not None for leg in units for unit in leg)
+    drawn = min(k, MAX_INTERVAL_POSITIONS)
+    ratios = _ratios(drawn, proposed)
+    if drawn < k:
+        ratios[f"histogram_share.{drawn}"] = (f"h{drawn}", "s")
+    names = sorted({name for pair in ratios.values() for name in pair})
     columns = [[_columns(unit, k) for unit in leg] for leg in units]
-    names = sorted({name for leg in columns for unit in leg for name in unit})
     legs = [
         Leg(requests={name: [unit.get(name, 0) for unit in leg] for name in names})
         for leg in columns
     ]
-    replicates = ratio_replicates(legs, _ratios(k, proposed), resamples, seed)
+    replicates = ratio_replicates(legs, ratios, resamples, seed)
     found: dict[str, list[list[float] | None]] = {}
     for figure, size in (
         ("per_position", k),
@@ -98,7 +110,12 @@ def _intervals(
         ("histogram_share", k + 1),
     ):
         if f"{figure}.0" in replicates.figures:
-            found[figure] = [_pair(replicates.interval(f"{figure}.{i}")) for i in range(size)]
+            found[figure] = [
+                _pair(replicates.interval(f"{figure}.{i}"))
+                if f"{figure}.{i}" in replicates.figures
+                else None
+                for i in range(size)
+            ]
     return found
 
 
@@ -187,6 +204,8 @@ def _block(
     block["window_steps"] = window_steps
     block["windows"] = windows
     block["flags"] = flags
+    if intervals is not None and k > MAX_INTERVAL_POSITIONS:
+        not_recorded = {**not_recorded, "intervals": PAST_INTERVAL_POSITIONS}
     block["not_recorded"] = not_recorded
     return block
 
