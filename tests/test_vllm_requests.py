@@ -444,3 +444,12 @@ def test_ratio_replicates_are_the_bootstraps_own_draws(legs, seed):
     mine = ratio_replicates(units, {"x": ("accepted", "proposed")}, 64, seed).figures["x"]
     theirs = bootstrap(units, {"legs": list(range(len(units)))}, 64, seed)["legs"]
     assert mine.tolist() == theirs.figures["accept_rate"].tolist()
+
+
+def test_a_server_without_the_setting_is_told_what_to_turn_on(tmp_path):
+    body = json.loads(SERVED.read_text().splitlines()[0])
+    body["metrics"] = {"tokens_per_second": 100.0, "speculative_decoding": None}
+    path = tmp_path / "completions.jsonl"
+    path.write_text(json.dumps(body) + "\n" + json.dumps(body) + "\n")
+    with pytest.raises(InputError, match=r":1: metrics.speculative_decoding is null: .* n = 1"):
+        load_oracle("v", path)

@@ -72,10 +72,11 @@ def _metrics_of(record: Mapping[str, Any]) -> tuple[bool, Any]:
 
 
 def sniff(doc: Document) -> bool:
-    """Records that carry vLLM's per-request metrics (a non-null one somewhere)."""
+    """Records with a place for vLLM's per-request metrics (null ones too: they are refused
+    with what to turn on, not left to "cannot tell the engine")."""
     if doc.form == "text":
         return False
-    return any(isinstance(_metrics_of(record)[1], dict) for record, _ in doc.records)
+    return any(_metrics_of(record)[0] for record, _ in doc.records)
 
 
 def read(name: str, doc: Document) -> ArmFigures:
