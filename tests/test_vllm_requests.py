@@ -453,3 +453,17 @@ def test_a_server_without_the_setting_is_told_what_to_turn_on(tmp_path):
     path.write_text(json.dumps(body) + "\n" + json.dumps(body) + "\n")
     with pytest.raises(InputError, match=r":1: metrics.speculative_decoding is null: .*\(n = 1\)"):
         load_oracle("v", path)
+
+
+def test_legs_are_numbered_by_place_and_keep_their_label(tmp_path):
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps({**GOOD, "leg": 2**53 + 1}) + "\n"
+                    + json.dumps({**GOOD, "request_id": "q", "leg": 7}) + "\n")  # fmt: skip
+    arm = load_oracle("v", path)
+    assert [(leg.index, leg.label) for leg in arm.requests.legs] == [(0, "7"), (1, str(2**53 + 1))]
+    fold = fold_oracle(arm.requests)
+    assert [leg.label for leg in fold.legs] == ["7", str(2**53 + 1)]
+    path.write_text(json.dumps({**GOOD, "leg": 0}) + "\n"
+                    + json.dumps({**GOOD, "request_id": "q"}) + "\n")  # fmt: skip
+    with pytest.raises(InputError, match=r":2: no leg field while other records have one"):
+        load_oracle("v", path)

@@ -56,7 +56,7 @@ def arm_legs(steps: OracleSteps) -> pl.DataFrame:
             {
                 "index": leg.index,
                 "run": leg.run or 0,
-                "leg": None,
+                "leg": leg.label,
                 "finish_reason": reasons.pop() if len(reasons) == 1 else None,
                 "tok_s": math.nan if leg.tok_s is None else leg.tok_s,
                 "completion_tokens": leg.completion_tokens,

@@ -38,9 +38,12 @@ class OracleRequest:
 
 @dataclass(frozen=True, slots=True)
 class OracleLeg:
-    """One leg of the oracle's arm: its requests, run, speed and window as recorded."""
+    """One leg of the oracle's arm: its requests, run, speed and window as recorded.
+    ``index`` is its place among the legs (0, 1, ...); ``label`` the ``leg`` the input gave it,
+    if any."""
 
     index: int
+    label: str | None
     where: str
     run: int | None
     warm: bool

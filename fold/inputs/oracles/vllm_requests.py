@@ -381,25 +381,28 @@ def read_steps(doc: Document) -> OracleSteps:
         grouped.setdefault(_leg_key(record, where, position), []).append((request, record, where))
     assert spec_tokens is not None  # sniffed: some record carries the metrics
     level = _level(records, grouped)
+    for key in ("run", "leg"):
+        given = [record.get(key) is not None for record, _ in records]
+        if any(given) and not all(given):
+            missing = next(w for (_, w), has in zip(records, given, strict=True) if not has)
+            raise InputError(
+                f"{missing}: no {key} field while other records have one; give {key} on every "
+                "record or on none"
+            )
     runs_given = [_run(record, where) is not None for record, where in records]
-    if any(runs_given) and not all(runs_given):
-        missing = next(w for (_, w), has in zip(records, runs_given, strict=True) if not has)
-        raise InputError(
-            f"{missing}: no run field while other records have one; give run on every record or "
-            "on none"
-        )
     by_run = all(runs_given)
     legs = []
-    for index in sorted(grouped):
-        members = grouped[index]
-        run = _same([(_run(r, w), w) for _, r, w in members], "run", index)
+    for index, key in enumerate(sorted(grouped)):
+        members = grouped[key]
+        run = _same([(_run(r, w), w) for _, r, w in members], "run", key)
         tok_s = _same([(_optional_positive(r, "tok_s", w), w) for _, r, w in members], "tok_s",
-                      index)  # fmt: skip
+                      key)  # fmt: skip
         secs = _same([(_optional_positive(r, "secs", w), w) for _, r, w in members], "secs",
-                     index)  # fmt: skip
+                     key)  # fmt: skip
         legs.append(
             OracleLeg(
                 index=index,
+                label=None if members[0][1].get("leg") is None else str(key),
                 where=members[0][2],
                 run=run,
                 warm=(run or 0) > 1 if by_run else True,
