@@ -339,9 +339,21 @@ def _run(record: Mapping[str, Any], where: str) -> int | None:
     return value
 
 
+# A leg's window is kept in integer nanoseconds, as every leg's is: at most 2^63 - 1 of them.
+_MAX_SECS = (limits.MAX_COUNT - 10**6) / 1e9
+
+
 def _optional_positive(record: Mapping[str, Any], key: str, where: str) -> float | None:
     value = record.get(key)
-    return None if value is None else positive(value, f"{where}: {key}")
+    if value is None:
+        return None
+    found = positive(value, f"{where}: {key}")
+    if key == "secs" and found > _MAX_SECS:
+        raise InputError(
+            f"{where}: secs = {value!r} is past {_MAX_SECS:.4g} s, the longest leg window "
+            "(2^63 - 1 nanoseconds); give the leg's seconds"
+        )
+    return found
 
 
 def _same(values: Sequence[tuple[Any, str]], key: str, leg: int) -> Any:
