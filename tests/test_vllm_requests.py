@@ -472,7 +472,7 @@ def test_legs_are_numbered_by_place_and_keep_their_label(tmp_path):
 def test_a_leg_window_past_2_63_nanoseconds_is_refused(tmp_path):
     path = tmp_path / "requests.jsonl"
     path.write_text(json.dumps({**GOOD, "secs": 9.3e9}) + "\n")
-    with pytest.raises(InputError, match=r"secs = 9300000000.0 is past .*\(2\^63 - 1 nanoseconds\)"):
+    with pytest.raises(InputError, match=r"secs = 9300000000.0 is past .*\(2\^63 - 1 nanosec"):
         load_oracle("v", path)
     path.write_text(json.dumps({**GOOD, "secs": 9.2e9}) + "\n")
     assert fold_oracle(load_oracle("v", path).requests).legs[0].window_secs == pytest.approx(9.2e9)
