@@ -321,7 +321,7 @@ def test_the_command_sets_step_figures_side_by_side(capsys, tmp_path):
     code, captured = _cli(capsys, "--vs", f"vllm={OFFLINE}", "--details")
     assert code == 0
     assert "Step figures side by side" in captured.out
-    assert "pos 2, given pos 1" in captured.out
+    assert "pos 2, given the one before" in captured.out
 
 
 def test_a_broken_record_exits_with_its_place(capsys, tmp_path):
@@ -476,3 +476,27 @@ def test_a_leg_window_past_2_63_nanoseconds_is_refused(tmp_path):
         load_oracle("v", path)
     path.write_text(json.dumps({**GOOD, "secs": 9.2e9}) + "\n")
     assert fold_oracle(load_oracle("v", path).requests).legs[0].window_secs == pytest.approx(9.2e9)
+
+
+def test_a_long_run_of_equal_positions_is_one_row():
+    from fold.present.step_figures import rows
+
+    def figures(k, per_position):
+        return {"max_draft": k, "per_position": per_position, "per_position_ci": None,
+                "per_position_conditional": None, "per_position_conditional_ci": None,
+                "per_position_of_proposed": None, "per_position_of_proposed_ci": None,
+                "histogram_share": [0.5] + [0.0] * (k - 1) + [0.5], "histogram_share_ci": None,
+                "windows": None}  # fmt: skip
+
+    document = {"comparison": {"rows": [
+        {"name": "ours", "step_figures": figures(10, [0.5] * 10)},
+        {"name": "b", "step_figures": figures(2, [0.25, 0.25])},
+    ]}}  # fmt: skip
+    names, body = rows(document)
+    assert names == ["ours", "b"]
+    labels = [label for label, _ in body if label.startswith("pos") and "of steps" in label]
+    # 1 and 2 differ from 3..10 (b records none there); 3..10 read alike: one row
+    assert labels == ["pos 1, of steps", "pos 2, of steps", "pos 3..10, of steps"]
+    shares = [(label, cells) for label, cells in body if label.startswith("accepted exactly")]
+    assert shares[-1] == ("accepted exactly 10", [("50.0%", ""), ("not recorded", "")])
+    assert ("accepted exactly 3..9", [("0.0%", ""), ("not recorded", "")]) in shares

@@ -12,12 +12,12 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from fold.present.table import NOT_RECORDED, percent
+from fold.present.table import NOT_RECORDED, percent, position_label, value_runs
 
 TITLE = "Step figures side by side"
 _FORMS = (
     ("per_position", "pos {i}, of steps"),
-    ("per_position_conditional", "pos {i}, given pos {before}"),
+    ("per_position_conditional", "pos {i}, given the one before"),
     ("per_position_of_proposed", "pos {i}, of drafting steps"),
 )
 CAPTION = (
@@ -45,46 +45,64 @@ def _at(values: Sequence[Any] | None, i: int) -> Any:
     return values[i] if values is not None and i < len(values) else None
 
 
+def _collapsed(
+    label: str, cells_by_position: list[tuple[tuple[str, str], ...]], first_number: int
+) -> list[tuple[str, list[tuple[str, str]]]]:
+    """One row per position, but a long run of positions where every arm reads the same as one
+    ``a..b`` row: a draft at the step cap would otherwise print 65,536 rows each."""
+    found = []
+    for first, last, cells in value_runs(cells_by_position):
+        span = position_label(first + first_number, last + first_number)
+        found.append((label.format(i=span), list(cells)))
+    return found
+
+
 def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]:
     """The arms' names, and per figure its label and each arm's (value, interval) text; an
     arm without steps reads "not recorded" in every row (known only by totals)."""
     arms = _arms(document)
     names = [name for name, _ in arms]
     found = [figures for _, figures in arms]
+    missing = (NOT_RECORDED, "")
     k = max((figures["max_draft"] for figures in found if figures), default=0)
     table: list[tuple[str, list[tuple[str, str]]]] = []
     for key, label in _FORMS:
-        for i in range(k):
-            cells = []
-            for figures in found:
-                if figures is None:
-                    cells.append((NOT_RECORDED, ""))
-                    continue
-                cells.append(_cell(_at(figures.get(key), i), _at(figures.get(f"{key}_ci"), i)))
-            shown = label.format(i=i + 1, before=i)
-            if key == "per_position_conditional" and i == 0:
-                shown = "pos 1, given none"
-            table.append((shown, cells))
-    for j in range(k + 1):
-        cells = []
-        for figures in found:
-            if figures is None:
-                cells.append((NOT_RECORDED, ""))
-                continue
-            cells.append(
-                _cell(_at(figures["histogram_share"], j), _at(figures["histogram_share_ci"], j))
+        cells = [
+            tuple(
+                missing
+                if figures is None
+                else _cell(_at(figures.get(key), i), _at(figures.get(f"{key}_ci"), i))
+                for figures in found
             )
-        table.append((f"accepted exactly {j}", cells))
-    windows = max((len(figures["windows"] or []) for figures in found if figures), default=0)
-    for w in range(windows):
+            for i in range(k)
+        ]
+        if key == "per_position_conditional" and cells:
+            table.append(("pos 1, given none", list(cells[0])))
+            table += _collapsed(label, cells[1:], 2)
+        else:
+            table += _collapsed(label, cells, 1)
+    shares = [
+        tuple(
+            missing
+            if figures is None
+            else _cell(_at(figures["histogram_share"], j), _at(figures["histogram_share_ci"], j))
+            for figures in found
+        )
+        for j in range(k + 1)
+    ]
+    table += _collapsed("accepted exactly {i}", shares, 0)
+    count = max((len(figures["windows"] or []) for figures in found if figures), default=0)
+    windows = []
+    for w in range(count):
         cells = []
         for figures in found:
             window = _at(None if figures is None else figures["windows"], w)
-            cells.append(
-                (NOT_RECORDED, "") if window is None
-                else _cell(window["accept_rate"], window["accept_rate_ci"])
-            )  # fmt: skip
-        table.append((f"window {w + 1}, A/P", cells))
+            shown = (
+                None if window is None else _cell(window["accept_rate"], window["accept_rate_ci"])
+            )
+            cells.append(missing if shown is None else shown)
+        windows.append(tuple(cells))
+    table += _collapsed("window {i}, A/P", windows, 1)
     return names, table
 
 
