@@ -27,7 +27,6 @@ checked and a record that breaks one is refused with its place and field.
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,20 +44,13 @@ from fold.inputs.oracles.request_steps import (
     OracleSteps,
 )
 from fold.inputs.oracles.source import Document, Record, count, positive
+from fold.inputs.oracles.vllm_request_metrics import FIX, read_metrics
 
 KIND = "vllm"
 ALIASES = ()
 OFFLINE_KEY = "spec_decode_metrics"
 SERVED_KEY = "speculative_decoding"
 SOURCE = "vLLM's per-request spec_decode_metrics"
-
-_COUNTS = ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens")
-_RATIOS = ("mean_acceptance_length", "draft_acceptance_rate")
-_ARRAYS = ("per_step_accepted", "per_step_drafted")
-# vLLM writes the two ratios at full precision from the same integers; a JSON round trip keeps
-# every digit, so anything further off than rounding is another record's figure.
-_RATIO_SLACK = 1e-9
-_FIX = "the record is not vLLM's output as written; take it again"
 
 
 def _metrics_of(record: Mapping[str, Any]) -> tuple[bool, Any]:
@@ -87,138 +79,6 @@ def read(name: str, doc: Document) -> ArmFigures:
 # --------------------------------------------------------------------------------------------
 # One record
 # --------------------------------------------------------------------------------------------
-
-
-def _count_field(metrics: Mapping[str, Any], key: str, where: str) -> int:
-    if key not in metrics:
-        raise InputError(f"{where}: {key} is missing; vLLM's to_dict() always writes it")
-    value = metrics[key]
-    if not limits.is_int(value) or value < 0:
-        raise InputError(f"{where}: {key} = {limits.shown(value)!s} is not a count")
-    limits.check_count(where, key, value, "no engine counts this many; check the record")
-    return value
-
-
-def _int_list(value: Any, where: str, key: str, cap: int | None) -> tuple[int, ...]:
-    if not isinstance(value, list):
-        raise InputError(f"{where}: {key} must be a list of counts, not {type(value).__name__}")
-    for i, item in enumerate(value):
-        if not limits.is_int(item) or item < 0:
-            raise InputError(f"{where}: {key}[{i}] = {limits.shown(item)} is not a count")
-        if cap is not None and item > cap:
-            raise RefusedError(
-                f"{where}: {key}[{i}] = {item} exceeds num_spec_tokens = {cap}: no step drafts "
-                f"or accepts more than k; {_FIX}"
-            )
-        limits.check_count(where, f"{key}[{i}]", item, "no engine counts this many")
-    return tuple(value)
-
-
-def _ratio(metrics: Mapping[str, Any], key: str, where: str) -> float:
-    if key not in metrics:
-        raise InputError(f"{where}: {key} is missing; vLLM's to_dict() always writes it")
-    value = metrics[key]
-    if not limits.is_number(value) or not math.isfinite(value):
-        raise InputError(f"{where}: {key} = {value!r} is not a finite number")
-    return float(value)
-
-
-def _agrees(given: float, derived: float) -> bool:
-    return abs(given - derived) <= _RATIO_SLACK * max(1.0, abs(derived))
-
-
-def read_metrics(metrics: Any, where: str) -> dict[str, Any]:
-    """One ``to_dict()`` checked against vLLM's definitions: S, P, A, k, the histogram and the
-    per-step arrays (None at the summary level). ``where`` names the record and the field."""
-    if not isinstance(metrics, dict):
-        raise InputError(f"{where} must be an object, not {type(metrics).__name__}")
-    steps, accepted, proposed, k = (_count_field(metrics, key, where) for key in _COUNTS)
-    if k < 1:
-        raise RefusedError(
-            f"{where}: num_spec_tokens = {k}: vLLM writes these metrics only with speculative "
-            f"decoding on (k >= 1); {_FIX}"
-        )
-    if k > limits.MAX_STEP_TOKENS:
-        raise InputError(limits.refusal(where, "num_spec_tokens", k, limits.STEP_CAP_WORDS,
-                                        "check the record"))  # fmt: skip
-    if "acceptance_histogram" not in metrics:
-        raise InputError(f"{where}: acceptance_histogram is missing; vLLM always writes it")
-    histogram = _int_list(metrics["acceptance_histogram"], where, "acceptance_histogram", None)
-    if len(histogram) != k + 1:
-        raise RefusedError(
-            f"{where}: acceptance_histogram has {len(histogram)} entries but num_spec_tokens = "
-            f"{k} makes it k + 1 = {k + 1} (j = 0 .. k drafts accepted); {_FIX}"
-        )
-    if sum(histogram) != steps:
-        raise RefusedError(
-            f"{where}: acceptance_histogram sums to {sum(histogram)} steps but num_spec_steps = "
-            f"{steps}; {_FIX}"
-        )
-    weight = sum(j * n for j, n in enumerate(histogram))
-    if weight != accepted:
-        raise RefusedError(
-            f"{where}: acceptance_histogram weighs sum j x [j] = {weight} accepted drafts but "
-            f"num_accepted_draft_tokens = {accepted}; {_FIX}"
-        )
-    if accepted > proposed:
-        raise RefusedError(
-            f"{where}: num_accepted_draft_tokens = {accepted} exceeds num_draft_tokens = "
-            f"{proposed}: more drafts accepted than proposed; {_FIX}"
-        )
-    if proposed > k * steps:
-        raise RefusedError(
-            f"{where}: num_draft_tokens = {proposed} exceeds num_spec_tokens x num_spec_steps = "
-            f"{k} x {steps}: a step drafts at most k tokens; {_FIX}"
-        )
-    length, rate = (_ratio(metrics, key, where) for key in _RATIOS)
-    for key, given, derived, formula in (
-        ("mean_acceptance_length", length, 1 + accepted / steps if steps else 1.0,
-         "1 + num_accepted_draft_tokens / num_spec_steps"),
-        ("draft_acceptance_rate", rate, accepted / proposed if proposed else 0.0,
-         "num_accepted_draft_tokens / num_draft_tokens"),
-    ):  # fmt: skip
-        if not _agrees(given, derived):
-            raise RefusedError(f"{where}: {key} = {given!r} but {formula} = {derived!r}; {_FIX}")
-    arrays = [metrics.get(key) for key in _ARRAYS]
-    if all(array is None for array in arrays):
-        return {"steps": steps, "proposed": proposed, "accepted": accepted, "k": k,
-                "histogram": histogram, "per_step": None}  # fmt: skip
-    if any(array is None for array in arrays):
-        given = _ARRAYS[0] if arrays[0] is not None else _ARRAYS[1]
-        raise InputError(
-            f"{where}: {given} without {_ARRAYS[1] if given == _ARRAYS[0] else _ARRAYS[0]}: "
-            f"vLLM writes both or neither; {_FIX}"
-        )
-    per_accepted, per_drafted = (
-        _int_list(array, where, key, k) for array, key in zip(arrays, _ARRAYS, strict=True)
-    )
-    for key, array in zip(_ARRAYS, (per_accepted, per_drafted), strict=True):
-        if len(array) != steps:
-            raise RefusedError(
-                f"{where}: {key} has {len(array)} entries but num_spec_steps = {steps}: one "
-                f"entry per verify step; {_FIX}"
-            )
-    for i, (a, d) in enumerate(zip(per_accepted, per_drafted, strict=True)):
-        if a > d:
-            raise RefusedError(
-                f"{where}: step {i}: per_step_accepted = {a} exceeds per_step_drafted = {d}; {_FIX}"
-            )
-    for key, array, total, name in (
-        ("per_step_accepted", per_accepted, accepted, "num_accepted_draft_tokens"),
-        ("per_step_drafted", per_drafted, proposed, "num_draft_tokens"),
-    ):
-        if sum(array) != total:
-            raise RefusedError(f"{where}: {key} sums to {sum(array)} but {name} = {total}; {_FIX}")
-    counted = [0] * (k + 1)
-    for a in per_accepted:
-        counted[a] += 1
-    if tuple(counted) != histogram:
-        raise RefusedError(
-            f"{where}: per_step_accepted counted by value gives {counted} but "
-            f"acceptance_histogram = {list(histogram)}; {_FIX}"
-        )
-    return {"steps": steps, "proposed": proposed, "accepted": accepted, "k": k,
-            "histogram": histogram, "per_step": (per_accepted, per_drafted)}  # fmt: skip
 
 
 def _request_id(record: Mapping[str, Any], where: str) -> str:
@@ -266,7 +126,7 @@ def _request(record: Mapping[str, Any], where: str) -> tuple[OracleRequest, int]
         raise RefusedError(
             f"{where}: completion_tokens = {completion} but num_spec_steps = {found['steps']}: "
             "the prefill gives one token and every verify step at least one more, so the "
-            f"output has at least {found['steps'] + 1}; {_FIX}"
+            f"output has at least {found['steps'] + 1}; {FIX}"
         )
     # a request that never verified has no steps to list (vLLM leaves the arrays out)
     per_step = found["per_step"] or (((), ()) if not found["steps"] else None)
