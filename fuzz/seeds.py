@@ -150,6 +150,16 @@ def main() -> None:
     first = (ours / "completions.jsonl").read_text().splitlines(keepends=True)[:3]
     write(CORPUS / "oracle-llamacpp" / "real-completions.jsonl", "".join(first))
 
+    # -- vLLM's per-request metrics: the recorded run and the hand-made forms --------------------
+    requests = oracles / "vllm-requests"
+    for path in sorted(requests.glob("*.jsonl")) + sorted(requests.glob("*.txt")):
+        copy(path, CORPUS / "oracle-vllm-requests" / path.name)
+    copy(requests / "offline" / "requests.jsonl", CORPUS / "oracle-vllm-requests" / "offline.jsonl")
+    lines = (requests / "serve" / "requests.jsonl").read_text().splitlines(keepends=True)
+    write(CORPUS / "oracle-vllm-requests" / "served-legs.jsonl", "".join(lines[:6]))
+    lines = (requests / "serve" / "completions.jsonl").read_text().splitlines(keepends=True)
+    write(CORPUS / "oracle-vllm-requests" / "served.jsonl", "".join(lines[:6]))
+
     # -- another run of ours: its step logs -------------------------------------------------------
     for path in sorted((CORPUS / "steplog").iterdir()):
         copy(path, CORPUS / "vs-log" / path.name)

@@ -229,6 +229,13 @@ _VLLM_KEYS = [
     "speculative_config", "rejection_sample_method", "synthetic_acceptance_rates",
     "synthetic_acceptance_length", "num_speculative_tokens",
 ]  # fmt: skip
+_VLLM_REQUESTS_KEYS = [
+    "spec_decode_metrics", "metrics", "speculative_decoding", "mean_acceptance_length",
+    "draft_acceptance_rate", "acceptance_histogram", "num_spec_steps",
+    "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens", "per_step_accepted",
+    "per_step_drafted", "request_id", "id", "leg", "run", "record", "tok_s", "secs",
+    "completion_tokens", "usage", "choices", "finish_reason", "engine",
+]  # fmt: skip
 _SGLANG_KEYS = [
     "meta_info", "spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts",
     "spec_accept_rate", "spec_accept_length", "spec_correct_drafts_histogram",
@@ -305,6 +312,14 @@ TARGETS = {
             16384,
             "vllm.dict",
             "vLLM's files for --vs: scrapes, bench results, logs, records",
+        ),
+        Target(
+            "oracle-vllm-requests",
+            _oracle_check("vllm"),
+            _oracle_mutate(_VLLM_REQUESTS_KEYS),
+            16384,
+            "vllm-requests.dict",
+            "vLLM's per-request spec-decode metrics: offline dumps, served bodies and streams",
         ),
         Target(
             "oracle-sglang",

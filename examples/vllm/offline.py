@@ -12,7 +12,10 @@ Runs in vLLM's venv (``vllm_gate.py`` starts it). Writes into ``--out-dir``:
   arm: ``docs/matched-arms.md``);
 - ``get-metrics.json``: every metric ``get_metrics()`` returned at that moment, with its type,
   labels and value(s), the per-position Vector included: what the record leaves out;
-- ``outputs.jsonl``: each leg's prompt and output token ids and text.
+- ``outputs.jsonl``: each leg's prompt and output token ids and text;
+- ``requests.jsonl`` (with ``--per-request-spec-decode-metrics summary`` or ``detailed``): one
+  line per output, its leg (``leg``, ``run``, ``record``, ``secs``, ``tok_s``, ...), vLLM's
+  ``request_id`` and its ``spec_decode_metrics.to_dict()``, as ``docs/oracle-steps.md`` reads it.
 
 After each leg it calls ``llm.llm_engine.do_log_stats()``, so the log (this process's output)
 holds one ``SpecDecoding metrics:`` line per leg that drafted.
@@ -44,7 +47,14 @@ def main() -> None:
     parser.add_argument("--speculative-config", required=True, help="JSON")
     parser.add_argument("--max-model-len", type=int, default=512)
     parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument(
+        "--per-request-spec-decode-metrics",
+        choices=("none", "summary", "detailed"),
+        default="none",
+        help="vLLM's per-request acceptance metrics on each output (written to requests.jsonl)",
+    )
     args = parser.parse_args()
+    per_request = args.per_request_spec_decode_metrics
 
     from vllm import LLM, SamplingParams
 
@@ -59,9 +69,10 @@ def main() -> None:
         speculative_config=dict(speculative_config),
         disable_log_stats=False,
         seed=0,
+        **({} if per_request == "none" else {"per_request_spec_decode_metrics": per_request}),
     )
     sampling = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)
-    legs, outputs = [], []
+    legs, outputs, requests = [], [], []
     for record, prompt in enumerate(prompts):
         for run in range(1, args.repeat + 1):
             start = time.perf_counter()
@@ -89,6 +100,16 @@ def main() -> None:
                     "text": completion.text,
                 }
             )
+            if per_request != "none":
+                metrics = completion.spec_decode_metrics
+                requests.append(
+                    {
+                        "leg": len(legs) - 1,
+                        **legs[-1],
+                        "request_id": result.request_id,
+                        "spec_decode_metrics": None if metrics is None else metrics.to_dict(),
+                    }
+                )
             llm.llm_engine.do_log_stats()
     warm = [leg for leg in legs if leg["run"] > 1]
     metrics = {"output_throughput_tok_s": statistics.median(leg["tok_s"] for leg in warm)}
@@ -110,6 +131,9 @@ def main() -> None:
     (args.out_dir / "get-metrics.json").write_text(json.dumps(dump, indent=2) + "\n")
     lines = "".join(json.dumps(output) + "\n" for output in outputs)
     (args.out_dir / "outputs.jsonl").write_text(lines)
+    if per_request != "none":
+        lines = "".join(json.dumps(request) + "\n" for request in requests)
+        (args.out_dir / "requests.jsonl").write_text(lines)
 
 
 if __name__ == "__main__":

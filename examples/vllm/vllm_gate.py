@@ -124,7 +124,7 @@ def stop_group(proc: subprocess.Popen, grace: float = 30) -> None:
     proc.wait()
 
 
-def run_offline(python: Path, model: Path, prompts: Path, args, out: Path) -> None:
+def run_offline(python: Path, model: Path, prompts: Path, args, out: Path, extra=()) -> None:
     out.mkdir(parents=True, exist_ok=True)
     command = [
         str(python),
@@ -141,6 +141,7 @@ def run_offline(python: Path, model: Path, prompts: Path, args, out: Path) -> No
         json.dumps(speculative_config(args.k, args.ngram)),
         "--out-dir",
         str(out),
+        *extra,
     ]
     run_logged(command, out / "engine.log", args.timeout * 4, "vLLM offline", engine_env())
 
@@ -148,7 +149,7 @@ def run_offline(python: Path, model: Path, prompts: Path, args, out: Path) -> No
 class Server:
     """``vllm serve`` on 127.0.0.1 in its own process group, stopped by its pid."""
 
-    def __init__(self, python: Path, model: Path, args, log: Path):
+    def __init__(self, python: Path, model: Path, args, log: Path, extra=()):
         self.port = free_port()
         self.base = f"http://{HOST}:{self.port}"
         self.log = log
@@ -172,6 +173,7 @@ class Server:
             "0",
             "--speculative-config",
             json.dumps(speculative_config(args.k, args.ngram)),
+            *extra,
         ]
         self.output = open(log, "w")  # noqa: SIM115  (closed in stop())
         self.proc = subprocess.Popen(

@@ -27,9 +27,11 @@ from fold.compare.gap_intervals import arm_replicates, split_intervals, verify_s
 from fold.compare.matched_arms import MatchedCheck, Side, check_matched_arms
 from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.speed import SpeedSplit, split_speeds
+from fold.compare.step_figures import fold_step_figures, oracle_step_figures
 from fold.errors import InputError
 from fold.folding.document import Document
 from fold.folding.leg_figures import frozen, plain
+from fold.folding.oracle_steps import fold_oracle
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
 from fold.folding.uncertainty import Interval, Replicates, percentile_interval
 from fold.inputs.acceptance import accepted_at_position
@@ -68,6 +70,9 @@ class Comparison:
     """Per oracle: the check of an arm run at our acceptance (``fold.compare.matched_arms``)."""
     block: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The rows, gaps and step-rate check as JSON, with each row's intervals."""
+    step_folds: Mapping[str, FoldResult] = field(default_factory=dict, repr=False, compare=False)
+    """Per arm row with steps, the fold they came from: ours (warm legs and all legs), each
+    other run of ours, and each oracle whose steps were folded (``fold.folding.oracle_steps``)."""
 
     def __post_init__(self) -> None:
         # The JSON block is what the document shows: read-only all the way down.
@@ -193,6 +198,8 @@ class Arm:
     cadence: dict[str, Any] | None = None
     result: FoldResult | None = field(default=None, repr=False)
     record: Any = field(default=None, repr=False)
+    steps_fold: FoldResult | None = field(default=None, repr=False)
+    """An oracle's per-request steps folded as ours are (None: no steps, or ours)."""
 
     @property
     def population(self) -> str:
@@ -217,11 +224,26 @@ def our_arm(result: FoldResult, name: str = OURS, record: Any = None) -> Arm:
     )
 
 
-def oracle_arm(figures: ArmFigures, resamples: int, seed: int, position: int) -> Arm:
-    """An oracle's figures as an arm; its legs, if any, resampled on a stream of its own."""
+def oracle_arm(
+    figures: ArmFigures, resamples: int, seed: int, position: int, window_steps: int | None = None
+) -> Arm:
+    """An oracle's figures as an arm; its legs, if any, resampled on a stream of its own, and
+    its per-request steps, if any, folded as ours are (with our ``window_steps``)."""
     population = figures.population or ""
     replicates = arm_replicates(figures.legs, resamples, seed, position)
-    return Arm(figures.name, figures.kind, {population: figures}, {population: replicates})
+    steps_fold = None
+    if figures.requests is not None:
+        options = {} if window_steps is None else {"window_steps": window_steps}
+        steps_fold = fold_oracle(
+            figures.requests, resamples=resamples, seed=seed + position, **options
+        )
+    return Arm(
+        figures.name,
+        figures.kind,
+        {population: figures},
+        {population: replicates},
+        steps_fold=steps_fold,
+    )
 
 
 def compare(
@@ -242,7 +264,9 @@ def compare(
     resamples, seed = bootstrap.get("resamples", 0), bootstrap.get("seed", 0)
     main = our_arm(result, OURS, record)
     others = [
-        other if isinstance(other, Arm) else oracle_arm(other, resamples, seed, position)
+        other
+        if isinstance(other, Arm)
+        else oracle_arm(other, resamples, seed, position, result.window_steps)
         for position, other in enumerate(arms, start=1)
     ]
     ours = {WARM_LEGS: main.rows[WARM_LEGS]}
@@ -294,6 +318,9 @@ def compare(
         if found is not None:
             row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, found)
+    step_folds, figures = _step_figures(result, ours, others, resamples, seed)
+    for row in block["rows"]:
+        row["step_figures"] = figures.get(row["name"])
     speeds = split_speeds(
         result,
         gaps,
@@ -323,7 +350,46 @@ def compare(
         runs,
         block=block,
         matched=matched,
+        step_folds=step_folds,
     )
+
+
+def _step_figures(
+    result: Document,
+    ours: Mapping[str, ArmFigures],
+    others: Sequence[Arm],
+    resamples: int,
+    seed: int,
+) -> tuple[dict[str, FoldResult], dict[str, Any]]:
+    """Per arm row, the fold its steps came from and its step figures
+    (``fold.compare.step_figures``; None for an arm known only by totals)."""
+    folds: dict[str, FoldResult] = {}
+    found: dict[str, Any] = {}
+    for population, row in ours.items():
+        pooled = result.all if population == ALL_LEGS else result.warm
+        folds[row.name] = result.fold
+        found[row.name] = fold_step_figures(
+            result.fold, pooled, population, resamples=resamples, seed=seed
+        )
+    for position, other in enumerate(others, start=1):
+        row = other.row
+        if other.result is not None:  # another run of ours
+            fold = getattr(other.result, "fold", other.result)
+            folds[row.name] = fold
+            found[row.name] = fold_step_figures(
+                fold, fold.warm, WARM_LEGS, resamples=resamples, seed=[seed, position]
+            )
+            continue
+        if other.steps_fold is not None:
+            folds[row.name] = other.steps_fold
+        found[row.name] = oracle_step_figures(
+            row.requests,
+            other.steps_fold,
+            other.population,
+            resamples=resamples,
+            seed=[seed, position],
+        )
+    return folds, found
 
 
 def our_replicates(result: FoldResult, population: str) -> Replicates | None:

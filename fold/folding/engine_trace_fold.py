@@ -90,7 +90,7 @@ def engine_trace_fold(traces: list[EngineTrace], arm: ArmRecord) -> PartialFold:
             f"{arm.path}: the gate runs one vllm-cli process per prompt; give one stderr file "
             "for each, in prompt order"
         )
-    columns: dict[str, list[Any]] = {name: [] for name in _STEP_COLUMNS}
+    columns: dict[str, list[Any]] = {name: [] for name in STEP_COLUMNS}
     files = []
     for number, (trace, prompt) in enumerate(zip(traces, prompts, strict=True)):
         _match(trace, prompt, number)
@@ -111,8 +111,8 @@ def engine_trace_fold(traces: list[EngineTrace], arm: ArmRecord) -> PartialFold:
                 "ambiguous": 0,
             }
         )
-    steps = pl.DataFrame(columns, schema=_STEP_COLUMNS)
-    return _fold(steps, pl.DataFrame(files, schema=SCHEMAS["files"]))
+    steps = pl.DataFrame(columns, schema=STEP_COLUMNS)
+    return untimed_fold(steps, pl.DataFrame(files, schema=SCHEMAS["files"]))
 
 
 def _match(trace: EngineTrace, prompt: list[dict[str, Any]], number: int) -> None:
@@ -175,7 +175,7 @@ def _same(name: str, text: str, recorded: Any) -> bool | None:
     return text == str(recorded)
 
 
-_STEP_COLUMNS: dict[str, pl.DataType] = {
+STEP_COLUMNS: dict[str, pl.DataType] = {
     "leg": pl.Int64(),
     "w": pl.String(),
     "seq": pl.UInt64(),
@@ -195,10 +195,11 @@ def _add_step(columns: dict[str, list[Any]], leg: int | None, path: str, n: int,
         columns[name].append(value)
 
 
-def _fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
-    """The sums ``fold.folding.accumulate`` keeps, from steps that already know their leg. The steps
-    are numbered per writer (file) from 0, so no line counts as lost; ``pid`` is 0 (the trace
-    does not print it)."""
+def untimed_fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
+    """The sums ``fold.folding.accumulate`` keeps, from steps (``STEP_COLUMNS``) that already
+    know their leg and have no times: the engine's trace, an oracle's per-request steps. The
+    steps are numbered per writer (file) from 0, so no line counts as lost; ``pid`` is 0 (the
+    trace does not print it)."""
     per_request = (
         steps.group_by("leg", "w", "seq", "sid")
         .agg(*request_sums())

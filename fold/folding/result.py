@@ -60,6 +60,9 @@ JSON_FORMAT = "fold-acceptance/2"
 STEP_LOG = "step log"
 ENGINE_TRACE = "the engine's trace (VT_SPEC_TRACE)"
 RECORD_COUNTERS = "the record's counters"
+ORACLE_STEPS = "the oracle's per-request steps"
+"""An oracle's steps as its engine recorded them per request (``fold.folding.oracle_steps``):
+in order, without times."""
 NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG.value
 # Output tokens per request that no verify step emits: servers (vLLM, SGLang, llama-server)
 # sample the first from prefill; llama.cpp's speculative-simple verifies the prompt's last token
@@ -199,6 +202,8 @@ class FoldResult:
 
 def untimed(step_source: str) -> str | None:
     """Why steps from ``step_source`` have no times (the engine's trace), or None."""
+    if step_source == ORACLE_STEPS:
+        return "needs time stamps: the engine's per-request steps have none"
     return NO_TIME_STAMPS if step_source == ENGINE_TRACE else None
 
 

@@ -126,6 +126,7 @@ def bootstrap(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int | Sequence[int] = DEFAULT_SEED,
     strata: Mapping[str, Sequence[str]] | None = None,
+    figures: Mapping[str, Any] | None = None,
 ) -> dict[str, Replicates]:
     """Replicates of every figure the legs carry, for each named selection of leg positions.
 
@@ -137,6 +138,8 @@ def bootstrap(
     (``{"all": ("warm", "cold")}``): each stratum keeps its size in every resample, and its
     draws are the very ones of the stratum's own selection, so the two pair resample by
     resample. Such a selection's positions must be the strata's, in order.
+
+    ``figures`` replaces :data:`FIGURES` (see :func:`ratio_replicates`).
     """
     if resamples < 1:
         raise ValueError("the bootstrap needs at least one resample")
@@ -162,7 +165,9 @@ def bootstrap(
     columns = _request_columns(legs)
     pools = _stage_two_pools(legs, picked_legs, columns, streams[1:])
     return {
-        name: _replicates(legs, list(selections[name]), picked_legs[name], pools, resamples)
+        name: _replicates(
+            legs, list(selections[name]), picked_legs[name], pools, resamples, figures or FIGURES
+        )
         for name in selections
     }
 
@@ -351,6 +356,7 @@ def _replicates(
     picked: np.ndarray,
     pools: _Pools,
     resamples: int,
+    definitions: Mapping[str, Any],
 ) -> Replicates:
     figures: dict[str, np.ndarray] = {}
     if not chosen:
@@ -360,7 +366,7 @@ def _replicates(
     slots = None
     if picked.size:
         slots = pools.offsets[picked] + _occurrence_rank(picked)
-    for name, figure in FIGURES.items():
+    for name, figure in definitions.items():
         if isinstance(figure, _RequestRatio):
             needed = (figure.numerator, figure.denominator)
             if requests < 2 or not all(
@@ -394,6 +400,21 @@ def _replicates(
             tok_s = np.array([np.nan if leg.tok_s is None else leg.tok_s for leg in legs])
             figures[name] = _median(tok_s[picked])
     return Replicates(resamples, figures)
+
+
+def ratio_replicates(
+    legs: Sequence[Leg],
+    ratios: Mapping[str, tuple[str, str]],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int | Sequence[int] = DEFAULT_SEED,
+) -> Replicates:
+    """Replicates of ratios of per-request sums (``{name: (numerator, denominator)}``, columns
+    of the legs' ``requests``) over all of ``legs``, drawn as every other figure is: the legs,
+    then the requests within each. The same legs, resamples and seed draw the same resamples
+    whatever the ratios, so figures drawn in separate calls pair resample by resample."""
+    definitions = {name: _RequestRatio(top, bottom) for name, (top, bottom) in ratios.items()}
+    found = bootstrap(legs, {"legs": list(range(len(legs)))}, resamples, seed, figures=definitions)
+    return found["legs"]
 
 
 def _median(drawn: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ from fold.present.matched import matched_markdown
 from fold.present.matched_arms import matched_arm_markdown
 from fold.present.per_request import markdown_section
 from fold.present.speed import speed_summary
+from fold.present.step_figures import has_step_figures, step_figures_markdown
 from fold.present.step_split import step_split_lines, step_split_markdown
 from fold.present.table import (
     NOT_RECORDED,
@@ -66,6 +67,8 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
             from fold.present.markdown_runs import runs_section
 
             sections.append(runs_section(document["runs"]))
+        if has_step_figures(document):
+            sections.append(step_figures_markdown(document))
     sections.append(_folds(document))
     matched = matched_markdown(document)
     if matched is not None:

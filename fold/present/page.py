@@ -29,6 +29,7 @@ from fold.present.comparison import (
 from fold.present.matched import matched_html
 from fold.present.matched_arms import matched_arm_html
 from fold.present.per_request import page_section
+from fold.present.step_figures import has_step_figures, step_figures_html
 from fold.present.step_split import step_split_html
 from fold.present.table import (
     NOT_RECORDED,
@@ -78,6 +79,8 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         page_section(document),
         step_split_html(document),
     ]
+    if has_step_figures(document):
+        parts.append(step_figures_html(document))
     for chart in charts(document):
         parts.append(f'<section class="chart" id="{chart.name}">')
         parts.append(f"<h2>{html.escape(chart.title)}</h2>")

@@ -20,6 +20,7 @@ from fold.present.cadence import cadence_view
 from fold.present.comparison import comparison
 from fold.present.matched import matched_terminal
 from fold.present.per_request import details_view, falling_flag
+from fold.present.step_figures import about_text, has_step_figures, step_figures_view
 from fold.present.step_split import step_split_view
 from fold.present.table import report
 
@@ -31,6 +32,8 @@ def terminal_view(document: dict[str, Any], *, details: bool = False) -> Rendera
     if details:
         parts += [Text(""), cadence_view(document), Text(""), step_split_view(document)]
         parts += [Text(""), another_k_view(document), Text(""), details_view(document)]
+    if details and has_step_figures(document):
+        parts += [Text(""), step_figures_view(document), about_text(document)]
     if document.get("comparison") is not None:
         parts += [Text(""), comparison(document, details=details)]
     return Group(*parts)

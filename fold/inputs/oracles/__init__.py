@@ -30,7 +30,7 @@ from fold.inputs.oracles.figures import (
     arm_from_counts,
 )
 from fold.inputs.oracles.prometheus import parse_scrapes
-from fold.inputs.oracles.registry import ENGINES, KINDS
+from fold.inputs.oracles.registry import KINDS, reader
 from fold.inputs.oracles.source import Run, load_document, parse_document
 
 __all__ = [
@@ -126,7 +126,7 @@ def parse_vs_spec(text: str) -> tuple[str, str | None, str]:
 def load_oracle(name: str, path: str | os.PathLike[str], kind: str | None = None) -> ArmFigures:
     """Read one oracle arm from ``path``; the kind is detected from the content unless given."""
     doc = load_document(path)
-    return ENGINES[detect(doc, kind)].read(name, doc)
+    return reader(detect(doc, kind), doc).read(name, doc)
 
 
 _RUN_RE = re.compile(r"(?P<path>.+)#(?P<run>[1-9][0-9]*)")
@@ -175,7 +175,7 @@ def _oracle_arms(name: str, path: str | os.PathLike[str], kind: str | None) -> l
     if match and not os.path.exists(path) and os.path.exists(match["path"]):
         path, chosen = match["path"], int(match["run"])
     doc = load_document(path)
-    engine = ENGINES[detect(doc, kind)]
+    engine = reader(detect(doc, kind), doc)
     runs = engine.runs(doc) if hasattr(engine, "runs") else None
     if chosen is not None:
         if runs is None:
@@ -222,7 +222,7 @@ def read_oracle(
 ) -> ArmFigures:
     """Like :func:`load_oracle`, from the text of the file."""
     doc = parse_document(text, where)
-    return ENGINES[detect(doc, kind)].read(name, doc)
+    return reader(detect(doc, kind), doc).read(name, doc)
 
 
 def detect_kind(text: str, *, where: str = "<input>") -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fold.errors import InputError
-from fold.inputs.oracles.registry import ALIASES, ENGINES, KINDS
+from fold.inputs.oracles.registry import ALIASES, ENGINES, KINDS, shows
 from fold.inputs.oracles.source import Document
 
 
@@ -28,7 +28,7 @@ def _declared(doc: Document) -> set[str]:
 def detect(doc: Document, given: str | None = None) -> str:
     """The kind ``doc`` shows; ``given`` must agree with it when the content tells."""
     declared = _declared(doc)
-    found = declared or {kind for kind, module in ENGINES.items() if module.sniff(doc)}
+    found = declared or {kind for kind in ENGINES if shows(kind, doc)}
     if len(found) > 1:
         raise InputError(
             f"{doc.where}: the content shows {' and '.join(sorted(found))} data; give one engine "

@@ -24,6 +24,7 @@ from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
 from fold.inputs import limits
 from fold.inputs.leg_sums import Leg
+from fold.inputs.oracles.request_steps import OracleSteps
 from fold.inputs.oracles.vllm_speculative import SpeculativeSetting
 
 ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counters"
@@ -87,6 +88,9 @@ class ArmFigures:
     draft_overhead: Mapping[str, Any] | None = field(default=None, hash=False, compare=True)
     """The drafting time the oracle reports, where it does (docs/step-split.md): ``draft_s``
     over ``draft_calls`` and what it covers (``source``); None: it reports none."""
+    requests: OracleSteps | None = field(default=None, repr=False, compare=False)
+    """Its legs' requests and their steps, for an oracle known request by request (vLLM's
+    per-request metrics), folded later as ours are; None for every other input."""
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:

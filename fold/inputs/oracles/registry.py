@@ -1,11 +1,15 @@
 """The engines an oracle arm can come from. A new engine is one module with ``KIND``,
-``ALIASES``, ``sniff(doc) -> bool`` and ``read(name, doc) -> ArmFigures``, and one line here."""
+``ALIASES``, ``sniff(doc) -> bool`` and ``read(name, doc) -> ArmFigures``, and one line here.
+
+A format of a known engine that its own module reads (same ``sniff`` and ``read``, the
+engine's ``KIND``) is one line in ``FORMATS``: it is tried before the engine's module."""
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from fold.inputs.oracles import llamacpp, sglang, vllm
+from fold.inputs.oracles import llamacpp, sglang, vllm, vllm_requests
+from fold.inputs.oracles.source import Document
 
 ENGINES: dict[str, ModuleType] = {
     vllm.KIND: vllm,
@@ -15,3 +19,21 @@ ENGINES: dict[str, ModuleType] = {
 
 KINDS = tuple(ENGINES)
 ALIASES = {alias: module.KIND for module in ENGINES.values() for alias in module.ALIASES}
+
+FORMATS: dict[str, tuple[ModuleType, ...]] = {
+    vllm.KIND: (vllm_requests,),
+}
+
+
+def reader(kind: str, doc: Document) -> ModuleType:
+    """The module that reads ``doc`` of engine ``kind``: a format of its own, else the
+    engine's."""
+    for module in FORMATS.get(kind, ()):
+        if module.sniff(doc):
+            return module
+    return ENGINES[kind]
+
+
+def shows(kind: str, doc: Document) -> bool:
+    """Whether ``doc``'s content shows engine ``kind``, in any of its formats."""
+    return ENGINES[kind].sniff(doc) or any(module.sniff(doc) for module in FORMATS.get(kind, ()))

@@ -73,6 +73,10 @@ def parse_document(text: str, where: str = "<input>") -> Document:
     if stripped.startswith("data:"):
         text = _unwrap_event_stream(text)
         stripped = text.lstrip()
+        if not stripped:
+            raise InputError(
+                f"{where}: a saved event stream with no event but [DONE]; save the whole stream"
+            )
     if stripped[0] not in "{[":
         return Document(where, text, "text")
     try:
