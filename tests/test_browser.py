@@ -33,6 +33,7 @@ CHART_NAMES = [
     "gap",
     "intervals",
     "time-shares",
+    "another-k",
     "by-output-position",
 ]
 MIN_MARKS = 10  # the emptiest chart still lays out axes, ticks and its bars or lines
