@@ -315,9 +315,8 @@ def run_serve(python: Path, model: Path, args, out: Path) -> None:
         server.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out-dir", type=Path, required=True)
+def gate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run's options every capture of this tiny gate takes (this one, vllm_requests.py)."""
     parser.add_argument("--prompts", type=int, default=len(PROMPTS))
     parser.add_argument("--repeat", type=int, default=3, help="runs of each prompt (run 1 cold)")
     parser.add_argument("--max-tokens", type=int, default=64)
@@ -325,15 +324,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ngram", type=int, default=NGRAM, help="n-gram size looked up")
     parser.add_argument("--seed", type=int, default=1, help="the tiny model's training seed")
     parser.add_argument("--steps", type=int, default=1200, help="the tiny model's training steps")
-    parser.add_argument("--skip-serve", action="store_true", help="the offline arm only")
+    parser.add_argument("--skip-serve", action="store_true", help="the offline run only")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per request/command")
     parser.add_argument("--deadline", type=float, default=1800, help="seconds for the server")
+
+
+def parsed(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments checked, with the prompts chosen and the output folder made."""
     args = parser.parse_args(argv)
     if not 1 <= args.prompts <= len(PROMPTS) or not 1 <= args.repeat <= 20:
         parser.error(f"--prompts 1..{len(PROMPTS)}, --repeat 1..20")
     args.prompt_texts = list(PROMPTS[: args.prompts])
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out-dir", type=Path, required=True)
+    gate_arguments(parser)
+    args = parsed(parser, argv)
     out = args.out_dir
-    out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         python = install.ensure_installed()

@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 
 import install  # noqa: E402  (a sibling script)
 import vllm_gate  # noqa: E402
-from vllm_gate import PROMPTS, SERVED_NAME, GateError, Server, http  # noqa: E402
+from vllm_gate import SERVED_NAME, GateError, Server, http  # noqa: E402
 
 LEVELS = ("summary", "detailed")
 
@@ -85,22 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--level", choices=LEVELS, default="detailed")
-    parser.add_argument("--prompts", type=int, default=len(PROMPTS))
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each prompt (run 1 cold)")
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--k", type=int, default=vllm_gate.K, help="draft tokens per step")
-    parser.add_argument("--ngram", type=int, default=vllm_gate.NGRAM, help="n-gram size")
-    parser.add_argument("--seed", type=int, default=1, help="the tiny model's training seed")
-    parser.add_argument("--steps", type=int, default=1200, help="the tiny model's training steps")
-    parser.add_argument("--skip-serve", action="store_true", help="the offline run only")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per request/command")
-    parser.add_argument("--deadline", type=float, default=1800, help="seconds for the server")
-    args = parser.parse_args(argv)
-    if not 1 <= args.prompts <= len(PROMPTS) or not 1 <= args.repeat <= 20:
-        parser.error(f"--prompts 1..{len(PROMPTS)}, --repeat 1..20")
-    args.prompt_texts = list(PROMPTS[: args.prompts])
+    vllm_gate.gate_arguments(parser)
+    args = vllm_gate.parsed(parser, argv)
     out = args.out_dir
-    out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         python = install.ensure_installed()
