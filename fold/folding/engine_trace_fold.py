@@ -29,6 +29,7 @@ from fold.folding.accumulate import (
     TIME_BINS_PER_LEG,
     PartialFold,
     assemble,
+    packed_tokens,
     request_sums,
     step_histogram,
 )
@@ -195,14 +196,22 @@ def _add_step(columns: dict[str, list[Any]], leg: int | None, path: str, n: int,
         columns[name].append(value)
 
 
-def untimed_fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
+def untimed_fold(
+    steps: pl.DataFrame, files: pl.DataFrame, *, in_order: bool = False
+) -> PartialFold:
     """The sums ``fold.folding.accumulate`` keeps, from steps (``STEP_COLUMNS``) that already
     know their leg and have no times: the engine's trace, an oracle's per-request steps. The
     steps are numbered per writer (file) from 0, so no line counts as lost; ``pid`` is 0 (the
-    trace does not print it)."""
+    trace does not print it).
+
+    ``in_order``: each request's steps are numbered (``n``) in the order the engine took them,
+    so ``n`` stands in for the time in ``step_times`` (with the packed counts beside it) and
+    the figures by output position order them by it; the figures that need real times are
+    still not made (``fold.folding.result.untimed``). Otherwise ``step_times`` is empty."""
+    lists = (pl.col("n").alias("t_ns"), packed_tokens()) if in_order else ()
     per_request = (
         steps.group_by("leg", "w", "seq", "sid")
-        .agg(*request_sums())
+        .agg(*request_sums(), *lists)
         .cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS})
     )
     drafted = steps.filter(pl.col("leg").is_not_null() & DRAFTED)
@@ -221,5 +230,7 @@ def untimed_fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
             pl.col("accepted").sum(),
         )
     )
+    if in_order:
+        return assemble(per_request, histogram, bins, files)
     no_times = pl.DataFrame(schema=SCHEMAS["step_times"])
     return assemble(per_request, histogram, bins, files, no_times)
