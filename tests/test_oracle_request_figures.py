@@ -9,6 +9,7 @@ per-step arrays, and to our own fold of the same steps (a property).
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from strategies import ONE_SECOND_LEG as LEG
 from strategies import canonical_line, leg_bounds_ns
 
-from fold.api import LogFold
+from fold.api import LogFold, fold_acceptance
 from fold.cli import main as cli
 from fold.compare.step_figures import WARM_LEGS_ONLY, fold_step_figures
 from fold.folding.oracle_steps import fold_oracle
@@ -316,3 +317,40 @@ def test_an_oracle_of_our_steps_gives_our_figures(tmp_path_factory, requests, re
     positions = dict(theirs["by_output_position"])
     assert positions.pop("position") != ours["by_output_position"]["position"]
     assert positions == {k: v for k, v in ours["by_output_position"].items() if k != "position"}
+
+
+# --- the engine's trace: its lines are in step order too ---------------------------------------
+
+TRACE = ROOT / "fixtures" / "vllmcpp"
+TRACE_LINE = re.compile(r"\[SPECTRACE\] req=(\d+) pos=(\d+)\s+k=(\d+) ns=(\d+) acc=(\d+)")
+
+
+def test_the_trace_prints_each_request_s_steps_in_order_and_folds_by_position_as_the_hook():
+    """vllm-cli prints a request's ``pos`` (its tokens before the step): in each file it grows
+    by the step's ``ns`` from one line of the request to its next, so file order is step
+    order. Folded by that order, the trace's per-request and by-position blocks are the hook
+    log's of the same run (``fixtures/vllmcpp/steps.jsonl``), writer names aside."""
+    stderr = sorted((TRACE / "stderr").glob("prompt-*.log"))
+    checked = 0
+    for path in stderr:
+        last: dict[str, tuple[int, int]] = {}
+        for text in path.read_text().splitlines():
+            found = TRACE_LINE.search(text)
+            if found is None:
+                continue
+            req, pos, _, ns, _ = (int(value) for value in found.groups())
+            if req in last:
+                assert pos == last[req][0] + last[req][1], f"{path}: req {req}"
+                checked += 1
+            last[req] = (pos, ns)
+    assert checked > 200
+    arm = str(TRACE / "our-arm.json")
+    trace = fold_acceptance(arm, [str(p) for p in stderr], resamples=50).to_json()["warm"]
+    hook = fold_acceptance(arm, [str(TRACE / "steps.jsonl")], resamples=50).to_json()["warm"]
+    assert trace["by_output_position"] is not None
+    words = trace["by_output_position"].pop("position")
+    assert "in the order the engine printed them" in words
+    assert words != hook["by_output_position"].pop("position")
+    assert trace["by_output_position"] == hook["by_output_position"]
+    assert without_ids(trace["per_request"]) == without_ids(hook["per_request"])
+    assert trace["cadence"] is None  # still no times

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.folding.leg_figures import LegFigures, PooledFigures, plain
-from fold.folding.result import ENGINE_TRACE, FoldResult
+from fold.folding.result import FoldResult
 from fold.folding.uncertainty import Interval, ratio_replicates
 from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
@@ -35,9 +35,6 @@ NOT_RECORDED_REQUESTS = (
     "not recorded: made by the fold of an arm's steps, and the summary level has none"
 )
 WARM_LEGS_ONLY = "not made: a figure of the warm legs only"
-NOT_RECORDED_TRACE_ORDER = (
-    "not recorded: the engine's trace is folded without its steps' order (docs/per-request.md)"
-)
 MAX_INTERVAL_POSITIONS = 64
 """Intervals are drawn for this many draft positions (and histogram entries) at most: each costs
 a bootstrap figure, and no drafter in use drafts more than a few dozen tokens a step. Past it
@@ -286,8 +283,6 @@ def _missing_blocks(result: FoldResult, pooled: PooledFigures) -> dict[str, str]
             continue
         if pooled is result.all:
             found[key] = WARM_LEGS_ONLY
-        elif key == "by_output_position" and result.step_source == ENGINE_TRACE:
-            found[key] = NOT_RECORDED_TRACE_ORDER
     return found
 
 

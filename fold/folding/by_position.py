@@ -35,6 +35,11 @@ ORACLE_POSITION = (
     "each), in the engine's step order; steps the engine kept no record of (none drafted) are "
     "not counted"
 )
+TRACE_POSITION = (
+    "output tokens the request emitted before the step: the sum of emitted over its earlier "
+    "traced steps, in the order the engine printed them; steps it does not trace (none "
+    "drafted) are not counted"
+)
 FALLING = (
     "the slope of A/P against the bucket (one bucket = a doubling of the position), weighted by "
     "each bucket's P, has its 95% interval wholly below 0"

@@ -11,7 +11,9 @@ one disagrees; nothing is paired by guess.
 Each file is one writer (its path): the engine's ``req`` is a per-process counter, so requests
 are told apart per file. A request's steps keep no times (the cadence reads "needs time
 stamps"); the within-leg shape cuts each leg's steps, in file order, into the fold's time bins
-by position instead of time.
+by position instead of time. One process prints a request's steps in the order it verifies
+them (each line's ``pos`` is the last one's plus its ``ns``), so file order is step order and
+the figures by output position are made from it.
 """
 
 from __future__ import annotations
@@ -196,22 +198,19 @@ def _add_step(columns: dict[str, list[Any]], leg: int | None, path: str, n: int,
         columns[name].append(value)
 
 
-def untimed_fold(
-    steps: pl.DataFrame, files: pl.DataFrame, *, in_order: bool = False
-) -> PartialFold:
+def untimed_fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
     """The sums ``fold.folding.accumulate`` keeps, from steps (``STEP_COLUMNS``) that already
     know their leg and have no times: the engine's trace, an oracle's per-request steps. The
     steps are numbered per writer (file) from 0, so no line counts as lost; ``pid`` is 0 (the
     trace does not print it).
 
-    ``in_order``: each request's steps are numbered (``n``) in the order the engine took them,
-    so ``n`` stands in for the time in ``step_times`` (with the packed counts beside it) and
-    the figures by output position order them by it; the figures that need real times are
-    still not made (``fold.folding.result.untimed``). Otherwise ``step_times`` is empty."""
-    lists = (pl.col("n").alias("t_ns"), packed_tokens()) if in_order else ()
+    Each request's steps are numbered (``n``) in the order the engine took them, so ``n``
+    stands in for the time in ``step_times`` (with the packed counts beside it), and the
+    figures by output position order them by it; the figures that need real times are not
+    made from it (``fold.folding.result.untimed``)."""
     per_request = (
         steps.group_by("leg", "w", "seq", "sid")
-        .agg(*request_sums(), *lists)
+        .agg(*request_sums(), pl.col("n").alias("t_ns"), packed_tokens())
         .cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS})
     )
     drafted = steps.filter(pl.col("leg").is_not_null() & DRAFTED)
@@ -230,7 +229,4 @@ def untimed_fold(
             pl.col("accepted").sum(),
         )
     )
-    if in_order:
-        return assemble(per_request, histogram, bins, files)
-    no_times = pl.DataFrame(schema=SCHEMAS["step_times"])
-    return assemble(per_request, histogram, bins, files, no_times)
+    return assemble(per_request, histogram, bins, files)

@@ -111,7 +111,7 @@ def fold_oracle(
           "unattributed": 0, "ambiguous": 0}],
         schema=SCHEMAS["files"],
     )  # fmt: skip
-    partial = untimed_fold(lines, files, in_order=True)
+    partial = untimed_fold(lines, files)
     warm = steps.warm_legs
     speeds = [leg.tok_s for leg in warm if leg.tok_s is not None]
     check = ThroughputCheck(

@@ -15,7 +15,7 @@ import polars as pl
 from fold.errors import RefusedError
 from fold.folding.accumulate import REQUEST_KEY, PartialFold, request_id
 from fold.folding.another_k import AnotherK, fold_another_k
-from fold.folding.by_position import ORACLE_POSITION, POSITION, fold_positions
+from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION, fold_positions
 from fold.folding.cadence import (
     DEFAULT_STALL_FACTOR,
     Cadence,
@@ -270,12 +270,15 @@ def build_result(
         replicates = pool.submit(
             _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
         )
-        # The engine's trace is folded without its order: no figures by position. An oracle's
-        # steps keep their order (numbered in place of times).
+        # Steps without times (the engine's trace, an oracle's) keep their order, numbered in
+        # place of times, which is all the figures by position need.
         warm_legs = [index for index in arm_legs["index"].to_list() if index in check.warm_legs]
-        lines = None if step_source == ENGINE_TRACE else partial.step_times
-        position = ORACLE_POSITION if step_source == ORACLE_STEPS else POSITION
-        positions = pool.submit(fold_positions, lines, warm_legs, resamples, seed, position)
+        position = {ORACLE_STEPS: ORACLE_POSITION, ENGINE_TRACE: TRACE_POSITION}.get(
+            step_source, POSITION
+        )
+        positions = pool.submit(
+            fold_positions, partial.step_times, warm_legs, resamples, seed, position
+        )
         drafts = _acceptance_drafts(
             arm_legs, partial, read_counts, check, window_steps, prefill_tokens
         )
