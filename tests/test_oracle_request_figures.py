@@ -122,6 +122,10 @@ def test_a_hand_worked_file_by_request_and_by_position(tmp_path: Path):
     assert all(leg["cadence"] is None for leg in fold.legs)
 
 
+def fold_steps(tmp_path: Path):
+    return load_oracle("v", hand_file(tmp_path)).requests
+
+
 def test_a_fold_of_all_legs_says_why_it_has_neither_block(tmp_path: Path):
     fold = fold_oracle(load_oracle("v", hand_file(tmp_path)).requests)
     assert fold is not None
@@ -130,6 +134,8 @@ def test_a_fold_of_all_legs_says_why_it_has_neither_block(tmp_path: Path):
     assert figures["per_request"] is None and figures["by_output_position"] is None
     assert figures["not_recorded"]["per_request"] == WARM_LEGS_ONLY
     assert figures["not_recorded"]["by_output_position"] == WARM_LEGS_ONLY
+    warm = fold_step_figures(fold, fold.warm, "warm legs", steps=fold_steps(tmp_path))
+    assert warm is not None and "positions" not in warm["not_recorded"]  # every token placed
     document = {"comparison": {"rows": [{"name": "all", "step_figures": figures}]}}
     assert dict(request_rows(document)[1])["falling"] == [("not recorded", "")]
 
@@ -230,6 +236,28 @@ def test_the_recorded_run_against_its_per_step_arrays():
         for number, b in enumerate(fold.warm.by_output_position["buckets"])
     ]
     assert found == buckets
+
+
+def test_the_step_figures_say_how_many_output_tokens_no_recorded_step_placed():
+    """vLLM records only steps that had drafts: the tokens of the others are in
+    completion_tokens and in no step, so the positions are lower bounds, and the block says
+    by how much (the recorded run's n-gram drafter often found no match)."""
+    unplaced = total = 0
+    for text in OFFLINE.read_text().splitlines():
+        row = json.loads(text)
+        if row["run"] > 1:
+            emitted = sum(a + 1 for a in row["spec_decode_metrics"]["per_step_accepted"])
+            unplaced += row["completion_tokens"] - 1 - emitted
+            total += row["completion_tokens"] - 1
+    arm = load_oracle("vllm", OFFLINE)
+    fold = fold_oracle(arm.requests)
+    assert fold is not None
+    figures = fold_step_figures(fold, fold.warm, "warm legs", steps=arm.requests)
+    assert figures is not None
+    assert figures["not_recorded"]["positions"].startswith(
+        f"{unplaced} of the requests' {total} output tokens after the first"
+    )
+    assert (unplaced, total) == (330, 504)
 
 
 # --- an oracle made of our own steps folds to our figures ------------------------------------

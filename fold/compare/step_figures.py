@@ -34,6 +34,11 @@ NOT_RECORDED_WINDOWS = "not recorded: the summary level keeps no step order"
 NOT_RECORDED_REQUESTS = (
     "not recorded: made by the fold of an arm's steps, and the summary level has none"
 )
+UNPLACED = (
+    "{0} of the requests' {1} output tokens after the first came from steps the engine kept no "
+    "record of (none drafted): by output position counts the recorded steps' tokens only, so "
+    "a position is a lower bound"
+)
 WARM_LEGS_ONLY = "not made: a figure of the warm legs only"
 MAX_INTERVAL_POSITIONS = 64
 """Intervals are drawn for this many draft positions (and histogram entries) at most: each costs
@@ -259,6 +264,10 @@ def fold_step_figures(
             "not recorded: the fold keeps each leg's rates by proposal, not its counts"
         )
     not_recorded |= _missing_blocks(result, pooled)
+    if steps is not None and pooled.get("by_output_position") is not None:
+        unplaced = _unplaced_tokens([leg for leg in steps.legs if leg.index in chosen])
+        if unplaced[0]:
+            not_recorded["positions"] = UNPLACED.format(*unplaced)
     return _block(
         source=result.step_source if steps is None else f"{steps.source} ({steps.level})",
         population=population,
@@ -273,6 +282,18 @@ def fold_step_figures(
         flags=_flags(legs),
         not_recorded=not_recorded,
     )
+
+
+def _unplaced_tokens(legs: Sequence[Any]) -> tuple[int, int]:
+    """Of the requests' output tokens after the first (sampled at prefill), those no recorded
+    step emitted (decode steps that drafted nothing), and all of them."""
+    unplaced = total = 0
+    for leg in legs:
+        for request in leg.requests:
+            after_first = request.completion_tokens - 1
+            total += after_first
+            unplaced += after_first - sum(a + 1 for a in request.accepted)
+    return unplaced, total
 
 
 def _missing_blocks(result: FoldResult, pooled: PooledFigures) -> dict[str, str]:
