@@ -150,7 +150,13 @@ def test_summary_fixture_by_hand():
     assert figures["per_position_conditional"] == [9 / 12, 5 / 9, 3 / 5]
     assert figures["per_position_of_proposed"] is None
     assert figures["windows"] is None
-    assert set(figures["not_recorded"]) == {"per_position_of_proposed", "windows"}
+    assert figures["per_request"] is None and figures["by_output_position"] is None
+    assert set(figures["not_recorded"]) == {
+        "per_position_of_proposed",
+        "windows",
+        "per_request",
+        "by_output_position",
+    }
 
 
 def test_served_summary_and_stream_by_hand():

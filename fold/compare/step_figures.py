@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fold.folding.leg_figures import LegFigures, PooledFigures
+from fold.folding.leg_figures import LegFigures, PooledFigures, plain
 from fold.folding.result import FoldResult
 from fold.folding.uncertainty import Interval, ratio_replicates
 from fold.inputs import acceptance
@@ -31,6 +31,15 @@ NOT_RECORDED_PROPOSED = (
     "drafted is unknown"
 )
 NOT_RECORDED_WINDOWS = "not recorded: the summary level keeps no step order"
+NOT_RECORDED_REQUESTS = (
+    "not recorded: made by the fold of an arm's steps, and the summary level has none"
+)
+UNPLACED = (
+    "{0} of the requests' {1} output tokens after the first came from steps the engine kept no "
+    "record of (none drafted): by output position counts the recorded steps' tokens only, so "
+    "a position is a lower bound"
+)
+WARM_LEGS_ONLY = "not made: a figure of the warm legs only"
 MAX_INTERVAL_POSITIONS = 64
 """Intervals are drawn for this many draft positions (and histogram entries) at most: each costs
 a bootstrap figure, and no drafter in use drafts more than a few dozen tokens a step. Past it
@@ -204,6 +213,11 @@ def _block(
     block["window_steps"] = window_steps
     block["windows"] = windows
     block["flags"] = flags
+    # The fold's own blocks, as its warm fold has them (null in a fold of all legs, and where
+    # the arm has no steps in order).
+    for key in ("per_request", "by_output_position"):
+        found = pooled.get(key)
+        block[key] = None if found is None else plain(found)
     if intervals is not None and k > MAX_INTERVAL_POSITIONS:
         not_recorded = {**not_recorded, "intervals": PAST_INTERVAL_POSITIONS}
     block["not_recorded"] = not_recorded
@@ -249,6 +263,11 @@ def fold_step_figures(
         not_recorded["per_position_of_proposed_ci"] = (
             "not recorded: the fold keeps each leg's rates by proposal, not its counts"
         )
+    not_recorded |= _missing_blocks(result, pooled)
+    if steps is not None and pooled.get("by_output_position") is not None:
+        unplaced = _unplaced_tokens([leg for leg in steps.legs if leg.index in chosen])
+        if unplaced[0]:
+            not_recorded["positions"] = UNPLACED.format(*unplaced)
     return _block(
         source=result.step_source if steps is None else f"{steps.source} ({steps.level})",
         population=population,
@@ -263,6 +282,29 @@ def fold_step_figures(
         flags=_flags(legs),
         not_recorded=not_recorded,
     )
+
+
+def _unplaced_tokens(legs: Sequence[Any]) -> tuple[int, int]:
+    """Of the requests' output tokens after the first (sampled at prefill), those no recorded
+    step emitted (decode steps that drafted nothing), and all of them."""
+    unplaced = total = 0
+    for leg in legs:
+        for request in leg.requests:
+            after_first = request.completion_tokens - 1
+            total += after_first
+            unplaced += after_first - sum(a + 1 for a in request.accepted)
+    return unplaced, total
+
+
+def _missing_blocks(result: FoldResult, pooled: PooledFigures) -> dict[str, str]:
+    """Why a fold's per-request or by-position block is null, where it is."""
+    found = {}
+    for key in ("per_request", "by_output_position"):
+        if pooled.get(key) is not None:
+            continue
+        if pooled is result.all:
+            found[key] = WARM_LEGS_ONLY
+    return found
 
 
 def _request_unit(request: Any) -> Unit:
@@ -298,6 +340,8 @@ def summary_step_figures(
             "per_position": per_position,
             "per_position_conditional": acceptance.per_position_conditional(per_position),
             "per_position_of_proposed": None,
+            "per_request": None,
+            "by_output_position": None,
         },
         k=k,
         intervals=_intervals(units, k, resamples, seed),
@@ -308,6 +352,8 @@ def summary_step_figures(
         not_recorded={
             "per_position_of_proposed": NOT_RECORDED_PROPOSED,
             "windows": NOT_RECORDED_WINDOWS,
+            "per_request": NOT_RECORDED_REQUESTS,
+            "by_output_position": NOT_RECORDED_WINDOWS,
         },
     )
 

@@ -30,6 +30,16 @@ POSITION = (
     "output tokens the request emitted before the step: the sum of emitted (else accepted + 1) "
     "over its earlier lines, in time order"
 )
+ORACLE_POSITION = (
+    "output tokens the request's recorded verify steps emitted before the step (accepted + 1 "
+    "each), in the engine's step order; steps the engine kept no record of (none drafted) are "
+    "not counted"
+)
+TRACE_POSITION = (
+    "output tokens the request emitted before the step: the sum of emitted over its earlier "
+    "traced steps, in the order the engine printed them; steps it does not trace (none "
+    "drafted) are not counted"
+)
 FALLING = (
     "the slope of A/P against the bucket (one bucket = a doubling of the position), weighted by "
     "each bucket's P, has its 95% interval wholly below 0"
@@ -113,13 +123,20 @@ def _ordered_sums(times: pl.DataFrame) -> pl.DataFrame:
 
 
 def fold_positions(
-    step_times: pl.DataFrame | None, legs: Sequence[int], resamples: int, seed: int
+    step_times: pl.DataFrame | None,
+    legs: Sequence[int],
+    resamples: int,
+    seed: int,
+    position: str = POSITION,
 ) -> dict[str, Any] | None:
     """The figures by output position of ``legs`` from a partial fold's ``step_times``; None
-    without lines in time order (None) or without a drafted step."""
+    without lines in order (None) or without a drafted step. ``position`` says what a step's
+    position counts (``ORACLE_POSITION`` for an oracle's recorded steps)."""
     if step_times is None:
         return None
-    return by_output_position(bucket_sums(step_times, legs), step_times, legs, resamples, seed)
+    return by_output_position(
+        bucket_sums(step_times, legs), step_times, legs, resamples, seed, position
+    )
 
 
 def by_output_position(
@@ -128,6 +145,7 @@ def by_output_position(
     legs: Sequence[int],
     resamples: int,
     seed: int,
+    position: str = POSITION,
 ) -> dict[str, Any] | None:
     """The figures by output position of ``legs`` (their order is the bootstrap's) from
     ``bucket_sums`` over them or more legs, or None when the legs have no drafted step."""
@@ -168,7 +186,7 @@ def by_output_position(
         )
     slope, slope_ci = _slope(buckets, replicates)
     return {
-        "position": POSITION,
+        "position": position,
         # each bucket holds positions from its edge up to the next, exclusive
         "edges": lows,
         "buckets": buckets,

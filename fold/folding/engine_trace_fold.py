@@ -11,7 +11,9 @@ one disagrees; nothing is paired by guess.
 Each file is one writer (its path): the engine's ``req`` is a per-process counter, so requests
 are told apart per file. A request's steps keep no times (the cadence reads "needs time
 stamps"); the within-leg shape cuts each leg's steps, in file order, into the fold's time bins
-by position instead of time.
+by position instead of time. One process prints a request's steps in the order it verifies
+them (each line's ``pos`` is the last one's plus its ``ns``), so file order is step order and
+the figures by output position are made from it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fold.folding.accumulate import (
     TIME_BINS_PER_LEG,
     PartialFold,
     assemble,
+    packed_tokens,
     request_sums,
     step_histogram,
 )
@@ -199,10 +202,15 @@ def untimed_fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
     """The sums ``fold.folding.accumulate`` keeps, from steps (``STEP_COLUMNS``) that already
     know their leg and have no times: the engine's trace, an oracle's per-request steps. The
     steps are numbered per writer (file) from 0, so no line counts as lost; ``pid`` is 0 (the
-    trace does not print it)."""
+    trace does not print it).
+
+    Each request's steps are numbered (``n``) in the order the engine took them, so ``n``
+    stands in for the time in ``step_times`` (with the packed counts beside it), and the
+    figures by output position order them by it; the figures that need real times are not
+    made from it (``fold.folding.result.untimed``)."""
     per_request = (
         steps.group_by("leg", "w", "seq", "sid")
-        .agg(*request_sums())
+        .agg(*request_sums(), pl.col("n").alias("t_ns"), packed_tokens())
         .cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS})
     )
     drafted = steps.filter(pl.col("leg").is_not_null() & DRAFTED)
@@ -221,5 +229,4 @@ def untimed_fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
             pl.col("accepted").sum(),
         )
     )
-    no_times = pl.DataFrame(schema=SCHEMAS["step_times"])
-    return assemble(per_request, histogram, bins, files, no_times)
+    return assemble(per_request, histogram, bins, files)

@@ -3,11 +3,15 @@ folds ours: a :class:`fold.folding.result.FoldResult`, built by ``build_result``
 ``PartialFold`` tables the step log gives.
 
 Each recorded step becomes a step line of its request in its leg (proposed = the drafts it
-verified, accepted = the drafts it accepted; no ``emitted``), numbered in file order, as the
-engine's trace is (``fold.folding.engine_trace_fold.untimed_fold``). The steps have no times:
-the cadence reads "needs time stamps", and the within-leg windows cut each leg's drafted steps,
-in file order, into the fold's bins by place. A leg's window is its recorded ``secs`` (none:
-no step rate); a leg without ``tok_s`` has NaN there, which no figure of the steps uses.
+verified, accepted = the drafts it accepted; no ``emitted``, so each counts accepted + 1 output
+tokens), numbered in file order, as the engine's trace is
+(``fold.folding.engine_trace_fold.untimed_fold``). The steps have no times: the cadence reads
+"needs time stamps", and the within-leg windows cut each leg's drafted steps, in file order,
+into the fold's bins by place. They do have their order (vLLM appends each request's steps as
+they verify), so the number stands in for a time where only the order counts: the figures by
+output position (``fold.folding.by_position``, the code that makes ours). A leg's window is
+its recorded ``secs`` (none: no step rate); a leg without ``tok_s`` has NaN there, which no
+figure of the steps uses.
 
 A leg none of whose requests verified a draft is left out (the arm's totals count its zeros).
 Only the detailed level has steps; the summary level's figures come from its histograms
@@ -69,7 +73,7 @@ def arm_legs(steps: OracleSteps) -> pl.DataFrame:
 
 def step_lines(steps: OracleSteps) -> pl.DataFrame:
     """Every recorded step as a step line (``STEP_COLUMNS``): writer = the file, the request by
-    its id, numbered in file order."""
+    its id, numbered in file order (each request's steps in the order the engine took them)."""
     columns: dict[str, list[Any]] = {name: [] for name in STEP_COLUMNS}
     n = 0
     for leg in steps.legs:

@@ -15,7 +15,7 @@ import polars as pl
 from fold.errors import RefusedError
 from fold.folding.accumulate import REQUEST_KEY, PartialFold, request_id
 from fold.folding.another_k import AnotherK, fold_another_k
-from fold.folding.by_position import fold_positions
+from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION, fold_positions
 from fold.folding.cadence import (
     DEFAULT_STALL_FACTOR,
     Cadence,
@@ -264,14 +264,21 @@ def build_result(
     # and both need only the partial fold: started first, on threads of their own, they overlap
     # the acceptance figures (mostly Python) instead of following them.
     with _no_cycle_collection(), ThreadPoolExecutor(max_workers=3) as pool:
-        cadence = pool.submit(fold_cadence, partial.step_times, arm_legs, stall_factor)
+        # Steps in order without times (an oracle's, numbered) give no cadence: none is made.
+        times = partial.step_times if untimed(step_source) is None else partial.step_times.clear()
+        cadence = pool.submit(fold_cadence, times, arm_legs, stall_factor)
         replicates = pool.submit(
             _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
         )
-        # The engine's trace has no times: no order of a request's steps, no figures by position.
+        # Steps without times (the engine's trace, an oracle's) keep their order, numbered in
+        # place of times, which is all the figures by position need.
         warm_legs = [index for index in arm_legs["index"].to_list() if index in check.warm_legs]
-        lines = None if untimed(step_source) else partial.step_times
-        positions = pool.submit(fold_positions, lines, warm_legs, resamples, seed)
+        position = {ORACLE_STEPS: ORACLE_POSITION, ENGINE_TRACE: TRACE_POSITION}.get(
+            step_source, POSITION
+        )
+        positions = pool.submit(
+            fold_positions, partial.step_times, warm_legs, resamples, seed, position
+        )
         drafts = _acceptance_drafts(
             arm_legs, partial, read_counts, check, window_steps, prefill_tokens
         )

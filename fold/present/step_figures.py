@@ -1,5 +1,6 @@
 """Every arm's step figures side by side (the comparison rows' ``step_figures``): per position
-in its three forms, the histogram, the shape within a leg; in the terminal (``--details``), the
+in its three forms, the histogram, the shape within a leg, and the warm fold's per-request and
+by-position figures; in the terminal (``--details``), the
 markdown record and the page. A function of the JSON document alone, as every presenter.
 """
 
@@ -9,10 +10,11 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from fold.present.table import NOT_RECORDED, percent, position_label, value_runs
+from fold.present.table import NOT_RECORDED, length, percent, position_label, value_runs
 
 TITLE = "Step figures side by side"
 _FORMS = (
@@ -106,6 +108,125 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
     return names, table
 
 
+REQUESTS_TITLE = "Per request and by output position, side by side"
+REQUESTS_CAPTION = (
+    "Pooled: sums over every request, then the ratio (what engines report). Per-request mean: "
+    "each request's ratio, then their mean. A/P pN: the N-th percentile of per-request A/P. "
+    "Lowest: the requests that accepted least, by leg and id (the writer is in the JSON), "
+    "with the drafts each proposed. Bucket: the output tokens the request had already "
+    "generated (an oracle's: those of its recorded steps; docs/oracle-steps.md). Slope: A/P "
+    "per doubling of the output, weighted by P; falling when its interval is wholly below 0. "
+    "[low, high]: 95% interval."
+)
+LOWEST_SIDE_BY_SIDE = 5
+_SPREAD = ("min", "p10", "p25", "p50", "p75", "p90", "max")
+
+
+def _shown(value: Any, interval: Any, shown) -> tuple[str, str]:
+    if value is None:
+        return NOT_RECORDED, ""
+    if interval is None:
+        return shown(value), ""
+    return shown(value), f"[{shown(interval[0])}, {shown(interval[1])}]"
+
+
+def _points(value: float) -> str:
+    return f"{100 * value:+.1f} pts"
+
+
+def _request_cells(spread: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """One arm's column of the per-request rows (``_REQUEST_LABELS``'s order)."""
+    missing = (NOT_RECORDED, "")
+    if spread is None:
+        return [missing] * len(_REQUEST_LABELS)
+    cells = []
+    for figure, shown in (("accept_rate", percent), ("mean_acceptance_length", length)):
+        for mean in ("pooled", "per_request_mean"):
+            block = spread[mean]
+            cells.append(_shown(block[figure], block[f"{figure}_ci"], shown))
+    rates = spread["spread"]["accept_rate"]
+    cells += [missing if rates is None else (percent(rates[key]), "") for key in _SPREAD]
+    lowest = spread["lowest"]
+    for place in range(LOWEST_SIDE_BY_SIDE):
+        if place >= len(lowest):
+            cells.append(("", ""))
+            continue
+        found = lowest[place]
+        cells.append(
+            (
+                f"{percent(found['accept_rate'])} of {found['proposed']}",
+                f"leg {found['leg']}, id {found['seq']}",
+            )
+        )
+    return cells
+
+
+_REQUEST_LABELS = (
+    "A/P, pooled",
+    "A/P, per-request mean",
+    "1+A/S, pooled",
+    "1+A/S, per-request mean",
+    *(f"A/P {key}, over requests" for key in _SPREAD),
+    *(f"lowest A/P {place + 1}" for place in range(LOWEST_SIDE_BY_SIDE)),
+)
+
+
+def _position_cells(positions: Mapping[str, Any] | None, count: int) -> list[tuple[str, str]]:
+    """One arm's column of the by-position rows: ``count`` buckets, the slope, the flag."""
+    missing = (NOT_RECORDED, "")
+    if positions is None:
+        return [missing] * (count + 2)
+    cells = []
+    for bucket in range(count):
+        found = _at(positions["buckets"], bucket)
+        if found is None or not found["steps"]:
+            cells.append(("no steps", ""))
+            continue
+        value, interval = _shown(found["accept_rate"], found["accept_rate_ci"], percent)
+        cells.append((f"{value} ({found['steps']} steps)", interval))
+    slope = positions["slope"]
+    cells.append(
+        ("not defined", "") if slope is None else _shown(slope, positions["slope_ci"], _points)
+    )
+    falling = positions["falling"]
+    cells.append(("not judged" if falling is None else "falling" if falling else "not falling", ""))
+    return cells
+
+
+def request_rows(
+    document: Mapping[str, Any],
+) -> tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]:
+    """The arms' names, and per row its label and each arm's (value, interval): the warm
+    folds' per-request figures and acceptance by output position (null: "not recorded")."""
+    arms = _arms(document)
+    names = [name for name, _ in arms]
+    found = [figures or {} for _, figures in arms]
+    spreads = [figures.get("per_request") for figures in found]
+    positions = [figures.get("by_output_position") for figures in found]
+    # Bucket edges are fixed, so the arm with the most buckets names them for every arm.
+    longest = max((p["buckets"] for p in positions if p is not None), key=len, default=[])
+    count = len(longest)
+    labels = [
+        *_REQUEST_LABELS,
+        *(f"A/P, tokens {b['from']}-{b['to']} out" for b in longest),
+        "slope of A/P by position",
+        "falling",
+    ]
+    columns = [
+        _request_cells(spread) + _position_cells(position, count)
+        for spread, position in zip(spreads, positions, strict=True)
+    ]
+    return names, [(label, [column[row] for column in columns]) for row, label in enumerate(labels)]
+
+
+def _has_request_figures(document: Mapping[str, Any]) -> bool:
+    return any(
+        figures is not None
+        and any(figures.get(key) is not None for key in ("per_request", "by_output_position"))
+        for _, figures in _arms(document)
+    )
+
+
 def _about(document: Mapping[str, Any]) -> list[str]:
     """Per arm, what its step figures cover and what their intervals are drawn over."""
     lines = []
@@ -136,11 +257,12 @@ def has_step_figures(document: Mapping[str, Any]) -> bool:
     return sum(figures is not None for _, figures in arms) >= 2
 
 
-def step_figures_view(document: Mapping[str, Any]) -> Text | Table:
-    """The terminal's table: a column per arm, the interval under each figure."""
-    names, body = rows(document)
+def _terminal_table(
+    title: str, caption: str, made: tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]
+) -> Table:
+    names, body = made
     table = Table(
-        title=TITLE, caption=Text(CAPTION), caption_justify="left", box=None, pad_edge=False
+        title=title, caption=Text(caption), caption_justify="left", box=None, pad_edge=False
     )
     table.add_column("figure", overflow="fold")
     for name in names:
@@ -153,6 +275,16 @@ def step_figures_view(document: Mapping[str, Any]) -> Text | Table:
     return table
 
 
+def step_figures_view(document: Mapping[str, Any]) -> Table | Group:
+    """The terminal's tables: a column per arm, the interval under each figure; the
+    per-request and by-position figures in a second table when any arm has them."""
+    table = _terminal_table(TITLE, CAPTION, rows(document))
+    if not _has_request_figures(document):
+        return table
+    second = _terminal_table(REQUESTS_TITLE, REQUESTS_CAPTION, request_rows(document))
+    return Group(table, Text(""), second)
+
+
 def about_text(document: Mapping[str, Any]) -> Text:
     """Per arm, what its step figures cover and what their intervals are over."""
     return Text("\n".join(_about(document)))
@@ -163,35 +295,51 @@ def step_figures_markdown(document: Mapping[str, Any]) -> str:
     # imported here: the markdown record imports this module for its section
     from fold.present.markdown import table
 
-    names, body = rows(document)
-    shown = [
-        (label, *(f"{value} {interval}".strip() for value, interval in cells))
-        for label, cells in body
-    ]
+    def shown(made: tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]) -> str:
+        names, body = made
+        cells = [
+            (label, *(f"{value} {interval}".strip() for value, interval in found))
+            for label, found in body
+        ]
+        return table(["figure", *names], cells, [False, *([True] * len(names))])
+
     about = "\n".join(f"- {line}" for line in _about(document))
-    return (
-        f"## {TITLE}\n\n{about}\n\n"
-        + table(["figure", *names], shown, [False, *([True] * len(names))])
-        + f"\n\n{CAPTION}"
-    )
+    found = f"## {TITLE}\n\n{about}\n\n" + shown(rows(document)) + f"\n\n{CAPTION}"
+    if _has_request_figures(document):
+        found += (
+            f"\n\n### {REQUESTS_TITLE}\n\n"
+            + shown(request_rows(document))
+            + f"\n\n{REQUESTS_CAPTION}"
+        )
+    return found
 
 
 def step_figures_html(document: Mapping[str, Any]) -> str:
     """The page's section."""
-    names, body = rows(document)
-    head = "".join(f"<th>{html.escape(name)}</th>" for name in names)
-    lines = []
-    for label, cells in body:
-        shown = "".join(
-            f"<td>{html.escape(value)}"
-            + (f'<br><span class="pm">{html.escape(interval)}</span>' if interval else "")
-            + "</td>"
-            for value, interval in cells
-        )
-        lines.append(f"<tr><td>{html.escape(label)}</td>{shown}</tr>")
+
+    def shown(made: tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]) -> str:
+        names, body = made
+        head = "".join(f"<th>{html.escape(name)}</th>" for name in names)
+        lines = []
+        for label, cells in body:
+            found = "".join(
+                f"<td>{html.escape(value)}"
+                + (f'<br><span class="pm">{html.escape(interval)}</span>' if interval else "")
+                + "</td>"
+                for value, interval in cells
+            )
+            lines.append(f"<tr><td>{html.escape(label)}</td>{found}</tr>")
+        return f'<table class="steps"><tr><th>figure</th>{head}</tr>{"".join(lines)}</table>'
+
     about = "".join(f"<li>{html.escape(line)}</li>" for line in _about(document))
+    second = ""
+    if _has_request_figures(document):
+        second = (
+            f"<h3>{html.escape(REQUESTS_TITLE)}</h3>{shown(request_rows(document))}"
+            f'<p class="caption">{html.escape(REQUESTS_CAPTION)}</p>'
+        )
     return (
         f'<section id="step-figures"><h2>{TITLE}</h2><ul class="verdicts">{about}</ul>'
-        f'<table class="steps"><tr><th>figure</th>{head}</tr>{"".join(lines)}</table>'
-        f'<p class="caption">{html.escape(CAPTION)}</p></section>'
+        f"{shown(rows(document))}"
+        f'<p class="caption">{html.escape(CAPTION)}</p>{second}</section>'
     )
