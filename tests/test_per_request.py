@@ -372,3 +372,33 @@ def test_resampled_sums_are_the_bootstraps_own_draws(native: bool):
         ratio(sums["accepted"], sums["proposed"]), drawn.figures["accept_rate"]
     )
     assert resampled_sums([Leg(requests={"proposed": [1]})], 10, 1) is None
+
+
+def _noisy_requests(seed: int, fall: float) -> list[bytes]:
+    """12 requests of 90 steps, each of 4 drafts accepted at random with a chance that falls by
+    ``fall`` a step: three buckets of position, and noise enough to blur a small fall."""
+    import random
+
+    draw, lines, n = random.Random(seed), [], 0
+    for seq in range(12):
+        for step in range(90):
+            chance = max(0.0, 0.5 - fall * step)
+            accepted = sum(draw.random() < chance for _ in range(4))
+            lines.append(line(n, seq * 1_000_000 + step * 1000, seq, 4, accepted))
+            n += 1
+    return lines
+
+
+@pytest.mark.parametrize(("seed", "fall", "falling"), [(3, 0.0, False), (2, 0.0005, True)])
+def test_a_negative_slope_whose_interval_holds_zero_is_not_falling(
+    tmp_path: Path, seed: int, fall: float, falling: bool
+):
+    """Falling is judged by the slope's interval, not its sign: seed 3 without a fall draws a
+    negative slope whose interval holds 0 (not falling); seed 2 with a fall is wholly below."""
+    positions = fold_lines(tmp_path, [_noisy_requests(seed, fall)], resamples=200)["warm"][
+        "by_output_position"
+    ]
+    low, high = positions["slope_ci"]
+    assert positions["slope"] < 0
+    assert (low < 0 <= high) is not falling
+    assert positions["falling"] is falling

@@ -506,3 +506,33 @@ def test_a_long_run_of_equal_positions_is_one_row():
     shares = [(label, cells) for label, cells in body if label.startswith("accepted exactly")]
     assert shares[-1] == ("accepted exactly 10", [("50.0%", ""), ("not recorded", "")])
     assert ("accepted exactly 3..9", [("0.0%", ""), ("not recorded", "")]) in shares
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("run", 10**30, "run = 1000000000000000000000000000000 must be 1, 2, ... below 2^63"),
+        ("run", 2**63, "run = 9223372036854775808 must be 1, 2, ... below 2^63"),
+        ("leg", 10**30, "leg = 1000000000000000000000000000000 must be a leg index"),
+        ("leg", -1, "leg = -1 must be a leg index"),
+    ],
+)
+def test_a_run_or_leg_past_any_index_is_refused_by_its_place(capsys, tmp_path, field, value, words):
+    """A run or leg index no gate numbers is malformed input (exit 2), said by line and field:
+    the fold's tables hold them in 64 bits."""
+    path = tmp_path / "requests.jsonl"
+    first = {**GOOD, "request_id": "first", "run": 1, "leg": 0}
+    second = {**GOOD, "request_id": "second", "run": 2, "leg": 1, field: value}
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
+    arm, log = OURS / "our-arm.json", OURS / "steps.jsonl"
+    assert cli([str(arm), str(log), f"--vs=v={path}"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2: {words}" in err, err
+    assert "bug" not in err and "Traceback" not in err
+
+
+def test_a_count_given_as_a_string_is_shown_as_one(tmp_path):
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps(_mutated(num_draft_tokens="36")) + "\n")
+    with pytest.raises(InputError, match=r"num_draft_tokens = '36' is not a count"):
+        load_oracle("v", path)

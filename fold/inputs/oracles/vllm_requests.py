@@ -185,8 +185,10 @@ def _leg_key(record: Mapping[str, Any], where: str, position: int) -> int:
     value = record.get("leg")
     if value is None:
         return position
-    if not limits.is_int(value) or value < 0:
-        raise InputError(f"{where}: leg = {value!r} must be a leg index (0, 1, ...)")
+    if not limits.is_int(value) or not 0 <= value <= limits.MAX_COUNT:
+        raise InputError(
+            f"{where}: leg = {limits.shown(value)} must be a leg index (0, 1, ... below 2^63)"
+        )
     return value
 
 
@@ -194,8 +196,10 @@ def _run(record: Mapping[str, Any], where: str) -> int | None:
     value = record.get("run")
     if value is None:
         return None
-    if not limits.is_int(value) or value < 1:
-        raise InputError(f"{where}: run = {value!r} must be 1, 2, ... (1 is the cold leg)")
+    if not limits.is_int(value) or not 1 <= value <= limits.MAX_COUNT:
+        raise InputError(
+            f"{where}: run = {limits.shown(value)} must be 1, 2, ... below 2^63 (1 is the cold leg)"
+        )
     return value
 
 
