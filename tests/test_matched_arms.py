@@ -140,7 +140,21 @@ REFUSED_CONFIGS = [
     ({"rejection_sample_method": _DROP}, "only with 'synthetic'", RefusedError),
     ({"rejection_sample_method": "fast"}, "one of standard, synthetic, block", RefusedError),
     ({"num_speculative_tokens": 0}, "integer above 0", RefusedError),
-    ({"num_speculative_tokens": True}, "integer above 0", RefusedError),
+    ({"num_speculative_tokens": 4.5}, "integer above 0", RefusedError),
+    ({"num_speculative_tokens": True}, "must be an integer", InputError),
+    ({"num_speculative_tokens": None}, "must be an integer", InputError),
+    ({"num_speculative_tokens": [4]}, "must be an integer", InputError),
+    # past the step-log format's cap (2^16 tokens a step), before any rate is sized by it
+    ({"num_speculative_tokens": 10**10, "synthetic_acceptance_rates": _DROP,
+      "synthetic_acceptance_length": 2}, "exceeds 65536", InputError),
+    ({"synthetic_acceptance_rates": [10**400, 0, 0, 0]}, "(401 digits) is outside [0, 1]",
+     RefusedError),
+    ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": 10**400},
+     "(401 digits) is outside [1, 5]", RefusedError),
+    ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": -10**400},
+     "is outside [1, 5]", RefusedError),
+    ({"rejection_sample_method": ["synthetic"]}, "must be a string", InputError),
+    ({"rejection_sample_method": None}, "must be a string", InputError),
     ({"num_speculative_tokens": _DROP}, "num_speculative_tokens is not recorded", InputError),
     ({"method": 3}, "method = 3", InputError),
 ]  # fmt: skip
@@ -153,6 +167,25 @@ def test_a_config_vllm_refuses_is_refused_naming_the_file_and_field(tmp_path, ch
         load_oracle("m", path)
     assert str(path) in str(found.value) and "speculative_config" in str(found.value)
     assert says in str(found.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "k", "resolved"),
+    [
+        # pydantic's lax mode takes a float with no fraction for vLLM's int field
+        ({"num_speculative_tokens": 4.0}, 4, tuple(RATES)),
+        # null is an optional field not given
+        ({"synthetic_acceptance_length": None}, 4, tuple(RATES)),
+        ({"synthetic_acceptance_rates": None, "synthetic_acceptance_length": 2.5}, 4,
+         (1.0, 0.5, 0.0, 0.0)),
+        ({"synthetic_acceptance_rates": [1, 1, 0, 0]}, 4, (1.0, 1.0, 0.0, 0.0)),
+    ],
+)  # fmt: skip
+def test_a_config_vllm_takes_is_read(tmp_path, changes, k, resolved):
+    setting = load_oracle("m", _with_config(tmp_path, **changes)).speculative
+    assert setting is not None and setting.synthetic
+    assert setting.num_speculative_tokens == k and type(setting.num_speculative_tokens) is int
+    assert setting.resolved_rates == resolved
 
 
 def test_a_config_that_is_not_an_object_is_refused(tmp_path):
@@ -550,8 +583,19 @@ def test_the_reader_accepts_and_resolves_exactly_what_vllm_does(tmp_path):
             assert list(setting.resolved_rates or ()) == resolved, (rates, length)
 
 
+# past a float, past the format's cap on a step's tokens, past 2^63: values a reader must
+# refuse by name before it converts or sizes anything by them
+_huge = st.sampled_from([10**400, -(10**400), 2**16, 2**16 + 1, 10**10, 2**63])
+_numbers = (
+    _huge
+    | st.integers(-3, 7)
+    | st.integers()
+    | st.floats(-1.5, 6.5)
+    | st.integers(-3, 7).map(float)
+    | st.floats(allow_nan=True, allow_infinity=True)
+)
 _values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 7) | st.floats(-1.5, 6.5) | st.text(max_size=8),
+    st.none() | st.booleans() | _numbers | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=5),
     max_leaves=8,
 )
@@ -559,17 +603,32 @@ _configs = st.fixed_dictionaries(
     {},
     optional={
         "method": _values,
-        "num_speculative_tokens": _values,
-        "rejection_sample_method": st.sampled_from(["standard", "synthetic", "block", "x"])
+        "num_speculative_tokens": st.integers(1, 5) | _numbers | _values,
+        "rejection_sample_method": st.just("synthetic")
+        | st.sampled_from(["standard", "synthetic", "block", "x"])
         | _values,
-        "synthetic_acceptance_rates": st.lists(st.floats(-0.2, 1.2), max_size=5) | _values,
-        "synthetic_acceptance_length": _values,
+        "synthetic_acceptance_rates": st.lists(st.floats(-0.2, 1.2) | _numbers, max_size=5)
+        | _values,
+        "synthetic_acceptance_length": _huge | _numbers | _values,
     },
+)
+
+# a synthetic config whose one number is drawn from anywhere: k, a rate, or the length
+_synthetic_configs = st.fixed_dictionaries(
+    {
+        "rejection_sample_method": st.just("synthetic"),
+        "num_speculative_tokens": st.integers(1, 5) | st.integers(1, 5).map(float) | _huge,
+    }
+).flatmap(
+    lambda base: st.one_of(
+        st.fixed_dictionaries({"synthetic_acceptance_length": _huge | _numbers}),
+        st.fixed_dictionaries({"synthetic_acceptance_rates": st.lists(_huge | _numbers)}),
+    ).map(lambda rest: {**base, **rest})
 )
 
 
 @scaled(1.0)
-@given(_configs)
+@given(_configs | _synthetic_configs)
 def test_any_config_is_read_by_vllms_rules_or_refused_by_name(config):
     """Whatever the config holds, a setting that comes back obeys vLLM's rules, and anything
     else is refused with the field's place, never an unexpected exception."""
@@ -586,6 +645,7 @@ def test_any_config_is_read_by_vllms_rules_or_refused_by_name(config):
         assert config.get("synthetic_acceptance_length") is None
         return
     k = config["num_speculative_tokens"]
+    assert setting.num_speculative_tokens == k and 1 <= k <= 2**16
     rates = setting.resolved_rates
     assert rates is not None and len(rates) == k
     assert all(0 <= rate <= 1 for rate in rates)
