@@ -771,3 +771,52 @@ def test_any_config_is_read_by_vllms_rules_or_refused_by_name(config):
     assert 1 <= setting.expected_mean_acceptance_length <= k + 1 + 1e-9
     if setting.length is not None:
         assert setting.expected_mean_acceptance_length == pytest.approx(setting.length)
+
+
+FIELD_CASES = [  # (field, value): each a change to holds.json's config
+    ("num_speculative_tokens", 4),
+    ("num_speculative_tokens", 4.0),
+    ("num_speculative_tokens", 4.5),
+    ("num_speculative_tokens", None),
+    ("num_speculative_tokens", [4]),
+    ("rejection_sample_method", "synthetic"),
+    ("rejection_sample_method", ["synthetic"]),
+    ("rejection_sample_method", None),
+    ("synthetic_acceptance_length", None),
+]
+
+
+@pytest.mark.oracle
+def test_the_reader_takes_the_field_types_vllms_own_fields_take(tmp_path):
+    """vLLM 0.32's pydantic fields (``SpeculativeConfig.__pydantic_fields__``, lax mode) on
+    each value: the reader reads what they take and refuses what they refuse."""
+    assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON}: install vLLM with examples/vllm/install.py"
+    script = (
+        "import json, sys\n"
+        "from typing import Annotated\n"
+        "from pydantic import TypeAdapter, ValidationError\n"
+        "from vllm.config.speculative import SpeculativeConfig as C\n"
+        "out = []\n"
+        "for name, value in json.loads(sys.argv[1]):\n"
+        "    f = C.__pydantic_fields__[name]\n"
+        "    kind = Annotated[f.annotation, *f.metadata] if f.metadata else f.annotation\n"
+        "    try:\n"
+        "        TypeAdapter(kind).validate_python(value)\n"
+        "        out.append(True)\n"
+        "    except ValidationError:\n"
+        "        out.append(False)\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [str(VLLM_PYTHON), "-c", script, json.dumps(FIELD_CASES)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert True in theirs and False in theirs
+    for (name, value), taken in zip(FIELD_CASES, theirs, strict=True):
+        path = _with_config(tmp_path, **{name: value})
+        if taken:
+            assert load_oracle("m", path).speculative is not None, (name, value)
+        else:
+            with pytest.raises((InputError, RefusedError)):
+                load_oracle("m", path)
