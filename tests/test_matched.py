@@ -266,6 +266,19 @@ def test_matched_config_needs_matched_vllm_and_engines_are_named(tmp_path, capsy
     assert parse_base_config(None) == {"method": "ngram"}
 
 
+@pytest.mark.parametrize("key", ["synthetic_acceptance_length", "synthetic_acceptance_rates"])
+def test_a_null_synthetic_field_in_the_base_config_is_unset_as_vllm_takes_it(tmp_path, capsys, key):
+    """vLLM's two synthetic fields are ``| None``: null is the field not given."""
+    arm, log = write_gate(tmp_path, HAND)
+    base = json.dumps({"method": "ngram", key: None})
+    code, out, err = run_cli(
+        capsys, arm, log, "--matched", "vllm", "--matched-config", base, "--json", "-"
+    )
+    assert code == 0, err
+    config = json.loads(out)["matched"]["vllm"]["speculative_config"]
+    assert config["synthetic_acceptance_rates"] == HAND_RATES
+
+
 # --- outputs ------------------------------------------------------------------------------------
 
 

@@ -140,7 +140,21 @@ REFUSED_CONFIGS = [
     ({"rejection_sample_method": _DROP}, "only with 'synthetic'", RefusedError),
     ({"rejection_sample_method": "fast"}, "one of standard, synthetic, block", RefusedError),
     ({"num_speculative_tokens": 0}, "integer above 0", RefusedError),
-    ({"num_speculative_tokens": True}, "integer above 0", RefusedError),
+    ({"num_speculative_tokens": 4.5}, "integer above 0", RefusedError),
+    ({"num_speculative_tokens": True}, "must be an integer", InputError),
+    ({"num_speculative_tokens": None}, "must be an integer", InputError),
+    ({"num_speculative_tokens": [4]}, "must be an integer", InputError),
+    # past the step-log format's cap (2^16 tokens a step), before any rate is sized by it
+    ({"num_speculative_tokens": 10**10, "synthetic_acceptance_rates": _DROP,
+      "synthetic_acceptance_length": 2}, "exceeds 65536", InputError),
+    ({"synthetic_acceptance_rates": [10**400, 0, 0, 0]}, "(401 digits) is outside [0, 1]",
+     RefusedError),
+    ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": 10**400},
+     "(401 digits) is outside [1, 5]", RefusedError),
+    ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": -10**400},
+     "is outside [1, 5]", RefusedError),
+    ({"rejection_sample_method": ["synthetic"]}, "must be a string", InputError),
+    ({"rejection_sample_method": None}, "must be a string", InputError),
     ({"num_speculative_tokens": _DROP}, "num_speculative_tokens is not recorded", InputError),
     ({"method": 3}, "method = 3", InputError),
 ]  # fmt: skip
@@ -153,6 +167,25 @@ def test_a_config_vllm_refuses_is_refused_naming_the_file_and_field(tmp_path, ch
         load_oracle("m", path)
     assert str(path) in str(found.value) and "speculative_config" in str(found.value)
     assert says in str(found.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "k", "resolved"),
+    [
+        # pydantic's lax mode takes a float with no fraction for vLLM's int field
+        ({"num_speculative_tokens": 4.0}, 4, tuple(RATES)),
+        # null is an optional field not given
+        ({"synthetic_acceptance_length": None}, 4, tuple(RATES)),
+        ({"synthetic_acceptance_rates": None, "synthetic_acceptance_length": 2.5}, 4,
+         (1.0, 0.5, 0.0, 0.0)),
+        ({"synthetic_acceptance_rates": [1, 1, 0, 0]}, 4, (1.0, 1.0, 0.0, 0.0)),
+    ],
+)  # fmt: skip
+def test_a_config_vllm_takes_is_read(tmp_path, changes, k, resolved):
+    setting = load_oracle("m", _with_config(tmp_path, **changes)).speculative
+    assert setting is not None and setting.synthetic
+    assert setting.num_speculative_tokens == k and type(setting.num_speculative_tokens) is int
+    assert setting.resolved_rates == resolved
 
 
 def test_a_config_that_is_not_an_object_is_refused(tmp_path):
@@ -210,18 +243,30 @@ def test_a_run_of_ours_cannot_be_matched_and_the_old_parser_refuses_matched():
 # --- the comparison -----------------------------------------------------------------------------
 
 
-def _expected(document: dict, matched: Path) -> dict:
-    """The factors by hand from the rows: measured T_o / T_m; modelled (T_o / L_o) / (T_b /
-    L_b) over the population the ordinary run's gap pairs (all legs: vLLM's counters are read
-    once after the last leg)."""
+def _counted_length(path: Path) -> float:
+    metrics = json.loads(path.read_text())["metrics"]
+    return 1 + (
+        metrics["vllm:spec_decode_num_accepted_tokens"] / metrics["vllm:spec_decode_num_drafts"]
+    )
+
+
+def _expected(document: dict, matched: Path, base: Path = REAL / "offline" / "vllm-arm.json"):
+    """The factors by hand from the rows and records: measured T_o / T_m and modelled (T_o /
+    L_o) / (T_b / L_b), both over the population the ordinary run's gap pairs (all legs:
+    vLLM's counters are read once after the last leg); the steps/s of each oracle run, T / L
+    over its own counters, and the matched over the ordinary."""
     rows = _rows(document)
-    t_o = rows["ours"]["output_throughput_tok_s"]
+    t_o = rows["ours (all legs)"]["output_throughput_tok_s"]
     l_o = rows["ours (all legs)"]["mean_acceptance_length"]
-    t_b = _warm_median(REAL / "offline" / "vllm-arm.json")
-    l_b = 1 + 168 / 93  # the real run's counters: A = 168, S = 93
-    measured = t_o / _warm_median(matched)
-    modelled = (t_o / l_o) / (t_b / l_b)
-    return {"measured": measured, "modelled": modelled, "ratio": measured / modelled}
+    t_b, l_b = _warm_median(base), _counted_length(base)
+    t_m, l_m = _warm_median(matched), _counted_length(matched)
+    return {
+        "measured": t_o / t_m,
+        "modelled": (t_o / l_o) / (t_b / l_b),
+        "steps_m": t_m / l_m,
+        "steps_b": t_b / l_b,
+        "ratio": (t_m / l_m) / (t_b / l_b),
+    }
 
 
 def test_a_matched_run_inside_our_interval_where_the_model_holds(capsys):
@@ -243,11 +288,14 @@ def test_a_matched_run_inside_our_interval_where_the_model_holds(capsys):
     assert check["measured_speed_factor_ci"] == pytest.approx(block["gaps"]["m"]["ratio_ci"])
     assert check["modelled_speed_factor"] == pytest.approx(expected["modelled"])
     assert check["modelled_speed_factor_ci"] == block["gaps"]["vllm"]["speed_factor_ci"]
-    # 313.2 measured against 338.0606 x 2.6 / 2.80645 = 313.194 predicted
-    assert check["model_ratio"] == pytest.approx(expected["ratio"])
-    assert abs(check["model_ratio"] - 1) < 1e-4
-    low, high = check["model_ratio_ci"]
-    assert low < 1 < high
+    assert check["population"] == "all legs"
+    # 313.2 / 2.6 = 120.4615 steps/s against 338.0606 / 2.80645 = 120.4584
+    assert check["steps_per_s"]["oracle"] == pytest.approx(expected["steps_m"])
+    assert check["steps_per_s"]["base"] == pytest.approx(expected["steps_b"])
+    assert check["step_rate_ratio"] == pytest.approx(expected["ratio"])
+    assert abs(check["step_rate_ratio"] - 1) < 1e-4
+    low, high = check["step_rate_ratio_ci"]
+    assert low < 1 < high and check["step_rate_basis"] == "both arms"
     assert check["model_holds"] is True and check["status"] == MODEL_HOLDS
     assert "the model holds for this pair" in check["verdict"]
 
@@ -259,10 +307,10 @@ def test_a_matched_run_where_the_model_does_not_hold(capsys):
     assert check["acceptance"]["matched"] is True
     assert check["measured_speed_factor"] == pytest.approx(expected["measured"])
     assert check["modelled_speed_factor"] == pytest.approx(expected["modelled"])
-    # twice the tok/s the model predicts: measured / modelled = 313.194 / 626.4
-    assert check["model_ratio"] == pytest.approx(expected["ratio"])
-    assert check["model_ratio"] == pytest.approx(0.5, abs=1e-4)
-    assert check["model_ratio_ci"][1] < 1
+    # twice the steps/s at the same acceptance: 626.4 / 2.6 = 240.92 against 120.4584
+    assert check["step_rate_ratio"] == pytest.approx(expected["ratio"])
+    assert check["step_rate_ratio"] == pytest.approx(2.0, abs=1e-4)
+    assert check["step_rate_ratio_ci"][0] > 1
     assert check["model_holds"] is False and check["status"] == MODEL_FAILS
     assert "the model does not hold for this pair" in check["verdict"]
 
@@ -277,11 +325,52 @@ def test_a_run_that_did_not_match_says_by_how_much_and_tests_nothing(capsys):
     assert check["acceptance"]["difference"] == pytest.approx(4.5 - ours["mean_acceptance_length"])
     assert check["acceptance"]["beyond_interval"] == pytest.approx(4.5 - high)
     assert check["acceptance"]["matched"] is False and check["status"] == NOT_MATCHED
-    assert check["model_ratio"] is None and check["model_holds"] is None
+    assert check["step_rate_ratio"] is None and check["model_holds"] is None
     assert "the run did not match" in check["verdict"]
     assert f"{4.5 - ours['mean_acceptance_length']:.3f}" in check["verdict"]
     # the setting was not ours either: said beside, the verdict goes by the measurement
     assert any("not made from this fold" in note for note in check["notes"])
+
+
+def test_a_run_inside_our_interval_but_at_its_own_acceptance_is_tested_at_that_acceptance(
+    capsys,
+):
+    """faster-steps.json: holds.json's tok/s at 1 + 100/100 = 2.0, inside our warm interval.
+    Its verify steps/s is 313.2 / 2.0 = 156.6: 30% more than an ordinary run at 2.6 whose
+    steps/s is 313.2 / 2.6 = 120.46 (no-config.json), so the model fails for that pair, though
+    T_o / T_m is the modelled factor to the digit. Against the recorded run (steps/s 120.46 too,
+    but from eight legs spread from 274 to 561 tok/s) the same 1.3 is inside the noise."""
+    faster = MATCHED / "faster-steps.json"
+    steady = MATCHED / "no-config.json"
+    document = _run(capsys, "--vs", f"base={steady}", "--vs", f"m={faster}")
+    check = document["comparison"]["matched"]["m"]
+    expected = _expected(document, faster, steady)
+    assert check["acceptance"]["matched"] is True
+    assert check["acceptance"]["oracle"] == pytest.approx(2.0)
+    assert check["steps_per_s"]["oracle"] == pytest.approx(156.6)
+    assert check["steps_per_s"]["base"] == pytest.approx(313.2 / 2.6)
+    assert check["step_rate_ratio"] == pytest.approx(expected["ratio"])
+    assert check["step_rate_ratio"] == pytest.approx(1.3)
+    # the speed factors agree: our acceptance stands in for the run's in the modelled one
+    assert check["measured_speed_factor"] == pytest.approx(check["modelled_speed_factor"])
+    assert check["step_rate_ratio_ci"][0] > 1
+    assert check["status"] == MODEL_FAILS and check["model_holds"] is False
+    assert "156.6" in check["verdict"] and "the model does not hold" in check["verdict"]
+    noisy = _run(capsys, *BASE, "--vs", f"m={faster}")["comparison"]["matched"]["m"]
+    assert noisy["step_rate_ratio"] == pytest.approx(_expected(document, faster)["ratio"])
+    low, high = noisy["step_rate_ratio_ci"]
+    assert low < 1 < high and noisy["status"] == MODEL_HOLDS
+
+
+def test_a_run_below_our_interval_did_not_match(capsys):
+    document = _run(capsys, *BASE, "--vs", f"m={MATCHED / 'below.json'}")
+    check = document["comparison"]["matched"]["m"]
+    low = _rows(document)["ours"]["mean_acceptance_length_ci"][0]
+    assert low > 1.5  # 1 + 50/100 lies below our warm interval
+    assert check["acceptance"]["oracle"] == pytest.approx(1.5)
+    assert check["acceptance"]["beyond_interval"] == pytest.approx(low - 1.5)
+    assert check["acceptance"]["matched"] is False and check["status"] == NOT_MATCHED
+    assert "below our warm" in check["verdict"] and check["step_rate_ratio"] is None
 
 
 def test_without_intervals_the_match_and_the_model_go_by_the_tolerance(capsys):
@@ -289,7 +378,7 @@ def test_without_intervals_the_match_and_the_model_go_by_the_tolerance(capsys):
     holds = _run(capsys, *args, *BASE, "--vs", f"m={MATCHED / 'holds.json'}")
     check = holds["comparison"]["matched"]["m"]
     assert check["acceptance"]["basis"].startswith("--tolerance")
-    assert check["acceptance"]["ours_ci"] is None and check["model_ratio_ci"] is None
+    assert check["acceptance"]["ours_ci"] is None and check["step_rate_ratio_ci"] is None
     assert check["status"] == MODEL_HOLDS
     fails = _run(capsys, *args, *BASE, "--vs", f"m={MATCHED / 'fails.json'}")
     assert fails["comparison"]["matched"]["m"]["status"] == MODEL_FAILS
@@ -379,12 +468,14 @@ _SYNTHETIC = SpeculativeSetting(
 )  # fmt: skip
 
 
-def _check(ours, base, matched, tolerance=0.02, replicates=None):
+def _check(ours, base, matched, tolerance=0.02, replicates=None, paired=None):
+    """``paired``: the row of ours the gaps pair (another population), ``ours`` by default."""
     replicates = replicates or {}
     sides = [Side(arm, replicates.get(arm.name)) for arm in (base, matched)]
     mine = Side(ours, replicates.get(ours.name))
-    gaps = {arm.name: attribute_gap(ours, arm, tolerance) for arm in (base, matched)}
-    return check_matched_arms(mine, sides, {"b": mine, "m": mine}, gaps, tolerance)["m"]
+    pair = mine if paired is None else Side(paired, replicates.get(paired.name))
+    gaps = {arm.name: attribute_gap(pair.row, arm, tolerance) for arm in (base, matched)}
+    return check_matched_arms(mine, sides, {"b": pair, "m": pair}, gaps, tolerance)["m"]
 
 
 tok_s = st.floats(1.0, 1e4)
@@ -407,7 +498,7 @@ def test_an_oracle_whose_step_time_does_not_move_measures_the_modelled_factor(
     check = _check(ours, base, matched)
     assert check.matched is True
     assert check.measured_speed_factor == pytest.approx(check.modelled_speed_factor, rel=1e-9)
-    assert check.model_ratio == pytest.approx(1, rel=1e-9)
+    assert check.step_rate_ratio == pytest.approx(1, rel=1e-9)
     assert check.status == MODEL_HOLDS
 
 
@@ -425,17 +516,31 @@ def test_our_arm_against_a_matched_copy_of_itself(t_o, s_o, per_o):
 
 @scaled(0.5)
 @given(tok_s, steps, st.integers(1, 4), tok_s, st.floats(0.2, 5.0))
-def test_the_quotient_scales_inversely_with_the_matched_runs_speed(t_o, s_o, per_o, t_b, c):
-    """measured / modelled = T_base L_ours / (T_matched L_base): our tok/s cancels."""
+def test_the_step_rate_ratio_scales_with_the_matched_runs_speed(t_o, s_o, per_o, t_b, c):
+    """(T_m / L_m) / (T_b / L_b): ours does not enter."""
     a_o = per_o * s_o // 2
     ours = _arm("ours", "ours", t_o, s_o, a_o)
     base = _arm("b", "vllm", t_b, s_o, a_o)
     matched = _arm("m", "vllm", t_b * c, s_o, a_o, speculative=_SYNTHETIC)
     check = _check(ours, base, matched)
-    assert check.model_ratio == pytest.approx(1 / c, rel=1e-9)
-    assert check.model_holds is (abs(1 / c - 1) <= 0.02)
+    assert check.step_rate_ratio == pytest.approx(c, rel=1e-9)
+    assert check.model_holds is (abs(c - 1) <= 0.02)
     faster = _check(_replace(ours, output_throughput_tok_s=2 * t_o), base, matched)
-    assert faster.model_ratio == pytest.approx(check.model_ratio, rel=1e-9)
+    assert faster.step_rate_ratio == pytest.approx(check.step_rate_ratio, rel=1e-9)
+
+
+@scaled(0.5)
+@given(st.integers(0, 30), tok_s)
+def test_the_step_rate_is_over_the_matched_runs_own_acceptance(shift, t_b):
+    """A run at 1 + A/S inside our interval but not ours, at the ordinary run's tok/s: its
+    steps/s is T_b / L_m, so the ratio is L_b / L_m, whatever our acceptance."""
+    ours = _arm("ours", "ours", 100.0, 100, 160)
+    base = _arm("b", "vllm", t_b, 100, 160)
+    matched = _arm("m", "vllm", t_b, 100, 160 - shift, speculative=_SYNTHETIC)
+    check = _check(ours, base, matched, tolerance=0.2)
+    assert check.matched is True
+    assert check.step_rate_ratio == pytest.approx(2.6 / (2.6 - shift / 100), rel=1e-9)
+    assert check.model_holds is (abs(check.step_rate_ratio - 1) <= 0.2)
 
 
 @scaled(0.5)
@@ -451,9 +556,9 @@ def test_a_run_matches_exactly_when_its_length_is_within_the_tolerance(s_o, per_
     assert (check.status == NOT_MATCHED) is (not check.matched)
 
 
-def test_the_quotients_interval_is_drawn_from_the_same_resamples_of_ours():
-    """With resamples, q in draw i is T_base[i] L_ours[i] / (T_matched[i] L_base): a second
-    computation from the draws themselves."""
+def test_the_step_rate_ratios_interval_is_drawn_from_the_oracle_arms_own_resamples():
+    """With resamples, the ratio in draw i is (T_m[i] / L_m) / (T_b[i] / L_b[i]), each
+    length known by totals entering at its value: a second computation from the draws."""
     rng = np.random.default_rng(7)
     n = 400
     ours = _arm("ours", "ours", 100.0, 50, 50)
@@ -462,18 +567,18 @@ def test_the_quotients_interval_is_drawn_from_the_same_resamples_of_ours():
     draws = {
         "ours": Replicates(n, {"output_throughput_tok_s": rng.normal(100, 5, n),
                                "mean_acceptance_length": rng.normal(2.0, 0.05, n)}),
-        "b": Replicates(n, {"output_throughput_tok_s": rng.normal(80, 4, n)}),
+        "b": Replicates(n, {"output_throughput_tok_s": rng.normal(80, 4, n),
+                            "mean_acceptance_length": rng.normal(1.8, 0.04, n)}),
         "m": Replicates(n, {"output_throughput_tok_s": rng.normal(50, 2, n)}),
     }  # fmt: skip
     check = _check(ours, base, matched, replicates=draws)
-    q = (
-        draws["b"].figures["output_throughput_tok_s"]
-        * draws["ours"].figures["mean_acceptance_length"]
-        / (draws["m"].figures["output_throughput_tok_s"] * 1.8)
+    q = (draws["m"].figures["output_throughput_tok_s"] / 2.0) / (
+        draws["b"].figures["output_throughput_tok_s"] / draws["b"].figures["mean_acceptance_length"]
     )
     low, high = np.quantile(q, [0.025, 0.975])
-    assert check.model_ratio_ci == pytest.approx((low, high), rel=1e-9)
-    assert check.model_ratio == pytest.approx(80 * 2.0 / (50 * 1.8))
+    assert check.step_rate_ratio_ci == pytest.approx((low, high), rel=1e-9)
+    assert check.step_rate_ratio == pytest.approx((50 / 2.0) / (80 / 1.8))
+    assert check.step_rate_basis == "both arms"
     assert check.model_holds is bool(low <= 1 <= high)
     measured = (
         draws["ours"].figures["output_throughput_tok_s"]
@@ -485,6 +590,52 @@ def test_the_quotients_interval_is_drawn_from_the_same_resamples_of_ours():
     assert check.measured_basis == "both arms"
     assert math.isclose(check.ours_length_ci[0], np.quantile(
         draws["ours"].figures["mean_acceptance_length"], 0.025))  # fmt: skip
+    # the ordinary run known by totals: its figures enter every draw at their values
+    alone = _check(ours, base, matched, replicates={k: draws[k] for k in ("ours", "m")})
+    assert alone.step_rate_ratio_ci == pytest.approx(
+        tuple(np.quantile(draws["m"].figures["output_throughput_tok_s"] / 2.0 / (80 / 1.8),
+                          [0.025, 0.975])), rel=1e-9)  # fmt: skip
+    assert alone.step_rate_basis == "m's legs only"
+    neither = _check(ours, base, matched, replicates={"ours": draws["ours"]})
+    assert neither.step_rate_ratio_ci is None and neither.step_rate_basis is None
+    assert neither.model_holds is (abs(neither.step_rate_ratio - 1) <= 0.02)
+
+
+@pytest.mark.parametrize(
+    ("accepted", "matched"),
+    [(100, True), (200, True), (150, True), (99, False), (201, False), (0, False)],
+)
+def test_a_run_matches_inside_our_interval_and_at_its_edges_only(accepted, matched):
+    """Our warm interval is [2.0, 3.0] exactly (half the draws at each end): a run at 1 + A/S
+    2.0 or 3.0 matches, 1.99 (below) and 3.01 (above) do not."""
+    n = 400
+    ours = _arm("ours", "ours", 100.0, 100, 150)
+    lengths = np.repeat([2.0, 3.0], n // 2)
+    draws = {"ours": Replicates(n, {"output_throughput_tok_s": np.full(n, 100.0),
+                                    "mean_acceptance_length": lengths})}  # fmt: skip
+    run = _arm("m", "vllm", 50.0, 100, accepted, speculative=_SYNTHETIC)
+    check = _check(ours, _arm("b", "vllm", 60.0, 100, 150), run, replicates=draws)
+    assert check.ours_length_ci == (2.0, 3.0)
+    assert check.matched is matched
+    length = 1 + accepted / 100
+    assert check.beyond_interval == pytest.approx(max(2.0 - length, length - 3.0, 0.0))
+    assert (check.status == NOT_MATCHED) is (not matched)
+    if not matched:
+        assert ("below" if length < 2.0 else "above") in check.verdict
+
+
+def test_both_speed_factors_are_over_the_population_the_ordinary_split_pairs():
+    """Our warm legs at 100 tok/s, all legs at 80: the gaps pair all legs, so the measured
+    factor is 80 / T_m, as the modelled one is over all legs, and the check says which."""
+    warm = _arm("ours", "ours", 100.0, 100, 160)
+    every = _replace(_arm("ours (all legs)", "ours", 80.0, 100, 160), population="all legs")
+    base = _arm("b", "vllm", 60.0, 100, 160)
+    matched = _arm("m", "vllm", 40.0, 100, 160, speculative=_SYNTHETIC)
+    check = _check(warm, base, matched, paired=every)
+    assert check.population == "all legs"
+    assert check.measured_speed_factor == pytest.approx(80.0 / 40.0)
+    assert check.modelled_speed_factor == pytest.approx(80.0 / 60.0)
+    assert "(our all legs)" in check.verdict
 
 
 # --- vLLM's own rules ---------------------------------------------------------------------------
@@ -550,8 +701,19 @@ def test_the_reader_accepts_and_resolves_exactly_what_vllm_does(tmp_path):
             assert list(setting.resolved_rates or ()) == resolved, (rates, length)
 
 
+# past a float, past the format's cap on a step's tokens, past 2^63: values a reader must
+# refuse by name before it converts or sizes anything by them
+_huge = st.sampled_from([10**400, -(10**400), 2**16, 2**16 + 1, 10**10, 2**63])
+_numbers = (
+    _huge
+    | st.integers(-3, 7)
+    | st.integers()
+    | st.floats(-1.5, 6.5)
+    | st.integers(-3, 7).map(float)
+    | st.floats(allow_nan=True, allow_infinity=True)
+)
 _values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 7) | st.floats(-1.5, 6.5) | st.text(max_size=8),
+    st.none() | st.booleans() | _numbers | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=5),
     max_leaves=8,
 )
@@ -559,17 +721,32 @@ _configs = st.fixed_dictionaries(
     {},
     optional={
         "method": _values,
-        "num_speculative_tokens": _values,
-        "rejection_sample_method": st.sampled_from(["standard", "synthetic", "block", "x"])
+        "num_speculative_tokens": st.integers(1, 5) | _numbers | _values,
+        "rejection_sample_method": st.just("synthetic")
+        | st.sampled_from(["standard", "synthetic", "block", "x"])
         | _values,
-        "synthetic_acceptance_rates": st.lists(st.floats(-0.2, 1.2), max_size=5) | _values,
-        "synthetic_acceptance_length": _values,
+        "synthetic_acceptance_rates": st.lists(st.floats(-0.2, 1.2) | _numbers, max_size=5)
+        | _values,
+        "synthetic_acceptance_length": _huge | _numbers | _values,
     },
+)
+
+# a synthetic config whose one number is drawn from anywhere: k, a rate, or the length
+_synthetic_configs = st.fixed_dictionaries(
+    {
+        "rejection_sample_method": st.just("synthetic"),
+        "num_speculative_tokens": st.integers(1, 5) | st.integers(1, 5).map(float) | _huge,
+    }
+).flatmap(
+    lambda base: st.one_of(
+        st.fixed_dictionaries({"synthetic_acceptance_length": _huge | _numbers}),
+        st.fixed_dictionaries({"synthetic_acceptance_rates": st.lists(_huge | _numbers)}),
+    ).map(lambda rest: {**base, **rest})
 )
 
 
 @scaled(1.0)
-@given(_configs)
+@given(_configs | _synthetic_configs)
 def test_any_config_is_read_by_vllms_rules_or_refused_by_name(config):
     """Whatever the config holds, a setting that comes back obeys vLLM's rules, and anything
     else is refused with the field's place, never an unexpected exception."""
@@ -586,6 +763,7 @@ def test_any_config_is_read_by_vllms_rules_or_refused_by_name(config):
         assert config.get("synthetic_acceptance_length") is None
         return
     k = config["num_speculative_tokens"]
+    assert setting.num_speculative_tokens == k and 1 <= k <= 2**16
     rates = setting.resolved_rates
     assert rates is not None and len(rates) == k
     assert all(0 <= rate <= 1 for rate in rates)
@@ -593,3 +771,52 @@ def test_any_config_is_read_by_vllms_rules_or_refused_by_name(config):
     assert 1 <= setting.expected_mean_acceptance_length <= k + 1 + 1e-9
     if setting.length is not None:
         assert setting.expected_mean_acceptance_length == pytest.approx(setting.length)
+
+
+FIELD_CASES = [  # (field, value): each a change to holds.json's config
+    ("num_speculative_tokens", 4),
+    ("num_speculative_tokens", 4.0),
+    ("num_speculative_tokens", 4.5),
+    ("num_speculative_tokens", None),
+    ("num_speculative_tokens", [4]),
+    ("rejection_sample_method", "synthetic"),
+    ("rejection_sample_method", ["synthetic"]),
+    ("rejection_sample_method", None),
+    ("synthetic_acceptance_length", None),
+]
+
+
+@pytest.mark.oracle
+def test_the_reader_takes_the_field_types_vllms_own_fields_take(tmp_path):
+    """vLLM 0.32's pydantic fields (``SpeculativeConfig.__pydantic_fields__``, lax mode) on
+    each value: the reader reads what they take and refuses what they refuse."""
+    assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON}: install vLLM with examples/vllm/install.py"
+    script = (
+        "import json, sys\n"
+        "from typing import Annotated\n"
+        "from pydantic import TypeAdapter, ValidationError\n"
+        "from vllm.config.speculative import SpeculativeConfig as C\n"
+        "out = []\n"
+        "for name, value in json.loads(sys.argv[1]):\n"
+        "    f = C.__pydantic_fields__[name]\n"
+        "    kind = Annotated[f.annotation, *f.metadata] if f.metadata else f.annotation\n"
+        "    try:\n"
+        "        TypeAdapter(kind).validate_python(value)\n"
+        "        out.append(True)\n"
+        "    except ValidationError:\n"
+        "        out.append(False)\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [str(VLLM_PYTHON), "-c", script, json.dumps(FIELD_CASES)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert True in theirs and False in theirs
+    for (name, value), taken in zip(FIELD_CASES, theirs, strict=True):
+        path = _with_config(tmp_path, **{name: value})
+        if taken:
+            assert load_oracle("m", path).speculative is not None, (name, value)
+        else:
+            with pytest.raises((InputError, RefusedError)):
+                load_oracle("m", path)

@@ -256,7 +256,8 @@ _REFUSES_NO_DRAFT = {
 
 def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> MatchedSetting:
     k = len(warm.per_position)
-    if "synthetic_acceptance_rates" in base:
+    # null is how vLLM's optional fields are left unset: not a setting
+    if base.get("synthetic_acceptance_rates") is not None:
         raise InputError(
             "--matched-config sets synthetic_acceptance_rates: the setting "
             "computes them from our warm steps; leave them out"
@@ -266,7 +267,7 @@ def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> Ma
             f"--matched-config sets rejection_sample_method "
             f"{base['rejection_sample_method']!r}: the matched run is synthetic"
         )
-    if "synthetic_acceptance_length" in base:
+    if base.get("synthetic_acceptance_length") is not None:
         raise RefusedError(
             "--matched-config sets synthetic_acceptance_length: vLLM takes exactly one of it "
             "and synthetic_acceptance_rates, and the setting gives the rates"

@@ -12,14 +12,20 @@ directly, ``sf_measured = T_ours / T_matched``. This module checks, per matched 
    leg). The setting is made from our warm fold, so the warm fold is what it is held to, whatever
    population the gap pairs it with. What the setting aims at (one plus the sum of its rates) is
    shown beside: the verdict goes by what the run measured, not by what it was told;
-2. the measured speed factor and its interval (our warm tok/s replicates against the matched
-   arm's legs, as the gap's ratio is drawn: ``fold.compare.gap_intervals``);
-3. against the ordinary run of the same engine (``matched@BASE``, or the only unmatched arm of
-   that engine given), the modelled speed factor of that pair's split, and their quotient
-   ``q = sf_measured / sf_modelled = T_base L_ours / (T_matched L_base)`` in every resample (the
-   same draws of ours on both sides, so our tok/s cancels). Where q's 95% interval leaves out 1
-   (beyond ``--tolerance`` without intervals), measured and modelled disagree beyond their
-   intervals: the model does not hold for this pair.
+2. the measured speed factor and its interval (ours against the matched arm's legs, as the
+   gap's ratio is drawn: ``fold.compare.gap_intervals``) beside the modelled one, the speed
+   factor of the split against the ordinary run of the same engine (``matched@BASE``, or the
+   only unmatched arm of that engine given); both over one population of ours, the one the
+   ordinary run's split pairs (warm legs, or all legs when the oracle's counters cover all of
+   its legs), named in the check;
+3. the model itself: that the oracle's verify steps/s does not change when its acceptance
+   changes. The matched run's steps/s (its tok/s over its *own* measured 1 + A/S) is set
+   against the ordinary run's, ``(T_matched / L_matched) / (T_base / L_base)``, drawn from the
+   two oracle arms' own resamples (an arm known by totals enters every draw at its value;
+   neither resampled: no interval). Ours does not enter: the run's acceptance only needs to be
+   inside our interval for the verdict to speak of our acceptance, and any acceptance inside
+   it is the run's own, not ours. Where the ratio's 95% interval leaves out 1 (beyond
+   ``--tolerance`` without one), the model does not hold for this pair.
 
 A run that did not match is never used to test the model: its tok/s is at another acceptance.
 Nothing here prints; ``fold.present.matched_arms`` words it.
@@ -39,6 +45,7 @@ from fold.compare.gap_intervals import BOTH_ARMS, OURS_ONLY
 from fold.errors import InputError
 from fold.folding.uncertainty import Interval, Replicates, percentile_interval, ratio
 from fold.inputs.oracles import ArmFigures
+from fold.inputs.oracles.figures import WARM_LEGS
 
 # MatchedCheck.status values
 MODEL_HOLDS = "model holds"
@@ -80,13 +87,19 @@ class MatchedCheck:
     """oracle - ours, in 1 + A/S."""
     beyond_interval: float | None
     """How far outside our interval the run's 1 + A/S is (0 inside); None without one."""
+    population: str
+    """The population of ours both speed factors are over (warm legs or all legs)."""
     measured_speed_factor: float | None
     measured_speed_factor_ci: Interval | None
     measured_basis: str | None
     modelled_speed_factor: float | None
     modelled_speed_factor_ci: Interval | None
-    model_ratio: float | None
-    model_ratio_ci: Interval | None
+    oracle_steps_per_s: float | None
+    base_steps_per_s: float | None
+    step_rate_ratio: float | None
+    """The matched run's verify steps/s over the ordinary run's: 1 where the model holds."""
+    step_rate_ratio_ci: Interval | None
+    step_rate_basis: str | None
     model_holds: bool | None
     status: str
     notes: tuple[str, ...]
@@ -112,13 +125,19 @@ class MatchedCheck:
                 "matched": self.matched,
                 "basis": self.match_basis,
             },
+            "population": self.population,
             "measured_speed_factor": _finite(self.measured_speed_factor),
             "measured_speed_factor_ci": _pair(self.measured_speed_factor_ci),
             "measured_basis": self.measured_basis,
             "modelled_speed_factor": _finite(self.modelled_speed_factor),
             "modelled_speed_factor_ci": _pair(self.modelled_speed_factor_ci),
-            "model_ratio": _finite(self.model_ratio),
-            "model_ratio_ci": _pair(self.model_ratio_ci),
+            "steps_per_s": {
+                "oracle": _finite(self.oracle_steps_per_s),
+                "base": _finite(self.base_steps_per_s),
+            },
+            "step_rate_ratio": _finite(self.step_rate_ratio),
+            "step_rate_ratio_ci": _pair(self.step_rate_ratio_ci),
+            "step_rate_basis": self.step_rate_basis,
             "model_holds": self.model_holds,
             "status": self.status,
             "verdict": self.verdict,
@@ -253,18 +272,19 @@ def _check(
             f"{configured:.3f}: drafts shorter than num_speculative_tokens (a drafter that "
             "proposes fewer tokens) accept fewer than the rates say"
         )
-    measured, measured_draws, measured_basis = _measured(ours, side)
-    modelled = modelled_ci = q = q_ci = holds = None
+    # one population of ours for both factors: the one the ordinary run's split pairs
+    mine = paired[(base or side).row.name]
+    measured, measured_draws, measured_basis = _measured(mine, side)
+    modelled = modelled_ci = holds = None
+    rates: tuple[float | None, float | None] = (None, None)
+    q = q_ci = q_basis = None
     if base is not None:
         gap = gaps[base.row.name]
         modelled = gap.speed_factor
         modelled_ci = None if gap.intervals is None else gap.intervals.speed_factor
-        # a run at another acceptance tests nothing: no quotient is formed
-        if measured is not None and modelled and matched:
-            q = measured / modelled
-            modelled_draws = _modelled_draws(paired[base.row.name], base)
-            if measured_draws is not None and modelled_draws is not None:
-                q_ci = percentile_interval(ratio(measured_draws, modelled_draws))
+        # a run at another acceptance tests nothing: no ratio is formed
+        if matched:
+            rates, q, q_ci, q_basis = _step_rates(side, base)
     if measured is None:
         status = NO_SPEED
     elif matched is None:
@@ -276,8 +296,8 @@ def _check(
     elif q is None:
         status = NO_MODEL
         notes.append(
-            f"the split against {base.row.name} has no speed factor: "
-            + ("; ".join(gaps[base.row.name].missing) or "not recorded")
+            f"{base.row.name} or {row.name} has no tok/s or 1 + A/S, so their steps/s "
+            "cannot be set side by side"
         )
     else:
         holds = (q_ci[0] <= 1 <= q_ci[1]) if q_ci is not None else abs(q - 1) <= tolerance
@@ -295,6 +315,7 @@ def _check(
         match_basis=basis,
         length_difference=difference,
         beyond_interval=beyond,
+        population=mine.row.population or WARM_LEGS,
         measured_speed_factor=measured,
         measured_speed_factor_ci=(
             None if measured_draws is None else percentile_interval(measured_draws)
@@ -302,8 +323,11 @@ def _check(
         measured_basis=measured_basis,
         modelled_speed_factor=modelled,
         modelled_speed_factor_ci=modelled_ci,
-        model_ratio=q,
-        model_ratio_ci=q_ci,
+        oracle_steps_per_s=rates[0],
+        base_steps_per_s=rates[1],
+        step_rate_ratio=q,
+        step_rate_ratio_ci=q_ci,
+        step_rate_basis=q_basis,
         model_holds=holds,
         status=status,
         notes=tuple(notes),
@@ -342,13 +366,21 @@ def verdict(check: MatchedCheck) -> str:
     if check.status == NO_MODEL:
         return f"{head}: speed factor measured {measured}; no ordinary run to model it from"
     modelled = _with_interval(check.modelled_speed_factor, check.modelled_speed_factor_ci)
-    both = f"speed factor measured {measured}, modelled {modelled} from {check.base}"
+    both = (
+        f"speed factor (our {check.population}) measured {measured}, modelled {modelled} from "
+        f"{check.base}"
+    )
+    assert check.oracle_steps_per_s is not None and check.base_steps_per_s is not None
+    ratio_text = _with_interval(check.step_rate_ratio, check.step_rate_ratio_ci)
+    steps = (
+        f"verify steps/s {check.oracle_steps_per_s:.1f} at its 1 + A/S against "
+        f"{check.base}'s {check.base_steps_per_s:.1f} (x{ratio_text})"
+    )
     if check.status == MODEL_HOLDS:
-        return f"{head}: {both}: the model holds for this pair"
-    quotient = _with_interval(check.model_ratio, check.model_ratio_ci)
+        return f"{head}: {both}; {steps}: the model holds for this pair"
     return (
-        f"{head}: {both}: the model does not hold for this pair (measured / modelled "
-        f"{quotient}): {check.base}'s step time changes with its acceptance"
+        f"{head}: {both}; {steps}: the model does not hold for this pair: {check.base}'s step "
+        "time changes with its acceptance"
     )
 
 
@@ -397,18 +429,39 @@ def _measured(ours: Side, side: Side) -> tuple[float | None, np.ndarray | None, 
     return t_ours / t_matched, ratio(mine, theirs), basis
 
 
-def _modelled_draws(ours: Side, base: Side) -> np.ndarray | None:
-    """The base split's speed factor in every resample, as ``fold.compare.gap_intervals``
-    draws it: (T_ours / T_base) / (L_ours / L_base)."""
-    tok = _draws(ours.replicates, TOK_S, None, 0)
-    length = _draws(ours.replicates, LENGTH, None, 0)
-    if tok is None or length is None:
-        return None
-    t_base = _draws(base.replicates, TOK_S, base.row.output_throughput_tok_s, tok.size)
-    l_base = _draws(base.replicates, LENGTH, base.row.mean_acceptance_length, tok.size)
-    if t_base is None or l_base is None:
-        return None
-    return ratio(ratio(tok, t_base), ratio(length, l_base))
+def _step_rates(
+    side: Side, base: Side
+) -> tuple[tuple[float | None, float | None], float | None, Interval | None, str | None]:
+    """Both oracle runs' verify steps/s (T / L, each over its own 1 + A/S), the matched over
+    the ordinary, and that ratio's interval from the two arms' own resamples (a figure known
+    by totals enters every draw at its value) with what it rests on."""
+    figures = []
+    for arm in (side, base):
+        tok, length = arm.row.output_throughput_tok_s, arm.row.mean_acceptance_length
+        figures.append((tok, length))
+    (t_m, l_m), (t_b, l_b) = figures
+    if not (t_m and l_m and t_b and l_b):
+        return (None, None), None, None, None
+    rate_m, rate_b = t_m / l_m, t_b / l_b
+    drawn = [arm for arm in (side, base) if _any_resampled(arm.replicates)]
+    if not drawn:
+        return (rate_m, rate_b), rate_m / rate_b, None, None
+    size = next(iter(drawn[0].replicates.figures.values())).size  # type: ignore[union-attr]
+    draws = [
+        ratio(_draws(arm.replicates, TOK_S, t, size), _draws(arm.replicates, LENGTH, length, size))
+        for arm, (t, length) in zip((side, base), figures, strict=True)
+    ]
+    basis = BOTH_ARMS if len(drawn) == 2 else f"{drawn[0].row.name}'s legs only"
+    return (
+        (rate_m, rate_b),
+        rate_m / rate_b,
+        percentile_interval(ratio(draws[0], draws[1])),
+        basis,
+    )
+
+
+def _any_resampled(replicates: Replicates | None) -> bool:
+    return _resampled(replicates, TOK_S) or _resampled(replicates, LENGTH)
 
 
 def _resampled(replicates: Replicates | None, figure: str) -> bool:

@@ -16,10 +16,15 @@ Field names and validity rules are vLLM 0.32's (``vllm/config/speculative.py``,
   ``synthetic_acceptance_length`` (in [1, k + 1], resolved to rates by the minimum-variance
   schedule: whole positions at 1, one fractional, the rest 0);
 * either of the two with another method is refused;
-* ``num_speculative_tokens`` is an integer above 0.
+* ``num_speculative_tokens`` is an integer above 0 (pydantic's lax mode: a float with no
+  fraction, ``4.0``, is the integer 4); null stands for a field not given where vLLM's type
+  allows None (the two synthetic fields), and is refused where it does not
+  (``num_speculative_tokens``, ``rejection_sample_method``).
 
 A config vLLM would refuse did not make the run the record says it made: it is refused here,
-naming the field. Nothing here prints.
+naming the field. A field of the wrong JSON type (a list for a string, a string for a number)
+is an input error. ``num_speculative_tokens`` is bounded by the step-log format's cap
+(``fold.inputs.limits.MAX_STEP_TOKENS``): the rates are one per position. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.errors import InputError, RefusedError
+from fold.inputs import limits
 
 FIELD = "speculative_config"
 METHODS = ("standard", "synthetic", "block")
@@ -89,15 +95,13 @@ def read_setting(record: dict[str, Any], where: str) -> SpeculativeSetting | Non
     method = config.get("method")
     if method is not None and not isinstance(method, str):
         raise InputError(f"{at}.method = {method!r} must be a string or absent")
-    k = config.get("num_speculative_tokens")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k <= 0):
-        raise RefusedError(
-            f"{at}.num_speculative_tokens = {k!r}: vLLM takes an integer above 0 ({SOURCE}); "
-            "the record does not hold the config its run was made with"
-        )
+    k = _speculative_tokens(config, where)
     rejection = config.get("rejection_sample_method", "standard")
-    if rejection is None:
-        rejection = "standard"
+    if not isinstance(rejection, str):
+        raise InputError(
+            f"{at}.rejection_sample_method = {limits.shown(rejection)} must be a string, one of "
+            f"{', '.join(METHODS)}; vLLM takes no other type ({SOURCE})"
+        )
     if rejection not in METHODS:
         raise RefusedError(
             f"{at}.rejection_sample_method = {rejection!r}: vLLM takes one of "
@@ -132,12 +136,53 @@ def read_setting(record: dict[str, Any], where: str) -> SpeculativeSetting | Non
     )
 
 
-def _number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float))
+def _speculative_tokens(config: dict[str, Any], where: str) -> int | None:
+    """``num_speculative_tokens`` as vLLM's pydantic field reads it (an int above 0, lax: 4.0
+    is 4), or None when it is not given; bounded by the most tokens a step may carry."""
+    if "num_speculative_tokens" not in config:
+        return None
+    at = f"{where}: {FIELD}"
+    k = config["num_speculative_tokens"]
+    if not limits.is_number(k):
+        raise InputError(
+            f"{at}.num_speculative_tokens = {limits.shown(k)} must be an integer; vLLM takes "
+            f"no other type, null included ({SOURCE})"
+        )
+    if isinstance(k, float):
+        if not (math.isfinite(k) and k.is_integer()):
+            raise RefusedError(
+                f"{at}.num_speculative_tokens = {k!r}: vLLM takes an integer above 0 "
+                f"({SOURCE}); the record does not hold the config its run was made with"
+            )
+        k = int(k)
+    if k <= 0:
+        raise RefusedError(
+            f"{at}.num_speculative_tokens = {k!r}: vLLM takes an integer above 0 ({SOURCE}); "
+            "the record does not hold the config its run was made with"
+        )
+    if k > limits.MAX_STEP_TOKENS:
+        raise InputError(
+            limits.refusal(
+                where,
+                f"{FIELD}.num_speculative_tokens",
+                k,
+                limits.STEP_CAP_WORDS,
+                "check the record",
+            )
+        )
+    return k
+
+
+def _within(value: int | float, low: float, high: float) -> bool:
+    """``low <= value <= high`` for a finite value; an int of any size is compared exactly
+    (converting it to a float may overflow)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return low <= value <= high
 
 
 def _rates(value: Any, k: int, at: str) -> tuple[float, ...]:
-    if not isinstance(value, list) or not all(_number(rate) for rate in value):
+    if not isinstance(value, list) or not all(limits.is_number(rate) for rate in value):
         raise InputError(f"{at} must be a list of numbers, one per speculative token")
     if len(value) != k:
         raise RefusedError(
@@ -145,9 +190,9 @@ def _rates(value: Any, k: int, at: str) -> tuple[float, ...]:
             f"per speculative token ({SOURCE})"
         )
     for i, rate in enumerate(value):
-        if not (math.isfinite(rate) and 0 <= rate <= 1):
-            raise RefusedError(f"{at}[{i}] = {rate!r} is outside [0, 1], which vLLM refuses "
-                               f"({SOURCE})")  # fmt: skip
+        if not _within(rate, 0, 1):
+            raise RefusedError(f"{at}[{i}] = {limits.shown(rate)} is outside [0, 1], which "
+                               f"vLLM refuses ({SOURCE})")  # fmt: skip
         if i and rate > value[i - 1]:
             raise RefusedError(
                 f"{at}[{i}] = {rate!r} exceeds entry {i - 1} = {value[i - 1]!r}: the rates are "
@@ -158,12 +203,12 @@ def _rates(value: Any, k: int, at: str) -> tuple[float, ...]:
 
 
 def _length(value: Any, k: int, at: str) -> float:
-    if not _number(value):
-        raise InputError(f"{at} = {value!r} must be a number")
-    if not (math.isfinite(value) and 1 <= value <= k + 1):
+    if not limits.is_number(value):
+        raise InputError(f"{at} = {limits.shown(value)} must be a number")
+    if not _within(value, 1, k + 1):
         raise RefusedError(
-            f"{at} = {value!r} is outside [1, {k + 1}] (1 to num_speculative_tokens + 1), which "
-            f"vLLM refuses ({SOURCE})"
+            f"{at} = {limits.shown(value)} is outside [1, {k + 1}] (1 to num_speculative_tokens "
+            f"+ 1), which vLLM refuses ({SOURCE})"
         )
     return float(value)
 
