@@ -263,7 +263,7 @@ def test_matched_config_needs_matched_vllm_and_engines_are_named(tmp_path, capsy
     assert stopped.value.code == 2
     with pytest.raises(InputError, match="engines with a setting"):
         matched_settings(fold_acceptance(arm, [log]), ["trtllm"])
-    assert parse_base_config(None) == {"method": "ngram"}
+    assert parse_base_config(None) is None
 
 
 # --- outputs ------------------------------------------------------------------------------------
@@ -397,3 +397,10 @@ def test_the_default_ngram_drafter_is_noted_as_likely_to_under_accept(tmp_path_f
         assert (f"note: {note}" in text or "note: no method" in text) is noted
     sglang = matched_settings(fold, ["sglang"]).settings[0].to_json()
     assert sglang["notes"] == []
+
+
+def test_the_command_without_matched_config_notes_the_default(tmp_path, capsys):
+    arm, log = write_gate(tmp_path, HAND)
+    assert main([arm, log, "--matched", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "note: no method given (--matched-config), so the default ngram" in out

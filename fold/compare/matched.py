@@ -128,10 +128,11 @@ class Matched:
         return {setting.engine: setting.to_json() for setting in self.settings}
 
 
-def parse_base_config(text: str | None) -> dict[str, Any]:
-    """``--matched-config``: the oracle's own speculative config as JSON (an object)."""
+def parse_base_config(text: str | None) -> dict[str, Any] | None:
+    """``--matched-config``: the oracle's own speculative config as JSON (an object); None when
+    not given (the setting then takes ``DEFAULT_METHOD`` and says so)."""
     if text is None:
-        return {"method": DEFAULT_METHOD}
+        return None
     try:
         value = json.loads(text, parse_constant=_not_a_number)
     except ValueError as error:
