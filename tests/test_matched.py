@@ -28,7 +28,7 @@ from fold.compare.matched import check_rates, matched_settings, parse_base_confi
 from fold.errors import InputError, RefusedError
 from fold.inputs.steplog import format_line
 from fold.present.markdown import markdown_record
-from fold.present.matched import matched_html
+from fold.present.matched import matched_html, matched_terminal
 from fold.present.page import page
 from fold.present.terminal import terminal
 
@@ -263,7 +263,7 @@ def test_matched_config_needs_matched_vllm_and_engines_are_named(tmp_path, capsy
     assert stopped.value.code == 2
     with pytest.raises(InputError, match="engines with a setting"):
         matched_settings(fold_acceptance(arm, [log]), ["trtllm"])
-    assert parse_base_config(None) == {"method": "ngram"}
+    assert parse_base_config(None) is None
 
 
 @pytest.mark.parametrize("key", ["synthetic_acceptance_length", "synthetic_acceptance_rates"])
@@ -381,3 +381,39 @@ def hand_fold(tmp_path_factory):
         arm, log = write_gate(tmp_path_factory.mktemp("hand"), HAND)
         _HAND_FOLD["fold"] = fold_acceptance(arm, [log], resamples=0)
     return _HAND_FOLD["fold"]
+
+
+def test_only_the_gpu_engines_are_said_to_need_a_gpu_box(tmp_path_factory):
+    fold = hand_fold(tmp_path_factory)
+    document = fold.with_matched(matched_settings(fold, ["vllm", "sglang", "llamacpp"])).to_json()
+    blocks = matched_terminal(document).split("\nMatched ")
+    runs = {block.split(":")[0].split()[-1]: block for block in blocks}
+    assert set(runs) == {"vLLM", "SGLang", "llama.cpp"}
+    for engine in ("vLLM", "SGLang"):
+        assert "to run it (on a GPU box" in runs[engine]
+    assert "GPU" not in runs["llama.cpp"]
+    assert "to run it (llama-server runs it on a CPU" in runs["llama.cpp"]
+
+
+def test_the_default_ngram_drafter_is_noted_as_likely_to_under_accept(tmp_path_factory):
+    fold = hand_fold(tmp_path_factory)
+    note = "the n-gram drafter"
+    for base, noted in (
+        (None, True),
+        ({"method": "ngram"}, True),
+        ({"method": "eagle", "model": "DRAFT"}, False),
+    ):
+        setting = matched_settings(fold, ["vllm"], base, resamples=0).settings[0].to_json()
+        assert any(note in line for line in setting["notes"]) is noted
+        assert any("the default" in line for line in setting["notes"]) is (base is None)
+        text = matched_terminal(fold.with_matched(matched_settings(fold, ["vllm"], base)).to_json())
+        assert (f"note: {note}" in text or "note: no method" in text) is noted
+    sglang = matched_settings(fold, ["sglang"]).settings[0].to_json()
+    assert sglang["notes"] == []
+
+
+def test_the_command_without_matched_config_notes_the_default(tmp_path, capsys):
+    arm, log = write_gate(tmp_path, HAND)
+    assert main([arm, log, "--matched", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "note: no method given (--matched-config), so the default ngram" in out

@@ -354,3 +354,46 @@ def test_parts_past_the_step_are_shown_as_such():
         "warm": {"step_split": None},
     }
     assert "no: parts exceed the step by 2.4us" in step_split_markdown(document)
+
+
+def test_a_warm_leg_without_durations_is_named_and_its_step_kept_apart():
+    # Legs 0 and 1 warm. Leg 0: one timed request, steps 1000 ns apart. Leg 1: one request
+    # with no duration, steps 4000 ns apart. The split is over leg 0 alone (1000 ns a step);
+    # the cadence's warm step is over both: (2000 + 8000) / 4 intervals = 2500 ns.
+    rows = [
+        request(0, 1, [0, 1000, 2000], [100] * 3, [300] * 3),
+        request(1, 2, [0, 4000, 8000], [None] * 3, [None] * 3),
+    ]
+    requests, cadence = tables(rows)
+    split = from_fold(requests, cadence, [0, 1], [0, 1])
+    warm = split.warm
+    assert warm["requests"] == 1 and warm["step_s"] == approx(1000e-9)
+    assert list(warm["untimed_legs"]) == [1] and warm["untimed_requests"] == 1
+    assert warm["cadence_step_s"] == approx(2500e-9)
+    assert split.legs[1] is None
+    assert split.legs[0]["untimed_requests"] == 0 and list(split.legs[0]["untimed_legs"]) == []
+    assert split.legs[0]["cadence_step_s"] == approx(1000e-9)
+    document = {
+        "legs": [
+            {"index": 0, "warm": True, "step_split": split.leg_json(0)},
+            {"index": 1, "warm": True, "step_split": split.leg_json(1)},
+        ],
+        "warm": {"step_split": split.warm_json()},
+    }
+    line = step_split_lines(document)[0]
+    assert "over the timed legs only" in line and "leg 1" in line and "2.5us" in line
+    record = step_split_markdown(document)
+    assert "leg 1: no step carried a duration" in record
+    assert "leg 1: no step carried a duration" in step_split_html(document)
+
+
+def test_nothing_left_out_the_split_s_step_is_the_cadence_s():
+    requests, cadence = tables(hand_rows())
+    split = from_fold(requests, cadence, [0, 1], [0, 1])
+    assert split.warm["cadence_step_s"] == split.warm["step_s"]
+    assert list(split.warm["untimed_legs"]) == [] and split.warm["untimed_requests"] == 0
+    document = {
+        "legs": [{"index": i, "warm": True, "step_split": split.leg_json(i)} for i in (0, 1)],
+        "warm": {"step_split": split.warm_json()},
+    }
+    assert "timed legs only" not in step_split_lines(document)[0]

@@ -54,14 +54,14 @@ def test_a_count_past_the_limit_is_refused_naming_the_line(tmp_path):
     path = tmp_path / "big.txt"
     text = LV4.read_text().replace("   30     30,", f"   {2**63}     30,")
     path.write_text(text)
-    with pytest.raises(InputError, match="drafter statistics line 1"):
+    with pytest.raises(InputError, match=rf"{path}:12: drafter statistics"):
         load_oracle("llamacpp", path)
 
 
 @settings(max_examples=80, deadline=None)
 @given(
     st.from_regex(r"\d{1,30}", fullmatch=True),
-    st.from_regex(r"\d{1,400}(\.\d{1,5})?", fullmatch=True),
+    st.from_regex(r"[-+]?(\d{1,400}\.?\d{0,5}|\.\d{1,5})([eE][-+]?\d{1,4})?", fullmatch=True),
 )
 def test_any_printed_numbers_read_or_are_refused(tmp_path_factory, calls, ms):
     path = tmp_path_factory.mktemp("stats") / "out.txt"
@@ -103,3 +103,43 @@ def test_the_line_under_the_speed_split_puts_the_oracle_beside_ours():
     )
     assert lines[1].endswith("; ours 400us a step")
     assert step_split_lines(document, "other") == lines[:1]
+
+
+def lv4_with(tmp_path: Path, ms: str, calls: str = "30") -> tuple[Path, int]:
+    """The -lv 4 output with its statistics line's generate figures replaced; the line's
+    number (1-based)."""
+    text = LV4.read_text()
+    cut = text.index("0.00.092.834")
+    end = text.index("\n", cut) + 1
+    path = tmp_path / "out.txt"
+    path.write_text(text[:cut] + STATS.format(calls=calls, ms=ms) + text[end:])
+    return path, text[:cut].count("\n") + 1
+
+
+@pytest.mark.parametrize(
+    ("printed", "ms"),
+    [("18.843e3", 18843.0), ("1.8843E+04", 18843.0), ("18843.", 18843.0), (".5", 0.5),
+     ("+2.5", 2.5), ("18843", 18843.0)],
+)  # fmt: skip
+def test_every_number_form_printf_writes_is_read(tmp_path, printed, ms):
+    path, _ = lv4_with(tmp_path, printed)
+    arm = load_oracle("llamacpp", path)
+    assert arm.draft_overhead is not None
+    assert arm.draft_overhead["draft_s"] == pytest.approx(ms / 1e3)
+
+
+@pytest.mark.parametrize("printed", ["inf", "-inf", "nan", "-nan", "-1.000", "1e999", "1,5", "x"])
+def test_a_statistics_line_that_does_not_read_is_refused_by_file_and_line(tmp_path, printed):
+    path, line = lv4_with(tmp_path, printed)
+    with pytest.raises(InputError, match=rf"{path}:{line}: "):
+        load_oracle("llamacpp", path)
+
+
+def test_a_drafter_without_timings_adds_no_time(tmp_path):
+    path = tmp_path / "out.txt"
+    text = LV4.read_text()
+    path.write_text(text.replace(", dur(b,g,a) = 0.000, 18.843, 0.003 ms", ""))
+    assert load_oracle("llamacpp", path).draft_overhead is None
+    path.write_text(text.replace("#calls(b,g,a) =    1 ", "#calls(b,g,a) = one "))
+    with pytest.raises(InputError, match=rf"{path}:12: a drafter statistics line"):
+        load_oracle("llamacpp", path)

@@ -43,9 +43,23 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--prompts", type=Path, required=True, help="a JSON list of strings")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=64,
+        help="each output's length (ignore_eos): give our gate's, for a matched run",
+    )
     parser.add_argument("--speculative-config", required=True, help="JSON")
     parser.add_argument("--max-model-len", type=int, default=512)
+    # The defaults are the CPU tests' (make_model.py's tiny model); on a GPU box give both arms
+    # of a comparison the gate's own engine settings.
+    parser.add_argument("--dtype", default="float32", help="LLM(dtype=...)")
+    parser.add_argument(
+        "--enforce-eager",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="LLM(enforce_eager=...); --no-enforce-eager lets vLLM capture CUDA graphs",
+    )
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument(
         "--per-request-spec-decode-metrics",
@@ -62,8 +76,8 @@ def main() -> None:
     speculative_config = json.loads(args.speculative_config)
     llm = LLM(
         model=args.model,
-        dtype="float32",
-        enforce_eager=True,
+        dtype=args.dtype,
+        enforce_eager=args.enforce_eager,
         max_model_len=args.max_model_len,
         # a copy: the record keeps the setting as given, whatever vLLM makes of its argument
         speculative_config=dict(speculative_config),

@@ -91,6 +91,8 @@ class MatchedSetting:
     commands: tuple[tuple[str, str], ...]
     cannot_carry: tuple[str, ...]
     checked: str
+    notes: tuple[str, ...] = ()
+    """What the run is likely to get wrong with this setting as asked for."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +114,7 @@ class MatchedSetting:
             "commands": [{"where": where, "line": line} for where, line in self.commands],
             "cannot_carry": list(self.cannot_carry),
             "checked": self.checked,
+            "notes": list(self.notes),
         }
 
 
@@ -125,10 +128,11 @@ class Matched:
         return {setting.engine: setting.to_json() for setting in self.settings}
 
 
-def parse_base_config(text: str | None) -> dict[str, Any]:
-    """``--matched-config``: the oracle's own speculative config as JSON (an object)."""
+def parse_base_config(text: str | None) -> dict[str, Any] | None:
+    """``--matched-config``: the oracle's own speculative config as JSON (an object); None when
+    not given (the setting then takes ``DEFAULT_METHOD`` and says so)."""
     if text is None:
-        return {"method": DEFAULT_METHOD}
+        return None
     try:
         value = json.loads(text, parse_constant=_not_a_number)
     except ValueError as error:
@@ -156,6 +160,7 @@ def matched_settings(
     """The setting for each of ``engines`` from ``fold``'s warm legs (a document or a
     FoldResult: its ``warm`` and ``legs``), or RefusedError naming what the engine would
     refuse. ``base_config`` is vLLM's speculative config the synthetic keys join."""
+    defaulted = base_config is None
     base = dict(base_config) if base_config is not None else {"method": DEFAULT_METHOD}
     settings = []
     for engine in dict.fromkeys(engines):
@@ -166,7 +171,7 @@ def matched_settings(
             )
         warm = _warm_figures(fold, engine)
         if engine == "vllm":
-            settings.append(_vllm(warm, base, resamples, seed))
+            settings.append(_vllm(warm, base, resamples, seed, defaulted))
         elif engine == "llamacpp":
             settings.append(_llamacpp(warm, resamples, seed))
         else:
@@ -254,7 +259,9 @@ _REFUSES_NO_DRAFT = {
 }
 
 
-def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> MatchedSetting:
+def _vllm(
+    warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int, defaulted: bool = False
+) -> MatchedSetting:
     k = len(warm.per_position)
     # null is how vLLM's optional fields are left unset: not a setting
     if base.get("synthetic_acceptance_rates") is not None:
@@ -313,7 +320,24 @@ def _vllm(warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int) -> Ma
         commands=commands,
         cannot_carry=_cannot_carry(warm, k, "vllm"),
         checked=VLLM_CHECKED,
+        notes=_drafter_notes(base, defaulted),
     )
+
+
+NGRAM_NOTE = (
+    "the n-gram drafter proposes fewer than k tokens wherever its prompt lookup finds no "
+    "match that long, and vLLM applies the rates only to the positions a draft filled, so the "
+    "run usually accepts below ours; name the oracle's own drafter, which fills k positions "
+    '(--matched-config \'{"method": "eagle", "model": "DRAFT"}\', a draft_model, an MTP head)'
+)
+
+
+def _drafter_notes(base: Mapping[str, Any], defaulted: bool) -> tuple[str, ...]:
+    if base.get("method") != DEFAULT_METHOD:
+        return ()
+    if defaulted:
+        return (f"no method given (--matched-config), so the default ngram: {NGRAM_NOTE}",)
+    return (NGRAM_NOTE,)
 
 
 def _llamacpp(warm: _Warm, resamples: int, seed: int) -> MatchedSetting:

@@ -105,7 +105,9 @@ def from_fold(
     table = split_requests(requests, cadence_requests)
     if table.height == 0:
         return NO_SPLIT
-    return fold_step_split(table, leg_indices, warm_legs, resamples, seed)
+    return fold_step_split(
+        table, leg_indices, warm_legs, resamples, seed, everyone=cadence_requests
+    )
 
 
 def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl.DataFrame:
@@ -182,9 +184,16 @@ def fold_step_split(
     warm_legs: Sequence[int],
     resamples: int = 0,
     seed: int = DEFAULT_SEED,
+    everyone: pl.DataFrame | None = None,
 ) -> StepSplits:
     """The split of each leg in ``leg_indices`` (the arm's order) and of the warm legs, from
     ``split_requests``'s table; ``resamples`` above 0 adds the 95% intervals (``<figure>_ci``).
+
+    ``everyone``: the cadence's per-request table (``leg``, ``intervals``, ``decode_ns``), every
+    request whether it carried a duration or not (None: the split's own requests). A group's
+    split is over its timed requests only; what it leaves out is named (``untimed_legs``,
+    ``untimed_requests``) and the cadence's step over all of them kept beside
+    (``cadence_step_s``), so the two steps are never taken for one another.
 
     The warm legs are drawn first, as the fold draws them, so with the fold's seed its warm
     resamples are the very legs and requests the fold's warm intervals drew."""
@@ -200,7 +209,11 @@ def fold_step_split(
         legs = [Leg(requests={name: frame[name].to_numpy() for name in SUMS}) for frame in frames]
         found = bootstrap(legs, selections, resamples, seed)
 
-    def split(chosen: list[pl.DataFrame], name: str) -> Mapping[str, Any] | None:
+    cadence = _cadence_sums(requests if everyone is None else everyone)
+
+    def split(
+        chosen: list[pl.DataFrame], name: str, indices: Sequence[int]
+    ) -> Mapping[str, Any] | None:
         count = sum(frame.height for frame in chosen)
         # Counts and nanoseconds summed exactly; the parts' estimates (floats) correctly rounded
         # (fsum), so no figure depends on the order or grouping of the requests.
@@ -219,17 +232,46 @@ def fold_step_split(
         figures = group_split(sums, count, every)
         if figures is None:
             return None
+        everyone_count, everyone_intervals, everyone_ns = (
+            sum(cadence.get(index, (0, 0, 0))[i] for index in indices) for i in range(3)
+        )
+        figures["untimed_requests"] = max(everyone_count - count, 0)
+        figures["untimed_legs"] = [
+            index
+            for index, frame in zip(indices, chosen, strict=True)
+            if frame.height == 0 and cadence.get(index, (0, 0, 0))[0] > 0
+        ]
+        figures["cadence_step_s"] = (
+            figures["step_s"] if everyone_count == count else everyone_ns / everyone_intervals / _NS
+        )
         figures.update(_intervals(found.get(name), figures["measured"]))
         return frozen({k: tuple(v) if isinstance(v, list) else v for k, v in figures.items()})
 
     return StepSplits(
         legs={
-            index: split([frame], f"leg {index}")
+            index: split([frame], f"leg {index}", [index])
             for index, frame in zip(leg_indices, frames, strict=True)
         },
-        warm=split([frames[p] for p in warm_positions], "warm"),
+        warm=split(
+            [frames[p] for p in warm_positions],
+            "warm",
+            [leg_indices[p] for p in warm_positions],
+        ),
         replicates=found,
     )
+
+
+def _cadence_sums(table: pl.DataFrame) -> dict[int, tuple[int, int, int]]:
+    """Per leg: (requests with an interval, their intervals, their decode ns)."""
+    column = "decode_steps" if "decode_steps" in table.columns else "intervals"
+    found = (
+        table.filter(pl.col(column) > 0)
+        .group_by("leg")
+        .agg(pl.len(), pl.col(column).sum(), pl.col("decode_ns").sum())
+    )
+    return {
+        int(leg): (int(n), int(intervals), int(ns)) for leg, n, intervals, ns in found.iter_rows()
+    }
 
 
 def _intervals(

@@ -49,12 +49,19 @@ def _rates_table(setting: Mapping[str, Any]) -> Table:
     return table
 
 
-def _setting_lines(setting: Mapping[str, Any]) -> list[str]:
-    lines = []
+_RUNS_ON = {
+    "vllm": "on a GPU box: vLLM's CPU build refuses synthetic sampling",
+    "sglang": "on a GPU box",
+    "llamacpp": "llama-server runs it on a CPU as well",
+}
+
+
+def _setting_lines(engine: str, setting: Mapping[str, Any]) -> list[str]:
+    lines = [f"note: {note}" for note in setting.get("notes") or ()]
     if setting["environment"] is not None:
         lines.append("environment:")
         lines += [f"  {name}={value}" for name, value in setting["environment"].items()]
-    lines.append("to run it (vLLM and SGLang on a GPU box):")
+    lines.append(f"to run it ({_RUNS_ON[engine]}):")
     lines += [f"  {command['line']}" for command in setting["commands"]]
     lines.append("what the setting cannot carry:")
     lines += [f"  - {note}" for note in setting["cannot_carry"]]
@@ -76,7 +83,7 @@ def matched_terminal(document: Mapping[str, Any], *, width: int = 80) -> str:
                 "a short draft did not reach counted as not accepted (vLLM's unit)",
                 soft_wrap=True,
             )
-        lines = _setting_lines(setting)
+        lines = _setting_lines(engine, setting)
         if setting["speculative_config"] is not None:
             config = json.dumps(setting["speculative_config"], separators=(", ", ": "))
             lines.insert(0, f"speculative_config: {config}")
@@ -105,8 +112,9 @@ def matched_markdown(document: Mapping[str, Any]) -> str | None:
         if setting["environment"] is not None:
             assignments = "\n".join(f"{k}={v}" for k, v in setting["environment"].items())
             parts.append(f"Environment:\n\n```sh\n{assignments}\n```")
+        parts.extend(f"Note: {note}" for note in setting.get("notes") or ())
         commands = "\n".join(command["line"] for command in setting["commands"])
-        parts.append(f"To run it:\n\n```\n{commands}\n```")
+        parts.append(f"To run it ({_RUNS_ON[engine]}):\n\n```\n{commands}\n```")
         parts.append(
             "What the setting cannot carry:\n\n"
             + "\n".join(f"- {note}" for note in setting["cannot_carry"])
@@ -136,6 +144,7 @@ def matched_html(document: Mapping[str, Any]) -> str:
         lines = [command["line"] for command in setting["commands"]]
         if setting["speculative_config"] is not None:
             lines.insert(0, json.dumps(setting["speculative_config"], separators=(", ", ": ")))
+        parts.extend(f"<p>Note: {html.escape(note)}</p>" for note in setting.get("notes") or ())
         parts.append(f"<pre>{html.escape(chr(10).join(lines))}</pre>")
         notes = "".join(f"<li>{html.escape(note)}</li>" for note in setting["cannot_carry"])
         parts.append(f"<p>What the setting cannot carry:</p><ul>{notes}</ul>")

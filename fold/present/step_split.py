@@ -120,12 +120,43 @@ def summary_line(split: Split) -> str:
     ]
     parts.sort(key=lambda item: -item[0])
     text = f"our warm step {duration(split['step_s'])}: " + ", ".join(p for _, p in parts)
+    left_out = left_out_text(split)
+    if left_out:
+        text += f" ({left_out})"
     if split["adds_up"] is False:
         text += (
             f" (the measured parts exceed the step by {duration(-split['rest_s'])}, beyond the"
             f" {duration(split['tolerance_s'])} tolerance)"
         )
     return text
+
+
+def left_out_text(split: Split) -> str:
+    """What a group's split leaves out, and the cadence's step over everything ('' when it
+    leaves nothing out)."""
+    legs = list(split.get("untimed_legs") or ())
+    requests = split.get("untimed_requests") or 0
+    if not legs and not requests:
+        return ""
+    if legs:
+        named = ", ".join(str(index) for index in legs)
+        plural = "s" if len(legs) > 1 else ""
+        text = f"over the timed legs only: leg{plural} {named} carried no duration"
+    else:
+        text = f"over the timed requests only: {requests} carried no duration"
+    return f"{text}; the cadence's step over every request {duration(split['cadence_step_s'])}"
+
+
+def untimed_leg_lines(document: Mapping[str, Any]) -> list[str]:
+    """A line per leg the table leaves out, once any leg has a split."""
+    if not has_split(document):
+        return []
+    return [
+        f"leg {leg['index']}: no step carried a duration"
+        + (", left out of the warm split" if leg["warm"] else "")
+        for leg in document["legs"]
+        if leg.get("step_split") is None
+    ]
 
 
 def oracle_line(row: Split, ours: Split | None) -> str:
@@ -161,6 +192,7 @@ def step_split_view(document: Mapping[str, Any]) -> RenderableType:
         text.append(NO_DURATIONS, style="dim")
         return text
     parts: list[RenderableType] = [step_split_table(document)]
+    parts.extend(Text(line) for line in untimed_leg_lines(document))
     for line in step_split_lines(document):
         parts.append(Text(line, style="bold"))
     return Group(*parts)
@@ -178,6 +210,8 @@ def step_split_markdown(document: Mapping[str, Any]) -> str:
         return f"## Step split\n\n{NO_DURATIONS}."
     rows = [row_cells(name, split) for name, split in split_rows(document)]
     text = f"## Step split\n\n{_markdown_table(rows)}\n\n{CAPTION}."
+    for line in untimed_leg_lines(document):
+        text += f"\n\n{line}."
     lines = step_split_lines(document)
     if lines:
         text += f"\n\n{lines[0]}."
@@ -198,6 +232,7 @@ def step_split_html(document: Mapping[str, Any]) -> str:
         f"<table><tr>{head}</tr>{body}</table>",
         f'<p class="caption">{html.escape(CAPTION)}</p>',
     ]
+    parts.extend(f"<p>{html.escape(line)}</p>" for line in untimed_leg_lines(document))
     parts.extend(f"<p>{html.escape(line)}</p>" for line in step_split_lines(document))
     warm = document["warm"].get("step_split")
     for row in (document.get("comparison") or {}).get("rows") or ():

@@ -45,12 +45,20 @@ _DECODED_RE = re.compile(
     r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+|inf|nan) t/s"
 )
 # The drafters' statistics line (common_speculative_print_stats, a trace-level line: -lv 4):
-# calls to begin, generate and accept, then the milliseconds spent in each, as totals.
+# calls to begin, generate and accept, then the milliseconds spent in each, as totals. 0.3.36
+# prints the durations with std::fixed and precision 3 ("18.843"; "inf", "nan", "-nan" for a
+# value that is none); a printf of another version may write "%g" or "%e" forms ("1.8843e+04").
+# A line naming #calls(b,g,a) or dur(b,g,a) is held to this shape: read, or refused by file
+# and line. A line without dur(b,g,a) (a drafter that keeps no timings) carries no time.
+_DRAFT_STATS_MARK = re.compile(r"#calls\(b,g,a\)|dur\(b,g,a\)")
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)(?:\([^)]*\))?"
 _DRAFT_STATS_RE = re.compile(
-    r"statistics\s+(\S+): #calls\(b,g,a\) =\s*(\d+)\s+(\d+)\s+(\d+),.*?"
-    r"dur\(b,g,a\) = (\d+(?:\.\d+)?), (\d+(?:\.\d+)?), (\d+(?:\.\d+)?) ms\s*$",
-    re.M,
+    r"statistics\s+(\S+): #calls\(b,g,a\) =\s*(\d+)\s+(\d+)\s+(\d+),(.*)$", re.I
 )
+_DRAFT_DURATIONS_RE = re.compile(
+    rf",\s*dur\(b,g,a\) = ({_NUMBER}), ({_NUMBER}), ({_NUMBER}) ms\s*$", re.I
+)
+
 _SERVER_LOG_RE = re.compile(
     r"draft acceptance = ([0-9.]+|nan) \(\s*(\d+) accepted /\s*(\d+) generated\), "
     r"mean len =\s*([0-9.]+)"
@@ -319,15 +327,39 @@ def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
 def _draft_overhead(doc: Document) -> dict[str, Any] | None:
     """The drafters' generate time and calls, summed over the statistics lines printed (one
     per drafter per run); None when the output has none (printed at -lv 4 or more only)."""
-    calls, milliseconds = 0, 0.0
-    lines = _DRAFT_STATS_RE.findall(doc.text)
-    for i, (_, _, generate_calls, _, _, generate_ms, _) in enumerate(lines):
-        where = f"{doc.where}: drafter statistics line {i + 1}"
-        calls += limits.decimal_count(generate_calls, where, "#calls g", ORACLE_COUNT_WHAT_TO_DO)
-        value = float(generate_ms)
-        if not math.isfinite(value):
-            raise InputError(f"{where}: dur g = {generate_ms} ms is not a finite duration")
+    calls, milliseconds, lines = 0, 0.0, 0
+    for number, text in enumerate(doc.text.splitlines(), 1):
+        if not _DRAFT_STATS_MARK.search(text):
+            continue
+        where = f"{doc.where}:{number}"
+        found = _DRAFT_STATS_RE.search(text)
+        if found is None:
+            raise InputError(
+                f"{where}: a drafter statistics line (-lv 4) of a shape this reader does not "
+                "know: want 'statistics NAME: #calls(b,g,a) = B G A, ..., dur(b,g,a) = B, G, A "
+                "ms' (llama.cpp's common_speculative_print_stats)"
+            )
+        rest = found.group(5)
+        if "dur(b,g,a)" not in rest:
+            continue  # the drafter keeps no timings: nothing to add
+        durations = _DRAFT_DURATIONS_RE.search(rest)
+        if durations is None:
+            raise InputError(
+                f"{where}: the drafter statistics line's dur(b,g,a) does not read: want "
+                "'dur(b,g,a) = B, G, A ms', three numbers of milliseconds"
+            )
+        generate_ms = durations.group(2)
+        value = float(generate_ms.split("(")[0])
+        if not math.isfinite(value) or value < 0:
+            raise InputError(
+                f"{where}: dur g = {generate_ms} ms is not a duration (a finite number of "
+                "milliseconds, 0 or more)"
+            )
+        calls += limits.decimal_count(
+            found.group(3), f"{where}: drafter statistics", "#calls g", ORACLE_COUNT_WHAT_TO_DO
+        )
         milliseconds += value
+        lines += 1
     if not lines or calls == 0:
         return None
     if not math.isfinite(milliseconds):
@@ -335,7 +367,7 @@ def _draft_overhead(doc: Document) -> dict[str, Any] | None:
     return {
         "draft_s": milliseconds / 1e3,
         "draft_calls": calls,
-        "source": f"the generate time of {len(lines)} drafter statistics line(s) (-lv 4): "
+        "source": f"the generate time of {lines} drafter statistics line(s) (-lv 4): "
         "without the draft model's pass over the verified batch",
     }
 
