@@ -910,6 +910,9 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
     loops: a request's decode window as the cadence clamps it, each part's mean per step that
     carried it times the request's intervals. No intervals in this model (``*_ci`` null)."""
     requests = []
+    # Every request the cadence times (two lines or more), timed or not: what the split leaves
+    # out is named beside it.
+    everyone: list[tuple[int, int, int]] = []
     for leg in chosen:
         by_request: dict[tuple[str, int | str], list[Step]] = {}
         for step in leg_steps[leg.index]:
@@ -923,14 +926,19 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
                 ]
                 for part in SPLIT_PARTS
             }
-            if len(times) < 2 or not any(carried.values()):
+            if len(times) < 2:
                 continue
             start, end = leg.start_ns + WINDOW_SLACK_NS, leg.end_ns - WINDOW_SLACK_NS
             first = min(max(times[0], start), end)
             last = max(min(times[-1], end), start)
-            requests.append((len(times) - 1, max(0, last - first), carried))
+            everyone.append((leg.index, len(times) - 1, max(0, last - first)))
+            if not any(carried.values()):
+                continue
+            requests.append((len(times) - 1, max(0, last - first), carried, leg.index))
     if not requests:
         return None
+    timed_legs = {index for *_, index in requests}
+    requests = [request[:3] for request in requests]
     intervals = sum(n for n, _, _ in requests)
     step_ns = sum(decode for _, decode, _ in requests) / intervals
     measured = [part for part in SPLIT_PARTS if all(c[part] for _, _, c in requests)]
@@ -962,6 +970,16 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
         found[f"{name}_s_ci"] = None
     for name in (*SPLIT_PARTS, "rest"):
         found[f"{name}_share_ci"] = None
+    found["untimed_requests"] = len(everyone) - len(requests)
+    found["untimed_legs"] = sorted(
+        {index for index, _, _ in everyone} - timed_legs, key=[leg.index for leg in chosen].index
+    )
+    everyone_intervals = sum(n for _, n, _ in everyone)
+    found["cadence_step_s"] = (
+        found["step_s"]
+        if len(everyone) == len(requests)
+        else sum(d for _, _, d in everyone) / everyone_intervals / 1e9
+    )
     return found
 
 
