@@ -457,3 +457,31 @@ def test_the_extension_and_numpy_sum_by_position_alike(requests, random, lines_p
         assert table.schema == tables[0].schema
         assert set(table.select(columns).iter_rows()) == wanted
         assert table.height == len(wanted)
+
+
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 6)), min_size=0, max_size=40))
+def test_the_lowest_requests_are_the_first_of_the_whole_order(counts):
+    """The lowest requests, picked among those at or below the tenth lowest A/P, are the
+    first ten of every drafted request sorted by the whole key (many ties in A/P here)."""
+    from fold.folding.per_request import LOWEST_SHOWN, per_request
+
+    requests = [
+        {"w": f"w{i % 3}", "seq": i, "steps": 1, "proposed": p, "accepted": min(a, p)}
+        for i, (p, a) in enumerate(counts)
+    ]
+    legs = [(0, requests[::2]), (1, requests[1::2])]
+    found = per_request(legs, {}, 0, 1)
+    every = sorted(
+        ((leg, r) for leg, rows in legs for r in rows),
+        key=lambda item: (
+            item[1]["accepted"] / item[1]["proposed"],
+            -item[1]["proposed"],
+            item[0],
+            item[1]["w"],
+            str(item[1]["seq"]),
+        ),
+    )[:LOWEST_SHOWN]
+    assert found is None or [(row["leg"], row["seq"]) for row in found["lowest"]] == [
+        (leg, r["seq"]) for leg, r in every
+    ]
+    assert (found is None) == (not requests)
