@@ -57,6 +57,7 @@
 #include "inputs/native_src/fold_pass.h"
 #include "inputs/native_src/hash_table.h"
 #include "inputs/native_src/json_line.h"
+#include "inputs/native_src/position_sums.h"
 #include "inputs/native_src/python_values.h"
 #include "inputs/native_src/read_range.h"
 #include "inputs/native_src/resample.h"
@@ -412,6 +413,7 @@ PyMethodDef kMethods[] = {
     {"cadence_pooled", cadence_pooled_py, METH_VARARGS, kPooledDoc},
     {"resample_sums", resample_sums_py, METH_VARARGS, kResampleDoc},
     {"step_lengths", step_lengths_py, METH_VARARGS, kStepLengthsDoc},
+    {"position_sums", position_sums_py, METH_VARARGS, kPositionSumsDoc},
     {nullptr, nullptr, 0, nullptr},
 };
 

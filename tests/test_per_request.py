@@ -402,3 +402,116 @@ def test_a_negative_slope_whose_interval_holds_zero_is_not_falling(
     assert positions["slope"] < 0
     assert (low < 0 <= high) is not falling
     assert positions["falling"] is falling
+
+
+# ----------------------------------------------------------------------------------------------
+# The sums by output position: the extension, numpy and the definition agree
+# ----------------------------------------------------------------------------------------------
+
+position_line = st.tuples(
+    st.integers(0, 6),  # few times: ties within a request
+    st.integers(0, 9),  # proposed
+    st.integers(0, 9),  # accepted (capped at proposed)
+    st.one_of(st.none(), st.integers(0, 300)),  # emitted, often missing
+)
+
+
+def packed(proposed: int, accepted: int, emitted: int | None) -> int:
+    from fold.folding.accumulate import TOKEN_BITS
+
+    plus_one = 0 if emitted is None else emitted + 1
+    return proposed | accepted << TOKEN_BITS | plus_one << 2 * TOKEN_BITS
+
+
+def sums_by_definition(requests, legs) -> set[tuple]:
+    """Per (leg, seq, bucket): S, P and A, one request at a time in (time, counts) order."""
+    found: dict[tuple, list[int]] = {}
+    for seq, (leg, lines) in enumerate(requests):
+        if leg not in legs:
+            continue
+        before = 0
+        for _, _packed, (proposed, accepted, emitted) in sorted(
+            (t, packed(p, min(a, p), e), (p, min(a, p), e)) for t, p, a, e in lines
+        ):
+            if proposed:
+                bucket = max(0, before.bit_length() - 7)
+                sums = found.setdefault((leg, seq, bucket), [0, 0, 0])
+                sums[0] += 1
+                sums[1] += proposed
+                sums[2] += accepted
+            before += accepted + 1 if emitted is None else emitted
+    return {(*key, *sums) for key, sums in found.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.lists(position_line, min_size=1, max_size=40)), max_size=8
+    ),
+    st.randoms(use_true_random=False),
+    st.integers(1, 64),
+)
+def test_the_extension_and_numpy_sum_by_position_alike(requests, random, lines_per_pass):
+    """The same table from the extension and from numpy in passes of any size, each request's
+    lines in any order (the partial fold keeps them as blocks merged them)."""
+    import polars as pl
+
+    from fold.folding import by_position
+    from fold.folding.accumulate import SCHEMAS
+
+    shuffled = [(leg, random.sample(lines, len(lines))) for leg, lines in requests]
+    frame = pl.DataFrame(
+        {
+            "leg": [leg for leg, _ in shuffled],
+            "w": ["00000000000000a1"] * len(shuffled),
+            "seq": list(range(len(shuffled))),
+            "sid": [None] * len(shuffled),
+            "t_ns": [[t for t, *_ in lines] for _, lines in shuffled],
+            "tokens": [[packed(p, min(a, p), e) for _, p, a, e in lines] for _, lines in shuffled],
+        },
+        schema=SCHEMAS["step_times"],
+    )
+    legs = [0, 2, 3]
+    wanted = sums_by_definition(requests, legs)
+    columns = ("leg", "seq", "bucket", "steps", "proposed", "accepted")
+    saved = by_position.LINES_PER_PASS
+    by_position.LINES_PER_PASS = lines_per_pass
+    try:
+        tables = [by_position.reference_bucket_sums(frame, legs)]
+        for on in (True, False):
+            with native_switch(on):
+                tables.append(by_position.bucket_sums(frame, legs))
+    finally:
+        by_position.LINES_PER_PASS = saved
+    for table in tables:
+        assert table.schema == tables[0].schema
+        assert set(table.select(columns).iter_rows()) == wanted
+        assert table.height == len(wanted)
+
+
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 6)), min_size=0, max_size=40))
+def test_the_lowest_requests_are_the_first_of_the_whole_order(counts):
+    """The lowest requests, picked among those at or below the tenth lowest A/P, are the
+    first ten of every drafted request sorted by the whole key (many ties in A/P here)."""
+    from fold.folding.per_request import LOWEST_SHOWN, per_request
+
+    requests = [
+        {"w": f"w{i % 3}", "seq": i, "steps": 1, "proposed": p, "accepted": min(a, p)}
+        for i, (p, a) in enumerate(counts)
+    ]
+    legs = [(0, requests[::2]), (1, requests[1::2])]
+    found = per_request(legs, {}, 0, 1)
+    every = sorted(
+        ((leg, r) for leg, rows in legs for r in rows),
+        key=lambda item: (
+            item[1]["accepted"] / item[1]["proposed"],
+            -item[1]["proposed"],
+            item[0],
+            item[1]["w"],
+            str(item[1]["seq"]),
+        ),
+    )[:LOWEST_SHOWN]
+    assert found is None or [(row["leg"], row["seq"]) for row in found["lowest"]] == [
+        (leg, r["seq"]) for leg, r in every
+    ]
+    assert (found is None) == (not requests)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from fold.folding import native
 from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK
 from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
 from fold.inputs import acceptance
@@ -57,8 +58,26 @@ never holds them all unpacked at once (some 20 MB of arrays a pass)."""
 
 
 def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
-    """Per request of ``legs`` and bucket of position: its drafted steps' S, P and A."""
+    """Per request of ``legs`` and bucket of position: its drafted steps' S, P and A. In the
+    extension when it is built (and not switched off), else ``reference_bucket_sums``, which
+    the tests hold it to."""
     times = step_times.filter(pl.col("leg").is_in(list(legs))).with_row_index("request")
+    if native.available() and times.height:
+        sums = native.position_sums(times["t_ns"], times["tokens"]).cast(
+            {"request": pl.UInt32, **SUMS_SCHEMA}
+        )
+    else:
+        sums = _reference_sums(times)
+    return _keyed(sums, times)
+
+
+def reference_bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
+    """``bucket_sums`` in numpy over flat arrays, whole requests a pass."""
+    times = step_times.filter(pl.col("leg").is_in(list(legs))).with_row_index("request")
+    return _keyed(_reference_sums(times), times)
+
+
+def _reference_sums(times: pl.DataFrame) -> pl.DataFrame:
     sizes = times["t_ns"].list.len().to_numpy()
     ends = np.cumsum(sizes)
     parts, first = [], 0
@@ -69,10 +88,12 @@ def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
         parts.append(_ordered_sums(times.slice(first, last - first)))
         first = last
     if not parts:
-        return pl.DataFrame(
-            schema={**{name: times.schema[name] for name in REQUEST_KEY}, **SUMS_SCHEMA}
-        )
-    sums = pl.concat(parts)
+        return pl.DataFrame(schema={"request": pl.UInt32, **SUMS_SCHEMA})
+    return pl.concat(parts)
+
+
+def _keyed(sums: pl.DataFrame, times: pl.DataFrame) -> pl.DataFrame:
+    """The sums with each request's key (``REQUEST_KEY``) in place of its row."""
     return sums.join(times.select("request", *REQUEST_KEY), on="request").drop("request")
 
 

@@ -45,8 +45,14 @@ def per_request(
     rates = np.array([request["accepted"] / request["proposed"] for _, request in drafted])
     lengths = np.array([1 + request["accepted"] / request["steps"] for _, request in drafted])
     mean_rate, mean_length = _means(legs, resamples, seed)
+    # Only requests at or below the LOWEST_SHOWN-th lowest A/P can be among the lowest: the
+    # full order's first ones are the first of theirs, sorted by the whole key.
+    candidates = drafted
+    if len(drafted) > LOWEST_SHOWN:
+        cut = np.partition(rates, LOWEST_SHOWN - 1)[LOWEST_SHOWN - 1]
+        candidates = [drafted[i] for i in np.flatnonzero(rates <= cut)]
     lowest = sorted(
-        drafted,
+        candidates,
         key=lambda item: (
             item[1]["accepted"] / item[1]["proposed"],
             -item[1]["proposed"],
