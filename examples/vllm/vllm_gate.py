@@ -265,13 +265,7 @@ def run_serve(python: Path, model: Path, args, out: Path) -> None:
             for record, prompt in enumerate(args.prompt_texts):
                 if time.monotonic() > deadline:
                     raise GateError(f"the run took longer than --deadline {args.deadline:g} s")
-                body = {
-                    "model": SERVED_NAME,
-                    "prompt": prompt,
-                    "max_tokens": args.max_tokens,
-                    "temperature": 0,
-                    "ignore_eos": True,
-                }
+                body = completion_body(prompt, args.max_tokens)
                 before = server.metrics()
                 start = time.perf_counter()
                 raw = http(server.base + "/v1/completions", body, timeout=args.timeout)
@@ -313,6 +307,17 @@ def run_serve(python: Path, model: Path, args, out: Path) -> None:
         raise GateError(f"vllm serve: {error}; its output is in {server.log}") from error
     finally:
         server.stop()
+
+
+def completion_body(prompt: str, max_tokens: int) -> dict:
+    """One greedy /v1/completions request of the gate: a fixed output length (EOS ignored)."""
+    return {
+        "model": SERVED_NAME,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
 
 
 def gate_arguments(parser: argparse.ArgumentParser) -> None:

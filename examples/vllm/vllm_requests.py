@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 
 import install  # noqa: E402  (a sibling script)
 import vllm_gate  # noqa: E402
-from vllm_gate import SERVED_NAME, GateError, Server, http  # noqa: E402
+from vllm_gate import GateError, Server, http  # noqa: E402
 
 LEVELS = ("summary", "detailed")
 
@@ -55,13 +55,7 @@ def serve_requests(python: Path, model: Path, args, out: Path) -> None:
             for record, prompt in enumerate(args.prompt_texts):
                 if time.monotonic() > deadline:
                     raise GateError(f"the run took longer than --deadline {args.deadline:g} s")
-                body = {
-                    "model": SERVED_NAME,
-                    "prompt": prompt,
-                    "max_tokens": args.max_tokens,
-                    "temperature": 0,
-                    "ignore_eos": True,
-                }
+                body = vllm_gate.completion_body(prompt, args.max_tokens)
                 start = time.perf_counter()
                 raw = http(server.base + "/v1/completions", body, timeout=args.timeout)
                 secs = time.perf_counter() - start
