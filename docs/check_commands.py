@@ -6,8 +6,12 @@ backslash), and the lines after it, up to the next command or the end of the blo
 output. Each command runs from the repository root in bash (with pipefail), at a fixed width
 (COLUMNS=100), with this Python's bin directory first on PATH so `fold-acceptance` is the one
 installed beside it, and what it writes to stdout and stderr is compared with the shown
-output, trailing spaces and trailing blank lines aside. Blocks of any other kind (```sh) are
-not run: they hold the commands that install things or run the long suites.
+output, trailing spaces and trailing blank lines aside. Each block runs in a fresh folder of
+its own that links every entry of the repository root, so a block may write files (a ledger,
+an export) that its later commands read, and finds none left by an earlier block or check; a
+ledger's runs are kept at one fixed time (FOLD_ACCEPTANCE_KEPT_AT), so its tables print the
+same every time. Blocks of any other kind (```sh) are not run: they hold the commands that
+install things or run the long suites.
 
     python docs/check_commands.py            # check; exit 1 and a diff for each drifted output
     python docs/check_commands.py --update   # write what the commands print now into the docs
@@ -20,12 +24,16 @@ import difflib
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDTH = 100
 TIMEOUT_S = 120
+KEPT_AT = "2026-12-01T09:00:00"
 FENCE_OPEN = "```console"
 FENCE_CLOSE = "```"
 PROMPT = "$ "
@@ -136,15 +144,25 @@ def environment() -> dict[str, str]:
         if key not in {"FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE"}
     }
     bin_dir = str(Path(sys.executable).parent)
-    env |= {"COLUMNS": str(WIDTH), "TERM": "dumb", "PATH": bin_dir + os.pathsep + env["PATH"]}
+    env |= {"COLUMNS": str(WIDTH), "TERM": "dumb", "PATH": bin_dir + os.pathsep + env["PATH"],
+            "FOLD_ACCEPTANCE_KEPT_AT": KEPT_AT}  # fmt: skip
     return env
 
 
-def run(command: Command) -> tuple[str, ...]:
+@contextmanager
+def scratch() -> Iterator[Path]:
+    """A fresh folder holding a link to every entry of the repository root."""
+    with tempfile.TemporaryDirectory(prefix="docs-block-") as folder:
+        for entry in ROOT.iterdir():
+            (Path(folder) / entry.name).symlink_to(entry)
+        yield Path(folder)
+
+
+def run(command: Command, cwd: Path = ROOT) -> tuple[str, ...]:
     try:
         completed = subprocess.run(
             ["bash", "-o", "pipefail", "-c", command.text],
-            cwd=ROOT,
+            cwd=cwd,
             env=environment(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -159,17 +177,15 @@ def run(command: Command) -> tuple[str, ...]:
 
 def check(paths: list[Path]) -> tuple[list[Command], list[Drift]]:
     """Every documented command in `paths`, and those whose output differs from the shown one."""
-    commands = [
-        command
-        for path in paths
-        for block in find_blocks(path, path.read_text())
-        for command in block.commands
-    ]
+    blocks = [block for path in paths for block in find_blocks(path, path.read_text())]
+    commands = [command for block in blocks for command in block.commands]
     drifts = []
-    for command in commands:
-        printed = run(command)
-        if printed != command.shown:
-            drifts.append(Drift(command, printed))
+    for block in blocks:
+        with scratch() as folder:
+            for command in block.commands:
+                printed = run(command, folder)
+                if printed != command.shown:
+                    drifts.append(Drift(command, printed))
     return commands, drifts
 
 
@@ -179,8 +195,9 @@ def update(path: Path) -> bool:
     lines = text.split("\n")
     for block in reversed(find_blocks(path, text)):
         rewritten = []
-        for command in block.commands:
-            rewritten += [*command.source, *run(command)]
+        with scratch() as folder:
+            for command in block.commands:
+                rewritten += [*command.source, *run(command, folder)]
         lines[block.start : block.end] = rewritten
     new = "\n".join(lines)
     if new != text:

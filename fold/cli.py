@@ -398,12 +398,12 @@ def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:
 
 
 def _keep(arguments: argparse.Namespace, document, labels: dict[str, str], stderr) -> None:
-    from fold.cli_ledger import kept_message
+    from fold.cli_ledger import kept_at, kept_message
     from fold.ledger.store import DEFAULT_WAIT_SECONDS, input_files, keep_run
 
     inputs = input_files(arguments.arm, arguments.logs, arguments.vs, arguments.vs_log)
     wait = DEFAULT_WAIT_SECONDS if arguments.ledger_wait is None else arguments.ledger_wait
-    kept = keep_run(arguments.ledger, document, labels, inputs, wait_seconds=wait)
+    kept = keep_run(arguments.ledger, document, labels, inputs, wait_seconds=wait, now=kept_at())
     stderr.print(kept_message(arguments.ledger, kept, labels), markup=False, soft_wrap=True)
 
 

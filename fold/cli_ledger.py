@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.console import Console
 
 from fold.errors import InputError
+from fold.ledger.check import DEFAULT_MIN_BASELINE, DEFAULT_WINDOW
 from fold.ledger.store import DEFAULT_WAIT_SECONDS, Kept, parse_labels
 from fold.present.annotate import dumps, write_atomically
 from fold.present.chart import require_matplotlib
@@ -25,10 +27,19 @@ per_position_of_proposed:I (draft position I, from 1); ratio:ARM, acceptance_fac
 speed_factor:ARM (against the arm named ARM with --vs). A run is flagged (!) when its figure
 lies outside the previous run's 95% interval; the labels that changed since are named.
 
+--check FIGURE (repeatable) holds the newest run (or --run N) against a baseline: the last
+--window N earlier runs with the figure and its interval (--baseline-where KEY=VALUE chooses
+them; --where by default). An alert is a difference whose 95% interval lies wholly on the side
+that regresses: below 0 (--lower-boundary, the default for every figure) or above it
+(--upper-boundary; both: either way).
+
 exit status:
-  0  the runs, the history or the export was written
+  0  the runs, the history or the export was written; with --check, every check holds
+  1  --check: an alert (the figure regressed past its baseline)
   2  usage error, or PATH is not a ledger, a ledger of a newer schema, busy past --wait, or
      has no run with the figure (nothing written)
+  3  --check: no alert, but some check cannot tell (too few baseline runs, or the run has
+     no such figure or no interval for it)
 
 An arm record named ledger is folded as ./ledger: a first argument of exactly "ledger" is
 always this command.
@@ -64,6 +75,48 @@ def build_ledger_parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="one history per value of the label KEY, each run against the one before it in "
         "its group",
+    )
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="FIGURE",
+        help="check the newest run's figure against its baseline; exit 1 on an alert; repeatable",
+    )
+    parser.add_argument(
+        "--run", type=int, metavar="N", help="with --check: check run N, not the newest"
+    )
+    parser.add_argument(
+        "--baseline-where",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="with --check: the baseline's runs have this label (repeatable; default: --where)",
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"with --check: the baseline is the last N earlier runs (default {DEFAULT_WINDOW})",
+    )
+    parser.add_argument(
+        "--min-baseline",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"with --check: fewer baseline runs than N cannot tell (default "
+        f"{DEFAULT_MIN_BASELINE})",
+    )
+    parser.add_argument(
+        "--lower-boundary",
+        action="store_true",
+        help="with --check: a fall is a regression (the default for every figure)",
+    )
+    parser.add_argument(
+        "--upper-boundary",
+        action="store_true",
+        help="with --check: a rise is a regression (with --lower-boundary: either way)",
     )
     parser.add_argument(
         "--json", metavar="PATH", help="also write the runs or the history as JSON ('-': stdout)"
@@ -120,9 +173,13 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     where = parse_labels(arguments.where, "--where")
     if arguments.html:
         require_matplotlib()
+    _refuse_check_options(arguments)
     key = parse_figure(arguments.figure, arguments.fold) if arguments.figure else None
+    checked = [parse_figure(text, arguments.fold, "--check") for text in arguments.check]
     name = Path(arguments.path).name
     runs = read_runs(arguments.path, wait_seconds=arguments.wait)
+    if checked:
+        return _check(arguments, runs, checked, name, where)
     history = (
         None
         if key is None
@@ -163,6 +220,91 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     elif not arguments.export:
         sys.stdout.write(runs_table(listing))
     return 0
+
+
+def _refuse_check_options(arguments: argparse.Namespace) -> None:
+    options = {
+        "--run": arguments.run,
+        "--baseline-where": arguments.baseline_where,
+        "--window": arguments.window,
+        "--min-baseline": arguments.min_baseline,
+        "--lower-boundary": arguments.lower_boundary or None,
+        "--upper-boundary": arguments.upper_boundary or None,
+    }
+    given = [flag for flag, value in options.items() if value is not None]
+    if given and not arguments.check:
+        raise InputError(f"{given[0]} goes with --check FIGURE, the figure to check")
+    if not arguments.check:
+        return
+    for flag in ("figure", "by", "html", "export"):
+        if getattr(arguments, flag):
+            raise InputError(f"--check and --{flag} are separate jobs: run them one at a time")
+    for flag, value in (("--window", arguments.window),
+                        ("--min-baseline", arguments.min_baseline)):  # fmt: skip
+        if value is not None and value < 1:
+            raise InputError(f"{flag} {value}: a count of runs, 1 or more")
+
+
+def _check(arguments, runs, keys, name: str, where: dict[str, str]) -> int:
+    from fold.ledger.check import check_runs
+    from fold.present.check import check_markdown, check_table
+
+    boundary = None
+    if arguments.lower_boundary and arguments.upper_boundary:
+        boundary = "both"
+    elif arguments.lower_boundary or arguments.upper_boundary:
+        boundary = "lower" if arguments.lower_boundary else "upper"
+    baseline_where = (
+        None
+        if arguments.baseline_where is None
+        else parse_labels(arguments.baseline_where, "--baseline-where")
+    )
+    data = check_runs(
+        runs,
+        keys,
+        ledger=name,
+        run_id=arguments.run,
+        where=where,
+        baseline_where=baseline_where,
+        window=arguments.window or DEFAULT_WINDOW,
+        min_baseline=arguments.min_baseline or DEFAULT_MIN_BASELINE,
+        boundary=boundary,
+    )
+    markdown = check_markdown(data).encode() if arguments.markdown else None
+    if arguments.markdown and arguments.markdown != "-":
+        _write(arguments.markdown, markdown)
+    if arguments.json and arguments.json != "-":
+        _write(arguments.json, dumps(data))
+    if arguments.json == "-":
+        sys.stdout.buffer.write(dumps(data))
+    elif arguments.markdown == "-":
+        sys.stdout.buffer.write(markdown)
+    else:
+        sys.stdout.write(check_table(data))
+    counts = data["counts"]
+    if counts["alert"]:
+        return 1
+    return 0 if counts["holds"] == len(data["checks"]) else 3
+
+
+KEPT_AT = "FOLD_ACCEPTANCE_KEPT_AT"
+"""The environment variable naming the time a run is kept at, for a backfill of old gates and
+for examples that print the same every time (docs/ledger.md)."""
+
+
+def kept_at() -> datetime | None:
+    """The time ``FOLD_ACCEPTANCE_KEPT_AT`` names (ISO 8601; UTC unless it says), or None."""
+    text = os.environ.get(KEPT_AT)
+    if not text:
+        return None
+    try:
+        found = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(
+            f"{KEPT_AT}={text!r}: not an ISO 8601 time; give one like 2026-12-01T09:00:00 "
+            "(UTC) or unset it to keep the run at the time it is kept"
+        ) from None
+    return found if found.tzinfo else found.replace(tzinfo=timezone.utc)
 
 
 def kept_message(path: str, kept: Kept, labels: dict[str, str]) -> str:

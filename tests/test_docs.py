@@ -22,7 +22,8 @@ def test_every_documented_command_prints_what_the_docs_show():
     commands, drifts = check_commands.check(check_commands.documented_files())
     by_file = {command.path.name for command in commands}
     # The README's worked example and the reference pages' examples are all found, not skipped.
-    assert {"README.md", "command.md", "comparison.md", "counters.md", "runs.md"} <= by_file
+    assert {"README.md", "command.md", "comparison.md", "counters.md", "runs.md",
+            "ledger.md"} <= by_file  # fmt: skip
     assert len(commands) >= 10
     assert not drifts, (
         "\n\n".join(drift.describe() for drift in drifts)
@@ -106,6 +107,22 @@ def test_a_new_block_gets_its_output_from_update(tmp_path):
     assert len(check_commands.check([page])[1]) == 2
     check_commands.update(page)
     assert page.read_text() == "```console\n$ echo a\na\n$ echo b; echo c >&2\nb\nc\n```\n"
+
+
+def test_each_block_runs_in_a_folder_of_its_own(tmp_path):
+    """A block's later commands read what its earlier ones wrote; the next block, and the
+    repository, see none of it; the repository's files are there to read; a ledger's runs are
+    kept at the fixed time."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```console\n$ echo kept > made.txt\n$ cat made.txt; head -c 12 fixtures/our-arm.json\n"
+        'kept\n{\n  "arm": "\n$ echo $FOLD_ACCEPTANCE_KEPT_AT\n2026-12-01T09:00:00\n```\n\n'
+        "```console\n$ ls made.txt 2>&1 | wc -l; test -e made.txt; echo $?\n1\n1\n```\n"
+    )
+    commands, drifts = check_commands.check([page])
+    assert len(commands) == 4
+    assert [drift.printed for drift in drifts] == []
+    assert not (ROOT / "made.txt").exists()
 
 
 @pytest.mark.parametrize(

@@ -221,3 +221,25 @@ def test_runs_come_back_in_the_order_they_were_kept(tmp_path_factory, appended):
     ]
     history = figure_history(runs, parse_figure("A/P"))
     assert [entry["run"] for entry in history["groups"][0]["runs"]] == [r.run_id for r in runs]
+
+
+def test_the_listing_marks_the_runs_the_history_flags(gates, capsys):
+    """Each listed figure's flag is the one its own history gives the run."""
+    assert main(["ledger", str(gates), "--json", "-"]) == 0
+    listing = orjson.loads(capsys.readouterr().out)
+    for figure in ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s"):
+        assert main(["ledger", str(gates), "--figure", figure, "--json", "-"]) == 0
+        history = orjson.loads(capsys.readouterr().out)
+        flags = {entry["run"]: entry["flag"] for entry in history["groups"][0]["runs"]}
+        assert {run["run"]: run[f"{figure}_flag"] for run in listing["runs"]} == flags
+    assert listing["runs"][2]["accept_rate_flag"] == "below" and listing["flagged"] == 1
+
+    assert main(["ledger", str(gates)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    marked = [line for line in lines if line.startswith("!")]
+    assert [line.split()[0] for line in marked] == ["!3"]
+    assert "!↓" in marked[0]
+    assert lines[-1] == (
+        "4 runs kept (warm legs' figures, 95% intervals); 1 run with a figure outside the "
+        "previous run's interval (marked !, ↓ below, ↑ above)"
+    )

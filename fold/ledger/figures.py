@@ -24,6 +24,23 @@ FOLD_FIGURES = (
 )
 POSITION_FIGURES = ("per_position", "per_position_conditional", "per_position_of_proposed")
 GAP_FIGURES = ("ratio", "acceptance_factor", "speed_factor")
+REGRESSES = {
+    "accept_rate": "lower",
+    "mean_acceptance_length": "lower",
+    "output_throughput_tok_s": "lower",
+    "completion_tokens_per_step": "lower",
+    "step_rate": "lower",
+    "per_position": "lower",
+    "per_position_conditional": "lower",
+    "per_position_of_proposed": "lower",
+    "ratio": "lower",
+    "acceptance_factor": "lower",
+    "speed_factor": "lower",
+}
+"""Which way a figure moves when the engine got worse, the boundary ``ledger --check`` holds
+by default: ``lower`` (a fall is a regression: acceptance, tokens per step, throughput, steps
+per second, our ratio and its factors against an oracle) or ``upper`` (a rise is: a time per
+step). A figure added to the ledger names its direction here."""
 _POPULATION_FOLD = {"warm legs": "warm", "all legs": "all"}
 
 

@@ -75,7 +75,7 @@ class FigureKey:
         return text if self.versus is not None else f"{text} ({self.fold} legs)"
 
 
-def parse_figure(text: str, fold: str = "warm") -> FigureKey:
+def parse_figure(text: str, fold: str = "warm", flag: str = "--figure") -> FigureKey:
     """``A/P``, ``1+A/S``, ``tok/s`` or a figure's JSON name; ``per_position:I`` (and its
     conditional and of-proposed kinds); ``ratio:ARM``, ``acceptance_factor:ARM``,
     ``speed_factor:ARM``."""
@@ -91,7 +91,7 @@ def parse_figure(text: str, fold: str = "warm") -> FigureKey:
     if name in GAP_FIGURES and argument:
         return FigureKey(name, fold, versus=text.partition(":")[2].strip())
     raise InputError(
-        f"--figure {text!r}: expected A/P, 1+A/S, tok/s, steps/s, completion_tokens_per_step, "
+        f"{flag} {text!r}: expected A/P, 1+A/S, tok/s, steps/s, completion_tokens_per_step, "
         f"{'|'.join(POSITION_FIGURES)}:POSITION (from 1) or {'|'.join(GAP_FIGURES)}:ARM "
         "(the name given with --vs)"
     )
@@ -200,7 +200,11 @@ def run_list(
 ) -> dict[str, Any]:
     """Every kept run (``runs``, as ``--where`` selected them from ``kept`` in all): its labels,
     its arm record and inputs, and its warm legs' A/P, 1 + A/S and tok/s with their
-    intervals."""
+    intervals, each flagged as ``figure_history`` flags it against the previous listed run."""
+    flags = {
+        name: {entry["run"]: entry for entry in _entries(runs, FigureKey(name))}
+        for name in LISTED_FIGURES
+    }
     listed = []
     for run in runs:
         figures = {
@@ -224,8 +228,14 @@ def run_list(
             entry[f"{name}_ci"] = (
                 None if row is None or row.ci_low is None else [row.ci_low, row.ci_high]
             )
+            entry[f"{name}_flag"] = flags[name][run.run_id]["flag"]
         listed.append(entry)
-    return {"ledger": ledger, "kept": len(runs) if kept is None else kept, "runs": listed}
+    return {
+        "ledger": ledger,
+        "kept": len(runs) if kept is None else kept,
+        "runs": listed,
+        "flagged": sum(any(entry[f"{name}_flag"] for name in LISTED_FIGURES) for entry in listed),
+    }
 
 
 def _row_of(run: KeptRun, key: FigureKey) -> FigureRow | None:

@@ -99,7 +99,7 @@ def run_rows(listing: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
               "labels"]  # fmt: skip
     rows = [
         [
-            str(run["run"]),
+            f"{FLAG_MARK if _listed_flags(run) else ''}{run['run']}",
             _kept(run["kept_at"]),
             run["arm"] or "-",
             _with_interval("accept_rate", run),
@@ -120,9 +120,7 @@ def runs_table(listing: dict[str, Any]) -> str:
             return f"{listing['ledger'] or 'the ledger'}: no kept run matches ({kept} kept)\n"
         return f"{listing['ledger'] or 'the ledger'}: no run kept yet\n"
     header, rows = run_rows(listing)
-    return (
-        _aligned(header, rows) + f"{_count(len(rows))} kept (warm legs' figures, 95% intervals)\n"
-    )
+    return _aligned(header, rows) + _listing_summary(listing, len(rows)) + "\n"
 
 
 def runs_markdown(listing: dict[str, Any]) -> str:
@@ -130,13 +128,30 @@ def runs_markdown(listing: dict[str, Any]) -> str:
     if not listing["runs"]:
         return title + "No run kept yet.\n"
     header, rows = run_rows(listing)
-    return title + pipe_table(header, rows) + f"\n{_count(len(rows))} kept (warm legs' figures).\n"
+    return title + pipe_table(header, rows) + f"\n{_listing_summary(listing, len(rows))}.\n"
 
 
 def _with_interval(figure: str, run: dict[str, Any]) -> str:
     value = shown_value(figure, run[figure])
     interval = run[f"{figure}_ci"]
-    return value if interval is None else f"{value} ({shown_interval(figure, interval)})"
+    shown = value if interval is None else f"{value} ({shown_interval(figure, interval)})"
+    flag = run.get(f"{figure}_flag")
+    return shown if flag is None else f"{shown} {FLAG_MARK}{'↑' if flag == 'above' else '↓'}"
+
+
+def _listed_flags(run: dict[str, Any]) -> list[str]:
+    return [name for name in ("accept_rate", "mean_acceptance_length",
+            "output_throughput_tok_s") if run.get(f"{name}_flag")]  # fmt: skip
+
+
+def _listing_summary(listing: dict[str, Any], rows: int) -> str:
+    flagged = listing.get("flagged", 0)
+    if not flagged:
+        return f"{_count(rows)} kept (warm legs' figures, 95% intervals)"
+    return (
+        f"{_count(rows)} kept (warm legs' figures, 95% intervals); {_count(flagged)} with a "
+        f"figure outside the previous run's interval (marked {FLAG_MARK}, ↓ below, ↑ above)"
+    )
 
 
 def summary_line(history: dict[str, Any]) -> str:

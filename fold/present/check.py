@@ -1,0 +1,146 @@
+"""``ledger --check``'s outcome in words, for a terminal and for a CI summary (markdown).
+
+Functions of the check data alone (``fold.ledger.check``'s JSON-ready dicts): they read no
+ledger and return text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fold.present.history import RATES, changed_labels, labels_text, pipe_table, shown_value
+
+WORD = {
+    "holds": "HOLDS",
+    "alert": "ALERT",
+    "too few": "CANNOT TELL",
+    "no figure": "CANNOT TELL",
+    "no interval": "CANNOT TELL",
+}
+REGRESSION = {"lower": "a fall regresses", "upper": "a rise regresses", "both": "either way"}
+
+
+def by_how_much(figure: str, difference: float) -> str:
+    """A difference for people: rates in percentage points, the rest in the figure's units."""
+    if figure.partition(":")[0] in RATES:
+        return f"{abs(100 * difference):.1f} points"
+    return shown_value(figure, abs(difference))
+
+
+def signed(figure: str, difference: float) -> str:
+    sign = "−" if difference < 0 else "+"
+    if figure.partition(":")[0] in RATES:
+        return f"{sign}{abs(100 * difference):.1f}"
+    return f"{sign}{shown_value(figure, abs(difference))}"
+
+
+def runs_text(ids: list[int]) -> str:
+    if not ids:
+        return "no run"
+    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 2:
+        return f"runs {ids[0]}–{ids[-1]}"
+    return ("run " if len(ids) == 1 else "runs ") + ", ".join(str(i) for i in ids)
+
+
+def check_sentence(check: dict[str, Any]) -> str:
+    """One check's outcome as one sentence (no mark, no line break)."""
+    figure, baseline = check["figure"], check["baseline"]
+    subject = f"{check['shown']} of run {check['run']}"
+    scope = labels_text(baseline["where"])
+    of = f"{runs_text(baseline['runs'])}{f' labelled {scope}' if scope else ''}"
+    outcome = check["outcome"]
+    if outcome == "no figure":
+        return f"{subject}: the run has no such figure; nothing to check"
+    if outcome == "no interval":
+        return (
+            f"{subject}: {shown_value(figure, check['value'])} has no 95% interval in the "
+            "ledger (a run folded with --bootstrap 0 draws none), so no test can be made"
+        )
+    value = f"{shown_value(figure, check['value'])} ({_interval(figure, check['ci'])})"
+    if outcome == "too few":
+        left = baseline["without_interval"]
+        return (
+            f"{subject}: {value}; the baseline has {len(baseline['runs'])} run"
+            f"{'s' if len(baseline['runs']) != 1 else ''} ({of}), fewer than the "
+            f"{baseline['min_runs']} the test needs"
+            + (f" ({runs_text(left)} left out: no interval)" if left else "")
+        )
+    difference = check["difference"]
+    direction = "below" if difference < 0 else "above" if difference > 0 else "level"
+    relative = "" if check["relative"] is None else f", {100 * check['relative']:+.1f}%"
+    relative = relative.replace("-", "−")
+    z = (
+        "z undefined: no spread"
+        if check["z"] is None
+        else f"z = {check['z']:.2f}".replace("-", "−")
+    )
+    low, high = check["difference_ci"]
+    unit = " points" if figure.partition(":")[0] in RATES else ""
+    amount = "" if difference == 0 else f"{by_how_much(figure, difference)} "
+    return (
+        f"{subject}: {value} against the baseline's {shown_value(figure, baseline['mean'])} "
+        f"(mean of {of}): {amount}{direction}{relative} (95% interval "
+        f"{signed(figure, low)} to {signed(figure, high)}{unit}), {z}; "
+        f"{REGRESSION[check['boundary']]}"
+    )
+
+
+def check_table(data: dict[str, Any]) -> str:
+    """Each check on its lines, marked HOLDS, ALERT or CANNOT TELL, and a summary line."""
+    lines = []
+    for check in data["checks"]:
+        lines.append(f"{WORD[check['outcome']]}  {check_sentence(check)}")
+        changed = changed_labels(check)
+        if check["outcome"] == "alert":
+            since = check["baseline"]["runs"][-1]
+            lines.append(
+                f"  labels changed since run {since}: {changed}"
+                if changed
+                else f"  no label changed since run {since}"
+            )
+    return "\n".join(lines) + "\n" + summary(data) + "\n"
+
+
+def check_markdown(data: dict[str, Any]) -> str:
+    """The checks for a CI summary ($GITHUB_STEP_SUMMARY): a heading saying the outcome, then
+    a table of every check."""
+    counts = data["counts"]
+    alerts = counts["alert"]
+    title = (
+        f"# Acceptance gate: {alerts} alert{'s' if alerts != 1 else ''}"
+        if alerts
+        else "# Acceptance gate: cannot tell"
+        if _undecided(data)
+        else "# Acceptance gate: holds"
+    )
+    rows = [
+        [
+            WORD[check["outcome"]],
+            check_sentence(check),
+            changed_labels(check) or "-",
+        ]
+        for check in data["checks"]
+    ]
+    header = ["outcome", "figure against its baseline", "labels changed"]
+    return f"{title}\n\n{pipe_table(header, rows)}\n{summary(data)}\n"
+
+
+def summary(data: dict[str, Any]) -> str:
+    counts = data["counts"]
+    total = len(data["checks"])
+    parts = [f"{counts['alert']} alert{'s' if counts['alert'] != 1 else ''}",
+             f"{counts['holds']} holding"]  # fmt: skip
+    undecided = _undecided(data)
+    if undecided:
+        parts.append(f"{undecided} that cannot tell")
+    return f"{total} check{'s' if total != 1 else ''} of {data['ledger'] or 'the ledger'}: " + (
+        ", ".join(parts)
+    )
+
+
+def _undecided(data: dict[str, Any]) -> int:
+    return sum(data["counts"][o] for o in ("too few", "no figure", "no interval"))
+
+
+def _interval(figure: str, interval: list[float]) -> str:
+    return f"{shown_value(figure, interval[0])} – {shown_value(figure, interval[1])}"

@@ -1,0 +1,216 @@
+"""``ledger --check``: a kept run against its baseline, the alert a CI job stops on."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from ledger_runs import ARM, STEPS
+
+from fold.cli import main
+from fold.ledger.check import check_run
+from fold.ledger.figures import FOLD_FIGURES, GAP_FIGURES, POSITION_FIGURES, REGRESSES, FigureRow
+from fold.ledger.history import parse_figure
+from fold.ledger.store import KeptRun
+
+Z = 1.96  # the test's own rounding of the 95% quantile; the check uses 1.959964
+
+
+ONE_LESS = Path(STEPS).parent / "ledger" / "one-less.jsonl"
+
+
+def test_the_planted_log_accepts_one_token_less_at_every_step():
+    """fixtures/ledger/one-less.jsonl is the toy gate's log with every step accepting one
+    token less (none below 0), and nothing else changed."""
+    before = [json.loads(line) for line in Path(STEPS).read_text().splitlines()]
+    after = [json.loads(line) for line in ONE_LESS.read_text().splitlines()]
+    assert len(before) == len(after)
+    for old, new in zip(before, after, strict=True):
+        fewer = min(old["accepted"], 1)
+        assert new == old | {"accepted": old["accepted"] - fewer, "emitted": old["emitted"] - fewer}
+
+
+@pytest.fixture(scope="module")
+def gates(tmp_path_factory) -> Path:
+    """Three gates of main (seeds 1-3), a gate of a branch whose every step accepts one token
+    less, then an unchanged gate of another branch (seed 5)."""
+    folder = tmp_path_factory.mktemp("gates")
+    ledger = folder / "gates.duckdb"
+    planted = str(ONE_LESS)
+    for seed, log, branch in ((1, STEPS, "main"), (2, STEPS, "main"), (3, STEPS, "main"),
+                              (4, planted, "slower"), (5, STEPS, "same")):  # fmt: skip
+        code = main([ARM, log, "--seed", str(seed), "--ledger", str(ledger),
+                     "--label", f"branch={branch}"])  # fmt: skip
+        assert code == 0
+    return ledger
+
+
+def test_the_planted_regression_fails_and_says_by_how_much(gates, capsys):
+    code = main(["ledger", str(gates), "--check", "A/P", "--run", "4",
+                 "--baseline-where", "branch=main", "--json", "-"])  # fmt: skip
+    assert code == 1
+    (check,) = orjson.loads(capsys.readouterr().out)["checks"]
+    assert check["outcome"] == "alert" and check["baseline"]["runs"] == [1, 2, 3]
+    assert check["changed"] == [{"key": "branch", "from": "main", "to": "slower"}]
+    assert check["value"] < check["baseline"]["mean"]
+    assert check["difference_ci"][1] < 0
+
+    assert main(["ledger", str(gates), "--check", "A/P", "--run", "4",
+                 "--baseline-where", "branch=main"]) == 1  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ALERT  A/P (warm legs) of run 4: ")
+    points = 100 * (check["baseline"]["mean"] - check["value"])
+    assert f"(mean of runs 1–3 labelled branch=main): {points:.1f} points below" in out[0]
+    assert out[0].endswith("; a fall regresses")
+    assert out[1] == "  labels changed since run 3: branch: main → slower"
+    assert out[-1] == "1 check of gates.duckdb: 1 alert, 0 holding"
+
+
+def test_the_unchanged_run_holds(gates, capsys):
+    assert main(["ledger", str(gates), "--check", "A/P", "--check", "1+A/S",
+                 "--check", "tok/s", "--baseline-where", "branch=main"]) == 0  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out[:3]] == ["HOLDS"] * 3
+    assert all("of run 5:" in line for line in out[:3])
+
+
+def test_the_newest_run_against_every_earlier_run_in_the_window(gates, capsys):
+    # Without --baseline-where the baseline is every earlier run: the window of 2 holds run 5
+    # against the planted run 4 and main's run 3.
+    assert main(["ledger", str(gates), "--check", "A/P", "--window", "2", "--json", "-"]) == 0
+    (check,) = orjson.loads(capsys.readouterr().out)["checks"]
+    assert check["run"] == 5 and check["baseline"]["runs"] == [3, 4]
+    # A rise counts only with --upper-boundary: run 5 is above the planted run alone.
+    args = ["ledger", str(gates), "--check", "A/P", "--window", "1", "--min-baseline", "1"]
+    assert main([*args, "--upper-boundary"]) == 1
+    capsys.readouterr()
+    assert main(args) == 0
+    capsys.readouterr()
+
+
+def test_too_few_baseline_runs_cannot_tell(gates, capsys):
+    code = main(["ledger", str(gates), "--check", "A/P", "--run", "2",
+                 "--baseline-where", "branch=main"])  # fmt: skip
+    assert code == 3
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("CANNOT TELL  A/P (warm legs) of run 2: ")
+    assert "the baseline has 1 run (run 1 labelled branch=main), fewer than the 2" in out[0]
+    assert out[-1] == "1 check of gates.duckdb: 0 alerts, 0 holding, 1 that cannot tell"
+    # An alert outweighs a check that cannot tell: the job fails on the alert.
+    assert main(["ledger", str(gates), "--check", "A/P", "--check", "ratio:vllm", "--run",
+                 "4", "--baseline-where", "branch=main"]) == 1  # fmt: skip
+    assert "CANNOT TELL  tok/s ratio to vllm of run 4: the run has no such figure" in (
+        capsys.readouterr().out
+    )
+
+
+def test_the_markdown_for_a_ci_summary(gates, tmp_path, capsys):
+    summary = tmp_path / "summary.md"
+    assert main(["ledger", str(gates), "--check", "A/P", "--run", "4", "--baseline-where",
+                 "branch=main", "--markdown", str(summary)]) == 1  # fmt: skip
+    text = summary.read_text()
+    assert text.startswith("# Acceptance gate: 1 alert\n\n| outcome |")
+    (row,) = [line for line in text.splitlines() if line.startswith("| ALERT |")]
+    assert row.endswith("| branch: main → slower |")
+    assert capsys.readouterr().out.startswith("ALERT  ")  # the terminal still has it
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--check", "A/Q"], "--check 'A/Q': expected A/P"),
+        (
+            ["--check", "A/P", "--run", "9"],
+            "--run 9: no such run in the ledger (it keeps runs 1–5)",
+        ),
+        (["--window", "3"], "--window goes with --check FIGURE"),
+        (["--check", "A/P", "--window", "0"], "--window 0: a count of runs, 1 or more"),
+        (["--check", "A/P", "--figure", "A/P"], "--check and --figure are separate jobs"),
+        (["--check", "A/P", "--baseline-where", "x"], "--baseline-where 'x': expected KEY=VALUE"),
+        (["--check", "A/P", "--where", "branch=none"], "no kept run has the --where labels"),
+    ],
+)
+def test_a_bad_request_exits_2(gates, capsys, arguments, message):
+    assert main(["ledger", str(gates), *arguments]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_every_figure_names_the_direction_that_regresses():
+    assert set(REGRESSES) == {*FOLD_FIGURES, *POSITION_FIGURES, *GAP_FIGURES}
+    assert set(REGRESSES.values()) <= {"lower", "upper"}
+
+
+# The statistic by a second, plain implementation: standard errors from 95% intervals, the
+# difference to the baseline mean over the root-sum of the run's error, the mean's error and
+# the baseline's sample spread.
+def reference_z(value, interval, baseline):
+    def error(low, high):
+        return (high - low) / (2 * Z)
+
+    values = [v for v, _ in baseline]
+    mean = statistics.fmean(values)
+    mean_error = math.sqrt(sum(error(*i) ** 2 for _, i in baseline)) / len(baseline)
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return (value - mean) / math.sqrt(error(*interval) ** 2 + mean_error**2 + spread**2)
+
+
+def kept(run_id: int, value: float, interval: tuple[float, float] | None) -> KeptRun:
+    low, high = interval or (None, None)
+    row = FigureRow("warm", "accept_rate", value, low, high)
+    return KeptRun(run_id, datetime(2026, 12, 1) + timedelta(hours=run_id), {}, (), (row,))
+
+
+def test_the_statistic_by_hand():
+    # Baseline 0.46 ± 0.02, 0.47 ± 0.02, 0.45 ± 0.04: mean 0.46, spread 0.01; the mean's error
+    # sqrt(2 x (0.02/1.96)^2 + (0.04/1.96)^2) / 3; the run 0.40 ± 0.03.
+    runs = [kept(1, 0.46, (0.44, 0.48)), kept(2, 0.47, (0.45, 0.49)),
+            kept(3, 0.45, (0.41, 0.49)), kept(4, 0.40, (0.37, 0.43))]  # fmt: skip
+    error = math.sqrt((0.03 / 1.96) ** 2 + (math.sqrt(2 * 0.02**2 + 0.04**2) / 1.96 / 3) ** 2
+                      + 0.01**2)  # fmt: skip
+    check = check_run(runs, parse_figure("A/P"))
+    assert check["z"] == pytest.approx(-0.06 / error, rel=1e-3)
+    assert check["z"] == pytest.approx(reference_z(0.40, (0.37, 0.43), [
+        (0.46, (0.44, 0.48)), (0.47, (0.45, 0.49)), (0.45, (0.41, 0.49))]), rel=1e-3)  # fmt: skip
+    assert check["outcome"] == "alert" and check["baseline"]["mean"] == pytest.approx(0.46)
+    # A baseline run without an interval is left out and named; the window takes the last N.
+    runs.insert(0, kept(0, 0.10, None))
+    check = check_run(runs, parse_figure("A/P"), window=2)
+    assert check["baseline"]["runs"] == [2, 3] and check["baseline"]["without_interval"] == [0]
+
+
+intervals = st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 0.2)).map(
+    lambda pair: (pair[0], (pair[0] - pair[1], pair[0] + pair[1]))
+)
+
+
+@given(st.lists(intervals, min_size=2, max_size=8), intervals,
+       st.sampled_from(["lower", "upper", "both"]))  # fmt: skip
+def test_an_alert_is_a_difference_interval_wholly_on_the_regressing_side(baseline, run, boundary):
+    runs = [kept(i, v, ci) for i, (v, ci) in enumerate([*baseline, run], start=1)]
+    check = check_run(runs, parse_figure("A/P"), boundary=boundary)
+    low, high = check["difference_ci"]
+    below, above = high < 0, low > 0
+    expected = {"lower": below, "upper": above, "both": below or above}[boundary]
+    if check["z"] is not None and abs(abs(check["z"]) - 1.959964) > 1e-9:
+        assert (check["outcome"] == "alert") == expected
+        assert check["z"] == pytest.approx(reference_z(run[0], run[1], baseline), rel=1e-2)
+
+
+def test_the_kept_time_from_the_environment(tmp_path, monkeypatch, capsys):
+    ledger = tmp_path / "gates.duckdb"
+    monkeypatch.setenv("FOLD_ACCEPTANCE_KEPT_AT", "2026-12-01T09:30:00+01:00")
+    assert main([ARM, STEPS, "--ledger", str(ledger), "--bootstrap", "0"]) == 0
+    monkeypatch.setenv("FOLD_ACCEPTANCE_KEPT_AT", "yesterday")
+    assert main([ARM, STEPS, "--ledger", str(ledger), "--seed", "2"]) == 2
+    assert "FOLD_ACCEPTANCE_KEPT_AT='yesterday': not an ISO 8601 time" in capsys.readouterr().err
+    monkeypatch.delenv("FOLD_ACCEPTANCE_KEPT_AT")
+    assert main(["ledger", str(ledger), "--json", "-"]) == 0
+    (run,) = orjson.loads(capsys.readouterr().out)["runs"]
+    assert run["kept_at"] == "2026-12-01T08:30:00Z"  # held in UTC
