@@ -234,8 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--ledger",
         metavar="PATH",
         help="also keep the run (its JSON document, labels and input files' names and sizes) in "
-        "the DuckDB ledger PATH, created if missing (needs the ledger extra: "
-        "pip install 'fold-acceptance[ledger]'); a run kept before is not kept twice",
+        "the ledger PATH: a DuckDB file, or a folder many processes append to at once (an "
+        "existing folder, or a new PATH ending in /); created if missing (needs the ledger "
+        "extra: pip install 'fold-acceptance[ledger]'); a run kept before is not kept twice",
     )
     parser.add_argument(
         "--label",

@@ -54,7 +54,9 @@ def build_ledger_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("path", nargs="?", metavar="PATH", help="the ledger (a DuckDB file)")
+    parser.add_argument(
+        "path", nargs="?", metavar="PATH", help="the ledger (a DuckDB file or a ledger folder)"
+    )
     parser.add_argument("--figure", metavar="FIGURE", help="show this figure's history (see below)")
     parser.add_argument(
         "--fold",
@@ -177,7 +179,10 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     key = parse_figure(arguments.figure, arguments.fold) if arguments.figure else None
     checked = [parse_figure(text, arguments.fold, "--check") for text in arguments.check]
     name = Path(arguments.path).name
-    runs = read_runs(arguments.path, wait_seconds=arguments.wait)
+    unfinished: list[str] = []
+    runs = read_runs(arguments.path, wait_seconds=arguments.wait, unfinished=unfinished)
+    if unfinished:
+        stderr.print(unfinished_message(arguments.path, unfinished), markup=False, soft_wrap=True)
     if checked:
         return _check(arguments, runs, checked, name, where)
     history = (
@@ -305,6 +310,16 @@ def kept_at() -> datetime | None:
             "(UTC) or unset it to keep the run at the time it is kept"
         ) from None
     return found if found.tzinfo else found.replace(tzinfo=timezone.utc)
+
+
+def unfinished_message(path: str, unfinished: list[str]) -> str:
+    """The files of a ledger folder that were not read, named."""
+    count = len(unfinished)
+    return (
+        f"fold-acceptance: {path}: {count} unfinished write{'s' if count != 1 else ''} not read "
+        "(a writer still at work, or one that stopped before its run was whole): "
+        + "; ".join(unfinished)
+    )
 
 
 def kept_message(path: str, kept: Kept, labels: dict[str, str]) -> str:

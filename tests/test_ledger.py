@@ -111,7 +111,8 @@ def test_a_file_that_is_not_a_ledger_is_refused_and_left_alone(tmp_path, capsys)
     empty.touch()
     for path, why in ((text, "DuckDB cannot open it"),
                       (other, "a DuckDB database without fold-acceptance's tables"),
-                      (empty, "an empty file"), (tmp_path, "not a regular file")):  # fmt: skip
+                      (empty, "an empty file"),
+                      (tmp_path, "a folder without fold-acceptance's LEDGER file")):  # fmt: skip
         before = snapshot(path) if path.is_file() else None
         assert main([ARM, STEPS, "--json", str(out), "--ledger", str(path)]) == 2
         err = capsys.readouterr().err

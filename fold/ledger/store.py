@@ -30,6 +30,7 @@ import orjson
 
 from fold.errors import InputError
 from fold.ledger.figures import FigureRow, check_document, figure_rows
+from fold.ledger.folder import check_folder, is_folder_ledger, keep_in_folder, load
 
 SCHEMA_VERSION = 1
 LEDGER_KIND = "fold-acceptance ledger"
@@ -165,6 +166,9 @@ def check_ledger(path: str | Path) -> None:
     """
     duckdb_module()  # a missing extra is said before the fold, not after it
     target = Path(path)
+    if is_folder_ledger(path):
+        check_folder(target)
+        return
     if not target.exists():
         _check_new_path(target)
         return
@@ -200,6 +204,9 @@ def keep_run(
     rows = figure_rows(document)
     kept_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(tzinfo=None)
     target = Path(path)
+    if is_folder_ledger(path):
+        check_folder(target)
+        return keep_in_folder(target, document, labels, inputs, rows, digest, kept_at)
     if not target.exists():
         _check_new_path(target)
     else:
@@ -215,19 +222,21 @@ def keep_run(
             [run_id, kept_at, digest, document["format"], tool_version(),
              orjson.dumps(document).decode()],
         )  # fmt: skip
-        _insert(connection, "labels", [[run_id, k, v] for k, v in sorted(labels.items())])
-        _insert(connection, "inputs", [[run_id, f.role, f.path, f.name, f.bytes] for f in inputs])
+        insert_rows(connection, "labels", [[run_id, k, v] for k, v in sorted(labels.items())])
+        insert_rows(
+            connection, "inputs", [[run_id, f.role, f.path, f.name, f.bytes] for f in inputs]
+        )
         _insert_figures(connection, run_id, rows)
     return Kept(run_id, False, dict(labels))
 
 
 def _insert_figures(connection, run_id: int, rows: Sequence[FigureRow]) -> None:
-    _insert(connection, "figures",
+    insert_rows(connection, "figures",
             [[run_id, r.fold, r.figure, r.position, r.versus, r.value, r.ci_low, r.ci_high]
              for r in rows])  # fmt: skip
 
 
-def _insert(connection, table: str, rows: list[list[Any]]) -> None:
+def insert_rows(connection, table: str, rows: list[list[Any]]) -> None:
     """All of a table's new rows in one statement: a prepared statement per row (executemany)
     took 80 ms of an append's 350 for its few dozen figures."""
     if not rows:
@@ -239,9 +248,15 @@ def _insert(connection, table: str, rows: list[list[Any]]) -> None:
     )
 
 
-def read_runs(path: str | Path, *, wait_seconds: float = DEFAULT_WAIT_SECONDS) -> list[KeptRun]:
-    """Every kept run in append order, with its labels, inputs and figures."""
-    with reading(path, wait_seconds) as connection:
+def read_runs(
+    path: str | Path,
+    *,
+    wait_seconds: float = DEFAULT_WAIT_SECONDS,
+    unfinished: list[str] | None = None,
+) -> list[KeptRun]:
+    """Every kept run in append order, with its labels, inputs and figures (a folder's
+    unfinished writes, not read, are added to ``unfinished``)."""
+    with reading(path, wait_seconds, unfinished) as connection:
         if connection is None:
             return []
         runs = connection.execute("SELECT run_id, kept_at FROM runs ORDER BY run_id").fetchall()
@@ -284,13 +299,28 @@ def ledger_id(connection) -> str | None:
 
 
 @contextmanager
-def reading(path: str | Path, wait_seconds: float) -> Iterator[Any]:
+def reading(
+    path: str | Path, wait_seconds: float, unfinished: list[str] | None = None
+) -> Iterator[Any]:
     """A read-only connection to an existing ledger (None for one a killed first append left
-    without tables), closed on leaving."""
+    without tables), closed on leaving. A folder's kept runs are read into memory, its
+    unfinished writes named in ``unfinished``."""
     target = Path(path)
     if not target.exists():
         raise InputError(f"{target}: no such ledger (fold-acceptance ... --ledger {target} "
                          "keeps a run and creates it)")  # fmt: skip
+    if target.is_dir():
+        connection = duckdb_module().connect(":memory:")
+        try:
+            ready, left = load(target, connection)
+            if unfinished is not None:
+                unfinished += left
+            yield connection if ready else None
+        except duckdb_module().Error as error:
+            raise InputError(f"{target}: cannot read the ledger folder: {error}") from error
+        finally:
+            connection.close()
+        return
     _check_file(target)
     connection = _connect(target, read_only=True, wait_seconds=wait_seconds)
     try:
