@@ -246,6 +246,35 @@ def test_a_ledger_whose_table_has_other_columns_is_refused_by_table(tmp_path, ca
     assert "its table figures has the columns" in capsys.readouterr().err
 
 
+def test_a_ledger_whose_column_has_another_type_is_refused_by_column(tmp_path, capsys):
+    path = tmp_path / "gates.duckdb"
+    assert main([ARM, STEPS, "--ledger", str(path), "--bootstrap", "0"]) == 0
+    capsys.readouterr()
+    with duckdb.connect(str(path)) as connection:  # the same names, the figures kept as text
+        connection.execute("ALTER TABLE figures ALTER value TYPE VARCHAR")
+        connection.execute("ALTER TABLE inputs ALTER bytes TYPE INTEGER")
+    before = snapshot(path)
+    assert main([ARM, STEPS, "--ledger", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: not a ledger: in its table inputs, bytes is INTEGER, not BIGINT" in err
+    assert snapshot(path) == before
+    assert main(["ledger", str(path)]) == 2
+    assert "in its table inputs, bytes is INTEGER, not BIGINT" in capsys.readouterr().err
+
+
+def test_a_ledger_on_a_read_only_file_system_says_read_only(tmp_path):
+    """DuckDB's words for a file it may not write on a read-only mount (a mount cannot be
+    made in the suite): the refusal says read-only, not "not a ledger"."""
+    from fold.ledger.store import _not_a_ledger
+
+    path = tmp_path / "gates.duckdb"
+    path.write_bytes(b"x")
+    error = duckdb.IOException(f'IO Error: Cannot open file "{path}": Read-only file system')
+    message = str(_not_a_ledger(path, error))
+    assert message.startswith(f"{path}: the ledger is read-only here (")
+    assert "not a ledger" not in message
+
+
 def _keep_as_another_user(path: Path) -> str:
     """Keep a run in ``path`` as a user who may read but not write it; returns the refusal.
 

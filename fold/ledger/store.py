@@ -401,6 +401,11 @@ def _not_a_ledger(target: Path, error: Exception) -> InputError:
             "kept; make the file and its folder writable for this user (DuckDB writes a .wal "
             "beside it), or keep the run in another ledger"
         )
+    if "read-only file system" in detail.lower():  # EROFS: a read-only mount
+        return InputError(
+            f"{target}: the ledger is read-only here ({detail}), so the run was not kept; keep "
+            "it where the ledger can be written, or keep the run in another ledger"
+        )
     if "version" in detail.lower():
         return InputError(
             f"{target}: written by a newer DuckDB than this one ({duckdb_module().__version__}) "
@@ -461,29 +466,44 @@ def _check_schema(connection, target: Path) -> bool:
     return True
 
 
-def _expected_columns(definition: str) -> list[str]:
-    """The column names of a table's definition in ``TABLES``, in order."""
+def _expected_columns(definition: str) -> list[tuple[str, str]]:
+    """The columns of a table's definition in ``TABLES``, in order: (name, DuckDB type)."""
     parts = re.split(r",\s*(?![^()]*\))", definition)
-    return [part.split()[0] for part in parts if not part.lstrip().startswith("PRIMARY KEY")]
+    return [
+        (part.split()[0], part.split()[1])
+        for part in parts
+        if not part.lstrip().startswith("PRIMARY KEY")
+    ]
 
 
 def _check_columns(connection, target: Path) -> None:
-    """A table of the right name with other columns is refused by name: the history would
-    otherwise fail later with DuckDB's own words, or read a figure from the wrong column."""
-    found: dict[str, list[str]] = {}
-    for table, column in connection.execute(
-        "SELECT table_name, column_name FROM information_schema.columns "
+    """A table of the right name with other columns, or with a column of another type, is
+    refused by name: the history would otherwise fail later with DuckDB's own words, or read
+    a figure from the wrong column or as text."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for table, column, kind in connection.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
         "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
     ).fetchall():
-        found.setdefault(table, []).append(column)
+        found.setdefault(table, []).append((column, kind))
     for table, definition in TABLES.items():
         expected = _expected_columns(definition)
-        if found.get(table) != expected:
+        if found.get(table) == expected:
+            continue
+        if [name for name, _ in found.get(table, [])] != [name for name, _ in expected]:
             raise InputError(
                 f"{target}: not a ledger: its table {table} has the columns "
-                f"{', '.join(found.get(table, []))}, not fold-acceptance's "
-                f"{', '.join(expected)}; name another path"
+                f"{', '.join(name for name, _ in found.get(table, []))}, not fold-acceptance's "
+                f"{', '.join(name for name, _ in expected)}; name another path"
             )
+        wrong = [
+            f"{name} is {kind}, not {want}"
+            for (name, kind), (_, want) in zip(found[table], expected, strict=True)
+            if kind != want
+        ]
+        raise InputError(
+            f"{target}: not a ledger: in its table {table}, {'; '.join(wrong)}; name another path"
+        )
 
 
 def _ensure_schema(connection, target: Path) -> None:
