@@ -3,8 +3,9 @@ and refuses what the command refuses (``pytest -m oracle``: the real vLLM venv o
 ``examples/vllm/install.py``, installed on first use, and the tiny model of
 ``examples/vllm/make_model.py``, trained on first use).
 
-The CPU build refuses to *run* synthetic acceptance (its sampler warm-up asserts "Synthetic
-acceptance not supported with CPU sampling"), so the check is vLLM's whole configuration path
+The CPU build without Triton refuses to *run* synthetic acceptance (its sampler warm-up asserts
+"Synthetic acceptance not supported with CPU sampling" in the C++ fallbacks it registers only
+where Triton is missing), so the check is vLLM's whole configuration path
 short of the engine: the emitted ``vllm serve`` line's ``--speculative-config`` parsed by vLLM's
 own argument parser, ``EngineArgs.from_cli_args`` and ``create_engine_config()`` for the
 model, which builds and validates the ``SpeculativeConfig``; and the ``LLM(...)`` line's dict

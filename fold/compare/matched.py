@@ -17,8 +17,10 @@ checks refuse here, before a GPU box does.
 llama.cpp (as vendored in llama-cpp-python 0.3.36): ``llama-server --spec-synth-rates``, the
 same unconditional per-position rates in the same unit, turned into conditional ones and applied
 to the positions a step drafted (``server_sample_and_accept_synth``), with the same checks
-(``common_speculative_synth_rates_resolve``: one rate per draft token of the drafter's largest
-draft, each in [0, 1], non-increasing); the server refuses to load otherwise.
+(``common_speculative_synth_rates_resolve``: exactly as many rates as the effective largest
+draft, the one the initialized drafters allow, ``rates.size() != n_max`` throwing; each in
+[0, 1], non-increasing); the server refuses to load otherwise, so its largest draft must be
+exactly k, not at most k.
 
 SGLang (0.5.9 and 0.5.23's ``srt/speculative/spec_utils.py``): ``SGLANG_SIMULATE_ACC_LEN``, a
 float, the tokens a verify step accepts with the bonus token counted (its accepted drafts are
@@ -359,8 +361,8 @@ def _llamacpp(warm: _Warm, resamples: int, seed: int) -> MatchedSetting:
         commands=(
             (
                 "serve",
-                f'llama-server -m "$MODEL" ... (the oracle\'s own speculative options, drafting '
-                f"at most {k} tokens) --spec-synth-rates {values}",
+                f'llama-server -m "$MODEL" ... (the oracle\'s own speculative options, its largest '
+                f"draft exactly {k} tokens) --spec-synth-rates {values}",
             ),
         ),
         cannot_carry=(

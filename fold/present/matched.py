@@ -50,7 +50,7 @@ def _rates_table(setting: Mapping[str, Any]) -> Table:
 
 
 _RUNS_ON = {
-    "vllm": "on a GPU box: vLLM's CPU build refuses synthetic sampling",
+    "vllm": "on a GPU box: vLLM's CPU build refuses synthetic sampling where Triton is missing",
     "sglang": "on a GPU box",
     "llamacpp": "llama-server runs it on a CPU as well",
 }
