@@ -175,7 +175,11 @@ def test_every_kept_figure_comes_back_from_parquet(tmp_path_factory, drawn):
     assert sorted(rows, key=repr) == sorted(kept, key=repr)
 
 
-def test_an_export_that_fails_partway_leaves_the_previous_export_whole(tmp_path, capsys):
+def test_an_export_that_fails_partway_leaves_the_previous_export_whole(
+    tmp_path, capsys, monkeypatch
+):
+    import fold.ledger.export as export
+
     ledger = tmp_path / "gates.duckdb"
     keep_run(ledger, document(0.5, (0.4, 0.6)), {}, [])
     out = tmp_path / "out"
@@ -183,16 +187,98 @@ def test_an_export_that_fails_partway_leaves_the_previous_export_whole(tmp_path,
     before = {path.name: path.read_bytes() for path in out.iterdir()}
     assert sorted(before) == sorted(f"{table}.parquet" for table in SCHEMA)
     keep_run(ledger, document(0.6, (0.5, 0.7)), {}, [])
-    # A folder where the fourth table's temporary file goes: its write fails after three.
-    (out / ".inputs.parquet.tmp").mkdir()
+    # The fourth table's query fails, after three tables were written.
+    broken = dict(export.EXPORTED, inputs="SELECT * FROM no_such_table")
+    monkeypatch.setattr(export, "EXPORTED", broken)
     capsys.readouterr()
     assert main(["ledger", str(ledger), "--export", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"--export {out / 'inputs.parquet'}: cannot write" in err, err
     assert f"nothing in {out} was changed" in err
-    after = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
-    assert after == before
-    (out / ".inputs.parquet.tmp").rmdir()
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    assert len(list((tmp_path / ".out.exports").iterdir())) == 1  # the failed one is gone
+    monkeypatch.undo()
     assert main(["ledger", str(ledger), "--export", str(out)]) == 0
     runs = out / "runs.parquet"
     assert query(f"SELECT count(*) FROM read_parquet('{runs}')") == [(2,)]
+
+
+def test_an_export_replaces_its_five_files_at_once(tmp_path):
+    """DIR is a link moved in one rename: after each export it names a folder holding one
+    whole export; the export before stays for a reader inside it, older ones go."""
+    ledger = tmp_path / "gates.duckdb"
+    out = tmp_path / "out"
+    seen = []
+    for n in range(1, 4):
+        keep_run(ledger, document(0.4 + n / 100, (0.3, 0.6)), {}, [])
+        assert main(["ledger", str(ledger), "--export", str(out)]) == 0
+        assert out.is_symlink()
+        folder = out.resolve()
+        seen.append(folder)
+        assert query(f"SELECT runs FROM read_parquet('{folder}/ledger.parquet')") == [(n,)]
+        assert query(f"SELECT count(*) FROM read_parquet('{folder}/runs.parquet')") == [(n,)]
+    assert sorted(p.name for p in (tmp_path / ".out.exports").iterdir()) == sorted(
+        p.name for p in seen[1:]
+    )
+
+
+def test_an_export_made_before_into_a_real_folder_is_replaced_and_others_refused(tmp_path, capsys):
+    ledger = tmp_path / "gates.duckdb"
+    keep_run(ledger, document(0.5, (0.4, 0.6)), {}, [])
+    out = tmp_path / "out"
+    out.mkdir()
+    for table in SCHEMA:  # what an export of an earlier version left: five plain files
+        (out / f"{table}.parquet").write_bytes(b"old")
+    assert main(["ledger", str(ledger), "--export", str(out)]) == 0
+    assert out.is_symlink()
+    assert query(f"SELECT count(*) FROM read_parquet('{out}/runs.parquet')") == [(1,)]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    capsys.readouterr()
+    assert main(["ledger", str(ledger), "--export", str(mine)]) == 2
+    assert "the folder holds other files than an export (notes.txt)" in capsys.readouterr().err
+    assert (mine / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_reader_resolving_the_folder_once_never_reads_a_mix(tmp_path):
+    """Exports of a ledger that grows between them, read by another process as fast as it
+    can: each read's five files agree (the ledger's run count is the runs file's rows, and
+    every figure belongs to a run of it)."""
+    import subprocess
+    import sys
+
+    ledger = tmp_path / "gates.duckdb"
+    out = tmp_path / "out"
+    keep_run(ledger, document(0.40, (0.3, 0.5)), {}, [])
+    assert main(["ledger", str(ledger), "--export", str(out)]) == 0
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    for n in range(2, 7):
+        keep_run(ledger, document(0.40 + n / 100, (0.3, 0.6)), {}, [])
+        assert main(["ledger", str(ledger), "--export", str(out)]) == 0
+    (tmp_path / "stop").write_text("")
+    output, _ = reader.communicate(timeout=120)
+    assert reader.returncode == 0, output
+    reads = [line.split() for line in output.splitlines()]
+    assert len(reads) >= 2 and all(a == b for _, a, b in reads), reads
+
+
+READER = """
+import os, sys, time, duckdb
+out = sys.argv[1]
+stop = os.path.join(os.path.dirname(out), "stop")
+connection = duckdb.connect()
+while not os.path.exists(stop):
+    folder = os.path.realpath(out)
+    try:
+        (said,) = connection.execute(f"SELECT runs FROM '{folder}/ledger.parquet'").fetchone()
+        (rows,) = connection.execute(f"SELECT count(*) FROM '{folder}/runs.parquet'").fetchone()
+        (strays,) = connection.execute(
+            f"SELECT count(*) FROM '{folder}/figures.parquet' WHERE run_id NOT IN "
+            f"(SELECT run_id FROM '{folder}/runs.parquet')").fetchone()
+    except duckdb.IOException:
+        continue  # an export two swaps old, removed while this read was in it
+    print("read", said, rows + strays, flush=True)
+"""

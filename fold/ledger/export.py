@@ -3,13 +3,19 @@ many gate machines are read as one (DuckDB, Spark, Trino: docs/ledger.md has the
 
 Every exported table starts with ``ledger_id``, the ledger's own id drawn when it was
 created: run ids count from 1 in every ledger, so (ledger_id, run_id) names a run across
-exports. All five files are written beside their final names before any is renamed into
-place, so a failed export leaves the previous one whole and a reader never sees half of a file.
+exports.
+
+An export replaces its set of five files at once: they are written into a new hidden folder
+beside DIR (``.NAME.exports/VERSION/``), and DIR, a symbolic link, is then pointed at it by
+one rename. A reader that resolves DIR once reads one export whole, never a mix of two; a
+failed export leaves DIR as it was. The export before is kept (a reader may be inside it),
+older ones are removed.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,58 +44,97 @@ EXPORTED = {
 def export_ledger(
     path: str | Path, directory: str | Path, *, wait_seconds: float = DEFAULT_WAIT_SECONDS
 ) -> list[Path]:
-    """Write ``DIR/ledger.parquet``, ``runs``, ``labels``, ``inputs`` and ``figures``; the
-    paths written, in that order."""
+    """Write ``DIR/ledger.parquet``, ``runs``, ``labels``, ``inputs`` and ``figures`` as one
+    set; the paths written, in that order."""
     out = Path(directory)
     if out.exists() and not out.is_dir():
         raise InputError(f"--export {out}: a file, not a folder")
-    exported = datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+    strangers = _not_an_export(out)
+    if strangers:
+        raise InputError(
+            f"--export {out}: the folder holds other files than an export "
+            f"({', '.join(strangers[:5])}); name a new folder or an earlier export"
+        )
+    versions = out.parent / f".{out.name}.exports"
+    exported = datetime.now(timezone.utc).replace(tzinfo=None)
+    version = versions / f"{exported:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     with reading(path, wait_seconds) as connection:
         try:
-            out.mkdir(parents=True, exist_ok=True)
+            version.mkdir(parents=True)
         except OSError as error:
-            raise InputError(
-                f"--export {out}: cannot create the folder: {error.strerror}"
-            ) from None
-        if connection is None:  # a first append was killed before its commit: no tables yet
-            return _export_empty(out, exported)
-        found = ledger_id(connection)
-        return _write_all(connection, out, _literal_id(found), exported)
+            raise InputError(f"--export {out}: cannot create {version}: {error.strerror}") from None
+        try:
+            stamp = exported.isoformat(timespec="seconds")
+            if connection is None:  # a first append was killed before its commit: no tables
+                written = _export_empty(version, stamp, out)
+            else:
+                identity = _literal_id(ledger_id(connection))
+                written = _write_all(connection, version, identity, stamp, out)
+            _point(out, version)
+        except BaseException:
+            shutil.rmtree(version, ignore_errors=True)
+            raise
+    _remove_older(versions, keep=version.name)
+    return [out / path.name for path in written]
 
 
-def _export_empty(out: Path, exported: str) -> list[Path]:
+def _not_an_export(out: Path) -> list[str]:
+    """What a real folder at DIR holds besides an export's files (an export made before DIR
+    was a link is one)."""
+    if out.is_symlink() or not out.is_dir():
+        return []
+    ours = {f"{name}.parquet" for name in EXPORTED} | {f".{n}.parquet.tmp" for n in EXPORTED}
+    return sorted(entry.name for entry in out.iterdir() if entry.name not in ours)
+
+
+def _point(out: Path, version: Path) -> None:
+    """Point the link DIR at ``version`` in one rename (a real folder of an earlier export is
+    first moved in among the versions)."""
+    link = out.parent / f".{out.name}.{uuid.uuid4().hex}.link"
+    link.symlink_to(Path(version.parent.name) / version.name, target_is_directory=True)
+    try:
+        if out.is_dir() and not out.is_symlink():
+            os.rename(out, version.parent / f"{version.name}-before")
+        os.replace(link, out)
+    except OSError as error:
+        link.unlink(missing_ok=True)
+        raise InputError(f"--export {out}: cannot point it at the new export: {error}") from None
+
+
+def _remove_older(versions: Path, keep: str) -> None:
+    found = sorted(entry for entry in versions.iterdir() if entry.is_dir())
+    newest_first = [entry for entry in reversed(found) if entry.name != keep]
+    # The export just replaced is kept: a reader that resolved DIR before the rename is in it.
+    for entry in newest_first[1:]:
+        shutil.rmtree(entry, ignore_errors=True)
+
+
+def _export_empty(folder: Path, exported: str, shown: Path) -> list[Path]:
     connection = duckdb_module().connect(":memory:")
     try:
         for name, columns in TABLES.items():
             connection.execute(f"CREATE TABLE {name} ({columns})")
-        return _write_all(connection, out, "CAST(NULL AS VARCHAR)", exported)
+        return _write_all(connection, folder, "CAST(NULL AS VARCHAR)", exported, shown)
     finally:
         connection.close()
 
 
-def _write_all(connection, out: Path, identity: str, exported: str) -> list[Path]:
-    # Every table is written before any is renamed into place, so a failure leaves DIR's
-    # previous export whole instead of a mix of two.
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for name, query in EXPORTED.items():
-            final = out / f"{name}.parquet"
-            temporary = out / f".{name}.parquet.tmp"
-            select = query.format(id=identity, exported=f"TIMESTAMP '{exported}'")
-            try:
-                connection.execute(f"COPY ({select}) TO '{_quoted(temporary)}' (FORMAT parquet)")
-            except (OSError, duckdb_module().Error) as error:
-                raise InputError(
-                    f"--export {final}: cannot write: {error}; nothing in {out} was changed"
-                ) from None
-            staged.append((temporary, final))
-        for temporary, final in staged:
-            os.replace(temporary, final)
-    except BaseException:
-        for temporary, _ in staged:
-            temporary.unlink(missing_ok=True)
-        raise
-    return [final for _, final in staged]
+def _write_all(connection, folder: Path, identity: str, exported: str, shown: Path) -> list[Path]:
+    """Every table into the new version's folder, which no reader sees until DIR (``shown``)
+    points at it."""
+    written = []
+    for name, query in EXPORTED.items():
+        final = folder / f"{name}.parquet"
+        select = query.format(id=identity, exported=f"TIMESTAMP '{exported}'")
+        try:
+            connection.execute(f"COPY ({select}) TO '{_quoted(final)}' (FORMAT parquet)")
+        except (OSError, duckdb_module().Error) as error:
+            raise InputError(
+                f"--export {shown / final.name}: cannot write: {error}; nothing in {shown} "
+                "was changed"
+            ) from None
+        written.append(final)
+    return written
 
 
 def _literal_id(found: str | None) -> str:
