@@ -127,8 +127,16 @@ def keep_in_folder(
             "runs": [[run_id, kept_at, digest, document["format"], tool_version(),
                       orjson.dumps(document).decode()]],
         }  # fmt: skip
-        for table in DATA_TABLES:
-            _write_table(target / table / partition, f"run-{run_id}.parquet", table, tables[table])
+        from fold.ledger.store import duckdb_module
+
+        # One connection for the four files: opening one took about 0.1 s of an append.
+        connection = duckdb_module().connect(":memory:")
+        try:
+            for table in DATA_TABLES:
+                _write_table(connection, target / table / partition, f"run-{run_id}.parquet",
+                             table, tables[table])  # fmt: skip
+        finally:
+            connection.close()
         _link_once(target / "digests", digest, str(run_id).encode())
     except OSError as error:
         raise InputError(
@@ -246,17 +254,13 @@ def _claim(folder: Path) -> int:
             run_id += 1
 
 
-def _write_table(folder: Path, name: str, table: str, rows: list[list[Any]]) -> None:
-    from fold.ledger.store import TABLES, duckdb_module, insert_rows
+def _write_table(connection, folder: Path, name: str, table: str, rows: list[list[Any]]) -> None:
+    from fold.ledger.store import TABLES, insert_rows
 
     temporary = folder / f".{name}.{uuid.uuid4().hex}.tmp"
-    connection = duckdb_module().connect(":memory:")
-    try:
-        connection.execute(f"CREATE TABLE {table} ({TABLES[table]})")
-        insert_rows(connection, table, rows)
-        connection.execute(f"COPY {table} TO '{_quoted(temporary)}' (FORMAT parquet)")
-    finally:
-        connection.close()
+    connection.execute(f"CREATE TABLE {table} ({TABLES[table]})")
+    insert_rows(connection, table, rows)
+    connection.execute(f"COPY {table} TO '{_quoted(temporary)}' (FORMAT parquet)")
     _flush(temporary)
     os.replace(temporary, folder / name)
 
