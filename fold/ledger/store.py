@@ -312,7 +312,12 @@ def reading(
     if target.is_dir():
         connection = duckdb_module().connect(":memory:")
         try:
-            ready, left = load(target, connection)
+            try:
+                ready, left = load(target, connection)
+            except OSError as error:
+                raise InputError(
+                    f"{target}: cannot read the ledger folder: {error.strerror} ({error.filename})"
+                ) from None
             if unfinished is not None:
                 unfinished += left
             yield connection if ready else None
