@@ -214,3 +214,17 @@ def test_the_kept_time_from_the_environment(tmp_path, monkeypatch, capsys):
     assert main(["ledger", str(ledger), "--json", "-"]) == 0
     (run,) = orjson.loads(capsys.readouterr().out)["runs"]
     assert run["kept_at"] == "2026-12-01T08:30:00Z"  # held in UTC
+
+
+def test_per_position_rates_are_checked_with_their_intervals(gates, capsys):
+    # One token less at every step: position 1 is accepted by fewer steps, outside main's
+    # baseline; the drafts-reaching-a-position rate has no interval and cannot tell.
+    code = main(["ledger", str(gates), "--check", "per_position:1", "--check",
+                 "per_position_of_proposed:1", "--run", "4", "--baseline-where", "branch=main",
+                 "--json", "-"])  # fmt: skip
+    assert code == 1
+    first, proposed = orjson.loads(capsys.readouterr().out)["checks"]
+    assert first["outcome"] == "alert" and first["ci"] is not None
+    assert proposed["outcome"] == "no interval"
+    assert main(["ledger", str(gates), "--check", "per_position_of_proposed:1"]) == 3
+    assert "has no 95% interval in the ledger" in capsys.readouterr().out

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ledger_runs import ARM, STEPS, VLLM, document
 
 from fold.cli import main
+from fold.folding.position_intervals import position_intervals
 from fold.ledger.store import keep_run, read_runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +38,14 @@ def figures_by_hand(doc: dict) -> dict[tuple, tuple]:
     """The figures of one run's JSON document, read from it directly: (fold, figure,
     position, versus) -> (value, ci_low, ci_high)."""
     found = {}
+    # The per-position intervals are drawn when the run is kept (tests/test_position_intervals.py
+    # holds them to a second bootstrap); the rest is the document's own.
+    drawn = position_intervals(
+        [leg["histogram"] for leg in doc["legs"]],
+        [leg["warm"] for leg in doc["legs"]],
+        doc["bootstrap"]["resamples"],
+        doc["bootstrap"]["seed"],
+    )
     for fold in ("warm", "all"):
         block = doc[fold]
         for name in ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s",
@@ -45,7 +54,8 @@ def figures_by_hand(doc: dict) -> dict[tuple, tuple]:
             found[fold, name, None, None] = (block[name], *interval)
         for name in ("per_position", "per_position_conditional", "per_position_of_proposed"):
             for index, rate in enumerate(block[name]):
-                found[fold, name, index + 1, None] = (rate, None, None)
+                interval = (drawn.get((fold, name)) or [None] * (index + 1))[index]
+                found[fold, name, index + 1, None] = (rate, *(interval or (None, None)))
     for arm, gap in (doc.get("comparison") or {}).get("gaps", {}).items():
         fold = "all" if gap["populations"]["ours"] == "all legs" else "warm"
         for name in ("ratio", "acceptance_factor", "speed_factor"):

@@ -115,7 +115,14 @@ def test_a_per_position_rate_and_a_figure_no_run_has(gates, capsys):
         for run in runs
     ]  # fmt: skip
     assert [entry["value"] for entry in history["groups"][0]["runs"]] == expected
-    # no interval is drawn for a per-position rate: nothing can be flagged, and it says so
+    # the unconditional rate has its interval: the halved log's first position falls out
+    assert [e["flag"] for e in history["groups"][0]["runs"]] == [None, None, "below", None]
+    assert all(e["ci"][0] <= e["value"] <= e["ci"][1] for e in history["groups"][0]["runs"])
+    # no interval is drawn for the rate of the drafts reaching a position: nothing is
+    # flagged, and it says so
+    assert main(["ledger", str(gates), "--figure", "per_position_of_proposed:1", "--json",
+                 "-"]) == 0  # fmt: skip
+    history = orjson.loads(capsys.readouterr().out)
     assert [e["compared"] for e in history["groups"][0]["runs"][1:]] == ["no interval before"] * 3
     assert main(["ledger", str(gates), "--figure", "ratio:vllm"]) == 2
     err = capsys.readouterr().err

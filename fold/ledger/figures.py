@@ -1,7 +1,8 @@
 """The figures a kept run's history is read from, taken from its JSON document.
 
 One row per figure: our warm and all-legs folds' pooled figures with their 95% intervals,
-their per-position rates (one row per draft position, counted from 1), and per compared arm
+their per-position rates (one row per draft position, counted from 1; the unconditional and
+conditional rates with intervals drawn from the document's legs), and per compared arm
 the gap's tok/s ratio and its two factors. The document itself is kept whole beside them;
 these rows are what a history or a query over many ledgers needs without parsing it.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.errors import InputError
+from fold.folding.position_intervals import position_intervals
 
 DOCUMENT_FORMAT = "fold-acceptance/2"
 FOLDS = ("warm", "all")
@@ -73,6 +75,7 @@ def check_document(document: Any) -> dict[str, Any]:
 def figure_rows(document: dict[str, Any]) -> list[FigureRow]:
     """Every figure of the document that has a value; a figure that is None is left out."""
     rows: list[FigureRow] = []
+    intervals = _position_intervals(document)
     for fold in FOLDS:
         block = document.get(fold) or {}
         for name in FOLD_FIGURES:
@@ -80,8 +83,10 @@ def figure_rows(document: dict[str, Any]) -> list[FigureRow]:
             if row is not None:
                 rows.append(row)
         for name in POSITION_FIGURES:
+            drawn = intervals.get((fold, name)) or []
             for position, rate in enumerate(block.get(name) or [], start=1):
-                row = _row(fold, name, rate, None, position=position)
+                interval = drawn[position - 1] if position <= len(drawn) else None
+                row = _row(fold, name, rate, interval, position=position)
                 if row is not None:
                     rows.append(row)
     gaps = (document.get("comparison") or {}).get("gaps") or {}
@@ -93,6 +98,23 @@ def figure_rows(document: dict[str, Any]) -> list[FigureRow]:
             if row is not None:
                 rows.append(row)
     return rows
+
+
+def _position_intervals(document: dict[str, Any]) -> dict[tuple[str, str], list]:
+    """The per-position rates' 95% intervals (``fold.folding.position_intervals``), drawn from
+    the document's legs with its own bootstrap's resamples and seed; none when the fold drew
+    no intervals (``--bootstrap 0``) or a leg has no histogram (a fold of counters)."""
+    drawn = document.get("bootstrap") or {}
+    legs = document.get("legs") or []
+    resamples, seed = drawn.get("resamples"), drawn.get("seed")
+    if not isinstance(resamples, int) or resamples < 1 or not isinstance(seed, int) or not legs:
+        return {}
+    if any(not isinstance(leg.get("histogram"), list) for leg in legs):
+        return {}
+    return position_intervals(
+        [leg["histogram"] for leg in legs], [bool(leg.get("warm")) for leg in legs],
+        resamples, seed,
+    )  # fmt: skip
 
 
 def _row(

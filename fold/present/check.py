@@ -54,7 +54,8 @@ def check_sentence(check: dict[str, Any]) -> str:
     if outcome == "no interval":
         return (
             f"{subject}: {shown_value(figure, check['value'])} has no 95% interval in the "
-            "ledger (a run folded with --bootstrap 0 draws none), so no test can be made"
+            "ledger (none is drawn with --bootstrap 0, for a fold of counters, or for "
+            "per_position_of_proposed), so no test can be made"
         )
     value = f"{shown_value(figure, check['value'])} ({_interval(figure, check['ci'])})"
     if outcome == "too few":

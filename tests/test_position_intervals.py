@@ -1,0 +1,59 @@
+"""The per-position rates' intervals the ledger keeps (``fold.folding.position_intervals``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ledger_runs import fold_document
+
+from fold.folding.position_intervals import position_intervals
+from fold.ledger.figures import figure_rows
+
+
+def test_identical_legs_have_no_spread():
+    # Every leg: 10 steps, 4 accepting nothing, 3 one draft, 3 two: position 1 is accepted by
+    # 6 of 10 steps, position 2 by 3 of 10, and by 3 of the 6 that accepted position 1.
+    drawn = position_intervals([[4, 3, 3]] * 4, [True, True, False, False], 200, 7)
+    for fold in ("warm", "all"):
+        assert drawn[(fold, "per_position")] == [
+            pytest.approx((0.6, 0.6)),
+            pytest.approx((0.3, 0.3)),
+        ]
+        assert drawn[(fold, "per_position_conditional")] == [
+            pytest.approx((0.6, 0.6)),
+            pytest.approx((0.5, 0.5)),
+        ]
+
+
+def reference(histograms, resamples=4000, seed=1):
+    """A second, plain bootstrap: redraw the legs with replacement, pool their counts, take
+    the 2.5% and 97.5% quantiles of each position's rate."""
+    counts = np.array(
+        [[sum(found[i + 1 :]) for i in range(len(found) - 1)] for found in histograms], float
+    )
+    steps = np.array([sum(found) for found in histograms], float)
+    draws = np.random.default_rng(seed).integers(0, len(steps), (resamples, len(steps)))
+    rates = counts[draws].sum(axis=1) / steps[draws].sum(axis=1)[:, None]
+    return [tuple(np.quantile(rates[:, i], [0.025, 0.975])) for i in range(counts.shape[1])]
+
+
+def test_the_toy_gate_warm_intervals_agree_with_a_plain_bootstrap(tmp_path, capsys):
+    document = fold_document(tmp_path, capsys)
+    legs = document["legs"]
+    warm = [leg for leg in legs if leg["warm"]]
+    kept = {
+        row.position: (row.ci_low, row.ci_high)
+        for row in figure_rows(document)
+        if (row.fold, row.figure) == ("warm", "per_position")
+    }
+    expected = reference([leg["histogram"] for leg in warm])
+    assert len(kept) == len(expected) == 4
+    for position, (low, high) in enumerate(expected, start=1):
+        # two bootstraps of 1000 and 4000 draws: their quantiles agree to sampling noise
+        assert kept[position] == pytest.approx((low, high), abs=0.02)
+
+
+def test_no_intervals_without_the_fold_s_bootstrap(tmp_path, capsys):
+    document = fold_document(tmp_path, capsys, "--bootstrap", "0")
+    rows = [row for row in figure_rows(document) if row.position is not None]
+    assert rows and all(row.ci_low is None for row in rows)
