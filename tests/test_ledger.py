@@ -11,8 +11,8 @@ import pytest
 from ledger_runs import ARM, STEPS, VLLM, document, fold_document
 
 from fold.cli import main
+from fold.ledger.schema import SCHEMA_VERSION
 from fold.ledger.store import (
-    SCHEMA_VERSION,
     InputFile,
     keep_run,
     parse_labels,

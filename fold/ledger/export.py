@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fold.errors import InputError
-from fold.ledger.store import DEFAULT_WAIT_SECONDS, TABLES, duckdb_module, ledger_id, reading
+from fold.ledger.schema import TABLES, duckdb_module
+from fold.ledger.store import DEFAULT_WAIT_SECONDS, ledger_id, reading
 
 EXPORTED = {
     "ledger": (

@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from fold.errors import InputError
+from fold.ledger.schema import LEDGER_KIND, SCHEMA_VERSION, TABLES, duckdb_module, tool_version
 
 LEDGER_FILE = "LEDGER"
 DATA_TABLES = ("labels", "inputs", "figures", "runs")
@@ -53,8 +54,6 @@ def is_folder_ledger(path: str | Path) -> bool:
 def read_identity(target: Path) -> dict[str, str] | None:
     """The folder's LEDGER (None when no run was ever kept in it); refused when the folder
     holds other things than a ledger's."""
-    from fold.ledger.store import LEDGER_KIND, SCHEMA_VERSION, tool_version
-
     path = target / LEDGER_FILE
     if not path.exists():
         strangers = sorted(
@@ -109,7 +108,7 @@ def keep_in_folder(
     kept_at: datetime,
 ):
     """Append one run; a run whose digest the folder already indexes is not kept again."""
-    from fold.ledger.store import Kept, tool_version
+    from fold.ledger.store import Kept
 
     try:
         identity = _ensure(target)
@@ -127,8 +126,6 @@ def keep_in_folder(
             "runs": [[run_id, kept_at, digest, document["format"], tool_version(),
                       orjson.dumps(document).decode()]],
         }  # fmt: skip
-        from fold.ledger.store import duckdb_module
-
         # One connection for the four files: opening one took about 0.1 s of an append.
         connection = duckdb_module().connect(":memory:")
         try:
@@ -150,8 +147,6 @@ def load(target: Path, connection) -> tuple[bool, list[str]]:
     """Fill the ledger's tables in ``connection`` (an in-memory DuckDB) with the folder's kept
     runs; whether the folder is a ledger yet, and its unfinished writes (paths from the
     folder, with what they are)."""
-    from fold.ledger.store import TABLES
-
     identity = read_identity(target)
     if identity is None:
         return False, []
@@ -195,8 +190,6 @@ def _ensure(target: Path) -> dict[str, str]:
     target.mkdir(exist_ok=True)
     identity = read_identity(target)
     if identity is None:
-        from fold.ledger.store import LEDGER_KIND, SCHEMA_VERSION, tool_version
-
         made = {
             "kind": LEDGER_KIND,
             "schema": SCHEMA_VERSION,
@@ -220,8 +213,6 @@ def _ensure(target: Path) -> dict[str, str]:
 def _write_meta(path: Path, identity: dict[str, str]) -> None:
     """The export's ledger table for this folder: ``runs`` and ``exported_at`` are null (the
     runs are the runs folder's, and nothing was exported)."""
-    from fold.ledger.store import duckdb_module
-
     temporary = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     connection = duckdb_module().connect(":memory:")
     try:
@@ -255,7 +246,7 @@ def _claim(folder: Path) -> int:
 
 
 def _write_table(connection, folder: Path, name: str, table: str, rows: list[list[Any]]) -> None:
-    from fold.ledger.store import TABLES, insert_rows
+    from fold.ledger.store import insert_rows
 
     temporary = folder / f".{name}.{uuid.uuid4().hex}.tmp"
     connection.execute(f"CREATE TABLE {table} ({TABLES[table]})")
@@ -288,8 +279,6 @@ def _flush(path: Path) -> None:
 
 
 def _labels_of(target: Path, partition: str, run_id: int) -> dict[str, str]:
-    from fold.ledger.store import duckdb_module
-
     path = target / "labels" / partition / f"run-{run_id}.parquet"
     if not path.exists():
         return {}

@@ -13,16 +13,13 @@ kill interrupted before its checkpoint when the file is next opened.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -31,33 +28,17 @@ import orjson
 from fold.errors import InputError
 from fold.ledger.figures import FigureRow, check_document, figure_rows
 from fold.ledger.folder import check_folder, is_folder_ledger, keep_in_folder, load
+from fold.ledger.schema import (
+    check_schema,
+    duckdb_module,
+    ensure_schema,
+    tool_version,
+)
 
-SCHEMA_VERSION = 1
-LEDGER_KIND = "fold-acceptance ledger"
 DEFAULT_WAIT_SECONDS = 30.0
-LEDGER_EXTRA = "pip install 'fold-acceptance[ledger]'"
 _SWEEP_RUN = re.compile(r"(.+)#[1-9][0-9]*")
 _FIRST_RETRY_SECONDS = 0.02
 _LONGEST_RETRY_SECONDS = 0.5
-
-TABLES = {
-    "ledger": "key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL",
-    "runs": (
-        "run_id BIGINT PRIMARY KEY, kept_at TIMESTAMP NOT NULL, digest VARCHAR NOT NULL "
-        "UNIQUE, format VARCHAR NOT NULL, tool_version VARCHAR NOT NULL, "
-        "document VARCHAR NOT NULL"
-    ),
-    "labels": "run_id BIGINT NOT NULL, key VARCHAR NOT NULL, value VARCHAR NOT NULL, "
-    "PRIMARY KEY (run_id, key)",
-    "inputs": "run_id BIGINT NOT NULL, role VARCHAR NOT NULL, path VARCHAR NOT NULL, "
-    "name VARCHAR NOT NULL, bytes BIGINT NOT NULL",
-    "figures": (
-        "run_id BIGINT NOT NULL, fold VARCHAR NOT NULL, figure VARCHAR NOT NULL, "
-        "position INTEGER, versus VARCHAR, value DOUBLE NOT NULL, ci_low DOUBLE, "
-        "ci_high DOUBLE"
-    ),
-}
-"""Schema 1. ``kept_at`` is UTC; ``position`` counts draft positions from 1."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +159,7 @@ def check_ledger(path: str | Path) -> None:
     except LedgerBusy:
         return
     try:
-        _check_schema(connection, target)
+        check_schema(connection, target)
     except duckdb_module().Error as error:
         raise InputError(f"{target}: cannot read the ledger: {error}") from error
     finally:
@@ -212,7 +193,7 @@ def keep_run(
     else:
         _check_file(target)
     with _transaction(target, wait_seconds) as connection:
-        _ensure_schema(connection, target)
+        ensure_schema(connection, target)
         found = connection.execute("SELECT run_id FROM runs WHERE digest = ?", [digest]).fetchone()
         if found is not None:
             return Kept(found[0], True, _labels_of(connection, found[0]))
@@ -329,19 +310,11 @@ def reading(
     _check_file(target)
     connection = _connect(target, read_only=True, wait_seconds=wait_seconds)
     try:
-        yield connection if _check_schema(connection, target) else None
+        yield connection if check_schema(connection, target) else None
     except duckdb_module().Error as error:  # a file DuckDB opened but cannot read through
         raise InputError(f"{target}: cannot read the ledger: {error}") from error
     finally:
         connection.close()
-
-
-@functools.cache
-def tool_version() -> str:
-    try:
-        return metadata.version("fold-acceptance")
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 class LedgerBusy(InputError):
@@ -434,113 +407,9 @@ def _check_file(target: Path) -> None:
         raise InputError(f"{target}: not a ledger: not a regular file")
 
 
-def _tables(connection) -> set[str]:
-    return {
-        name
-        for (name,) in connection.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
-        ).fetchall()
-    }
-
-
-def _check_schema(connection, target: Path) -> bool:
-    """Whether the database holds a ledger's tables (False: none at all, which is what a first
-    append killed before its commit leaves); refused when it is not a ledger or a newer one."""
-    tables = _tables(connection)
-    if not tables:
-        return False
-    if "ledger" not in tables:
-        raise InputError(
-            f"{target}: not a ledger: a DuckDB database without fold-acceptance's tables "
-            f"(it holds {', '.join(sorted(tables)[:5])}); name another path"
-        )
-    meta = dict(connection.execute("SELECT key, value FROM ledger").fetchall())
-    if meta.get("kind") != LEDGER_KIND or not str(meta.get("schema", "")).isdigit():
-        raise InputError(f"{target}: not a ledger: its ledger table is not fold-acceptance's")
-    schema = int(meta["schema"])
-    if schema > SCHEMA_VERSION:
-        raise InputError(
-            f"{target}: a ledger of schema {schema}, newer than this fold-acceptance "
-            f"({tool_version()}) reads (schema {SCHEMA_VERSION}): upgrade fold-acceptance; "
-            "nothing was written"
-        )
-    missing = sorted(set(TABLES) - tables)
-    if missing:
-        raise InputError(f"{target}: not a ledger: it lacks the tables {', '.join(missing)}")
-    _check_columns(connection, target)
-    return True
-
-
-def _expected_columns(definition: str) -> list[tuple[str, str]]:
-    """The columns of a table's definition in ``TABLES``, in order: (name, DuckDB type)."""
-    parts = re.split(r",\s*(?![^()]*\))", definition)
-    return [
-        (part.split()[0], part.split()[1])
-        for part in parts
-        if not part.lstrip().startswith("PRIMARY KEY")
-    ]
-
-
-def _check_columns(connection, target: Path) -> None:
-    """A table of the right name with other columns, or with a column of another type, is
-    refused by name: the history would otherwise fail later with DuckDB's own words, or read
-    a figure from the wrong column or as text."""
-    found: dict[str, list[tuple[str, str]]] = {}
-    for table, column, kind in connection.execute(
-        "SELECT table_name, column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
-    ).fetchall():
-        found.setdefault(table, []).append((column, kind))
-    for table, definition in TABLES.items():
-        expected = _expected_columns(definition)
-        if found.get(table) == expected:
-            continue
-        if [name for name, _ in found.get(table, [])] != [name for name, _ in expected]:
-            raise InputError(
-                f"{target}: not a ledger: its table {table} has the columns "
-                f"{', '.join(name for name, _ in found.get(table, []))}, not fold-acceptance's "
-                f"{', '.join(name for name, _ in expected)}; name another path"
-            )
-        wrong = [
-            f"{name} is {kind}, not {want}"
-            for (name, kind), (_, want) in zip(found[table], expected, strict=True)
-            if kind != want
-        ]
-        raise InputError(
-            f"{target}: not a ledger: in its table {table}, {'; '.join(wrong)}; name another path"
-        )
-
-
-def _ensure_schema(connection, target: Path) -> None:
-    if _check_schema(connection, target):
-        return
-    for name, columns in TABLES.items():
-        connection.execute(f"CREATE TABLE {name} ({columns})")
-    connection.executemany(
-        "INSERT INTO ledger VALUES (?, ?)",
-        [
-            ["kind", LEDGER_KIND],
-            ["schema", str(SCHEMA_VERSION)],
-            ["id", str(uuid.uuid4())],
-            ["created_at", datetime.now(timezone.utc).isoformat(timespec="seconds")],
-            ["created_by", f"fold-acceptance {tool_version()}"],
-        ],
-    )
-
-
 def _labels_of(connection, run_id: int) -> dict[str, str]:
     return dict(
         connection.execute(
             "SELECT key, value FROM labels WHERE run_id = ? ORDER BY key", [run_id]
         ).fetchall()
     )
-
-
-def duckdb_module():
-    try:
-        import duckdb
-    except ImportError as error:
-        raise InputError(
-            f"the ledger needs duckdb, which the core install leaves out: {LEDGER_EXTRA}"
-        ) from error
-    return duckdb
