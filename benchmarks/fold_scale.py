@@ -375,6 +375,9 @@ def main() -> None:
     parser.add_argument("--with-polars", action="store_true", help="add the reference reader")
     parser.add_argument("--only-fold", action="store_true", help="no opponents (memory runs)")
     parser.add_argument(
+        "--no-orjson", action="store_true", help="DuckDB the only opponent (the slowest left out)"
+    )
+    parser.add_argument(
         "--requests-per-writer",
         type=int,
         default=None,
@@ -414,7 +417,8 @@ def main() -> None:
                 contestants = ["fold"] + (["fold-polars"] if args.with_polars else [])
                 contestants += ["fold-baseline"] if args.baseline else []
                 if not args.only_fold:
-                    contestants += (["duckdb"] if have_duckdb else []) + ["orjson"]
+                    contestants += ["duckdb"] if have_duckdb else []
+                    contestants += [] if args.no_orjson else ["orjson"]
                 best: dict[str, dict] = {}
                 for _ in range(args.repeat):
                     for name in contestants:  # interleaved, so load from others hits all alike

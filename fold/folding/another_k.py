@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.folding.accumulate import PartialFold
-from fold.folding.step_lengths import step_time_by_length
+from fold.folding.step_lengths import StepTimes
 from fold.folding.uncertainty import DEFAULT_SEED, bootstrap
 from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
@@ -331,20 +331,21 @@ def fold_another_k(
     warm: Mapping[str, Any],
     resamples: int,
     seed: int,
-    no_times: str | None,
+    step_lengths: StepTimes | None,
 ) -> AnotherK | None:
     """The warm fold's figures at another k from a partial fold's sums: its (leg, proposed,
     accepted) counts and, when its warm steps carry several draft lengths and times, their
-    step time per length. ``warm``: the warm fold's legs and measured tok/s."""
+    step time per length (``step_lengths``, the warm legs' ``step_time_by_length``; None
+    where the steps have no times). ``warm``: the warm fold's legs and measured tok/s."""
     legs = list(warm["legs"])
     joint = joint_of_rows(
         partial.histogram.select("leg", "proposed", "accepted", "count").iter_rows()
     )
     lengths = {p for leg in legs for (p, _a) in joint.get(leg, {})}
     times = None
-    if no_times is None:
+    if step_lengths is not None:
         # One length needs no step time per length (the figures say it is not measured).
-        times = step_time_by_length(partial.step_times, legs) if len(lengths) > 1 else {}
+        times = dict(step_lengths) if len(lengths) > 1 else {}
     return another_k(
         joint,
         legs,

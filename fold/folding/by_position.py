@@ -61,14 +61,16 @@ def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
     """Per request of ``legs`` and bucket of position: its drafted steps' S, P and A. In the
     extension when it is built (and not switched off), else ``reference_bucket_sums``, which
     the tests hold it to."""
-    times = step_times.filter(pl.col("leg").is_in(list(legs))).with_row_index("request")
-    if native.available() and times.height:
-        sums = native.position_sums(times["t_ns"], times["tokens"]).cast(
+    if native.available() and step_times.height:
+        # The lists are read where they are, with the chosen rows marked: filtering them would
+        # copy every line of the legs (the peak of a large fold's memory).
+        chosen = step_times["leg"].is_in(list(legs)).fill_null(False).cast(pl.Int64).to_list()
+        sums = native.position_sums(step_times["t_ns"], step_times["tokens"], chosen).cast(
             {"request": pl.UInt32, **SUMS_SCHEMA}
         )
-    else:
-        sums = _reference_sums(times)
-    return _keyed(sums, times)
+        return _keyed(sums, step_times.select(REQUEST_KEY).with_row_index("request"))
+    times = step_times.filter(pl.col("leg").is_in(list(legs))).with_row_index("request")
+    return _keyed(_reference_sums(times), times)
 
 
 def reference_bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
@@ -237,8 +239,8 @@ def _bucket_replicates(
     if not resamples:
         return None
     requests = (
-        step_times.filter(pl.col("leg").is_in(list(legs)))
-        .select(REQUEST_KEY)
+        step_times.select(REQUEST_KEY)  # the keys only: the lines' lists are not copied
+        .filter(pl.col("leg").is_in(list(legs)))
         .unique()
         .sort(REQUEST_KEY, nulls_last=False)
         .with_row_index("row")

@@ -4,7 +4,7 @@ its public face)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fold.errors import InputError
@@ -14,10 +14,11 @@ from fold.folding.counter_check import check_counters
 from fold.folding.counter_fold import fold_counters
 from fold.folding.document import Document
 from fold.folding.engine_trace_fold import engine_trace_fold
+from fold.folding.line_figures import LineFigures
 from fold.folding.logfile import Legs, LogFile
-from fold.folding.result import ENGINE_TRACE, STEP_LOG, build_result
+from fold.folding.result import ENGINE_TRACE, STEP_LOG, build_result, settle_lines
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
-from fold.folding.warm import DEFAULT_PREDICATE, check_arm
+from fold.folding.warm import DEFAULT_PREDICATE, ThroughputCheck, check_arm
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.arm import ArmRecord, load_arm
 from fold.inputs.engine_trace import looks_like_engine_trace, read_engine_trace
@@ -108,7 +109,27 @@ class LogFold:
     ) -> Document:
         """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out), refused
         unless it agrees with the engine's own counters where the record carries them."""
-        check = check_arm(self.arm, predicate)
+        return self._document(
+            check_arm(self.arm, predicate),
+            window_steps,
+            prefill_tokens=prefill_tokens,
+            resamples=resamples,
+            seed=seed,
+            stall_factor=stall_factor,
+            lines=None,
+        )
+
+    def _document(
+        self,
+        check: ThroughputCheck,
+        window_steps: int,
+        *,
+        prefill_tokens: int | None,
+        resamples: int,
+        seed: int,
+        stall_factor: float,
+        lines: LineFigures | None,
+    ) -> Document:
         result = build_result(
             self.arm.legs,
             self.partial,
@@ -120,6 +141,7 @@ class LogFold:
             resamples=resamples,
             seed=seed,
             step_source=self.step_source,
+            lines=lines,
         )
         return Document(result, check_counters(result, self.arm.counters))
 
@@ -181,11 +203,24 @@ def fold_acceptance(
         fold.add_file(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )
-    return fold.result(
-        predicate,
+    lines = settle_lines(
+        fold.partial,
+        record.legs,
+        check,
+        stall_factor=stall_factor,
+        resamples=resamples,
+        seed=seed,
+        step_source=fold.step_source,
+    )
+    # This fold is the call's alone and takes no more files: its lines (16 bytes each) go
+    # before the rest of the result is built, which never reads them.
+    fold.partial = replace(fold.partial, step_times=fold.partial.step_times.clear())
+    return fold._document(
+        check,
         window_steps,
         prefill_tokens=prefill_tokens,
         resamples=resamples,
         seed=seed,
         stall_factor=stall_factor,
+        lines=lines,
     )

@@ -398,13 +398,13 @@ def step_lengths(times: pl.Series, tokens: pl.Series, chosen: list[bool]) -> dic
     )
 
 
-def position_sums(times: pl.Series, tokens: pl.Series) -> pl.DataFrame:
-    """Per request (its row in ``times``) and bucket of output position, the S, P and A of
-    its drafted lines, from the step times (``times``, and ``tokens``, each line's packed
-    counts: list columns read in place), in the extension; the reference is
-    ``fold.folding.by_position.reference_bucket_sums``."""
+def position_sums(times: pl.Series, tokens: pl.Series, chosen: list[int]) -> pl.DataFrame:
+    """Per chosen request (its row in ``times``, ``chosen`` not 0) and bucket of output
+    position, the S, P and A of its drafted lines, from the step times (``times``, and
+    ``tokens``, each line's packed counts: list columns read in place), in the extension; the
+    reference is ``fold.folding.by_position.reference_bucket_sums``."""
     raw = _native.position_sums(
-        times.rechunk().__arrow_c_stream__(), tokens.rechunk().__arrow_c_stream__()
+        times.rechunk().__arrow_c_stream__(), tokens.rechunk().__arrow_c_stream__(), chosen
     )
     return pl.DataFrame([_series(name, capsules) for name, capsules in raw.items()])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,14 +15,8 @@ import polars as pl
 from fold.errors import RefusedError
 from fold.folding.accumulate import REQUEST_KEY, PartialFold, request_id
 from fold.folding.another_k import AnotherK, fold_another_k
-from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION, fold_positions
-from fold.folding.cadence import (
-    DEFAULT_STALL_FACTOR,
-    Cadence,
-    check_stall_factor,
-    fold_cadence,
-    no_request,
-)
+from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION
+from fold.folding.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor, no_request
 from fold.folding.cadence import KEY as CADENCE_KEY
 from fold.folding.leg_figures import (
     LEG_JSON,
@@ -37,6 +31,7 @@ from fold.folding.leg_figures import (
     stepped_figures,
     stepped_leg,
 )
+from fold.folding.line_figures import LineFigures, line_figures
 from fold.folding.per_request import with_request_figures
 from fold.folding.step_durations import StepDurations, step_durations
 from fold.folding.step_split import NO_SPLIT, StepSplits, from_fold
@@ -254,41 +249,43 @@ def build_result(
     resamples: int = 0,
     seed: int = DEFAULT_SEED,
     step_source: str = STEP_LOG,
+    lines: LineFigures | None = None,
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
     user states it; None learns it from the arm (see ``_prefill_convention``). ``resamples``
-    above 0 puts 95% bootstrap intervals beside the pooled figures (``add_intervals``)."""
+    above 0 puts 95% bootstrap intervals beside the pooled figures (``add_intervals``).
+    ``lines``: the partial's ``settle_lines``, when the caller computed them first (and let
+    the lines go); else computed here."""
     stall_factor = check_stall_factor(stall_factor)
     check_resamples(resamples, seed)
-    # The cadence's pass and the bootstrap's draws run without the GIL (the extension, numpy),
-    # and both need only the partial fold: started first, on threads of their own, they overlap
-    # the acceptance figures (mostly Python) instead of following them.
-    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=3) as pool:
-        # Steps in order without times (an oracle's, numbered) give no cadence: none is made.
-        times = partial.step_times if untimed(step_source) is None else partial.step_times.clear()
-        cadence = pool.submit(fold_cadence, times, arm_legs, stall_factor)
+    if lines is None:
+        lines = settle_lines(
+            partial,
+            arm_legs,
+            check,
+            stall_factor=stall_factor,
+            resamples=resamples,
+            seed=seed,
+            step_source=step_source,
+        )
+    cadence = lines.cadence
+    # The bootstrap's draws run without the GIL (the extension, numpy) and need only the
+    # partial's sums: started first, on a thread of its own, they overlap the acceptance
+    # figures (mostly Python) instead of following them.
+    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=1) as pool:
         replicates = pool.submit(
             _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
-        )
-        # Steps without times (the engine's trace, an oracle's) keep their order, numbered in
-        # place of times, which is all the figures by position need.
-        warm_legs = [index for index in arm_legs["index"].to_list() if index in check.warm_legs]
-        position = {ORACLE_STEPS: ORACLE_POSITION, ENGINE_TRACE: TRACE_POSITION}.get(
-            step_source, POSITION
-        )
-        positions = pool.submit(
-            fold_positions, partial.step_times, warm_legs, resamples, seed, position
         )
         drafts = _acceptance_drafts(
             arm_legs, partial, read_counts, check, window_steps, prefill_tokens
         )
-        _add_cadence(drafts, cadence.result(), untimed(step_source))
+        _add_cadence(drafts, cadence, untimed(step_source))
         found = replicates.result()
         # Per request and by position: the warm legs' only.
         warm = with_request_figures(
             finished_pooled(drafts.warm, found.get("warm")),
             drafts.legs,
-            positions.result(),
+            lines.positions,
             resamples,
             seed,
         )
@@ -296,7 +293,7 @@ def build_result(
         if untimed(step_source) is None:
             split = from_fold(
                 partial.durations,
-                cadence.result().requests,
+                cadence.requests,
                 arm_legs["index"].to_list(),
                 check.warm_legs,
                 resamples,
@@ -318,7 +315,7 @@ def build_result(
             replicates=frozen(found),
             step_split=split,
             step_source=step_source,
-            another_k=fold_another_k(partial, drafts.warm, resamples, seed, untimed(step_source)),
+            another_k=fold_another_k(partial, drafts.warm, resamples, seed, lines.step_lengths),
             durations=step_durations(partial.durations),
         )
 
@@ -457,11 +454,42 @@ def _prefill_convention(
     return {"per_request": best, "source": "learned from the arm", "legs": legs_agreeing}
 
 
+def settle_lines(
+    partial: PartialFold,
+    arm_legs: pl.DataFrame,
+    check: ThroughputCheck,
+    *,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
+    resamples: int = 0,
+    seed: int = DEFAULT_SEED,
+    step_source: str = STEP_LOG,
+) -> LineFigures:
+    """The figures that read the partial's lines (``fold.folding.line_figures``), as
+    ``build_result`` takes them: after this, nothing in the fold needs ``partial.step_times``."""
+    warm_legs = [index for index in arm_legs["index"].to_list() if index in check.warm_legs]
+    # Steps without times (the engine's trace, an oracle's) keep their order, numbered in
+    # place of times, which is all the figures by position need.
+    position = {ORACLE_STEPS: ORACLE_POSITION, ENGINE_TRACE: TRACE_POSITION}.get(
+        step_source, POSITION
+    )
+    with _no_cycle_collection():  # the cadence builds a dict per request
+        return line_figures(
+            partial.step_times,
+            arm_legs,
+            warm_legs,
+            stall_factor=check_stall_factor(stall_factor),
+            resamples=resamples,
+            seed=seed,
+            position=position,
+            no_times=untimed(step_source),
+        )
+
+
 def _fold_replicates(
     arm_legs: pl.DataFrame,
     partial: PartialFold,
     check: ThroughputCheck,
-    cadence: Future[Cadence],
+    cadence: Cadence,
     resamples: int,
     seed: int,
 ) -> dict[str, Replicates]:
@@ -470,7 +498,7 @@ def _fold_replicates(
     request without cadence decodes nothing)."""
     if not resamples:
         return {}
-    decode = cadence.result().requests.select(
+    decode = cadence.requests.select(
         *CADENCE_KEY, pl.col("intervals").alias("decode_steps"), "decode_ns"
     )
     ordered = (

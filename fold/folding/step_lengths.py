@@ -35,12 +35,14 @@ def step_time_by_length(step_times: pl.DataFrame, legs: Sequence[int]) -> StepTi
     """Per draft length, the intervals ending at a drafted step of the legs ``legs``: in the
     extension when it is built (and not switched off), else ``reference_step_lengths``, which
     the tests hold it to."""
-    chosen = step_times.filter(pl.col("leg").is_in(list(legs)))
-    if not chosen.height:
+    marked = step_times["leg"].is_in(list(legs)).fill_null(False)
+    if not marked.any():
         return {}
     if native.available():
-        return native.step_lengths(chosen["t_ns"], chosen["tokens"], [True] * chosen.height)
-    return reference_step_lengths(chosen)
+        # Read where they are, the chosen rows marked: a filter would copy the legs' lines.
+        chosen = marked.cast(pl.Int64).to_list()
+        return native.step_lengths(step_times["t_ns"], step_times["tokens"], chosen)
+    return reference_step_lengths(step_times.filter(marked))
 
 
 def reference_step_lengths(chosen: pl.DataFrame) -> StepTimes:

@@ -34,12 +34,15 @@ inline std::int64_t bucket_of(std::int64_t before) {
   return std::max(0, bits - kFirstEdgeBits);
 }
 
+// Over the chosen requests only (chosen[row] != 0): the partial fold's lists are read where
+// they are, never filtered into a copy (a copy of every line of the warm legs).
 inline void position_sums(const std::vector<std::pair<const std::int64_t*, std::int64_t>>& times,
                           const std::vector<std::pair<const std::int64_t*, std::int64_t>>& tokens,
-                          PositionSums& sums) {
+                          const std::vector<std::int64_t>& chosen, PositionSums& sums) {
   const std::int64_t mask = (std::int64_t{1} << kTokenBits) - 1;
   std::vector<std::pair<std::int64_t, std::int64_t>> sorted;
   for (std::size_t row = 0; row < times.size(); ++row) {
+    if (chosen[row] == 0) continue;
     const auto [t, count] = times[row];
     const std::int64_t* packed = tokens[row].first;
     bool ordered = true;
@@ -77,17 +80,21 @@ inline void position_sums(const std::vector<std::pair<const std::int64_t*, std::
 }
 
 const char kPositionSumsDoc[] =
-    "position_sums(t_ns, tokens) -> {request, bucket, steps, proposed, accepted}\n\n"
-    "Per request (its row) and bucket of output position, the S, P and A of its drafted lines\n"
-    "(fold.folding.by_position.bucket_sums): t_ns and the lines' packed counts (lists of\n"
-    "int64) as Arrow stream capsules, a list per request, the two of one request the same\n"
-    "length. Columns as Arrow capsule pairs, rows by request, then bucket.";
+    "position_sums(t_ns, tokens, chosen) -> {request, bucket, steps, proposed, accepted}\n\n"
+    "Per request (its row) whose chosen entry is not 0 and bucket of output position, the S,\n"
+    "P and A of its drafted lines (fold.folding.by_position.bucket_sums): t_ns and the lines'\n"
+    "packed counts (lists of int64) as Arrow stream capsules, a list per request, the two of\n"
+    "one request the same length. Columns as Arrow capsule pairs, rows by request, then\n"
+    "bucket.";
 
 inline PyObject* position_sums_py(PyObject*, PyObject* args) {
-  PyObject *times_capsule, *tokens_capsule;
-  if (!PyArg_ParseTuple(args, "OO:position_sums", &times_capsule, &tokens_capsule)) {
+  PyObject *times_capsule, *tokens_capsule, *chosen_object;
+  if (!PyArg_ParseTuple(args, "OOO:position_sums", &times_capsule, &tokens_capsule,
+                        &chosen_object)) {
     return nullptr;
   }
+  std::vector<std::int64_t> chosen;
+  if (!read_int64s(chosen_object, chosen)) return nullptr;
   ImportedArrays times_owner, tokens_owner;
   std::vector<Int64ListChunk> times_chunks, tokens_chunks;
   if (!import_int64_lists(times_capsule, times_owner, times_chunks) ||
@@ -96,8 +103,8 @@ inline PyObject* position_sums_py(PyObject*, PyObject* args) {
   }
   auto times = list_rows(times_chunks);
   auto tokens = list_rows(tokens_chunks);
-  if (times.size() != tokens.size()) {
-    PyErr_SetString(PyExc_ValueError, "one list of each per request");
+  if (times.size() != tokens.size() || times.size() != chosen.size()) {
+    PyErr_SetString(PyExc_ValueError, "one chosen entry and one list of each per request");
     return nullptr;
   }
   for (std::size_t row = 0; row < times.size(); ++row) {
@@ -108,7 +115,7 @@ inline PyObject* position_sums_py(PyObject*, PyObject* args) {
   }
   PositionSums sums;
   Py_BEGIN_ALLOW_THREADS;
-  position_sums(times, tokens, sums);
+  position_sums(times, tokens, chosen, sums);
   Py_END_ALLOW_THREADS;
   return dict_of({
       {"request", arrow_column(std::move(sums.request), false)},

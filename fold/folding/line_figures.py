@@ -1,0 +1,61 @@
+"""The figures that read each attributed line, computed together and before any other.
+
+Three of a fold's figures need the lines themselves (``PartialFold.step_times``: each
+attributed line's time and packed counts), not sums: the step cadence (every request's and
+every leg's intervals), the figures by output position of the warm legs, and the warm legs'
+step time per draft length. Every other figure is sums. ``line_figures`` computes the three at
+once (the cadence and the positions on threads of their own: both run without the GIL), so a
+fold that owns its partial can let the lines go before the rest of the result is built: the
+lines (16 bytes each) are then never held beside the result's own work (the per-request
+drafts, the bootstrap's draws), which is where a large fold's memory used to peak
+(``docs/performance.md``). Nothing after them reads a line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from fold.folding.by_position import fold_positions
+from fold.folding.cadence import Cadence, fold_cadence
+from fold.folding.step_lengths import StepTimes, step_time_by_length
+
+
+@dataclass(frozen=True)
+class LineFigures:
+    """What a fold takes from its attributed lines."""
+
+    cadence: Cadence
+    """Every request's cadence and any legs' pooled intervals (none without times: empty)."""
+    positions: Mapping[str, Any] | None
+    """The warm legs' figures by output position (``fold_positions``), intervals included."""
+    step_lengths: StepTimes | None
+    """The warm legs' step time per draft length; None where the steps have no times."""
+
+
+def line_figures(
+    step_times: pl.DataFrame,
+    arm_legs: pl.DataFrame,
+    warm_legs: Sequence[int],
+    *,
+    stall_factor: float,
+    resamples: int,
+    seed: int,
+    position: str,
+    no_times: str | None,
+) -> LineFigures:
+    """The three figures of ``step_times`` over the arm's legs (``index``, ``start_ns``,
+    ``end_ns``); ``warm_legs`` in the arm's order (the bootstrap's). ``no_times``: why the
+    steps have no times (then no cadence and no step time per length), or None. ``position``:
+    what a step's position counts, for the figures by position."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # Steps in order without times (an oracle's, numbered) give no cadence: none is made.
+        timed = step_times if no_times is None else step_times.clear()
+        cadence = pool.submit(fold_cadence, timed, arm_legs, stall_factor)
+        positions = pool.submit(fold_positions, step_times, warm_legs, resamples, seed, position)
+        lengths = None if no_times is not None else step_time_by_length(step_times, warm_legs)
+        return LineFigures(cadence.result(), positions.result(), lengths)
