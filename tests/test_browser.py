@@ -34,6 +34,7 @@ CHART_NAMES = [
     "intervals",
     "time-shares",
     "another-k",
+    "requests",
     "by-output-position",
 ]
 MIN_MARKS = 10  # the emptiest chart still lays out axes, ticks and its bars or lines
