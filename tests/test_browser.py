@@ -107,10 +107,16 @@ window.addEventListener("load", () => {
     details.open = true;
     disclosures.push({summary: summary ? text(summary) : "", closed: closed, open: inside()});
   }
+  // the contents, half way down the page: still on screen?
+  window.scrollTo(0, document.documentElement.scrollHeight / 2);
+  const nav = document.querySelector("nav.toc");
+  const contents = nav ? {scrolled: window.scrollY, ...place(nav)} : null;
+  window.scrollTo(0, 0);
   const out = document.createElement("pre");
   out.id = "probe";
   out.textContent = JSON.stringify({charts: charts, errors: window.__errors, answer: answer,
-    height: height, empty: empty, wide: wide, overflow: overflow, disclosures: disclosures});
+    height: height, empty: empty, wide: wide, overflow: overflow, disclosures: disclosures,
+    contents: contents});
   document.body.appendChild(out);
 });
 </script>"""
@@ -316,6 +322,10 @@ def test_no_column_of_nothing_and_every_disclosure_opens(name, tmp_path):
 def test_the_worked_example_is_at_most_half_as_tall_as_before(tmp_path):
     probe = _probe(_page(tmp_path, "two-oracles"), tmp_path)
     assert probe["height"] <= HEIGHT_BEFORE / 2, probe["height"]
+    # and its contents stay in reach: half way down, the side column is still on screen
+    contents = probe["contents"]
+    assert contents["scrolled"] > 1000, contents
+    assert 0 <= contents["top"] < 100 and contents["bottom"] > 200, contents
 
 
 @pytest.mark.parametrize("name", WHOLE_PAGES)
@@ -328,7 +338,8 @@ def test_printed_on_a4_no_table_runs_off_and_every_disclosure_is_open(name, tmp_
 
 def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_page(tmp_path):
     """The checks above can fail: a column of "not recorded", a disclosure with nothing to
-    open, a page taller than the bound and a table wider than A4 are each measured so."""
+    open, a page taller than the bound, contents that scroll away and a table wider than A4
+    are each measured so."""
     control = tmp_path / "control.html"
     control.write_text(
         "<!DOCTYPE html><html><head></head><body>"
@@ -338,6 +349,7 @@ def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_pa
         "<details><summary>nothing inside</summary></details>"
         "<details><summary>shut in print</summary><p>no print rule opens it</p></details>"
         '<table style="width:900px"><tr><th>wide</th></tr><tr><td>x</td></tr></table>'
+        '<nav class="toc"><a href="#x">contents that scroll away</a></nav>'
         f'<div style="height:{HEIGHT_BEFORE}px"></div></body></html>'
     )
     probe = _probe(control, tmp_path)
@@ -345,6 +357,7 @@ def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_pa
     shut, _ = probe["disclosures"]
     assert shut["summary"] == "nothing inside" and shut["open"] < 20
     assert probe["height"] > HEIGHT_BEFORE / 2
+    assert probe["contents"]["scrolled"] > 1000 and probe["contents"]["bottom"] < 0
     printed = _probe(control, tmp_path, f"{A4_WIDTH},1000", printed=True)
     assert printed["wide"] == ["wide"] and printed["overflow"]
     assert printed["disclosures"][1]["closed"] < 1
