@@ -217,6 +217,7 @@ def test_a_comparison_column_only_ours_records_moves_to_our_block(tmp_path):
     found = Page(text)
     comparison, ours = found.tables[0], found.tables[1]
     assert "SGLang len*" not in comparison["rows"][0]
+    assert "SGLang len* is SGLang's own unit" not in text  # the caption names no absent column
     assert ours["rows"][0][-1] == "completion/S"
     warm = document["warm"]
     completion = sum(leg["completion_tokens"] for leg in document["legs"] if leg["warm"])

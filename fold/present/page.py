@@ -212,9 +212,10 @@ def answer(document: dict[str, Any]) -> str:
     caption = (
         "Ratios: r under tok/s, the acceptance factor under the length it compares, the speed "
         "factor under verify steps/s. mean len = 1 + A/S (bonus token included); rate = A/P; "
-        "steps/s = tok/s / mean len; SGLang len* is SGLang's own unit, not comparable with "
-        "mean len."
+        "steps/s = tok/s / mean len."
     )
+    if 4 in kept:  # the SGLang len* column is drawn
+        caption += " SGLang len* is SGLang's own unit, not comparable with mean len."
     if intervals:
         caption += " ±: 95% bootstrap interval, the larger distance to either end."
     verdicts = []
