@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from test_page import timed_copy
 
 from fold.cli import main as cli
 
@@ -34,6 +35,7 @@ CHART_NAMES = [
     "intervals",
     "time-shares",
     "another-k",
+    "requests",
     "by-output-position",
 ]
 MIN_MARKS = 10  # the emptiest chart still lays out axes, ticks and its bars or lines
@@ -70,9 +72,51 @@ window.addEventListener("load", () => {
                          (item) => ({arm: item.dataset.arm, ...place(item)})),
     viewport: {width: window.innerWidth, height: window.innerHeight},
   };
+  if (window.__print) {
+    // the page's print rules, applied on screen: what a printer would lay out on A4
+    for (const sheet of document.styleSheets) {
+      for (const rule of sheet.cssRules) {
+        if (rule.media && rule.media.mediaText.includes("print")) rule.media.mediaText = "all";
+      }
+    }
+  }
+  const height = document.documentElement.scrollHeight;
+  const text = (cell) => cell.textContent.trim();
+  const empty = [];
+  for (const table of document.querySelectorAll("table")) {
+    const body = Array.from(table.rows).slice(1);
+    const width = Math.max(0, ...body.map((row) => row.cells.length));
+    for (let column = 1; column < width; column += 1) {
+      const cells = body.map((row) => row.cells[column]).filter((cell) => cell);
+      if (cells.length && cells.every((cell) => ["not recorded", ""].includes(text(cell)))) {
+        empty.push({head: text(table.rows[0]).slice(0, 60), column: column});
+      }
+    }
+  }
+  const wide = Array.from(document.querySelectorAll("table"))
+    .filter((table) => table.getBoundingClientRect().right > window.innerWidth + 0.5)
+    .map((table) => text(table.rows[0]).slice(0, 60));
+  const overflow = document.documentElement.scrollWidth > window.innerWidth;
+  const disclosures = [];
+  for (const details of document.querySelectorAll("details")) {
+    // what the disclosure shows beside its summary line
+    const summary = details.querySelector("summary");
+    const inside = () => details.getBoundingClientRect().height
+      - (summary ? summary.getBoundingClientRect().height : 0);
+    const closed = inside();
+    details.open = true;
+    disclosures.push({summary: summary ? text(summary) : "", closed: closed, open: inside()});
+  }
+  // the contents, half way down the page: still on screen?
+  window.scrollTo(0, document.documentElement.scrollHeight / 2);
+  const nav = document.querySelector("nav.toc");
+  const contents = nav ? {scrolled: window.scrollY, ...place(nav)} : null;
+  window.scrollTo(0, 0);
   const out = document.createElement("pre");
   out.id = "probe";
-  out.textContent = JSON.stringify({charts: charts, errors: window.__errors, answer: answer});
+  out.textContent = JSON.stringify({charts: charts, errors: window.__errors, answer: answer,
+    height: height, empty: empty, wide: wide, overflow: overflow, disclosures: disclosures,
+    contents: contents});
   document.body.appendChild(out);
 });
 </script>"""
@@ -104,9 +148,10 @@ def _run_offline(arguments: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
-def _probe(page: Path, tmp_path: Path, window: str = "1280,800") -> dict:
+def _probe(page: Path, tmp_path: Path, window: str = "1280,800", printed: bool = False) -> dict:
     probed = tmp_path / f"probed-{page.name}"
-    probed.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))
+    flag = "<script>window.__print = true;</script>" if printed else ""
+    probed.write_text(page.read_text().replace("<head>", "<head>" + flag + PROBE, 1))
     completed = _run_offline(
         [f"--window-size={window}", "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()]
     )
@@ -234,3 +279,85 @@ def test_a_screenshot_of_the_page_is_kept_and_not_blank(gate_page):
         f"the page rendered (almost) empty:\n{completed.stderr[-2000:]}"
     )
     assert "CONSOLE" not in completed.stderr, completed.stderr[-2000:]
+
+
+# --- the whole page: nothing empty, every disclosure opens, half as tall, prints on A4 -------
+
+# The worked example's page (PAGES["two-oracles"]) laid out at 1280 x 800 by this probe's
+# document.documentElement.scrollHeight, on main at 2359b57, before the page folded its long
+# tables and set its charts two abreast: 8222 px. It may be at most half that now.
+HEIGHT_BEFORE = 8222
+A4_WIDTH = 703  # CSS px across A4 (210 mm) less the page's 12 mm margins, at 96 px an inch
+
+
+def _page(tmp_path: Path, name: str) -> Path:
+    if name == "matched, step durations":
+        timed = timed_copy(REAL / "ours" / "steps.jsonl", tmp_path / "timed.jsonl")
+        argv = [
+            str(REAL / "ours" / "our-arm.json"),
+            str(timed),
+            f"--vs=vllm={REAL / 'offline' / 'vllm-arm.json'}",
+            f"--vs=vllm-matched={ROOT / 'fixtures' / 'oracles' / 'vllm-matched' / 'holds.json'}",
+        ]
+    else:
+        argv = PAGES[name]
+    out = tmp_path / "page.html"
+    assert cli([*argv, "--html", str(out), "--quiet"]) == 0
+    return out
+
+
+WHOLE_PAGES = [*PAGES, "matched, step durations"]
+
+
+@pytest.mark.parametrize("name", WHOLE_PAGES)
+def test_no_column_of_nothing_and_every_disclosure_opens(name, tmp_path):
+    probe = _probe(_page(tmp_path, name), tmp_path)
+    assert probe["errors"] == []
+    assert probe["empty"] == []
+    assert probe["disclosures"], "the page folds no table"
+    for found in probe["disclosures"]:
+        assert found["summary"] and found["closed"] < 1 and found["open"] > 20, found
+
+
+def test_the_worked_example_is_at_most_half_as_tall_as_before(tmp_path):
+    probe = _probe(_page(tmp_path, "two-oracles"), tmp_path)
+    assert probe["height"] <= HEIGHT_BEFORE / 2, probe["height"]
+    # and its contents stay in reach: half way down, the side column is still on screen
+    contents = probe["contents"]
+    assert contents["scrolled"] > 1000, contents
+    assert 0 <= contents["top"] < 100 and contents["bottom"] > 200, contents
+
+
+@pytest.mark.parametrize("name", WHOLE_PAGES)
+def test_printed_on_a4_no_table_runs_off_and_every_disclosure_is_open(name, tmp_path):
+    probe = _probe(_page(tmp_path, name), tmp_path, f"{A4_WIDTH},1000", printed=True)
+    assert probe["wide"] == [] and not probe["overflow"], probe["wide"]
+    for found in probe["disclosures"]:
+        assert found["closed"] > 20, found
+
+
+def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_page(tmp_path):
+    """The checks above can fail: a column of "not recorded", a disclosure with nothing to
+    open, a page taller than the bound, contents that scroll away and a table wider than A4
+    are each measured so."""
+    control = tmp_path / "control.html"
+    control.write_text(
+        "<!DOCTYPE html><html><head></head><body>"
+        "<table><tr><th>figure</th><th>ours</th><th>vllm</th></tr>"
+        "<tr><td>a</td><td>1</td><td>not recorded</td></tr>"
+        "<tr><td>b</td><td>2</td><td>not recorded</td></tr></table>"
+        "<details><summary>nothing inside</summary></details>"
+        "<details><summary>shut in print</summary><p>no print rule opens it</p></details>"
+        '<table style="width:900px"><tr><th>wide</th></tr><tr><td>x</td></tr></table>'
+        '<nav class="toc"><a href="#x">contents that scroll away</a></nav>'
+        f'<div style="height:{HEIGHT_BEFORE}px"></div></body></html>'
+    )
+    probe = _probe(control, tmp_path)
+    assert [found["column"] for found in probe["empty"]] == [2]
+    shut, _ = probe["disclosures"]
+    assert shut["summary"] == "nothing inside" and shut["open"] < 20
+    assert probe["height"] > HEIGHT_BEFORE / 2
+    assert probe["contents"]["scrolled"] > 1000 and probe["contents"]["bottom"] < 0
+    printed = _probe(control, tmp_path, f"{A4_WIDTH},1000", printed=True)
+    assert printed["wide"] == ["wide"] and printed["overflow"]
+    assert printed["disclosures"][1]["closed"] < 1

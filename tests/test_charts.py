@@ -300,6 +300,30 @@ def assert_by_position(document: dict, figure: Figure) -> None:
         assert same([low, high], [100 * interval[0], 100 * interval[1]])
 
 
+def assert_requests(document: dict, figure: Figure) -> None:
+    """The lowest warm requests as bars, each at its accepted / proposed and named by its leg
+    and id under it; behind them the band from p10 to p90 of every request's A/P, the median
+    and the highest as lines, at the document's figures."""
+    spread = document["warm"]["per_request"]
+    lowest = [r for r in spread["lowest"][:5] if r["proposed"]]
+    rates = spread["spread"]["accept_rate"]
+    (axes,) = figure.axes
+    bars = [patch for patch in axes.patches if (patch.get_gid() or "").startswith("request-")]
+    assert same(
+        [bar.get_y() + bar.get_height() for bar in bars],
+        [100 * r["accepted"] / r["proposed"] for r in lowest],
+    )
+    assert [tick.get_text() for tick in axes.get_xticklabels()] == [
+        f"leg {r['leg']}\nid {r['seq']}" for r in lowest
+    ]
+    (band,) = [patch for patch in axes.patches if patch.get_gid() == "p10-p90"]
+    assert same([band.get_y(), band.get_y() + band.get_height()],
+                [100 * rates["p10"], 100 * rates["p90"]])  # fmt: skip
+    lines = {line.get_gid(): list(line.get_ydata()) for line in axes.get_lines()}
+    assert same(lines["median"], [100 * rates["p50"]] * 2)
+    assert same(lines["max"], [100 * rates["max"]] * 2)
+
+
 CHECKS = {
     "per-position": assert_per_position,
     "windows": assert_windows,
@@ -307,6 +331,7 @@ CHECKS = {
     "gap": assert_waterfall,
     "intervals": assert_intervals,
     "time-shares": assert_time_shares,
+    "requests": assert_requests,
     "by-output-position": assert_by_position,
 }
 
@@ -366,6 +391,17 @@ def _shifted_interval(document: dict) -> dict:
     return document
 
 
+def _swapped_lowest(document: dict) -> dict:
+    _swap(document["warm"]["per_request"]["lowest"], 0, 1, "leg")
+    return document
+
+
+def _moved_median(document: dict) -> dict:
+    rates = document["warm"]["per_request"]["spread"]["accept_rate"]
+    rates["p50"] = rates["p10"] / 2
+    return document
+
+
 TAMPERED = {
     "per-position": _swapped_arms,
     "windows": _wrong_leg("windows"),
@@ -373,6 +409,7 @@ TAMPERED = {
     "gap": _swapped_gaps,
     "intervals": _wrong_leg("cadence"),
     "time-shares": _wrong_leg("cadence", 1, 5),  # two warm legs whose shares differ
+    "requests": _swapped_lowest,
     "by-output-position": _shifted_interval,
 }
 
@@ -382,6 +419,11 @@ def test_a_chart_drawn_from_other_data_fails_its_check(name, gate):
     tampered = TAMPERED[name](copy.deepcopy(gate))
     with pytest.raises(AssertionError):
         CHECKS[name](gate, drawn(tampered, name))
+
+
+def test_the_requests_chart_check_sees_a_moved_median(gate):
+    with pytest.raises(AssertionError):
+        assert_requests(gate, drawn(_moved_median(copy.deepcopy(gate)), "requests"))
 
 
 # --- axes that stay readable ----------------------------------------------------------------

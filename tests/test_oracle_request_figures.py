@@ -27,7 +27,8 @@ from fold.folding.oracle_steps import fold_oracle
 from fold.inputs.arm import arm_from_document
 from fold.inputs.oracles import load_oracle
 from fold.inputs.oracles.request_steps import DETAILED, OracleLeg, OracleRequest, OracleSteps
-from fold.present.step_figures import request_rows, step_figures_html, step_figures_markdown
+from fold.present.step_figures import request_rows, step_figures_markdown
+from fold.present.step_figures_page import step_figures_html
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = ROOT / "fixtures" / "oracles" / "vllm-requests" / "offline" / "requests.jsonl"

@@ -330,7 +330,7 @@ def test_the_markdown_and_page_sections_show_every_leg_and_warm():
     assert "| 1c | 1 | 3 | 2us | 0.1us 5.0% | 0.3us 15.0% | 1.6us 80.0% | yes |" in text
     assert "| warm | 3 | 11 | 2.38us | 0.138us 5.8% | 0.281us 11.8% | 1.96us 82.4% | yes |" in text
     page = step_split_html(split_document())
-    assert page.startswith('<section id="step-split"><h2>Step split</h2>')
+    assert page.startswith('<section id="step-split"><h2>Where does a step\'s time go?</h2>')
     assert "<td>1c</td>" in page and "<td>warm</td>" in page
 
 

@@ -27,7 +27,7 @@ from fold.present.chart import (
     panel_rows,
     percent,
 )
-from fold.present.per_request import by_position_chart
+from fold.present.per_request import by_position_chart, requests_chart
 
 NEEDS_STEPS = "needs a step log"
 NEEDS_TIMES = "needs time stamps on the steps"
@@ -45,6 +45,7 @@ def charts(document: dict[str, Any]) -> list[Chart]:
         _intervals(document),
         _time_shares(document),
         another_k_chart(document),
+        requests_chart(document),
         by_position_chart(document),
     ]
 

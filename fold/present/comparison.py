@@ -8,7 +8,7 @@ block (and ``runs``), so a saved ``--json`` file renders the same.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -118,38 +118,48 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
     longest_name = max((len(row["name"]) for row in rows), default=6)
     table.add_column("engine", overflow="fold", min_width=min(longest_name, 10))
     table.add_column("covers", overflow="fold")
-    for header in ("tok/s (warm)", "mean len (1+A/S)", "rate (A/P)", "verify steps/s",
-                   "SGLang len*"):  # fmt: skip
-        table.add_column(header, justify="right", overflow="fold")
+    kept = recorded_columns(block)
+    for place in kept:
+        table.add_column(HEADERS[place], justify="right", overflow="fold")
+
+    def add(first: Text, second: Text, cells: Sequence[Text], **options: Any) -> None:
+        table.add_row(first, second, *(cells[i] for i in kept), **options)
+
     for row in rows:
         population = row.get("population") or ""
-        table.add_row(
+        add(
             Text(row["name"], style="bold"),
             Text(POPULATION_LABELS.get(population, population)),
-            recorded_cell(fmt_tok_s(row["output_throughput_tok_s"])),
-            recorded_cell(
-                _approx(fmt_length(row["mean_acceptance_length"]), row, "mean_acceptance_length")
-            ),
-            recorded_cell(_approx(fmt_rate(row["accept_rate"]), row, "accept_rate")),
-            recorded_cell(fmt_steps_per_s(row["verify_steps_per_s"])),
-            recorded_cell(fmt_length(row["completion_tokens_per_step"])),
+            [
+                recorded_cell(fmt_tok_s(row["output_throughput_tok_s"])),
+                recorded_cell(
+                    _approx(
+                        fmt_length(row["mean_acceptance_length"]), row, "mean_acceptance_length"
+                    )
+                ),
+                recorded_cell(_approx(fmt_rate(row["accept_rate"]), row, "accept_rate")),
+                recorded_cell(fmt_steps_per_s(row["verify_steps_per_s"])),
+                recorded_cell(fmt_length(row["completion_tokens_per_step"])),
+            ],
         )
         if intervals:
-            _arm_interval_row(table, row)
+            _arm_interval_row(add, row)
     arm_rows = len(table.rows)
     first = True
     for gap in gaps.values():
         split = gap["ratio"] is not None and gap["acceptance_factor"] is not None
         factor = recorded_cell(fmt_factor(gap["acceptance_factor"]) if split else NOT_RECORDED)
         in_sglang_unit = gap["unit"] == SGLANG_UNIT
-        table.add_row(
+        add(
             Text(f"ours/{gap['oracle']}", style="italic"),
             Text(""),
-            recorded_cell(fmt_factor(gap["ratio"])),
-            Text("") if in_sglang_unit else factor,
-            Text(""),
-            recorded_cell(fmt_factor(gap["speed_factor"]) if split else NOT_RECORDED),
-            factor if in_sglang_unit else Text(""),
+            [
+                recorded_cell(fmt_factor(gap["ratio"])),
+                Text("") if in_sglang_unit else factor,
+                Text(""),
+                recorded_cell(fmt_factor(gap["speed_factor"]) if split else NOT_RECORDED),
+                factor if in_sglang_unit else Text(""),
+            ],
             end_section=False,
         )
         if gap.get("ci_basis"):
@@ -157,17 +167,19 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
                 plus_minus(gap["acceptance_factor"], gap["acceptance_factor_ci"], "three_decimals"),
                 style="dim",
             )
-            table.add_row(
+            add(
                 Text(_ratio_label(gap["ci_basis"]), style="dim"),
                 Text(""),
-                Text(plus_minus(gap["ratio"], gap["ratio_ci"], "three_decimals"), style="dim"),
-                Text("") if in_sglang_unit else spread,
-                Text(""),
-                Text(
-                    plus_minus(gap["speed_factor"], gap["speed_factor_ci"], "three_decimals"),
-                    "dim",
-                ),
-                spread if in_sglang_unit else Text(""),
+                [
+                    Text(plus_minus(gap["ratio"], gap["ratio_ci"], "three_decimals"), style="dim"),
+                    Text("") if in_sglang_unit else spread,
+                    Text(""),
+                    Text(
+                        plus_minus(gap["speed_factor"], gap["speed_factor_ci"], "three_decimals"),
+                        "dim",
+                    ),
+                    spread if in_sglang_unit else Text(""),
+                ],
             )
         if first:
             # a rule between the arms and the ratio rows
@@ -185,20 +197,43 @@ _ROW_FIGURES = (
 )
 
 
-def _arm_interval_row(table: Table, row: Row) -> None:
+def _arm_interval_row(add: Callable[..., None], row: Row) -> None:
     """The ``±`` row under an arm: its 95% intervals, or why it has none."""
     found = [row.get(f"{figure}_ci") for figure, _ in _ROW_FIGURES]
     if not any(found):
         why = "totals" if "totals" in (row.get("ci_note") or "") else "1 leg"
-        table.add_row(
-            Text("  ±", style="dim"), Text(""), Text(why, style="dim italic"), *[Text("")] * 4
-        )
+        add(Text("  ±", style="dim"), Text(""), [Text(why, style="dim italic"), *[Text("")] * 4])
         return
     cells = [
         plus_minus(row[figure], interval, form)
         for (figure, form), interval in zip(_ROW_FIGURES, found, strict=True)
     ]
-    table.add_row(Text("  ±", style="dim"), Text(""), *[Text(cell, style="dim") for cell in cells])
+    add(Text("  ±", style="dim"), Text(""), [Text(cell, style="dim") for cell in cells])
+
+
+HEADERS = ("tok/s (warm)", "mean len (1+A/S)", "rate (A/P)", "verify steps/s", "SGLang len*")
+
+
+def recorded_columns(block: Mapping[str, Any], *, oracles_only: bool = False) -> list[int]:
+    """The figure columns (``_ROW_FIGURES``'s order) some arm records or a ratio fills: a
+    column of "not recorded" is not drawn. ``oracles_only`` (the page) keeps a column only
+    when an arm set beside ours (an oracle, another run of ours) records it, since the page
+    shows what our fold alone has in our block."""
+    filled = {
+        place
+        for row in block["rows"]
+        if not (oracles_only and row["name"] not in block["gaps"])
+        for place, (figure, _) in enumerate(_ROW_FIGURES)
+        if row[figure] is not None
+    }
+    for gap in block["gaps"].values():
+        if gap["ratio"] is not None:
+            filled.add(0)
+        if gap["acceptance_factor"] is not None:
+            filled.add(4 if gap["unit"] == SGLANG_UNIT else 1)
+        if gap["speed_factor"] is not None:
+            filled.add(3)
+    return sorted(filled)
 
 
 _FIGURE_LABELS = (

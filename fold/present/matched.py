@@ -128,7 +128,7 @@ def matched_html(document: Mapping[str, Any]) -> str:
     matched = document.get("matched")
     if not matched:
         return ""
-    parts = ['<section id="matched"><h2>Matched oracle settings</h2>']
+    parts = ['<section id="matched"><h2>What oracle settings match our acceptance?</h2>']
     for engine, setting in matched.items():
         parts.append(f"<h3>{html.escape(_summary(engine, setting))}</h3>")
         if setting["rates"]:

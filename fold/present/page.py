@@ -23,13 +23,15 @@ from fold.present.comparison import (
     POPULATION_LABELS,
     has_intervals,
     population_line,
+    recorded_columns,
     step_rate_line,
     tolerance_of,
 )
 from fold.present.matched import matched_html
 from fold.present.matched_arms import matched_arm_html
+from fold.present.page_layout import STYLE, toc
 from fold.present.per_request import page_section
-from fold.present.step_figures import has_step_figures, step_figures_html
+from fold.present.step_figures_page import ours_only_html, step_figures_html
 from fold.present.step_split import step_split_html
 from fold.present.table import (
     NOT_RECORDED,
@@ -43,56 +45,73 @@ from fold.present.table import (
 )
 
 PLOT_FORMATS = ("png", "svg")
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 66rem; color: #1d232a; }
-h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
-figure { margin: 0; } figure svg { width: 100%; height: auto; }
-figcaption { color: #47515c; font-size: 0.9rem; margin-top: 0.3rem; }
-.missing { color: #8a5a00; font-style: italic; }
-table { border-collapse: collapse; font-size: 0.9rem; }
-td, th { padding: 0.2rem 0.8rem; text-align: right; border-bottom: 1px solid #e3e6ea; }
-th:first-child, td:first-child { text-align: left; }
-table.comparison th { vertical-align: bottom; }
-table.comparison td:nth-child(n+3) { white-space: nowrap; }
-table.comparison tr.ratio td { border-top: 1px solid #9aa5b1; font-style: italic; }
-.pm { color: #47515c; font-size: 0.8rem; white-space: nowrap; }
-.caption { color: #47515c; font-size: 0.8rem; margin: 0.3rem 0; }
-table.comparison td:nth-child(2), table.comparison th:nth-child(2) { text-align: left; }
-.na { color: #8a949e; font-style: italic; }
-ul.verdicts { padding-left: 1.2rem; margin: 0.6rem 0 0 0; }
-ul.verdicts li { margin: 0.2rem 0; }
-.warn { color: #8a5a00; }
-"""
+# The charts not shown beside the figures they draw, grouped by the question they answer.
+CHART_GROUPS = (
+    ("acceptance-charts", "Where does acceptance fall off?", ("per-position", "windows",
+                                                              "another-k")),
+    ("time-charts", "Where does the time go, leg by leg?", ("gap", "time-shares", "intervals",
+                                                           "per-leg")),
+)  # fmt: skip
+BESIDE_FIGURES = ("requests", "by-output-position")  # drawn in the per-request section
+_HEADING = re.compile(r'<section id="([^"]+)"[^>]*><h2>(.*?)</h2>', re.DOTALL)
 
 
 def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> bytes:
-    """The whole page for one fold's JSON document: a summary, then every chart."""
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title>",
-        f"<style>{_STYLE}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
+    """The whole page for one fold's JSON document: the answer, what needs a look, our fold,
+    the per-request and step figures, then the charts by the question each answers; a table of
+    contents beside it."""
+    found = charts(document)
+    drawn = {chart.name: _chart_html(chart) for chart in found if chart.draw is not None}
+    sections = [
         answer(document),
         attention(document),
         _summary(document),
-        page_section(document),
+        page_section(document, {name: drawn.get(name, "") for name in BESIDE_FIGURES}),
         step_split_html(document),
+        step_figures_html(document),
     ]
-    if has_step_figures(document):
-        parts.append(step_figures_html(document))
-    for chart in charts(document):
-        parts.append(f'<section class="chart" id="{chart.name}">')
-        parts.append(f"<h2>{html.escape(chart.title)}</h2>")
-        if chart.draw is None:
-            parts.append(f'<p class="missing">Not drawn: {html.escape(chart.missing or "")}.</p>')
-        else:
-            parts.append(f"<figure>{_inline_svg(render(chart, 'svg'))}")
-            parts.append(f"<figcaption>{html.escape(chart.caption)}</figcaption></figure>")
-        parts.append("</section>")
-    parts.append(matched_html(document))  # below the charts; empty without --matched
-    parts.append("</body></html>")
+    contents = [(target, html.unescape(heading), ()) for section in sections
+                for target, heading in _HEADING.findall(section)[:1]]  # fmt: skip
+    for target, heading, names in CHART_GROUPS:
+        named = {chart.name: chart for chart in found if chart.draw is not None}
+        shown = [named[name] for name in names if name in named]
+        if not shown:
+            continue
+        sections.append(
+            f'<section id="{target}"><h2>{html.escape(heading)}</h2><div class="charts">'
+            + "".join(drawn[chart.name] for chart in shown)
+            + "</div></section>"
+        )
+        contents.append((target, heading, [(chart.name, chart.title) for chart in shown]))
+    missing = [chart for chart in found if chart.draw is None]
+    if missing:
+        listed = "; ".join(f"{chart.title} ({chart.missing})" for chart in missing)
+        sections.append(f'<p class="missing">Not drawn: {html.escape(listed)}.</p>')
+    matched = matched_html(document)  # below the charts; empty without --matched
+    sections.append(matched)
+    contents += [(target, html.unescape(heading), ()) for target, heading in
+                 _HEADING.findall(matched)[:1]]  # fmt: skip
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{STYLE}</style></head><body>",
+        '<div class="layout">',
+        toc(contents),
+        f"<main><h1>{html.escape(title)}</h1>",
+        *(section for section in sections if section),
+        "</main></div></body></html>",
+    ]
     return ("\n".join(parts) + "\n").encode()
+
+
+def _chart_html(chart: Chart) -> str:
+    return (
+        f'<section class="chart" id="{chart.name}"><h3>{html.escape(chart.title)}</h3>'
+        f"<figure>{_inline_svg(render(chart, 'svg'))}"
+        f"<figcaption>{html.escape(chart.caption)}</figcaption></figure></section>"
+    )
 
 
 def write_page(path: str, document: dict[str, Any], *, title: str | None = None) -> None:
@@ -146,7 +165,8 @@ def answer(document: dict[str, Any]) -> str:
     if not block:
         return ""
     intervals = has_intervals(document)
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _, _ in _COLUMNS)
+    kept = recorded_columns(block, oracles_only=True)
+    head = "".join(f"<th>{html.escape(_COLUMNS[i][1])}</th>" for i in kept)
     rows = []
     for row in block["rows"]:
         population = row.get("population") or ""
@@ -157,7 +177,7 @@ def answer(document: dict[str, Any]) -> str:
         rows.append(
             f'<tr class="arm"><td><b>{html.escape(row["name"])}</b></td>'
             f"<td>{html.escape(POPULATION_LABELS.get(population, population))}</td>"
-            + "".join(cells)
+            + "".join(cells[i] for i in kept)
             + "</tr>"
         )
     for gap in block["gaps"].values():
@@ -186,15 +206,16 @@ def answer(document: dict[str, Any]) -> str:
         ]  # fmt: skip
         rows.append(
             f'<tr class="ratio"><td>ours/{html.escape(gap["oracle"])}</td><td></td>'
-            + "".join(cells)
+            + "".join(cells[i] for i in kept)
             + "</tr>"
         )
     caption = (
         "Ratios: r under tok/s, the acceptance factor under the length it compares, the speed "
         "factor under verify steps/s. mean len = 1 + A/S (bonus token included); rate = A/P; "
-        "steps/s = tok/s / mean len; SGLang len* is SGLang's own unit, not comparable with "
-        "mean len."
+        "steps/s = tok/s / mean len."
     )
+    if 4 in kept:  # the SGLang len* column is drawn
+        caption += " SGLang len* is SGLang's own unit, not comparable with mean len."
     if intervals:
         caption += " ±: 95% bootstrap interval, the larger distance to either end."
     verdicts = []
@@ -231,7 +252,8 @@ def attention(document: dict[str, Any]) -> str:
         return ""
     listed = "".join(f'<li class="warn">{html.escape(item)}</li>' for item in items)
     return (
-        f'<section id="attention"><h2>Needs a look</h2><ul class="verdicts">{listed}</ul></section>'
+        '<section id="attention"><h2>What needs a look?</h2>'
+        f'<ul class="verdicts">{listed}</ul></section>'
     )
 
 
@@ -257,19 +279,34 @@ def _summary(document: dict[str, Any]) -> str:
             f"<td>{_rate(block.get('accept_rate'))}</td>"
             f"<td>{_fixed(block.get('mean_acceptance_length'), 2)}</td>"
             f"<td>{_fixed(block.get('output_throughput_tok_s'), 3)}</td>"
+            f"<td>{_fixed(block.get('completion_tokens_per_step'), 2)}</td>"
             "</tr>"
         )
     head = (
         "<tr><th>legs</th><th>n</th><th>S</th><th>P</th><th>A</th><th>A/P</th>"
-        "<th>1 + A/S</th><th>tok/s</th></tr>"
+        "<th>1 + A/S</th><th>tok/s</th><th>completion/S</th></tr>"
     )
     predicate = html.escape(str(document.get("predicate", "")))
     return (
-        "<h2>Our fold</h2>"
+        '<section id="ours"><h2>What did our legs propose and accept?</h2>'
         f"<p>Warm legs: <code>{predicate}</code>. S: verify steps that carried a draft; P: draft "
         "tokens verified; A: draft tokens accepted (bonus token excluded).</p>"
-        f"<table>{head}{''.join(rows)}</table>"
+        f"<table>{head}{''.join(rows)}</table>{ours_only_html(document, _ours_alone(document))}"
+        "</section>"
     )
+
+
+def _ours_alone(document: dict[str, Any]) -> list[str]:
+    """The comparison's figures only our folds record, which its table leaves to our block."""
+    block = document.get("comparison")
+    if not block:
+        return []
+    shown = set(recorded_columns(block, oracles_only=True))
+    return [_OURS_ALONE[i] for i in recorded_columns(block) if i not in shown and i in _OURS_ALONE]
+
+
+# What our block calls a comparison column it holds alone (completion/S: SGLang's unit).
+_OURS_ALONE = {4: "completion tokens per verify step (SGLang len*, our completion/S)"}
 
 
 def _inline_svg(svg: bytes) -> str:

@@ -9,7 +9,8 @@ from typing import Any
 
 from rich.text import Text
 
-from fold.present.chart import WARM_COLOUR, Chart, percent
+from fold.present.chart import FLAG_COLOUR, WARM_COLOUR, Chart, percent
+from fold.present.page_layout import disclosure
 from fold.present.table import length
 from fold.present.table import percent as shown_percent
 
@@ -120,13 +121,121 @@ def markdown_section(document: dict[str, Any]) -> str | None:
     )
 
 
-def page_section(document: dict[str, Any]) -> str:
-    lines = summary_lines(document)
-    if not lines:
+SECTION_ID = "per-request"
+HEADING = "Which requests accept least, and does acceptance fall as output grows?"
+
+
+def _lowest(spread: dict[str, Any]) -> list[dict[str, Any]]:
+    """The lowest requests the page, its chart and the records show: those with a rate."""
+    return [r for r in spread["lowest"][:LOWEST_LISTED] if r["accept_rate"] is not None]
+
+
+def page_section(document: dict[str, Any], charts: dict[str, str] | None = None) -> str:
+    """The page's section: the spread in one line, the lowest requests as a table, the
+    falling verdict, and the by-position figures folded under a line; ``charts`` holds the
+    drawn ``requests`` and ``by-output-position`` charts' HTML, shown beside them."""
+    spread, positions = _blocks(document)
+    if spread is None and positions is None:
         return ""
-    items = "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines)
-    heading = "<h2>Per request and by output position</h2>"
-    return f'<section id="per-request">{heading}<ul>{items}</ul></section>'
+    charts = charts or {}
+    parts = [f'<section id="{SECTION_ID}"><h2>{html.escape(HEADING)}</h2>']
+    if spread is not None:
+        parts.append(f"<p>{html.escape(_spread_words(spread))}</p>")
+        lowest = _lowest(spread)
+        if lowest:
+            rows = "".join(
+                f'<tr><td>{r["leg"]}</td><td title="writer {html.escape(str(r["w"]))}">'
+                f"{html.escape(str(r['seq']))}</td><td>{shown_percent(r['accept_rate'])}</td>"
+                f"<td>{r['proposed']:,}</td></tr>"
+                for r in lowest
+            )
+            parts.append(
+                '<table class="requests"><tr><th>leg</th><th>request id</th><th>A/P</th>'
+                f"<th>drafts</th></tr>{rows}</table>"
+                f'<p class="caption">The {len(lowest)} warm requests that accepted the least '
+                "of the drafts they proposed (the writer of each id is in its tooltip and the "
+                "JSON).</p>"
+            )
+    if positions is not None:
+        parts.append(f"<p>By output position: {html.escape(falling_words(positions))}.</p>")
+        drawn = [b for b in positions["buckets"] if b["steps"]]
+        if drawn:
+            rows = "".join(
+                f"<tr><td>{_bucket_name(b)}</td><td>{shown_percent(b['accept_rate'])}</td>"
+                f'<td class="pm">{html.escape(_interval(b["accept_rate_ci"]))}</td>'
+                f"<td>{b['steps']:,}</td></tr>"
+                for b in drawn
+            )
+            table = (
+                "<table><tr><th>tokens already out</th><th>A/P</th><th>95% interval</th>"
+                f"<th>steps</th></tr>{rows}</table>"
+            )
+            parts.append(disclosure(f"A/P by output position, {_buckets(len(drawn))}", table))
+    drawn = "".join(charts.get(name, "") for name in ("requests", "by-output-position"))
+    if drawn:
+        parts.append(f'<div class="charts">{drawn}</div>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _buckets(count: int) -> str:
+    return "1 bucket of tokens" if count == 1 else f"{count} buckets of tokens"
+
+
+def _interval(interval: list[float] | None) -> str:
+    return (
+        "" if interval is None else f"[{shown_percent(interval[0])}, {shown_percent(interval[1])}]"
+    )
+
+
+def _spread_words(spread: dict[str, Any]) -> str:
+    pooled, mean = spread["pooled"], spread["per_request_mean"]
+    text = (
+        f"{spread['requests']} warm requests ({spread['requests_without_drafts']} without a "
+        f"draft, left out). A/P pooled "
+        f"{_pm(pooled['accept_rate'], pooled['accept_rate_ci'], shown_percent)}, per-request "
+        f"mean {_pm(mean['accept_rate'], mean['accept_rate_ci'], shown_percent)}"
+    )
+    rates = spread["spread"]["accept_rate"]
+    if rates is not None:
+        text += "; per request " + ", ".join(
+            f"{name} {shown_percent(rates[key])}"
+            for key, name in (("min", "min"), ("p10", "p10"), ("p50", "median"), ("p90", "p90"),
+                              ("max", "max"))
+        )  # fmt: skip
+    return text + "."
+
+
+def requests_chart(document: dict[str, Any]) -> Chart:
+    """The lowest requests' A/P as bars, over the band from p10 to p90 of every request's A/P
+    and its median: how far below the bulk the worst requests sit."""
+    spread, _ = _blocks(document)
+    title = "The lowest requests against the spread"
+    caption = (
+        "A/P of the warm requests that accepted least (bars, by leg and request id) over the "
+        "band from p10 to p90 of every warm request's A/P, with its median (dashed) and "
+        "highest (dotted): bars far under the band are requests the fold's mean hides."
+    )
+    lowest = [] if spread is None else _lowest(spread)
+    rates = None if spread is None else spread["spread"]["accept_rate"]
+    if not lowest or rates is None:
+        return Chart("requests", title, caption, None, "needs a step log")
+
+    def draw(figure) -> None:
+        axes = figure.subplots()
+        axes.axhspan(100 * rates["p10"], 100 * rates["p90"], color=WARM_COLOUR, alpha=0.15,
+                     gid="p10-p90")  # fmt: skip
+        axes.axhline(100 * rates["p50"], color=WARM_COLOUR, linestyle="--", gid="median")
+        axes.axhline(100 * rates["max"], color=WARM_COLOUR, linestyle=":", gid="max")
+        places = list(range(len(lowest)))
+        for place, request in zip(places, lowest, strict=True):
+            axes.bar(place, 100 * request["accept_rate"], width=0.6, color=FLAG_COLOUR,
+                     gid=f"request-{place}")  # fmt: skip
+        axes.set_xticks(places, [f"leg {r['leg']}\nid {r['seq']}" for r in lowest])
+        axes.set_ylabel("A/P (%)")
+        axes.set_ylim(0, 105)
+
+    return Chart("requests", title, caption, draw)
 
 
 def by_position_chart(document: dict[str, Any]) -> Chart:

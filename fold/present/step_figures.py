@@ -6,7 +6,6 @@ markdown record and the page. A function of the JSON document alone, as every pr
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +32,14 @@ CAPTION = (
 def _arms(document: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any] | None]]:
     comparison = document.get("comparison") or {}
     return [(row["name"], row.get("step_figures")) for row in comparison.get("rows", [])]
+
+
+def _ours(document: Mapping[str, Any]) -> list[bool]:
+    """Per arm, in ``_arms``'s order: whether it is our fold (warm or all legs), not an arm
+    set beside it (an oracle or another run of ours: those are the gaps' names)."""
+    comparison = document.get("comparison") or {}
+    beside = comparison.get("gaps") or {}
+    return [row["name"] not in beside for row in comparison.get("rows", [])]
 
 
 def _cell(value: Any, interval: Any) -> tuple[str, str]:
@@ -227,7 +234,7 @@ def _has_request_figures(document: Mapping[str, Any]) -> bool:
     )
 
 
-def _about(document: Mapping[str, Any]) -> list[str]:
+def about_lines(document: Mapping[str, Any]) -> list[str]:
     """Per arm, what its step figures cover and what their intervals are drawn over."""
     lines = []
     for name, figures in _arms(document):
@@ -257,6 +264,77 @@ def has_step_figures(document: Mapping[str, Any]) -> bool:
     return sum(figures is not None for _, figures in arms) >= 2
 
 
+Made = tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]
+_NOTHING = (NOT_RECORDED, "")
+
+
+def _empty(cell: tuple[str, str]) -> bool:
+    return cell[0] in _NOTHING
+
+
+def recorded(made: Made, keep: Sequence[bool] | None = None) -> tuple[Made, list[int]]:
+    """``made`` without the arms none of whose cells holds a figure and without the rows that
+    hold none; with the kept arms' indices. ``keep`` limits the arms to those marked True."""
+    names, body = made
+    arms = [
+        i
+        for i in range(len(names))
+        if (keep is None or keep[i]) and any(not _empty(cells[i]) for _, cells in body)
+    ]
+    kept = [
+        (label, [cells[i] for i in arms])
+        for label, cells in body
+        if any(not _empty(cells[i]) for i in arms)
+    ]
+    return ([names[i] for i in arms], kept), arms
+
+
+def split_ours(document: Mapping[str, Any], made: Made) -> tuple[Made, Made]:
+    """The recorded rows set beside each other (some oracle holds a figure) and the rows only
+    our folds hold, in a table of ours alone."""
+    ours = _ours(document)
+    (names, body), arms = recorded(made)
+    mine = [ours[i] for i in arms]
+    shared, only = [], []
+    for label, cells in body:
+        pairs = list(zip(cells, mine, strict=True))
+        if any(not _empty(cell) for cell, is_ours in pairs if not is_ours):
+            shared.append((label, cells))
+        else:
+            only.append((label, [cell for cell, is_ours in pairs if is_ours]))
+    ours_names = [name for name, is_ours in zip(names, mine, strict=True) if is_ours]
+    return (names if shared else [], shared), (ours_names, only)
+
+
+def group_of(label: str) -> str:
+    """What kind of step figure a row's label names, for the line that lists them."""
+    for start, group in (
+        ("pos ", "per position"),
+        ("accepted exactly", "the histogram"),
+        ("window ", "windows"),
+        ("A/P, tokens", "by output position"),
+        ("slope", "by output position"),
+        ("falling", "by output position"),
+    ):
+        if label.startswith(start):
+            return group
+    return "per request"
+
+
+def groups(body: Sequence[tuple[str, Any]]) -> list[str]:
+    found: list[str] = []
+    for label, _ in body:
+        if (group := group_of(label)) not in found:
+            found.append(group)
+    return found
+
+
+def others(document: Mapping[str, Any]) -> list[str]:
+    """The arms set beside our folds (oracles, other runs of ours), by name."""
+    arms = zip(_arms(document), _ours(document), strict=True)
+    return [name for (name, _), is_ours in arms if not is_ours]
+
+
 def _terminal_table(
     title: str, caption: str, made: tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]
 ) -> Table:
@@ -278,16 +356,16 @@ def _terminal_table(
 def step_figures_view(document: Mapping[str, Any]) -> Table | Group:
     """The terminal's tables: a column per arm, the interval under each figure; the
     per-request and by-position figures in a second table when any arm has them."""
-    table = _terminal_table(TITLE, CAPTION, rows(document))
+    table = _terminal_table(TITLE, CAPTION, recorded(rows(document))[0])
     if not _has_request_figures(document):
         return table
-    second = _terminal_table(REQUESTS_TITLE, REQUESTS_CAPTION, request_rows(document))
+    second = _terminal_table(REQUESTS_TITLE, REQUESTS_CAPTION, recorded(request_rows(document))[0])
     return Group(table, Text(""), second)
 
 
 def about_text(document: Mapping[str, Any]) -> Text:
     """Per arm, what its step figures cover and what their intervals are over."""
-    return Text("\n".join(_about(document)))
+    return Text("\n".join(about_lines(document)))
 
 
 def step_figures_markdown(document: Mapping[str, Any]) -> str:
@@ -303,7 +381,7 @@ def step_figures_markdown(document: Mapping[str, Any]) -> str:
         ]
         return table(["figure", *names], cells, [False, *([True] * len(names))])
 
-    about = "\n".join(f"- {line}" for line in _about(document))
+    about = "\n".join(f"- {line}" for line in about_lines(document))
     found = f"## {TITLE}\n\n{about}\n\n" + shown(rows(document)) + f"\n\n{CAPTION}"
     if _has_request_figures(document):
         found += (
@@ -312,34 +390,3 @@ def step_figures_markdown(document: Mapping[str, Any]) -> str:
             + f"\n\n{REQUESTS_CAPTION}"
         )
     return found
-
-
-def step_figures_html(document: Mapping[str, Any]) -> str:
-    """The page's section."""
-
-    def shown(made: tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]) -> str:
-        names, body = made
-        head = "".join(f"<th>{html.escape(name)}</th>" for name in names)
-        lines = []
-        for label, cells in body:
-            found = "".join(
-                f"<td>{html.escape(value)}"
-                + (f'<br><span class="pm">{html.escape(interval)}</span>' if interval else "")
-                + "</td>"
-                for value, interval in cells
-            )
-            lines.append(f"<tr><td>{html.escape(label)}</td>{found}</tr>")
-        return f'<table class="steps"><tr><th>figure</th>{head}</tr>{"".join(lines)}</table>'
-
-    about = "".join(f"<li>{html.escape(line)}</li>" for line in _about(document))
-    second = ""
-    if _has_request_figures(document):
-        second = (
-            f"<h3>{html.escape(REQUESTS_TITLE)}</h3>{shown(request_rows(document))}"
-            f'<p class="caption">{html.escape(REQUESTS_CAPTION)}</p>'
-        )
-    return (
-        f'<section id="step-figures"><h2>{TITLE}</h2><ul class="verdicts">{about}</ul>'
-        f"{shown(rows(document))}"
-        f'<p class="caption">{html.escape(CAPTION)}</p>{second}</section>'
-    )

@@ -228,7 +228,7 @@ def step_split_html(document: Mapping[str, Any]) -> str:
         for name, split in split_rows(document)
     )
     parts = [
-        '<section id="step-split"><h2>Step split</h2>',
+        '<section id="step-split"><h2>Where does a step\'s time go?</h2>',
         f"<table><tr>{head}</tr>{body}</table>",
         f'<p class="caption">{html.escape(CAPTION)}</p>',
     ]
