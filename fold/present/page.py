@@ -28,6 +28,7 @@ from fold.present.comparison import (
 )
 from fold.present.matched import matched_html
 from fold.present.matched_arms import matched_arm_html
+from fold.present.measured_split import ALWAYS_SHOWN, factors_text, gap_texts, measured_of
 from fold.present.per_request import page_section
 from fold.present.step_figures import has_step_figures, step_figures_html
 from fold.present.step_split import step_split_html
@@ -43,6 +44,8 @@ from fold.present.table import (
 )
 
 PLOT_FORMATS = ("png", "svg")
+# a split that stands on a caveat, or a model that stands, is marked as a warning
+_SPLIT_CLASS = dict.fromkeys(ALWAYS_SHOWN, "warn")
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 66rem; color: #1d232a; }
 h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
@@ -202,6 +205,13 @@ def answer(document: dict[str, Any]) -> str:
         verdicts.append(
             f'<li class="verdict" data-arm="{html.escape(name)}"><b>vs {html.escape(name)}</b>: '
             f"{html.escape(gap['verdict'])}</li>"
+        )
+        if measured_of(gap) is not None:
+            verdicts.append(f'<li class="measured">{html.escape(factors_text(gap))}</li>')
+        verdicts.extend(
+            f'<li class="{_SPLIT_CLASS.get(gap.get("split_reason"), "split")}">'
+            f"{html.escape(text)}</li>"
+            for text in gap_texts(gap, details=True)
         )
         covers = population_line(gap)
         if covers is not None and not gap["populations"]["same"]:
