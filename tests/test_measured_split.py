@@ -319,3 +319,41 @@ def test_a_run_that_did_not_match_says_so_under_the_gap_it_leaves_modelled(capsy
     screen = " ".join(capsys.readouterr().out.split())
     assert "split: modelled: the matched run m did not match" in screen
     assert "the model stands" in screen
+
+
+# --- a recorded llama-server triple -------------------------------------------------------------
+
+TRIPLE = ROOT / "fixtures" / "oracles" / "llamacpp-triple"
+
+
+def test_a_recorded_llama_server_triple_is_split_by_measurement(capsys):
+    """fixtures/oracles/llamacpp-triple (its README): ours with the noisy-copy drafter, the
+    ordinary server with the unrelated drafter, and that server at the rates --matched llamacpp
+    printed for ours. The factors are held to the runs' own tok/s, read from their records."""
+    from triple_figures import measured_factors
+
+    ours = TRIPLE / "ours" / "our-arm.json"
+    args = [str(ours), str(TRIPLE / "ours" / "steps.jsonl"),
+            "--vs", f"base={TRIPLE / 'base' / 'llamacpp-arm.json'}",
+            "--vs", f"m:matched@base={TRIPLE / 'matched' / 'llamacpp-arm.json'}"]  # fmt: skip
+    assert main([*args, "--json", "-"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    validate(document)
+    assert document["comparison"]["matched"]["m"]["acceptance"]["matched"] is True
+    gap = document["comparison"]["gaps"]["base"]
+    measured = gap["measured"]
+    expected = measured_factors(ours, TRIPLE / "base", TRIPLE / "matched")
+    assert gap["split"] == "measured"
+    assert gap["split_reason"] == "matched run on the command line's word"
+    assert gap["ratio"] == pytest.approx(expected["ratio"], rel=1e-12)
+    assert measured["speed_factor"] == pytest.approx(expected["speed"], rel=1e-12)
+    assert measured["acceptance_factor"] == pytest.approx(expected["acceptance"], rel=1e-12)
+    assert measured["population"] == "warm legs"
+    assert measured["model_error"] == pytest.approx(expected["speed"] / gap["speed_factor"])
+    share = math.log(expected["acceptance"]) / math.log(expected["ratio"])
+    assert measured["acceptance_share"] == pytest.approx(share)
+    assert gap["verdict"].startswith("measured with m:")
+    assert f"the model's error {measured['model_error']:.3f}" in gap["verdict"]
+    assert main(args) == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "(measured with m)" in screen and "command line's word" in screen
