@@ -215,12 +215,29 @@ def _own(
             f"measured: {name} ran at our acceptance, so the gap to it is speed: ours is "
             f"{direction(r, 'faster', 'slower')} (ratio {r_text})"
         )
+    shared = abs(math.log(r)) > NO_SHARE_BELOW
     measured = MeasuredSplit(
-        name, None, mine.row.population or "warm legs", r, r_ci, r, r_ci, 1.0, None,
-        None if abs(math.log(r)) <= NO_SHARE_BELOW else 1.0,
-        None if abs(math.log(r)) <= NO_SHARE_BELOW else 0.0,
-        resampled, basis, None, None, None, None, None, dominant, verdict,
-    )  # fmt: skip
+        matched=name,
+        base=None,
+        population=mine.row.population or "warm legs",
+        ratio=r,
+        ratio_ci=r_ci,
+        speed_factor=r,
+        speed_factor_ci=r_ci,
+        acceptance_factor=1.0,  # the matched run over itself
+        acceptance_factor_ci=None,
+        speed_share=1.0 if shared else None,
+        acceptance_share=0.0 if shared else None,
+        resampled=resampled,
+        basis=basis,
+        modelled_speed_factor=None,
+        modelled_speed_factor_ci=None,
+        model_error=None,
+        model_error_ci=None,
+        model_test=None,
+        dominant=dominant,
+        verdict=verdict,
+    )
     alone = (
         ""
         if check.base is not None
@@ -288,15 +305,29 @@ def _through(
             f"; the model's error {_with(error, error_ci)} (measured speed factor over the "
             f"modelled {modelled:.3f})"
         )
+    r_ci, maf_ci, msf_ci = (None, None, None) if intervals is None else intervals
     measured = MeasuredSplit(
-        name, base, mine.row.population or "warm legs", r,
-        None if intervals is None else intervals[0], msf,
-        None if intervals is None else intervals[2], maf,
-        None if intervals is None else intervals[1], shares[1], shares[0], resampled,
-        THREE_ARMS if every else _basis(resampled, arms), modelled,
-        None if split.intervals is None else split.intervals.speed_factor, error, error_ci,
-        check.status, dominant or NO_GAP, verdict,
-    )  # fmt: skip
+        matched=name,
+        base=base,
+        population=mine.row.population or "warm legs",
+        ratio=r,
+        ratio_ci=r_ci,
+        speed_factor=msf,
+        speed_factor_ci=msf_ci,
+        acceptance_factor=maf,
+        acceptance_factor_ci=maf_ci,
+        speed_share=shares[1],
+        acceptance_share=shares[0],
+        resampled=resampled,
+        basis=THREE_ARMS if every else _basis(resampled, arms),
+        modelled_speed_factor=modelled,
+        modelled_speed_factor_ci=None if split.intervals is None else split.intervals.speed_factor,
+        model_error=error,
+        model_error_ci=error_ci,
+        model_test=check.status,
+        dominant=dominant or NO_GAP,
+        verdict=verdict,
+    )
     text = (
         f"measured: {name} is {base} run at our acceptance ({_ran_at(check)}), so r = speed "
         f"{msf:.3f} (ours over {name}) x acceptance {maf:.3f} ({name} over {base}), over our "
