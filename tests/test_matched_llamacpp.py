@@ -114,3 +114,48 @@ def test_llama_server_refuses_what_the_command_refuses(tmp_path, bin_dir, models
     )  # fmt: skip
     assert proc.returncode != 0
     assert says in proc.stdout + proc.stderr
+
+
+# the issue's sizes: 4 prompts x 4 runs, 2 requests a leg on 2 slots, one thread
+TRIPLE = ["--prompts", "4", "--repeat", "4", "--draft-max", str(K), "--parallel", "2",
+          "--concurrency", "2", "--threads", "1"]  # fmt: skip
+
+
+def test_a_real_triple_splits_the_gap_by_measurement(tmp_path, capsys, bin_dir, models):
+    """Ours (the noisy-copy drafter), the ordinary oracle run (the unrelated drafter at its own
+    acceptance) and that oracle at the rates ``--matched llamacpp`` prints: the gap to the
+    ordinary run is split by measurement, and the factors are the runs' own tok/s ratios,
+    read here from their records."""
+    from triple_figures import measured_factors
+
+    common = ["--bin-dir", str(bin_dir), "--models", str(models)]
+    ours, base, matched = (tmp_path / name for name in ("ours", "base", "matched"))
+    assert gate_server.main([*common, "--out-dir", str(ours), *TRIPLE]) == 0
+    arm, log = str(ours / "our-arm.json"), str(ours / "steps.jsonl")
+    assert cli([arm, log, "--matched", "llamacpp", "--json", "-"]) == 0
+    rates = json.loads(capsys.readouterr().out)["matched"]["llamacpp"]["environment"][
+        "LLAMA_ARG_SPEC_SYNTH_RATES"
+    ]
+    unrelated = ["--draft", "unrelated"]
+    assert gate_server.main([*common, "--out-dir", str(base), *TRIPLE, *unrelated]) == 0
+    synthetic = [*unrelated, "--spec-synth-rates", rates]
+    assert gate_server.main([*common, "--out-dir", str(matched), *TRIPLE, *synthetic]) == 0
+    vs = ["--vs", f"base={base / 'llamacpp-arm.json'}",
+          "--vs", f"m:matched@base={matched / 'llamacpp-arm.json'}"]  # fmt: skip
+    assert cli([arm, log, *vs, "--json", "-"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    check = document["comparison"]["matched"]["m"]
+    assert check["acceptance"]["matched"] is True, check["verdict"]
+    gap = document["comparison"]["gaps"]["base"]
+    expected = measured_factors(ours / "our-arm.json", base, matched)
+    measured = gap["measured"]
+    assert gap["split"] == "measured"
+    assert gap["split_reason"] == "matched run on the command line's word"
+    assert gap["ratio"] == pytest.approx(expected["ratio"], rel=1e-9)
+    assert measured["speed_factor"] == pytest.approx(expected["speed"], rel=1e-9)
+    assert measured["acceptance_factor"] == pytest.approx(expected["acceptance"], rel=1e-9)
+    assert measured["model_error"] == pytest.approx(expected["speed"] / gap["speed_factor"])
+    assert gap["verdict"].startswith("measured with m:") and "the model's error" in gap["verdict"]
+    assert document["comparison"]["gaps"]["m"]["split_reason"] == (
+        "run at our acceptance on the command line's word"
+    )

@@ -16,15 +16,18 @@ from fold.compare.gap import (
     DEFAULT_TOLERANCE,
     LENGTH_FIGURES,
     GapAttribution,
+    GapSplit,
     StepRateCheck,
     attribute_gap,
     check_step_rate,
     check_tolerance,
     comparison_block,
     length_unit,
+    split_gap,
 )
 from fold.compare.gap_intervals import arm_replicates, split_intervals, verify_steps_per_s
 from fold.compare.matched_arms import MatchedCheck, Side, check_matched_arms
+from fold.compare.measured_split import split_bases
 from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.compare.step_figures import fold_step_figures, oracle_step_figures
@@ -274,9 +277,8 @@ def compare(
         ours[ALL_LEGS] = main.rows[ALL_LEGS]
     replicates = {row.name: main.replicates[population] for population, row in ours.items()}
     replicates |= {other.row.name: other.replicates[other.population] for other in others}
-    gaps = {}
     populations: dict[str, dict[str, Any]] = {}
-    runs: dict[str, RunsComparison] = {}
+    splits: dict[str, GapSplit] = {}
     for other in others:
         oracle = other.row
         mine = ours[ALL_LEGS if oracle.population == ALL_LEGS else WARM_LEGS]
@@ -288,17 +290,38 @@ def compare(
             getattr(oracle, figure),
             figure,
         )
-        gaps[oracle.name] = attribute_gap(mine, oracle, tolerance, intervals)
-        if other.result is not None:
-            runs[oracle.name] = compare_runs(main, other, gaps[oracle.name], tolerance)
-            gaps[oracle.name] = runs[oracle.name].gap
+        splits[oracle.name] = split_gap(mine, oracle, intervals)
         populations[oracle.name] = {
             "ours": mine.population,
             "oracle": oracle.population,
             "oracle_detail": oracle.population_detail,
             "same": mine.population == oracle.population,
         }
+    mine_of = {name: ours[entry["ours"]] for name, entry in populations.items()}
+    paired = {name: Side(mine, replicates[mine.name]) for name, mine in mine_of.items()}
+    sides = {other.row.name: Side(other.row, replicates[other.row.name]) for other in others}
     warm = ours[WARM_LEGS]
+    matched = check_matched_arms(
+        Side(warm, replicates[warm.name]),
+        list(sides.values()),
+        paired,
+        splits,
+        tolerance,
+        [other.name for other in others if other.result is not None],
+    )
+    # the verdict is made once, from the split each gap rests on: measured where a run at
+    # our acceptance measured it
+    bases = split_bases(matched, sides, paired, splits, tolerance)
+    gaps = {}
+    runs: dict[str, RunsComparison] = {}
+    for other in others:
+        name = other.row.name
+        gaps[name] = attribute_gap(
+            mine_of[name], other.row, tolerance, splits[name].intervals, bases[name]
+        )
+        if other.result is not None:
+            runs[name] = compare_runs(main, other, gaps[name], tolerance)
+            gaps[name] = runs[name].gap
     measured = result.warm["step_rate"]
     step_check = check_step_rate(
         measured, warm.output_throughput_tok_s, warm.mean_acceptance_length, tolerance
@@ -327,16 +350,6 @@ def compare(
         {other.name: other.kind for other in others},
         tolerance,
         {other.name: other.cadence for other in others if other.cadence is not None},
-    )
-    mine_of = {name: ours[entry["ours"]] for name, entry in populations.items()}
-    paired = {name: Side(mine, replicates[mine.name]) for name, mine in mine_of.items()}
-    matched = check_matched_arms(
-        Side(warm, replicates[warm.name]),
-        [Side(other.row, replicates[other.row.name]) for other in others],
-        paired,
-        gaps,
-        tolerance,
-        [other.name for other in others if other.result is not None],
     )
     # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
     return Comparison(

@@ -21,7 +21,12 @@ Verdict rules, tried in this order (``tol`` is ``--tolerance``, default 2%):
    one, with both shares.
 
 When both arms were resampled (``fold.compare.gap_intervals``), rules 2 and 4 to 6 read from the 95%
-intervals instead of the tolerance (:func:`_verdict_from_intervals`), in the unit of the split.
+intervals instead of the tolerance, in the unit of the split (the rules: ``fold.compare.verdict``).
+
+These factors are the *model*: the speed factor takes the oracle's verify steps/s as the same
+at our acceptance. Where a run of the oracle at our acceptance measured the split
+(``fold.compare.measured_split``), the gap's ``basis`` holds the measured one and the verdict
+is its; the factors here stay the model's, shown beside it.
 
 Nothing here prints; ``fold.present.comparison`` turns the results into lines.
 """
@@ -34,6 +39,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fold.compare.gap_intervals import SplitIntervals
+from fold.compare.verdict import ACCEPTANCE as ACCEPTANCE  # the dominant levers, named here too
+from fold.compare.verdict import NO_GAP as NO_GAP
+from fold.compare.verdict import SPEED as SPEED
+from fold.compare.verdict import direction, judge, model_words
 from fold.errors import InputError
 from fold.inputs.oracles import ArmFigures
 
@@ -41,19 +50,65 @@ DEFAULT_TOLERANCE = 0.02
 NO_SHARE_BELOW = 1e-9
 """|log r| at or under which r is taken as exactly 1 for the shares: the log-gap is float noise."""
 
-# GapAttribution.dominant values
-ACCEPTANCE = "acceptance"
-SPEED = "speed"
-NO_GAP = "none"
-
 # GapAttribution.unit values: the length the acceptance factor divides
 MEAN_LENGTH_UNIT = "1 + A/S"
 SGLANG_UNIT = "completion tokens per verify step (SGLang's unit)"
 
 
+# GapAttribution.split values: what the verdict's split rests on
+MEASURED = "measured"
+MODELLED = "modelled"
+SPLITS = (MEASURED, MODELLED)
+
+# GapAttribution.split_reason values (``fold.compare.measured_split`` says which holds)
+MATCHED_RUN = "matched run"
+MATCHED_RUN_WORD = "matched run on the command line's word"
+AT_OUR_ACCEPTANCE = "run at our acceptance"
+AT_OUR_ACCEPTANCE_WORD = "run at our acceptance on the command line's word"
+NO_MATCHED_RUN = "no matched run"
+DID_NOT_MATCH = "matched run did not match"
+NOT_CHECKED = "matched run not checked"
+SPLIT_REASONS = {
+    MATCHED_RUN: MEASURED,
+    MATCHED_RUN_WORD: MEASURED,
+    AT_OUR_ACCEPTANCE: MEASURED,
+    AT_OUR_ACCEPTANCE_WORD: MEASURED,
+    NO_MATCHED_RUN: MODELLED,
+    DID_NOT_MATCH: MODELLED,
+    NOT_CHECKED: MODELLED,
+}
+"""Every reason, and the split it gives."""
+MODEL_TEXT = (
+    "modelled: the speed factor takes the oracle's verify steps/s as the same at our "
+    "acceptance; no run of it at our acceptance was given to measure it"
+)
+
+
+@dataclass(frozen=True)
+class SplitBasis:
+    """What a gap's verdict rests on: the split (``measured`` or ``modelled``), why (a
+    reason code) and the sentence that says so; ``measured`` holds the measured split."""
+
+    reason: str = NO_MATCHED_RUN
+    text: str = MODEL_TEXT
+    measured: Any = None
+    """A ``fold.compare.measured_split.MeasuredSplit`` when the split is measured."""
+
+    @property
+    def split(self) -> str:
+        return SPLIT_REASONS[self.reason]
+
+
+MODELLED_BASIS = SplitBasis()
+
+
 @dataclass(frozen=True)
 class GapAttribution:
-    """``ours`` against one ``oracle``; a factor that cannot be had is None (not recorded)."""
+    """``ours`` against one ``oracle``; a factor that cannot be had is None (not recorded).
+
+    ``ratio``, the factors and their shares are always the modelled split (lengths and
+    verify steps/s); ``dominant`` and ``verdict`` come from the split ``basis`` names, the
+    measured one when a run at our acceptance measured it."""
 
     ours: str
     oracle: str
@@ -68,9 +123,11 @@ class GapAttribution:
     missing: tuple[str, ...] = ()  # why a figure above is None
     unit: str = MEAN_LENGTH_UNIT
     intervals: SplitIntervals | None = None  # 95% intervals of r and the factors, if any
+    basis: SplitBasis = MODELLED_BASIS
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for the ``oracles`` block; None where undefined, never NaN."""
+        measured = self.basis.measured
         return {
             "ours": self.ours,
             "oracle": self.oracle,
@@ -85,6 +142,10 @@ class GapAttribution:
             "missing": list(self.missing),
             "unit": self.unit,
             **_interval_json(self.intervals),
+            "split": self.basis.split,
+            "split_reason": self.basis.reason,
+            "split_text": self.basis.text,
+            "measured": None if measured is None else measured.to_json(),
         }
 
 
@@ -116,23 +177,6 @@ def check_tolerance(tolerance: float, *, where: str = "--tolerance") -> float:
     return float(tolerance)
 
 
-def _pct(value: float) -> str:
-    return f"{value * 100:.1f}%"
-
-
-def _tol_text(tolerance: float) -> str:
-    return f"tolerance {tolerance * 100:g}%"
-
-
-def _direction(factor: float, more: str, less: str) -> str:
-    """A factor as "4.3% faster"; past 2x either way as a multiple ("8.69x faster"), as the
-    verdicts on two runs of ours say it: past 100% a percentage reads badly, and a fall crowds
-    under 100%."""
-    if factor > 2 or 0 < factor < 0.5:
-        return f"{max(factor, 1 / factor):.2f}x {more if factor >= 1 else less}"
-    return f"{_pct(abs(factor - 1))} {more if factor >= 1 else less}"
-
-
 def length_unit(ours: ArmFigures, oracle: ArmFigures) -> str:
     """The length the acceptance factor divides: 1 + A/S when both arms have it, else SGLang's
     unit when both have that (tok/s = completion tokens per step x steps/s holds there too)."""
@@ -150,41 +194,32 @@ LENGTH_FIGURES = {
 """The figure (``ArmFigures`` attribute) each unit's acceptance factor divides."""
 
 
-def attribute_gap(
-    ours: ArmFigures,
-    oracle: ArmFigures,
-    tolerance: float = DEFAULT_TOLERANCE,
-    intervals: SplitIntervals | None = None,
-) -> GapAttribution:
-    """Split ``ours`` tok/s / ``oracle`` tok/s into acceptance x verify-step speed.
+class GapSplit(NamedTuple):
+    """The modelled split's figures, before any verdict: r, the factors, their shares, the
+    unit, what is missing and the intervals."""
 
-    With ``intervals`` resampled on both arms the verdict reads from them (see
-    :func:`_verdict_from_intervals`); otherwise from ``tolerance``.
-    """
-    tol = check_tolerance(tolerance)
-    who = oracle.name
+    ratio: float | None
+    acceptance_factor: float | None
+    speed_factor: float | None
+    acceptance_share: float | None
+    speed_share: float | None
+    unit: str
+    missing: tuple[str, ...]
+    intervals: SplitIntervals | None
+
+
+def split_gap(
+    ours: ArmFigures, oracle: ArmFigures, intervals: SplitIntervals | None = None
+) -> GapSplit:
+    """``ours`` tok/s / ``oracle`` tok/s split into acceptance x verify-step speed (the model)."""
     missing: list[str] = []
     for arm in (ours, oracle):
         if arm.output_throughput_tok_s is None:
             missing.append(f"tok/s not recorded for {arm.name}")
     if missing:
-        return GapAttribution(
-            ours=ours.name,
-            oracle=who,
-            tolerance=tol,
-            ratio=None,
-            acceptance_factor=None,
-            speed_factor=None,
-            acceptance_share=None,
-            speed_share=None,
-            dominant=None,
-            verdict=f"{'; '.join(missing)}: the gap to {who} cannot be measured",
-            missing=tuple(missing),
-        )
+        return GapSplit(None, None, None, None, None, MEAN_LENGTH_UNIT, tuple(missing), None)
     assert ours.output_throughput_tok_s is not None and oracle.output_throughput_tok_s is not None
     ratio = ours.output_throughput_tok_s / oracle.output_throughput_tok_s
-    gap_text = f"{ours.name} is {_direction(ratio, 'faster', 'slower')} than {who}"
-
     for arm in (ours, oracle):
         if arm.mean_acceptance_length is None:
             unit_note = (
@@ -208,123 +243,69 @@ def attribute_gap(
         if abs(log_r) > NO_SHARE_BELOW:
             share_a = math.log(af) / log_r + 0.0  # never -0.0 in the JSON
             share_s = math.log(sf) / log_r + 0.0
+    return GapSplit(ratio, af, sf, share_a, share_s, unit, tuple(missing), intervals)
 
-    dominant: str | None
-    if intervals is not None and intervals.from_both_arms and intervals.ratio is not None:
-        dominant, verdict = _verdict_from_intervals(
-            who, ratio, af, sf, share_a, share_s, intervals, gap_text, missing
-        )
-    elif abs(ratio - 1) <= tol or abs(math.log(ratio)) <= NO_SHARE_BELOW:
-        # r within float noise of 1 has no gap to share out, even at a tolerance of 0
-        dominant = NO_GAP
-        verdict = (
-            f"throughput within {_pct(abs(ratio - 1))} of {who} ({_tol_text(tol)}): "
-            "no gap beyond tolerance"
-        )
-    elif af is None or sf is None:
-        dominant = None
-        verdict = f"{gap_text}; {'; '.join(missing)}: the gap cannot be split"
-    elif abs(af - 1) <= tol:
-        dominant = SPEED
-        verdict = (
-            f"acceptance within {_pct(abs(af - 1))} of {who} ({_tol_text(tol)}): "
-            "the gap is execution speed"
-        )
-    elif abs(sf - 1) <= tol:
-        dominant = ACCEPTANCE
-        verdict = (
-            f"verify-step speed within {_pct(abs(sf - 1))} of {who} ({_tol_text(tol)}): "
-            "the gap is acceptance"
-        )
+
+def gap_text(ours: str, oracle: str, ratio: float) -> str:
+    """ "ours is 5.71x faster than vllm"."""
+    return f"{ours} is {direction(ratio, 'faster', 'slower')} than {oracle}"
+
+
+def attribute_gap(
+    ours: ArmFigures,
+    oracle: ArmFigures,
+    tolerance: float = DEFAULT_TOLERANCE,
+    intervals: SplitIntervals | None = None,
+    basis: SplitBasis = MODELLED_BASIS,
+) -> GapAttribution:
+    """Split ``ours`` tok/s / ``oracle`` tok/s into acceptance x verify-step speed.
+
+    With ``intervals`` resampled on both arms the verdict reads from them
+    (``fold.compare.verdict``); otherwise from ``tolerance``. With a measured ``basis`` the
+    verdict is the measured split's (``fold.compare.measured_split``), and the factors stay
+    the model's.
+    """
+    tol = check_tolerance(tolerance)
+    who = oracle.name
+    split = split_gap(ours, oracle, intervals)
+    measured = basis.measured
+    if split.ratio is None:
+        dominant, verdict = None, f"{'; '.join(split.missing)}: the gap to {who} cannot be measured"
+    elif measured is not None:
+        dominant, verdict = measured.dominant, measured.verdict
     else:
-        assert share_a is not None and share_s is not None
-        dominant = ACCEPTANCE if abs(math.log(af)) >= abs(math.log(sf)) else SPEED
-        acc_text = f"acceptance length {_direction(af, 'longer', 'shorter')}"
-        spd_text = f"verify steps {_direction(sf, 'faster', 'slower')}"
-        if dominant == ACCEPTANCE:
-            main, main_share, other, other_share = acc_text, share_a, spd_text, share_s
-        else:
-            main, main_share, other, other_share = spd_text, share_s, acc_text, share_a
-        other_role = "offsets" if other_share < 0 else "explains"
-        verdict = (
-            f"{gap_text}, mostly {dominant} ({_tol_text(tol)}): {main} explains "
-            f"{round(main_share * 100)}% of the log-gap; {other} {other_role} "
-            f"{round(abs(other_share) * 100)}%"
+        both = intervals is not None and intervals.from_both_arms
+        dominant, verdict = judge(
+            who,
+            split.ratio,
+            split.acceptance_factor,
+            split.speed_factor,
+            tol,
+            None
+            if not both or intervals is None
+            else (intervals.ratio, intervals.acceptance_factor, intervals.speed_factor),
+            gap_text(ours.name, who, split.ratio),
+            split.missing,
+            model_words(who),
+            NO_SHARE_BELOW,
         )
-    if unit != MEAN_LENGTH_UNIT and af is not None:
-        verdict += f" (split in {unit})"
+        if split.unit != MEAN_LENGTH_UNIT and split.acceptance_factor is not None:
+            verdict += f" (split in {split.unit})"
     return GapAttribution(
         ours=ours.name,
         oracle=who,
         tolerance=tol,
-        ratio=ratio,
-        acceptance_factor=af,
-        speed_factor=sf,
-        acceptance_share=share_a,
-        speed_share=share_s,
+        ratio=split.ratio,
+        acceptance_factor=split.acceptance_factor,
+        speed_factor=split.speed_factor,
+        acceptance_share=split.acceptance_share,
+        speed_share=split.speed_share,
         dominant=dominant,
         verdict=verdict,
-        missing=tuple(missing),
-        unit=unit,
-        intervals=intervals,
-    )
-
-
-def _contains_one(interval: tuple[float, float]) -> bool:
-    return interval[0] <= 1 <= interval[1]
-
-
-def _with_interval(value: float, interval: tuple[float, float]) -> str:
-    return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
-
-
-def _verdict_from_intervals(
-    who: str,
-    ratio: float,
-    af: float | None,
-    sf: float | None,
-    share_a: float | None,
-    share_s: float | None,
-    intervals: SplitIntervals,
-    gap_text: str,
-    missing: list[str],
-) -> tuple[str | None, str]:
-    """The verdict when both arms have legs: a factor whose 95% interval holds 1 is not
-    distinguishable from the oracle's; the tolerance plays no part.
-
-    Rules, in order: r's interval holds 1: no gap; no split: the gap is stated; only the
-    acceptance factor's interval holds 1: the gap is speed; only the speed factor's: the gap is
-    acceptance; otherwise the factor with the larger share is named.
-    """
-    assert intervals.ratio is not None
-    r_text = f"throughput ratio {_with_interval(ratio, intervals.ratio)}"
-    if _contains_one(intervals.ratio):
-        return NO_GAP, f"{r_text}: not distinguishable from {who} (95% intervals, both arms)"
-    if af is None or sf is None or intervals.acceptance_factor is None:
-        return None, f"{gap_text} ({r_text}); {'; '.join(missing)}: the gap cannot be split"
-    assert intervals.speed_factor is not None
-    acc_text = f"acceptance factor {_with_interval(af, intervals.acceptance_factor)}"
-    spd_text = f"speed factor {_with_interval(sf, intervals.speed_factor)}"
-    acceptance_equal = _contains_one(intervals.acceptance_factor)
-    speed_equal = _contains_one(intervals.speed_factor)
-    if acceptance_equal and not speed_equal:
-        return SPEED, f"{acc_text}: not distinguishable from {who}; {spd_text}: the gap is speed"
-    if speed_equal and not acceptance_equal:
-        return (
-            ACCEPTANCE,
-            f"{spd_text}: not distinguishable from {who}; {acc_text}: the gap is acceptance",
-        )
-    dominant = ACCEPTANCE if abs(math.log(af)) >= abs(math.log(sf)) else SPEED
-    assert share_a is not None and share_s is not None
-    share = share_a if dominant == ACCEPTANCE else share_s
-    if acceptance_equal and speed_equal:
-        return dominant, (
-            f"{gap_text}, but neither {acc_text} nor {spd_text} alone is distinguishable from "
-            f"{who}; {dominant} has the larger share ({round(share * 100)}% of the log-gap)"
-        )
-    return dominant, (
-        f"{gap_text}: {acc_text} and {spd_text} both differ from {who}; mostly {dominant} "
-        f"({round(share * 100)}% of the log-gap)"
+        missing=split.missing,
+        unit=split.unit,
+        intervals=split.intervals,
+        basis=basis,
     )
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from fold.compare.gap import GapAttribution
+from fold.compare.gap import GapAttribution, GapSplit
 from fold.compare.gap_intervals import BOTH_ARMS, OURS_ONLY
 from fold.errors import InputError
 from fold.folding.uncertainty import Interval, Replicates, percentile_interval, ratio
@@ -154,7 +154,7 @@ def check_matched_arms(
     ours: Side,
     oracles: Sequence[Side],
     paired: Mapping[str, Side],
-    gaps: Mapping[str, GapAttribution],
+    gaps: Mapping[str, GapAttribution | GapSplit],
     tolerance: float,
     runs_of_ours: Sequence[str] = (),
 ) -> dict[str, MatchedCheck | None]:
@@ -233,7 +233,7 @@ def _check(
     side: Side,
     base: Side | None,
     paired: Mapping[str, Side],
-    gaps: Mapping[str, GapAttribution],
+    gaps: Mapping[str, GapAttribution | GapSplit],
     tolerance: float,
     notes: list[str],
 ) -> MatchedCheck:
@@ -420,10 +420,10 @@ def _measured(ours: Side, side: Side) -> tuple[float | None, np.ndarray | None, 
     t_ours, t_matched = ours.row.output_throughput_tok_s, side.row.output_throughput_tok_s
     if t_ours is None or not t_matched:
         return None, None, None
-    mine = _draws(ours.replicates, TOK_S, None, 0)
+    mine = figure_draws(ours.replicates, TOK_S, None, 0)
     if mine is None:
         return t_ours / t_matched, None, None
-    theirs = _draws(side.replicates, TOK_S, t_matched, mine.size)
+    theirs = figure_draws(side.replicates, TOK_S, t_matched, mine.size)
     basis = BOTH_ARMS if _resampled(side.replicates, TOK_S) else OURS_ONLY
     assert theirs is not None
     return t_ours / t_matched, ratio(mine, theirs), basis
@@ -448,7 +448,10 @@ def _step_rates(
         return (rate_m, rate_b), rate_m / rate_b, None, None
     size = next(iter(drawn[0].replicates.figures.values())).size  # type: ignore[union-attr]
     draws = [
-        ratio(_draws(arm.replicates, TOK_S, t, size), _draws(arm.replicates, LENGTH, length, size))
+        ratio(
+            figure_draws(arm.replicates, TOK_S, t, size),
+            figure_draws(arm.replicates, LENGTH, length, size),
+        )
         for arm, (t, length) in zip((side, base), figures, strict=True)
     ]
     basis = BOTH_ARMS if len(drawn) == 2 else f"{drawn[0].row.name}'s legs only"
@@ -468,7 +471,7 @@ def _resampled(replicates: Replicates | None, figure: str) -> bool:
     return replicates is not None and figure in replicates.figures
 
 
-def _draws(
+def figure_draws(
     replicates: Replicates | None, figure: str, point: float | None, size: int
 ) -> np.ndarray | None:
     """A figure's resamples, or its point value repeated ``size`` times (known by totals)."""

@@ -3,7 +3,8 @@
 One row per figure: our warm and all-legs folds' pooled figures with their 95% intervals,
 their per-position rates (one row per draft position, counted from 1; the unconditional and
 conditional rates with intervals drawn from the document's legs), and per compared arm
-the gap's tok/s ratio and its two factors. The document itself is kept whole beside them;
+the gap's tok/s ratio and its two factors, and the speed factor measured through a run at our
+acceptance where one measured it. The document itself is kept whole beside them;
 these rows are what a history or a query over many ledgers needs without parsing it.
 """
 
@@ -25,7 +26,9 @@ FOLD_FIGURES = (
     "step_rate",
 )
 POSITION_FIGURES = ("per_position", "per_position_conditional", "per_position_of_proposed")
-GAP_FIGURES = ("ratio", "acceptance_factor", "speed_factor")
+GAP_FIGURES = ("ratio", "acceptance_factor", "speed_factor", "measured_speed_factor")
+"""The gap's modelled split, and the speed factor a run at our acceptance measured (kept as a
+figure of its own: the modelled one is another figure whatever the verdict rests on)."""
 REGRESSES = {
     "accept_rate": "lower",
     "mean_acceptance_length": "lower",
@@ -38,6 +41,7 @@ REGRESSES = {
     "ratio": "lower",
     "acceptance_factor": "lower",
     "speed_factor": "lower",
+    "measured_speed_factor": "lower",
 }
 """Which way a figure moves when the engine got worse, the boundary ``ledger --check`` holds
 by default: ``lower`` (a fall is a regression: acceptance, tokens per step, throughput, steps
@@ -93,8 +97,12 @@ def figure_rows(document: dict[str, Any]) -> list[FigureRow]:
     for versus, gap in gaps.items():
         population = (gap.get("populations") or {}).get("ours", "warm legs")
         fold = _POPULATION_FOLD.get(population, "warm")
+        measured = gap.get("measured") or {}
         for name in GAP_FIGURES:
-            row = _row(fold, name, gap.get(name), gap.get(f"{name}_ci"), versus=versus)
+            source, key = (
+                (measured, "speed_factor") if name.startswith("measured_") else (gap, name)
+            )
+            row = _row(fold, name, source.get(key), source.get(f"{key}_ci"), versus=versus)
             if row is not None:
                 rows.append(row)
     return rows

@@ -36,6 +36,7 @@ SHOWN = {
     "ratio": "tok/s ratio to {versus}",
     "acceptance_factor": "acceptance factor against {versus}",
     "speed_factor": "speed factor against {versus}",
+    "measured_speed_factor": "measured speed factor against {versus}",
 }
 NO_LABEL = "(no label)"
 LISTED_FIGURES = ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s")
@@ -78,7 +79,7 @@ class FigureKey:
 def parse_figure(text: str, fold: str = "warm", flag: str = "--figure") -> FigureKey:
     """``A/P``, ``1+A/S``, ``tok/s`` or a figure's JSON name; ``per_position:I`` (and its
     conditional and of-proposed kinds); ``ratio:ARM``, ``acceptance_factor:ARM``,
-    ``speed_factor:ARM``."""
+    ``speed_factor:ARM``, ``measured_speed_factor:ARM``."""
     if fold not in FOLDS:
         raise InputError(f"--fold {fold!r}: expected one of {', '.join(FOLDS)}")
     compact = text.replace(" ", "")

@@ -28,6 +28,15 @@ from fold.inputs.oracles import (
 )
 from fold.present.fit import Fitted, fit
 from fold.present.matched_arms import matched_lines
+from fold.present.measured_split import (
+    ALWAYS_SHOWN,
+    factors_text,
+    intervals_text,
+    measured_of,
+    modelled_text,
+    shares_text,
+    split_text,
+)
 from fold.present.runs import runs_lines
 from fold.present.speed import speed_lines
 from fold.present.step_split import step_split_lines
@@ -291,15 +300,42 @@ def note_lines(rows: Sequence[Row]) -> list[Text]:
 
 def gap_lines(gap: Row, *, details: bool = True) -> list[Text]:
     """The factors of one attribution and its verdict, as lines; the intervals' lines only with
-    ``details`` (the table's ``±`` rows hold them)."""
+    ``details`` (the table's ``±`` rows hold them). A gap measured through a run at our
+    acceptance shows the measured factors, and the modelled split beside them."""
     head = Text(f"vs {gap['oracle']}: ", style="bold")
     if gap["ratio"] is None:
         return [head + Text(gap["verdict"])]
-    factors = Text(
-        f"r = {gap['ours']}/{gap['oracle']} tok/s = {fmt_factor(gap['ratio'])} = acceptance "
-        f"{fmt_factor(gap['acceptance_factor'])} x speed {fmt_factor(gap['speed_factor'])}"
-    )
-    lines = [head + factors]
+    lines = [head + Text(factors_text(gap))]
+    measured = measured_of(gap)
+    if measured is not None:
+        lines.extend(_measured_lines(measured, gap["dominant"], details=details))
+    else:
+        lines.extend(_modelled_lines(gap, details=details))
+    style = "bold" if gap["dominant"] is not None else "yellow"
+    lines.append(Text("  verdict: ", style="bold") + Text(gap["verdict"], style=style))
+    modelled = modelled_text(gap)
+    if modelled is not None:
+        lines.append(Text(f"  {modelled}"))
+    split = split_text(gap, details=details)
+    if split is not None:
+        caveat = gap.get("split_reason") in ALWAYS_SHOWN
+        lines.append(Text(f"  {split}", style="yellow" if caveat else "dim"))
+    return lines
+
+
+def _measured_lines(measured: Row, dominant: str | None, *, details: bool) -> list[Text]:
+    lines = []
+    spread = intervals_text(measured)
+    if details and spread is not None:
+        lines.append(Text(f"  {spread}", style="dim"))
+    shares = shares_text(measured)
+    if shares is not None and dominant != NO_GAP:
+        lines.append(Text(f"  {shares}"))
+    return lines
+
+
+def _modelled_lines(gap: Row, *, details: bool) -> list[Text]:
+    lines = []
     if details and gap.get("ci_basis") and gap["ratio_ci"] is not None:
         basis = _basis_text(gap["ci_basis"], gap["oracle"])
         parts = [f"r {_bracket(gap['ratio_ci'])}"]
@@ -321,8 +357,6 @@ def gap_lines(gap: Row, *, details: bool = True) -> list[Text]:
                 f"speed {fmt_share(gap['speed_share'])}"
             )
         )
-    style = "bold" if gap["dominant"] is not None else "yellow"
-    lines.append(Text("  verdict: ", style="bold") + Text(gap["verdict"], style=style))
     return lines
 
 

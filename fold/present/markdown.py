@@ -15,6 +15,7 @@ from fold.present.another_k import another_k_markdown
 from fold.present.cadence import time_cells, where_time_goes
 from fold.present.matched import matched_markdown
 from fold.present.matched_arms import matched_arm_markdown
+from fold.present.measured_split import factors_text, gap_texts, intervals_text, measured_of
 from fold.present.per_request import markdown_section
 from fold.present.speed import speed_summary
 from fold.present.step_figures import has_step_figures, step_figures_markdown
@@ -146,9 +147,15 @@ def _verdicts(document: dict[str, Any]) -> str:
     lines = ["## Verdict", ""]
     for name, gap in block["gaps"].items():
         lines.append(f"- **vs {name}**: {gap['verdict']}")
+        measured = measured_of(gap)
+        if measured is not None:
+            lines.append(f"  - {factors_text(gap)}")
+            spread = intervals_text(measured)
+            lines.extend([] if spread is None else [f"  - {spread}"])
+        lines.extend(f"  - {text}" for text in gap_texts(gap, details=True))
         lines.extend(matched_arm_markdown(block, name))
         basis = gap.get("ci_basis") or {}
-        if gap["ratio"] is not None and basis and gap["ratio_ci"] is not None:
+        if measured is None and gap["ratio"] is not None and basis and gap["ratio_ci"] is not None:
             factors = [("r", gap["ratio"], gap["ratio_ci"])]
             if gap["acceptance_factor_ci"] is not None and gap["speed_factor_ci"] is not None:
                 factors += [

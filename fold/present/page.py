@@ -29,6 +29,7 @@ from fold.present.comparison import (
 )
 from fold.present.matched import matched_html
 from fold.present.matched_arms import matched_arm_html
+from fold.present.measured_split import ALWAYS_SHOWN, factors_text, gap_texts, measured_of
 from fold.present.page_layout import STYLE, toc
 from fold.present.per_request import page_section
 from fold.present.step_figures_page import ours_only_html, step_figures_html
@@ -54,6 +55,8 @@ CHART_GROUPS = (
 )  # fmt: skip
 BESIDE_FIGURES = ("requests", "by-output-position")  # drawn in the per-request section
 _HEADING = re.compile(r'<section id="([^"]+)"[^>]*><h2>(.*?)</h2>', re.DOTALL)
+# a split that stands on a caveat, or a model that stands, is marked as a warning
+_SPLIT_CLASS = dict.fromkeys(ALWAYS_SHOWN, "warn")
 
 
 def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> bytes:
@@ -223,6 +226,13 @@ def answer(document: dict[str, Any]) -> str:
         verdicts.append(
             f'<li class="verdict" data-arm="{html.escape(name)}"><b>vs {html.escape(name)}</b>: '
             f"{html.escape(gap['verdict'])}</li>"
+        )
+        if measured_of(gap) is not None:
+            verdicts.append(f'<li class="measured">{html.escape(factors_text(gap))}</li>')
+        verdicts.extend(
+            f'<li class="{_SPLIT_CLASS.get(gap.get("split_reason"), "split")}">'
+            f"{html.escape(text)}</li>"
+            for text in gap_texts(gap, details=True)
         )
         covers = population_line(gap)
         if covers is not None and not gap["populations"]["same"]:

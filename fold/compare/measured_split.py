@@ -1,0 +1,420 @@
+"""The gap split by measurement, where a run of the oracle at our acceptance was given.
+
+The model (``fold.compare.gap``) splits ``r = T_ours / T_base`` into the ratio of acceptance
+lengths and the ratio of verify steps/s, taking the oracle's steps/s as unchanged at our
+acceptance. A *matched* run M of the same engine, inside our interval of 1 + A/S
+(``fold.compare.matched_arms``), makes the split a measurement:
+
+    r = T_ours / T_base = (T_ours / T_M) x (T_M / T_base)
+
+the speed factor (ours against the oracle at the same acceptance) times the acceptance factor
+(what running at our acceptance instead of its own does to the oracle's throughput), exactly.
+Each factor's interval comes from the three arms' resamples, drawn as the gap's are (each arm
+on its own stream, paired draw by draw; an arm known by totals enters every draw at its value)
+over one population of ours: the one the ordinary run's gap pairs. The verdict (its words,
+shares of the log-gap and lever) is the measured split's, by the rules of
+``fold.compare.verdict``; the modelled split stays beside it with the model's error, measured
+speed factor over modelled (drawn pair by pair: ``T_base L_ours / (T_M L_base)``), and the
+model test of the matched check.
+
+Every gap says what its split rests on (``fold.compare.gap.SplitBasis``): measured against the
+ordinary run (``matched run``, or ``matched run on the command line's word`` when only
+``:matched`` says so, as for SGLang's environment variable); measured for the matched run's own
+gap, whose whole gap is speed (``run at our acceptance``: with no ordinary run, the measured
+speed factor is all there is); or modelled, with why (``no matched run``, ``matched run did not
+match`` and by how much, ``matched run not checked``). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fold.compare.gap import (
+    AT_OUR_ACCEPTANCE,
+    AT_OUR_ACCEPTANCE_WORD,
+    DID_NOT_MATCH,
+    LENGTH_FIGURES,
+    MATCHED_RUN,
+    MATCHED_RUN_WORD,
+    MODELLED_BASIS,
+    NO_SHARE_BELOW,
+    NOT_CHECKED,
+    GapSplit,
+    SplitBasis,
+    gap_text,
+)
+from fold.compare.matched_arms import (
+    NOT_MATCHED,
+    TOK_S,
+    MatchedCheck,
+    Side,
+    figure_draws,
+)
+from fold.compare.verdict import NO_GAP, SPEED, Words, direction, judge, pct, tol_text
+from fold.folding.uncertainty import Interval, percentile_interval, ratio
+
+THREE_ARMS = "three arms"
+COMMAND_LINE = "command line"
+
+
+@dataclass(frozen=True)
+class MeasuredSplit:
+    """``r = speed_factor x acceptance_factor`` through the matched run ``matched``; for the
+    matched run's own gap (``base`` None) the acceptance factor is 1 and r is the speed."""
+
+    matched: str
+    base: str | None
+    population: str
+    ratio: float
+    ratio_ci: Interval | None
+    speed_factor: float
+    speed_factor_ci: Interval | None
+    acceptance_factor: float
+    acceptance_factor_ci: Interval | None
+    speed_share: float | None
+    acceptance_share: float | None
+    resampled: tuple[str, ...]
+    """The arms whose resamples the intervals rest on (the others by totals)."""
+    basis: str
+    """The same in words: "three arms", or which arms were resampled."""
+    modelled_speed_factor: float | None
+    modelled_speed_factor_ci: Interval | None
+    model_error: float | None
+    """Measured speed factor over modelled: 1 where the model was right."""
+    model_error_ci: Interval | None
+    model_test: str | None
+    """The matched check's status (``model holds``, ...); None for the matched run's own gap."""
+    dominant: str
+    verdict: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "matched": self.matched,
+            "base": self.base,
+            "population": self.population,
+            "ratio": self.ratio,
+            "ratio_ci": _pair(self.ratio_ci),
+            "speed_factor": self.speed_factor,
+            "speed_factor_ci": _pair(self.speed_factor_ci),
+            "acceptance_factor": self.acceptance_factor,
+            "acceptance_factor_ci": _pair(self.acceptance_factor_ci),
+            "speed_share": self.speed_share,
+            "acceptance_share": self.acceptance_share,
+            "resampled": list(self.resampled),
+            "basis": self.basis,
+            "modelled_speed_factor": _finite(self.modelled_speed_factor),
+            "modelled_speed_factor_ci": _pair(self.modelled_speed_factor_ci),
+            "model_error": _finite(self.model_error),
+            "model_error_ci": _pair(self.model_error_ci),
+            "model_test": self.model_test,
+        }
+
+
+def split_bases(
+    checks: Mapping[str, MatchedCheck | None],
+    sides: Mapping[str, Side],
+    paired: Mapping[str, Side],
+    splits: Mapping[str, GapSplit],
+    tolerance: float,
+) -> dict[str, SplitBasis]:
+    """What each oracle's gap rests on. ``sides`` holds every oracle by name, ``paired`` the
+    side of ours each gap pairs, ``splits`` each gap's modelled split. An ordinary run with
+    several matched runs is measured through the first given that matched."""
+    found: dict[str, SplitBasis] = {}
+    for name, check in checks.items():
+        if check is None:
+            continue
+        found[name] = _own(check, sides, paired, tolerance)
+        base = check.base
+        if base is None:
+            continue
+        earlier = found.get(base)
+        if earlier is not None and (earlier.measured is not None or not check.matched):
+            continue  # the first matched run that matched measures the ordinary run
+        found[base] = _through(check, sides, paired, splits, tolerance)
+    return {name: found.get(name, MODELLED_BASIS) for name in checks}
+
+
+def _word(check: MatchedCheck) -> str:
+    if check.declared != COMMAND_LINE:
+        return ""
+    return (
+        f"; {check.oracle} is matched on the command line's word (its record carries no "
+        "synthetic setting), so its measured acceptance is the only evidence it ran at ours"
+    )
+
+
+def _ran_at(check: MatchedCheck) -> str:
+    assert check.oracle_length is not None
+    return f"its 1 + A/S {check.oracle_length:.3f} inside ours {_ours(check)}"
+
+
+def _ours(check: MatchedCheck) -> str:
+    return _with(check.ours_length, check.ours_length_ci)
+
+
+def _missed(check: MatchedCheck) -> str | None:
+    """Why a matched run measures nothing: it missed our acceptance (by how much), or it
+    could not be checked; None when it matched."""
+    if check.status == NOT_MATCHED:
+        assert check.oracle_length is not None and check.length_difference is not None
+        assert check.ours_length is not None
+        how = "above" if check.length_difference > 0 else "below"
+        outside = (
+            f", {check.beyond_interval:.3f} outside it" if check.beyond_interval is not None else ""
+        )
+        return (
+            f"the matched run {check.oracle} did not match: its 1 + A/S "
+            f"{check.oracle_length:.3f} is {abs(check.length_difference):.3f} "
+            f"({abs(check.length_difference) / check.ours_length:.1%}) {how} our warm "
+            f"{_ours(check)}{outside}"
+        )
+    if not check.matched or check.measured_speed_factor is None:
+        return (
+            f"the matched run {check.oracle} was not checked ({check.status}), so it "
+            "measures nothing"
+        )
+    return None
+
+
+def _own(
+    check: MatchedCheck, sides: Mapping[str, Side], paired: Mapping[str, Side], tolerance: float
+) -> SplitBasis:
+    """The matched run's own gap: all speed when it ran at our acceptance."""
+    missed = _missed(check)
+    if missed is not None:
+        reason = DID_NOT_MATCH if check.status == NOT_MATCHED else NOT_CHECKED
+        return SplitBasis(reason, f"modelled: {missed}; its gap is split as any oracle's", None)
+    name = check.oracle
+    mine, side = paired[name], sides[name]
+    t_o, t_m = mine.row.output_throughput_tok_s, side.row.output_throughput_tok_s
+    assert t_o is not None and t_m
+    draws = _tok_draws(mine, side)
+    r = t_o / t_m
+    r_ci = None if draws is None else percentile_interval(ratio(draws[0], draws[1]))
+    resampled = _resampled_names((mine, side))
+    every = r_ci is not None and len(resampled) == 2
+    basis = "both arms" if every else _basis(resampled, (mine, side))
+    r_text = f"{r:.3f}" if r_ci is None else _with(r, r_ci)
+    if (r_ci is not None and every and r_ci[0] <= 1 <= r_ci[1]) or (
+        not every and (abs(r - 1) <= tolerance or abs(math.log(r)) <= NO_SHARE_BELOW)
+    ):
+        dominant = NO_GAP
+        verdict = (
+            f"measured: {name} ran at our acceptance and the throughput ratio {r_text} is "
+            f"within {'its 95% interval' if every else tol_text(tolerance)} of 1: no speed gap"
+        )
+    else:
+        dominant = SPEED
+        verdict = (
+            f"measured: {name} ran at our acceptance, so the gap to it is speed: ours is "
+            f"{direction(r, 'faster', 'slower')} (ratio {r_text})"
+        )
+    shared = abs(math.log(r)) > NO_SHARE_BELOW
+    measured = MeasuredSplit(
+        matched=name,
+        base=None,
+        population=mine.row.population or "warm legs",
+        ratio=r,
+        ratio_ci=r_ci,
+        speed_factor=r,
+        speed_factor_ci=r_ci,
+        acceptance_factor=1.0,  # the matched run over itself
+        acceptance_factor_ci=None,
+        speed_share=1.0 if shared else None,
+        acceptance_share=0.0 if shared else None,
+        resampled=resampled,
+        basis=basis,
+        modelled_speed_factor=None,
+        modelled_speed_factor_ci=None,
+        model_error=None,
+        model_error_ci=None,
+        model_test=None,
+        dominant=dominant,
+        verdict=verdict,
+    )
+    alone = (
+        ""
+        if check.base is not None
+        else "; no ordinary run of the engine is given, so the measured speed factor is all "
+        "there is: add it with --vs NAME=PATH to split that gap by measurement"
+    )
+    text = (
+        f"measured: {name} ran at our acceptance ({_ran_at(check)}), so the gap to it is the "
+        f"measured speed factor, over our {measured.population}{alone}{_word(check)}"
+    )
+    reason = AT_OUR_ACCEPTANCE_WORD if check.declared == COMMAND_LINE else AT_OUR_ACCEPTANCE
+    return SplitBasis(reason, text, measured)
+
+
+def _through(
+    check: MatchedCheck,
+    sides: Mapping[str, Side],
+    paired: Mapping[str, Side],
+    splits: Mapping[str, GapSplit],
+    tolerance: float,
+) -> SplitBasis:
+    """The ordinary run's gap, split through the matched run when it matched."""
+    assert check.base is not None
+    base, name = check.base, check.oracle
+    missed = _missed(check)
+    mine, side, ordinary = paired[base], sides[name], sides[base]
+    t_o = mine.row.output_throughput_tok_s
+    t_m, t_b = side.row.output_throughput_tok_s, ordinary.row.output_throughput_tok_s
+    if missed is None and not (t_o and t_m and t_b):
+        missed = f"{base} has no tok/s, so the gap to it cannot be measured"
+    if missed is not None:
+        reason = DID_NOT_MATCH if check.status == NOT_MATCHED else NOT_CHECKED
+        return SplitBasis(reason, f"modelled: {missed}; the model stands", None)
+    assert t_o and t_m and t_b
+    split = splits[base]
+    r, msf, maf = t_o / t_b, t_o / t_m, t_m / t_b
+    arms = (mine, side, ordinary)
+    resampled = _resampled_names(arms)
+    intervals = errors = None
+    draws = _tok_draws(mine, side, ordinary)
+    if draws is not None:
+        d_o, d_m, d_b = draws
+        intervals = tuple(
+            percentile_interval(ratio(top, bottom)) for top, bottom in ((d_o, d_b), (d_m, d_b),
+                                                                        (d_o, d_m))
+        )  # fmt: skip
+        errors = _model_error_draws(mine, ordinary, split, d_o, d_m, d_b)
+    every = intervals is not None and len(resampled) == 3
+    log_r = math.log(r)
+    shares = (
+        (None, None)
+        if abs(log_r) <= NO_SHARE_BELOW
+        else (math.log(maf) / log_r + 0.0, math.log(msf) / log_r + 0.0)
+    )
+    dominant, verdict = judge(
+        base, r, maf, msf, tolerance,
+        intervals if every and intervals is not None else None,
+        gap_text(mine.row.name, base, r), (), _measured_words(name, base), NO_SHARE_BELOW,
+    )  # fmt: skip
+    modelled = split.speed_factor
+    error = None if modelled is None or not modelled else msf / modelled
+    error_ci = None if errors is None else percentile_interval(errors)
+    if error is not None:
+        verdict += (
+            f"; the model's error {_with(error, error_ci)} (measured speed factor over the "
+            f"modelled {modelled:.3f})"
+        )
+    r_ci, maf_ci, msf_ci = (None, None, None) if intervals is None else intervals
+    measured = MeasuredSplit(
+        matched=name,
+        base=base,
+        population=mine.row.population or "warm legs",
+        ratio=r,
+        ratio_ci=r_ci,
+        speed_factor=msf,
+        speed_factor_ci=msf_ci,
+        acceptance_factor=maf,
+        acceptance_factor_ci=maf_ci,
+        speed_share=shares[1],
+        acceptance_share=shares[0],
+        resampled=resampled,
+        basis=THREE_ARMS if every else _basis(resampled, arms),
+        modelled_speed_factor=modelled,
+        modelled_speed_factor_ci=None if split.intervals is None else split.intervals.speed_factor,
+        model_error=error,
+        model_error_ci=error_ci,
+        model_test=check.status,
+        dominant=dominant or NO_GAP,
+        verdict=verdict,
+    )
+    text = (
+        f"measured: {name} is {base} run at our acceptance ({_ran_at(check)}), so r = speed "
+        f"{msf:.3f} (ours over {name}) x acceptance {maf:.3f} ({name} over {base}), over our "
+        f"{measured.population}; intervals from {measured.basis}{_word(check)}"
+    )
+    reason = MATCHED_RUN_WORD if check.declared == COMMAND_LINE else MATCHED_RUN
+    return SplitBasis(reason, text, measured)
+
+
+def _measured_words(matched: str, base: str) -> Words:
+    same = "at the same acceptance"
+    return Words(
+        acceptance=lambda af: (
+            f"{matched} at our acceptance {direction(af, 'faster', 'slower')} than {base}"
+        ),
+        speed=lambda sf: f"ours {direction(sf, 'faster', 'slower')} than {matched} {same}",
+        acceptance_equal=lambda af: (
+            f"{matched} at our acceptance within {pct(abs(af - 1))} of {base}"
+        ),
+        speed_equal=lambda sf: f"ours within {pct(abs(sf - 1))} of {matched} {same}",
+        acceptance_label=f"measured acceptance factor ({matched} over {base})",
+        speed_label=f"measured speed factor (ours over {matched})",
+        how=f"measured with {matched}",
+        arms=THREE_ARMS,
+        reference="1",
+    )
+
+
+def _tok_draws(*sides: Side) -> tuple[np.ndarray, ...] | None:
+    """Each side's tok/s resamples, paired draw by draw (totals at their value); None when
+    ours, the first, has none."""
+    first = figure_draws(sides[0].replicates, TOK_S, None, 0)
+    if first is None:
+        return None
+    found = [first]
+    for side in sides[1:]:
+        draws = figure_draws(side.replicates, TOK_S, side.row.output_throughput_tok_s, first.size)
+        assert draws is not None
+        found.append(draws)
+    return tuple(found)
+
+
+def _model_error_draws(
+    mine: Side,
+    ordinary: Side,
+    split: GapSplit,
+    d_o: np.ndarray,
+    d_m: np.ndarray,
+    d_b: np.ndarray,
+) -> np.ndarray | None:
+    """Measured speed factor over modelled in every draw, the modelled one over the same
+    draws of ours and the ordinary run (lengths in the unit the gap's split is in)."""
+    figure = LENGTH_FIGURES[split.unit]
+    l_o = figure_draws(mine.replicates, figure, getattr(mine.row, figure), d_o.size)
+    l_b = figure_draws(ordinary.replicates, figure, getattr(ordinary.row, figure), d_o.size)
+    if l_o is None or l_b is None:
+        return None
+    modelled = ratio(ratio(d_o, d_b), ratio(l_o, l_b))
+    return ratio(ratio(d_o, d_m), modelled)
+
+
+def _resampled_names(sides: tuple[Side, ...]) -> tuple[str, ...]:
+    return tuple(
+        side.row.name
+        for side in sides
+        if side.replicates is not None and TOK_S in side.replicates.figures
+    )
+
+
+def _basis(resampled: tuple[str, ...], sides: tuple[Side, ...]) -> str:
+    if not resampled:
+        return "no arm resampled"
+    totals = [side.row.name for side in sides if side.row.name not in resampled]
+    return f"{', '.join(resampled)} resampled; {', '.join(totals)} by totals"
+
+
+def _with(value: float | None, interval: Interval | None) -> str:
+    if value is None:
+        return "not recorded"
+    if interval is None:
+        return f"{value:.3f}"
+    return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _pair(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval[0], interval[1]]

@@ -1,0 +1,359 @@
+"""The gap split by measurement through a run of the oracle at our acceptance, and every other
+case saying what its split rests on.
+
+Expected figures are worked from the arms' own tok/s and counts by the definitions in
+``docs/matched-arms.md`` (r = T_o / T_b = (T_o / T_m) x (T_m / T_b); the model's error is the
+measured speed factor over (T_o / L_o) / (T_b / L_b)), never from the module under test; the
+intervals are held to a second computation from the hand-made draws, the model's error by its
+algebraic form T_b L_o / (T_m L_b).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from document_schema import validate
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import scaled
+
+from fold.cli import main
+from fold.compare.gap import (
+    ACCEPTANCE,
+    AT_OUR_ACCEPTANCE,
+    AT_OUR_ACCEPTANCE_WORD,
+    DID_NOT_MATCH,
+    MATCHED_RUN,
+    MATCHED_RUN_WORD,
+    NO_MATCHED_RUN,
+    NOT_CHECKED,
+    SPEED,
+    attribute_gap,
+    split_gap,
+)
+from fold.compare.matched_arms import Side, check_matched_arms
+from fold.compare.measured_split import split_bases
+from fold.folding.uncertainty import Replicates
+from fold.inputs.oracles import MatchedAs, arm_from_counts
+from fold.inputs.oracles.vllm_speculative import SpeculativeSetting
+from fold.ledger.figures import figure_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT / "fixtures" / "oracles" / "vllm-real"
+MATCHED = ROOT / "fixtures" / "oracles" / "vllm-matched"
+OURS = [str(REAL / "ours" / "our-arm.json"), str(REAL / "ours" / "steps.jsonl")]
+BASE = ["--vs", f"vllm={REAL / 'offline' / 'vllm-arm.json'}"]
+
+_SYNTHETIC = SpeculativeSetting(
+    "m.json", "ngram", 4, "synthetic", rates=(0.5, 0.25, 0.0, 0.0),
+    resolved_rates=(0.5, 0.25, 0.0, 0.0),
+)  # fmt: skip
+
+
+def _arm(name, kind, tok_s, steps, accepted, **changes):
+    arm = arm_from_counts(name, kind, tok_s=tok_s, steps=steps, proposed=4 * steps,
+                          accepted=accepted)  # fmt: skip
+    return dataclasses.replace(arm, **changes) if changes else arm
+
+
+def _matched(name, tok_s, steps, accepted, **changes):
+    return _arm(name, "vllm", tok_s, steps, accepted, speculative=_SYNTHETIC, **changes)
+
+
+def _gaps(ours, *oracles, tolerance=0.02, replicates=None):
+    """The gaps as the comparison makes them: modelled splits, the matched checks, the bases,
+    then each gap once."""
+    replicates = replicates or {}
+    sides = {arm.name: Side(arm, replicates.get(arm.name)) for arm in oracles}
+    mine = Side(ours, replicates.get(ours.name))
+    paired = dict.fromkeys(sides, mine)
+    splits = {name: split_gap(ours, side.row) for name, side in sides.items()}
+    checks = check_matched_arms(mine, list(sides.values()), paired, splits, tolerance)
+    bases = split_bases(checks, sides, paired, splits, tolerance)
+    gaps = {
+        name: attribute_gap(ours, sides[name].row, tolerance, None, bases[name]) for name in sides
+    }
+    return gaps, checks
+
+
+# --- the issue's triple, by hand ----------------------------------------------------------------
+
+T_O, T_M, T_B = 570.5, 536.7, 100.0
+OURS_ARM = _arm("ours", "ours", T_O, 1000, 2395)  # 1 + A/S 3.395
+BASE_ARM = _arm("b", "vllm", T_B, 1000, 4)  # 1.004: an unrelated drafter accepts next to nothing
+MATCHED_ARM = _matched("m", T_M, 1000, 2342)  # 3.342, within 2% of ours
+
+
+def test_the_gap_to_the_ordinary_run_is_split_by_measurement():
+    gaps, checks = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM)
+    gap = gaps["b"]
+    measured = gap.basis.measured
+    r, msf, maf = T_O / T_B, T_O / T_M, T_M / T_B
+    assert gap.basis.split == "measured" and gap.basis.reason == MATCHED_RUN
+    assert measured.ratio == pytest.approx(r) and gap.ratio == pytest.approx(r)
+    assert measured.speed_factor == pytest.approx(1.0630, abs=5e-5)
+    assert measured.speed_factor == pytest.approx(msf)
+    assert measured.acceptance_factor == pytest.approx(maf)
+    assert measured.speed_factor * measured.acceptance_factor == pytest.approx(r, rel=1e-12)
+    share_a = math.log(maf) / math.log(r)
+    assert measured.acceptance_share == pytest.approx(share_a)
+    assert measured.speed_share == pytest.approx(1 - share_a)
+    assert round(share_a * 100) == 96  # the issue: acceptance is about 96% of the gap
+    # the model, beside it: acceptance length 3.395 / 1.004, steps/s ratio (T_o / L_o) / (T_b / L_b)
+    modelled = (T_O / 3.395) / (T_B / 1.004)
+    assert gap.acceptance_factor == pytest.approx(3.395 / 1.004)
+    assert gap.speed_factor == pytest.approx(modelled)
+    assert measured.modelled_speed_factor == pytest.approx(modelled)
+    assert measured.model_error == pytest.approx(msf / modelled)
+    assert measured.model_error == pytest.approx(T_B * 3.395 / (T_M * 1.004))  # its algebra
+    # the verdict is the measured one, and names the model's error
+    assert gap.dominant == ACCEPTANCE
+    assert gap.verdict.startswith("measured with m: ours is 5.71x faster than b, mostly acceptance")
+    assert "m at our acceptance 5.37x faster than b explains 96% of the log-gap" in gap.verdict
+    assert "ours 6.3% faster than m at the same acceptance explains 4%" in gap.verdict
+    assert f"the model's error {msf / modelled:.3f}" in gap.verdict
+    assert "3.38x longer" not in gap.verdict  # the model's words are beside it, not in it
+    # the matched run's own gap: all speed, measured
+    own = gaps["m"]
+    assert own.basis.reason == AT_OUR_ACCEPTANCE and own.dominant == SPEED
+    assert own.basis.measured.speed_factor == pytest.approx(msf)
+    assert own.basis.measured.acceptance_factor == 1.0
+    assert checks["m"].measured_speed_factor == pytest.approx(msf)
+
+
+def test_the_json_says_which_split_each_gap_rests_on():
+    gaps, _ = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM)
+    document = {name: gap.to_json() for name, gap in gaps.items()}
+    assert document["b"]["split"] == "measured" and document["b"]["split_reason"] == MATCHED_RUN
+    assert document["b"]["split_text"].startswith("measured: m is b run at our acceptance")
+    assert document["b"]["measured"]["speed_factor"] == pytest.approx(T_O / T_M)
+    assert document["b"]["measured"]["model_test"] == "model does not hold"
+    # the factors of the document stay the model's: their history keeps one meaning
+    assert document["b"]["speed_factor"] == pytest.approx((T_O / 3.395) / (T_B / 1.004))
+    assert document["m"]["split"] == "measured"
+
+
+def test_a_matched_run_that_did_not_match_leaves_the_model_standing():
+    far = _matched("m", T_M, 1000, 1000)  # 1 + A/S 2.0 against our 3.395
+    gaps, _ = _gaps(OURS_ARM, BASE_ARM, far)
+    plain = attribute_gap(OURS_ARM, BASE_ARM)
+    gap = gaps["b"]
+    assert gap.basis.split == "modelled" and gap.basis.reason == DID_NOT_MATCH
+    assert gap.basis.measured is None
+    assert gap.verdict == plain.verdict and gap.dominant == plain.dominant
+    # by how much it missed: 2.0 - 3.395, its share of ours
+    assert f"{3.395 - 2.0:.3f} ({(3.395 - 2.0) / 3.395:.1%}) below" in gap.basis.text
+    assert gap.basis.text.endswith("the model stands")
+    assert gaps["m"].basis.reason == DID_NOT_MATCH
+
+
+def test_a_matched_run_without_an_ordinary_run_measures_the_speed_factor_only():
+    gaps, checks = _gaps(OURS_ARM, MATCHED_ARM)
+    gap = gaps["m"]
+    assert checks["m"].base is None
+    assert gap.basis.split == "measured" and gap.basis.reason == AT_OUR_ACCEPTANCE
+    assert gap.basis.measured.speed_factor == pytest.approx(T_O / T_M)
+    assert gap.basis.measured.base is None and gap.basis.measured.model_error is None
+    assert "the measured speed factor is all there is" in gap.basis.text
+    assert gap.verdict == (
+        f"measured: m ran at our acceptance, so the gap to it is speed: ours is 6.3% faster "
+        f"(ratio {T_O / T_M:.3f})"
+    )
+
+
+def test_a_run_matched_on_the_command_lines_word_is_measured_with_that_caveat():
+    word = _arm("m", "sglang", T_M, 1000, 2342, matched_as=MatchedAs(None))
+    base = _arm("b", "sglang", T_B, 1000, 4)
+    gaps, checks = _gaps(OURS_ARM, base, word)
+    assert checks["m"].declared == "command line"
+    assert gaps["b"].basis.reason == MATCHED_RUN_WORD and gaps["b"].basis.split == "measured"
+    assert gaps["m"].basis.reason == AT_OUR_ACCEPTANCE_WORD
+    for gap in gaps.values():
+        assert "matched on the command line's word" in gap.basis.text
+        assert "the only evidence it ran at ours" in gap.basis.text
+    assert gaps["b"].basis.measured.speed_factor == pytest.approx(T_O / T_M)
+
+
+def test_a_matched_run_that_cannot_be_checked_measures_nothing():
+    unknown = _matched("m", None, 1000, 2342)
+    gaps, _ = _gaps(OURS_ARM, BASE_ARM, unknown)
+    assert gaps["b"].basis.reason == NOT_CHECKED and gaps["b"].basis.split == "modelled"
+    assert gaps["b"].verdict == attribute_gap(OURS_ARM, BASE_ARM).verdict
+    assert "tok/s not recorded" in gaps["b"].basis.text
+
+
+def test_without_a_matched_run_every_gap_is_modelled():
+    gaps, _ = _gaps(OURS_ARM, BASE_ARM)
+    assert gaps["b"].basis.reason == NO_MATCHED_RUN and gaps["b"].basis.split == "modelled"
+    assert gaps["b"].to_json()["measured"] is None
+
+
+def test_the_measured_factors_intervals_come_from_the_three_arms_resamples():
+    """Each draw i: r = T_o[i] / T_b[i], speed T_o[i] / T_m[i], acceptance T_m[i] / T_b[i];
+    the model's error T_b[i] L_o[i] / (T_m[i] L_b[i]): a second computation from the draws."""
+    rng = np.random.default_rng(3)
+    n = 400
+    draws = {
+        "ours": {"output_throughput_tok_s": rng.normal(T_O, 20, n),
+                 "mean_acceptance_length": rng.normal(3.395, 0.05, n)},
+        "m": {"output_throughput_tok_s": rng.normal(T_M, 30, n)},
+        "b": {"output_throughput_tok_s": rng.normal(T_B, 5, n),
+              "mean_acceptance_length": rng.normal(1.004, 0.001, n)},
+    }  # fmt: skip
+    replicates = {name: Replicates(n, figures) for name, figures in draws.items()}
+    gaps, _ = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=replicates)
+    measured = gaps["b"].basis.measured
+    t_o, t_m, t_b = (draws[k]["output_throughput_tok_s"] for k in ("ours", "m", "b"))
+
+    def q(values):
+        return tuple(np.quantile(values, [0.025, 0.975]))
+
+    assert measured.ratio_ci == pytest.approx(q(t_o / t_b), rel=1e-12)
+    assert measured.speed_factor_ci == pytest.approx(q(t_o / t_m), rel=1e-12)
+    assert measured.acceptance_factor_ci == pytest.approx(q(t_m / t_b), rel=1e-12)
+    l_o, l_b = draws["ours"]["mean_acceptance_length"], draws["b"]["mean_acceptance_length"]
+    assert measured.model_error_ci == pytest.approx(q(t_b * l_o / (t_m * l_b)), rel=1e-9)
+    assert measured.basis == "three arms" and measured.resampled == ("ours", "m", "b")
+    # every arm resampled: the verdict reads from the intervals
+    assert "measured speed factor (ours over m)" in gaps["b"].verdict
+    # the ordinary run by totals: it enters every draw at its value, and the basis says so
+    alone = {k: replicates[k] for k in ("ours", "m")}
+    partly = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].basis.measured
+    assert partly.acceptance_factor_ci == pytest.approx(q(t_m / T_B), rel=1e-12)
+    assert partly.basis == "ours, m resampled; b by totals"
+    assert (
+        "(tolerance 2%)" in _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].verdict
+    )
+
+
+@scaled(0.5)
+@given(
+    st.floats(1.0, 1e4), st.floats(1.0, 1e4), st.floats(1.0, 1e4), st.integers(0, 3),
+    st.integers(0, 3),
+)  # fmt: skip
+def test_speed_times_acceptance_is_the_gap_exactly(t_o, t_m, t_b, per_o, per_b):
+    ours = _arm("ours", "ours", t_o, 100, 50 * per_o)
+    base = _arm("b", "vllm", t_b, 100, 50 * per_b)
+    matched = _matched("m", t_m, 100, 50 * per_o)
+    gap = _gaps(ours, base, matched)[0]["b"]
+    measured = gap.basis.measured
+    assert measured.speed_factor == pytest.approx(t_o / t_m, rel=1e-12)
+    assert measured.acceptance_factor == pytest.approx(t_m / t_b, rel=1e-12)
+    assert measured.speed_factor * measured.acceptance_factor == pytest.approx(t_o / t_b, rel=1e-12)
+    if measured.speed_share is not None:
+        assert measured.speed_share + measured.acceptance_share == pytest.approx(1, abs=1e-9)
+    assert gap.dominant in ("acceptance", "speed", "none")
+
+
+# --- the command, on the recorded real run ------------------------------------------------------
+
+
+def _warm_median(path: Path) -> float:
+    legs = json.loads(path.read_text())["legs"]
+    return statistics.median(leg["tok_s"] for leg in legs if leg["run"] > 1)
+
+
+def _run(capsys, *args: str) -> dict:
+    assert main([*OURS, *args, "--json", "-"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    validate(document)
+    return document
+
+
+def test_the_command_splits_the_gap_to_the_ordinary_run_by_the_matched_run(capsys):
+    document = _run(capsys, *BASE, "--vs", f"m={MATCHED / 'fails.json'}")
+    gap = document["comparison"]["gaps"]["vllm"]
+    rows = {row["name"]: row for row in document["comparison"]["rows"]}
+    t_o = rows["ours (all legs)"]["output_throughput_tok_s"]
+    t_b = _warm_median(REAL / "offline" / "vllm-arm.json")
+    t_m = _warm_median(MATCHED / "fails.json")
+    measured = gap["measured"]
+    assert gap["split"] == "measured" and gap["split_reason"] == MATCHED_RUN
+    assert measured["speed_factor"] == pytest.approx(t_o / t_m)
+    assert measured["acceptance_factor"] == pytest.approx(t_m / t_b)
+    assert measured["population"] == "all legs" and measured["basis"] == "three arms"
+    assert measured["model_error"] == pytest.approx((t_o / t_m) / gap["speed_factor"])
+    assert measured["model_test"] == "model does not hold"
+    assert gap["verdict"].startswith("measured with m:")
+    # one draw of ours for both: the measured speed factor's interval is the check's
+    check = document["comparison"]["matched"]["m"]
+    assert measured["speed_factor_ci"] == check["measured_speed_factor_ci"]
+    assert measured["ratio_ci"] == gap["ratio_ci"]
+
+
+def test_the_verdict_is_shown_everywhere_and_kept_in_the_ledger(capsys, tmp_path):
+    args = [*OURS, *BASE, "--vs", f"m={MATCHED / 'fails.json'}"]
+    document = _run(capsys, *args[2:])
+    gap = document["comparison"]["gaps"]["vllm"]
+    msf, maf = gap["measured"]["speed_factor"], gap["measured"]["acceptance_factor"]
+    factors = f"= speed {msf:.3f} x acceptance {maf:.3f} (measured with m)"
+    assert main(args) == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    assert factors in screen
+    assert " ".join(gap["verdict"].split()) in screen
+    assert "modelled: acceptance" in screen and "the model does not hold for this pair" in screen
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    assert main([*args, "--markdown", str(md), "--html", str(page)]) == 0
+    text = md.read_text()
+    assert f"- **vs vllm**: {gap['verdict']}" in text and factors in text
+    answer = page.read_text().split('<section id="answer">')[1].split("</section>")[0]
+    assert factors in answer and "measured with m:" in answer
+    rows = [row for row in figure_rows(document) if row.figure == "measured_speed_factor"]
+    assert {row.versus: row.value for row in rows} == {
+        "vllm": pytest.approx(msf),
+        "m": pytest.approx(document["comparison"]["gaps"]["m"]["ratio"]),
+    }
+    assert (rows[0].ci_low, rows[0].ci_high) == tuple(gap["measured"]["speed_factor_ci"])
+
+
+def test_a_run_that_did_not_match_says_so_under_the_gap_it_leaves_modelled(capsys):
+    args = [*OURS, *BASE, "--vs", f"m={MATCHED / 'not-matched.json'}"]
+    assert main(args) == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "split: modelled: the matched run m did not match" in screen
+    assert "the model stands" in screen
+
+
+# --- a recorded llama-server triple -------------------------------------------------------------
+
+TRIPLE = ROOT / "fixtures" / "oracles" / "llamacpp-triple"
+
+
+def test_a_recorded_llama_server_triple_is_split_by_measurement(capsys):
+    """fixtures/oracles/llamacpp-triple (its README): ours with the noisy-copy drafter, the
+    ordinary server with the unrelated drafter, and that server at the rates --matched llamacpp
+    printed for ours. The factors are held to the runs' own tok/s, read from their records."""
+    from triple_figures import measured_factors
+
+    ours = TRIPLE / "ours" / "our-arm.json"
+    args = [str(ours), str(TRIPLE / "ours" / "steps.jsonl"),
+            "--vs", f"base={TRIPLE / 'base' / 'llamacpp-arm.json'}",
+            "--vs", f"m:matched@base={TRIPLE / 'matched' / 'llamacpp-arm.json'}"]  # fmt: skip
+    assert main([*args, "--json", "-"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    validate(document)
+    assert document["comparison"]["matched"]["m"]["acceptance"]["matched"] is True
+    gap = document["comparison"]["gaps"]["base"]
+    measured = gap["measured"]
+    expected = measured_factors(ours, TRIPLE / "base", TRIPLE / "matched")
+    assert gap["split"] == "measured"
+    assert gap["split_reason"] == "matched run on the command line's word"
+    assert gap["ratio"] == pytest.approx(expected["ratio"], rel=1e-12)
+    assert measured["speed_factor"] == pytest.approx(expected["speed"], rel=1e-12)
+    assert measured["acceptance_factor"] == pytest.approx(expected["acceptance"], rel=1e-12)
+    assert measured["population"] == "warm legs"
+    assert measured["model_error"] == pytest.approx(expected["speed"] / gap["speed_factor"])
+    share = math.log(expected["acceptance"]) / math.log(expected["ratio"])
+    assert measured["acceptance_share"] == pytest.approx(share)
+    assert gap["verdict"].startswith("measured with m:")
+    assert f"the model's error {measured['model_error']:.3f}" in gap["verdict"]
+    assert main(args) == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "(measured with m)" in screen and "command line's word" in screen
