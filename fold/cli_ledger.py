@@ -313,11 +313,12 @@ def kept_at() -> datetime | None:
 
 
 def unfinished_message(path: str, unfinished: list[str]) -> str:
-    """The files of a ledger folder that were not read, named."""
+    """The files of a ledger folder that were not read, named with what each is (an
+    unfinished write is a writer still at work or one that stopped before its run was
+    whole)."""
     count = len(unfinished)
     return (
-        f"fold-acceptance: {path}: {count} unfinished write{'s' if count != 1 else ''} not read "
-        "(a writer still at work, or one that stopped before its run was whole): "
+        f"fold-acceptance: {path}: {count} file{'s' if count != 1 else ''} not read: "
         + "; ".join(unfinished)
     )
 
