@@ -103,3 +103,14 @@ def test_a_damaged_or_foreign_run_file_costs_its_run_only(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "figures/" in err and "run-2.parquet (run 2 not read" in err
     assert "this is a bug" not in err and "Traceback" not in err
+
+
+def test_a_run_kept_again_whose_labels_file_is_damaged_is_refused_by_name(tmp_path, capsys):
+    """Found by the ledger fuzz target (fuzz/regressions/ledger/damaged-labels-kept-again)."""
+    folder = tmp_path / "gates"
+    keep_run(f"{folder}/", document(0.4, (0.3, 0.5)), {"n": "1"}, [])
+    (labels,) = (folder / "labels").glob("ledger_id=*/run-1.parquet")
+    labels.write_bytes(b"\xff" * 70)
+    with pytest.raises(InputError, match="labels file is damaged") as refused:
+        keep_run(folder, document(0.4, (0.3, 0.5)), {"n": "1"}, [])
+    assert str(labels) in str(refused.value)

@@ -356,6 +356,12 @@ def _labels_of(target: Path, partition: str, run_id: int) -> dict[str, str]:
                 f"SELECT key, value FROM read_parquet('{_quoted(path)}') ORDER BY key"
             ).fetchall()
         )
+    except duckdb_module().Error:
+        raise InputError(
+            f"{path}: the ledger keeps this run as run {run_id}, but that run's labels file is "
+            "damaged (not a ledger's Parquet file): nothing was kept; restore or remove the "
+            "run's files"
+        ) from None
     finally:
         connection.close()
 
