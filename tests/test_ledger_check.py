@@ -8,6 +8,7 @@ import statistics
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given
@@ -147,18 +148,28 @@ def test_every_figure_names_the_direction_that_regresses():
     assert set(REGRESSES.values()) <= {"lower", "upper"}
 
 
-# The statistic by a second, plain implementation: standard errors from 95% intervals, the
-# difference to the baseline mean over the root-sum of the run's error, the mean's error and
-# the baseline's sample spread.
-def reference_z(value, interval, baseline):
+# The statistic by a second, plain implementation: standard errors from 95% intervals; tau^2
+# the baseline's sample variance less its mean own variance (0 when negative); the
+# difference's variance the run's own + tau^2 + (tau^2 + mean own variance) / n; the 97.5%
+# quantile of Student's t from a printed table (n - 1 degrees of freedom) when tau^2 > 0,
+# else 1.96.
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}
+
+
+def reference_t(value, interval, baseline):
     def error(low, high):
         return (high - low) / (2 * Z)
 
     values = [v for v, _ in baseline]
+    n = len(values)
     mean = statistics.fmean(values)
-    mean_error = math.sqrt(sum(error(*i) ** 2 for _, i in baseline)) / len(baseline)
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return (value - mean) / math.sqrt(error(*interval) ** 2 + mean_error**2 + spread**2)
+    own = statistics.fmean(error(*i) ** 2 for _, i in baseline)
+    excess = statistics.variance(values) - own if n > 1 else -1.0
+    tau2 = max(0.0, excess)
+    t = (value - mean) / math.sqrt(error(*interval) ** 2 + tau2 + (tau2 + own) / n)
+    # None where the rounding of 1.96 could put tau^2 on the other side of 0
+    close = abs(excess) <= 1e-4 * own
+    return t, None if close else (T_975[n - 1] if tau2 > 0 else 1.96)
 
 
 def kept(run_id: int, value: float, interval: tuple[float, float] | None) -> KeptRun:
@@ -168,17 +179,32 @@ def kept(run_id: int, value: float, interval: tuple[float, float] | None) -> Kep
 
 
 def test_the_statistic_by_hand():
-    # Baseline 0.46 ± 0.02, 0.47 ± 0.02, 0.45 ± 0.04: mean 0.46, spread 0.01; the mean's error
-    # sqrt(2 x (0.02/1.96)^2 + (0.04/1.96)^2) / 3; the run 0.40 ± 0.03.
+    # Baseline 0.46 ± 0.02, 0.47 ± 0.02, 0.45 ± 0.04 (own errors 0.0102, 0.0102, 0.0204):
+    # mean 0.46, sample variance 0.0001, mean own variance (2 x 0.0102^2 + 0.0204^2) / 3 =
+    # 0.000208 > 0.0001, so tau^2 = 0; the run 0.40 ± 0.03 (0.0153): the difference's
+    # variance 0.0153^2 + 0.000208 / 3, error 0.01743; t = -0.06 / 0.01743 = -3.44. No spread
+    # beyond the runs' own noise was estimated, so the normal 1.96 holds it: an alert.
     runs = [kept(1, 0.46, (0.44, 0.48)), kept(2, 0.47, (0.45, 0.49)),
             kept(3, 0.45, (0.41, 0.49)), kept(4, 0.40, (0.37, 0.43))]  # fmt: skip
-    error = math.sqrt((0.03 / 1.96) ** 2 + (math.sqrt(2 * 0.02**2 + 0.04**2) / 1.96 / 3) ** 2
-                      + 0.01**2)  # fmt: skip
+    own = (2 * (0.02 / 1.96) ** 2 + (0.04 / 1.96) ** 2) / 3
+    error = math.sqrt((0.03 / 1.96) ** 2 + own / 3)
     check = check_run(runs, parse_figure("A/P"))
-    assert check["z"] == pytest.approx(-0.06 / error, rel=1e-3)
-    assert check["z"] == pytest.approx(reference_z(0.40, (0.37, 0.43), [
-        (0.46, (0.44, 0.48)), (0.47, (0.45, 0.49)), (0.45, (0.41, 0.49))]), rel=1e-3)  # fmt: skip
+    assert check["t"] == pytest.approx(-0.06 / error, rel=1e-3)
+    assert check["t"] == pytest.approx(-3.44, abs=0.01)
+    assert check["threshold"] == pytest.approx(1.96, abs=1e-3)
     assert check["outcome"] == "alert" and check["baseline"]["mean"] == pytest.approx(0.46)
+    assert check["baseline"]["spread"] == 0.0
+    # Run-to-run spread past the runs' own: 0.50, 0.40, 0.45 ± 0.02 each: sample variance
+    # 0.0025, own 0.0102^2 = 0.000104, tau^2 = 0.002396; a run at 0.20 ± 0.02: error
+    # sqrt(0.000104 + 0.002396 + 0.0025 / 3) = 0.05774, t = -0.25 / 0.05774 = -4.33, past
+    # Student's 4.303 on 2 degrees of freedom (a spread was estimated from 3 runs): an alert,
+    # just.
+    wander = [kept(1, 0.50, (0.48, 0.52)), kept(2, 0.40, (0.38, 0.42)),
+              kept(3, 0.45, (0.43, 0.47)), kept(4, 0.20, (0.18, 0.22))]  # fmt: skip
+    check = check_run(wander, parse_figure("A/P"))
+    assert check["t"] == pytest.approx(-4.33, abs=0.01) and check["outcome"] == "alert"
+    assert check["threshold"] == pytest.approx(4.303, abs=1e-3)
+    assert check["baseline"]["spread"] == pytest.approx(math.sqrt(0.0025 - (0.02 / 1.96) ** 2))
     # A baseline run without an interval is left out and named; the window takes the last N.
     runs.insert(0, kept(0, 0.10, None))
     check = check_run(runs, parse_figure("A/P"), window=2)
@@ -198,9 +224,12 @@ def test_an_alert_is_a_difference_interval_wholly_on_the_regressing_side(baselin
     low, high = check["difference_ci"]
     below, above = high < 0, low > 0
     expected = {"lower": below, "upper": above, "both": below or above}[boundary]
-    if check["z"] is not None and abs(abs(check["z"]) - 1.959964) > 1e-9:
+    if check["t"] is not None and abs(abs(check["t"]) - check["threshold"]) > 1e-9:
         assert (check["outcome"] == "alert") == expected
-        assert check["z"] == pytest.approx(reference_z(run[0], run[1], baseline), rel=1e-2)
+        t, quantile = reference_t(run[0], run[1], baseline)
+        assert check["t"] == pytest.approx(t, rel=1e-2)
+        if quantile is not None:
+            assert check["threshold"] == pytest.approx(quantile, abs=1e-3)
 
 
 def test_the_kept_time_from_the_environment(tmp_path, monkeypatch, capsys):
@@ -228,3 +257,51 @@ def test_per_position_rates_are_checked_with_their_intervals(gates, capsys):
     assert proposed["outcome"] == "no interval"
     assert main(["ledger", str(gates), "--check", "per_position_of_proposed:1"]) == 3
     assert "has no 95% interval in the ledger" in capsys.readouterr().out
+
+
+def false_alarms(n: int, between: float, within: float, trials: int, seed: int) -> float:
+    """How often an unchanged run alerts against ``n`` baseline runs, each figure 0.5 plus a
+    run-to-run part (sd ``between``) and its own noise (sd ``within``, which its interval
+    says). Drawn by numpy, judged by check_run."""
+    generator = np.random.default_rng(seed)
+    key, alerts = parse_figure("A/P"), 0
+    for _ in range(trials):
+        values = 0.5 + generator.normal(0, between, n + 1) + generator.normal(0, within, n + 1)
+        half = 1.959964 * within
+        runs = [kept(i, float(v), (float(v) - half, float(v) + half))
+                for i, v in enumerate(values, start=1)]  # fmt: skip
+        alerts += check_run(runs, key, min_baseline=1)["outcome"] == "alert"
+    return alerts / trials
+
+
+@pytest.mark.parametrize(
+    ("n", "between", "within", "low", "high"),
+    [
+        (2, 0.02, 1e-6, 0.015, 0.036),  # run-to-run noise only: nominal 2.5%
+        (10, 0.02, 1e-6, 0.015, 0.036),
+        (3, 1e-6, 0.02, 0.005, 0.030),  # own noise only: at most nominal
+        (10, 0.02, 0.02, 0.015, 0.040),  # both, equal
+    ],
+)
+def test_the_false_alarm_rate_of_an_unchanged_run_is_near_its_nominal(
+    n, between, within, low, high
+):
+    """One-sided nominal 2.5%; 2000 seeded trials (the rate's sd about 0.35 points). The
+    old test counted each run's noise twice and held a spread from two runs to 1.96: 17% of
+    unchanged runs alerted over two baseline runs of run-to-run noise."""
+    assert low <= false_alarms(n, between, within, 2000, seed=34) <= high
+
+
+def test_a_drop_of_four_standard_errors_is_caught_most_of_the_time():
+    """Power beside the false-alarm rate: own noise only, 5 baseline runs, the run 4 of its
+    standard errors lower; simulated 78% (2000 trials), held above 70%."""
+    generator = np.random.default_rng(7)
+    key, caught = parse_figure("A/P"), 0
+    for _ in range(2000):
+        values = 0.5 + generator.normal(0, 0.02, 6)
+        values[-1] -= 4 * 0.02
+        half = 1.959964 * 0.02
+        runs = [kept(i, float(v), (float(v) - half, float(v) + half))
+                for i, v in enumerate(values, start=1)]  # fmt: skip
+        caught += check_run(runs, key)["outcome"] == "alert"
+    assert caught / 2000 > 0.70

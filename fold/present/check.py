@@ -71,9 +71,9 @@ def check_sentence(check: dict[str, Any]) -> str:
     relative = "" if check["relative"] is None else f", {100 * check['relative']:+.1f}%"
     relative = relative.replace("-", "−")
     z = (
-        "z undefined: no spread"
-        if check["z"] is None
-        else f"z = {check['z']:.2f}".replace("-", "−")
+        "t undefined: no spread"
+        if check["t"] is None
+        else f"t = {check['t']:.2f} (alert past {check['threshold']:.2f})".replace("-", "−")
     )
     low, high = check["difference_ci"]
     unit = " points" if figure.partition(":")[0] in RATES else ""
