@@ -13,13 +13,13 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from ledger_runs import ARM, STEPS
+from ledger_runs import ARM, STEPS, document
 
 from fold.cli import main
 from fold.ledger.check import check_run
 from fold.ledger.figures import FOLD_FIGURES, GAP_FIGURES, POSITION_FIGURES, REGRESSES, FigureRow
 from fold.ledger.history import parse_figure
-from fold.ledger.store import KeptRun
+from fold.ledger.store import KeptRun, keep_run
 
 Z = 1.96  # the test's own rounding of the 95% quantile; the check uses 1.959964
 
@@ -60,15 +60,21 @@ def test_the_planted_regression_fails_and_says_by_how_much(gates, capsys):
     (check,) = orjson.loads(capsys.readouterr().out)["checks"]
     assert check["outcome"] == "alert" and check["baseline"]["runs"] == [1, 2, 3]
     assert check["changed"] == [{"key": "branch", "from": "main", "to": "slower"}]
-    assert check["value"] < check["baseline"]["mean"]
+    # By hand from the fixtures: the toy gate's warm A/P is 47.2% for every seed (the seed
+    # moves only the bootstrap), the one-less log's 28.3% (docs/ledger.md's example).
+    assert round(check["value"], 3) == 0.283 and round(check["baseline"]["mean"], 3) == 0.472
+    assert check["baseline"]["spread"] == 0.0  # three runs of one figure: no spread
     assert check["difference_ci"][1] < 0
 
     assert main(["ledger", str(gates), "--check", "A/P", "--run", "4",
                  "--baseline-where", "branch=main"]) == 1  # fmt: skip
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("ALERT  A/P (warm legs) of run 4: ")
-    points = 100 * (check["baseline"]["mean"] - check["value"])
-    assert f"(mean of runs 1–3 labelled branch=main): {points:.1f} points below" in out[0]
+    assert out[0].startswith("ALERT  A/P (warm legs) of run 4: 28.3% (")
+    assert (
+        "against the baseline's 47.2% (mean of runs 1–3 labelled branch=main): 18.9 points "
+        "below, −40.1% (" in out[0]
+    )
     assert out[0].endswith("; a fall regresses")
     assert out[1] == "  labels changed since run 3: branch: main → slower"
     assert out[-1] == "1 check of gates.duckdb: 1 alert, 0 holding"
@@ -80,6 +86,33 @@ def test_the_unchanged_run_holds(gates, capsys):
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[:3]] == ["HOLDS"] * 3
     assert all("of run 5:" in line for line in out[:3])
+
+
+def test_an_unchanged_run_over_a_wandering_baseline_holds(tmp_path, capsys):
+    """Runs of one row that wander from day to day (0.40, 0.50, 0.45, each ± 0.01) and an
+    unchanged run at 0.38 ± 0.01. By hand: own standard error 0.01 / 1.96 = 0.0051; sample
+    variance 0.0025; tau^2 = 0.0025 - 0.0051^2 = 0.002474; error sqrt(0.0051^2 + 0.002474 +
+    0.0025 / 3) = 0.0577; t = -0.07 / 0.0577 = -1.21, inside Student's 4.30 (2 degrees of
+    freedom): it holds. A test of the runs' own noise alone gives t = -11.9 and alerts."""
+    ledger = f"{tmp_path}/gates/"
+    for n, rate in enumerate((0.40, 0.50, 0.45, 0.38), start=1):
+        keep_run(ledger, document(rate, (rate - 0.01, rate + 0.01)), {"n": str(n)}, [])
+    assert main(["ledger", ledger, "--check", "A/P", "--json", "-"]) == 0
+    (check,) = orjson.loads(capsys.readouterr().out)["checks"]
+    assert check["outcome"] == "holds" and check["baseline"]["runs"] == [1, 2, 3]
+    assert check["t"] == pytest.approx(-1.21, abs=0.01)
+    assert check["threshold"] == pytest.approx(4.303, abs=1e-3)
+    # the same wander, a run 0.25 lower than the mean: t = -0.2125 / 0.0577 = -3.68, still
+    # inside 4.30 over three runs; over five (0.40, 0.50, 0.45, 0.41, 0.49: mean 0.45, sample
+    # variance 0.00205, tau^2 = 0.002024, error sqrt(0.0051^2 + 0.002024 + 0.00205 / 5) =
+    # 0.0496) the threshold is 2.78 and 0.20 alerts (t = -0.25 / 0.0496 = -5.04)
+    ledger = f"{tmp_path}/five/"
+    for n, rate in enumerate((0.40, 0.50, 0.45, 0.41, 0.49, 0.20), start=1):
+        keep_run(ledger, document(rate, (rate - 0.01, rate + 0.01)), {"n": str(n)}, [])
+    assert main(["ledger", ledger, "--check", "A/P", "--json", "-"]) == 1
+    (check,) = orjson.loads(capsys.readouterr().out)["checks"]
+    assert check["t"] == pytest.approx(-5.04, abs=0.01)
+    assert check["threshold"] == pytest.approx(2.776, abs=1e-3)
 
 
 def test_the_newest_run_against_every_earlier_run_in_the_window(gates, capsys):
