@@ -338,3 +338,15 @@ def test_a_drop_of_four_standard_errors_is_caught_most_of_the_time():
                 for i, v in enumerate(values, start=1)]  # fmt: skip
         caught += check_run(runs, key)["outcome"] == "alert"
     assert caught / 2000 > 0.70
+
+
+def test_the_documented_ci_job_checks_its_own_run_and_pastes_nothing_into_the_script():
+    """docs/ledger.md's GitHub Actions job: the check selects the run by the label only this
+    job's keep set, and no ``${{ }}`` expression reaches a ``run:`` script."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "ledger.md").read_text()
+    (job,) = [block.split("```")[0] for block in page.split("```yaml\n")[1:]]
+    assert "${{" not in job
+    keep, check = job.split("- name: ")[1:]
+    unique = '"ci_run=$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'
+    assert f"--label {unique}" in keep and f"--where {unique}" in check
+    assert "--where branch" not in check
