@@ -4,6 +4,7 @@ many exports."""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -292,3 +293,32 @@ while not os.path.exists(stop):
         continue  # an export two swaps old, removed while this read was in it
     print("read", said, rows + strays, flush=True)
 """
+
+
+def test_exports_in_one_second_keep_the_one_just_replaced(tmp_path, monkeypatch):
+    """Four exports within one second, the random part of their names falling: the folder
+    DIR named before each export (a reader may be in it) is still there after it."""
+    import uuid
+
+    import fold.ledger.export as export_module
+
+    ledger = tmp_path / "gates.duckdb"
+    out = tmp_path / "out"
+    keep_run(ledger, document(0.4, (0.3, 0.5)), {}, [])
+    falling = iter(uuid.UUID(int=(9 - n) << 124) for n in range(9))
+    monkeypatch.setattr(export_module.uuid, "uuid4", lambda: next(falling))
+    frozen = datetime(2026, 12, 3, 12, 0, 0)
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return frozen.replace(tzinfo=tz)
+
+    monkeypatch.setattr(export_module, "datetime", Clock)
+    before = None
+    for _ in range(4):
+        assert main(["ledger", str(ledger), "--export", str(out)]) == 0
+        if before is not None:
+            assert before.is_dir()  # the export just replaced stays for its readers
+        before = out.resolve()
+    assert len(list((tmp_path / ".out.exports").iterdir())) == 2
