@@ -350,3 +350,41 @@ def test_the_documented_ci_job_checks_its_own_run_and_pastes_nothing_into_the_sc
     unique = '"ci_run=$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'
     assert f"--label {unique}" in keep and f"--where {unique}" in check
     assert "--where branch" not in check
+
+
+def test_min_baseline_past_the_window_is_refused(gates, capsys):
+    assert main(["ledger", str(gates), "--check", "A/P", "--window", "3",
+                 "--min-baseline", "5"]) == 2  # fmt: skip
+    assert "--min-baseline 5 is more than --window 3" in capsys.readouterr().err
+    assert main(["ledger", str(gates), "--check", "A/P", "--min-baseline", "11"]) == 2
+    assert "more than --window 10" in capsys.readouterr().err
+
+
+def test_a_direction_for_one_figure_only(gates, capsys):
+    """Run 5 (unchanged, seed 5) against the planted run 4 alone: A/P and per_position:1 rose.
+    --upper-boundary=A/P alerts on A/P's rise; per_position:1 keeps its own direction (a
+    fall) and holds."""
+    args = ["ledger", str(gates), "--check", "A/P", "--check", "per_position:1", "--window",
+            "1", "--min-baseline", "1", "--json", "-"]  # fmt: skip
+    assert main([*args, "--upper-boundary=A/P"]) == 1
+    first, second = orjson.loads(capsys.readouterr().out)["checks"]
+    assert (first["boundary"], first["outcome"]) == ("upper", "alert")
+    assert (second["boundary"], second["outcome"]) == ("lower", "holds")
+    assert main([*args, "--upper-boundary"]) == 1  # bare: every figure
+    assert [c["boundary"] for c in orjson.loads(capsys.readouterr().out)["checks"]] == [
+        "upper", "upper"]  # fmt: skip
+    assert main([*args, "--upper-boundary=tok/s"]) == 2
+    assert "--upper-boundary=tok/s: not a --check figure" in capsys.readouterr().err
+
+
+def test_the_markdown_shows_labels_as_text_and_a_folder_is_refused(tmp_path, capsys):
+    ledger = f"{tmp_path}/gates/"
+    for rate, label in ((0.45, "main"), (0.46, "main"), (0.30, "<b>*hi*</b>|x")):
+        keep_run(ledger, document(rate, (rate - 0.01, rate + 0.01)), {"branch": label}, [])
+    assert main(["ledger", ledger, "--check", "A/P", "--markdown", "-"]) == 1
+    out = capsys.readouterr().out
+    assert "branch: main → \\<b\\>\\*hi\\*\\</b\\>\\|x |" in out
+    assert "<b>" not in out
+    assert main(["ledger", ledger, "--check", "A/P", "--markdown", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: a folder, not a file" in err and "busy" not in err

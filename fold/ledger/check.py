@@ -123,6 +123,8 @@ def check_run(
         raise InputError(f"boundary {boundary!r}: expected lower, upper or both")
     if window < 1 or min_baseline < 1:
         raise InputError("--window and --min-baseline are counts of runs: 1 or more")
+    if min_baseline > window:
+        raise InputError(f"--min-baseline {min_baseline} is more than --window {window}")
     run = _the_run(runs, run_id, where)
     earlier = [found for found in select(runs, baseline_where) if found.run_id < run.run_id]
     with_figure = [(found, row) for found in earlier if (row := _row_of(found, key)) is not None]
@@ -181,10 +183,20 @@ def check_run(
 
 
 def check_runs(
-    runs: Sequence[KeptRun], keys: Sequence[FigureKey], *, ledger: str = "", **options: Any
+    runs: Sequence[KeptRun],
+    keys: Sequence[FigureKey],
+    *,
+    ledger: str = "",
+    boundaries: Sequence[str | None] | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Every ``keys`` figure checked as ``check_run`` does, with the counts of each outcome."""
-    checks = [check_run(runs, key, **options) for key in keys]
+    """Every ``keys`` figure checked as ``check_run`` does (``boundaries``: each one's
+    ``boundary``), with the counts of each outcome."""
+    sides = list(boundaries) if boundaries is not None else [None] * len(keys)
+    checks = [
+        check_run(runs, key, boundary=side, **options)
+        for key, side in zip(keys, sides, strict=True)
+    ]
     return {
         "ledger": ledger,
         "checks": checks,
