@@ -114,3 +114,18 @@ def test_a_run_kept_again_whose_labels_file_is_damaged_is_refused_by_name(tmp_pa
     with pytest.raises(InputError, match="labels file is damaged") as refused:
         keep_run(folder, document(0.4, (0.3, 0.5)), {"n": "1"}, [])
     assert str(labels) in str(refused.value)
+
+
+def test_a_folder_whose_ledger_file_was_replaced_says_so(tmp_path, capsys):
+    """Runs kept under one id, then a LEDGER of another id (removed and made again by a new
+    writer): not 'no run kept yet', but what happened and what to do."""
+    folder = tmp_path / "gates"
+    for n in (1, 2):
+        keep_run(f"{folder}/", document(0.4 + n / 100, (0.3, 0.6)), {"n": str(n)}, [])
+    identity = orjson.loads((folder / "LEDGER").read_bytes())
+    replaced = identity | {"id": "00000000-0000-4000-8000-000000000000"}
+    (folder / "LEDGER").write_bytes(orjson.dumps(replaced))
+    assert main(["ledger", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"holds runs of another ledger (2 in runs/ledger_id={identity['id']})" in err
+    assert "LEDGER file was replaced or removed" in err and "no run kept yet" not in err

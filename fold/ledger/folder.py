@@ -192,11 +192,23 @@ def load(target: Path, connection) -> tuple[bool, list[str]]:
             table, why = problem
             not_read.append(f"{table}/{partition}/run-{run_id}.parquet (run {run_id} not read: "
                             f"{why})")  # fmt: skip
+    orphans = {
+        folder.name: len(_run_files(folder))
+        for folder in sorted(target.glob("runs/ledger_id=*"))
+        if folder.name != partition and _run_files(folder)
+    }
+    if orphans and not kept:
+        counted = ", ".join(f"{runs} in runs/{name}" for name, runs in orphans.items())
+        raise InputError(
+            f"{target / LEDGER_FILE}: names ledger {identity['id']}, which keeps no run, but the "
+            f"folder holds runs of another ledger ({counted}): its {LEDGER_FILE} file was "
+            f"replaced or removed; put the {LEDGER_FILE} file of that id back"
+        )
     for folder in sorted(target.glob("*/ledger_id=*")):
         if folder.name != partition and folder.parent.name in FOLDERS:
             not_read.append(
-                f"{folder.parent.name}/{folder.name} (a folder of another ledger, whose "
-                f"LEDGER file is no longer there; not read)"
+                f"{folder.parent.name}/{folder.name} (a folder of another ledger, not the one "
+                f"{LEDGER_FILE} names; not read)"
             )
     return True, not_read
 
