@@ -179,6 +179,10 @@ def ledger_seeds() -> None:
         data = path.read_bytes() if path.exists() else b"PAR1"  # the temporary: a torn start
         name = ("LEDGER", "digest", "runs", "labels", "inputs", "figures", "temporary")[slot_number]
         data = data.replace(ledger_id.encode(), b"@ID@")
+        if slot == "LEDGER":  # the time it was made, fixed so the seed is the same each time
+            made = json.loads(data)
+            made["created_at"] = "2026-12-01T09:00:00+00:00"
+            data = json.dumps(made, indent=2).encode()
         write(CORPUS / "ledger" / f"{slot_number}-{name}", bytes([slot_number]) + data)
 
 
