@@ -29,9 +29,10 @@ lies outside the previous run's 95% interval; the labels that changed since are 
 
 --check FIGURE (repeatable) holds the newest run (or --run N) against a baseline: the last
 --window N earlier runs with the figure and its interval (--baseline-where KEY=VALUE chooses
-them; --where by default). An alert is a difference whose 95% interval lies wholly on the side
-that regresses: below 0 (--lower-boundary, the default for every figure) or above it
-(--upper-boundary; both: either way).
+them; --where by default). An alert is a difference past its threshold (docs/ledger.md) on
+the side that regresses: a fall (--lower-boundary, the default for every figure) or a rise
+(--upper-boundary; both: either way). Either flag alone applies to every --check;
+--upper-boundary=FIGURE (repeatable) to that figure only.
 
 exit status:
   0  the runs, the history or the export was written; with --check, every check holds
@@ -112,13 +113,21 @@ def build_ledger_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--lower-boundary",
-        action="store_true",
-        help="with --check: a fall is a regression (the default for every figure)",
+        action="append",
+        nargs="?",
+        const=EVERY_FIGURE,
+        metavar="FIGURE",
+        help="with --check: a fall is a regression (the default for every figure); "
+        "=FIGURE: for that --check figure only (repeatable)",
     )
     parser.add_argument(
         "--upper-boundary",
-        action="store_true",
-        help="with --check: a rise is a regression (with --lower-boundary: either way)",
+        action="append",
+        nargs="?",
+        const=EVERY_FIGURE,
+        metavar="FIGURE",
+        help="with --check: a rise is a regression (with --lower-boundary: either way); "
+        "=FIGURE: for that --check figure only (repeatable)",
     )
     parser.add_argument(
         "--json", metavar="PATH", help="also write the runs or the history as JSON ('-': stdout)"
@@ -248,17 +257,50 @@ def _refuse_check_options(arguments: argparse.Namespace) -> None:
                         ("--min-baseline", arguments.min_baseline)):  # fmt: skip
         if value is not None and value < 1:
             raise InputError(f"{flag} {value}: a count of runs, 1 or more")
+    window = arguments.window or DEFAULT_WINDOW
+    min_baseline = arguments.min_baseline or DEFAULT_MIN_BASELINE
+    if min_baseline > window:
+        raise InputError(
+            f"--min-baseline {min_baseline} is more than --window {window}: the baseline never "
+            "holds that many runs, so the check could never decide; lower it or widen the window"
+        )
+
+
+EVERY_FIGURE = "*"
+"""What a bare --lower-boundary or --upper-boundary stands for: every --check figure."""
+
+
+def _boundaries(arguments: argparse.Namespace, keys) -> list[str | None]:
+    """Each --check figure's side that regresses (None: the figure's own)."""
+    from fold.ledger.history import parse_figure
+
+    named = {}
+    for flag, given in (("--lower-boundary", arguments.lower_boundary),
+                        ("--upper-boundary", arguments.upper_boundary)):  # fmt: skip
+        figures = set()
+        for text in given or []:
+            if text == EVERY_FIGURE:
+                figures |= set(range(len(keys)))
+                continue
+            key = parse_figure(text, arguments.fold, flag)
+            matching = {i for i, checked in enumerate(keys) if checked == key}
+            if not matching:
+                raise InputError(f"{flag}={text}: not a --check figure of this command")
+            figures |= matching
+        named[flag] = figures
+    sides = []
+    for i in range(len(keys)):
+        lower, upper = i in named["--lower-boundary"], i in named["--upper-boundary"]
+        sides.append("both" if lower and upper else "lower" if lower else "upper" if upper
+                     else None)  # fmt: skip
+    return sides
 
 
 def _check(arguments, runs, keys, name: str, where: dict[str, str]) -> int:
     from fold.ledger.check import check_runs
     from fold.present.check import check_markdown, check_table
 
-    boundary = None
-    if arguments.lower_boundary and arguments.upper_boundary:
-        boundary = "both"
-    elif arguments.lower_boundary or arguments.upper_boundary:
-        boundary = "lower" if arguments.lower_boundary else "upper"
+    boundaries = _boundaries(arguments, keys)
     baseline_where = (
         None
         if arguments.baseline_where is None
@@ -273,7 +315,7 @@ def _check(arguments, runs, keys, name: str, where: dict[str, str]) -> int:
         baseline_where=baseline_where,
         window=arguments.window or DEFAULT_WINDOW,
         min_baseline=arguments.min_baseline or DEFAULT_MIN_BASELINE,
-        boundary=boundary,
+        boundaries=boundaries,
     )
     markdown = check_markdown(data).encode() if arguments.markdown else None
     if arguments.markdown and arguments.markdown != "-":
@@ -313,11 +355,12 @@ def kept_at() -> datetime | None:
 
 
 def unfinished_message(path: str, unfinished: list[str]) -> str:
-    """The files of a ledger folder that were not read, named."""
+    """The files of a ledger folder that were not read, named with what each is (an
+    unfinished write is a writer still at work or one that stopped before its run was
+    whole)."""
     count = len(unfinished)
     return (
-        f"fold-acceptance: {path}: {count} unfinished write{'s' if count != 1 else ''} not read "
-        "(a writer still at work, or one that stopped before its run was whole): "
+        f"fold-acceptance: {path}: {count} file{'s' if count != 1 else ''} not read: "
         + "; ".join(unfinished)
     )
 

@@ -164,6 +164,27 @@ def main() -> None:
     for path in sorted((CORPUS / "steplog").iterdir()):
         copy(path, CORPUS / "vs-log" / path.name)
 
+    # -- a ledger folder's files: LEDGER (its id as @ID@), run 2's digest and files ------------
+    ledger_seeds()
+
+
+def ledger_seeds() -> None:
+    """Each slot of the ledger target with the file the target's own folder holds there (the
+    Parquet files' bytes carry the time they were kept, so they change when rewritten)."""
+    import targets
+
+    folder, ledger_id, digest = targets.ledger_context()
+    for slot_number, slot in enumerate(targets.LEDGER_SLOTS):
+        path = folder / slot.replace("@ID@", ledger_id).replace("DIGEST", digest)
+        data = path.read_bytes() if path.exists() else b"PAR1"  # the temporary: a torn start
+        name = ("LEDGER", "digest", "runs", "labels", "inputs", "figures", "temporary")[slot_number]
+        data = data.replace(ledger_id.encode(), b"@ID@")
+        if slot == "LEDGER":  # the time it was made, fixed so the seed is the same each time
+            made = json.loads(data)
+            made["created_at"] = "2026-12-01T09:00:00+00:00"
+            data = json.dumps(made, indent=2).encode()
+        write(CORPUS / "ledger" / f"{slot_number}-{name}", bytes([slot_number]) + data)
+
 
 if __name__ == "__main__":
     main()

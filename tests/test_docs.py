@@ -185,3 +185,15 @@ def test_a_path_that_is_not_there_is_found():
     text = "`instrument/FORMAT.md`, `fold/nowhere.py`, `fixtures/*.jsonl`\n```sh\n`fold/x`\n```\n"
     assert named_paths(text) == ["instrument/FORMAT.md", "fold/nowhere.py"]
     assert not (ROOT / "fold/nowhere.py").exists()
+
+
+@pytest.mark.parametrize("page", ["ledger.md", "matched.md", "fuzzing.md"])
+def test_prose_lines_fit_in_100_columns(page):
+    """Prose is wrapped at 100 columns, as the code is; tables and code blocks may run wider."""
+    fenced, long = False, []
+    for number, line in enumerate((ROOT / "docs" / page).read_text().split("\n"), start=1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and not line.startswith("|") and len(line) > 100:
+            long.append(number)
+    assert long == [], f"docs/{page}: lines {long} are over 100 characters"

@@ -262,17 +262,36 @@ def test_a_ledger_whose_column_has_another_type_is_refused_by_column(tmp_path, c
     assert "in its table inputs, bytes is INTEGER, not BIGINT" in capsys.readouterr().err
 
 
-def test_a_ledger_on_a_read_only_file_system_says_read_only(tmp_path):
-    """DuckDB's words for a file it may not write on a read-only mount (a mount cannot be
-    made in the suite): the refusal says read-only, not "not a ledger"."""
-    from fold.ledger.store import _not_a_ledger
+def test_a_ledger_on_a_read_only_file_system_says_read_only(tmp_path, capsys):
+    """A real read-only mount (a tmpfs remounted read-only, which needs root): keeping a run
+    in a ledger file or folder there says read-only, not "not a ledger", and both read."""
+    import os
+    import subprocess
 
-    path = tmp_path / "gates.duckdb"
-    path.write_bytes(b"x")
-    error = duckdb.IOException(f'IO Error: Cannot open file "{path}": Read-only file system')
-    message = str(_not_a_ledger(path, error))
-    assert message.startswith(f"{path}: the ledger is read-only here (")
-    assert "not a ledger" not in message
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system needs root")
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"root, but this machine refuses a mount: {made.stderr.strip()}")
+    try:
+        path, folder = mount / "gates.duckdb", f"{mount}/gates/"
+        assert main([ARM, STEPS, "--ledger", str(path)]) == 0
+        assert main([ARM, STEPS, "--ledger", folder]) == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        capsys.readouterr()
+        assert main([ARM, STEPS, "--seed", "2", "--ledger", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert f"{path}: the ledger is read-only here (" in err and "not a ledger" not in err
+        assert main([ARM, STEPS, "--seed", "2", "--ledger", folder]) == 2
+        err = capsys.readouterr().err
+        assert "cannot write to the ledger folder: Read-only file system" in err
+        assert main(["ledger", str(path), "--json", "-"]) == 0
+        assert main(["ledger", folder, "--json", "-"]) == 0
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _keep_as_another_user(path: Path) -> str:

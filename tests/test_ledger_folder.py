@@ -35,11 +35,14 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)]
 WAIT = 180  # seconds the writers may take on a loaded machine before the test fails
 
 
-def writers(folder: Path, count: int, runs: int) -> list[subprocess.Popen]:
+def writers(
+    folder: Path, count: int, runs: int, *die_at: str, first: int = 1
+) -> list[subprocess.Popen]:
+    """COUNT writer processes, numbered from FIRST; DIE_AT: the writer's set point to die at."""
     return [
-        subprocess.Popen([sys.executable, WRITER, f"{folder}/", str(w), str(runs)],
+        subprocess.Popen([sys.executable, WRITER, f"{folder}/", str(w), str(runs), *die_at],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True)
-        for w in range(1, count + 1)
+        for w in range(first, first + count)
     ]  # fmt: skip
 
 
@@ -80,40 +83,63 @@ def test_eight_writers_at_once_lose_nothing(tmp_path):
     assert len(list((folder / "ledger").glob("ledger_id=*"))) == 1  # one identity won
 
 
-def test_writers_killed_at_random_moments_leave_no_torn_run(tmp_path, capsys):
+def test_writers_killed_at_set_points_and_random_moments_leave_no_torn_run(tmp_path, capsys):
     folder = tmp_path / "gates"
     keep_run(folder.as_posix() + "/", document(0.5, (0.4, 0.6)), {"writer": "0", "n": "1"}, [])
+    partition = next((folder / "runs").glob("ledger_id=*")).name
+    # One writer after another, each killed inside its first append at a set point, so each
+    # one's run id is known: 2, 3, ... in the order of POINTS.
+    points = ("claim", "copy", "rename-1", "rename-2", "rename-3", "rename-4")
+    for w, point in enumerate(points, start=1):
+        (child,) = writers(folder, 1, 1, point, first=w)
+        out, err = child.communicate(timeout=WAIT)
+        assert child.returncode == -signal.SIGKILL, (point, err)
+        assert out == ""  # killed before its append returned
+    ids = {point: n for n, point in enumerate(points, start=2)}
+    claims = {p.name for p in (folder / "claims" / partition).iterdir()}
+    assert claims == {f"run-{n}" for n in range(1, 8)}
+
+    # Then writers killed at random moments of their appends: each is killed only after its
+    # first append returned, at a random offset into the ones after.
     generator = random.Random(34)
-    children = writers(folder, 6, 0)
-    time.sleep(1.0)  # past their start-up, into their appends
+    children = writers(folder, 4, 0, first=10)
     outputs = []
     for child in children:
-        time.sleep(generator.uniform(0.0, 0.6))
+        first_line = child.stdout.readline()
+        assert first_line.startswith("kept "), child.stderr.read()
+        time.sleep(generator.uniform(0.0, 0.5))
         child.send_signal(signal.SIGKILL)
         out, _ = child.communicate(timeout=WAIT)
         assert child.returncode == -signal.SIGKILL
-        outputs.append(out)
-    # A temporary file cut off mid-write, as a writer killed inside its COPY leaves one.
-    partition = next((folder / "figures").glob("ledger_id=*"))
-    torn = partition / ".run-999.parquet.0123abcd.tmp"
-    torn.write_bytes(b"PAR1\x00\x01")
+        outputs.append(first_line + out)
 
-    unfinished: list[str] = []
-    runs = read_runs(folder, unfinished=unfinished)
+    not_read: list[str] = []
+    runs = read_runs(folder, unfinished=not_read)
     seen = reported(outputs)
-    ids = {run.run_id for run in runs}
-    assert set(seen) <= ids  # nothing an append returned for is lost
+    found = {run.run_id for run in runs}
+    assert len(seen) >= 4 and set(seen) <= found  # nothing an append returned for is lost
     assert_whole([run for run in runs if run.labels["writer"] != "0"])
-    # A run past what the writers reported was committed just before its writer was killed.
-    assert f"figures/{partition.name}/{torn.name} (a temporary file)" in unfinished
+    # the set points: killed before the runs file, the run is not read and its files named;
+    # killed after it (before its digest), the run is whole
+    assert ids["claim"] not in found  # a gap in the ids, nothing to name
+    assert f"labels/{partition}/" in "".join(not_read)
+    temporary = [e for e in not_read if "a temporary file" in e]
+    assert any(e.startswith(f"labels/{partition}/.run-{ids['copy']}.parquet.") for e in temporary)
+    for point, tables in (("rename-1", 1), ("rename-2", 2), ("rename-3", 3)):
+        n = ids[point]
+        assert n not in found
+        named = {e.split("/")[0] for e in not_read if f"/run-{n}.parquet (" in e}
+        assert named == set(("labels", "inputs", "figures")[:tables]), (point, not_read)
+    assert ids["rename-4"] in found
+    assert all("a temporary file" in e or "no runs file yet" in e for e in not_read), not_read
 
     assert main(["ledger", str(folder), "--json", "-"]) == 0
     captured = capsys.readouterr()
-    assert torn.name in captured.err and "unfinished write" in captured.err
+    assert f".run-{ids['copy']}.parquet." in captured.err and "not read" in captured.err
     assert len(orjson.loads(captured.out)["runs"]) == len(runs)
     # and the folder takes the next run after all of that
     kept = keep_run(folder, document(0.9, (0.8, 1.0)), {"writer": "0", "n": "2"}, [])
-    assert kept.run_id > max(ids) and not kept.already_kept
+    assert kept.run_id > max(found) and not kept.already_kept
 
 
 def test_a_reader_while_they_write_sees_only_whole_runs(tmp_path):

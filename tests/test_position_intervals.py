@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from ledger_runs import fold_document
+from position_reference import reference
 
 from fold.folding.position_intervals import position_intervals
 from fold.ledger.figures import figure_rows
@@ -25,32 +25,44 @@ def test_identical_legs_have_no_spread():
         ]
 
 
-def reference(histograms, resamples=4000, seed=1):
-    """A second, plain bootstrap: redraw the legs with replacement, pool their counts, take
-    the 2.5% and 97.5% quantiles of each position's rate."""
-    counts = np.array(
-        [[sum(found[i + 1 :]) for i in range(len(found) - 1)] for found in histograms], float
-    )
-    steps = np.array([sum(found) for found in histograms], float)
-    draws = np.random.default_rng(seed).integers(0, len(steps), (resamples, len(steps)))
-    rates = counts[draws].sum(axis=1) / steps[draws].sum(axis=1)[:, None]
-    return [tuple(np.quantile(rates[:, i], [0.025, 0.975])) for i in range(counts.shape[1])]
+def _kept(document, fold, figure):
+    return {
+        row.position: (row.ci_low, row.ci_high)
+        for row in figure_rows(document)
+        if (row.fold, row.figure) == (fold, figure)
+    }
 
 
 def test_the_toy_gate_warm_intervals_agree_with_a_plain_bootstrap(tmp_path, capsys):
     document = fold_document(tmp_path, capsys)
     legs = document["legs"]
     warm = [leg for leg in legs if leg["warm"]]
-    kept = {
-        row.position: (row.ci_low, row.ci_high)
-        for row in figure_rows(document)
-        if (row.fold, row.figure) == ("warm", "per_position")
-    }
+    kept = _kept(document, "warm", "per_position")
     expected = reference([leg["histogram"] for leg in warm])
     assert len(kept) == len(expected) == 4
     for position, (low, high) in enumerate(expected, start=1):
         # two bootstraps of 1000 and 4000 draws: their quantiles agree to sampling noise
         assert kept[position] == pytest.approx((low, high), abs=0.02)
+
+
+@pytest.mark.parametrize("fold", ["warm", "all"])
+@pytest.mark.parametrize("figure", ["per_position", "per_position_conditional"])
+def test_every_kind_and_fold_agrees_with_a_plain_bootstrap(tmp_path, capsys, fold, figure):
+    """The conditional rates and the all-legs fold (warm and cold legs redrawn each within
+    their own kind) against the plain bootstrap too."""
+    document = fold_document(tmp_path, capsys)
+    legs = document["legs"]
+    chosen = legs if fold == "all" else [leg for leg in legs if leg["warm"]]
+    strata = None
+    if fold == "all":
+        strata = [[i for i, leg in enumerate(legs) if leg["warm"]],
+                  [i for i, leg in enumerate(legs) if not leg["warm"]]]  # fmt: skip
+    expected = reference([leg["histogram"] for leg in chosen],
+                         conditional=figure.endswith("conditional"), strata=strata)  # fmt: skip
+    kept = _kept(document, fold, figure)
+    assert len(kept) == len(expected) == 4
+    for position, (low, high) in enumerate(expected, start=1):
+        assert kept[position] == pytest.approx((low, high), abs=0.03), position
 
 
 def test_no_intervals_without_the_fold_s_bootstrap(tmp_path, capsys):

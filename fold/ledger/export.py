@@ -58,7 +58,7 @@ def export_ledger(
         )
     versions = out.parent / f".{out.name}.exports"
     exported = datetime.now(timezone.utc).replace(tzinfo=None)
-    version = versions / f"{exported:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    version = versions / _version_name(versions, exported)
     with reading(path, wait_seconds) as connection:
         try:
             version.mkdir(parents=True)
@@ -102,8 +102,30 @@ def _point(out: Path, version: Path) -> None:
         raise InputError(f"--export {out}: cannot point it at the new export: {error}") from None
 
 
+def _version_name(versions: Path, exported: datetime) -> str:
+    """A sequence number one past the highest there (then the time to the microsecond and a
+    random part, so that two exports at once still get two folders): versions sort by it,
+    where names to the second put two exports of one second in the random part's order."""
+    sequence = _highest(versions) + 1
+    return f"{sequence:09d}-{exported:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
+
+
+def _highest(versions: Path) -> int:
+    if not versions.is_dir():
+        return 0
+    return max((_sequence(entry.name) for entry in versions.iterdir()), default=0)
+
+
+def _sequence(name: str) -> int:
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() and len(head) == 9 else 0
+
+
 def _remove_older(versions: Path, keep: str) -> None:
-    found = sorted(entry for entry in versions.iterdir() if entry.is_dir())
+    found = sorted(
+        (entry for entry in versions.iterdir() if entry.is_dir()),
+        key=lambda entry: (_sequence(entry.name), entry.name),
+    )
     newest_first = [entry for entry in reversed(found) if entry.name != keep]
     # The export just replaced is kept: a reader that resolved DIR before the rename is in it.
     for entry in newest_first[1:]:

@@ -41,6 +41,7 @@ LEDGER_FILE = "LEDGER"
 DATA_TABLES = ("labels", "inputs", "figures", "runs")
 """The order a run's files are renamed into place: ``runs`` last, as its commit."""
 FOLDERS = ("ledger", "claims", "digests", *DATA_TABLES)
+IDENTITY_KEYS = ("kind", "schema", "id", "created_at", "created_by")
 RUN_FILE = re.compile(r"run-([0-9]+)\.parquet")
 CLAIM = re.compile(r"run-([0-9]+)")
 
@@ -73,6 +74,13 @@ def read_identity(target: Path) -> dict[str, str] | None:
         raise InputError(f"{path}: not a ledger's {LEDGER_FILE} file: {error}") from None
     if not isinstance(identity, dict) or identity.get("kind") != LEDGER_KIND:
         raise InputError(f"{path}: not a ledger's {LEDGER_FILE} file (no kind {LEDGER_KIND!r})")
+    missing = [key for key in IDENTITY_KEYS if key not in identity]
+    if missing:
+        raise InputError(
+            f"{path}: not a whole {LEDGER_FILE} file: it has no {', '.join(missing)} (a "
+            f"ledger's {LEDGER_FILE} has {', '.join(IDENTITY_KEYS)}); restore it or name "
+            "another folder"
+        )
     schema = identity.get("schema")
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
         raise InputError(f"{path}: its schema {schema!r} is not a schema number")
@@ -115,7 +123,7 @@ def keep_in_folder(
         partition = f"ledger_id={identity['id']}"
         indexed = target / "digests" / digest
         if indexed.exists():
-            run_id = int(indexed.read_text())
+            run_id = _indexed_run(target, partition, indexed)
             return Kept(run_id, True, _labels_of(target, partition, run_id))
         run_id = _claim(target / "claims" / partition)
         tables = {
@@ -145,45 +153,101 @@ def keep_in_folder(
 
 def load(target: Path, connection) -> tuple[bool, list[str]]:
     """Fill the ledger's tables in ``connection`` (an in-memory DuckDB) with the folder's kept
-    runs; whether the folder is a ledger yet, and its unfinished writes (paths from the
-    folder, with what they are)."""
+    runs; whether the folder is a ledger yet, and what was not read (paths from the folder,
+    with what they are: unfinished writes, unreadable files)."""
     identity = read_identity(target)
     if identity is None:
         return False, []
     for name, columns in TABLES.items():
         connection.execute(f"CREATE TABLE {name} ({columns})")
     connection.executemany(
-        "INSERT INTO ledger VALUES (?, ?)",
-        [[key, identity[key]] for key in ("kind", "schema", "id", "created_at", "created_by")],
+        "INSERT INTO ledger VALUES (?, ?)", [[key, identity[key]] for key in IDENTITY_KEYS]
     )
     partition = f"ledger_id={identity['id']}"
-    found = {table: _run_files(target / table / partition) for table in DATA_TABLES}
+    # runs/ is listed first: a run's other files are renamed into place before its runs file,
+    # so every run listed here has all of them when they are listed after. Listed the other
+    # way round, a run committed between two listings would be read without its labels.
+    found = {"runs": _run_files(target / "runs" / partition)}
     kept = set(found["runs"])
-    unfinished = []
-    for table in ("runs", "labels", "inputs", "figures"):
-        files = [found[table][n] for n in sorted(found[table]) if n in kept]
-        unfinished += [
-            f"{table}/{partition}/run-{n}.parquet (run {n} has no runs file yet)"
+    for table in DATA_TABLES[:-1]:
+        found[table] = _run_files(target / table / partition)
+    not_read = []
+    for table in ("runs", *DATA_TABLES[:-1]):
+        not_read += [
+            f"{table}/{partition}/run-{n}.parquet (an unfinished write: run {n} has no runs "
+            "file yet)"
             for n in sorted(set(found[table]) - kept)
         ]
         folder = target / table / partition
         if folder.is_dir():
-            unfinished += [
-                f"{table}/{partition}/{entry.name} (a temporary file)"
+            not_read += [
+                f"{table}/{partition}/{entry.name} (an unfinished write: a temporary file)"
                 for entry in sorted(folder.iterdir())
                 if entry.name.startswith(".")
             ]
-        if files:
-            columns = ", ".join(_columns(TABLES[table]))
-            listed = ", ".join(f"'{_quoted(path)}'" for path in files)
-            connection.execute(
-                f"INSERT INTO {table} SELECT {columns} FROM read_parquet([{listed}], "
-                "hive_partitioning = false)"
-            )
+    for run_id in sorted(kept):
+        files = {table: found[table].get(run_id) for table in ("runs", *DATA_TABLES[:-1])}
+        problem = _read_run(connection, run_id, files)
+        if problem is not None:
+            table, why = problem
+            not_read.append(f"{table}/{partition}/run-{run_id}.parquet (run {run_id} not read: "
+                            f"{why})")  # fmt: skip
+    orphans = {
+        folder.name: len(_run_files(folder))
+        for folder in sorted(target.glob("runs/ledger_id=*"))
+        if folder.name != partition and _run_files(folder)
+    }
+    if orphans and not kept:
+        counted = ", ".join(f"{runs} in runs/{name}" for name, runs in orphans.items())
+        raise InputError(
+            f"{target / LEDGER_FILE}: names ledger {identity['id']}, which keeps no run, but the "
+            f"folder holds runs of another ledger ({counted}): its {LEDGER_FILE} file was "
+            f"replaced or removed; put the {LEDGER_FILE} file of that id back"
+        )
     for folder in sorted(target.glob("*/ledger_id=*")):
         if folder.name != partition and folder.parent.name in FOLDERS:
-            unfinished.append(f"{folder.parent.name}/{folder.name} (another ledger's; not read)")
-    return True, unfinished
+            not_read.append(
+                f"{folder.parent.name}/{folder.name} (a folder of another ledger, not the one "
+                f"{LEDGER_FILE} names; not read)"
+            )
+    return True, not_read
+
+
+def _read_run(connection, run_id: int, files: dict[str, Path | None]) -> tuple[str, str] | None:
+    """Insert one run's four files as one transaction; the table whose file is wrong and what
+    is wrong with it (the run is then left out whole), or None. Read file by file so that
+    one damaged or foreign file costs its run, not the ledger."""
+    error_type = duckdb_module().Error
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        for table, path in files.items():
+            if path is None:
+                raise _Unreadable(table, "its file is missing")
+            columns = ", ".join(_columns(TABLES[table]))
+            try:
+                (count,) = connection.execute(
+                    f"INSERT INTO {table} SELECT {columns} FROM "
+                    f"read_parquet('{_quoted(path)}', hive_partitioning = false)"
+                ).fetchone()
+                (own,) = connection.execute(
+                    f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id]
+                ).fetchone()
+            except error_type as error:
+                first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                raise _Unreadable(table, f"not a ledger's file: {first[:200]}") from None
+            if own != count:
+                raise _Unreadable(table, "it holds rows of another run")
+            if table == "runs" and count != 1:
+                raise _Unreadable(table, f"it holds {count} rows, not one")
+    except _Unreadable as problem:
+        connection.execute("ROLLBACK")
+        return problem.args
+    connection.execute("COMMIT")
+    return None
+
+
+class _Unreadable(Exception):
+    """A run's files that cannot be read as the run (the message says why)."""
 
 
 def _ensure(target: Path) -> dict[str, str]:
@@ -232,6 +296,21 @@ def _write_meta(path: Path, identity: dict[str, str]) -> None:
         pass
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _indexed_run(target: Path, partition: str, indexed: Path) -> int:
+    """The run a digest file names. A digest is linked only after its run's runs file is in
+    place, so a digest that names no kept run is damaged; keeping the run past it would be
+    reported as kept before, and it is not: refused, naming the file."""
+    text = indexed.read_bytes()[:40].decode("utf-8", "replace").strip()
+    run_id = int(text) if text.isascii() and text.isdigit() and int(text) > 0 else None
+    if run_id is None or not (target / "runs" / partition / f"run-{run_id}.parquet").exists():
+        said = f"run {run_id}, which the ledger does not keep" if run_id else f"{text[:20]!r}"
+        raise InputError(
+            f"{indexed}: this run's digest file is damaged (it says {said}), so the run was not "
+            "kept: remove that file and keep the run again"
+        )
+    return run_id
 
 
 def _claim(folder: Path) -> int:
@@ -289,6 +368,12 @@ def _labels_of(target: Path, partition: str, run_id: int) -> dict[str, str]:
                 f"SELECT key, value FROM read_parquet('{_quoted(path)}') ORDER BY key"
             ).fetchall()
         )
+    except duckdb_module().Error:
+        raise InputError(
+            f"{path}: the ledger keeps this run as run {run_id}, but that run's labels file is "
+            "damaged (not a ledger's Parquet file): nothing was kept; restore or remove the "
+            "run's files"
+        ) from None
     finally:
         connection.close()
 

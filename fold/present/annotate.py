@@ -57,6 +57,8 @@ def dumps(document: Any) -> bytes:
 def write_atomically(path: str | Path, data: bytes) -> None:
     """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
     target = Path(path)
+    if target.is_dir():  # else the rename's "Device or resource busy" or "Is a directory"
+        raise InputError(f"{target}: a folder, not a file: name a file to write")
     directory = target.parent if str(target.parent) else Path(".")
     try:
         descriptor, temporary = tempfile.mkstemp(

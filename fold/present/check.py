@@ -6,6 +6,7 @@ ledger and return text.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fold.present.history import RATES, changed_labels, labels_text, pipe_table, shown_value
@@ -71,9 +72,9 @@ def check_sentence(check: dict[str, Any]) -> str:
     relative = "" if check["relative"] is None else f", {100 * check['relative']:+.1f}%"
     relative = relative.replace("-", "−")
     z = (
-        "z undefined: no spread"
-        if check["z"] is None
-        else f"z = {check['z']:.2f}".replace("-", "−")
+        "t undefined: no spread"
+        if check["t"] is None
+        else f"t = {check['t']:.2f} (alert past {check['threshold']:.2f})".replace("-", "−")
     )
     low, high = check["difference_ci"]
     unit = " points" if figure.partition(":")[0] in RATES else ""
@@ -102,6 +103,15 @@ def check_table(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n" + summary(data) + "\n"
 
 
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>~#!])")  # "|": pipe_table's
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as itself in GitHub markdown: its labels are anyone's words, and a label like
+    ``<b>*x*</b>`` would otherwise render as markup (or pass HTML into the CI summary)."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
 def check_markdown(data: dict[str, Any]) -> str:
     """The checks for a CI summary ($GITHUB_STEP_SUMMARY): a heading saying the outcome, then
     a table of every check."""
@@ -117,8 +127,8 @@ def check_markdown(data: dict[str, Any]) -> str:
     rows = [
         [
             WORD[check["outcome"]],
-            check_sentence(check),
-            changed_labels(check) or "-",
+            markdown_text(check_sentence(check)),
+            markdown_text(changed_labels(check)) or "-",
         ]
         for check in data["checks"]
     ]
