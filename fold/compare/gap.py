@@ -35,9 +35,9 @@ from typing import Any, NamedTuple
 
 from fold.compare.gap_intervals import SplitIntervals
 from fold.errors import InputError
+from fold.inputs.defaults import DEFAULT_TOLERANCE
 from fold.inputs.oracles import ArmFigures
 
-DEFAULT_TOLERANCE = 0.02
 NO_SHARE_BELOW = 1e-9
 """|log r| at or under which r is taken as exactly 1 for the shares: the log-gap is float noise."""
 
