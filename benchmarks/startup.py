@@ -15,7 +15,8 @@ Each is a fresh process running the command's entry point as its console script 
 (``from fold.cli import main; sys.exit(main())``), with the tree under test first on
 ``sys.path``: this checkout, and with ``--baseline DIR`` another checkout of the package (its
 extension built in place) in the same rounds, a before/after under the same load. The medians,
-minima and maxima of the wall times are printed as a markdown table with the targets
+minima and maxima of the wall times, and the median processor time (user + system, every
+thread: what a loaded machine inflates least), are printed as a markdown table with the targets
 (``--help`` under 0.3 s, the fixture's fold under 0.5 s: docs/performance.md, "Start-up").
 
 ``--importtime`` runs each command once more under ``python -X importtime`` and prints the
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,13 +52,17 @@ def commands(tree: Path) -> dict[str, list[str]]:
     }
 
 
-def timed(command: list[str]) -> float:
+def timed(command: list[str]) -> tuple[float, float]:
+    """The command's wall time and its processor time (user + system, all its threads)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, env=_environment())
     took = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{command[-1]}: exit {done.returncode}\n{done.stderr.decode()[-2000:]}")
-    return took
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu
 
 
 def _environment() -> dict[str, str]:
@@ -107,14 +113,17 @@ def main() -> None:
     for command in jobs.values():  # warm the file cache and byte-code once, untimed
         timed(command)
     times: dict[tuple[str, str], list[float]] = {key: [] for key in jobs}
+    cpu: dict[tuple[str, str], list[float]] = {key: [] for key in jobs}
     for _ in range(args.repeat):
         for key, command in jobs.items():
-            times[key].append(timed(command))
+            wall, processor = timed(command)
+            times[key].append(wall)
+            cpu[key].append(processor)
 
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     print(f"{args.repeat} rounds, {os.cpu_count()} cores, load at the end {load}")
-    print("| command | tree | median | min | max | target |")
-    print("|---|---|---:|---:|---:|---|")
+    print("| command | tree | median | min | max | processor time, median | target |")
+    print("|---|---|---:|---:|---:|---:|---|")
     for (name, label), found in times.items():
         target = TARGETS.get(name)
         median = statistics.median(found)
@@ -125,7 +134,7 @@ def main() -> None:
         )
         print(
             f"| {name} | {label} | {median:.3f} s | {min(found):.3f} s | {max(found):.3f} s | "
-            f"{verdict} |"
+            f"{statistics.median(cpu[(name, label)]):.3f} s | {verdict} |"
         )
     if not args.importtime:
         return
