@@ -8,35 +8,29 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from importlib import metadata
-
-from rich.console import Console
-from rich.live import Live
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+from typing import TYPE_CHECKING
 
 import fold.command_process  # noqa: F401  first: it sets the process up before numpy loads
-from fold.api import fold_acceptance
-from fold.compare.comparison import compare
-from fold.compare.gap import DEFAULT_TOLERANCE
-from fold.compare.matched import ENGINES, matched_settings, parse_base_config
-from fold.compare.vs_arms import load_arms
 from fold.errors import FoldError, InputError
-from fold.folding.cadence import DEFAULT_STALL_FACTOR
-from fold.folding.document import Document
-from fold.folding.follow import Follower, run_follow
-from fold.folding.timeline_lines import attributed_lines
-from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
-from fold.folding.warm import DEFAULT_PREDICATE
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
-from fold.inputs.arm import load_arm
-from fold.inputs.reader import expand_log_paths
-from fold.present.annotate import dumps, write_annotated, write_atomically
-from fold.present.chart import require_matplotlib
-from fold.present.live import live_view
-from fold.present.markdown import markdown_record
-from fold.present.page import markdown_links, write_page, write_plots
-from fold.present.terminal import terminal
-from fold.present.timeline import write_timeline
+from fold.inputs.defaults import (
+    DEFAULT_PREDICATE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    DEFAULT_STALL_FACTOR,
+    DEFAULT_TOLERANCE,
+    ENGINES,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from fold.folding.document import Document
+
+# The library, rich and the presenters are imported where a run needs them, not here: `--help`
+# and a usage error load none of them, and a plain fold loads no comparison, chart or ledger
+# (docs/performance.md, "Start-up"; tests/test_startup.py holds it).
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -265,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         arguments, run = build_ledger_parser().parse_args(argv[1:]), run_ledger
     else:
         arguments, run = build_parser().parse_args(argv), _run
+    from rich.console import Console
+
     stdout = Console(highlight=False)
     stderr = Console(stderr=True, highlight=False)
     try:
@@ -302,6 +298,8 @@ def _unexpected(error: Exception, stderr: Console) -> int:
 
 
 def _version() -> str:
+    from importlib import metadata
+
     try:
         return metadata.version("fold-acceptance")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
@@ -321,27 +319,43 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             )
     if arguments.matched_config is not None and "vllm" not in arguments.matched:
         raise InputError("--matched-config goes with --matched vllm")
-    base = parse_base_config(arguments.matched_config)  # refused before the fold, not after
+    from fold.inputs.arm import load_arm
+
+    base = None
+    if arguments.matched_config is not None:
+        from fold.compare.matched import parse_base_config
+
+        base = parse_base_config(arguments.matched_config)  # refused before the fold, not after
     if arguments.html or arguments.plots:
+        from fold.present.chart import require_matplotlib
+
         require_matplotlib()
     labels = _check_ledger(arguments)
     arm = load_arm(arguments.arm)
-    oracles = load_arms(
-        arguments.vs,
-        arguments.vs_log,
-        main=arm,
-        predicate=arguments.warm,
-        fold_options=_fold_options(arguments),
-        paired=arguments.paired,
-    )
+    oracles = []
+    if arguments.vs or arguments.vs_log:
+        from fold.compare.vs_arms import load_arms
+
+        oracles = load_arms(
+            arguments.vs,
+            arguments.vs_log,
+            main=arm,
+            predicate=arguments.warm,
+            fold_options=_fold_options(arguments),
+            paired=arguments.paired,
+        )
     if arguments.follow:
         result = _follow(arguments, stderr)
         arm = load_arm(arguments.arm)  # the gate writes its record when its last leg ends
     else:
         result = _fold_once(arm, arguments, stderr)
     if oracles:
+        from fold.compare.comparison import compare
+
         result = result.with_comparison(compare(result, oracles, arguments.tolerance, record=arm))
     if arguments.matched:
+        from fold.compare.matched import matched_settings
+
         found = matched_settings(
             result, arguments.matched, base, arguments.bootstrap, arguments.seed
         )
@@ -351,16 +365,27 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     document = result.to_json()
     if arguments.ledger:  # first: a ledger busy past the wait refuses before anything is written
         _keep(arguments, document, labels, stderr)
+    from fold.present.annotate import dumps, write_annotated, write_atomically
+
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)
     if arguments.trace:
+        from fold.folding.timeline_lines import attributed_lines
+        from fold.present.timeline import write_timeline
+
         lines = attributed_lines(arm, arguments.logs, skip_bad_lines=arguments.skip_bad_lines)
         write_timeline(arguments.trace, document, lines)
-    if arguments.html:
-        write_page(arguments.html, document)
-    if arguments.plots:
-        write_plots(arguments.plots, document)
+    if arguments.html or arguments.plots:
+        from fold.present.page import write_page, write_plots
+
+        if arguments.html:
+            write_page(arguments.html, document)
+        if arguments.plots:
+            write_plots(arguments.plots, document)
     if arguments.markdown:
+        from fold.present.markdown import markdown_record
+        from fold.present.page import markdown_links
+
         record = markdown_record(document, arm_path=arguments.arm)
         if arguments.plots:
             record += markdown_links(document, arguments.plots, arguments.markdown)
@@ -376,6 +401,8 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         return EXIT_OK
     if arguments.json:
         write_atomically(arguments.json, dumps(document))
+    from fold.present.terminal import terminal
+
     text = terminal(
         document, width=stdout.width, details=arguments.details, color=stdout.is_terminal
     )
@@ -385,16 +412,17 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
 
 def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:
     """The run's labels; the ledger refused before the fold if it is not one."""
-    from fold.ledger.store import check_ledger, parse_labels
-
     for flag, given in (("--label", arguments.label), ("--ledger-wait", arguments.ledger_wait)):
         if given and not arguments.ledger:
             raise InputError(f"{flag} goes with --ledger PATH, the ledger to keep the run in")
     if arguments.ledger_wait is not None and arguments.ledger_wait < 0:
         raise InputError(f"--ledger-wait must be 0 or more seconds, got {arguments.ledger_wait:g}")
+    if not arguments.ledger:
+        return {}
+    from fold.ledger.store import check_ledger, parse_labels
+
     labels = parse_labels(arguments.label)
-    if arguments.ledger:
-        check_ledger(arguments.ledger)
+    check_ledger(arguments.ledger)
     return labels
 
 
@@ -421,6 +449,9 @@ def _fold_options(arguments: argparse.Namespace) -> dict:
 
 
 def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
+    from fold.api import fold_acceptance
+    from fold.inputs.reader import expand_log_paths
+
     progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
     try:
         return fold_acceptance(
@@ -436,6 +467,11 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
 
 def _follow(arguments: argparse.Namespace, stderr: Console) -> Document:
     """The live table goes to stderr, so stdout holds only the final table (or the JSON)."""
+    from rich.live import Live
+
+    from fold.folding.follow import Follower, run_follow
+    from fold.present.live import live_view
+
     follower = Follower(
         arguments.arm,
         arguments.logs,
@@ -475,6 +511,8 @@ class _ProgressBar:
         if self._progress is None:
             if time.monotonic() - self._started < PROGRESS_AFTER_SECONDS:
                 return
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
             self._progress = Progress(
                 "folding",
                 BarColumn(),

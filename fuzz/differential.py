@@ -38,7 +38,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ARM = str(HERE / "arm.json")
 sys.path.insert(0, str(HERE))  # harness.py beside this file, also when it is loaded by path
-from harness import run  # noqa: E402
+from harness import import_library, run  # noqa: E402
 
 SWITCH = "FOLD_ACCEPTANCE_NATIVE"
 # The cap on a step's tokens (fold.inputs.reader.MAX_STEP_TOKENS, FORMAT.md), repeated so that a
@@ -250,7 +250,7 @@ def main() -> int:
     import atheris
 
     with atheris.instrument_imports(include=["fold"]):
-        import fold.cli  # noqa: F401  imported here to be instrumented
+        import_library()  # imported here to be instrumented
 
     directory = tempfile.mkdtemp(prefix="fold-fuzz-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)  # fmt: skip

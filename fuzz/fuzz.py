@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from harness import import_library  # noqa: E402
 from targets import TARGETS, Target  # noqa: E402
 
 
@@ -76,7 +77,7 @@ def fuzz(target: Target, arguments: list[str]) -> int:
     import atheris
 
     with atheris.instrument_imports(include=["fold"]):
-        import fold.cli  # noqa: F401  imported here to be instrumented
+        import_library()  # imported here to be instrumented
 
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     directory = tempfile.mkdtemp(prefix=f"fold-fuzz-{target.name}-", dir=shm)

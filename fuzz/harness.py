@@ -39,6 +39,20 @@ PLACE = re.compile(
 )
 
 
+def import_library() -> None:
+    """Every module of ``fold``, imported now: under ``atheris.instrument_imports`` this is what
+    gets the coverage instrumentation. ``import fold.cli`` alone is not enough: the command
+    imports the library where a run needs it (docs/performance.md, "Start-up"), and a module
+    first imported inside a run is never instrumented."""
+    import importlib
+    import pkgutil
+
+    import fold
+
+    for module in pkgutil.walk_packages(fold.__path__, "fold."):
+        importlib.import_module(module.name)
+
+
 class Finding(AssertionError):
     """An input breaks one of the rules: what a campaign reports and a replay fails on."""
 

@@ -174,8 +174,14 @@ def _blas_threads_after(code: str, environment: dict[str, str]) -> str:
 
 def test_the_command_starts_one_blas_thread_and_the_library_leaves_the_process_alone():
     environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    # The command sets it before numpy loads (numpy is imported after, by the library) ...
-    loaded_after = "import fold.cli, sys\nassert 'numpy' in sys.modules"
+    # The command sets it before numpy loads (numpy is imported after, by the library, once
+    # the command runs a fold) ...
+    loaded_after = (
+        "import contextlib, io, sys\nimport fold.cli\nassert 'numpy' not in sys.modules\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert fold.cli.main([{ARM!r}, {STEPS!r}, '--quiet']) == 0\n"
+        "assert 'numpy' in sys.modules"
+    )
     assert _blas_threads_after(loaded_after, environment) == "1"
     not_before = "import fold.command_process, sys\nassert 'numpy' not in sys.modules"
     assert _blas_threads_after(not_before, environment) == "1"

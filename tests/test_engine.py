@@ -27,48 +27,48 @@ pytestmark = pytest.mark.engine
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llamacpp"
 sys.path.insert(0, str(EXAMPLE))
 
-import build  # noqa: E402
 import gate_server  # noqa: E402
 import gate_speculative  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def bin_dir() -> Path:
-    binaries = build.ensure_built()
-    return Path(binaries["llama-server"]).parent
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> Path:
-    import make_models  # the engine extra (gguf, numpy): imported only when these tests run
-
-    directory = tmp_path_factory.mktemp("models")
-    make_models.make_models(directory)
-    return directory
-
-
-def run_spec(out: Path, bin_dir: Path, models: Path, *extra: str) -> dict:
-    common = ["--bin-dir", str(bin_dir), "--models", str(models), "--out-dir", str(out)]
+def run_spec(out: Path, llamacpp_bin_dir: Path, gguf_models: Path, *extra: str) -> dict:
+    common = [
+        "--bin-dir",
+        str(llamacpp_bin_dir),
+        "--models",
+        str(gguf_models),
+        "--out-dir",
+        str(out),
+    ]
     assert gate_speculative.main([*common, "--prompts", "3", "--repeat", "3", *extra]) == 0
     return json.loads((out / "our-arm.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def spec_run(tmp_path_factory, bin_dir, models) -> tuple[Path, dict]:
+def spec_run(tmp_path_factory, llamacpp_bin_dir, gguf_models) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("spec")
-    return out, run_spec(out, bin_dir, models)
+    return out, run_spec(out, llamacpp_bin_dir, gguf_models)
 
 
 @pytest.fixture(scope="module")
-def spec_pid_run(tmp_path_factory, bin_dir, models) -> tuple[Path, dict]:
+def spec_pid_run(tmp_path_factory, llamacpp_bin_dir, gguf_models) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("spec-pid")
-    return out, run_spec(out, bin_dir, models, "--log", "steps-%p.jsonl", "--label-legs")
+    return out, run_spec(
+        out, llamacpp_bin_dir, gguf_models, "--log", "steps-%p.jsonl", "--label-legs"
+    )
 
 
 @pytest.fixture(scope="module")
-def server_run(tmp_path_factory, bin_dir, models) -> tuple[Path, dict]:
+def server_run(tmp_path_factory, llamacpp_bin_dir, gguf_models) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("server")
-    common = ["--bin-dir", str(bin_dir), "--models", str(models), "--out-dir", str(out)]
+    common = [
+        "--bin-dir",
+        str(llamacpp_bin_dir),
+        "--models",
+        str(gguf_models),
+        "--out-dir",
+        str(out),
+    ]
     shape = ["--prompts", "2", "--repeat", "3", "--parallel", "4", "--concurrency", "4"]
     assert gate_server.main([*common, *shape, "--log", "steps-%p.jsonl"]) == 0
     return out, json.loads((out / "our-arm.json").read_text())
@@ -136,9 +136,11 @@ def test_speculative_simple_with_a_file_per_process_and_labels(spec_pid_run):
 
 @pytest.mark.parametrize(("draft", "expected"), [("target", "all"), ("unrelated", "almost none")])
 def test_the_target_as_its_own_draft_accepts_everything_and_an_unrelated_one_almost_nothing(
-    tmp_path, bin_dir, models, draft, expected
+    tmp_path, llamacpp_bin_dir, gguf_models, draft, expected
 ):
-    arm = run_spec(tmp_path, bin_dir, models, "--draft", draft, "--prompts", "1", "--repeat", "2")
+    arm = run_spec(
+        tmp_path, llamacpp_bin_dir, gguf_models, "--draft", draft, "--prompts", "1", "--repeat", "2"
+    )
     result = fold_acceptance(tmp_path / "our-arm.json", [str(tmp_path / "steps.jsonl")])
     engine = arm["legs"][1]["engine_counters"]
     warm = result.warm
@@ -230,13 +232,13 @@ STRICT = ["-Wconversion", "-Wsign-conversion", "-Wuseless-cast", "-Wzero-as-null
         ("llama-server", "tools/server/server-context.cpp"),
     ],
 )
-def test_the_hook_compiles_clean_in_the_engines_own_build(bin_dir, target, source):
+def test_the_hook_compiles_clean_in_the_engines_own_build(llamacpp_bin_dir, target, source):
     """The engine's exact compile command, plus strict warnings: none at the hook.
 
     llama.cpp's own code is not clean under -Wconversion, so only diagnostics located in the
     header or on the patch's call lines count.
     """
-    build_dir = bin_dir.parent
+    build_dir = llamacpp_bin_dir.parent
     commands = subprocess.run(
         ["ninja", "-C", str(build_dir), "-t", "commands", target],
         capture_output=True,

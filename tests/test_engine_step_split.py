@@ -25,37 +25,36 @@ pytestmark = pytest.mark.engine
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llamacpp"
 sys.path.insert(0, str(EXAMPLE))
 
-import build  # noqa: E402
 import gate_server  # noqa: E402
 import gate_speculative  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def bin_dir() -> Path:
-    return Path(build.ensure_built()["llama-server"]).parent
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> Path:
-    import make_models  # the engine extra (gguf, numpy): imported only when these tests run
-
-    directory = tmp_path_factory.mktemp("models")
-    make_models.make_models(directory)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def spec_run(tmp_path_factory, bin_dir, models) -> Path:
+def spec_run(tmp_path_factory, llamacpp_bin_dir, gguf_models) -> Path:
     out = tmp_path_factory.mktemp("spec-split")
-    common = ["--bin-dir", str(bin_dir), "--models", str(models), "--out-dir", str(out)]
+    common = [
+        "--bin-dir",
+        str(llamacpp_bin_dir),
+        "--models",
+        str(gguf_models),
+        "--out-dir",
+        str(out),
+    ]
     assert gate_speculative.main([*common, "--prompts", "2", "--repeat", "3"]) == 0
     return out
 
 
 @pytest.fixture(scope="module")
-def server_run(tmp_path_factory, bin_dir, models) -> Path:
+def server_run(tmp_path_factory, llamacpp_bin_dir, gguf_models) -> Path:
     out = tmp_path_factory.mktemp("server-split")
-    common = ["--bin-dir", str(bin_dir), "--models", str(models), "--out-dir", str(out)]
+    common = [
+        "--bin-dir",
+        str(llamacpp_bin_dir),
+        "--models",
+        str(gguf_models),
+        "--out-dir",
+        str(out),
+    ]
     shape = ["--prompts", "2", "--repeat", "2", "--parallel", "2", "--concurrency", "2"]
     assert gate_server.main([*common, *shape, "--log", "steps-%p.jsonl"]) == 0
     return out

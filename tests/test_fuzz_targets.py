@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fold import cli
+import fold.api
 
 FUZZ = Path(__file__).parent.parent / "fuzz"
 
@@ -145,7 +145,7 @@ def test_a_target_reports_an_unexpected_exception(driver, tmp_path: Path, monkey
     def broken(*_: Any, **__: Any) -> None:
         raise ZeroDivisionError("x")
 
-    monkeypatch.setattr(cli, "fold_acceptance", broken)
+    monkeypatch.setattr(fold.api, "fold_acceptance", broken)
     seed = (FUZZ / "corpus" / "trace" / "prompt.log").read_bytes()
     with pytest.raises(AssertionError, match="unexpected ZeroDivisionError"):
         driver.TARGETS["trace"].check(seed, str(tmp_path))

@@ -640,10 +640,6 @@ def test_both_speed_factors_are_over_the_population_the_ordinary_split_pairs():
 
 # --- vLLM's own rules ---------------------------------------------------------------------------
 
-VLLM_PYTHON = (
-    Path.home() / ".cache" / "fold-acceptance" / "vllm" / "0.32.0" / "venv" / "bin" / "python"
-)
-
 CASES = [  # (synthetic_acceptance_rates, synthetic_acceptance_length); None: absent
     (RATES, None),
     ([1.0, 1.0, 1.0, 1.0], None),
@@ -665,10 +661,9 @@ CASES = [  # (synthetic_acceptance_rates, synthetic_acceptance_length); None: ab
 
 
 @pytest.mark.oracle
-def test_the_reader_accepts_and_resolves_exactly_what_vllm_does(tmp_path):
+def test_the_reader_accepts_and_resolves_exactly_what_vllm_does(tmp_path, vllm_python):
     """vLLM 0.32's own resolver (``SpeculativeConfig._resolve_synthetic_acceptance_rates``) on
     each config: accepted with the same rates, or refused by both."""
-    assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON}: install vLLM with examples/vllm/install.py"
     script = (
         "import json, sys\n"
         "from vllm.config.speculative import SpeculativeConfig as C\n"
@@ -681,7 +676,7 @@ def test_the_reader_accepts_and_resolves_exactly_what_vllm_does(tmp_path):
         "print(json.dumps(out))\n"
     )
     done = subprocess.run(
-        [str(VLLM_PYTHON), "-c", script, json.dumps(CASES)],
+        [str(vllm_python), "-c", script, json.dumps(CASES)],
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     theirs = json.loads(done.stdout.strip().splitlines()[-1])
@@ -787,10 +782,9 @@ FIELD_CASES = [  # (field, value): each a change to holds.json's config
 
 
 @pytest.mark.oracle
-def test_the_reader_takes_the_field_types_vllms_own_fields_take(tmp_path):
+def test_the_reader_takes_the_field_types_vllms_own_fields_take(tmp_path, vllm_python):
     """vLLM 0.32's pydantic fields (``SpeculativeConfig.__pydantic_fields__``, lax mode) on
     each value: the reader reads what they take and refuses what they refuse."""
-    assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON}: install vLLM with examples/vllm/install.py"
     script = (
         "import json, sys\n"
         "from typing import Annotated\n"
@@ -808,7 +802,7 @@ def test_the_reader_takes_the_field_types_vllms_own_fields_take(tmp_path):
         "print(json.dumps(out))\n"
     )
     done = subprocess.run(
-        [str(VLLM_PYTHON), "-c", script, json.dumps(FIELD_CASES)],
+        [str(vllm_python), "-c", script, json.dumps(FIELD_CASES)],
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     theirs = json.loads(done.stdout.strip().splitlines()[-1])

@@ -13,7 +13,6 @@ the matched arm's output.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,35 +32,24 @@ import gate_server  # noqa: E402
 K = 4
 
 
-@pytest.fixture(scope="module")
-def bin_dir() -> Path:
-    if os.environ.get("LLAMACPP_BIN_DIR"):
-        return Path(os.environ["LLAMACPP_BIN_DIR"])
-    import build
-
-    return Path(build.ensure_built()["llama-server"]).parent
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> Path:
-    import make_models  # the engine extra (gguf, numpy)
-
-    directory = tmp_path_factory.mktemp("models")
-    make_models.make_models(directory)
-    return directory
-
-
-def gate(out: Path, bin_dir: Path, models: Path, *extra: str) -> tuple[str, str]:
-    common = ["--bin-dir", str(bin_dir), "--models", str(models), "--out-dir", str(out)]
+def gate(out: Path, llamacpp_bin_dir: Path, gguf_models: Path, *extra: str) -> tuple[str, str]:
+    common = [
+        "--bin-dir",
+        str(llamacpp_bin_dir),
+        "--models",
+        str(gguf_models),
+        "--out-dir",
+        str(out),
+    ]
     sizes = ["--prompts", "3", "--repeat", "3", "--draft-max", str(K), "--parallel", "2"]
     assert gate_server.main([*common, *sizes, "--concurrency", "2", "--threads", "1", *extra]) == 0
     return str(out / "our-arm.json"), str(out / "steps.jsonl")
 
 
 def test_llama_server_at_the_emitted_rates_accepts_as_our_gate_did(
-    tmp_path, capsys, bin_dir, models
+    tmp_path, capsys, llamacpp_bin_dir, gguf_models
 ):
-    arm, log = gate(tmp_path / "ours", bin_dir, models)
+    arm, log = gate(tmp_path / "ours", llamacpp_bin_dir, gguf_models)
     assert cli([arm, log, "--matched", "llamacpp", "--json", "-"]) == 0
     document = json.loads(capsys.readouterr().out)
     setting = document["matched"]["llamacpp"]
@@ -70,7 +58,7 @@ def test_llama_server_at_the_emitted_rates_accepts_as_our_gate_did(
 
     matched = tmp_path / "matched"
     arm_m, log_m = gate(
-        matched, bin_dir, models, "--draft", "unrelated", "--spec-synth-rates", rates
+        matched, llamacpp_bin_dir, gguf_models, "--draft", "unrelated", "--spec-synth-rates", rates
     )
     server_log = (matched / "server.log").read_text()
     # llama-server took the rates as given (it prints them to 6 significant digits)
@@ -85,7 +73,7 @@ def test_llama_server_at_the_emitted_rates_accepts_as_our_gate_did(
     for position, rate in enumerate(setting["rates"]):
         assert rate["ci"][0] <= theirs["per_position"][position] <= rate["ci"][1], position
     # without the rates the unrelated drafter accepts far below ours: the rates did it
-    arm_p, log_p = gate(tmp_path / "plain", bin_dir, models, "--draft", "unrelated")
+    arm_p, log_p = gate(tmp_path / "plain", llamacpp_bin_dir, gguf_models, "--draft", "unrelated")
     plain = fold_acceptance(arm_p, [log_p])
     assert plain.warm["mean_acceptance_length"] < low
 
@@ -98,7 +86,9 @@ def test_llama_server_at_the_emitted_rates_accepts_as_our_gate_did(
         ("1.5,0.4,0.3,0.2", "within [0, 1]"),
     ],
 )
-def test_llama_server_refuses_what_the_command_refuses(tmp_path, bin_dir, models, rates, says):
+def test_llama_server_refuses_what_the_command_refuses(
+    tmp_path, llamacpp_bin_dir, gguf_models, rates, says
+):
     from fold.compare.matched import check_rates
     from fold.errors import RefusedError
 
@@ -107,8 +97,9 @@ def test_llama_server_refuses_what_the_command_refuses(tmp_path, bin_dir, models
         check_rates(values, K, "llamacpp")
     port = str(gate_server.free_port())
     proc = subprocess.run(
-        [str(bin_dir / "llama-server"), "-m", str(models / "target.gguf"), "-md",
-         str(models / "draft.gguf"), "--spec-type", "draft-simple", "--spec-draft-n-max", str(K),
+        [str(llamacpp_bin_dir / "llama-server"), "-m", str(gguf_models / "target.gguf"),
+         "-md", str(gguf_models / "draft.gguf"), "--spec-type", "draft-simple",
+         "--spec-draft-n-max", str(K),
          "--spec-synth-rates", rates, "--host", "127.0.0.1", "--port", port],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -19,7 +19,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -79,27 +78,6 @@ print("RESULT " + json.dumps(found))
 """
 
 
-@pytest.fixture(scope="module")
-def vllm_python() -> Path:
-    sys.path.insert(0, str(EXAMPLE))
-    import install
-
-    return install.ensure_installed()
-
-
-@pytest.fixture(scope="module")
-def model(vllm_python) -> str:
-    proc = subprocess.run(
-        [str(vllm_python), str(EXAMPLE / "make_model.py")],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])["model"]
-
-
 def vllm_says(python: Path, model: str, cases: dict) -> dict:
     proc = subprocess.run(
         [str(python), "-c", VALIDATE],
@@ -120,7 +98,7 @@ def matched(capsys, arm: str, log: str, *extra: str) -> tuple[int, dict | None, 
     return code, (json.loads(out)["matched"]["vllm"] if code == 0 else None), err
 
 
-def test_vllm_takes_every_setting_emitted_for_the_recorded_runs(capsys, vllm_python, model):
+def test_vllm_takes_every_setting_emitted_for_the_recorded_runs(capsys, vllm_python, vllm_model):
     emitted, cases = {}, {}
     gate_config = json.loads((REAL / "gate.json").read_text())["speculative_config"]
     runs = [(name, arm, log, ()) for name, (arm, log) in RUNS.items()]
@@ -135,7 +113,7 @@ def test_vllm_takes_every_setting_emitted_for_the_recorded_runs(capsys, vllm_pyt
         cases[f"{name}/serve"] = {"argv": shlex.split(lines["serve"])[3:]}
         offline = lines["offline"][len("LLM(model=MODEL, speculative_config=") : -1]
         cases[f"{name}/offline"] = {"config": ast.literal_eval(offline)}
-    said = vllm_says(vllm_python, model, cases)
+    said = vllm_says(vllm_python, vllm_model, cases)
     for name, setting in emitted.items():
         for where in ("serve", "offline"):
             got = said[f"{name}/{where}"]
@@ -145,7 +123,7 @@ def test_vllm_takes_every_setting_emitted_for_the_recorded_runs(capsys, vllm_pyt
             assert got["rates"] == [rate["rate"] for rate in setting["rates"]]
 
 
-def test_vllm_refuses_what_the_command_refuses(capsys, vllm_python, model):
+def test_vllm_refuses_what_the_command_refuses(capsys, vllm_python, vllm_model):
     arm, log = RUNS["vllm-real-ours"]
     _, ours, _ = matched(capsys, arm, log)
     config, rates, k = (
@@ -182,7 +160,7 @@ def test_vllm_refuses_what_the_command_refuses(capsys, vllm_python, model):
         ),
     }
     said = vllm_says(
-        vllm_python, model, {name: {"config": case[0]} for name, case in refused.items()}
+        vllm_python, vllm_model, {name: {"config": case[0]} for name, case in refused.items()}
     )
     for name, (given, argv, vllm_reason) in refused.items():
         assert vllm_reason in said[name].get("error", ""), (name, said[name])

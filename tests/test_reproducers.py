@@ -19,6 +19,7 @@ import pytest
 from native_switch import native_switch
 from strategies import ONE_SECOND_LEG as LEG
 
+import fold.api
 from fold import cli
 from fold.api import fold_acceptance
 from fold.errors import InputError, RefusedError
@@ -257,7 +258,7 @@ def test_an_unexpected_exception_is_a_message_and_a_bug_report_line(
     def fail(*_: Any, **__: Any) -> None:
         raise raised
 
-    monkeypatch.setattr(cli, "fold_acceptance", fail)
+    monkeypatch.setattr(fold.api, "fold_acceptance", fail)
     code = cli.main([str(FIXTURES / "our-arm.json"), str(FIXTURES / "steps.jsonl"), "--quiet"])
     captured = capsys.readouterr()
     assert code == 2
@@ -340,7 +341,7 @@ def test_the_fuzzers_check_reports_what_it_is_for(tmp_path: Path, monkeypatch):
     def broken(*_: Any, **__: Any) -> None:
         raise ZeroDivisionError("x")
 
-    monkeypatch.setattr(cli, "fold_acceptance", broken)
+    monkeypatch.setattr(fold.api, "fold_acceptance", broken)
     with pytest.raises(harness.Finding, match="an unexpected exception"):
         harness.check(seed, str(tmp_path))
 

@@ -29,16 +29,17 @@ RECORDED = ROOT / "fixtures" / "oracles" / "vllm-real"
 EXAMPLE = ROOT / "examples" / "vllm"
 
 
-def fresh_run(base: Path) -> Path:
-    """The whole pipeline, from whatever the cache holds: vLLM, the model, both engines."""
+def fresh_run(base: Path, model: str, bin_dir: Path) -> Path:
+    """The whole pipeline on the shared fixtures' vLLM, model and llama.cpp: both engines."""
     sys.path.insert(0, str(EXAMPLE))
     import llamacpp_arm
     import vllm_gate
 
     run = base / "run"
     assert vllm_gate.main(["--out-dir", str(run)]) == 0
-    model = json.loads((run / "gate.json").read_text())["model"]
-    assert llamacpp_arm.main(["--model", model, "--out-dir", str(run / "ours")]) == 0
+    assert json.loads((run / "gate.json").read_text())["model"] == model
+    ours = ["--model", model, "--bin-dir", str(bin_dir), "--out-dir", str(run / "ours")]
+    assert llamacpp_arm.main(ours) == 0
     return run
 
 
@@ -49,7 +50,10 @@ def fresh_run(base: Path) -> Path:
 def run(request, tmp_path_factory) -> Path:
     if request.param == "recorded":
         return RECORDED
-    return fresh_run(tmp_path_factory.mktemp("vllm"))
+    # Only the fresh run needs the engines: asked for here, so the recorded one never makes them.
+    model = request.getfixturevalue("vllm_model")  # vLLM itself comes with the model
+    bin_dir = request.getfixturevalue("llamacpp_bin_dir")
+    return fresh_run(tmp_path_factory.mktemp("vllm"), model, bin_dir)
 
 
 def ours(run: Path) -> tuple[Path, Path]:

@@ -27,12 +27,13 @@ pytestmark = pytest.mark.oracle
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def run(tmp_path_factory, vllm_model) -> Path:
     sys.path.insert(0, str(EXAMPLE))
     import vllm_requests
 
     out = tmp_path_factory.mktemp("vllm-requests") / "run"
     assert vllm_requests.main(["--out-dir", str(out)]) == 0
+    assert json.loads((out / "capture.json").read_text())["model"] == vllm_model
     assert json.loads((out / "capture.json").read_text())["level"] == "detailed"
     return out
 

@@ -44,9 +44,9 @@ from fold.compare.verdict import NO_GAP as NO_GAP
 from fold.compare.verdict import SPEED as SPEED
 from fold.compare.verdict import direction, judge, model_words
 from fold.errors import InputError
+from fold.inputs.defaults import DEFAULT_TOLERANCE
 from fold.inputs.oracles import ArmFigures
 
-DEFAULT_TOLERANCE = 0.02
 NO_SHARE_BELOW = 1e-9
 """|log r| at or under which r is taken as exactly 1 for the shares: the log-gap is float noise."""
 

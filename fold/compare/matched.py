@@ -43,10 +43,10 @@ from typing import Any
 from fold.errors import InputError, RefusedError
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap
 from fold.inputs import acceptance
+from fold.inputs.defaults import ENGINES
 from fold.inputs.leg_sums import Leg
 from fold.wording import figure
 
-ENGINES = ("vllm", "sglang", "llamacpp")
 DEFAULT_METHOD = "ngram"
 # The released sources each setting was read in (docs/matched.md, "Versions read").
 VLLM_CHECKED = (

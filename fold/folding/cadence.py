@@ -38,8 +38,8 @@ from fold.errors import InputError
 from fold.folding import native
 from fold.folding.accumulate import REQUEST_KEY, request_id
 from fold.inputs.arm import WINDOW_SLACK_NS
+from fold.inputs.defaults import DEFAULT_STALL_FACTOR
 
-DEFAULT_STALL_FACTOR = 4.0
 KEY = REQUEST_KEY
 DURATIONS = ("first_step_s", "decode_s", "tail_s")
 INTERVALS = ("interval_median_s", "interval_p90_s", "interval_p99_s", "interval_max_s")

@@ -27,10 +27,9 @@ import numpy as np
 
 from fold.errors import InputError
 from fold.folding import native
+from fold.inputs.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.inputs.leg_sums import Leg
 
-DEFAULT_RESAMPLES = 1000
-DEFAULT_SEED = 20_261_201
 LEVEL = 0.95
 # Where numpy makes the stage-2 draws (float columns, or no extension), it makes this many
 # indices at a time, so a leg with very many requests does not hold all its draws at once.

@@ -9,9 +9,8 @@ import polars as pl
 
 from fold.errors import InputError, RefusedError
 from fold.inputs.arm import ArmRecord
+from fold.inputs.defaults import DEFAULT_PREDICATE
 from fold.inputs.recorded_fold import RecordedFold, disagreements
-
-DEFAULT_PREDICATE = "run > 1"
 
 
 def warm_mask(legs: pl.DataFrame, predicate: str = DEFAULT_PREDICATE) -> pl.Series:

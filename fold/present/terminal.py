@@ -17,7 +17,6 @@ from rich.text import Text
 
 from fold.present.another_k import another_k_view
 from fold.present.cadence import cadence_view
-from fold.present.comparison import comparison
 from fold.present.matched import matched_terminal
 from fold.present.per_request import details_view, falling_flag
 from fold.present.step_figures import about_text, has_step_figures, step_figures_view
@@ -35,6 +34,10 @@ def terminal_view(document: dict[str, Any], *, details: bool = False) -> Rendera
     if details and has_step_figures(document):
         parts += [Text(""), step_figures_view(document), about_text(document)]
     if document.get("comparison") is not None:
+        # Here, not above: the comparison's views load the oracles' readers, which a fold
+        # without --vs never needs (docs/performance.md, "Start-up").
+        from fold.present.comparison import comparison
+
         parts += [Text(""), comparison(document, details=details)]
     return Group(*parts)
 
