@@ -275,3 +275,33 @@ def test_the_page_carries_its_print_rules(documents):
     text = page(documents["worked example"]).decode()
     assert "@page { size: A4" in text and "@media print" in text
     assert "details::details-content" in text  # disclosures print open
+
+
+def test_a_group_an_arm_beside_ours_fills_anywhere_stays_side_by_side(tmp_path):
+    """Two runs of ours: ``before`` fills windows 1-4 but has no window 5. The line in our
+    block must not say ``before`` does not record windows; windows stay side by side, whole."""
+    runs = ROOT / "fixtures" / "ours-vs-ours"
+    document = _document(
+        tmp_path,
+        [
+            str(runs / "after" / "our-arm.json"),
+            str(runs / "after" / "steps.jsonl"),
+            f"--vs=before={runs / 'before' / 'our-arm.json'}",
+            f"--vs-log=before={runs / 'before' / 'steps.jsonl'}",
+            f"--vs=vllm={ORACLES / 'vllm-gate-arm.json'}",
+        ],
+    )
+    before = next(r for r in document["comparison"]["rows"] if r["name"] == "before")
+    after = next(r for r in document["comparison"]["rows"] if r["name"] == "ours")
+    filled = [w for w in before["step_figures"]["windows"] if w["accept_rate"] is not None]
+    assert 0 < len(filled) < len(after["step_figures"]["windows"])  # the case at hand
+    text = page(document).decode()
+    start = text.find('class="recorded">')
+    line = text[start:].split("</p>", 1)[0] if start >= 0 else ""
+    assert "windows" not in line
+    found = Page(text)
+    side = next(
+        t for t in found.tables if t["rows"][0][:1] == ["figure"] and "before" in t["rows"][0]
+    )
+    windows = [row[0] for row in side["rows"][1:] if row[0].startswith("window ")]
+    assert len(windows) == len(after["step_figures"]["windows"])  # window 5 too, beside the rest
