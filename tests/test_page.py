@@ -305,3 +305,28 @@ def test_a_group_an_arm_beside_ours_fills_anywhere_stays_side_by_side(tmp_path):
     )
     windows = [row[0] for row in side["rows"][1:] if row[0].startswith("window ")]
     assert len(windows) == len(after["step_figures"]["windows"])  # window 5 too, beside the rest
+
+
+def test_against_sglang_alone_the_line_names_every_column_left_to_our_block(tmp_path):
+    """SGLang records neither 1 + A/S nor A/P: those columns go to our block, the line names
+    them, and the caption defines only the columns drawn."""
+    document = _document(
+        tmp_path,
+        [
+            str(GATE / "our-arm.json"),
+            str(GATE / "steps.jsonl"),
+            f"--vs=sglang={ORACLES / 'sglang-legs.jsonl'}",
+        ],
+    )
+    (sglang,) = [r for r in document["comparison"]["rows"] if r["name"] == "sglang"]
+    assert sglang["mean_acceptance_length"] is None and sglang["accept_rate"] is None
+    text = page(document).decode()
+    head = Page(text).tables[0]["rows"][0]
+    assert "mean len (1 + A/S)" not in head and "rate (A/P)" not in head
+    assert "SGLang len*" in head and "verify steps/s" in head
+    start = text.index('class="recorded">')
+    line = text[start : text.index("</p>", start)]
+    assert "mean len (1 + A/S)" in line and "rate (A/P)" in line
+    caption = text[text.index('<p class="caption">') :].split("</p>", 1)[0]
+    assert "mean len" not in caption and "rate = A/P" not in caption
+    assert "SGLang len*" in caption and "steps/s" in caption

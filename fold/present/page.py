@@ -209,13 +209,7 @@ def answer(document: dict[str, Any]) -> str:
             + "".join(cells[i] for i in kept)
             + "</tr>"
         )
-    caption = (
-        "Ratios: r under tok/s, the acceptance factor under the length it compares, the speed "
-        "factor under verify steps/s. mean len = 1 + A/S (bonus token included); rate = A/P; "
-        "steps/s = tok/s / mean len."
-    )
-    if 4 in kept:  # the SGLang len* column is drawn
-        caption += " SGLang len* is SGLang's own unit, not comparable with mean len."
+    caption = _caption(kept)
     if intervals:
         caption += " ±: 95% bootstrap interval, the larger distance to either end."
     verdicts = []
@@ -305,8 +299,44 @@ def _ours_alone(document: dict[str, Any]) -> list[str]:
     return [_OURS_ALONE[i] for i in recorded_columns(block) if i not in shown and i in _OURS_ALONE]
 
 
-# What our block calls a comparison column it holds alone (completion/S: SGLang's unit).
-_OURS_ALONE = {4: "completion tokens per verify step (SGLang len*, our completion/S)"}
+# What our block calls a comparison column it holds alone, by column (``HEADERS``' order).
+_OURS_ALONE = {
+    0: "tok/s",
+    1: "mean len (1 + A/S)",
+    2: "rate (A/P)",
+    3: "verify steps/s",
+    4: "completion tokens per verify step (SGLang len*, our completion/S)",
+}
+
+
+def _caption(kept: list[int]) -> str:
+    """The comparison's caption, defining only the columns drawn (``kept``)."""
+    ratios = [
+        text
+        for column, text in (
+            (0, "r under tok/s"),
+            (1, "the acceptance factor under the length it compares"),
+            (3, "the speed factor under verify steps/s"),
+        )
+        if column in kept or (column == 1 and 4 in kept)
+    ]
+    parts = [f"Ratios: {', '.join(ratios)}."] if ratios else []
+    terms = []
+    if 1 in kept:
+        terms.append("mean len = 1 + A/S (bonus token included)")
+    if 2 in kept:
+        terms.append("rate = A/P")
+    if 3 in kept:
+        over = ["mean len" if 1 in kept else "1 + A/S", *(["SGLang len*"] if 4 in kept else [])]
+        terms.append(f"steps/s = tok/s / {' or '.join(over)}")
+    if terms:
+        parts.append("; ".join(terms) + ".")
+    if 4 in kept:
+        parts.append(
+            "SGLang len* is SGLang's own unit"
+            + (", not comparable with mean len." if 1 in kept else " (tokens per verify step).")
+        )
+    return " ".join(parts)
 
 
 def _inline_svg(svg: bytes) -> str:
