@@ -112,11 +112,13 @@ window.addEventListener("load", () => {
   const nav = document.querySelector("nav.toc");
   const contents = nav ? {scrolled: window.scrollY, ...place(nav)} : null;
   window.scrollTo(0, 0);
+  const toc = document.querySelector("nav.toc");
+  const contentsAtTop = toc ? place(toc) : null;
   const out = document.createElement("pre");
   out.id = "probe";
   out.textContent = JSON.stringify({charts: charts, errors: window.__errors, answer: answer,
     height: height, empty: empty, wide: wide, overflow: overflow, disclosures: disclosures,
-    contents: contents});
+    contents: contents, contents_at_top: contentsAtTop});
   document.body.appendChild(out);
 });
 </script>"""
@@ -361,3 +363,21 @@ def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_pa
     printed = _probe(control, tmp_path, f"{A4_WIDTH},1000", printed=True)
     assert printed["wide"] == ["wide"] and printed["overflow"]
     assert printed["disclosures"][1]["closed"] < 1
+
+
+NARROW = (900, 800)
+
+
+@pytest.mark.parametrize("name", WHOLE_PAGES)
+def test_on_a_narrow_window_the_answer_comes_before_the_contents(name, tmp_path):
+    """Below 60rem the contents leave the side: they follow the answer, so the table and every
+    verdict are still on the first screen (the matched page's fell below it)."""
+    probe = _probe(_page(tmp_path, name), tmp_path, f"{NARROW[0]},{NARROW[1]}")
+    answer = probe["answer"]
+    assert answer["viewport"]["width"] <= NARROW[0]
+    assert answer["table"] is not None and answer["table"]["top"] >= 0, answer
+    assert answer["verdicts"], answer
+    for item in answer["verdicts"]:
+        assert item["bottom"] <= answer["viewport"]["height"], item
+    nav = probe["contents_at_top"]
+    assert nav is not None and nav["top"] > answer["verdicts"][-1]["bottom"], nav
