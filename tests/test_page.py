@@ -330,3 +330,18 @@ def test_against_sglang_alone_the_line_names_every_column_left_to_our_block(tmp_
     caption = text[text.index('<p class="caption">') :].split("</p>", 1)[0]
     assert "mean len" not in caption and "rate = A/P" not in caption
     assert "SGLang len*" in caption and "steps/s" in caption
+
+
+def test_the_terminal_sets_our_request_figures_beside_nothing_only_once(documents):
+    """No arm beside ours has per-request figures in the worked example: the side-by-side
+    table would repeat ours alone, so --details draws it not; the per-request lines stay."""
+    document = documents["worked example"]
+    gaps = document["comparison"]["gaps"]
+    beside = [r for r in document["comparison"]["rows"] if r["name"] in gaps]
+    assert all((r["step_figures"] or {}).get("per_request") is None for r in beside)
+    text = terminal(document, width=100, details=True)
+    assert "side by side" in text  # the step figures' table is still drawn
+    assert "Per request and by output position, side" not in text
+    lowest = next(r for r in document["warm"]["per_request"]["lowest"] if r["proposed"])
+    shown = f"{100 * lowest['accepted'] / lowest['proposed']:.1f}% of {lowest['proposed']}"
+    assert text.count(shown) == 1, text

@@ -227,10 +227,14 @@ def request_rows(
 
 
 def _has_request_figures(document: Mapping[str, Any]) -> bool:
+    """Whether an arm beside ours has per-request or by-position figures: without one the
+    side-by-side table would only repeat ours, which the per-request section already shows."""
+    arms = zip(_arms(document), _ours(document), strict=True)
     return any(
         figures is not None
+        and not is_ours
         and any(figures.get(key) is not None for key in ("per_request", "by_output_position"))
-        for _, figures in _arms(document)
+        for (_, figures), is_ours in arms
     )
 
 
