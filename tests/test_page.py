@@ -204,7 +204,8 @@ def test_a_figure_only_ours_records_is_in_our_block_with_one_line(documents):
 def test_a_comparison_column_only_ours_records_moves_to_our_block(tmp_path):
     """Against vLLM alone, SGLang len* (completion tokens per verify step) is ours alone: the
     comparison has no such column, our fold's table has it, and the line names it. The
-    terminal keeps it: a column with a figure in it is not a column of nothing."""
+    terminal drops it too (SGLang's unit beside no SGLang arm compares with nothing) and its
+    caption no longer defines it; mean len and rate, the verdict's unit, stay."""
     document = _document(
         tmp_path,
         [
@@ -224,7 +225,11 @@ def test_a_comparison_column_only_ours_records_moves_to_our_block(tmp_path):
     assert completion / warm["steps"] == pytest.approx(warm["completion_tokens_per_step"])
     assert ours["rows"][1][-1] == f"{warm['completion_tokens_per_step']:.2f}"
     assert "completion tokens per verify step (SGLang len*, our completion/S)" in text
-    assert "SGLang len*" in terminal(document, width=120)
+    for width in (80, 120):
+        shown = terminal(document, width=width)
+        table = shown[shown.index("Throughput and acceptance") :]
+        assert "SGLang len*" not in table and NOT_RECORDED not in table.split("vs vllm")[0]
+        assert "mean len" in table and "rate" in table
 
 
 def test_a_column_no_arm_records_is_drawn_nowhere(documents):
@@ -232,7 +237,8 @@ def test_a_column_no_arm_records_is_drawn_nowhere(documents):
     block = document["comparison"]
     for row in block["rows"]:
         row["completion_tokens_per_step"] = None
-    assert "SGLang len*" in terminal(documents["real vLLM"], width=120)
+    assert "SGLang len*" not in terminal(documents["real vLLM"], width=120)  # no SGLang arm
+    assert "SGLang len*" in terminal(documents["worked example"], width=120)  # an SGLang arm
     assert "SGLang len*" not in terminal(document, width=120)
     assert "SGLang len*" not in Page(page(document).decode()).tables[0]["rows"][0]
 

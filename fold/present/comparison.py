@@ -69,9 +69,10 @@ def has_intervals(document: Mapping[str, Any]) -> bool:
     return bool((document.get("bootstrap") or {}).get("resamples"))
 
 
+_SHORT_SGLANG = "SGLang len* = SGLang's own unit, not comparable with mean len; "
 SHORT_CAPTION = (
     "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean len; "
-    "SGLang len* = SGLang's own unit, not comparable with mean len; ≈ = from rounded counters."
+    f"{_SHORT_SGLANG}≈ = from rounded counters."
 )
 INTERVALS_CAPTION = (
     " ±: 95% bootstrap interval over the arm's legs, the larger distance to either end "
@@ -94,13 +95,19 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
     block = document["comparison"]
     rows, gaps = block["rows"], block["gaps"]
     intervals = has_intervals(document)
-    caption = SHORT_CAPTION
+    kept = terminal_columns(block)
+    caption = SHORT_CAPTION if 4 in kept else SHORT_CAPTION.replace(_SHORT_SGLANG, "")
     if details:
         caption = (
             "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
-            "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
-            "included): not comparable with mean len. covers = what the acceptance counters "
-            "count; ≈ = from rounded counters."
+            "len. "
+            + (
+                "SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
+                "included): not comparable with mean len. "
+                if 4 in kept
+                else ""
+            )
+            + "covers = what the acceptance counters count; ≈ = from rounded counters."
         )
         if intervals:
             caption += INTERVALS_CAPTION
@@ -118,7 +125,6 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
     longest_name = max((len(row["name"]) for row in rows), default=6)
     table.add_column("engine", overflow="fold", min_width=min(longest_name, 10))
     table.add_column("covers", overflow="fold")
-    kept = recorded_columns(block)
     for place in kept:
         table.add_column(HEADERS[place], justify="right", overflow="fold")
 
@@ -234,6 +240,14 @@ def recorded_columns(block: Mapping[str, Any], *, oracles_only: bool = False) ->
         if gap["speed_factor"] is not None:
             filled.add(3)
     return sorted(filled)
+
+
+def terminal_columns(block: Mapping[str, Any]) -> list[int]:
+    """The terminal's columns: every recorded one in the one unit (tok/s, mean len, rate,
+    steps/s), which the verdicts read; SGLang len* only when an arm beside ours records it,
+    since SGLang's unit beside no SGLang arm compares with nothing."""
+    beside = recorded_columns(block, oracles_only=True)
+    return [place for place in recorded_columns(block) if place != 4 or place in beside]
 
 
 _FIGURE_LABELS = (
