@@ -126,6 +126,9 @@ def assert_per_position(document: dict, figure: Figure) -> None:
     assert sorted(dashed) == sorted(conditional)
     for name, values in conditional.items():
         assert same(dashed[name], values), (name, dashed[name], values)
+    # positions numbered from 1, as the step figures' table ("pos 1") and docs/units.md do
+    for line in axes.get_lines():
+        assert list(line.get_xdata()) == list(range(1, len(line.get_ydata()) + 1)), line
 
 
 def assert_windows(document: dict, figure: Figure) -> None:
