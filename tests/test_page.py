@@ -351,3 +351,28 @@ def test_the_terminal_sets_our_request_figures_beside_nothing_only_once(document
     lowest = next(r for r in document["warm"]["per_request"]["lowest"] if r["proposed"])
     shown = f"{100 * lowest['accepted'] / lowest['proposed']:.1f}% of {lowest['proposed']}"
     assert text.count(shown) == 1, text
+
+
+def test_each_chart_section_holds_what_its_heading_asks_and_the_step_split_sits_by_the_time(
+    documents,
+):
+    """The gap per oracle and the what-if have their own questions, and the step split sits
+    right above the time charts (it sat above the acceptance charts)."""
+    document = documents["matched, step durations"]
+    text = page(document).decode()
+    found = Page(text)
+    sections = [section for section, _ in found.headings]
+    headings = dict(found.headings)
+    assert sections.index("step-split") + 1 == sections.index("time-charts"), sections
+
+    def charts_in(section: str) -> list[str]:
+        start = text.index(f'<section id="{section}"')
+        end = text.index("</div></section>", start)
+        return [chart for chart in ("gap", "another-k", "per-position", "per-leg")
+                if f'id="{chart}"' in text[start:end]]  # fmt: skip
+
+    assert charts_in("time-charts") == ["per-leg"]
+    assert charts_in("gap-charts") == ["gap"] and "oracle" in headings["gap-charts"]
+    assert charts_in("acceptance-charts") == ["per-position"]
+    assert charts_in("another-k-charts") == ["another-k"]
+    assert document["comparison"]["gaps"]

@@ -47,11 +47,13 @@ from fold.present.table import (
 PLOT_FORMATS = ("png", "svg")
 # The charts not shown beside the figures they draw, grouped by the question they answer.
 CHART_GROUPS = (
-    ("acceptance-charts", "Where does acceptance fall off?", ("per-position", "windows",
-                                                              "another-k")),
-    ("time-charts", "Where does the time go, leg by leg?", ("gap", "time-shares", "intervals",
+    ("acceptance-charts", "Where does acceptance fall off?", ("per-position", "windows")),
+    ("another-k-charts", "What if drafts were shorter?", ("another-k",)),
+    ("gap-charts", "Where does the gap to each oracle go?", ("gap",)),
+    ("time-charts", "Where does the time go, leg by leg?", ("time-shares", "intervals",
                                                            "per-leg")),
 )  # fmt: skip
+STEP_SPLIT_BEFORE = "time-charts"  # the step split reads with the time charts, just above them
 BESIDE_FIGURES = ("requests", "by-output-position")  # drawn in the per-request section
 _HEADING = re.compile(r'<section id="([^"]+)"[^>]*><h2>(.*?)</h2>', re.DOTALL)
 
@@ -67,12 +69,15 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         attention(document),
         _summary(document),
         page_section(document, {name: drawn.get(name, "") for name in BESIDE_FIGURES}),
-        step_split_html(document),
         step_figures_html(document),
     ]
     contents = [(target, html.unescape(heading), ()) for section in sections
                 for target, heading in _HEADING.findall(section)[:1]]  # fmt: skip
     for target, heading, names in CHART_GROUPS:
+        if target == STEP_SPLIT_BEFORE and (split := step_split_html(document)):
+            sections.append(split)
+            contents += [(found_id, html.unescape(text), ()) for found_id, text in
+                         _HEADING.findall(split)[:1]]  # fmt: skip
         named = {chart.name: chart for chart in found if chart.draw is not None}
         shown = [named[name] for name in names if name in named]
         if not shown:
