@@ -26,6 +26,11 @@ from fold.inputs.oracles import (
     SINCE_START,
     WARM_LEGS,
 )
+from fold.present.comparison_columns import (
+    HEADERS,
+    ROW_FIGURES,
+    terminal_columns,
+)
 from fold.present.fit import Fitted, fit
 from fold.present.matched_arms import matched_lines
 from fold.present.runs import runs_lines
@@ -194,60 +199,18 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
     return fit(table, give_way=("covers",))
 
 
-_ROW_FIGURES = (
-    ("output_throughput_tok_s", "three_decimals"),
-    ("mean_acceptance_length", "length"),
-    ("accept_rate", "percent"),
-    ("verify_steps_per_s", "three_decimals"),
-    ("completion_tokens_per_step", "length"),
-)
-
-
 def _arm_interval_row(add: Callable[..., None], row: Row) -> None:
     """The ``±`` row under an arm: its 95% intervals, or why it has none."""
-    found = [row.get(f"{figure}_ci") for figure, _ in _ROW_FIGURES]
+    found = [row.get(f"{figure}_ci") for figure, _ in ROW_FIGURES]
     if not any(found):
         why = "totals" if "totals" in (row.get("ci_note") or "") else "1 leg"
         add(Text("  ±", style="dim"), Text(""), [Text(why, style="dim italic"), *[Text("")] * 4])
         return
     cells = [
         plus_minus(row[figure], interval, form)
-        for (figure, form), interval in zip(_ROW_FIGURES, found, strict=True)
+        for (figure, form), interval in zip(ROW_FIGURES, found, strict=True)
     ]
     add(Text("  ±", style="dim"), Text(""), [Text(cell, style="dim") for cell in cells])
-
-
-HEADERS = ("tok/s (warm)", "mean len (1+A/S)", "rate (A/P)", "verify steps/s", "SGLang len*")
-
-
-def recorded_columns(block: Mapping[str, Any], *, oracles_only: bool = False) -> list[int]:
-    """The figure columns (``_ROW_FIGURES``'s order) some arm records or a ratio fills: a
-    column of "not recorded" is not drawn. ``oracles_only`` (the page) keeps a column only
-    when an arm set beside ours (an oracle, another run of ours) records it, since the page
-    shows what our fold alone has in our block."""
-    filled = {
-        place
-        for row in block["rows"]
-        if not (oracles_only and row["name"] not in block["gaps"])
-        for place, (figure, _) in enumerate(_ROW_FIGURES)
-        if row[figure] is not None
-    }
-    for gap in block["gaps"].values():
-        if gap["ratio"] is not None:
-            filled.add(0)
-        if gap["acceptance_factor"] is not None:
-            filled.add(4 if gap["unit"] == SGLANG_UNIT else 1)
-        if gap["speed_factor"] is not None:
-            filled.add(3)
-    return sorted(filled)
-
-
-def terminal_columns(block: Mapping[str, Any]) -> list[int]:
-    """The terminal's columns: every recorded one in the one unit (tok/s, mean len, rate,
-    steps/s), which the verdicts read; SGLang len* only when an arm beside ours records it,
-    since SGLang's unit beside no SGLang arm compares with nothing."""
-    beside = recorded_columns(block, oracles_only=True)
-    return [place for place in recorded_columns(block) if place != 4 or place in beside]
 
 
 _FIGURE_LABELS = (

@@ -23,10 +23,10 @@ from fold.present.comparison import (
     POPULATION_LABELS,
     has_intervals,
     population_line,
-    recorded_columns,
     step_rate_line,
     tolerance_of,
 )
+from fold.present.comparison_columns import recorded_columns
 from fold.present.matched import matched_html
 from fold.present.matched_arms import matched_arm_html
 from fold.present.page_layout import STYLE, toc
