@@ -254,7 +254,7 @@ def test_the_terminal_sets_no_column_of_nothing_beside_the_step_figures(document
 def test_the_lowest_requests_are_one_table_of_the_documents_requests(documents, name):
     document = documents[name]
     found = Page(page(document).decode())
-    (table,) = [t for t in found.tables if t["rows"][0] == ["leg", "request id", "A/P", "drafts"]]
+    (table,) = [t for t in found.tables if t["rows"][0] == ["leg", "request id", "A/P", "P"]]
     lowest = [r for r in document["warm"]["per_request"]["lowest"] if r["proposed"]][:5]
     assert table["rows"][1:] == [
         [str(r["leg"]), str(r["seq"]), f"{100 * r['accepted'] / r['proposed']:.1f}%",

@@ -151,10 +151,10 @@ def page_section(document: dict[str, Any], charts: dict[str, str] | None = None)
             )
             parts.append(
                 '<table class="requests"><tr><th>leg</th><th>request id</th><th>A/P</th>'
-                f"<th>drafts</th></tr>{rows}</table>"
+                f"<th>P</th></tr>{rows}</table>"
                 f'<p class="caption">The {len(lowest)} warm requests that accepted the least '
-                "of the drafts they proposed (the writer of each id is in its tooltip and the "
-                "JSON).</p>"
+                "of the drafts they proposed; P: the draft tokens each verified (the writer of "
+                "each id is in its tooltip and the JSON).</p>"
             )
     if positions is not None:
         parts.append(f"<p>By output position: {html.escape(falling_words(positions))}.</p>")
