@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from test_page import timed_copy
+from step_logs import timed_copy
 
 from fold.cli import main as cli
 
@@ -349,6 +349,7 @@ def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_pa
         "<tr><td>a</td><td>1</td><td>not recorded</td></tr>"
         "<tr><td>b</td><td>2</td><td>not recorded</td></tr></table>"
         "<details><summary>nothing inside</summary></details>"
+        "<details open><summary>open already</summary><p>shown before a click</p></details>"
         "<details><summary>shut in print</summary><p>no print rule opens it</p></details>"
         '<table style="width:900px"><tr><th>wide</th></tr><tr><td>x</td></tr></table>'
         '<nav class="toc"><a href="#x">contents that scroll away</a></nav>'
@@ -356,13 +357,14 @@ def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_pa
     )
     probe = _probe(control, tmp_path)
     assert [found["column"] for found in probe["empty"]] == [2]
-    shut, _ = probe["disclosures"]
+    shut, already, _ = probe["disclosures"]
     assert shut["summary"] == "nothing inside" and shut["open"] < 20
+    assert already["summary"] == "open already" and already["closed"] >= 1  # not folded
     assert probe["height"] > HEIGHT_BEFORE / 2
     assert probe["contents"]["scrolled"] > 1000 and probe["contents"]["bottom"] < 0
     printed = _probe(control, tmp_path, f"{A4_WIDTH},1000", printed=True)
     assert printed["wide"] == ["wide"] and printed["overflow"]
-    assert printed["disclosures"][1]["closed"] < 1
+    assert printed["disclosures"][2]["closed"] < 1
 
 
 NARROW = (900, 800)

@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from step_logs import timed_copy
 
 from fold.cli import main as cli
 from fold.present.page import page
@@ -114,19 +115,6 @@ def _document(tmp_path: Path, argv: list[str]) -> dict:
     out = tmp_path / "fold.json"
     assert cli([*argv, "--json", str(out), "--bootstrap", "100", "--quiet"]) in (0, 1)
     return json.loads(out.read_bytes())
-
-
-def timed_copy(source: Path, target: Path) -> Path:
-    """The steps of ``source`` with a drafting and a verifying duration on each drafted step,
-    so the fold has a step split (no recorded fixture carries them)."""
-    lines = []
-    for line in source.read_text().splitlines():
-        step = json.loads(line)
-        if step.get("proposed"):
-            step |= {"draft_ns": 40_000, "verify_ns": 90_000}
-        lines.append(json.dumps(step, separators=(",", ":")))
-    target.write_text("\n".join(lines) + "\n")
-    return target
 
 
 def pages(tmp_path: Path) -> dict[str, list[str]]:
