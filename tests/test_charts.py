@@ -319,6 +319,11 @@ def assert_requests(document: dict, figure: Figure) -> None:
     assert [tick.get_text() for tick in axes.get_xticklabels()] == [
         f"leg {r['leg']}\nid {r['seq']}" for r in lowest
     ]
+    # each bar carries its value, so a request at 0.0% reads as a figure, not a missing bar
+    values = [t for t in axes.texts if (t.get_gid() or "").startswith("request-value-")]
+    assert [t.get_text() for t in values] == [
+        f"{100 * r['accepted'] / r['proposed']:.1f}%" for r in lowest
+    ]
     (band,) = [patch for patch in axes.patches if patch.get_gid() == "p10-p90"]
     assert same([band.get_y(), band.get_y() + band.get_height()],
                 [100 * rates["p10"], 100 * rates["p90"]])  # fmt: skip

@@ -231,6 +231,11 @@ def requests_chart(document: dict[str, Any]) -> Chart:
         for place, request in zip(places, lowest, strict=True):
             axes.bar(place, 100 * request["accept_rate"], width=0.6, color=FLAG_COLOUR,
                      gid=f"request-{place}")  # fmt: skip
+            # the value over each bar: a request at 0.0% draws no bar and must not read as a gap
+            axes.annotate(shown_percent(request["accept_rate"]),
+                          (place, 100 * request["accept_rate"]), xytext=(0, 2),
+                          textcoords="offset points", ha="center", va="bottom", fontsize=8,
+                          gid=f"request-value-{place}")  # fmt: skip
         axes.set_xticks(places, [f"leg {r['leg']}\nid {r['seq']}" for r in lowest])
         axes.set_ylabel("A/P (%)")
         axes.set_ylim(0, 105)
