@@ -364,3 +364,15 @@ def test_each_chart_section_holds_what_its_heading_asks_and_the_step_split_sits_
     assert charts_in("acceptance-charts") == ["per-position"]
     assert charts_in("another-k-charts") == ["another-k"]
     assert document["comparison"]["gaps"]
+
+
+def test_a_folded_table_is_summed_up_by_rows_groups_and_columns(documents):
+    """The summary names its rows, what they hold and its columns in one plain line (it read
+    "(ours and ours (all legs))")."""
+    found = Page(page(documents["worked example"]).decode())
+    (steps,) = [table for table in found.tables if table["rows"][0][0] == "figure"]
+    names = steps["rows"][0][1:]
+    (summary,) = [s for s in found.summaries if s.startswith("Our step figures")]
+    assert summary.startswith(f"Our step figures, {len(steps['rows']) - 1} rows of per position")
+    assert summary.endswith(f"{len(names)} columns: {', '.join(names)}")
+    assert "((" not in summary and "))" not in summary
