@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from test_page import timed_copy
+from step_logs import timed_copy
 
 from fold.cli import main as cli
 
@@ -112,11 +112,13 @@ window.addEventListener("load", () => {
   const nav = document.querySelector("nav.toc");
   const contents = nav ? {scrolled: window.scrollY, ...place(nav)} : null;
   window.scrollTo(0, 0);
+  const toc = document.querySelector("nav.toc");
+  const contentsAtTop = toc ? place(toc) : null;
   const out = document.createElement("pre");
   out.id = "probe";
   out.textContent = JSON.stringify({charts: charts, errors: window.__errors, answer: answer,
     height: height, empty: empty, wide: wide, overflow: overflow, disclosures: disclosures,
-    contents: contents});
+    contents: contents, contents_at_top: contentsAtTop});
   document.body.appendChild(out);
 });
 </script>"""
@@ -347,6 +349,7 @@ def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_pa
         "<tr><td>a</td><td>1</td><td>not recorded</td></tr>"
         "<tr><td>b</td><td>2</td><td>not recorded</td></tr></table>"
         "<details><summary>nothing inside</summary></details>"
+        "<details open><summary>open already</summary><p>shown before a click</p></details>"
         "<details><summary>shut in print</summary><p>no print rule opens it</p></details>"
         '<table style="width:900px"><tr><th>wide</th></tr><tr><td>x</td></tr></table>'
         '<nav class="toc"><a href="#x">contents that scroll away</a></nav>'
@@ -354,10 +357,29 @@ def test_the_page_checks_see_a_column_of_nothing_a_shut_disclosure_and_a_tall_pa
     )
     probe = _probe(control, tmp_path)
     assert [found["column"] for found in probe["empty"]] == [2]
-    shut, _ = probe["disclosures"]
+    shut, already, _ = probe["disclosures"]
     assert shut["summary"] == "nothing inside" and shut["open"] < 20
+    assert already["summary"] == "open already" and already["closed"] >= 1  # not folded
     assert probe["height"] > HEIGHT_BEFORE / 2
     assert probe["contents"]["scrolled"] > 1000 and probe["contents"]["bottom"] < 0
     printed = _probe(control, tmp_path, f"{A4_WIDTH},1000", printed=True)
     assert printed["wide"] == ["wide"] and printed["overflow"]
-    assert printed["disclosures"][1]["closed"] < 1
+    assert printed["disclosures"][2]["closed"] < 1
+
+
+NARROW = (900, 800)
+
+
+@pytest.mark.parametrize("name", WHOLE_PAGES)
+def test_on_a_narrow_window_the_answer_comes_before_the_contents(name, tmp_path):
+    """Below 60rem the contents leave the side: they follow the answer, so the table and every
+    verdict are still on the first screen (the matched page's fell below it)."""
+    probe = _probe(_page(tmp_path, name), tmp_path, f"{NARROW[0]},{NARROW[1]}")
+    answer = probe["answer"]
+    assert answer["viewport"]["width"] <= NARROW[0]
+    assert answer["table"] is not None and answer["table"]["top"] >= 0, answer
+    assert answer["verdicts"], answer
+    for item in answer["verdicts"]:
+        assert item["bottom"] <= answer["viewport"]["height"], item
+    nav = probe["contents_at_top"]
+    assert nav is not None and nav["top"] > answer["verdicts"][-1]["bottom"], nav

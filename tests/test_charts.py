@@ -126,6 +126,9 @@ def assert_per_position(document: dict, figure: Figure) -> None:
     assert sorted(dashed) == sorted(conditional)
     for name, values in conditional.items():
         assert same(dashed[name], values), (name, dashed[name], values)
+    # positions numbered from 1, as the step figures' table ("pos 1") and docs/units.md do
+    for line in axes.get_lines():
+        assert list(line.get_xdata()) == list(range(1, len(line.get_ydata()) + 1)), line
 
 
 def assert_windows(document: dict, figure: Figure) -> None:
@@ -315,6 +318,11 @@ def assert_requests(document: dict, figure: Figure) -> None:
     )
     assert [tick.get_text() for tick in axes.get_xticklabels()] == [
         f"leg {r['leg']}\nid {r['seq']}" for r in lowest
+    ]
+    # each bar carries its value, so a request at 0.0% reads as a figure, not a missing bar
+    values = [t for t in axes.texts if (t.get_gid() or "").startswith("request-value-")]
+    assert [t.get_text() for t in values] == [
+        f"{100 * r['accepted'] / r['proposed']:.1f}%" for r in lowest
     ]
     (band,) = [patch for patch in axes.patches if patch.get_gid() == "p10-p90"]
     assert same([band.get_y(), band.get_y() + band.get_height()],

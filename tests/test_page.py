@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from step_logs import timed_copy
 
 from fold.cli import main as cli
 from fold.present.page import page
@@ -116,19 +117,6 @@ def _document(tmp_path: Path, argv: list[str]) -> dict:
     return json.loads(out.read_bytes())
 
 
-def timed_copy(source: Path, target: Path) -> Path:
-    """The steps of ``source`` with a drafting and a verifying duration on each drafted step,
-    so the fold has a step split (no recorded fixture carries them)."""
-    lines = []
-    for line in source.read_text().splitlines():
-        step = json.loads(line)
-        if step.get("proposed"):
-            step |= {"draft_ns": 40_000, "verify_ns": 90_000}
-        lines.append(json.dumps(step, separators=(",", ":")))
-    target.write_text("\n".join(lines) + "\n")
-    return target
-
-
 def pages(tmp_path: Path) -> dict[str, list[str]]:
     timed = timed_copy(REAL / "ours" / "steps.jsonl", tmp_path / "timed.jsonl")
     return {
@@ -204,7 +192,8 @@ def test_a_figure_only_ours_records_is_in_our_block_with_one_line(documents):
 def test_a_comparison_column_only_ours_records_moves_to_our_block(tmp_path):
     """Against vLLM alone, SGLang len* (completion tokens per verify step) is ours alone: the
     comparison has no such column, our fold's table has it, and the line names it. The
-    terminal keeps it: a column with a figure in it is not a column of nothing."""
+    terminal drops it too (SGLang's unit beside no SGLang arm compares with nothing) and its
+    caption no longer defines it; mean len and rate, the verdict's unit, stay."""
     document = _document(
         tmp_path,
         [
@@ -224,7 +213,11 @@ def test_a_comparison_column_only_ours_records_moves_to_our_block(tmp_path):
     assert completion / warm["steps"] == pytest.approx(warm["completion_tokens_per_step"])
     assert ours["rows"][1][-1] == f"{warm['completion_tokens_per_step']:.2f}"
     assert "completion tokens per verify step (SGLang len*, our completion/S)" in text
-    assert "SGLang len*" in terminal(document, width=120)
+    for width in (80, 120):
+        shown = terminal(document, width=width)
+        table = shown[shown.index("Throughput and acceptance") :]
+        assert "SGLang len*" not in table and NOT_RECORDED not in table.split("vs vllm")[0]
+        assert "mean len" in table and "rate" in table
 
 
 def test_a_column_no_arm_records_is_drawn_nowhere(documents):
@@ -232,7 +225,8 @@ def test_a_column_no_arm_records_is_drawn_nowhere(documents):
     block = document["comparison"]
     for row in block["rows"]:
         row["completion_tokens_per_step"] = None
-    assert "SGLang len*" in terminal(documents["real vLLM"], width=120)
+    assert "SGLang len*" not in terminal(documents["real vLLM"], width=120)  # no SGLang arm
+    assert "SGLang len*" in terminal(documents["worked example"], width=120)  # an SGLang arm
     assert "SGLang len*" not in terminal(document, width=120)
     assert "SGLang len*" not in Page(page(document).decode()).tables[0]["rows"][0]
 
@@ -248,7 +242,7 @@ def test_the_terminal_sets_no_column_of_nothing_beside_the_step_figures(document
 def test_the_lowest_requests_are_one_table_of_the_documents_requests(documents, name):
     document = documents[name]
     found = Page(page(document).decode())
-    (table,) = [t for t in found.tables if t["rows"][0] == ["leg", "request id", "A/P", "drafts"]]
+    (table,) = [t for t in found.tables if t["rows"][0] == ["leg", "request id", "A/P", "P"]]
     lowest = [r for r in document["warm"]["per_request"]["lowest"] if r["proposed"]][:5]
     assert table["rows"][1:] == [
         [str(r["leg"]), str(r["seq"]), f"{100 * r['accepted'] / r['proposed']:.1f}%",
@@ -275,3 +269,110 @@ def test_the_page_carries_its_print_rules(documents):
     text = page(documents["worked example"]).decode()
     assert "@page { size: A4" in text and "@media print" in text
     assert "details::details-content" in text  # disclosures print open
+
+
+def test_a_group_an_arm_beside_ours_fills_anywhere_stays_side_by_side(tmp_path):
+    """Two runs of ours: ``before`` fills windows 1-4 but has no window 5. The line in our
+    block must not say ``before`` does not record windows; windows stay side by side, whole."""
+    runs = ROOT / "fixtures" / "ours-vs-ours"
+    document = _document(
+        tmp_path,
+        [
+            str(runs / "after" / "our-arm.json"),
+            str(runs / "after" / "steps.jsonl"),
+            f"--vs=before={runs / 'before' / 'our-arm.json'}",
+            f"--vs-log=before={runs / 'before' / 'steps.jsonl'}",
+            f"--vs=vllm={ORACLES / 'vllm-gate-arm.json'}",
+        ],
+    )
+    before = next(r for r in document["comparison"]["rows"] if r["name"] == "before")
+    after = next(r for r in document["comparison"]["rows"] if r["name"] == "ours")
+    filled = [w for w in before["step_figures"]["windows"] if w["accept_rate"] is not None]
+    assert 0 < len(filled) < len(after["step_figures"]["windows"])  # the case at hand
+    text = page(document).decode()
+    start = text.find('class="recorded">')
+    line = text[start:].split("</p>", 1)[0] if start >= 0 else ""
+    assert "windows" not in line
+    found = Page(text)
+    side = next(
+        t for t in found.tables if t["rows"][0][:1] == ["figure"] and "before" in t["rows"][0]
+    )
+    windows = [row[0] for row in side["rows"][1:] if row[0].startswith("window ")]
+    assert len(windows) == len(after["step_figures"]["windows"])  # window 5 too, beside the rest
+
+
+def test_against_sglang_alone_the_line_names_every_column_left_to_our_block(tmp_path):
+    """SGLang records neither 1 + A/S nor A/P: those columns go to our block, the line names
+    them, and the caption defines only the columns drawn."""
+    document = _document(
+        tmp_path,
+        [
+            str(GATE / "our-arm.json"),
+            str(GATE / "steps.jsonl"),
+            f"--vs=sglang={ORACLES / 'sglang-legs.jsonl'}",
+        ],
+    )
+    (sglang,) = [r for r in document["comparison"]["rows"] if r["name"] == "sglang"]
+    assert sglang["mean_acceptance_length"] is None and sglang["accept_rate"] is None
+    text = page(document).decode()
+    head = Page(text).tables[0]["rows"][0]
+    assert "mean len (1 + A/S)" not in head and "rate (A/P)" not in head
+    assert "SGLang len*" in head and "verify steps/s" in head
+    start = text.index('class="recorded">')
+    line = text[start : text.index("</p>", start)]
+    assert "mean len (1 + A/S)" in line and "rate (A/P)" in line
+    caption = text[text.index('<p class="caption">') :].split("</p>", 1)[0]
+    assert "mean len" not in caption and "rate = A/P" not in caption
+    assert "SGLang len*" in caption and "steps/s" in caption
+
+
+def test_the_terminal_sets_our_request_figures_beside_nothing_only_once(documents):
+    """No arm beside ours has per-request figures in the worked example: the side-by-side
+    table would repeat ours alone, so --details draws it not; the per-request lines stay."""
+    document = documents["worked example"]
+    gaps = document["comparison"]["gaps"]
+    beside = [r for r in document["comparison"]["rows"] if r["name"] in gaps]
+    assert all((r["step_figures"] or {}).get("per_request") is None for r in beside)
+    text = terminal(document, width=100, details=True)
+    assert "side by side" in text  # the step figures' table is still drawn
+    assert "Per request and by output position, side" not in text
+    lowest = next(r for r in document["warm"]["per_request"]["lowest"] if r["proposed"])
+    shown = f"{100 * lowest['accepted'] / lowest['proposed']:.1f}% of {lowest['proposed']}"
+    assert text.count(shown) == 1, text
+
+
+def test_each_chart_section_holds_what_its_heading_asks_and_the_step_split_sits_by_the_time(
+    documents,
+):
+    """The gap per oracle and the what-if have their own questions, and the step split sits
+    right above the time charts (it sat above the acceptance charts)."""
+    document = documents["matched, step durations"]
+    text = page(document).decode()
+    found = Page(text)
+    sections = [section for section, _ in found.headings]
+    headings = dict(found.headings)
+    assert sections.index("step-split") + 1 == sections.index("time-charts"), sections
+
+    def charts_in(section: str) -> list[str]:
+        start = text.index(f'<section id="{section}"')
+        end = text.index("</div></section>", start)
+        return [chart for chart in ("gap", "another-k", "per-position", "per-leg")
+                if f'id="{chart}"' in text[start:end]]  # fmt: skip
+
+    assert charts_in("time-charts") == ["per-leg"]
+    assert charts_in("gap-charts") == ["gap"] and "oracle" in headings["gap-charts"]
+    assert charts_in("acceptance-charts") == ["per-position"]
+    assert charts_in("another-k-charts") == ["another-k"]
+    assert document["comparison"]["gaps"]
+
+
+def test_a_folded_table_is_summed_up_by_rows_groups_and_columns(documents):
+    """The summary names its rows, what they hold and its columns in one plain line (it read
+    "(ours and ours (all legs))")."""
+    found = Page(page(documents["worked example"]).decode())
+    (steps,) = [table for table in found.tables if table["rows"][0][0] == "figure"]
+    names = steps["rows"][0][1:]
+    (summary,) = [s for s in found.summaries if s.startswith("Our step figures")]
+    assert summary.startswith(f"Our step figures, {len(steps['rows']) - 1} rows of per position")
+    assert summary.endswith(f"{len(names)} columns: {', '.join(names)}")
+    assert "((" not in summary and "))" not in summary

@@ -53,6 +53,12 @@ def test_the_gate_example_draws_every_chart(gate_document):
 def test_the_page_is_self_contained(gate_document):
     text = page(gate_document).decode()
     sections = re.findall(r'<section class="chart" id="([^"]+)">(.*?)</section>', text, re.DOTALL)
+    # in the page's order: the per-request charts beside their figures, then by question
+    # (acceptance, the what-if, the gap per oracle, the time leg by leg)
+    assert [name for name, _ in sections] == [
+        "requests", "by-output-position", "per-position", "windows", "another-k", "gap",
+        "time-shares", "intervals", "per-leg",
+    ]  # fmt: skip
     assert sorted(name for name, _ in sections) == sorted(CHART_NAMES)
     for name, body in sections:
         assert body.count("<svg") == 1, name

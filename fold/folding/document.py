@@ -78,6 +78,8 @@ class Document:
         return replace(self, matched=matched)
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON form ``--json`` writes (``docs/fold-acceptance-2.schema.json``): plain
+        dicts, lists and numbers, which every presenter reads."""
         document = {"format": JSON_FORMAT, **self.fold.to_json()}
         document["counter_check"] = self.counter_check.to_json()
         if self.comparison is not None:

@@ -64,6 +64,10 @@ class LogFold:
         block_bytes: int = DEFAULT_BLOCK_BYTES,
         progress: ProgressCallback | None = None,
     ) -> None:
+        """Read the step log at ``path`` into the fold, ``block_bytes`` at a time, calling
+        ``progress`` with the bytes read since its last call. ``skip_bad_lines`` counts a
+        malformed line as skipped instead of refusing the file; a log already in the fold is an
+        ``InputError``."""
         if path in self.read_counts:
             raise InputError(f"{path}: this step log is already in the fold")
         log = LogFile(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)

@@ -68,7 +68,7 @@ PREFILL_CONVENTIONS = (0, 1)
 
 @dataclass(frozen=True, slots=True)
 class FoldResult:
-    """The fold's part of the result document (``fold.document``): built once, by
+    """The fold's part of the result document (``fold.folding.document``): built once, by
     ``build_result`` or ``fold.folding.counter_fold``, and never changed after."""
 
     predicate: str
@@ -164,7 +164,7 @@ class FoldResult:
         }
 
     def to_json(self) -> dict[str, Any]:
-        """The fold's keys of the JSON document (``fold.document.Document.to_json``)."""
+        """The fold's keys of the JSON document (``fold.folding.document.Document.to_json``)."""
         document = {
             "predicate": self.predicate,
             "window_steps": self.window_steps,

@@ -61,6 +61,12 @@ def epoch_seconds_to_ns(seconds: float) -> int:
 
 
 def load_arm(path: str | Path) -> ArmRecord:
+    """The gate's arm record at ``path``: its legs, their generate windows and what the gate
+    recorded about them (throughput, warm legs, the engine's counters).
+
+    Raises ``InputError`` naming the file when it cannot be read, is not JSON, or is not an arm
+    record (what is wrong and where is in the message).
+    """
     where = str(path)
     try:
         raw = Path(path).read_bytes()

@@ -69,7 +69,8 @@ def _per_position(document: dict[str, Any]) -> Chart:
     ]
     caption = (
         "Acceptance per draft position: solid is the share of all verify steps that accepted "
-        "position i (vLLM's unit), dashed the share among steps that accepted position i - 1; "
+        "position i (vLLM's unit), dashed the share among steps that accepted position i - 1 "
+        "(position 1: of all); "
         "a curve that drops early means the drafter loses the thread after few tokens."
     )
     if not arms:
@@ -79,7 +80,7 @@ def _per_position(document: dict[str, Any]) -> Chart:
         axes = figure.subplots()
         for index, name, rates in arms:
             colour = PALETTE[index % len(PALETTE)]
-            positions = list(range(len(rates)))
+            positions = list(range(1, len(rates) + 1))  # 1-based, as the tables and units.md
             axes.plot(positions, percent(rates), marker="o", color=colour, label=name)
             axes.plot(
                 positions,
@@ -89,7 +90,7 @@ def _per_position(document: dict[str, Any]) -> Chart:
                 color=colour,
                 label=f"{name}, conditional",
             )
-        axes.set_xlabel("draft position i (0 = first drafted token)")
+        axes.set_xlabel("draft position i (1 = first drafted token)")
         axes.set_ylabel("accepted (%)")
         axes.set_ylim(0, 105)
         axes.xaxis.get_major_locator().set_params(integer=True)

@@ -26,6 +26,11 @@ from fold.inputs.oracles import (
     SINCE_START,
     WARM_LEGS,
 )
+from fold.present.comparison_columns import (
+    HEADERS,
+    ROW_FIGURES,
+    terminal_columns,
+)
 from fold.present.fit import Fitted, fit
 from fold.present.matched_arms import matched_lines
 from fold.present.measured_split import (
@@ -78,9 +83,10 @@ def has_intervals(document: Mapping[str, Any]) -> bool:
     return bool((document.get("bootstrap") or {}).get("resamples"))
 
 
+_SHORT_SGLANG = "SGLang len* = SGLang's own unit, not comparable with mean len; "
 SHORT_CAPTION = (
     "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean len; "
-    "SGLang len* = SGLang's own unit, not comparable with mean len; ≈ = from rounded counters."
+    f"{_SHORT_SGLANG}≈ = from rounded counters."
 )
 INTERVALS_CAPTION = (
     " ±: 95% bootstrap interval over the arm's legs, the larger distance to either end "
@@ -103,13 +109,19 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
     block = document["comparison"]
     rows, gaps = block["rows"], block["gaps"]
     intervals = has_intervals(document)
-    caption = SHORT_CAPTION
+    kept = terminal_columns(block)
+    caption = SHORT_CAPTION if 4 in kept else SHORT_CAPTION.replace(_SHORT_SGLANG, "")
     if details:
         caption = (
             "mean len = 1 + A/S (bonus token included); rate = A/P; steps/s = tok/s / mean "
-            "len. SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
-            "included): not comparable with mean len. covers = what the acceptance counters "
-            "count; ≈ = from rounded counters."
+            "len. "
+            + (
+                "SGLang len* is SGLang's own unit (completion tokens per verify, prefill token "
+                "included): not comparable with mean len. "
+                if 4 in kept
+                else ""
+            )
+            + "covers = what the acceptance counters count; ≈ = from rounded counters."
         )
         if intervals:
             caption += INTERVALS_CAPTION
@@ -127,7 +139,6 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
     longest_name = max((len(row["name"]) for row in rows), default=6)
     table.add_column("engine", overflow="fold", min_width=min(longest_name, 10))
     table.add_column("covers", overflow="fold")
-    kept = recorded_columns(block)
     for place in kept:
         table.add_column(HEADERS[place], justify="right", overflow="fold")
 
@@ -197,52 +208,18 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
     return fit(table, give_way=("covers",))
 
 
-_ROW_FIGURES = (
-    ("output_throughput_tok_s", "three_decimals"),
-    ("mean_acceptance_length", "length"),
-    ("accept_rate", "percent"),
-    ("verify_steps_per_s", "three_decimals"),
-    ("completion_tokens_per_step", "length"),
-)
-
-
 def _arm_interval_row(add: Callable[..., None], row: Row) -> None:
     """The ``±`` row under an arm: its 95% intervals, or why it has none."""
-    found = [row.get(f"{figure}_ci") for figure, _ in _ROW_FIGURES]
+    found = [row.get(f"{figure}_ci") for figure, _ in ROW_FIGURES]
     if not any(found):
         why = "totals" if "totals" in (row.get("ci_note") or "") else "1 leg"
         add(Text("  ±", style="dim"), Text(""), [Text(why, style="dim italic"), *[Text("")] * 4])
         return
     cells = [
         plus_minus(row[figure], interval, form)
-        for (figure, form), interval in zip(_ROW_FIGURES, found, strict=True)
+        for (figure, form), interval in zip(ROW_FIGURES, found, strict=True)
     ]
     add(Text("  ±", style="dim"), Text(""), [Text(cell, style="dim") for cell in cells])
-
-
-HEADERS = ("tok/s (warm)", "mean len (1+A/S)", "rate (A/P)", "verify steps/s", "SGLang len*")
-
-
-def recorded_columns(block: Mapping[str, Any], *, oracles_only: bool = False) -> list[int]:
-    """The figure columns (``_ROW_FIGURES``'s order) some arm records or a ratio fills: a
-    column of "not recorded" is not drawn. ``oracles_only`` (the page) keeps a column only
-    when an arm set beside ours (an oracle, another run of ours) records it, since the page
-    shows what our fold alone has in our block."""
-    filled = {
-        place
-        for row in block["rows"]
-        if not (oracles_only and row["name"] not in block["gaps"])
-        for place, (figure, _) in enumerate(_ROW_FIGURES)
-        if row[figure] is not None
-    }
-    for gap in block["gaps"].values():
-        if gap["ratio"] is not None:
-            filled.add(0)
-        if gap["acceptance_factor"] is not None:
-            filled.add(4 if gap["unit"] == SGLANG_UNIT else 1)
-        if gap["speed_factor"] is not None:
-            filled.add(3)
-    return sorted(filled)
 
 
 _FIGURE_LABELS = (

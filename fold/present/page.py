@@ -23,10 +23,10 @@ from fold.present.comparison import (
     POPULATION_LABELS,
     has_intervals,
     population_line,
-    recorded_columns,
     step_rate_line,
     tolerance_of,
 )
+from fold.present.comparison_columns import recorded_columns
 from fold.present.matched import matched_html
 from fold.present.matched_arms import matched_arm_html
 from fold.present.measured_split import ALWAYS_SHOWN, factors_text, gap_texts, measured_of
@@ -48,11 +48,13 @@ from fold.present.table import (
 PLOT_FORMATS = ("png", "svg")
 # The charts not shown beside the figures they draw, grouped by the question they answer.
 CHART_GROUPS = (
-    ("acceptance-charts", "Where does acceptance fall off?", ("per-position", "windows",
-                                                              "another-k")),
-    ("time-charts", "Where does the time go, leg by leg?", ("gap", "time-shares", "intervals",
+    ("acceptance-charts", "Where does acceptance fall off?", ("per-position", "windows")),
+    ("another-k-charts", "What if drafts were shorter?", ("another-k",)),
+    ("gap-charts", "Where does the gap to each oracle go?", ("gap",)),
+    ("time-charts", "Where does the time go, leg by leg?", ("time-shares", "intervals",
                                                            "per-leg")),
 )  # fmt: skip
+STEP_SPLIT_BEFORE = "time-charts"  # the step split reads with the time charts, just above them
 BESIDE_FIGURES = ("requests", "by-output-position")  # drawn in the per-request section
 _HEADING = re.compile(r'<section id="([^"]+)"[^>]*><h2>(.*?)</h2>', re.DOTALL)
 # a split that stands on a caveat, or a model that stands, is marked as a warning
@@ -70,12 +72,15 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         attention(document),
         _summary(document),
         page_section(document, {name: drawn.get(name, "") for name in BESIDE_FIGURES}),
-        step_split_html(document),
         step_figures_html(document),
     ]
     contents = [(target, html.unescape(heading), ()) for section in sections
                 for target, heading in _HEADING.findall(section)[:1]]  # fmt: skip
     for target, heading, names in CHART_GROUPS:
+        if target == STEP_SPLIT_BEFORE and (split := step_split_html(document)):
+            sections.append(split)
+            contents += [(found_id, html.unescape(text), ()) for found_id, text in
+                         _HEADING.findall(split)[:1]]  # fmt: skip
         named = {chart.name: chart for chart in found if chart.draw is not None}
         shown = [named[name] for name in names if name in named]
         if not shown:
@@ -212,13 +217,7 @@ def answer(document: dict[str, Any]) -> str:
             + "".join(cells[i] for i in kept)
             + "</tr>"
         )
-    caption = (
-        "Ratios: r under tok/s, the acceptance factor under the length it compares, the speed "
-        "factor under verify steps/s. mean len = 1 + A/S (bonus token included); rate = A/P; "
-        "steps/s = tok/s / mean len."
-    )
-    if 4 in kept:  # the SGLang len* column is drawn
-        caption += " SGLang len* is SGLang's own unit, not comparable with mean len."
+    caption = _caption(kept)
     if intervals:
         caption += " ±: 95% bootstrap interval, the larger distance to either end."
     verdicts = []
@@ -315,8 +314,44 @@ def _ours_alone(document: dict[str, Any]) -> list[str]:
     return [_OURS_ALONE[i] for i in recorded_columns(block) if i not in shown and i in _OURS_ALONE]
 
 
-# What our block calls a comparison column it holds alone (completion/S: SGLang's unit).
-_OURS_ALONE = {4: "completion tokens per verify step (SGLang len*, our completion/S)"}
+# What our block calls a comparison column it holds alone, by column (``HEADERS``' order).
+_OURS_ALONE = {
+    0: "tok/s",
+    1: "mean len (1 + A/S)",
+    2: "rate (A/P)",
+    3: "verify steps/s",
+    4: "completion tokens per verify step (SGLang len*, our completion/S)",
+}
+
+
+def _caption(kept: list[int]) -> str:
+    """The comparison's caption, defining only the columns drawn (``kept``)."""
+    ratios = [
+        text
+        for column, text in (
+            (0, "r under tok/s"),
+            (1, "the acceptance factor under the length it compares"),
+            (3, "the speed factor under verify steps/s"),
+        )
+        if column in kept or (column == 1 and 4 in kept)
+    ]
+    parts = [f"Ratios: {', '.join(ratios)}."] if ratios else []
+    terms = []
+    if 1 in kept:
+        terms.append("mean len = 1 + A/S (bonus token included)")
+    if 2 in kept:
+        terms.append("rate = A/P")
+    if 3 in kept:
+        over = ["mean len" if 1 in kept else "1 + A/S", *(["SGLang len*"] if 4 in kept else [])]
+        terms.append(f"steps/s = tok/s / {' or '.join(over)}")
+    if terms:
+        parts.append("; ".join(terms) + ".")
+    if 4 in kept:
+        parts.append(
+            "SGLang len* is SGLang's own unit"
+            + (", not comparable with mean len." if 1 in kept else " (tokens per verify step).")
+        )
+    return " ".join(parts)
 
 
 def _inline_svg(svg: bytes) -> str:

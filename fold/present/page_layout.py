@@ -1,7 +1,7 @@
 """How the page is laid out: its style sheet, its table of contents and its disclosures.
 
 The page is one file read off-line, so the contents stay in reach with CSS alone (a side column
-that sticks while the page scrolls; above the page on a narrow window), long tables fold away
+that sticks while the page scrolls; after the answer on a narrow window), long tables fold away
 under a one-line summary (``<details>``, which needs no script), and the same rules print on
 A4: no side column, every disclosure open, tables that wrap instead of running off the paper.
 """
@@ -47,8 +47,14 @@ details > summary { cursor: pointer; color: #1f5fa8; }
 details[open] > summary { margin-bottom: 0.4rem; }
 .scroll { overflow-x: auto; }
 @media (max-width: 60rem) {
-  .layout { display: block; }
-  nav.toc { position: static; max-height: none; border-bottom: 1px solid #e3e6ea; }
+  /* one column: the answer first, then the contents, then the rest, so the contents never
+     push the table and the verdicts off the first screen */
+  .layout { display: flex; flex-direction: column; }
+  main { display: contents; }
+  main > * { order: 2; }
+  main > h1, main > #answer { order: 0; }
+  nav.toc { order: 1; position: static; max-height: none; border-bottom: 1px solid #e3e6ea;
+    border-top: 1px solid #e3e6ea; margin-top: 1rem; }
   .charts { display: block; }
 }
 @page { size: A4; margin: 12mm; }

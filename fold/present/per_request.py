@@ -151,10 +151,10 @@ def page_section(document: dict[str, Any], charts: dict[str, str] | None = None)
             )
             parts.append(
                 '<table class="requests"><tr><th>leg</th><th>request id</th><th>A/P</th>'
-                f"<th>drafts</th></tr>{rows}</table>"
+                f"<th>P</th></tr>{rows}</table>"
                 f'<p class="caption">The {len(lowest)} warm requests that accepted the least '
-                "of the drafts they proposed (the writer of each id is in its tooltip and the "
-                "JSON).</p>"
+                "of the drafts they proposed; P: the draft tokens each verified (the writer of "
+                "each id is in its tooltip and the JSON).</p>"
             )
     if positions is not None:
         parts.append(f"<p>By output position: {html.escape(falling_words(positions))}.</p>")
@@ -231,6 +231,11 @@ def requests_chart(document: dict[str, Any]) -> Chart:
         for place, request in zip(places, lowest, strict=True):
             axes.bar(place, 100 * request["accept_rate"], width=0.6, color=FLAG_COLOUR,
                      gid=f"request-{place}")  # fmt: skip
+            # the value over each bar: a request at 0.0% draws no bar and must not read as a gap
+            axes.annotate(shown_percent(request["accept_rate"]),
+                          (place, 100 * request["accept_rate"]), xytext=(0, 2),
+                          textcoords="offset points", ha="center", va="bottom", fontsize=8,
+                          gid=f"request-value-{place}")  # fmt: skip
         axes.set_xticks(places, [f"leg {r['leg']}\nid {r['seq']}" for r in lowest])
         axes.set_ylabel("A/P (%)")
         axes.set_ylim(0, 105)

@@ -227,10 +227,14 @@ def request_rows(
 
 
 def _has_request_figures(document: Mapping[str, Any]) -> bool:
+    """Whether an arm beside ours has per-request or by-position figures: without one the
+    side-by-side table would only repeat ours, which the per-request section already shows."""
+    arms = zip(_arms(document), _ours(document), strict=True)
     return any(
         figures is not None
+        and not is_ours
         and any(figures.get(key) is not None for key in ("per_request", "by_output_position"))
-        for _, figures in _arms(document)
+        for (_, figures), is_ours in arms
     )
 
 
@@ -290,18 +294,27 @@ def recorded(made: Made, keep: Sequence[bool] | None = None) -> tuple[Made, list
 
 
 def split_ours(document: Mapping[str, Any], made: Made) -> tuple[Made, Made]:
-    """The recorded rows set beside each other (some oracle holds a figure) and the rows only
-    our folds hold, in a table of ours alone."""
+    """The recorded rows set beside each other and the rows only our folds hold, in a table of
+    ours alone. Decided per group of figures (``group_of``), not per row: a group some arm
+    beside ours fills in any row stays side by side whole, so the line naming what the others
+    do not record never names a group one of them fills elsewhere (``before`` filling windows
+    1-4 but not window 5 still records windows)."""
     ours = _ours(document)
     (names, body), arms = recorded(made)
     mine = [ours[i] for i in arms]
+    beside = {
+        group_of(label)
+        for label, cells in body
+        if any(not _empty(cell) for cell, is_ours in zip(cells, mine, strict=True) if not is_ours)
+    }
     shared, only = [], []
     for label, cells in body:
-        pairs = list(zip(cells, mine, strict=True))
-        if any(not _empty(cell) for cell, is_ours in pairs if not is_ours):
+        if group_of(label) in beside:
             shared.append((label, cells))
         else:
-            only.append((label, [cell for cell, is_ours in pairs if is_ours]))
+            only.append(
+                (label, [cell for cell, is_ours in zip(cells, mine, strict=True) if is_ours])
+            )
     ours_names = [name for name, is_ours in zip(names, mine, strict=True) if is_ours]
     return (names if shared else [], shared), (ours_names, only)
 

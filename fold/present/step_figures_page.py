@@ -56,7 +56,8 @@ def _listed(items: Sequence[str]) -> str:
 def _summary(made: Made) -> str:
     names, body = made
     rows_shown = "1 row" if len(body) == 1 else f"{len(body)} rows"
-    return f"{rows_shown}: {_listed(groups(body))} ({_listed(names)})"
+    columns = "one column" if len(names) == 1 else f"{len(names)} columns"
+    return f"{rows_shown} of {_listed(groups(body))}, {columns}: {', '.join(names)}"
 
 
 def ours_only_html(document: Mapping[str, Any], also: Sequence[str] = ()) -> str:
