@@ -349,7 +349,13 @@ def test_a_recorded_llama_server_triple_is_split_by_measurement(capsys):
     assert measured["speed_factor"] == pytest.approx(expected["speed"], rel=1e-12)
     assert measured["acceptance_factor"] == pytest.approx(expected["acceptance"], rel=1e-12)
     assert measured["population"] == "warm legs"
-    assert measured["model_error"] == pytest.approx(expected["speed"] / gap["speed_factor"])
+    # the server arms' tok/s is ours's kind: the median of their warm legs' tok_s
+    sources = {row["name"]: row["sources"]["tok_s"] for row in document["comparison"]["rows"]}
+    for name in ("base", "m"):
+        assert sources[name] == (
+            "output_throughput_tok_s (= median tok_s of the 12 warm legs of 16 (run > 1))"
+        )
+    assert measured["model_error"] == pytest.approx(expected["model_error"], rel=1e-9)
     share = math.log(expected["acceptance"]) / math.log(expected["ratio"])
     assert measured["acceptance_share"] == pytest.approx(share)
     assert gap["verdict"].startswith("measured with m:")
@@ -357,3 +363,17 @@ def test_a_recorded_llama_server_triple_is_split_by_measurement(capsys):
     assert main(args) == 0
     screen = " ".join(capsys.readouterr().out.split())
     assert "(measured with m)" in screen and "command line's word" in screen
+
+
+def test_an_arm_of_one_request_s_speed_is_named_another_kind_of_tok_s(capsys):
+    """Folded from its /completion responses, the server arm's tok/s is one request's
+    predicted_per_second: the comparison says r mixes two kinds. Folded from the gate's arm
+    record its tok/s is the legs' median, ours's kind, and nothing is said."""
+    ours = [str(TRIPLE / "ours" / "our-arm.json"), str(TRIPLE / "ours" / "steps.jsonl")]
+    warm = TRIPLE / "base" / "completions-warm.jsonl"
+    assert main([*ours, "--vs", f"c={warm}"]) == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "note (c): tok/s is one request's own generation speed" in screen
+    assert "r and the speed factor against this arm compare the two kinds" in screen
+    assert main([*ours, "--vs", f"base={TRIPLE / 'base' / 'llamacpp-arm.json'}"]) == 0
+    assert "two kinds" not in capsys.readouterr().out

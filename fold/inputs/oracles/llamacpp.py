@@ -198,9 +198,12 @@ def _read_completions(
         p_value = a_value = None
         for key in ("proposed", "accepted"):
             sources[key] = "not recorded: no response has draft_n (speculative decoding off?)"
-    notes.append(
-        "predicted_per_second is each request's generation speed (prompt processing excluded)"
-    )
+    if tok_s is None or tok_s[0] is None:
+        notes.append(
+            "tok/s is one request's own generation speed (predicted_per_second, prompt "
+            "processing excluded), not a leg's completion tokens over its wall time as a gate's "
+            "legs give ours: r and the speed factor against this arm compare the two kinds"
+        )
     figures = arm_from_counts(
         name,
         KIND,
