@@ -377,3 +377,32 @@ def test_an_arm_of_one_request_s_speed_is_named_another_kind_of_tok_s(capsys):
     assert "r and the speed factor against this arm compare the two kinds" in screen
     assert main([*ours, "--vs", f"base={TRIPLE / 'base' / 'llamacpp-arm.json'}"]) == 0
     assert "two kinds" not in capsys.readouterr().out
+
+
+def test_a_matched_triple_is_kept_and_its_measured_speed_factor_has_a_history(tmp_path, capsys):
+    """--ledger with a matched arm's spec (NAME:matched@BASE=PATH) keeps the run, its input
+    files named; the measured speed factor's history reads back the figure each run measured,
+    held to the records' own tok/s."""
+    from triple_figures import measured_factors
+
+    ledger = tmp_path / "runs.duckdb"
+    ours = TRIPLE / "ours" / "our-arm.json"
+    args = [str(ours), str(TRIPLE / "ours" / "steps.jsonl"),
+            "--vs", f"base={TRIPLE / 'base' / 'llamacpp-arm.json'}",
+            "--vs", f"m:matched@base={TRIPLE / 'matched' / 'llamacpp-arm.json'}",
+            "--ledger", str(ledger)]  # fmt: skip
+    for seed in (1, 2):
+        assert main([*args, "--seed", str(seed)]) == 0
+    capsys.readouterr()
+    assert (
+        main(["ledger", str(ledger), "--figure", "measured_speed_factor:base", "--json", "-"]) == 0
+    )
+    history = orjson.loads(capsys.readouterr().out)
+    (group,) = history["groups"]
+    expected = measured_factors(ours, TRIPLE / "base", TRIPLE / "matched")["speed"]
+    assert [entry["value"] for entry in group["runs"]] == [
+        pytest.approx(expected, rel=1e-12),
+        pytest.approx(expected, rel=1e-12),
+    ]
+    assert main(["ledger", str(ledger), "--figure", "measured_speed_factor:base"]) == 0
+    assert f"{expected:.3f}" in capsys.readouterr().out
