@@ -271,7 +271,7 @@ def test_the_command_splits_the_gap_to_the_ordinary_run_by_the_matched_run(capsy
     document = _run(capsys, *BASE, "--vs", f"m={MATCHED / 'fails.json'}")
     gap = document["comparison"]["gaps"]["vllm"]
     rows = {row["name"]: row for row in document["comparison"]["rows"]}
-    t_o = rows["ours (all legs)"]["output_throughput_tok_s"]
+    t_o = _warm_median(REAL / "ours" / "our-arm.json")  # ours's tok/s is its warm legs'
     t_b = _warm_median(REAL / "offline" / "vllm-arm.json")
     t_m = _warm_median(MATCHED / "fails.json")
     measured = gap["measured"]
@@ -279,7 +279,14 @@ def test_the_command_splits_the_gap_to_the_ordinary_run_by_the_matched_run(capsy
     assert measured["speed_factor"] == pytest.approx(t_o / t_m)
     assert measured["acceptance_factor"] == pytest.approx(t_m / t_b)
     assert measured["population"] == "all legs" and measured["basis"] == "three arms"
-    assert measured["model_error"] == pytest.approx((t_o / t_m) / gap["speed_factor"])
+    # the model's error by its algebra, T_b L_o / (T_m L_b): L_b from the record's counters,
+    # L_o our all-legs 1 + A/S (the population the split is over)
+    counters = json.loads((REAL / "offline" / "vllm-arm.json").read_text())["metrics"]
+    l_b = 1 + (
+        counters["vllm:spec_decode_num_accepted_tokens"] / counters["vllm:spec_decode_num_drafts"]
+    )
+    l_o = rows["ours (all legs)"]["mean_acceptance_length"]
+    assert measured["model_error"] == pytest.approx(t_b * l_o / (t_m * l_b), rel=1e-9)
     assert measured["model_test"] == "model does not hold"
     assert gap["verdict"].startswith("measured with m:")
     # one draw of ours for both: the measured speed factor's interval is the check's
