@@ -228,9 +228,35 @@ def test_the_measured_factors_intervals_come_from_the_three_arms_resamples():
     partly = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].basis.measured
     assert partly.acceptance_factor_ci == pytest.approx(q(t_m / T_B), rel=1e-12)
     assert partly.basis == "ours, m resampled; b by totals"
-    assert (
-        "(tolerance 2%)" in _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].verdict
+    # speed's interval over ours and m holds 1 (by the draws): no share of the gap is claimed
+    # for it, though the tolerance (2%) would call 6.3% a speed gap
+    assert q(t_o / t_m)[0] < 1 < q(t_o / t_m)[1]
+    verdict = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].verdict
+    assert "not told apart from m on the spread of ours, m" in verdict
+    assert "the gap is acceptance;" in verdict and "faster than m" not in verdict
+
+
+def test_only_our_spread_gives_no_interval_to_what_rests_on_totals_and_no_claim_it_holds():
+    """Ours resampled, m and b by totals: m over b is one value in every draw, so it has no
+    interval (null, not a zero-width one); speed's interval, from our spread alone, holds 1
+    (T_o / T_m = 1.063, ours drawn with a spread of 60), so neither verdict calls ours faster."""
+    rng = np.random.default_rng(5)
+    t_o = rng.normal(T_O, 60, 400)
+    lo, hi = np.quantile(t_o / T_M, [0.025, 0.975])
+    assert lo < 1 < hi  # the premise, from the draws
+    replicates = {"ours": Replicates(400, {"output_throughput_tok_s": t_o})}
+    gaps, _ = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=replicates)
+    measured = gaps["b"].basis.measured
+    assert measured.acceptance_factor_ci is None
+    assert gaps["b"].to_json()["measured"]["acceptance_factor_ci"] is None
+    assert measured.speed_factor_ci == pytest.approx((lo, hi), rel=1e-12)
+    assert "not told apart from m on the spread of ours (ours resampled; m, b by totals)" in (
+        gaps["b"].verdict
     )
+    assert "6.3% faster" not in gaps["b"].verdict
+    assert gaps["m"].basis.measured.dominant == "none"
+    assert "not told apart from 1 on the spread of ours" in gaps["m"].verdict
+    assert "6.3% faster" not in gaps["m"].verdict
 
 
 @scaled(0.5)
