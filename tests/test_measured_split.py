@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -439,3 +440,33 @@ def test_a_matched_triple_is_kept_and_its_measured_speed_factor_has_a_history(tm
     ]
     assert main(["ledger", str(ledger), "--figure", "measured_speed_factor:base"]) == 0
     assert f"{expected:.3f}" in capsys.readouterr().out
+
+
+def test_where_the_gap_is_split_by_measurement_the_models_figures_are_named_modelled(
+    tmp_path, capsys
+):
+    """The ratio row and the speed split under a measured gap hold the model's speed factor
+    ((T_o / L_o) / (T_b / L_b)): terminal, markdown and page name it modelled; without a
+    matched run nothing is."""
+    from triple_figures import legs_tok_s, our_length, server_length
+
+    ours = [str(TRIPLE / "ours" / "our-arm.json"), str(TRIPLE / "ours" / "steps.jsonl")]
+    base = TRIPLE / "base" / "llamacpp-arm.json"
+    modelled = (
+        legs_tok_s(TRIPLE / "ours" / "our-arm.json") / our_length(TRIPLE / "ours" / "our-arm.json")
+    ) / (legs_tok_s(base) / server_length(base))
+    matched = ["--vs", f"m:matched@base={TRIPLE / 'matched' / 'llamacpp-arm.json'}"]
+    args = [*ours, "--vs", f"base={base}", *matched]
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    assert main([*args, "--details", "--markdown", str(md), "--html", str(page)]) == 0
+    screen = capsys.readouterr().out
+    # at 80 columns the mark may fold under the label
+    assert re.search(r"^ours/base (\(modelled\)|[^\n]*\n\(modelled\))", screen, re.M)
+    assert "modelled speed factor vs base" in screen
+    assert "(modelled): the model's factors" in " ".join(screen.split())
+    assert f"- modelled speed factor {modelled:.3f} over leg windows" in md.read_text()
+    answer = page.read_text().split('<section id="answer">')[1].split("</section>")[0]
+    assert "<td>ours/base (modelled)</td>" in answer and f"{modelled:.3f}" in answer
+    assert main([*ours, "--vs", f"base={base}", "--details"]) == 0
+    plain = capsys.readouterr().out
+    assert "(modelled)" not in plain and "modelled speed factor" not in plain

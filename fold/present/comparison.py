@@ -115,6 +115,8 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
             caption += INTERVALS_CAPTION
     elif intervals:
         caption += " ±: 95% interval (--details says over what)."
+    if any(_measured(gap) for gap in block["gaps"].values()):
+        caption += " (modelled): the model's factors; that gap is split by measurement below."
     table = Table(
         title="Throughput and acceptance in one unit",
         caption=caption,
@@ -152,7 +154,7 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
         factor = recorded_cell(fmt_factor(gap["acceptance_factor"]) if split else NOT_RECORDED)
         in_sglang_unit = gap["unit"] == SGLANG_UNIT
         table.add_row(
-            Text(f"ours/{gap['oracle']}", style="italic"),
+            Text(f"ours/{gap['oracle']}" + (" (modelled)" if _measured(gap) else ""), "italic"),
             Text(""),
             recorded_cell(fmt_factor(gap["ratio"])),
             Text("") if in_sglang_unit else factor,
@@ -438,6 +440,10 @@ def verdict_lines(document: Mapping[str, Any], *, details: bool = True) -> list[
     return lines
 
 
+def _measured(gap: Mapping[str, Any] | None) -> bool:
+    return gap is not None and gap.get("split") == "measured"
+
+
 def comparison(document: Mapping[str, Any], *, details: bool = False) -> Group:
     """With ``details`` the sources and the speed splits, then the table and the verdict
     lines, last so that they are what stays on screen."""
@@ -445,8 +451,9 @@ def comparison(document: Mapping[str, Any], *, details: bool = False) -> Group:
     parts: list[RenderableType] = []
     if details:
         parts.append(fit(sources_table(block["rows"])))
-        for split in (block.get("speed") or {}).values():
-            parts += [Text(""), *speed_lines(split)]
+        for name, split in (block.get("speed") or {}).items():
+            modelled = _measured(block["gaps"].get(name))
+            parts += [Text(""), *speed_lines(split, modelled=modelled)]
             parts += [
                 Text(f"  {line}", "bold") for line in step_split_lines(document, split["oracle"])
             ]
