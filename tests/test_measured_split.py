@@ -242,10 +242,11 @@ def test_only_our_spread_gives_no_interval_to_what_rests_on_totals_and_no_claim_
     interval (null, not a zero-width one); speed's interval, from our spread alone, holds 1
     (T_o / T_m = 1.063, ours drawn with a spread of 60), so neither verdict calls ours faster."""
     rng = np.random.default_rng(5)
-    t_o = rng.normal(T_O, 60, 400)
+    t_o, l_o = rng.normal(T_O, 60, 400), rng.normal(3.395, 0.05, 400)
     lo, hi = np.quantile(t_o / T_M, [0.025, 0.975])
     assert lo < 1 < hi  # the premise, from the draws
-    replicates = {"ours": Replicates(400, {"output_throughput_tok_s": t_o})}
+    figures = {"output_throughput_tok_s": t_o, "mean_acceptance_length": l_o}
+    replicates = {"ours": Replicates(400, figures)}
     gaps, _ = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=replicates)
     measured = gaps["b"].basis.measured
     assert measured.acceptance_factor_ci is None
@@ -255,6 +256,10 @@ def test_only_our_spread_gives_no_interval_to_what_rests_on_totals_and_no_claim_
         gaps["b"].verdict
     )
     assert "6.3% faster" not in gaps["b"].verdict
+    # the model's error, T_b L_o / (T_m L_b), spreads with our 1 + A/S alone, and says so
+    error_ci = np.quantile(T_B * l_o / (T_M * 1.004), [0.025, 0.975])
+    assert measured.model_error_ci == pytest.approx(tuple(error_ci), rel=1e-9)
+    assert "its interval from our 1 + A/S alone (m, b by totals)" in gaps["b"].verdict
     assert gaps["m"].basis.measured.dominant == "none"
     assert "not told apart from 1 on the spread of ours" in gaps["m"].verdict
     assert "6.3% faster" not in gaps["m"].verdict
@@ -440,6 +445,10 @@ def test_a_matched_triple_is_kept_and_its_measured_speed_factor_has_a_history(tm
     ]
     assert main(["ledger", str(ledger), "--figure", "measured_speed_factor:base"]) == 0
     assert f"{expected:.3f}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        main(["ledger", "--help"])
+    assert done.value.code == 0
+    assert "measured_speed_factor:ARM" in " ".join(capsys.readouterr().out.split())
 
 
 def test_where_the_gap_is_split_by_measurement_the_models_figures_are_named_modelled(

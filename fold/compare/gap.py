@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fold.compare.gap_intervals import SplitIntervals
 from fold.compare.verdict import ACCEPTANCE as ACCEPTANCE  # the dominant levers, named here too
@@ -45,6 +45,9 @@ from fold.compare.verdict import SPEED as SPEED
 from fold.compare.verdict import direction, judge, model_words
 from fold.errors import InputError
 from fold.inputs.oracles import ArmFigures
+
+if TYPE_CHECKING:  # measured_split builds on this module: a type only, never an import cycle
+    from fold.compare.measured_split import MeasuredSplit
 
 DEFAULT_TOLERANCE = 0.02
 NO_SHARE_BELOW = 1e-9
@@ -91,8 +94,8 @@ class SplitBasis:
 
     reason: str = NO_MATCHED_RUN
     text: str = MODEL_TEXT
-    measured: Any = None
-    """A ``fold.compare.measured_split.MeasuredSplit`` when the split is measured."""
+    measured: MeasuredSplit | None = None
+    """The measured split, when the split is measured."""
 
     @property
     def split(self) -> str:

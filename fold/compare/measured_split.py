@@ -319,9 +319,16 @@ def _through(
     error = None if modelled is None or not modelled else msf / modelled
     error_ci = None if errors is None else percentile_interval(errors)
     if error is not None:
+        # T_b L_o / (T_m L_b): our tok/s cancels, so with m and the ordinary run by totals
+        # the interval is our 1 + A/S's spread alone, and says so
+        alone = (
+            f", its interval from our {split.unit} alone ({name}, {base} by totals)"
+            if error_ci is not None and not {name, base} & set(resampled)
+            else ""
+        )
         verdict += (
             f"; the model's error {_with(error, error_ci)} (measured speed factor over the "
-            f"modelled {modelled:.3f})"
+            f"modelled {modelled:.3f}{alone})"
         )
     r_ci, maf_ci, msf_ci = (None, None, None) if intervals is None else intervals
     measured = MeasuredSplit(
