@@ -294,6 +294,11 @@ def attribute_gap(
         )
         if split.unit != MEAN_LENGTH_UNIT and split.acceptance_factor is not None:
             verdict += f" (split in {split.unit})"
+    if split.ratio is not None and oracle.tok_s_kind is not None:
+        verdict += (
+            f"; r compares two kinds of tok/s: {who}'s is {oracle.tok_s_kind}, ours a leg's "
+            "completion tokens over its wall time"
+        )
     return GapAttribution(
         ours=ours.name,
         oracle=who,

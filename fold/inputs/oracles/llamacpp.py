@@ -36,6 +36,7 @@ KIND = "llamacpp"
 ALIASES = ("llamacpp", "llama.cpp", "llama-cpp", "llama_cpp")
 PREFIX = "llamacpp:"
 SIGNIFICANT_DIGITS = 6  # operator<< on a double, as /metrics prints its counters
+PER_REQUEST = "one request's generation speed (predicted_per_second)"
 
 # The lines may carry a log prefix (timestamp, level) before the name.
 _DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(\d+)\s*$", re.M)
@@ -216,7 +217,8 @@ def _read_completions(
         population=selection.population if selection.by_run else REQUESTS,
         population_detail=how,
     )
-    return replace(figures, legs=oracle_legs(speeds, counts if drafted else None))
+    kind = None if tok_s is not None and tok_s[0] is not None else PER_REQUEST
+    return replace(figures, legs=oracle_legs(speeds, counts if drafted else None), tok_s_kind=kind)
 
 
 def _no_generation_step(timings: dict[str, Any], predicted_n: int) -> bool:
