@@ -424,6 +424,44 @@ def test_an_arm_of_one_request_s_speed_is_named_another_kind_of_tok_s(capsys):
     assert "kinds" not in capsys.readouterr().out
 
 
+def _triple(capsys, *args: str) -> dict:
+    assert main([*args, "--json", "-"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    validate(document)
+    return document
+
+
+def _old_way(record: Path, out: Path) -> Path:
+    """The arm record as the llama.cpp gate wrote it before it kept its legs: engine, the warm
+    scrape pair and, as tok/s, the median predicted_per_second of the warm responses."""
+    old = json.loads(record.read_text())
+    kept = {
+        "engine": old["engine"],
+        "output_throughput_tok_s": old["median_request_predicted_per_second"],
+        "metrics": old["metrics"],
+    }
+    out.write_text(json.dumps(kept))
+    return out
+
+
+def test_a_llamacpp_arm_record_without_legs_is_one_request_s_speed(tmp_path, capsys):
+    """A record without legs cannot show its tok/s is a leg's; from llama.cpp's gate it was the
+    median predicted_per_second, so every verdict against it says r mixes two kinds."""
+    ours = [str(TRIPLE / "ours" / "our-arm.json"), str(TRIPLE / "ours" / "steps.jsonl")]
+    base = _old_way(TRIPLE / "base" / "llamacpp-arm.json", tmp_path / "base.json")
+    document = _triple(capsys, *ours, "--vs", f"b={base}")
+    rows = {row["name"]: row for row in document["comparison"]["rows"]}
+    # the record's own figure, untouched: the kind is said, the number is the record's
+    assert rows["b"]["output_throughput_tok_s"] == pytest.approx(193.85780320952625, rel=1e-12)
+    assert any("tok/s is taken as one request's generation speed" in n for n in rows["b"]["notes"])
+    verdict = document["comparison"]["gaps"]["b"]["verdict"]
+    assert verdict.endswith(
+        "; r compares two kinds of tok/s: b's is one request's generation speed (an arm record "
+        "without legs, as the llama.cpp gate wrote the median predicted_per_second before it "
+        "kept its legs), ours a leg's completion tokens over its wall time"
+    )
+
+
 def test_a_matched_triple_is_kept_and_its_measured_speed_factor_has_a_history(tmp_path, capsys):
     """--ledger with a matched arm's spec (NAME:matched@BASE=PATH) keeps the run, its input
     files named; the measured speed factor's history reads back the figure each run measured,
