@@ -24,8 +24,10 @@ EPILOG = """\
 figures (--figure): A/P, 1+A/S, tok/s, steps/s, completion_tokens_per_step over the warm legs
 (--fold all: over all legs); per_position:I, per_position_conditional:I,
 per_position_of_proposed:I (draft position I, from 1); ratio:ARM, acceptance_factor:ARM,
-speed_factor:ARM (against the arm named ARM with --vs). A run is flagged (!) when its figure
-lies outside the previous run's 95% interval; the labels that changed since are named.
+speed_factor:ARM (against the arm named ARM with --vs), measured_speed_factor:ARM (the speed
+factor a run of the oracle at our acceptance measured against ARM). A run is flagged (!) when
+its figure lies outside the previous run's 95% interval; the labels that changed since are
+named.
 
 --check FIGURE (repeatable) holds the newest run (or --run N) against a baseline: the last
 --window N earlier runs with the figure and its interval (--baseline-where KEY=VALUE chooses

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -228,9 +229,40 @@ def test_the_measured_factors_intervals_come_from_the_three_arms_resamples():
     partly = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].basis.measured
     assert partly.acceptance_factor_ci == pytest.approx(q(t_m / T_B), rel=1e-12)
     assert partly.basis == "ours, m resampled; b by totals"
-    assert (
-        "(tolerance 2%)" in _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].verdict
+    # speed's interval over ours and m holds 1 (by the draws): no share of the gap is claimed
+    # for it, though the tolerance (2%) would call 6.3% a speed gap
+    assert q(t_o / t_m)[0] < 1 < q(t_o / t_m)[1]
+    verdict = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].verdict
+    assert "not told apart from m on the spread of ours, m" in verdict
+    assert "the gap is acceptance;" in verdict and "faster than m" not in verdict
+
+
+def test_only_our_spread_gives_no_interval_to_what_rests_on_totals_and_no_claim_it_holds():
+    """Ours resampled, m and b by totals: m over b is one value in every draw, so it has no
+    interval (null, not a zero-width one); speed's interval, from our spread alone, holds 1
+    (T_o / T_m = 1.063, ours drawn with a spread of 60), so neither verdict calls ours faster."""
+    rng = np.random.default_rng(5)
+    t_o, l_o = rng.normal(T_O, 60, 400), rng.normal(3.395, 0.05, 400)
+    lo, hi = np.quantile(t_o / T_M, [0.025, 0.975])
+    assert lo < 1 < hi  # the premise, from the draws
+    figures = {"output_throughput_tok_s": t_o, "mean_acceptance_length": l_o}
+    replicates = {"ours": Replicates(400, figures)}
+    gaps, _ = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=replicates)
+    measured = gaps["b"].basis.measured
+    assert measured.acceptance_factor_ci is None
+    assert gaps["b"].to_json()["measured"]["acceptance_factor_ci"] is None
+    assert measured.speed_factor_ci == pytest.approx((lo, hi), rel=1e-12)
+    assert "not told apart from m on the spread of ours (ours resampled; m, b by totals)" in (
+        gaps["b"].verdict
     )
+    assert "6.3% faster" not in gaps["b"].verdict
+    # the model's error, T_b L_o / (T_m L_b), spreads with our 1 + A/S alone, and says so
+    error_ci = np.quantile(T_B * l_o / (T_M * 1.004), [0.025, 0.975])
+    assert measured.model_error_ci == pytest.approx(tuple(error_ci), rel=1e-9)
+    assert "its interval from our 1 + A/S alone (m, b by totals)" in gaps["b"].verdict
+    assert gaps["m"].basis.measured.dominant == "none"
+    assert "not told apart from 1 on the spread of ours" in gaps["m"].verdict
+    assert "6.3% faster" not in gaps["m"].verdict
 
 
 @scaled(0.5)
@@ -271,7 +303,7 @@ def test_the_command_splits_the_gap_to_the_ordinary_run_by_the_matched_run(capsy
     document = _run(capsys, *BASE, "--vs", f"m={MATCHED / 'fails.json'}")
     gap = document["comparison"]["gaps"]["vllm"]
     rows = {row["name"]: row for row in document["comparison"]["rows"]}
-    t_o = rows["ours (all legs)"]["output_throughput_tok_s"]
+    t_o = _warm_median(REAL / "ours" / "our-arm.json")  # ours's tok/s is its warm legs'
     t_b = _warm_median(REAL / "offline" / "vllm-arm.json")
     t_m = _warm_median(MATCHED / "fails.json")
     measured = gap["measured"]
@@ -279,7 +311,14 @@ def test_the_command_splits_the_gap_to_the_ordinary_run_by_the_matched_run(capsy
     assert measured["speed_factor"] == pytest.approx(t_o / t_m)
     assert measured["acceptance_factor"] == pytest.approx(t_m / t_b)
     assert measured["population"] == "all legs" and measured["basis"] == "three arms"
-    assert measured["model_error"] == pytest.approx((t_o / t_m) / gap["speed_factor"])
+    # the model's error by its algebra, T_b L_o / (T_m L_b): L_b from the record's counters,
+    # L_o our all-legs 1 + A/S (the population the split is over)
+    counters = json.loads((REAL / "offline" / "vllm-arm.json").read_text())["metrics"]
+    l_b = 1 + (
+        counters["vllm:spec_decode_num_accepted_tokens"] / counters["vllm:spec_decode_num_drafts"]
+    )
+    l_o = rows["ours (all legs)"]["mean_acceptance_length"]
+    assert measured["model_error"] == pytest.approx(t_b * l_o / (t_m * l_b), rel=1e-9)
     assert measured["model_test"] == "model does not hold"
     assert gap["verdict"].startswith("measured with m:")
     # one draw of ours for both: the measured speed factor's interval is the check's
@@ -349,7 +388,13 @@ def test_a_recorded_llama_server_triple_is_split_by_measurement(capsys):
     assert measured["speed_factor"] == pytest.approx(expected["speed"], rel=1e-12)
     assert measured["acceptance_factor"] == pytest.approx(expected["acceptance"], rel=1e-12)
     assert measured["population"] == "warm legs"
-    assert measured["model_error"] == pytest.approx(expected["speed"] / gap["speed_factor"])
+    # the server arms' tok/s is ours's kind: the median of their warm legs' tok_s
+    sources = {row["name"]: row["sources"]["tok_s"] for row in document["comparison"]["rows"]}
+    for name in ("base", "m"):
+        assert sources[name] == (
+            "output_throughput_tok_s (= median tok_s of the 12 warm legs of 16 (run > 1))"
+        )
+    assert measured["model_error"] == pytest.approx(expected["model_error"], rel=1e-9)
     share = math.log(expected["acceptance"]) / math.log(expected["ratio"])
     assert measured["acceptance_share"] == pytest.approx(share)
     assert gap["verdict"].startswith("measured with m:")
@@ -357,3 +402,124 @@ def test_a_recorded_llama_server_triple_is_split_by_measurement(capsys):
     assert main(args) == 0
     screen = " ".join(capsys.readouterr().out.split())
     assert "(measured with m)" in screen and "command line's word" in screen
+
+
+def test_an_arm_of_one_request_s_speed_is_named_another_kind_of_tok_s(capsys):
+    """Folded from its /completion responses, the server arm's tok/s is one request's
+    predicted_per_second: the comparison says r mixes two kinds. Folded from the gate's arm
+    record its tok/s is the legs' median, ours's kind, and nothing is said."""
+    ours = [str(TRIPLE / "ours" / "our-arm.json"), str(TRIPLE / "ours" / "steps.jsonl")]
+    warm = TRIPLE / "base" / "completions-warm.jsonl"
+    assert main([*ours, "--vs", f"c={warm}"]) == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "note (c): tok/s is one request's own generation speed" in screen
+    assert "r and the speed factor against this arm compare the two kinds" in screen
+    assert main([*ours, "--vs", f"c={warm}", "--json", "-"]) == 0
+    verdict = orjson.loads(capsys.readouterr().out)["comparison"]["gaps"]["c"]["verdict"]
+    assert verdict.endswith(
+        "; r compares two kinds of tok/s: c's is one request's generation speed "
+        "(predicted_per_second), ours a leg's completion tokens over its wall time"
+    )
+    assert main([*ours, "--vs", f"base={TRIPLE / 'base' / 'llamacpp-arm.json'}"]) == 0
+    assert "kinds" not in capsys.readouterr().out
+
+
+def _triple(capsys, *args: str) -> dict:
+    assert main([*args, "--json", "-"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    validate(document)
+    return document
+
+
+def _old_way(record: Path, out: Path) -> Path:
+    """The arm record as the llama.cpp gate wrote it before it kept its legs: engine, the warm
+    scrape pair and, as tok/s, the median predicted_per_second of the warm responses."""
+    old = json.loads(record.read_text())
+    kept = {
+        "engine": old["engine"],
+        "output_throughput_tok_s": old["median_request_predicted_per_second"],
+        "metrics": old["metrics"],
+    }
+    out.write_text(json.dumps(kept))
+    return out
+
+
+def test_a_llamacpp_arm_record_without_legs_is_one_request_s_speed(tmp_path, capsys):
+    """A record without legs cannot show its tok/s is a leg's; from llama.cpp's gate it was the
+    median predicted_per_second, so every verdict against it says r mixes two kinds."""
+    ours = [str(TRIPLE / "ours" / "our-arm.json"), str(TRIPLE / "ours" / "steps.jsonl")]
+    base = _old_way(TRIPLE / "base" / "llamacpp-arm.json", tmp_path / "base.json")
+    document = _triple(capsys, *ours, "--vs", f"b={base}")
+    rows = {row["name"]: row for row in document["comparison"]["rows"]}
+    # the record's own figure, untouched: the kind is said, the number is the record's
+    assert rows["b"]["output_throughput_tok_s"] == pytest.approx(193.85780320952625, rel=1e-12)
+    assert any("tok/s is taken as one request's generation speed" in n for n in rows["b"]["notes"])
+    verdict = document["comparison"]["gaps"]["b"]["verdict"]
+    assert verdict.endswith(
+        "; r compares two kinds of tok/s: b's is one request's generation speed (an arm record "
+        "without legs, as the llama.cpp gate wrote the median predicted_per_second before it "
+        "kept its legs), ours a leg's completion tokens over its wall time"
+    )
+
+
+def test_a_matched_triple_is_kept_and_its_measured_speed_factor_has_a_history(tmp_path, capsys):
+    """--ledger with a matched arm's spec (NAME:matched@BASE=PATH) keeps the run, its input
+    files named; the measured speed factor's history reads back the figure each run measured,
+    held to the records' own tok/s."""
+    from triple_figures import measured_factors
+
+    ledger = tmp_path / "runs.duckdb"
+    ours = TRIPLE / "ours" / "our-arm.json"
+    args = [str(ours), str(TRIPLE / "ours" / "steps.jsonl"),
+            "--vs", f"base={TRIPLE / 'base' / 'llamacpp-arm.json'}",
+            "--vs", f"m:matched@base={TRIPLE / 'matched' / 'llamacpp-arm.json'}",
+            "--ledger", str(ledger)]  # fmt: skip
+    for seed in (1, 2):
+        assert main([*args, "--seed", str(seed)]) == 0
+    capsys.readouterr()
+    assert (
+        main(["ledger", str(ledger), "--figure", "measured_speed_factor:base", "--json", "-"]) == 0
+    )
+    history = orjson.loads(capsys.readouterr().out)
+    (group,) = history["groups"]
+    expected = measured_factors(ours, TRIPLE / "base", TRIPLE / "matched")["speed"]
+    assert [entry["value"] for entry in group["runs"]] == [
+        pytest.approx(expected, rel=1e-12),
+        pytest.approx(expected, rel=1e-12),
+    ]
+    assert main(["ledger", str(ledger), "--figure", "measured_speed_factor:base"]) == 0
+    assert f"{expected:.3f}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        main(["ledger", "--help"])
+    assert done.value.code == 0
+    assert "measured_speed_factor:ARM" in " ".join(capsys.readouterr().out.split())
+
+
+def test_where_the_gap_is_split_by_measurement_the_models_figures_are_named_modelled(
+    tmp_path, capsys
+):
+    """The ratio row and the speed split under a measured gap hold the model's speed factor
+    ((T_o / L_o) / (T_b / L_b)): terminal, markdown and page name it modelled; without a
+    matched run nothing is."""
+    from triple_figures import legs_tok_s, our_length, server_length
+
+    ours = [str(TRIPLE / "ours" / "our-arm.json"), str(TRIPLE / "ours" / "steps.jsonl")]
+    base = TRIPLE / "base" / "llamacpp-arm.json"
+    modelled = (
+        legs_tok_s(TRIPLE / "ours" / "our-arm.json") / our_length(TRIPLE / "ours" / "our-arm.json")
+    ) / (legs_tok_s(base) / server_length(base))
+    matched = ["--vs", f"m:matched@base={TRIPLE / 'matched' / 'llamacpp-arm.json'}"]
+    args = [*ours, "--vs", f"base={base}", *matched]
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    assert main([*args, "--details", "--markdown", str(md), "--html", str(page)]) == 0
+    screen = capsys.readouterr().out
+    # at 80 columns the mark may fold under the label
+    assert re.search(r"^ours/base (\(modelled\)|[^\n]*\n\(modelled\))", screen, re.M)
+    assert "modelled speed factor vs base" in screen
+    assert "(modelled): the model's factors" in " ".join(screen.split())
+    assert f"- modelled speed factor {modelled:.3f} over leg windows" in md.read_text()
+    answer = page.read_text().split('<section id="answer">')[1].split("</section>")[0]
+    assert "<td>ours/base (modelled)</td>" in answer and f"{modelled:.3f}" in answer
+    assert main([*ours, "--vs", f"base={base}", "--details"]) == 0
+    plain = capsys.readouterr().out
+    assert "(modelled)" not in plain and "modelled speed factor" not in plain

@@ -275,6 +275,9 @@ def test_llamacpp_speculative_simple_output() -> None:
     arm = _read("llamacpp-speculative-simple.txt")
     # n_drafted 640, n_accept 301 (accept = 47.031%), speed 80.012 t/s
     _check(arm, s=None, p=640, a=301, tok_s=80.012, population=REQUESTS)
+    # one sequence's decode time, prompt excluded: not a leg's tokens over its wall time
+    assert arm.tok_s_kind == "one sequence's decode speed (the 'decoded ... speed' line)"
+    assert any("compare the two kinds" in note for note in arm.notes)
 
 
 def test_llamacpp_server_log_lines() -> None:
@@ -314,6 +317,8 @@ def test_log_lines_no_engine_prints_are_refused_in_its_terms() -> None:
 def test_llamacpp_arm_record() -> None:
     arm = _read("llamacpp-arm.json")
     _check(arm, s=200, p=800, a=520, tok_s=15.2, population=SINCE_START)
+    # no legs to show the figure is a leg's median: taken as the old gate's predicted_per_second
+    assert arm.tok_s_kind is not None and arm.tok_s_kind.startswith("one request's generation")
 
 
 # --------------------------------------------------------------------------------------------

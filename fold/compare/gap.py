@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fold.compare.gap_intervals import SplitIntervals
 from fold.compare.verdict import ACCEPTANCE as ACCEPTANCE  # the dominant levers, named here too
@@ -46,6 +46,9 @@ from fold.compare.verdict import direction, judge, model_words
 from fold.errors import InputError
 from fold.inputs.defaults import DEFAULT_TOLERANCE
 from fold.inputs.oracles import ArmFigures
+
+if TYPE_CHECKING:  # measured_split builds on this module: a type only, never an import cycle
+    from fold.compare.measured_split import MeasuredSplit
 
 NO_SHARE_BELOW = 1e-9
 """|log r| at or under which r is taken as exactly 1 for the shares: the log-gap is float noise."""
@@ -91,8 +94,8 @@ class SplitBasis:
 
     reason: str = NO_MATCHED_RUN
     text: str = MODEL_TEXT
-    measured: Any = None
-    """A ``fold.compare.measured_split.MeasuredSplit`` when the split is measured."""
+    measured: MeasuredSplit | None = None
+    """The measured split, when the split is measured."""
 
     @property
     def split(self) -> str:
@@ -291,6 +294,11 @@ def attribute_gap(
         )
         if split.unit != MEAN_LENGTH_UNIT and split.acceptance_factor is not None:
             verdict += f" (split in {split.unit})"
+    if split.ratio is not None and oracle.tok_s_kind is not None:
+        verdict += (
+            f"; r compares two kinds of tok/s: {who}'s is {oracle.tok_s_kind}, ours a leg's "
+            "completion tokens over its wall time"
+        )
     return GapAttribution(
         ours=ours.name,
         oracle=who,

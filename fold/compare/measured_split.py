@@ -55,7 +55,7 @@ from fold.compare.matched_arms import (
     Side,
     figure_draws,
 )
-from fold.compare.verdict import NO_GAP, SPEED, Words, direction, judge, pct, tol_text
+from fold.compare.verdict import ACCEPTANCE, NO_GAP, SPEED, Words, direction, judge, pct, tol_text
 from fold.folding.uncertainty import Interval, percentile_interval, ratio
 
 THREE_ARMS = "three arms"
@@ -201,7 +201,14 @@ def _own(
     every = r_ci is not None and len(resampled) == 2
     basis = "both arms" if every else _basis(resampled, (mine, side))
     r_text = f"{r:.3f}" if r_ci is None else _with(r, r_ci)
-    if (r_ci is not None and every and r_ci[0] <= 1 <= r_ci[1]) or (
+    if r_ci is not None and not every and r_ci[0] <= 1 <= r_ci[1]:
+        # the tolerance would claim a speed gap the spread we have does not support
+        dominant = NO_GAP
+        verdict = (
+            f"measured: {name} ran at our acceptance and the throughput ratio {r_text} is not "
+            f"told apart from 1 on the spread of {', '.join(resampled)} ({basis}): no speed gap"
+        )
+    elif (r_ci is not None and every and r_ci[0] <= 1 <= r_ci[1]) or (
         not every and (abs(r - 1) <= tolerance or abs(math.log(r)) <= NO_SHARE_BELOW)
     ):
         dominant = NO_GAP
@@ -280,10 +287,18 @@ def _through(
     draws = _tok_draws(mine, side, ordinary)
     if draws is not None:
         d_o, d_m, d_b = draws
+        # a ratio of two arms both known by totals has no spread: its draws are one value, a
+        # zero-width "interval" that is no measurement of one
         intervals = tuple(
-            percentile_interval(ratio(top, bottom)) for top, bottom in ((d_o, d_b), (d_m, d_b),
-                                                                        (d_o, d_m))
-        )  # fmt: skip
+            percentile_interval(ratio(top, bottom))
+            if {top_side.row.name, bottom_side.row.name} & set(resampled)
+            else None
+            for (top, top_side), (bottom, bottom_side) in (
+                ((d_o, mine), (d_b, ordinary)),
+                ((d_m, side), (d_b, ordinary)),
+                ((d_o, mine), (d_m, side)),
+            )
+        )
         errors = _model_error_draws(mine, ordinary, split, d_o, d_m, d_b)
     every = intervals is not None and len(resampled) == 3
     log_r = math.log(r)
@@ -297,13 +312,23 @@ def _through(
         intervals if every and intervals is not None else None,
         gap_text(mine.row.name, base, r), (), _measured_words(name, base), NO_SHARE_BELOW,
     )  # fmt: skip
+    if not every and intervals is not None and intervals[2] is not None:
+        held = _spread_held(name, base, r, maf, msf, intervals[2], resampled, arms)
+        dominant, verdict = (dominant, verdict) if held is None else (ACCEPTANCE, held)
     modelled = split.speed_factor
     error = None if modelled is None or not modelled else msf / modelled
     error_ci = None if errors is None else percentile_interval(errors)
     if error is not None:
+        # T_b L_o / (T_m L_b): our tok/s cancels, so with m and the ordinary run by totals
+        # the interval is our 1 + A/S's spread alone, and says so
+        alone = (
+            f", its interval from our {split.unit} alone ({name}, {base} by totals)"
+            if error_ci is not None and not {name, base} & set(resampled)
+            else ""
+        )
         verdict += (
             f"; the model's error {_with(error, error_ci)} (measured speed factor over the "
-            f"modelled {modelled:.3f})"
+            f"modelled {modelled:.3f}{alone})"
         )
     r_ci, maf_ci, msf_ci = (None, None, None) if intervals is None else intervals
     measured = MeasuredSplit(
@@ -335,6 +360,29 @@ def _through(
     )
     reason = MATCHED_RUN_WORD if check.declared == COMMAND_LINE else MATCHED_RUN
     return SplitBasis(reason, text, measured)
+
+
+def _spread_held(
+    name: str,
+    base: str,
+    r: float,
+    maf: float,
+    msf: float,
+    msf_ci: Interval,
+    resampled: tuple[str, ...],
+    arms: tuple[Side, ...],
+) -> str | None:
+    """When not every arm was resampled the verdict reads the tolerance; a speed factor whose
+    interval over the arms that were resampled holds 1 is not told apart from 1, whatever the
+    tolerance says, so no share of the gap is claimed for it."""
+    if not msf_ci[0] <= 1 <= msf_ci[1]:
+        return None
+    return (
+        f"measured with {name}: {gap_text(arms[0].row.name, base, r)}; measured speed factor "
+        f"(ours over {name}) {_with(msf, msf_ci)}: not told apart from {name} on the spread of "
+        f"{', '.join(resampled)} ({_basis(resampled, arms)}); {name} at our acceptance "
+        f"{direction(maf, 'faster', 'slower')} than {base}: the gap is acceptance"
+    )
 
 
 def _measured_words(matched: str, base: str) -> Words:

@@ -96,13 +96,14 @@ def input_files(
     arm: str, logs: Sequence[str], vs: Sequence[str] = (), vs_logs: Sequence[str] = ()
 ) -> list[InputFile]:
     """The files a run reads, as its command line names them (globs expanded)."""
-    from fold.inputs.oracles import parse_vs_spec
+    from fold.inputs.oracles import parse_vs
     from fold.inputs.reader import expand_log_paths
 
     found = [_input("arm", arm)]
     found += [_input("log", path) for path in expand_log_paths(list(logs))] if logs else []
     for spec in vs:
-        name, _kind, path = parse_vs_spec(spec)
+        parsed = parse_vs(spec)  # a matched arm's spec too: its file is read like any other
+        name, path = parsed.name, parsed.path
         run = _SWEEP_RUN.fullmatch(path)  # NAME=PATH#N: run N of a sweep file
         found.append(
             _input(f"vs:{name}", run.group(1) if run and not Path(path).exists() else path)

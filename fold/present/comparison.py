@@ -43,6 +43,7 @@ from fold.present.measured_split import (
     split_text,
 )
 from fold.present.runs import runs_lines
+from fold.present.sources import note_lines, sources_table
 from fold.present.speed import speed_lines
 from fold.present.step_split import step_split_lines
 from fold.present.table import (
@@ -127,6 +128,8 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
             caption += INTERVALS_CAPTION
     elif intervals:
         caption += " ±: 95% interval (--details says over what)."
+    if any(_measured(gap) for gap in block["gaps"].values()):
+        caption += " (modelled): the model's factors; that gap is split by measurement below."
     table = Table(
         title="Throughput and acceptance in one unit",
         caption=caption,
@@ -171,7 +174,7 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
         factor = recorded_cell(fmt_factor(gap["acceptance_factor"]) if split else NOT_RECORDED)
         in_sglang_unit = gap["unit"] == SGLANG_UNIT
         add(
-            Text(f"ours/{gap['oracle']}", style="italic"),
+            Text(f"ours/{gap['oracle']}" + (" (modelled)" if _measured(gap) else ""), "italic"),
             Text(""),
             [
                 recorded_cell(fmt_factor(gap["ratio"])),
@@ -220,59 +223,6 @@ def _arm_interval_row(add: Callable[..., None], row: Row) -> None:
         for (figure, form), interval in zip(ROW_FIGURES, found, strict=True)
     ]
     add(Text("  ±", style="dim"), Text(""), [Text(cell, style="dim") for cell in cells])
-
-
-_FIGURE_LABELS = (
-    ("tok_s", "tok/s"),
-    ("accepted", "A"),
-    ("proposed", "P"),
-    ("steps", "S"),
-    ("per_position", "per position"),
-    ("completion_tokens_per_step", "SGLang len*"),
-    ("mean_acceptance_length", "mean len"),
-    ("accept_rate", "rate"),
-)
-_DERIVED = {"mean_acceptance_length": "1 + A/S", "accept_rate": "A/P"}
-
-
-def sources_table(rows: Sequence[Row]) -> Table:
-    """Where each figure of each arm came from (counter or field), or why it is missing."""
-    table = Table(title="Sources", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("engine", overflow="fold")
-    table.add_column("figure", no_wrap=True)
-    table.add_column("source", overflow="fold", ratio=1)
-    for position, row in enumerate(rows):
-        name = row["name"]
-        if row.get("population"):
-            detail = row.get("population_detail")
-            covers = row["population"] + (f": {detail}" if detail else "")
-            table.add_row(Text(name, style="bold"), "covers", Text(covers))
-            name = ""
-        for key, label in _FIGURE_LABELS:
-            source = row["sources"].get(key)
-            if source is None:
-                continue
-            if _DERIVED.get(key) == source:
-                continue  # derived as always; only another origin is worth a line
-            style = "dim" if source.startswith(NOT_RECORDED) else ""
-            table.add_row(Text(name, style="bold"), label, Text(source, style=style))
-            name = ""
-        for note in row["notes"]:
-            table.add_row(Text(name, style="bold"), "note", Text(note, style="yellow"))
-            name = ""
-        if position < len(rows) - 1:
-            table.rows[-1].end_section = True
-    return table
-
-
-def note_lines(rows: Sequence[Row]) -> list[Text]:
-    """Each arm's notes (rounded counters, a reset, ...), which the sources table holds with
-    ``--details``: without it they still show, one line each."""
-    return [
-        Text(f"note ({row['name']}): ", style="bold yellow") + Text(note, style="yellow")
-        for row in rows
-        for note in row["notes"]
-    ]
 
 
 def gap_lines(gap: Row, *, details: bool = True) -> list[Text]:
@@ -450,6 +400,10 @@ def verdict_lines(document: Mapping[str, Any], *, details: bool = True) -> list[
     return lines
 
 
+def _measured(gap: Mapping[str, Any] | None) -> bool:
+    return gap is not None and gap.get("split") == "measured"
+
+
 def comparison(document: Mapping[str, Any], *, details: bool = False) -> Group:
     """With ``details`` the sources and the speed splits, then the table and the verdict
     lines, last so that they are what stays on screen."""
@@ -457,8 +411,9 @@ def comparison(document: Mapping[str, Any], *, details: bool = False) -> Group:
     parts: list[RenderableType] = []
     if details:
         parts.append(fit(sources_table(block["rows"])))
-        for split in (block.get("speed") or {}).values():
-            parts += [Text(""), *speed_lines(split)]
+        for name, split in (block.get("speed") or {}).items():
+            modelled = _measured(block["gaps"].get(name))
+            parts += [Text(""), *speed_lines(split, modelled=modelled)]
             parts += [
                 Text(f"  {line}", "bold") for line in step_split_lines(document, split["oracle"])
             ]

@@ -173,17 +173,19 @@ def _verdicts(document: dict[str, Any]) -> str:
         split = speeds.get(name)
         if split is None:
             continue
+        # a gap split by measurement: this speed factor is the model's, and is named so
+        model = "modelled " if gap.get("split") == "measured" else ""
         if split["leg_factor"] is not None:
             whose = "our" if split.get("other_shares") is None else "both runs'"
             lines.append(
-                f"  - speed factor {three_decimals(split['leg_factor'])} over leg windows, "
+                f"  - {model}speed factor {three_decimals(split['leg_factor'])} over leg windows, "
                 f"{three_decimals(split['decode_factor'], NOT_RECORDED)} over {whose} decode "
                 f"windows, {three_decimals(split['steady_factor'], NOT_RECORDED)} over {whose} "
                 "steady decoding"
             )
         summary = speed_summary(split)
         if summary is not None:
-            lines.append(f"  - {summary} (shares of the speed factor's log)")
+            lines.append(f"  - {summary} (shares of the {model}speed factor's log)")
         lines.extend(f"  - {lack}" for lack in split["oracle_lacks"])
         lines.extend(f"  - {line}" for line in step_split_lines(document, split["oracle"]))
     check = block.get("step_rate_check") or {}

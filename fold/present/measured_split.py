@@ -12,19 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fold.compare.gap import (
+    AT_OUR_ACCEPTANCE_WORD,
+    DID_NOT_MATCH,
+    MATCHED_RUN_WORD,
+    MEASURED,
+    NO_MATCHED_RUN,
+    NOT_CHECKED,
+)
 from fold.present.table import fmt_factor, fmt_share
 
 Gap = Mapping[str, Any]
 
-MEASURED = "measured"
-NO_MATCHED_RUN = "no matched run"
 # reasons whose sentence is shown without --details: a caveat, or why the model stands
-ALWAYS_SHOWN = (
-    "matched run on the command line's word",
-    "run at our acceptance on the command line's word",
-    "matched run did not match",
-    "matched run not checked",
-)
+ALWAYS_SHOWN = (MATCHED_RUN_WORD, AT_OUR_ACCEPTANCE_WORD, DID_NOT_MATCH, NOT_CHECKED)
 _TESTS = {
     "model holds": "the model holds for this pair",
     "model does not hold": "the model does not hold for this pair",

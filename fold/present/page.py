@@ -167,6 +167,11 @@ _COLUMNS = (
 )
 
 
+def _modelled(gap: dict[str, Any]) -> str:
+    """A ratio row's mark when its gap is split by measurement: its factors are the model's."""
+    return " (modelled)" if gap.get("split") == "measured" else ""
+
+
 def answer(document: dict[str, Any]) -> str:
     """The comparison table and the verdicts, or nothing when no oracle was given."""
     block = document.get("comparison")
@@ -213,13 +218,18 @@ def answer(document: dict[str, Any]) -> str:
             factor if in_sglang_unit else "<td></td>",
         ]  # fmt: skip
         rows.append(
-            f'<tr class="ratio"><td>ours/{html.escape(gap["oracle"])}</td><td></td>'
+            f'<tr class="ratio"><td>ours/{html.escape(gap["oracle"])}{_modelled(gap)}</td><td></td>'
             + "".join(cells[i] for i in kept)
             + "</tr>"
         )
     caption = _caption(kept)
     if intervals:
         caption += " ±: 95% bootstrap interval, the larger distance to either end."
+    if any(_modelled(gap) for gap in block["gaps"].values()):
+        caption += (
+            " (modelled): the model's factors; that gap is split by measurement, in the "
+            "verdicts below."
+        )
     verdicts = []
     for name, gap in block["gaps"].items():
         verdicts.append(

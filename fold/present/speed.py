@@ -39,14 +39,14 @@ def speed_summary(split: Row) -> str | None:
     return "speed: " + ", ".join(phrases)
 
 
-def speed_table(split: Row) -> Fitted:
+def speed_table(split: Row, *, modelled: bool = False) -> Fitted:
     """The speed factor over leg windows, our decode windows and our steady decoding, beside
     our shares of warm leg time outside steady decoding (the oracle records none of its own;
     another run of ours does, and gets a row of its own shares)."""
     other_shares = split.get("other_shares")
     both = other_shares is not None
     table = Table(
-        title=f"speed factor vs {split['oracle']}, and "
+        title=f"{'modelled ' if modelled else ''}speed factor vs {split['oracle']}, and "
         + ("both runs' warm leg time" if both else "our warm leg time"),
         title_justify="left",
         box=box.SIMPLE_HEAD,
@@ -79,12 +79,14 @@ def speed_table(split: Row) -> Fitted:
     return fit(table)
 
 
-def speed_lines(split: Row) -> list[RenderableType]:
+def speed_lines(split: Row, *, modelled: bool = False) -> list[RenderableType]:
     """The speed factor one level deeper, the split of its log into slower steps and time
-    outside steady decoding, and what the oracle does not record."""
-    lines: list[RenderableType] = [speed_table(split)]
+    outside steady decoding, and what the oracle does not record. ``modelled``: the gap is
+    split by measurement, so this factor is the model's and is named so."""
+    lines: list[RenderableType] = [speed_table(split, modelled=modelled)]
     summary = speed_summary(split)
     if summary is not None:
-        lines.append(Text("  " + summary + " (shares of the speed factor's log)", "bold"))
+        whose = "the modelled" if modelled else "the"
+        lines.append(Text(f"  {summary} (shares of {whose} speed factor's log)", "bold"))
     lines.extend(Text(f"  {lack}", style="dim") for lack in split["oracle_lacks"])
     return lines

@@ -88,6 +88,9 @@ class ArmFigures:
     draft_overhead: Mapping[str, Any] | None = field(default=None, hash=False, compare=True)
     """The drafting time the oracle reports, where it does (docs/step-split.md): ``draft_s``
     over ``draft_calls`` and what it covers (``source``); None: it reports none."""
+    tok_s_kind: str | None = field(default=None, compare=False)
+    """What its tok/s is where that is another kind than ours (a leg's completion tokens over
+    its wall time), in words ("one request's generation speed ..."); None: the same kind."""
     requests: OracleSteps | None = field(default=None, repr=False, compare=False)
     """Its legs' requests and their steps, for an oracle known request by request (vLLM's
     per-request metrics), folded later as ours are; None for every other input."""

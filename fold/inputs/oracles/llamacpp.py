@@ -36,6 +36,14 @@ KIND = "llamacpp"
 ALIASES = ("llamacpp", "llama.cpp", "llama-cpp", "llama_cpp")
 PREFIX = "llamacpp:"
 SIGNIFICANT_DIGITS = 6  # operator<< on a double, as /metrics prints its counters
+PER_REQUEST = "one request's generation speed (predicted_per_second)"
+# An arm record with no legs cannot show its tok/s is a leg's: the llama.cpp gate that wrote
+# records without legs gave the median predicted_per_second, so it is taken as that kind.
+RECORD_WITHOUT_LEGS = (
+    "one request's generation speed (an arm record without legs, as the llama.cpp gate wrote "
+    "the median predicted_per_second before it kept its legs)"
+)
+PER_SEQUENCE = "one sequence's decode speed (the 'decoded ... speed' line)"
 
 # The lines may carry a log prefix (timestamp, level) before the name.
 _DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(\d+)\s*$", re.M)
@@ -120,7 +128,15 @@ def read(name: str, doc: Document) -> ArmFigures:
         return _read_completions(name, legs, doc.where, tok_s=arm_tok_s(first, doc.where))
     if doc.form != "object":
         raise InputError(f"{doc.where}: several llama.cpp records; give one arm record per file")
-    return counter_arms.read_record(name, KIND, PREFIX, first, doc.where, bound=rounded)
+    figures = counter_arms.read_record(name, KIND, PREFIX, first, doc.where, bound=rounded)
+    if legs is None and figures.output_throughput_tok_s is not None:
+        note = (
+            f"tok/s is taken as {RECORD_WITHOUT_LEGS}, not a leg's completion tokens over its "
+            "wall time as a gate's legs give ours: r and the speed factor against this arm "
+            "compare the two kinds; record the legs to compare one kind"
+        )
+        figures = replace(figures, tok_s_kind=RECORD_WITHOUT_LEGS, notes=(*figures.notes, note))
+    return figures
 
 
 def _read_completions(
@@ -198,9 +214,12 @@ def _read_completions(
         p_value = a_value = None
         for key in ("proposed", "accepted"):
             sources[key] = "not recorded: no response has draft_n (speculative decoding off?)"
-    notes.append(
-        "predicted_per_second is each request's generation speed (prompt processing excluded)"
-    )
+    if tok_s is None or tok_s[0] is None:
+        notes.append(
+            "tok/s is one request's own generation speed (predicted_per_second, prompt "
+            "processing excluded), not a leg's completion tokens over its wall time as a gate's "
+            "legs give ours: r and the speed factor against this arm compare the two kinds"
+        )
     figures = arm_from_counts(
         name,
         KIND,
@@ -213,7 +232,8 @@ def _read_completions(
         population=selection.population if selection.by_run else REQUESTS,
         population_detail=how,
     )
-    return replace(figures, legs=oracle_legs(speeds, counts if drafted else None))
+    kind = None if tok_s is not None and tok_s[0] is not None else PER_REQUEST
+    return replace(figures, legs=oracle_legs(speeds, counts if drafted else None), tok_s_kind=kind)
 
 
 def _no_generation_step(timings: dict[str, Any], predicted_n: int) -> bool:
@@ -317,11 +337,22 @@ def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
             "steps": "not recorded: the program prints no verify-step count",
             "per_position": "not recorded: the program prints no per-position counts",
         },
+        notes=[]
+        if tok_s is None
+        else [
+            "tok/s is one sequence's decode speed (the 'decoded ... speed' line, prompt "
+            "processing excluded), not a leg's completion tokens over its wall time as a "
+            "gate's legs give ours: r and the speed factor against this arm compare the two kinds"
+        ],
         where=doc.where,
         population=REQUESTS,
         population_detail=f"the {runs} run(s) printed",
     )
-    return replace(figures, draft_overhead=_draft_overhead(doc))
+    return replace(
+        figures,
+        draft_overhead=_draft_overhead(doc),
+        tok_s_kind=None if tok_s is None else PER_SEQUENCE,
+    )
 
 
 def _draft_overhead(doc: Document) -> dict[str, Any] | None:
