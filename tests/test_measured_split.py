@@ -224,6 +224,25 @@ def test_an_ordinary_run_of_another_kind_of_tok_s_is_not_split_by_measurement():
     assert gaps["m"].basis.measured.speed_factor == pytest.approx(T_O / T_M)
 
 
+def test_the_matched_check_names_each_ratio_that_divides_two_kinds_of_tok_s():
+    """T_o / T_m (measured), T_o / T_b (modelled) and T_m / T_b (steps/s): each ratio whose two
+    arms' tok/s differ in kind is named in the check's line, and only those."""
+    other = dataclasses.replace(MATCHED_ARM, tok_s_kind=_ONE_REQUEST)
+    _, checks = _gaps(OURS_ARM, BASE_ARM, other)
+    assert checks["m"].verdict.endswith(
+        "; the measured speed factor and the steps/s ratio divide two kinds of tok/s "
+        f"(m's is {_ONE_REQUEST})"
+    )
+    both = dataclasses.replace(BASE_ARM, tok_s_kind=_ONE_REQUEST)
+    _, checks = _gaps(OURS_ARM, both, other)
+    assert "; the measured speed factor and the modelled one divide two kinds" in (
+        checks["m"].verdict
+    )
+    assert "steps/s ratio" not in checks["m"].verdict
+    _, checks = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM)
+    assert "kinds" not in checks["m"].verdict
+
+
 def test_the_schema_lists_every_split_reason():
     schema = json.loads((ROOT / "docs" / "fold-acceptance-2.schema.json").read_text())
     found = []
