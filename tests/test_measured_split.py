@@ -35,7 +35,9 @@ from fold.compare.gap import (
     MATCHED_RUN_WORD,
     NO_MATCHED_RUN,
     NOT_CHECKED,
+    OTHER_TOK_S,
     SPEED,
+    SPLIT_REASONS,
     attribute_gap,
     split_gap,
 )
@@ -188,6 +190,78 @@ def test_a_matched_run_that_cannot_be_checked_measures_nothing():
     assert gaps["b"].basis.reason == NOT_CHECKED and gaps["b"].basis.split == "modelled"
     assert gaps["b"].verdict == attribute_gap(OURS_ARM, BASE_ARM).verdict
     assert "tok/s not recorded" in gaps["b"].basis.text
+
+
+_ONE_REQUEST = "one request's generation speed (predicted_per_second)"
+_TWO_KINDS = "; r compares two kinds of tok/s: "
+
+
+def test_a_matched_run_of_another_kind_of_tok_s_measures_nothing():
+    """T_o / T_m with T_m one request's speed divides one kind by another: the measured split
+    is refused for both gaps it would give, and the model stands with its own caveat."""
+    other = dataclasses.replace(MATCHED_ARM, tok_s_kind=_ONE_REQUEST)
+    gaps, _ = _gaps(OURS_ARM, BASE_ARM, other)
+    for name, oracle in (("b", BASE_ARM), ("m", other)):
+        gap = gaps[name]
+        assert gap.basis.reason == OTHER_TOK_S and gap.basis.split == "modelled"
+        assert gap.basis.measured is None and gap.to_json()["measured"] is None
+        assert gap.verdict == attribute_gap(OURS_ARM, oracle).verdict
+        assert f"m's is {_ONE_REQUEST}" in gap.basis.text
+    # the matched run's own r is the two kinds', and says so; b's r is one kind
+    assert gaps["m"].verdict.endswith("ours a leg's completion tokens over its wall time")
+    assert _TWO_KINDS in gaps["m"].verdict and _TWO_KINDS not in gaps["b"].verdict
+
+
+def test_an_ordinary_run_of_another_kind_of_tok_s_is_not_split_by_measurement():
+    """T_m / T_b with T_b one request's speed is no acceptance factor: b's gap stays modelled;
+    m, of ours's kind, still measures its own gap."""
+    other = dataclasses.replace(BASE_ARM, tok_s_kind=_ONE_REQUEST)
+    gaps, _ = _gaps(OURS_ARM, other, MATCHED_ARM)
+    assert gaps["b"].basis.reason == OTHER_TOK_S and gaps["b"].basis.measured is None
+    assert gaps["b"].verdict == attribute_gap(OURS_ARM, other).verdict
+    assert _TWO_KINDS in gaps["b"].verdict and f"b's is {_ONE_REQUEST}" in gaps["b"].basis.text
+    assert gaps["m"].basis.reason == AT_OUR_ACCEPTANCE
+    assert gaps["m"].basis.measured.speed_factor == pytest.approx(T_O / T_M)
+
+
+def test_the_matched_check_names_each_ratio_that_divides_two_kinds_of_tok_s():
+    """T_o / T_m (measured), T_o / T_b (modelled) and T_m / T_b (steps/s): each ratio whose two
+    arms' tok/s differ in kind is named in the check's line, and only those."""
+    other = dataclasses.replace(MATCHED_ARM, tok_s_kind=_ONE_REQUEST)
+    _, checks = _gaps(OURS_ARM, BASE_ARM, other)
+    assert checks["m"].verdict.endswith(
+        "; the measured speed factor and the steps/s ratio divide two kinds of tok/s "
+        f"(m's is {_ONE_REQUEST})"
+    )
+    both = dataclasses.replace(BASE_ARM, tok_s_kind=_ONE_REQUEST)
+    _, checks = _gaps(OURS_ARM, both, other)
+    assert "; the measured speed factor and the modelled one divide two kinds" in (
+        checks["m"].verdict
+    )
+    assert "steps/s ratio" not in checks["m"].verdict
+    _, checks = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM)
+    assert "kinds" not in checks["m"].verdict
+
+
+def test_the_schema_lists_every_split_reason():
+    schema = json.loads((ROOT / "docs" / "fold-acceptance-2.schema.json").read_text())
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "split_reason" in node and isinstance(node["split_reason"], dict):
+                found.append(node["split_reason"]["enum"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    assert found and all(set(enum) == set(SPLIT_REASONS) for enum in found)
+    table = (ROOT / "docs" / "matched-arms.md").read_text()
+    for reason, split in SPLIT_REASONS.items():
+        assert f"| `{reason}` | {split} |" in table
 
 
 def test_without_a_matched_run_every_gap_is_modelled():
@@ -460,6 +534,35 @@ def test_a_llamacpp_arm_record_without_legs_is_one_request_s_speed(tmp_path, cap
         "without legs, as the llama.cpp gate wrote the median predicted_per_second before it "
         "kept its legs), ours a leg's completion tokens over its wall time"
     )
+
+
+def test_a_triple_recorded_without_legs_keeps_the_model_and_says_why(tmp_path, capsys):
+    """Both server arms as the llama.cpp gate wrote them before it kept its legs: their tok/s
+    is one request's speed, so no factor is measured from them, on every screen and in the
+    ledger's figures."""
+    ours = [str(TRIPLE / "ours" / "our-arm.json"), str(TRIPLE / "ours" / "steps.jsonl")]
+    base = _old_way(TRIPLE / "base" / "llamacpp-arm.json", tmp_path / "base.json")
+    matched = _old_way(TRIPLE / "matched" / "llamacpp-arm.json", tmp_path / "m.json")
+    args = [*ours, "--vs", f"base={base}", "--vs", f"m:matched@base={matched}"]
+    document = _triple(capsys, *args)
+    for name in ("base", "m"):
+        gap = document["comparison"]["gaps"][name]
+        assert (gap["split"], gap["split_reason"], gap["measured"]) == (
+            "modelled",
+            "tok/s of another kind",
+            None,
+        )
+        assert _TWO_KINDS in gap["verdict"] or name == "base"
+        assert "so no factor is measured from them" in gap["split_text"]
+    # base's gap divides by both arms' tok/s, m's own by m's alone
+    texts = {name: gap["split_text"] for name, gap in document["comparison"]["gaps"].items()}
+    assert "(m's and base's are one request's generation speed" in texts["base"]
+    assert "(m's is one request's generation speed" in texts["m"]
+    assert "measured_speed_factor" not in {row.figure for row in figure_rows(document)}
+    assert main(args) == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "measured with m" not in screen
+    assert "the tok/s are of two kinds" in screen
 
 
 def test_a_matched_triple_is_kept_and_its_measured_speed_factor_has_a_history(tmp_path, capsys):

@@ -71,6 +71,7 @@ AT_OUR_ACCEPTANCE_WORD = "run at our acceptance on the command line's word"
 NO_MATCHED_RUN = "no matched run"
 DID_NOT_MATCH = "matched run did not match"
 NOT_CHECKED = "matched run not checked"
+OTHER_TOK_S = "tok/s of another kind"
 SPLIT_REASONS = {
     MATCHED_RUN: MEASURED,
     MATCHED_RUN_WORD: MEASURED,
@@ -79,6 +80,7 @@ SPLIT_REASONS = {
     NO_MATCHED_RUN: MODELLED,
     DID_NOT_MATCH: MODELLED,
     NOT_CHECKED: MODELLED,
+    OTHER_TOK_S: MODELLED,
 }
 """Every reason, and the split it gives."""
 MODEL_TEXT = (

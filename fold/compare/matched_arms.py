@@ -103,6 +103,8 @@ class MatchedCheck:
     model_holds: bool | None
     status: str
     notes: tuple[str, ...]
+    kinds: str = ""
+    """Which of its ratios divide two kinds of tok/s (``ArmFigures.tok_s_kind``); "": none."""
 
     @property
     def verdict(self) -> str:
@@ -331,10 +333,32 @@ def _check(
         model_holds=holds,
         status=status,
         notes=tuple(notes),
+        kinds=_kinds(mine.row, row, None if base is None else base.row),
     )
 
 
+def _kinds(ours: ArmFigures, matched: ArmFigures, base: ArmFigures | None) -> str:
+    """The check's ratios whose arms' tok/s are two kinds: T_o / T_m, and with an ordinary
+    run T_o / T_b (the modelled factor) and T_m / T_b (the steps/s set side by side)."""
+    pairs = (("the measured speed factor", ours, matched),)
+    if base is not None:
+        pairs += (("the modelled one", ours, base), ("the steps/s ratio", matched, base))
+    mixed = [what for what, top, bottom in pairs if top.tok_s_kind != bottom.tok_s_kind]
+    if not mixed:
+        return ""
+    said = "; ".join(
+        f"{arm.name}'s is {arm.tok_s_kind}" for arm in (matched, base) if arm and arm.tok_s_kind
+    )
+    verb = "divides" if len(mixed) == 1 else "divide"
+    return f"{' and '.join(mixed)} {verb} two kinds of tok/s ({said})"
+
+
 def verdict(check: MatchedCheck) -> str:
+    text = _verdict(check)
+    return f"{text}; {check.kinds}" if check.kinds else text
+
+
+def _verdict(check: MatchedCheck) -> str:
     who = check.oracle
     ours = _with_interval(check.ours_length, check.ours_length_ci)
     if check.status == NO_SPEED:

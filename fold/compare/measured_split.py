@@ -22,7 +22,11 @@ ordinary run (``matched run``, or ``matched run on the command line's word`` whe
 ``:matched`` says so, as for SGLang's environment variable); measured for the matched run's own
 gap, whose whole gap is speed (``run at our acceptance``: with no ordinary run, the measured
 speed factor is all there is); or modelled, with why (``no matched run``, ``matched run did not
-match`` and by how much, ``matched run not checked``). Nothing here prints.
+match`` and by how much, ``matched run not checked``, ``tok/s of another kind``). A measured
+factor divides one arm's tok/s by another's; where the matched or the ordinary run's tok/s is
+of another kind than ours (one request's generation speed, ``ArmFigures.tok_s_kind``), the
+factor, its share and the verdict drawn from it would mix the two, so no measured split is
+formed: the gap stays modelled, its r carrying the two kinds' caveat. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from fold.compare.gap import (
     MODELLED_BASIS,
     NO_SHARE_BELOW,
     NOT_CHECKED,
+    OTHER_TOK_S,
     GapSplit,
     SplitBasis,
     gap_text,
@@ -182,6 +187,29 @@ def _missed(check: MatchedCheck) -> str | None:
     return None
 
 
+def _other_kinds(mine: Side, *others: Side) -> SplitBasis | None:
+    """No measured split where an arm's tok/s is another kind than ours: every measured factor
+    and share would divide one kind by the other."""
+    kinds: dict[str, list[str]] = {}
+    for side in others:
+        kind = side.row.tok_s_kind
+        if kind is not None and kind != mine.row.tok_s_kind:
+            kinds.setdefault(kind, []).append(f"{side.row.name}'s")
+    if not kinds:
+        return None
+    said = "; ".join(
+        f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} {kind}"
+        for kind, names in kinds.items()
+    )
+    return SplitBasis(
+        OTHER_TOK_S,
+        f"modelled: the tok/s are of two kinds ({said}; ours a leg's completion tokens over its "
+        "wall time), so no factor is measured from them and the model stands; give the arms "
+        "with their legs (the gate's arm record) to measure the split",
+        None,
+    )
+
+
 def _own(
     check: MatchedCheck, sides: Mapping[str, Side], paired: Mapping[str, Side], tolerance: float
 ) -> SplitBasis:
@@ -192,6 +220,9 @@ def _own(
         return SplitBasis(reason, f"modelled: {missed}; its gap is split as any oracle's", None)
     name = check.oracle
     mine, side = paired[name], sides[name]
+    refused = _other_kinds(mine, side)
+    if refused is not None:
+        return refused
     t_o, t_m = mine.row.output_throughput_tok_s, side.row.output_throughput_tok_s
     assert t_o is not None and t_m
     draws = _tok_draws(mine, side)
@@ -278,6 +309,9 @@ def _through(
     if missed is not None:
         reason = DID_NOT_MATCH if check.status == NOT_MATCHED else NOT_CHECKED
         return SplitBasis(reason, f"modelled: {missed}; the model stands", None)
+    refused = _other_kinds(mine, side, ordinary)
+    if refused is not None:
+        return refused
     assert t_o and t_m and t_b
     split = splits[base]
     r, msf, maf = t_o / t_b, t_o / t_m, t_m / t_b

@@ -19,13 +19,20 @@ from fold.compare.gap import (
     MEASURED,
     NO_MATCHED_RUN,
     NOT_CHECKED,
+    OTHER_TOK_S,
 )
 from fold.present.table import fmt_factor, fmt_share
 
 Gap = Mapping[str, Any]
 
 # reasons whose sentence is shown without --details: a caveat, or why the model stands
-ALWAYS_SHOWN = (MATCHED_RUN_WORD, AT_OUR_ACCEPTANCE_WORD, DID_NOT_MATCH, NOT_CHECKED)
+ALWAYS_SHOWN = (
+    MATCHED_RUN_WORD,
+    AT_OUR_ACCEPTANCE_WORD,
+    DID_NOT_MATCH,
+    NOT_CHECKED,
+    OTHER_TOK_S,
+)
 _TESTS = {
     "model holds": "the model holds for this pair",
     "model does not hold": "the model does not hold for this pair",
