@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 from strategies import scaled
 
 from fold.cli import main
+from fold.compare.arm_draws import Side
 from fold.compare.gap import attribute_gap
 from fold.compare.matched_arms import (
     MODEL_FAILS,
     MODEL_HOLDS,
     NO_MODEL,
     NOT_MATCHED,
-    Side,
     check_matched_arms,
 )
 from fold.compare.vs_arms import split_spec

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from strategies import scaled
 
 from fold.cli import main
+from fold.compare.arm_draws import Side
 from fold.compare.gap import (
     ACCEPTANCE,
     AT_OUR_ACCEPTANCE,
@@ -41,7 +42,7 @@ from fold.compare.gap import (
     attribute_gap,
     split_gap,
 )
-from fold.compare.matched_arms import Side, check_matched_arms
+from fold.compare.matched_arms import check_matched_arms
 from fold.compare.measured_split import split_bases
 from fold.folding.uncertainty import Replicates
 from fold.inputs.oracles import MatchedAs, arm_from_counts

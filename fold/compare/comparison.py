@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fold.compare.arm_draws import Side
 from fold.compare.gap import (
     DEFAULT_TOLERANCE,
     LENGTH_FIGURES,
@@ -26,7 +27,7 @@ from fold.compare.gap import (
     split_gap,
 )
 from fold.compare.gap_intervals import arm_replicates, split_intervals
-from fold.compare.matched_arms import MatchedCheck, Side, check_matched_arms
+from fold.compare.matched_arms import MatchedCheck, check_matched_arms
 from fold.compare.measured_split import split_bases
 from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.row_intervals import ROW_FIGURES, interval_note, our_replicates, row_intervals

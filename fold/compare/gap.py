@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from fold.compare.gap_intervals import SplitIntervals
 from fold.compare.verdict import ACCEPTANCE as ACCEPTANCE  # the dominant levers, named here too
@@ -44,11 +44,9 @@ from fold.compare.verdict import NO_GAP as NO_GAP
 from fold.compare.verdict import SPEED as SPEED
 from fold.compare.verdict import direction, judge, model_words
 from fold.errors import InputError
+from fold.folding.uncertainty import Interval
 from fold.inputs.defaults import DEFAULT_TOLERANCE
 from fold.inputs.oracles import ArmFigures
-
-if TYPE_CHECKING:  # measured_split builds on this module: a type only, never an import cycle
-    from fold.compare.measured_split import MeasuredSplit
 
 NO_SHARE_BELOW = 1e-9
 """|log r| at or under which r is taken as exactly 1 for the shares: the log-gap is float noise."""
@@ -87,6 +85,59 @@ MODEL_TEXT = (
     "modelled: the speed factor takes the oracle's verify steps/s as the same at our "
     "acceptance; no run of it at our acceptance was given to measure it"
 )
+
+
+@dataclass(frozen=True)
+class MeasuredSplit:
+    """``r = speed_factor x acceptance_factor`` through the matched run ``matched``; for the
+    matched run's own gap (``base`` None) the acceptance factor is 1 and r is the speed."""
+
+    matched: str
+    base: str | None
+    population: str
+    ratio: float
+    ratio_ci: Interval | None
+    speed_factor: float
+    speed_factor_ci: Interval | None
+    acceptance_factor: float
+    acceptance_factor_ci: Interval | None
+    speed_share: float | None
+    acceptance_share: float | None
+    resampled: tuple[str, ...]
+    """The arms whose resamples the intervals rest on (the others by totals)."""
+    basis: str
+    """The same in words: "three arms", or which arms were resampled."""
+    modelled_speed_factor: float | None
+    modelled_speed_factor_ci: Interval | None
+    model_error: float | None
+    """Measured speed factor over modelled: 1 where the model was right."""
+    model_error_ci: Interval | None
+    model_test: str | None
+    """The matched check's status (``model holds``, ...); None for the matched run's own gap."""
+    dominant: str
+    verdict: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "matched": self.matched,
+            "base": self.base,
+            "population": self.population,
+            "ratio": self.ratio,
+            "ratio_ci": _pair(self.ratio_ci),
+            "speed_factor": self.speed_factor,
+            "speed_factor_ci": _pair(self.speed_factor_ci),
+            "acceptance_factor": self.acceptance_factor,
+            "acceptance_factor_ci": _pair(self.acceptance_factor_ci),
+            "speed_share": self.speed_share,
+            "acceptance_share": self.acceptance_share,
+            "resampled": list(self.resampled),
+            "basis": self.basis,
+            "modelled_speed_factor": _finite(self.modelled_speed_factor),
+            "modelled_speed_factor_ci": _pair(self.modelled_speed_factor_ci),
+            "model_error": _finite(self.model_error),
+            "model_error_ci": _pair(self.model_error_ci),
+            "model_test": self.model_test,
+        }
 
 
 @dataclass(frozen=True)
@@ -169,6 +220,10 @@ def _interval_json(intervals: SplitIntervals | None) -> dict[str, Any]:
 
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
+
+
+def _pair(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval[0], interval[1]]
 
 
 def check_tolerance(tolerance: float, *, where: str = "--tolerance") -> float:

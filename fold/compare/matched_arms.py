@@ -38,12 +38,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from fold.compare.arm_draws import LENGTH, Side, measured_factor, step_rates
 from fold.compare.gap import GapAttribution, GapSplit
-from fold.compare.gap_intervals import BOTH_ARMS, OURS_ONLY
 from fold.errors import InputError
-from fold.folding.uncertainty import Interval, Replicates, percentile_interval, ratio
+from fold.folding.uncertainty import Interval, percentile_interval
 from fold.inputs.oracles import ArmFigures
 from fold.inputs.oracles.figures import WARM_LEGS
 
@@ -55,17 +53,6 @@ NOT_MATCHED = "run did not match"
 UNKNOWN = "acceptance not recorded"
 NO_SPEED = "tok/s not recorded"
 STATUSES = (MODEL_HOLDS, MODEL_FAILS, NO_MODEL, NOT_MATCHED, UNKNOWN, NO_SPEED)
-
-LENGTH = "mean_acceptance_length"
-TOK_S = "output_throughput_tok_s"
-
-
-@dataclass(frozen=True)
-class Side:
-    """One arm as the check reads it: its row and its resamples (None: known by totals)."""
-
-    row: ArmFigures
-    replicates: Replicates | None
 
 
 @dataclass(frozen=True)
@@ -276,7 +263,7 @@ def _check(
         )
     # one population of ours for both factors: the one the ordinary run's split pairs
     mine = paired[(base or side).row.name]
-    measured, measured_draws, measured_basis = _measured(mine, side)
+    measured, measured_draws, measured_basis = measured_factor(mine, side)
     modelled = modelled_ci = holds = None
     rates: tuple[float | None, float | None] = (None, None)
     q = q_ci = q_basis = None
@@ -286,7 +273,7 @@ def _check(
         modelled_ci = None if gap.intervals is None else gap.intervals.speed_factor
         # a run at another acceptance tests nothing: no ratio is formed
         if matched:
-            rates, q, q_ci, q_basis = _step_rates(side, base)
+            rates, q, q_ci, q_basis = step_rates(side, base)
     if measured is None:
         status = NO_SPEED
     elif matched is None:
@@ -437,74 +424,6 @@ def _acceptance(
         return abs(difference) <= tolerance * ours + bound, basis, difference, None
     beyond = max(interval[0] - oracle, oracle - interval[1], 0.0)
     return beyond <= bound, basis, difference, beyond
-
-
-def _measured(ours: Side, side: Side) -> tuple[float | None, np.ndarray | None, str | None]:
-    """T_ours / T_matched, and its resamples with what they rest on."""
-    t_ours, t_matched = ours.row.output_throughput_tok_s, side.row.output_throughput_tok_s
-    if t_ours is None or not t_matched:
-        return None, None, None
-    mine = figure_draws(ours.replicates, TOK_S, None, 0)
-    if mine is None:
-        return t_ours / t_matched, None, None
-    theirs = figure_draws(side.replicates, TOK_S, t_matched, mine.size)
-    basis = BOTH_ARMS if _resampled(side.replicates, TOK_S) else OURS_ONLY
-    assert theirs is not None
-    return t_ours / t_matched, ratio(mine, theirs), basis
-
-
-def _step_rates(
-    side: Side, base: Side
-) -> tuple[tuple[float | None, float | None], float | None, Interval | None, str | None]:
-    """Both oracle runs' verify steps/s (T / L, each over its own 1 + A/S), the matched over
-    the ordinary, and that ratio's interval from the two arms' own resamples (a figure known
-    by totals enters every draw at its value) with what it rests on."""
-    figures = []
-    for arm in (side, base):
-        tok, length = arm.row.output_throughput_tok_s, arm.row.mean_acceptance_length
-        figures.append((tok, length))
-    (t_m, l_m), (t_b, l_b) = figures
-    if not (t_m and l_m and t_b and l_b):
-        return (None, None), None, None, None
-    rate_m, rate_b = t_m / l_m, t_b / l_b
-    drawn = [arm for arm in (side, base) if _any_resampled(arm.replicates)]
-    if not drawn:
-        return (rate_m, rate_b), rate_m / rate_b, None, None
-    size = next(iter(drawn[0].replicates.figures.values())).size  # type: ignore[union-attr]
-    draws = [
-        ratio(
-            figure_draws(arm.replicates, TOK_S, t, size),
-            figure_draws(arm.replicates, LENGTH, length, size),
-        )
-        for arm, (t, length) in zip((side, base), figures, strict=True)
-    ]
-    basis = BOTH_ARMS if len(drawn) == 2 else f"{drawn[0].row.name}'s legs only"
-    return (
-        (rate_m, rate_b),
-        rate_m / rate_b,
-        percentile_interval(ratio(draws[0], draws[1])),
-        basis,
-    )
-
-
-def _any_resampled(replicates: Replicates | None) -> bool:
-    return _resampled(replicates, TOK_S) or _resampled(replicates, LENGTH)
-
-
-def _resampled(replicates: Replicates | None, figure: str) -> bool:
-    return replicates is not None and figure in replicates.figures
-
-
-def figure_draws(
-    replicates: Replicates | None, figure: str, point: float | None, size: int
-) -> np.ndarray | None:
-    """A figure's resamples, or its point value repeated ``size`` times (known by totals)."""
-    if _resampled(replicates, figure):
-        assert replicates is not None
-        return replicates.figures[figure]
-    if point is None or not size:
-        return None
-    return np.full(size, float(point))
 
 
 def _finite(value: float | None) -> float | None:

@@ -33,16 +33,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
-
+from fold.compare.arm_draws import (
+    Side,
+    model_error_draws,
+    resampled_basis,
+    resampled_names,
+    tok_draws,
+)
 from fold.compare.gap import (
     AT_OUR_ACCEPTANCE,
     AT_OUR_ACCEPTANCE_WORD,
     DID_NOT_MATCH,
-    LENGTH_FIGURES,
     MATCHED_RUN,
     MATCHED_RUN_WORD,
     MODELLED_BASIS,
@@ -50,74 +52,16 @@ from fold.compare.gap import (
     NOT_CHECKED,
     OTHER_TOK_S,
     GapSplit,
+    MeasuredSplit,
     SplitBasis,
     gap_text,
 )
-from fold.compare.matched_arms import (
-    NOT_MATCHED,
-    TOK_S,
-    MatchedCheck,
-    Side,
-    figure_draws,
-)
+from fold.compare.matched_arms import NOT_MATCHED, MatchedCheck
 from fold.compare.verdict import ACCEPTANCE, NO_GAP, SPEED, Words, direction, judge, pct, tol_text
 from fold.folding.uncertainty import Interval, percentile_interval, ratio
 
 THREE_ARMS = "three arms"
 COMMAND_LINE = "command line"
-
-
-@dataclass(frozen=True)
-class MeasuredSplit:
-    """``r = speed_factor x acceptance_factor`` through the matched run ``matched``; for the
-    matched run's own gap (``base`` None) the acceptance factor is 1 and r is the speed."""
-
-    matched: str
-    base: str | None
-    population: str
-    ratio: float
-    ratio_ci: Interval | None
-    speed_factor: float
-    speed_factor_ci: Interval | None
-    acceptance_factor: float
-    acceptance_factor_ci: Interval | None
-    speed_share: float | None
-    acceptance_share: float | None
-    resampled: tuple[str, ...]
-    """The arms whose resamples the intervals rest on (the others by totals)."""
-    basis: str
-    """The same in words: "three arms", or which arms were resampled."""
-    modelled_speed_factor: float | None
-    modelled_speed_factor_ci: Interval | None
-    model_error: float | None
-    """Measured speed factor over modelled: 1 where the model was right."""
-    model_error_ci: Interval | None
-    model_test: str | None
-    """The matched check's status (``model holds``, ...); None for the matched run's own gap."""
-    dominant: str
-    verdict: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "matched": self.matched,
-            "base": self.base,
-            "population": self.population,
-            "ratio": self.ratio,
-            "ratio_ci": _pair(self.ratio_ci),
-            "speed_factor": self.speed_factor,
-            "speed_factor_ci": _pair(self.speed_factor_ci),
-            "acceptance_factor": self.acceptance_factor,
-            "acceptance_factor_ci": _pair(self.acceptance_factor_ci),
-            "speed_share": self.speed_share,
-            "acceptance_share": self.acceptance_share,
-            "resampled": list(self.resampled),
-            "basis": self.basis,
-            "modelled_speed_factor": _finite(self.modelled_speed_factor),
-            "modelled_speed_factor_ci": _pair(self.modelled_speed_factor_ci),
-            "model_error": _finite(self.model_error),
-            "model_error_ci": _pair(self.model_error_ci),
-            "model_test": self.model_test,
-        }
 
 
 def split_bases(
@@ -225,12 +169,12 @@ def _own(
         return refused
     t_o, t_m = mine.row.output_throughput_tok_s, side.row.output_throughput_tok_s
     assert t_o is not None and t_m
-    draws = _tok_draws(mine, side)
+    draws = tok_draws(mine, side)
     r = t_o / t_m
     r_ci = None if draws is None else percentile_interval(ratio(draws[0], draws[1]))
-    resampled = _resampled_names((mine, side))
+    resampled = resampled_names((mine, side))
     every = r_ci is not None and len(resampled) == 2
-    basis = "both arms" if every else _basis(resampled, (mine, side))
+    basis = "both arms" if every else resampled_basis(resampled, (mine, side))
     r_text = f"{r:.3f}" if r_ci is None else _with(r, r_ci)
     if r_ci is not None and not every and r_ci[0] <= 1 <= r_ci[1]:
         # the tolerance would claim a speed gap the spread we have does not support
@@ -316,9 +260,9 @@ def _through(
     split = splits[base]
     r, msf, maf = t_o / t_b, t_o / t_m, t_m / t_b
     arms = (mine, side, ordinary)
-    resampled = _resampled_names(arms)
+    resampled = resampled_names(arms)
     intervals = errors = None
-    draws = _tok_draws(mine, side, ordinary)
+    draws = tok_draws(mine, side, ordinary)
     if draws is not None:
         d_o, d_m, d_b = draws
         # a ratio of two arms both known by totals has no spread: its draws are one value, a
@@ -333,7 +277,7 @@ def _through(
                 ((d_o, mine), (d_m, side)),
             )
         )
-        errors = _model_error_draws(mine, ordinary, split, d_o, d_m, d_b)
+        errors = model_error_draws(mine, ordinary, split, d_o, d_m, d_b)
     every = intervals is not None and len(resampled) == 3
     log_r = math.log(r)
     shares = (
@@ -378,7 +322,7 @@ def _through(
         speed_share=shares[1],
         acceptance_share=shares[0],
         resampled=resampled,
-        basis=THREE_ARMS if every else _basis(resampled, arms),
+        basis=THREE_ARMS if every else resampled_basis(resampled, arms),
         modelled_speed_factor=modelled,
         modelled_speed_factor_ci=None if split.intervals is None else split.intervals.speed_factor,
         model_error=error,
@@ -414,7 +358,7 @@ def _spread_held(
     return (
         f"measured with {name}: {gap_text(arms[0].row.name, base, r)}; measured speed factor "
         f"(ours over {name}) {_with(msf, msf_ci)}: not told apart from {name} on the spread of "
-        f"{', '.join(resampled)} ({_basis(resampled, arms)}); {name} at our acceptance "
+        f"{', '.join(resampled)} ({resampled_basis(resampled, arms)}); {name} at our acceptance "
         f"{direction(maf, 'faster', 'slower')} than {base}: the gap is acceptance"
     )
 
@@ -438,65 +382,9 @@ def _measured_words(matched: str, base: str) -> Words:
     )
 
 
-def _tok_draws(*sides: Side) -> tuple[np.ndarray, ...] | None:
-    """Each side's tok/s resamples, paired draw by draw (totals at their value); None when
-    ours, the first, has none."""
-    first = figure_draws(sides[0].replicates, TOK_S, None, 0)
-    if first is None:
-        return None
-    found = [first]
-    for side in sides[1:]:
-        draws = figure_draws(side.replicates, TOK_S, side.row.output_throughput_tok_s, first.size)
-        assert draws is not None
-        found.append(draws)
-    return tuple(found)
-
-
-def _model_error_draws(
-    mine: Side,
-    ordinary: Side,
-    split: GapSplit,
-    d_o: np.ndarray,
-    d_m: np.ndarray,
-    d_b: np.ndarray,
-) -> np.ndarray | None:
-    """Measured speed factor over modelled in every draw, the modelled one over the same
-    draws of ours and the ordinary run (lengths in the unit the gap's split is in)."""
-    figure = LENGTH_FIGURES[split.unit]
-    l_o = figure_draws(mine.replicates, figure, getattr(mine.row, figure), d_o.size)
-    l_b = figure_draws(ordinary.replicates, figure, getattr(ordinary.row, figure), d_o.size)
-    if l_o is None or l_b is None:
-        return None
-    modelled = ratio(ratio(d_o, d_b), ratio(l_o, l_b))
-    return ratio(ratio(d_o, d_m), modelled)
-
-
-def _resampled_names(sides: tuple[Side, ...]) -> tuple[str, ...]:
-    return tuple(
-        side.row.name
-        for side in sides
-        if side.replicates is not None and TOK_S in side.replicates.figures
-    )
-
-
-def _basis(resampled: tuple[str, ...], sides: tuple[Side, ...]) -> str:
-    if not resampled:
-        return "no arm resampled"
-    totals = [side.row.name for side in sides if side.row.name not in resampled]
-    return f"{', '.join(resampled)} resampled; {', '.join(totals)} by totals"
-
-
 def _with(value: float | None, interval: Interval | None) -> str:
     if value is None:
         return "not recorded"
     if interval is None:
         return f"{value:.3f}"
     return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
-def _pair(interval: Interval | None) -> list[float] | None:
-    return None if interval is None else [interval[0], interval[1]]

@@ -1,0 +1,145 @@
+"""An arm with its resamples, and the draws the matched check and the measured split take from it.
+
+Both ``fold.compare.matched_arms`` and ``fold.compare.measured_split`` draw ratios of tok/s (and
+1 + A/S) from the arms' own resamples, paired draw by draw as the gap's are
+(``fold.compare.gap_intervals``); an arm known by totals enters every draw at its value. The
+draws live here so that the two read them one way, apart from the checks and words built on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fold.compare.gap import LENGTH_FIGURES, GapSplit
+from fold.compare.gap_intervals import BOTH_ARMS, OURS_ONLY
+from fold.folding.uncertainty import Interval, Replicates, percentile_interval, ratio
+from fold.inputs.oracles import ArmFigures
+
+LENGTH = "mean_acceptance_length"
+TOK_S = "output_throughput_tok_s"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One arm as the checks read it: its row and its resamples (None: known by totals)."""
+
+    row: ArmFigures
+    replicates: Replicates | None
+
+
+def measured_factor(ours: Side, side: Side) -> tuple[float | None, np.ndarray | None, str | None]:
+    """T_ours / T_matched, and its resamples with what they rest on."""
+    t_ours, t_matched = ours.row.output_throughput_tok_s, side.row.output_throughput_tok_s
+    if t_ours is None or not t_matched:
+        return None, None, None
+    mine = figure_draws(ours.replicates, TOK_S, None, 0)
+    if mine is None:
+        return t_ours / t_matched, None, None
+    theirs = figure_draws(side.replicates, TOK_S, t_matched, mine.size)
+    basis = BOTH_ARMS if _resampled(side.replicates, TOK_S) else OURS_ONLY
+    assert theirs is not None
+    return t_ours / t_matched, ratio(mine, theirs), basis
+
+
+def step_rates(
+    side: Side, base: Side
+) -> tuple[tuple[float | None, float | None], float | None, Interval | None, str | None]:
+    """Both oracle runs' verify steps/s (T / L, each over its own 1 + A/S), the matched over
+    the ordinary, and that ratio's interval from the two arms' own resamples (a figure known
+    by totals enters every draw at its value) with what it rests on."""
+    figures = []
+    for arm in (side, base):
+        tok, length = arm.row.output_throughput_tok_s, arm.row.mean_acceptance_length
+        figures.append((tok, length))
+    (t_m, l_m), (t_b, l_b) = figures
+    if not (t_m and l_m and t_b and l_b):
+        return (None, None), None, None, None
+    rate_m, rate_b = t_m / l_m, t_b / l_b
+    drawn = [arm for arm in (side, base) if _any_resampled(arm.replicates)]
+    if not drawn:
+        return (rate_m, rate_b), rate_m / rate_b, None, None
+    size = next(iter(drawn[0].replicates.figures.values())).size  # type: ignore[union-attr]
+    draws = [
+        ratio(
+            figure_draws(arm.replicates, TOK_S, t, size),
+            figure_draws(arm.replicates, LENGTH, length, size),
+        )
+        for arm, (t, length) in zip((side, base), figures, strict=True)
+    ]
+    basis = BOTH_ARMS if len(drawn) == 2 else f"{drawn[0].row.name}'s legs only"
+    return (
+        (rate_m, rate_b),
+        rate_m / rate_b,
+        percentile_interval(ratio(draws[0], draws[1])),
+        basis,
+    )
+
+
+def _any_resampled(replicates: Replicates | None) -> bool:
+    return _resampled(replicates, TOK_S) or _resampled(replicates, LENGTH)
+
+
+def _resampled(replicates: Replicates | None, figure: str) -> bool:
+    return replicates is not None and figure in replicates.figures
+
+
+def figure_draws(
+    replicates: Replicates | None, figure: str, point: float | None, size: int
+) -> np.ndarray | None:
+    """A figure's resamples, or its point value repeated ``size`` times (known by totals)."""
+    if _resampled(replicates, figure):
+        assert replicates is not None
+        return replicates.figures[figure]
+    if point is None or not size:
+        return None
+    return np.full(size, float(point))
+
+
+def tok_draws(*sides: Side) -> tuple[np.ndarray, ...] | None:
+    """Each side's tok/s resamples, paired draw by draw (totals at their value); None when
+    ours, the first, has none."""
+    first = figure_draws(sides[0].replicates, TOK_S, None, 0)
+    if first is None:
+        return None
+    found = [first]
+    for side in sides[1:]:
+        draws = figure_draws(side.replicates, TOK_S, side.row.output_throughput_tok_s, first.size)
+        assert draws is not None
+        found.append(draws)
+    return tuple(found)
+
+
+def model_error_draws(
+    mine: Side,
+    ordinary: Side,
+    split: GapSplit,
+    d_o: np.ndarray,
+    d_m: np.ndarray,
+    d_b: np.ndarray,
+) -> np.ndarray | None:
+    """Measured speed factor over modelled in every draw, the modelled one over the same
+    draws of ours and the ordinary run (lengths in the unit the gap's split is in)."""
+    figure = LENGTH_FIGURES[split.unit]
+    l_o = figure_draws(mine.replicates, figure, getattr(mine.row, figure), d_o.size)
+    l_b = figure_draws(ordinary.replicates, figure, getattr(ordinary.row, figure), d_o.size)
+    if l_o is None or l_b is None:
+        return None
+    modelled = ratio(ratio(d_o, d_b), ratio(l_o, l_b))
+    return ratio(ratio(d_o, d_m), modelled)
+
+
+def resampled_names(sides: tuple[Side, ...]) -> tuple[str, ...]:
+    return tuple(
+        side.row.name
+        for side in sides
+        if side.replicates is not None and TOK_S in side.replicates.figures
+    )
+
+
+def resampled_basis(resampled: tuple[str, ...], sides: tuple[Side, ...]) -> str:
+    if not resampled:
+        return "no arm resampled"
+    totals = [side.row.name for side in sides if side.row.name not in resampled]
+    return f"{', '.join(resampled)} resampled; {', '.join(totals)} by totals"
