@@ -112,14 +112,16 @@ TRIPLE = ["--prompts", "4", "--repeat", "4", "--draft-max", str(K), "--parallel"
           "--concurrency", "2", "--threads", "1"]  # fmt: skip
 
 
-def test_a_real_triple_splits_the_gap_by_measurement(tmp_path, capsys, bin_dir, models):
+def test_a_real_triple_splits_the_gap_by_measurement(
+    tmp_path, capsys, llamacpp_bin_dir, gguf_models
+):
     """Ours (the noisy-copy drafter), the ordinary oracle run (the unrelated drafter at its own
     acceptance) and that oracle at the rates ``--matched llamacpp`` prints: the gap to the
     ordinary run is split by measurement, and the factors are the runs' own tok/s ratios,
     read here from their records."""
     from triple_figures import measured_factors
 
-    common = ["--bin-dir", str(bin_dir), "--models", str(models)]
+    common = ["--bin-dir", str(llamacpp_bin_dir), "--models", str(gguf_models)]
     ours, base, matched = (tmp_path / name for name in ("ours", "base", "matched"))
     assert gate_server.main([*common, "--out-dir", str(ours), *TRIPLE]) == 0
     arm, log = str(ours / "our-arm.json"), str(ours / "steps.jsonl")
@@ -136,9 +138,16 @@ def test_a_real_triple_splits_the_gap_by_measurement(tmp_path, capsys, bin_dir, 
     assert cli([arm, log, *vs, "--json", "-"]) == 0
     document = json.loads(capsys.readouterr().out)
     check = document["comparison"]["matched"]["m"]
-    assert check["acceptance"]["matched"] is True, check["verdict"]
     gap = document["comparison"]["gaps"]["base"]
     expected = measured_factors(ours / "our-arm.json", base, matched)
+    assert gap["ratio"] == pytest.approx(expected["ratio"], rel=1e-9)
+    if check["acceptance"]["matched"] is not True:
+        # A live run at the emitted rates lands inside our interval nearly always, not always
+        # (the recorded triple's 3.342 sat in [3.295, 3.500]): then the model must stand, and
+        # say why. The measured path is held to a recorded triple in the default suite.
+        assert gap["split"] == "modelled", check["verdict"]
+        assert gap["split_reason"] == "matched run did not match", gap["split_text"]
+        return
     measured = gap["measured"]
     assert gap["split"] == "measured"
     assert gap["split_reason"] == "matched run on the command line's word"
