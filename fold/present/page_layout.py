@@ -53,6 +53,10 @@ details[open] > summary { margin-bottom: 0.4rem; }
   main { display: contents; }
   main > * { order: 2; }
   main > h1, main > #answer { order: 0; }
+  /* flex items keep both margins (no collapsing): the title's and the answer heading's would
+     add up to a gap that pushes the last verdict off a short first screen */
+  main > h1 { margin-bottom: 0; }
+  #answer > h2:first-child { margin-top: 0.8rem; }
   nav.toc { order: 1; position: static; max-height: none; border-bottom: 1px solid #e3e6ea;
     border-top: 1px solid #e3e6ea; margin-top: 1rem; }
   .charts { display: block; }
