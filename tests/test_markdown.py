@@ -10,7 +10,7 @@ import pytest
 from cadence_logs import stall_and_pace_run
 
 from fold.cli import main
-from fold.present.markdown import cell, table
+from fold.present.markdown_table import cell, table
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "fixtures" / "gate-example"

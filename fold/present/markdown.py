@@ -7,12 +7,14 @@ writes; the command line does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from fold.folding.result import NEEDS_STEP_LOG
 from fold.present.another_k import another_k_markdown
 from fold.present.cadence import time_cells, where_time_goes
+from fold.present.markdown_runs import runs_section
+from fold.present.markdown_table import table, with_interval
 from fold.present.matched import matched_markdown
 from fold.present.matched_arms import matched_arm_markdown
 from fold.present.measured_split import factors_text, gap_texts, intervals_text, measured_of
@@ -33,29 +35,6 @@ from fold.present.table import (
 )
 
 
-def cell(value: Any) -> str:
-    """Text fit for a table cell: pipes escaped, no line breaks."""
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> str:
-    lines = [
-        "| " + " | ".join(cell(header) for header in headers) + " |",
-        "|" + "|".join("---:" if align else "---" for align in right) + "|",
-    ]
-    lines.extend("| " + " | ".join(cell(value) for value in row) + " |" for row in rows)
-    return "\n".join(lines)
-
-
-def with_interval(shown: Callable[[float], str], value: Any, interval: Any) -> str:
-    """A figure and its 95% interval's ends in the same format: '4.23 [4.19, 4.27]'."""
-    if value is None:
-        return NOT_RECORDED
-    if interval is None:
-        return shown(value)
-    return f"{shown(value)} [{shown(interval[0])}, {shown(interval[1])}]"
-
-
 def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) -> str:
     """The record of the fold's JSON ``document``; figures with a 95% interval in it carry it
     as [low, high]. ``arm_path`` names the arm record in the heading."""
@@ -64,9 +43,6 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
         sections.append(_comparison(document))
         sections.append(_verdicts(document))
         if document.get("runs"):
-            # imported here: that module builds its tables with this one's helpers
-            from fold.present.markdown_runs import runs_section
-
             sections.append(runs_section(document["runs"]))
         if has_step_figures(document):
             sections.append(step_figures_markdown(document))

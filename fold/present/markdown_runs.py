@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fold.present.markdown import table, with_interval
+from fold.present.markdown_table import table, with_interval
 from fold.present.runs import pair_summary_text, signed, signed_percent
 from fold.present.table import percent, position_label, three_decimals, value_runs
 

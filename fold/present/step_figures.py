@@ -13,6 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from fold.present.markdown_table import table
 from fold.present.table import NOT_RECORDED, length, percent, position_label, value_runs
 
 TITLE = "Step figures side by side"
@@ -383,8 +384,6 @@ def about_text(document: Mapping[str, Any]) -> Text:
 
 def step_figures_markdown(document: Mapping[str, Any]) -> str:
     """The markdown record's section."""
-    # imported here: the markdown record imports this module for its section
-    from fold.present.markdown import table
 
     def shown(made: tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]) -> str:
         names, body = made
