@@ -16,7 +16,8 @@ from rich.console import Console
 
 from fold.errors import InputError
 from fold.ledger.check import DEFAULT_MIN_BASELINE, DEFAULT_WINDOW
-from fold.ledger.store import DEFAULT_WAIT_SECONDS, Kept, parse_labels
+from fold.ledger.schema import Kept
+from fold.ledger.store import DEFAULT_WAIT_SECONDS, parse_labels
 from fold.present.annotate import dumps, write_atomically
 from fold.present.chart import require_matplotlib
 

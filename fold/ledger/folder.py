@@ -35,7 +35,15 @@ from typing import Any
 import orjson
 
 from fold.errors import InputError
-from fold.ledger.schema import LEDGER_KIND, SCHEMA_VERSION, TABLES, duckdb_module, tool_version
+from fold.ledger.schema import (
+    LEDGER_KIND,
+    SCHEMA_VERSION,
+    TABLES,
+    Kept,
+    duckdb_module,
+    insert_rows,
+    tool_version,
+)
 
 LEDGER_FILE = "LEDGER"
 DATA_TABLES = ("labels", "inputs", "figures", "runs")
@@ -116,8 +124,6 @@ def keep_in_folder(
     kept_at: datetime,
 ):
     """Append one run; a run whose digest the folder already indexes is not kept again."""
-    from fold.ledger.store import Kept
-
     try:
         identity = _ensure(target)
         partition = f"ledger_id={identity['id']}"
@@ -325,8 +331,6 @@ def _claim(folder: Path) -> int:
 
 
 def _write_table(connection, folder: Path, name: str, table: str, rows: list[list[Any]]) -> None:
-    from fold.ledger.store import insert_rows
-
     temporary = folder / f".{name}.{uuid.uuid4().hex}.tmp"
     connection.execute(f"CREATE TABLE {table} ({TABLES[table]})")
     insert_rows(connection, table, rows)

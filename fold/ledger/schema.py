@@ -1,14 +1,18 @@
 """The ledger's schema: its tables, the checks that a DuckDB database is a ledger this
-version reads (tables, columns and their types, the schema number), and its creation."""
+version reads (tables, columns and their types, the schema number), its creation, and what
+both kinds of ledger (a DuckDB file, a folder) share when they append: the rows of a table in
+one statement and what an append did (``Kept``)."""
 
 from __future__ import annotations
 
 import functools
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from fold.errors import InputError
 
@@ -34,6 +38,28 @@ TABLES = {
     ),
 }
 """Schema 1. ``kept_at`` is UTC; ``position`` counts draft positions from 1."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What an append did: the run's id, and whether it was already kept (then nothing was
+    written, and ``labels`` are the ones it was kept with)."""
+
+    run_id: int
+    already_kept: bool
+    labels: dict[str, str]
+
+
+def insert_rows(connection, table: str, rows: list[list[Any]]) -> None:
+    """All of a table's new rows in one statement: a prepared statement per row (executemany)
+    took 80 ms of an append's 350 for its few dozen figures."""
+    if not rows:
+        return
+    row = "(" + ", ".join("?" * len(rows[0])) + ")"
+    connection.execute(
+        f"INSERT INTO {table} VALUES " + ", ".join([row] * len(rows)),
+        [value for found in rows for value in found],
+    )
 
 
 @functools.cache

@@ -29,9 +29,11 @@ from fold.errors import InputError
 from fold.ledger.figures import FigureRow, check_document, figure_rows
 from fold.ledger.folder import check_folder, is_folder_ledger, keep_in_folder, load
 from fold.ledger.schema import (
+    Kept,
     check_schema,
     duckdb_module,
     ensure_schema,
+    insert_rows,
     tool_version,
 )
 
@@ -61,16 +63,6 @@ class KeptRun:
     labels: dict[str, str]
     inputs: tuple[InputFile, ...]
     figures: tuple[FigureRow, ...]
-
-
-@dataclass(frozen=True)
-class Kept:
-    """What an append did: the run's id, and whether it was already kept (then nothing was
-    written, and ``labels`` are the ones it was kept with)."""
-
-    run_id: int
-    already_kept: bool
-    labels: dict[str, str]
 
 
 def parse_labels(texts: Sequence[str], flag: str = "--label") -> dict[str, str]:
@@ -218,18 +210,6 @@ def _insert_figures(connection, run_id: int, rows: Sequence[FigureRow]) -> None:
              for r in rows])  # fmt: skip
 
 
-def insert_rows(connection, table: str, rows: list[list[Any]]) -> None:
-    """All of a table's new rows in one statement: a prepared statement per row (executemany)
-    took 80 ms of an append's 350 for its few dozen figures."""
-    if not rows:
-        return
-    row = "(" + ", ".join("?" * len(rows[0])) + ")"
-    connection.execute(
-        f"INSERT INTO {table} VALUES " + ", ".join([row] * len(rows)),
-        [value for found in rows for value in found],
-    )
-
-
 def read_runs(
     path: str | Path,
     *,
@@ -262,17 +242,6 @@ def read_runs(
         KeptRun(run_id, kept_at, labels[run_id], tuple(inputs[run_id]), tuple(figures[run_id]))
         for run_id, kept_at in runs
     ]
-
-
-def read_document(path: str | Path, run_id: int, *, wait_seconds: float = DEFAULT_WAIT_SECONDS):
-    """One kept run's JSON document, as ``--json`` wrote it; None when no such run."""
-    with reading(path, wait_seconds) as connection:
-        if connection is None:
-            return None
-        found = connection.execute(
-            "SELECT document FROM runs WHERE run_id = ?", [run_id]
-        ).fetchone()
-    return None if found is None else orjson.loads(found[0])
 
 
 def ledger_id(connection) -> str | None:
