@@ -226,7 +226,7 @@ def test_comparison_table_prints_every_figure_whole(width):
 def test_legs_table_gives_way_before_cutting_large_counts():
     from rich.table import Table
 
-    from fold.present.fit import fit
+    from fold.present.table_layout import fit
 
     table = Table()
     for header in ("leg", "S", "P", "A", "shape"):

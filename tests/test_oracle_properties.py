@@ -19,7 +19,7 @@ from strategies import scaled
 
 from fold.errors import RefusedError
 from fold.inputs.oracles import read_oracle
-from fold.present.fit import fit
+from fold.present.table_layout import fit
 
 
 @st.composite

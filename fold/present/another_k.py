@@ -13,8 +13,8 @@ from rich.text import Text
 
 from fold.present.cadence import duration
 from fold.present.chart import PALETTE, Chart
-from fold.present.fit import fit
 from fold.present.table import NOT_DEFINED, length, percent, plus_minus, rate
+from fold.present.table_layout import fit
 
 TITLE = "Another k: the warm legs' drafts cut at k'"
 HEADERS = ("k'", "P", "A", "A/P", "±", "1+A/S", "±", "steps needed")

@@ -10,8 +10,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.present.fit import Fitted, fit
 from fold.present.table import NOT_DEFINED, no_times, percent, rate, same_decimals
+from fold.present.table_layout import Fitted, fit
 
 
 def duration(seconds: float | None) -> str:

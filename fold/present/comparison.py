@@ -31,7 +31,6 @@ from fold.present.comparison_columns import (
     ROW_FIGURES,
     terminal_columns,
 )
-from fold.present.fit import Fitted, fit
 from fold.present.matched_arms import matched_lines
 from fold.present.measured_split import (
     ALWAYS_SHOWN,
@@ -57,6 +56,7 @@ from fold.present.table import (
     plus_minus,
     recorded_cell,
 )
+from fold.present.table_layout import Fitted, fit
 
 Row = Mapping[str, Any]
 

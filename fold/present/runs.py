@@ -12,8 +12,8 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.present.fit import fit
 from fold.present.table import NOT_RECORDED, percent, plus_minus, position_label, value_runs
+from fold.present.table_layout import fit
 
 
 def runs_lines(found: Mapping[str, Any], *, details: bool = True) -> list[RenderableType]:

@@ -12,8 +12,8 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.present.fit import Fitted, fit
 from fold.present.table import fmt_factor, fmt_rate, recorded_cell
+from fold.present.table_layout import Fitted, fit
 
 Row = Mapping[str, Any]
 

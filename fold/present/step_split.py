@@ -14,8 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.present.cadence import duration
-from fold.present.fit import Fitted, fit
 from fold.present.table import NOT_DEFINED, percent
+from fold.present.table_layout import Fitted, fit
 
 Split = Mapping[str, Any]
 PARTS = (("draft", "drafting"), ("verify", "verifying"), ("rest", "rest"))

@@ -15,7 +15,7 @@ from rich.text import Text
 from fold.folding.result import ENGINE_TRACE, NEEDS_STEP_LOG, RECORD_COUNTERS, STEP_LOG
 from fold.inputs.acceptance import accept_rate
 from fold.inputs.engine_trace import NO_TIME_STAMPS
-from fold.present.fit import fit
+from fold.present.table_layout import fit
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 10
