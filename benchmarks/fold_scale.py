@@ -16,7 +16,7 @@ shapes of the same steps:
 Then the same job (read every line, attribute each step to the leg window holding its t_ns,
 sum S/P/A per leg) runs three ways per shape, each in a child process so that its peak
 anonymous memory (RssAnon, sampled from /proc every 10 ms) is its own, set up as the command
-sets up its process (``fold.command_process``: one BLAS thread) and with its imports loaded
+sets up its process (``fold.command.process``: one BLAS thread) and with its imports loaded
 before the clock starts:
 
 - ``fold``: ``fold.api.fold_acceptance``, the whole fold (requests, histograms, windows, step
@@ -284,8 +284,8 @@ BASELINE = "FOLD_SCALE_BASELINE"
 
 def _child(name: str, arm: str, log: str, shape: str) -> None:
     # Every contestant runs in the process the command sets up (one BLAS thread, set before
-    # numpy loads; see fold.command_process), so none pays for OpenBLAS's idle spin.
-    importlib.import_module("fold.command_process")
+    # numpy loads; see fold.command.process), so none pays for OpenBLAS's idle spin.
+    importlib.import_module("fold.command.process")
 
     # Imports are not part of the job: load them before the clock starts.
     import orjson  # noqa: F401

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fold_scale import generate_arm, generate_log
 
-import fold.command_process  # noqa: F401  one BLAS thread, as the command runs
+import fold.command.process  # noqa: F401  one BLAS thread, as the command runs
 from fold.api import fold_acceptance
 from fold.present.annotate import dumps
 from fold.present.page import page, write_plots

@@ -11,7 +11,7 @@ A gate script gets the command's numbers with::
 the JSON document ``--json`` writes (format ``fold-acceptance/2``, ``docs/document.md``).
 
 The names below load on first use, so that importing a part of the package (the command's
-process setup, ``fold.command_process``, above all) does not load numpy first.
+process setup, ``fold.command.process``, above all) does not load numpy first.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The ``fold-acceptance`` command: parse arguments, call the library, print."""
+"""The ``fold-acceptance`` command: parse arguments and hand them to the part of
+``fold.command`` that runs them; an error becomes one line and its exit code, never a
+traceback."""
 
 from __future__ import annotations
 
@@ -6,12 +8,12 @@ import argparse
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import fold.command_process  # noqa: F401  first: it sets the process up before numpy loads
-from fold.errors import FoldError, InputError
+import fold.command.process  # noqa: F401  first: it sets the process up before numpy loads
+from fold.command import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from fold.errors import FoldError
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.defaults import (
     DEFAULT_PREDICATE,
@@ -24,18 +26,10 @@ from fold.inputs.defaults import (
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.progress import Progress
-
-    from fold.folding.document import Document
 
 # The library, rich and the presenters are imported where a run needs them, not here: `--help`
 # and a usage error load none of them, and a plain fold loads no comparison, chart or ledger
 # (docs/performance.md, "Start-up"; tests/test_startup.py holds it).
-
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-PROGRESS_AFTER_SECONDS = 1.0
 
 EPILOG = """\
 exit status:
@@ -254,11 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == [LEDGER_COMMAND]:
-        from fold.cli_ledger import build_ledger_parser, run_ledger
+        from fold.command.ledger import build_ledger_parser, run_ledger
 
         arguments, run = build_ledger_parser().parse_args(argv[1:]), run_ledger
     else:
-        arguments, run = build_parser().parse_args(argv), _run
+        arguments = build_parser().parse_args(argv)
+        from fold.command.run import run_fold as run
     from rich.console import Console
 
     stdout = Console(highlight=False)
@@ -304,230 +299,6 @@ def _version() -> str:
         return metadata.version("fold-acceptance")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "not installed"
-
-
-def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
-    if arguments.idle is not None and not arguments.follow:
-        raise InputError("--idle goes with --follow")
-    if arguments.json == "-" and arguments.markdown == "-":
-        raise InputError("--json - and --markdown - both want stdout; write one to a file")
-    for wanted, given in (("--follow", arguments.follow), ("--trace", arguments.trace)):
-        if given and not arguments.logs:
-            raise InputError(
-                f"{wanted} needs a step log: it follows or draws the log's steps, which the "
-                "record's counters do not hold; name the step log(s) after the arm record"
-            )
-    if arguments.matched_config is not None and "vllm" not in arguments.matched:
-        raise InputError("--matched-config goes with --matched vllm")
-    from fold.inputs.arm import load_arm
-
-    base = None
-    if arguments.matched_config is not None:
-        from fold.compare.matched import parse_base_config
-
-        base = parse_base_config(arguments.matched_config)  # refused before the fold, not after
-    if arguments.html or arguments.plots:
-        from fold.present.chart import require_matplotlib
-
-        require_matplotlib()
-    labels = _check_ledger(arguments)
-    arm = load_arm(arguments.arm)
-    oracles = []
-    if arguments.vs or arguments.vs_log:
-        from fold.compare.vs_arms import load_arms
-
-        oracles = load_arms(
-            arguments.vs,
-            arguments.vs_log,
-            main=arm,
-            predicate=arguments.warm,
-            fold_options=_fold_options(arguments),
-            paired=arguments.paired,
-        )
-    if arguments.follow:
-        result = _follow(arguments, stderr)
-        arm = load_arm(arguments.arm)  # the gate writes its record when its last leg ends
-    else:
-        result = _fold_once(arm, arguments, stderr)
-    if oracles:
-        from fold.compare.comparison import compare
-
-        result = result.with_comparison(compare(result, oracles, arguments.tolerance, record=arm))
-    if arguments.matched:
-        from fold.compare.matched import matched_settings
-
-        found = matched_settings(
-            result, arguments.matched, base, arguments.bootstrap, arguments.seed
-        )
-        result = result.with_matched(found)
-    # The JSON document, built once (with the comparison in it): every output
-    # is drawn from it alone.
-    document = result.to_json()
-    if arguments.ledger:  # first: a ledger busy past the wait refuses before anything is written
-        _keep(arguments, document, labels, stderr)
-    from fold.present.annotate import dumps, write_annotated, write_atomically
-
-    if arguments.annotate:
-        write_annotated(arm, result, arguments.annotate)
-    if arguments.trace:
-        from fold.folding.timeline_lines import attributed_lines
-        from fold.present.timeline import write_timeline
-
-        lines = attributed_lines(arm, arguments.logs, skip_bad_lines=arguments.skip_bad_lines)
-        write_timeline(arguments.trace, document, lines)
-    if arguments.html or arguments.plots:
-        from fold.present.page import write_page, write_plots
-
-        if arguments.html:
-            write_page(arguments.html, document)
-        if arguments.plots:
-            write_plots(arguments.plots, document)
-    if arguments.markdown:
-        from fold.present.markdown import markdown_record
-        from fold.present.page import markdown_links
-
-        record = markdown_record(document, arm_path=arguments.arm)
-        if arguments.plots:
-            record += markdown_links(document, arguments.plots, arguments.markdown)
-        record = record.encode()
-        if arguments.markdown == "-":
-            sys.stdout.buffer.write(record)
-            if arguments.json:
-                write_atomically(arguments.json, dumps(document))
-            return EXIT_OK
-        write_atomically(arguments.markdown, record)
-    if arguments.json == "-":
-        sys.stdout.buffer.write(dumps(document))
-        return EXIT_OK
-    if arguments.json:
-        write_atomically(arguments.json, dumps(document))
-    from fold.present.terminal import terminal
-
-    text = terminal(
-        document, width=stdout.width, details=arguments.details, color=stdout.is_terminal
-    )
-    sys.stdout.write(text)
-    return EXIT_OK
-
-
-def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:
-    """The run's labels; the ledger refused before the fold if it is not one."""
-    for flag, given in (("--label", arguments.label), ("--ledger-wait", arguments.ledger_wait)):
-        if given and not arguments.ledger:
-            raise InputError(f"{flag} goes with --ledger PATH, the ledger to keep the run in")
-    if arguments.ledger_wait is not None and arguments.ledger_wait < 0:
-        raise InputError(f"--ledger-wait must be 0 or more seconds, got {arguments.ledger_wait:g}")
-    if not arguments.ledger:
-        return {}
-    from fold.ledger.store import check_ledger, parse_labels
-
-    labels = parse_labels(arguments.label)
-    check_ledger(arguments.ledger)
-    return labels
-
-
-def _keep(arguments: argparse.Namespace, document, labels: dict[str, str], stderr) -> None:
-    from fold.cli_ledger import kept_at, kept_message
-    from fold.ledger.store import DEFAULT_WAIT_SECONDS, input_files, keep_run
-
-    inputs = input_files(arguments.arm, arguments.logs, arguments.vs, arguments.vs_log)
-    wait = DEFAULT_WAIT_SECONDS if arguments.ledger_wait is None else arguments.ledger_wait
-    kept = keep_run(arguments.ledger, document, labels, inputs, wait_seconds=wait, now=kept_at())
-    stderr.print(kept_message(arguments.ledger, kept, labels), markup=False, soft_wrap=True)
-
-
-def _fold_options(arguments: argparse.Namespace) -> dict:
-    """The fold's settings, shared by the main arm and every other run of ours."""
-    return {
-        "window_steps": arguments.window,
-        "skip_bad_lines": arguments.skip_bad_lines,
-        "stall_factor": arguments.stall_factor,
-        "prefill_tokens": arguments.prefill_tokens,
-        "resamples": arguments.bootstrap,
-        "seed": arguments.seed,
-    }
-
-
-def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
-    from fold.api import fold_acceptance
-    from fold.inputs.reader import expand_log_paths
-
-    progress = _ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
-    try:
-        return fold_acceptance(
-            arm,
-            arguments.logs,
-            predicate=arguments.warm,
-            progress=progress.advance,
-            **_fold_options(arguments),
-        )
-    finally:
-        progress.stop()
-
-
-def _follow(arguments: argparse.Namespace, stderr: Console) -> Document:
-    """The live table goes to stderr, so stdout holds only the final table (or the JSON)."""
-    from rich.live import Live
-
-    from fold.folding.follow import Follower, run_follow
-    from fold.present.live import live_view
-
-    follower = Follower(
-        arguments.arm,
-        arguments.logs,
-        predicate=arguments.warm,
-        window_steps=arguments.window,
-        skip_bad_lines=arguments.skip_bad_lines,
-        stall_factor=arguments.stall_factor,
-        prefill_tokens=arguments.prefill_tokens,
-        resamples=arguments.bootstrap,
-        seed=arguments.seed,
-    )
-    with Live(console=stderr, refresh_per_second=4, transient=True) as live:
-        outcome = run_follow(
-            follower,
-            on_view=lambda view: live.update(live_view(view)),
-            idle_seconds=arguments.idle,
-        )
-    return outcome.result
-
-
-class _ProgressBar:
-    """A byte progress bar on stderr, shown only on a terminal and once a fold takes a while."""
-
-    def __init__(self, paths: list[str], console: Console, quiet: bool) -> None:
-        self._enabled = console.is_terminal and not quiet
-        self._console = console
-        self._total = sum(os.path.getsize(path) for path in paths)
-        self._done = 0
-        self._started = time.monotonic()
-        self._progress: Progress | None = None
-        self._task = None
-
-    def advance(self, read_bytes: int) -> None:
-        self._done += read_bytes
-        if not self._enabled:
-            return
-        if self._progress is None:
-            if time.monotonic() - self._started < PROGRESS_AFTER_SECONDS:
-                return
-            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-            self._progress = Progress(
-                "folding",
-                BarColumn(),
-                DownloadColumn(),
-                TimeRemainingColumn(),
-                console=self._console,
-                transient=True,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("fold", total=self._total)
-        self._progress.update(self._task, completed=self._done)
-
-    def stop(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
 
 
 if __name__ == "__main__":

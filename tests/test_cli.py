@@ -151,13 +151,13 @@ def test_progress_bar_only_on_a_terminal_for_slow_folds(
 
     from rich.console import Console
 
-    from fold import cli
+    from fold.command import progress
 
     clock = iter([0.0, seconds, seconds, seconds])
-    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
     output = io.StringIO()
     console = Console(file=output, force_terminal=terminal, width=80)
-    bar = cli._ProgressBar([STEPS], console, quiet)
+    bar = progress.ProgressBar([STEPS], console, quiet)
     bar.advance(1000)
     bar.stop()
     assert ("folding" in output.getvalue()) is shown
@@ -183,7 +183,7 @@ def test_the_command_starts_one_blas_thread_and_the_library_leaves_the_process_a
         "assert 'numpy' in sys.modules"
     )
     assert _blas_threads_after(loaded_after, environment) == "1"
-    not_before = "import fold.command_process, sys\nassert 'numpy' not in sys.modules"
+    not_before = "import fold.command.process, sys\nassert 'numpy' not in sys.modules"
     assert _blas_threads_after(not_before, environment) == "1"
     # ... keeps what the user set ...
     assert (

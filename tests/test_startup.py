@@ -35,7 +35,8 @@ OUTSIDE = ("numpy", "polars", "rich", "matplotlib", "duckdb", "orjson", "pyarrow
 HELP_MODULES = {
     "fold",
     "fold.cli",
-    "fold.command_process",
+    "fold.command",
+    "fold.command.process",
     "fold.errors",
     "fold.inputs",
     "fold.inputs.acceptance",
@@ -52,7 +53,7 @@ NOT_FOR_A_PLAIN_FOLD = (
     "fold.folding.follow",  # --follow
     "fold.folding.timeline_lines",  # --trace
     "fold.ledger",  # --ledger
-    "fold.cli_ledger",
+    "fold.command.ledger",
     "fold.present.comparison",
     "fold.present.page",  # --html, --plots
     "fold.present.charts",

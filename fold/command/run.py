@@ -1,0 +1,208 @@
+"""A fold run of the command: the arguments ``fold/cli.py`` parsed, checked together, then
+the library called (the fold, the comparison, the matched settings), the result document built
+once, kept in the ledger, and every output the arguments ask for drawn from it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from fold.command import EXIT_OK
+from fold.command.progress import ProgressBar
+from fold.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fold.folding.document import Document
+
+# The library, rich and the presenters are imported where a run needs them, not here: a plain
+# fold loads no comparison, chart or ledger (docs/performance.md, "Start-up";
+# tests/test_startup.py holds it).
+
+
+def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
+    if arguments.idle is not None and not arguments.follow:
+        raise InputError("--idle goes with --follow")
+    if arguments.json == "-" and arguments.markdown == "-":
+        raise InputError("--json - and --markdown - both want stdout; write one to a file")
+    for wanted, given in (("--follow", arguments.follow), ("--trace", arguments.trace)):
+        if given and not arguments.logs:
+            raise InputError(
+                f"{wanted} needs a step log: it follows or draws the log's steps, which the "
+                "record's counters do not hold; name the step log(s) after the arm record"
+            )
+    if arguments.matched_config is not None and "vllm" not in arguments.matched:
+        raise InputError("--matched-config goes with --matched vllm")
+    from fold.inputs.arm import load_arm
+
+    base = None
+    if arguments.matched_config is not None:
+        from fold.compare.matched import parse_base_config
+
+        base = parse_base_config(arguments.matched_config)  # refused before the fold, not after
+    if arguments.html or arguments.plots:
+        from fold.present.chart import require_matplotlib
+
+        require_matplotlib()
+    labels = _check_ledger(arguments)
+    arm = load_arm(arguments.arm)
+    oracles = []
+    if arguments.vs or arguments.vs_log:
+        from fold.compare.vs_arms import load_arms
+
+        oracles = load_arms(
+            arguments.vs,
+            arguments.vs_log,
+            main=arm,
+            predicate=arguments.warm,
+            fold_options=fold_options(arguments),
+            paired=arguments.paired,
+        )
+    if arguments.follow:
+        result = _follow(arguments, stderr)
+        arm = load_arm(arguments.arm)  # the gate writes its record when its last leg ends
+    else:
+        result = _fold_once(arm, arguments, stderr)
+    if oracles:
+        from fold.compare.comparison import compare
+
+        result = result.with_comparison(compare(result, oracles, arguments.tolerance, record=arm))
+    if arguments.matched:
+        from fold.compare.matched import matched_settings
+
+        found = matched_settings(
+            result, arguments.matched, base, arguments.bootstrap, arguments.seed
+        )
+        result = result.with_matched(found)
+    # The JSON document, built once (with the comparison in it): every output
+    # is drawn from it alone.
+    document = result.to_json()
+    if arguments.ledger:  # first: a ledger busy past the wait refuses before anything is written
+        _keep(arguments, document, labels, stderr)
+    from fold.present.annotate import dumps, write_annotated, write_atomically
+
+    if arguments.annotate:
+        write_annotated(arm, result, arguments.annotate)
+    if arguments.trace:
+        from fold.folding.timeline_lines import attributed_lines
+        from fold.present.timeline import write_timeline
+
+        lines = attributed_lines(arm, arguments.logs, skip_bad_lines=arguments.skip_bad_lines)
+        write_timeline(arguments.trace, document, lines)
+    if arguments.html or arguments.plots:
+        from fold.present.page import write_page, write_plots
+
+        if arguments.html:
+            write_page(arguments.html, document)
+        if arguments.plots:
+            write_plots(arguments.plots, document)
+    if arguments.markdown:
+        from fold.present.markdown import markdown_record
+        from fold.present.page import markdown_links
+
+        record = markdown_record(document, arm_path=arguments.arm)
+        if arguments.plots:
+            record += markdown_links(document, arguments.plots, arguments.markdown)
+        record = record.encode()
+        if arguments.markdown == "-":
+            sys.stdout.buffer.write(record)
+            if arguments.json:
+                write_atomically(arguments.json, dumps(document))
+            return EXIT_OK
+        write_atomically(arguments.markdown, record)
+    if arguments.json == "-":
+        sys.stdout.buffer.write(dumps(document))
+        return EXIT_OK
+    if arguments.json:
+        write_atomically(arguments.json, dumps(document))
+    from fold.present.terminal import terminal
+
+    text = terminal(
+        document, width=stdout.width, details=arguments.details, color=stdout.is_terminal
+    )
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:
+    """The run's labels; the ledger refused before the fold if it is not one."""
+    for flag, given in (("--label", arguments.label), ("--ledger-wait", arguments.ledger_wait)):
+        if given and not arguments.ledger:
+            raise InputError(f"{flag} goes with --ledger PATH, the ledger to keep the run in")
+    if arguments.ledger_wait is not None and arguments.ledger_wait < 0:
+        raise InputError(f"--ledger-wait must be 0 or more seconds, got {arguments.ledger_wait:g}")
+    if not arguments.ledger:
+        return {}
+    from fold.ledger.store import check_ledger, parse_labels
+
+    labels = parse_labels(arguments.label)
+    check_ledger(arguments.ledger)
+    return labels
+
+
+def _keep(arguments: argparse.Namespace, document, labels: dict[str, str], stderr) -> None:
+    from fold.command.ledger import kept_at, kept_message
+    from fold.ledger.store import DEFAULT_WAIT_SECONDS, input_files, keep_run
+
+    inputs = input_files(arguments.arm, arguments.logs, arguments.vs, arguments.vs_log)
+    wait = DEFAULT_WAIT_SECONDS if arguments.ledger_wait is None else arguments.ledger_wait
+    kept = keep_run(arguments.ledger, document, labels, inputs, wait_seconds=wait, now=kept_at())
+    stderr.print(kept_message(arguments.ledger, kept, labels), markup=False, soft_wrap=True)
+
+
+def fold_options(arguments: argparse.Namespace) -> dict:
+    """The fold's settings, shared by the main arm and every other run of ours."""
+    return {
+        "window_steps": arguments.window,
+        "skip_bad_lines": arguments.skip_bad_lines,
+        "stall_factor": arguments.stall_factor,
+        "prefill_tokens": arguments.prefill_tokens,
+        "resamples": arguments.bootstrap,
+        "seed": arguments.seed,
+    }
+
+
+def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
+    from fold.api import fold_acceptance
+    from fold.inputs.reader import expand_log_paths
+
+    progress = ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
+    try:
+        return fold_acceptance(
+            arm,
+            arguments.logs,
+            predicate=arguments.warm,
+            progress=progress.advance,
+            **fold_options(arguments),
+        )
+    finally:
+        progress.stop()
+
+
+def _follow(arguments: argparse.Namespace, stderr: Console) -> Document:
+    """The live table goes to stderr, so stdout holds only the final table (or the JSON)."""
+    from rich.live import Live
+
+    from fold.folding.follow import Follower, run_follow
+    from fold.present.live import live_view
+
+    follower = Follower(
+        arguments.arm,
+        arguments.logs,
+        predicate=arguments.warm,
+        window_steps=arguments.window,
+        skip_bad_lines=arguments.skip_bad_lines,
+        stall_factor=arguments.stall_factor,
+        prefill_tokens=arguments.prefill_tokens,
+        resamples=arguments.bootstrap,
+        seed=arguments.seed,
+    )
+    with Live(console=stderr, refresh_per_second=4, transient=True) as live:
+        outcome = run_follow(
+            follower,
+            on_view=lambda view: live.update(live_view(view)),
+            idle_seconds=arguments.idle,
+        )
+    return outcome.result
