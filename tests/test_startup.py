@@ -51,6 +51,7 @@ NOT_FOR_A_PLAIN_FOLD = (
     "fold.compare",  # the comparison and the matched settings: --vs, --matched
     "fold.inputs.oracles",  # the oracles' readers: --vs
     "fold.folding.follow",  # --follow
+    "fold.folding.provisional",
     "fold.folding.timeline_lines",  # --trace
     "fold.ledger",  # --ledger
     "fold.command.ledger",

@@ -8,10 +8,11 @@ runs it is an unfinished write, not a torn line. Only ``finish`` declares the fi
 counts what is still held back as torn, exactly as a one-shot fold of the finished files does.
 
 The arm record (``our-arm.json``) is written by the gate at the end of the run. Until it exists
-(or while it does not parse, or is refused), the view shows provisional groups: steps grouped by
-their ``leg`` label, or by writer when unlabelled, and split where the steps pause for longer
-than ``gap_seconds``. When the record appears or changes, every file is folded again from the
-start over its legs: the simplest re-attribution that is always right.
+(or while it does not parse, or is refused), the view shows provisional groups
+(``fold.folding.provisional``): steps grouped by their ``leg`` label, or by writer when
+unlabelled, and split where the steps pause for longer than ``gap_seconds``. When the record
+appears or changes, every file is folded again from the start over its legs: the simplest
+re-attribution that is always right.
 
 ``run_follow`` drives a follower until Ctrl-C or until no data arrived for ``idle_seconds``;
 its clock and sleep are injectable, so tests need not wait in real time.
@@ -30,40 +31,21 @@ import polars as pl
 from fold.errors import FoldError, InputError
 from fold.folding.accumulate import PartialFold, merge_all
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
-from fold.folding.document import Document as FoldResult
+from fold.folding.document import Document
 from fold.folding.log_fold import LogFold
 from fold.folding.logfile import Legs, LogFile
+from fold.folding.provisional import DEFAULT_GAP_SECONDS, ProvisionalGroup, ProvisionalGroups
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.folding.warm import DEFAULT_PREDICATE, check_arm
-from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS, accept_rate, mean_acceptance_length
+from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.arm import ArmRecord, load_arm
 from fold.inputs.engine_trace import looks_like_engine_trace
 
 DEFAULT_INTERVAL_SECONDS = 0.25
 """How often ``run_follow`` polls: a few refreshes a second at most."""
 MIN_INTERVAL_SECONDS = 0.1
-DEFAULT_GAP_SECONDS = 2.0
-"""A pause this long between a group's steps starts a new provisional group."""
 DEFAULT_FOLLOW_BLOCK_BYTES = 8 * 1024 * 1024
 RECENT_NOTICES = 5
-
-_GROUP_SCHEMA: dict[str, pl.DataType] = {
-    "key": pl.String(),
-    "group": pl.Int64(),
-    "lines": pl.Int64(),
-    "steps": pl.Int64(),
-    "proposed": pl.Int64(),
-    "accepted": pl.Int64(),
-    "first_ns": pl.Int64(),
-    "last_ns": pl.Int64(),
-}
-_CARRY_SCHEMA: dict[str, pl.DataType] = {
-    "key": pl.String(),
-    "carry_ns": pl.Int64(),
-    "carry_group": pl.Int64(),
-}
-_LABEL_KEY = "leg:"
-_WRITER_KEY = "writer:"
 
 
 @dataclass(frozen=True)
@@ -74,40 +56,11 @@ class Notice:
     message: str
 
 
-@dataclass(frozen=True)
-class ProvisionalGroup:
-    """Steps of one label (or one unlabelled writer) without a pause longer than the gap."""
-
-    label: str | None
-    writer: str | None
-    """The writer id when the steps carry no ``leg`` label, else None."""
-    part: int
-    """0, 1, ...: the group's place among the groups of the same label or writer."""
-    lines: int
-    steps: int
-    proposed: int
-    accepted: int
-    first_ns: int
-    last_ns: int
-
-    @property
-    def accept_rate(self) -> float | None:
-        return accept_rate(self.accepted, self.proposed)
-
-    @property
-    def mean_acceptance_length(self) -> float | None:
-        return mean_acceptance_length(self.accepted, self.steps)
-
-    @property
-    def seconds(self) -> float:
-        return (self.last_ns - self.first_ns) / 1e9
-
-
 @dataclass
 class FollowView:
     """What one poll found: a fold when the arm record folds, else provisional groups."""
 
-    result: FoldResult | None
+    result: Document | None
     provisional: list[ProvisionalGroup]
     status: str | None
     """Why there is no fold yet (no record, a refusal, a file that failed), or None."""
@@ -137,92 +90,6 @@ class _ArmState:
     arm: ArmRecord | None = None
     legs: Legs | None = None
     problem: str | None = None
-
-
-class ProvisionalGroups:
-    """Mergeable sums per (label or writer, part), split where steps pause for over ``gap_ns``.
-
-    Blocks are added in file order; each block's steps are ordered by time per key, and the
-    last time and part per key carry over to the next block.
-    """
-
-    def __init__(self, gap_ns: int) -> None:
-        self.gap_ns = gap_ns
-        self.table = pl.DataFrame(schema=_GROUP_SCHEMA)
-        self._carry = pl.DataFrame(schema=_CARRY_SCHEMA)
-
-    def add(self, steps: pl.DataFrame) -> None:
-        if steps.height == 0:
-            return
-        keyed = (
-            steps.select(
-                pl.when(pl.col("label").is_not_null())
-                .then(pl.lit(_LABEL_KEY) + pl.col("label"))
-                .otherwise(pl.lit(_WRITER_KEY) + pl.col("w"))
-                .alias("key"),
-                "t_ns",
-                "proposed",
-                "accepted",
-            )
-            .sort("key", "t_ns")
-            .join(self._carry, on="key", how="left")
-        )
-        previous = pl.col("t_ns").shift(1).over("key")
-        first_of_key = pl.int_range(pl.len()).over("key") == 0
-        previous = pl.when(first_of_key).then(pl.col("carry_ns")).otherwise(previous)
-        starts = ((pl.col("t_ns") - previous) > self.gap_ns).fill_null(False)
-        grouped = keyed.with_columns(
-            (pl.col("carry_group").fill_null(0) + starts.cast(pl.Int64).cum_sum().over("key"))
-            .cast(pl.Int64)
-            .alias("group")
-        )
-        sums = grouped.group_by("key", "group").agg(
-            pl.len().cast(pl.Int64).alias("lines"),
-            (pl.col("proposed") > 0).sum().cast(pl.Int64).alias("steps"),
-            pl.col("proposed").sum(),
-            pl.col("accepted").sum(),
-            pl.col("t_ns").min().alias("first_ns"),
-            pl.col("t_ns").max().alias("last_ns"),
-        )
-        self.table = (
-            pl.concat([self.table, sums.select(list(_GROUP_SCHEMA))])
-            .group_by("key", "group")
-            .agg(
-                pl.col("lines", "steps", "proposed", "accepted").sum(),
-                pl.col("first_ns").min(),
-                pl.col("last_ns").max(),
-            )
-            .select(list(_GROUP_SCHEMA))
-        )
-        last = grouped.group_by("key").agg(
-            pl.col("t_ns").max().alias("carry_ns"), pl.col("group").max().alias("carry_group")
-        )
-        self._carry = (
-            pl.concat([self._carry, last.select(list(_CARRY_SCHEMA))])
-            .group_by("key")
-            .agg(pl.col("carry_ns").max(), pl.col("carry_group").max())
-            .select(list(_CARRY_SCHEMA))
-        )
-
-    def groups(self) -> list[ProvisionalGroup]:
-        groups = []
-        for row in self.table.sort("first_ns", "key", "group").iter_rows(named=True):
-            key: str = row["key"]
-            is_label = key.startswith(_LABEL_KEY)
-            groups.append(
-                ProvisionalGroup(
-                    label=key[len(_LABEL_KEY) :] if is_label else None,
-                    writer=None if is_label else key[len(_WRITER_KEY) :],
-                    part=row["group"],
-                    lines=row["lines"],
-                    steps=row["steps"],
-                    proposed=row["proposed"],
-                    accepted=row["accepted"],
-                    first_ns=row["first_ns"],
-                    last_ns=row["last_ns"],
-                )
-            )
-        return groups
 
 
 class Follower:
@@ -279,7 +146,7 @@ class Follower:
         self._recent = (self._recent + notices)[-RECENT_NOTICES:]
         return self._view(notices, new_bytes)
 
-    def finish(self) -> FoldResult:
+    def finish(self) -> Document:
         """Read to the end, count held-back fragments as torn, and return the final fold.
 
         Raises what a one-shot fold of the same files would (a missing or refused record, a bad
@@ -495,7 +362,7 @@ def _identity(path: str) -> tuple[int, int]:
 class FollowOutcome:
     """How a follow ended (``"interrupted"`` or ``"idle"``) and the final fold."""
 
-    result: FoldResult
+    result: Document
     reason: str
     views: int = 0
     notices: list[Notice] = field(default_factory=list)

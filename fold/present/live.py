@@ -15,7 +15,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.folding.follow import FollowView, Notice, ProvisionalGroup
+from fold.folding.follow import FollowView, Notice
+from fold.folding.provisional import ProvisionalGroup
 from fold.folding.result import FoldResult
 from fold.present.table import length, percent, report
 
