@@ -1,7 +1,7 @@
 """The bootstrap's stage-2 draws: defined by hand (SplitMix64, scaled), the same in numpy
-(``fold.folding.uncertainty.request_draws``, the reference) and in the extension's fused draws and
-sums (``fold.folding.native.resample_sums``), and the replicates the same bits with the extension
-on or off.
+(``fold.folding.request_redraws.request_draws``, the reference) and in the extension's fused
+draws and sums (``fold.folding.native.resample_sums``), and the replicates the same bits with
+the extension on or off.
 
 The extension is imported at the top: when it was not built, this module fails, it is not
 skipped.
@@ -18,7 +18,8 @@ from test_uncertainty import simulated_gate
 
 from fold import _native  # noqa: F401  fails here when the extension was not built
 from fold.folding import native
-from fold.folding.uncertainty import Leg, bootstrap, request_draws
+from fold.folding.request_redraws import request_draws
+from fold.folding.uncertainty import Leg, bootstrap
 
 
 @given(

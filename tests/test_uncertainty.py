@@ -345,9 +345,9 @@ def test_intervals_stay_within_the_extremes_of_what_is_resampled(legs, seed) -> 
 def test_threads_do_not_change_the_draws(monkeypatch) -> None:
     rng = np.random.default_rng(3)
     gate = simulated_gate(rng, legs=8, requests=6, steps=5)
-    monkeypatch.setattr("fold.folding.uncertainty._THREADS_FROM_DRAWS", 10**12)
+    monkeypatch.setattr("fold.folding.request_redraws._THREADS_FROM_DRAWS", 10**12)
     serial = bootstrap(gate, {"warm": range(2, 8), "all": range(8)}, 300, seed=8)
-    monkeypatch.setattr("fold.folding.uncertainty._THREADS_FROM_DRAWS", 0)
+    monkeypatch.setattr("fold.folding.request_redraws._THREADS_FROM_DRAWS", 0)
     threaded = bootstrap(gate, {"warm": range(2, 8), "all": range(8)}, 300, seed=8)
     for name in serial:
         assert serial[name].figures.keys() == threaded[name].figures.keys()

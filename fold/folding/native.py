@@ -413,6 +413,6 @@ def resample_sums(values: Any, key: int, first_row: int, out: Any) -> None:
     """The bootstrap's stage-2 resamples ``first_row`` ... of one leg, drawn and summed in one
     pass: ``out[r, c]`` is the sum of ``values[i, c]`` over the requests ``i`` drawn for
     resample ``first_row + r`` from the leg's stream ``key`` (int64 values and out,
-    C-contiguous). The draws are ``fold.folding.uncertainty.request_draws``'s, which the tests
-    check."""
+    C-contiguous). The draws are ``fold.folding.request_redraws.request_draws``'s, which the
+    tests check."""
     _native.resample_sums(values, key, first_row, out)
