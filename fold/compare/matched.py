@@ -40,11 +40,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fold.compare.matched_warm import WarmSteps, cannot_carry, position_intervals, warm_figures
 from fold.errors import InputError, RefusedError
-from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap
-from fold.inputs import acceptance
+from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.inputs.defaults import ENGINES
-from fold.inputs.leg_sums import Leg
 from fold.wording import figure
 
 DEFAULT_METHOD = "ngram"
@@ -171,7 +170,7 @@ def matched_settings(
                 f"--matched {engine!r}: the engines with a setting are "
                 f"{', '.join(ENGINES)} (docs/matched.md)"
             )
-        warm = _warm_figures(fold, engine)
+        warm = warm_figures(fold, engine)
         if engine == "vllm":
             settings.append(_vllm(warm, base, resamples, seed, defaulted))
         elif engine == "llamacpp":
@@ -179,47 +178,6 @@ def matched_settings(
         else:
             settings.append(_sglang(warm))
     return Matched(tuple(settings))
-
-
-@dataclass(frozen=True, slots=True)
-class _Warm:
-    steps: int
-    proposed: int
-    accepted: int
-    per_position: list[float]
-    mean_acceptance_length: float
-    mean_acceptance_length_ci: tuple[float, float] | None
-    legs: tuple[Any, ...]
-
-
-def _warm_figures(fold: Any, engine: str) -> _Warm:
-    warm = fold.warm
-    if not warm["legs"]:
-        raise RefusedError(
-            f"--matched {engine}: no warm legs (--warm {fold.predicate!r}); "
-            "the setting is our warm acceptance"
-        )
-    if not warm["steps"]:
-        raise RefusedError(
-            f"--matched {engine}: the warm legs have no verify step with a draft (S = 0), so "
-            f"there is no acceptance to match and no k: {_REFUSES_NO_DRAFT[engine]}"
-        )
-    per_position = warm["per_position"]
-    if engine != "sglang" and per_position is None:
-        raise RefusedError(
-            f"--matched {engine}: the warm legs' counts came from the record's counters, which "
-            "give no per-position acceptance; name the step log after the arm record"
-        )
-    interval = warm.get("mean_acceptance_length_ci")
-    return _Warm(
-        steps=warm["steps"],
-        proposed=warm["proposed"],
-        accepted=warm["accepted"],
-        per_position=list(per_position or []),
-        mean_acceptance_length=warm["mean_acceptance_length"],
-        mean_acceptance_length_ci=None if interval is None else (interval[0], interval[1]),
-        legs=tuple(leg for leg in fold.legs if leg["warm"]),
-    )
 
 
 def check_rates(rates: Sequence[float], k: int, engine: str = "vllm") -> None:
@@ -253,16 +211,10 @@ def check_rates(rates: Sequence[float], k: int, engine: str = "vllm") -> None:
 
 
 _NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp", "sglang": "SGLang"}
-_REFUSES_NO_DRAFT = {
-    "vllm": 'vLLM refuses num_speculative_tokens 0 ("Input should be greater than 0")',
-    "llamacpp": 'llama-server refuses it ("synthetic acceptance requires at least one '
-    'speculative token")',
-    "sglang": "SGLang's simulated length would stand for acceptance we never measured",
-}
 
 
 def _vllm(
-    warm: _Warm, base: Mapping[str, Any], resamples: int, seed: int, defaulted: bool = False
+    warm: WarmSteps, base: Mapping[str, Any], resamples: int, seed: int, defaulted: bool = False
 ) -> MatchedSetting:
     k = len(warm.per_position)
     # null is how vLLM's optional fields are left unset: not a setting
@@ -296,7 +248,7 @@ def _vllm(
         )
     rates = warm.per_position
     check_rates(rates, k)
-    intervals = _position_intervals(warm.legs, k, resamples, seed)
+    intervals = position_intervals(warm.legs, k, resamples, seed)
     config = {
         **base,
         "num_speculative_tokens": k,
@@ -320,7 +272,7 @@ def _vllm(
         speculative_config=config,
         environment=None,
         commands=commands,
-        cannot_carry=_cannot_carry(warm, k, "vllm"),
+        cannot_carry=cannot_carry(warm, k, "vllm"),
         checked=VLLM_CHECKED,
         notes=_drafter_notes(base, defaulted),
     )
@@ -342,7 +294,7 @@ def _drafter_notes(base: Mapping[str, Any], defaulted: bool) -> tuple[str, ...]:
     return (NGRAM_NOTE,)
 
 
-def _llamacpp(warm: _Warm, resamples: int, seed: int) -> MatchedSetting:
+def _llamacpp(warm: WarmSteps, resamples: int, seed: int) -> MatchedSetting:
     k = len(warm.per_position)
     rates = warm.per_position
     check_rates(rates, k, "llamacpp")
@@ -355,7 +307,7 @@ def _llamacpp(warm: _Warm, resamples: int, seed: int) -> MatchedSetting:
         proposed=warm.proposed,
         mean_acceptance_length=warm.mean_acceptance_length,
         mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
-        rates=_with_intervals(rates, _position_intervals(warm.legs, k, resamples, seed)),
+        rates=_with_intervals(rates, position_intervals(warm.legs, k, resamples, seed)),
         speculative_config=None,
         environment={"LLAMA_ARG_SPEC_SYNTH_RATES": values},
         commands=(
@@ -366,7 +318,7 @@ def _llamacpp(warm: _Warm, resamples: int, seed: int) -> MatchedSetting:
             ),
         ),
         cannot_carry=(
-            *_cannot_carry(warm, k, "llamacpp"),
+            *cannot_carry(warm, k, "llamacpp"),
             "a drafted end-of-generation token: llama-server never accepts one synthetically",
             "independent draws per request: llama-server seeds a request's draws with its "
             "sampling seed, so requests with the same seed draw the same acceptance; give each "
@@ -385,7 +337,7 @@ def _with_intervals(
     )
 
 
-def _sglang(warm: _Warm) -> MatchedSetting:
+def _sglang(warm: WarmSteps) -> MatchedSetting:
     # The largest draft of our warm steps; from the counters alone, P/S rounded up (at least).
     k = len(warm.per_position) or math.ceil(warm.proposed / warm.steps)
     length = warm.mean_acceptance_length
@@ -413,94 +365,9 @@ def _sglang(warm: _Warm) -> MatchedSetting:
         speculative_config=None,
         environment=environment,
         commands=commands,
-        cannot_carry=_cannot_carry(warm, k, "sglang"),
+        cannot_carry=cannot_carry(warm, k, "sglang"),
         checked=SGLANG_CHECKED,
     )
-
-
-def _position_intervals(
-    legs: Sequence[Any], k: int, resamples: int, seed: int
-) -> list[tuple[float, float] | None]:
-    """Each position's 95% interval by the fold's bootstrap over the warm legs. A leg's
-    per-position counts exist per leg (its histogram), not per request, so each leg is one
-    unit: the legs are redrawn, not the requests in them (with one request a leg, as a
-    gate's offline legs have, that is the whole two-stage draw)."""
-    if resamples < 1:
-        return [None] * k
-    counts = []
-    for leg in legs:
-        at_position = acceptance.accepted_at_position(leg["histogram"] or [0])
-        counts.append(at_position + [0] * (k - len(at_position)))
-    found = []
-    for position in range(k):
-        # The bootstrap's 1 + A/S over legs with A := the steps that accepted this position:
-        # that figure less 1 is the position's rate, a ratio of sums as in the pooled fold.
-        units = [
-            Leg(requests={"accepted": [count[position]], "steps": [leg["steps"]]})
-            for leg, count in zip(legs, counts, strict=True)
-        ]
-        replicates = bootstrap(units, {"warm": list(range(len(units)))}, resamples, seed)
-        interval = replicates["warm"].interval("mean_acceptance_length")
-        found.append(None if interval is None else (interval[0] - 1.0, interval[1] - 1.0))
-    return found
-
-
-def _cannot_carry(warm: _Warm, k: int, engine: str) -> tuple[str, ...]:
-    mean_draft = warm.proposed / warm.steps
-    notes = []
-    short = warm.proposed < k * warm.steps
-    if engine != "sglang" and short:
-        notes.append(
-            f"drafts of varying length: our warm steps drafted {figure(mean_draft, 3)} tokens "
-            f"on average of k = {k}; the rates count an undrafted position as not accepted, "
-            "so the run matches our tokens per step only if its drafter fills all k positions "
-            "at every step, and then it verifies k tokens a step where we verified fewer (its "
-            f"A/P then reads {_percent(warm.accepted / (k * warm.steps))}, ours "
-            f"{_percent(warm.accepted / warm.proposed)}: compare 1 + A/S)"
-        )
-    elif short:
-        notes.append(
-            f"drafts of varying length: our warm steps drafted {figure(mean_draft, 3)} tokens "
-            f"on average of k = {k}; SGLang forces the accepted length whatever was drafted "
-            "and verifies its full draft every step"
-        )
-    else:
-        notes.append(
-            f"drafts of varying length: none here (every warm step drafted k = {k}); the "
-            "oracle's drafter must fill all k positions at every step as well"
-        )
-    rates = [
-        request["accept_rate"]
-        for leg in warm.legs
-        for request in (leg["requests"] or ())
-        if request["accept_rate"] is not None
-    ]
-    spread = (
-        f"; our warm requests' A/P ran from {_percent(min(rates))} to {_percent(max(rates))}"
-        if len(rates) > 1
-        else ""
-    )
-    if engine != "sglang":
-        notes.append(
-            "the spread over requests: every request and step gets the same per-position rates"
-            + spread
-        )
-        notes.append(
-            "the shape within a leg: the rates hold from a run's first step to its last; steps "
-            "are drawn independently, so runs of good or bad steps are not reproduced"
-        )
-    else:
-        notes.append(
-            "the spread over requests and the per-position shape: one length for every "
-            "request, drawn once per verify forward for the whole batch as the value's floor "
-            "or ceiling" + spread
-        )
-    notes.append(
-        "the tokens: synthetic acceptance keeps draft tokens the target did not choose, so the "
-        "text differs from a real run; fix the output length (max_tokens, ignore_eos) so the "
-        "run generates as many tokens as ours"
-    )
-    return tuple(notes)
 
 
 def _python_literal(value: Any) -> str:
@@ -514,10 +381,6 @@ def _python_literal(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_python_literal(item) for item in value) + "]"
     return repr(value)
-
-
-def _percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
 
 
 def _pair(interval: tuple[float, float] | None) -> list[float] | None:
