@@ -13,7 +13,8 @@ from strategies import scaled
 from vllmcpp import Leg, record, step_log, write_pair
 
 from fold.api import fold_acceptance
-from fold.compare.comparison import compare, load_oracles
+from fold.compare.comparison import compare
+from fold.inputs.vs_arms import read_vs_arms
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLES = [
@@ -76,7 +77,7 @@ def test_counters_alone_fold_as_the_agreeing_log(gate):
         for key in one:
             if key.endswith("_ci"):
                 assert one[key] == two[key], (name, key)
-    oracles = load_oracles(ORACLES)
+    oracles = read_vs_arms(ORACLES, [])
     found = [compare(result, oracles) for result in (with_log, alone)]
     for row, other in zip(found[0].rows, found[1].rows, strict=True):
         for figure in ROW_FIGURES:

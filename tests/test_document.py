@@ -63,10 +63,11 @@ def test_figures_read_by_name_cannot_be_patched(document: Document):
 
 
 def test_the_comparison_block_cannot_be_changed(document: Document):
-    from fold.compare.comparison import compare, load_oracles
+    from fold.compare.comparison import compare
     from fold.inputs.arm import load_arm
+    from fold.inputs.vs_arms import read_vs_arms
 
-    oracles = load_oracles([f"o={ROOT / 'fixtures' / 'oracles' / 'vllm-scrapes.prom'}"])
+    oracles = read_vs_arms([f"o={ROOT / 'fixtures' / 'oracles' / 'vllm-scrapes.prom'}"], [])
     found = compare(document, oracles, 0.02, record=load_arm(ARM))
     before = found.to_json()
     with pytest.raises(TypeError):

@@ -35,7 +35,6 @@ from fold.compare.matched_arms import (
     NOT_MATCHED,
     check_matched_arms,
 )
-from fold.compare.vs_arms import split_spec
 from fold.errors import InputError, RefusedError
 from fold.folding.uncertainty import Replicates
 from fold.inputs.oracles import (
@@ -46,6 +45,7 @@ from fold.inputs.oracles import (
     parse_vs_spec,
 )
 from fold.inputs.oracles.vllm_speculative import SpeculativeSetting, length_to_rates
+from fold.inputs.vs_arms import split_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "fixtures" / "oracles" / "vllm-real"

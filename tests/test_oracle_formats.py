@@ -751,9 +751,9 @@ def test_a_json_list_of_two_scrape_texts_is_a_pair() -> None:
 def test_a_vllm_sweep_gives_each_run_its_own_arm() -> None:
     """``vllm bench serve --append-result`` over three concurrencies: one arm per run, named
     by its place, each with its own counts (the fixture's lines 1-3, by hand)."""
-    from fold.compare.comparison import load_oracles
+    from fold.inputs.vs_arms import read_vs_arms
 
-    arms = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}"])
+    arms = read_vs_arms([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}"], [])
     assert [arm.name for arm in arms] == ["v#1", "v#2", "v#3"]
     # S, P, A per line; 1 + A/S: 1 + 420/200 = 3.1, 1 + 1710/900 = 2.9, 1 + 5950/3500 = 2.7
     expected = [(200, 800, 420, 21.7), (900, 3600, 1710, 71.3), (3500, 14000, 5950, 180.4)]
@@ -771,46 +771,46 @@ def test_a_vllm_sweep_gives_each_run_its_own_arm() -> None:
 
 
 def test_path_hash_n_picks_one_run() -> None:
-    from fold.compare.comparison import load_oracles
+    from fold.inputs.vs_arms import read_vs_arms
 
-    (arm,) = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}#2"])
+    (arm,) = read_vs_arms([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}#2"], [])
     assert arm.name == "v"
     _check(arm, s=900, p=3600, a=1710, tok_s=71.3, population=INTERVAL)
     assert arm.population_detail.startswith("run 2 of 3 (max_concurrency=4, num_prompts=32)")
     # runs of one workload are pooled unless one is picked: line 2 alone, S 210, P 1470, A 700
-    (pooled,) = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-append.jsonl'}"])
+    (pooled,) = read_vs_arms([f"v={FIXTURES / 'vllm-bench-serve-append.jsonl'}"], [])
     _check(pooled, s=310, p=2170, a=1000, tok_s=16.1, population=INTERVAL)
-    (second,) = load_oracles([f"v={FIXTURES / 'vllm-bench-serve-append.jsonl'}#2"])
+    (second,) = read_vs_arms([f"v={FIXTURES / 'vllm-bench-serve-append.jsonl'}#2"], [])
     _check(second, s=210, p=1470, a=700, tok_s=16.3, population=INTERVAL)
     assert second.population_detail.startswith("run 2 of 2, ")
 
 
 def test_a_run_that_is_not_there_or_a_file_without_runs_is_an_error(tmp_path: Path) -> None:
-    from fold.compare.comparison import load_oracles
+    from fold.inputs.vs_arms import read_vs_arms
 
     with pytest.raises(InputError, match=r"sweep\.jsonl#4: the file holds 3 run\(s\); pick 1 to 3"):
-        load_oracles([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}#4"])
+        read_vs_arms([f"v={FIXTURES / 'vllm-bench-serve-sweep.jsonl'}#4"], [])
     with pytest.raises(InputError, match="#N picks one run of a file of appended benchmark"):
-        load_oracles([f"v={FIXTURES / 'vllm-gate-arm.json'}#1"])
+        read_vs_arms([f"v={FIXTURES / 'vllm-gate-arm.json'}#1"], [])
     # A file whose name ends in #N is that file.
     named = tmp_path / "bench.json#2"
     named.write_bytes((FIXTURES / "vllm-bench-serve.json").read_bytes())
-    (arm,) = load_oracles([f"v={named}"])
+    (arm,) = read_vs_arms([f"v={named}"], [])
     _check(arm, s=310, p=2170, a=1000, tok_s=16.111, population=INTERVAL)
 
 
 def test_a_sweep_name_must_be_free() -> None:
-    from fold.compare.comparison import load_oracles
+    from fold.inputs.vs_arms import read_vs_arms
 
     sweep = FIXTURES / "vllm-bench-serve-sweep.jsonl"
     with pytest.raises(InputError, match="the name 'v#2' is taken"):
-        load_oracles([f"v#2={FIXTURES / 'vllm-bench-serve.json'}", f"v={sweep}"])
+        read_vs_arms([f"v#2={FIXTURES / 'vllm-bench-serve.json'}", f"v={sweep}"], [])
 
 
 def test_an_sglang_bench_sweep_gives_each_run_its_own_arm(tmp_path: Path) -> None:
     """bench_serving appends a line per run; runs at two concurrencies are two arms, each with
     its own tok/s and the accept length its line recorded (cumulative since server start)."""
-    from fold.compare.comparison import load_oracles
+    from fold.inputs.vs_arms import read_vs_arms
 
     line = (FIXTURES / "sglang-bench-serving.jsonl").read_text().splitlines()[0]
     second = line.replace('"max_concurrency": 1', '"max_concurrency": 8')
@@ -819,7 +819,7 @@ def test_an_sglang_bench_sweep_gives_each_run_its_own_arm(tmp_path: Path) -> Non
     assert second.count("90.5") == 1 and '"accept_length": 4.1' in second
     path = tmp_path / "bench.jsonl"
     path.write_text(line + "\n" + second + "\n")
-    first, last = load_oracles([f"s={path}"])
+    first, last = read_vs_arms([f"s={path}"], [])
     assert (first.name, last.name) == ("s#1", "s#2")
     assert (first.output_throughput_tok_s, last.output_throughput_tok_s) == (16.134, 90.5)
     assert (first.mean_acceptance_length, last.mean_acceptance_length) == (4.23, 4.1)

@@ -13,9 +13,10 @@ from strategies import scaled
 
 from fold.api import fold_acceptance
 from fold.compare.comparison import compare, our_figures
-from fold.compare.vs_arms import load_arms
+from fold.compare.vs_arms import fold_vs_arms
 from fold.inputs.arm import load_arm
 from fold.inputs.steplog import format_line
+from fold.inputs.vs_arms import read_vs_arms
 
 SEED = 7
 OPTIONS = {"window_steps": 4, "skip_bad_lines": False, "stall_factor": 4.0,
@@ -106,8 +107,8 @@ def test_the_other_runs_row_equals_its_standalone_fold(pair) -> None:
             paths[name] = (str(Path(directory) / f"{name}.json"),
                            str(Path(directory) / f"{name}.jsonl"))  # fmt: skip
         main = load_arm(paths["main"][0])
-        arms = load_arms(["old=" + paths["old"][0]], ["old=" + paths["old"][1]], main=main,
-                         predicate="run > 1", fold_options=OPTIONS)  # fmt: skip
+        read = read_vs_arms(["old=" + paths["old"][0]], ["old=" + paths["old"][1]])
+        arms = fold_vs_arms(read, main=main, predicate="run > 1", fold_options=OPTIONS)
         result = fold_acceptance(main, [paths["main"][1]], predicate="run > 1", **OPTIONS)
         found = compare(result, arms, record=main)
         paired = found.runs["old"].pairing.paired

@@ -15,12 +15,13 @@ import pytest
 
 from fold.api import fold_acceptance
 from fold.compare.comparison import compare
-from fold.compare.vs_arms import load_arms
+from fold.compare.vs_arms import TAKEN_NAMES, fold_vs_arms
 from fold.folding.cadence import DEFAULT_STALL_FACTOR
 from fold.folding.timeline_lines import attributed_lines
 from fold.folding.warm import DEFAULT_PREDICATE
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.arm import load_arm
+from fold.inputs.vs_arms import read_vs_arms
 from fold.present.markdown import markdown_record
 from fold.present.page import page
 from fold.present.terminal import terminal
@@ -61,7 +62,8 @@ def example(request) -> tuple[dict, object]:
         "prefill_tokens": None,
     }  # the command's defaults; fmt: skip
     result = fold_acceptance(arm, logs, **options)
-    oracles = load_arms(vs, vs_logs, main=arm, predicate=DEFAULT_PREDICATE, fold_options=options)
+    read = read_vs_arms(vs, vs_logs, taken=TAKEN_NAMES)
+    oracles = fold_vs_arms(read, main=arm, predicate=DEFAULT_PREDICATE, fold_options=options)
     result = result.with_comparison(compare(result, oracles, record=arm))
     return result.to_json(), attributed_lines(arm, logs)
 

@@ -50,11 +50,12 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     arm = load_arm(arguments.arm)
     oracles = []
     if arguments.vs or arguments.vs_log:
-        from fold.compare.vs_arms import load_arms
+        from fold.compare.vs_arms import TAKEN_NAMES, fold_vs_arms
+        from fold.inputs.vs_arms import read_vs_arms
 
-        oracles = load_arms(
-            arguments.vs,
-            arguments.vs_log,
+        read = read_vs_arms(arguments.vs, arguments.vs_log, taken=TAKEN_NAMES)
+        oracles = fold_vs_arms(
+            read,
             main=arm,
             predicate=arguments.warm,
             fold_options=fold_options(arguments),
