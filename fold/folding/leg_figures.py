@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from fold.folding.warm import throughput_fold
+from fold.folding.windows import collapses, windows_from_bins
 from fold.inputs import acceptance
 from fold.inputs.arm import WINDOW_SLACK_NS
 from fold.inputs.leg_sums import Leg
@@ -249,7 +250,7 @@ def stepped_leg(
     steps_by_accepted = acceptance.histogram(counts, sums["max_proposed"])
     per_position = acceptance.per_position(steps_by_accepted, steps)
     steps_by_proposed = acceptance.histogram(proposals, sums["max_proposed"])
-    windows = acceptance.windows_from_bins(bins, window_steps)
+    windows = windows_from_bins(bins, window_steps)
     window_rates = [window.accept_rate for window in windows]
     for request in requests:
         request["accept_rate"] = acceptance.accept_rate(request["accepted"], request["proposed"])
@@ -263,10 +264,10 @@ def stepped_leg(
         rate for window, rate in zip(windows, window_rates, strict=True)
         if window.steps >= window_steps
     ]  # fmt: skip
-    if acceptance.collapses(full_rates):
+    if collapses(full_rates):
         flags.append("collapse")
     judged_requests = [request for request in requests if request["steps"] >= window_steps]
-    if acceptance.collapses([request["accept_rate"] for request in judged_requests], at_least=2):
+    if collapses([request["accept_rate"] for request in judged_requests], at_least=2):
         flags.append("request collapse")
     emitted_consistent = None
     expected_completion = None

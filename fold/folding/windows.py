@@ -1,0 +1,65 @@
+"""The shape of acceptance within a leg: its steps in consecutive windows, and which windows
+(or requests) collapse, their A/P far under the leg's median."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from fold.inputs.acceptance import accept_rate
+
+# A window (or request) whose acceptance falls under this fraction of its leg's median is a
+# collapse: halving is far outside the window-to-window noise of a steady drafter at the
+# default window size, and the past collapses this tool was made for went to (near) zero.
+COLLAPSE_FRACTION = 0.5
+MIN_WINDOWS_FOR_COLLAPSE = 3
+
+
+class Window(NamedTuple):
+    """A window of a leg's steps. A named tuple: a leg of 10M lines has 512 of them, made
+    anew for every fold, and a frozen dataclass takes several times longer to make."""
+
+    steps: int
+    proposed: int
+    accepted: int
+
+    @property
+    def accept_rate(self) -> float | None:
+        return accept_rate(self.accepted, self.proposed)
+
+
+def windows_from_bins(bins: Iterable[tuple[int, int, int]], window_steps: int) -> list[Window]:
+    """Consecutive windows of at least ``window_steps`` steps, from time-ordered bins.
+
+    ``bins`` are (steps, proposed, accepted) of consecutive equal slices of a leg's window. A
+    window closes at the first bin edge where it holds ``window_steps`` steps, so its counts are
+    exact and its edges fall on bin edges; the last window may hold fewer steps.
+    """
+    windows = []
+    steps = proposed = accepted = 0
+    for bin_steps, bin_proposed, bin_accepted in bins:
+        steps += bin_steps
+        proposed += bin_proposed
+        accepted += bin_accepted
+        if steps >= window_steps:
+            windows.append(Window(steps, proposed, accepted))
+            steps = proposed = accepted = 0
+    if steps:
+        windows.append(Window(steps, proposed, accepted))
+    return windows
+
+
+def collapses(rates: list[float | None], at_least: int = MIN_WINDOWS_FOR_COLLAPSE) -> list[int]:
+    """Positions of the rates below COLLAPSE_FRACTION of their median (needs a few to judge)."""
+    known = [rate for rate in rates if rate is not None]
+    if len(known) < at_least:
+        return []
+    median = statistics.median(known)
+    if median <= 0:
+        return []
+    return [
+        position
+        for position, rate in enumerate(rates)
+        if rate is not None and rate < COLLAPSE_FRACTION * median
+    ]
