@@ -25,7 +25,7 @@ from fold.folding.oracle_steps import fold_oracle
 from fold.folding.uncertainty import bootstrap, ratio_replicates
 from fold.inputs.leg_sums import Leg
 from fold.inputs.oracles import detect_kind, load_oracle, read_oracle
-from fold.inputs.oracles.source import parse_document
+from fold.inputs.oracles.source import parse_oracle_file
 from fold.inputs.oracles.vllm_requests import read_steps
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def test_the_recorded_offline_run_sums_to_get_metrics():
     )
     assert per_pos == own["num_accepted_tokens_per_pos"]
     # and the fold of its steps, over all legs, gives the same counts
-    fold = fold_oracle(read_steps(parse_document(OFFLINE.read_text(), str(OFFLINE))))
+    fold = fold_oracle(read_steps(parse_oracle_file(OFFLINE.read_text(), str(OFFLINE))))
     assert fold is not None
     assert (fold.all.steps, fold.all.proposed, fold.all.accepted) == (steps, proposed, accepted)
     histogram = fold.all.histogram

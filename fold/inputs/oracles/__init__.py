@@ -31,7 +31,7 @@ from fold.inputs.oracles.figures import (
 )
 from fold.inputs.oracles.prometheus import parse_scrapes
 from fold.inputs.oracles.registry import KINDS, reader
-from fold.inputs.oracles.source import Run, load_document, parse_document
+from fold.inputs.oracles.source import Run, load_oracle_file, parse_oracle_file
 
 __all__ = [
     "ALL_LEGS",
@@ -125,7 +125,7 @@ def parse_vs_spec(text: str) -> tuple[str, str | None, str]:
 
 def load_oracle(name: str, path: str | os.PathLike[str], kind: str | None = None) -> ArmFigures:
     """Read one oracle arm from ``path``; the kind is detected from the content unless given."""
-    doc = load_document(path)
+    doc = load_oracle_file(path)
     return reader(detect(doc, kind), doc).read(name, doc)
 
 
@@ -174,7 +174,7 @@ def _oracle_arms(name: str, path: str | os.PathLike[str], kind: str | None) -> l
     match = _RUN_RE.fullmatch(path)
     if match and not os.path.exists(path) and os.path.exists(match["path"]):
         path, chosen = match["path"], int(match["run"])
-    doc = load_document(path)
+    doc = load_oracle_file(path)
     engine = reader(detect(doc, kind), doc)
     runs = engine.runs(doc) if hasattr(engine, "runs") else None
     if chosen is not None:
@@ -221,10 +221,10 @@ def read_oracle(
     name: str, text: str, kind: str | None = None, *, where: str = "<input>"
 ) -> ArmFigures:
     """Like :func:`load_oracle`, from the text of the file."""
-    doc = parse_document(text, where)
+    doc = parse_oracle_file(text, where)
     return reader(detect(doc, kind), doc).read(name, doc)
 
 
 def detect_kind(text: str, *, where: str = "<input>") -> str:
     """The engine kind a file's content shows: ``vllm``, ``sglang`` or ``llamacpp``."""
-    return detect(parse_document(text, where))
+    return detect(parse_oracle_file(text, where))

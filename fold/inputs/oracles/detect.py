@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fold.errors import InputError
 from fold.inputs.oracles.registry import ALIASES, ENGINES, KINDS, shows
-from fold.inputs.oracles.source import Document
+from fold.inputs.oracles.source import OracleFile
 
 
 def normalize_kind(kind: str, *, where: str = "--vs") -> str:
@@ -15,7 +15,7 @@ def normalize_kind(kind: str, *, where: str = "--vs") -> str:
     return canonical
 
 
-def _declared(doc: Document) -> set[str]:
+def _declared(doc: OracleFile) -> set[str]:
     """Kinds named by the records' own ``engine`` field."""
     found = set()
     for record, _ in doc.records:
@@ -25,7 +25,7 @@ def _declared(doc: Document) -> set[str]:
     return found
 
 
-def detect(doc: Document, given: str | None = None) -> str:
+def detect(doc: OracleFile, given: str | None = None) -> str:
     """The kind ``doc`` shows; ``given`` must agree with it when the content tells."""
     declared = _declared(doc)
     found = declared or {kind for kind in ENGINES if shows(kind, doc)}

@@ -29,7 +29,7 @@ from fold.inputs.oracles.figures import (
 )
 from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
 from fold.inputs.oracles.prometheus import Sample, looks_like_scrape
-from fold.inputs.oracles.source import Document, Record, arm_tok_s, count, legs_of, positive, warm
+from fold.inputs.oracles.source import OracleFile, Record, arm_tok_s, count, legs_of, positive, warm
 from fold.wording import figure
 
 KIND = "llamacpp"
@@ -85,7 +85,7 @@ def rounded(sample: Sample) -> float:
     return 0.5 * 10.0 ** (exponent - (SIGNIFICANT_DIGITS - 1))
 
 
-def sniff(doc: Document) -> bool:
+def sniff(doc: OracleFile) -> bool:
     if doc.form == "text":
         return (
             looks_like_scrape(doc.text, (PREFIX,))
@@ -110,7 +110,7 @@ def sniff(doc: Document) -> bool:
     return False
 
 
-def read(name: str, doc: Document) -> ArmFigures:
+def read(name: str, doc: OracleFile) -> ArmFigures:
     if doc.form == "text":
         if looks_like_scrape(doc.text, (PREFIX,)):
             return counter_arms.read_scrapes(
@@ -279,7 +279,7 @@ def _partial_chunk(record: dict[str, Any]) -> bool:
     )
 
 
-def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
+def _read_speculative_simple(name: str, doc: OracleFile) -> ArmFigures:
     """``llama-speculative-simple`` / ``llama-speculative``: ``n_drafted`` (P), ``n_accept``
     (A) and the ``decoded ... speed: X t/s`` line, per run printed; several runs are pooled."""
     drafted, accepted = (
@@ -355,7 +355,7 @@ def _read_speculative_simple(name: str, doc: Document) -> ArmFigures:
     )
 
 
-def _draft_overhead(doc: Document) -> dict[str, Any] | None:
+def _draft_overhead(doc: OracleFile) -> dict[str, Any] | None:
     """The drafters' generate time and calls, summed over the statistics lines printed (one
     per drafter per run); None when the output has none (printed at -lv 4 or more only)."""
     calls, milliseconds, lines = 0, 0.0, 0
@@ -403,7 +403,7 @@ def _draft_overhead(doc: Document) -> dict[str, Any] | None:
     }
 
 
-def _read_server_log(name: str, doc: Document) -> ArmFigures:
+def _read_server_log(name: str, doc: OracleFile) -> ArmFigures:
     """``draft acceptance = R (A accepted / P generated), mean len = L`` per request: A and P
     summed; S from the whole step counts for which 1 + A/S rounds to L (two decimals)."""
     printed = sum_printed_lines(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from fold.inputs.oracles import llamacpp, sglang, vllm, vllm_requests
-from fold.inputs.oracles.source import Document
+from fold.inputs.oracles.source import OracleFile
 
 ENGINES: dict[str, ModuleType] = {
     vllm.KIND: vllm,
@@ -25,7 +25,7 @@ FORMATS: dict[str, tuple[ModuleType, ...]] = {
 }
 
 
-def reader(kind: str, doc: Document) -> ModuleType:
+def reader(kind: str, doc: OracleFile) -> ModuleType:
     """The module that reads ``doc`` of engine ``kind``: a format of its own, else the
     engine's."""
     for module in FORMATS.get(kind, ()):
@@ -34,6 +34,6 @@ def reader(kind: str, doc: Document) -> ModuleType:
     return ENGINES[kind]
 
 
-def shows(kind: str, doc: Document) -> bool:
+def shows(kind: str, doc: OracleFile) -> bool:
     """Whether ``doc``'s content shows engine ``kind``, in any of its formats."""
     return ENGINES[kind].sniff(doc) or any(module.sniff(doc) for module in FORMATS.get(kind, ()))

@@ -30,7 +30,7 @@ from fold.inputs.oracles.figures import (
 from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
 from fold.inputs.oracles.prometheus import looks_like_scrape, parse_scrapes
 from fold.inputs.oracles.source import (
-    Document,
+    OracleFile,
     Record,
     Run,
     Selection,
@@ -60,7 +60,7 @@ _BENCH_WORKLOAD = ("backend", "dataset_name", "request_rate", "max_concurrency",
                    "random_input_len", "random_output_len")  # fmt: skip
 
 
-def sniff(doc: Document) -> bool:
+def sniff(doc: OracleFile) -> bool:
     if doc.form == "text":
         return looks_like_scrape(doc.text, (PREFIX,))
     for record, _ in doc.records:
@@ -100,12 +100,12 @@ def _is_bench(record: Mapping[str, Any]) -> bool:
     )
 
 
-def runs(doc: Document) -> list[Run] | None:
+def runs(doc: OracleFile) -> list[Run] | None:
     """The runs of a ``bench_serving`` result file (one line appended per run)."""
     return runs_of(doc, _is_bench, _BENCH_WORKLOAD)
 
 
-def read(name: str, doc: Document) -> ArmFigures:
+def read(name: str, doc: OracleFile) -> ArmFigures:
     if doc.form == "text":
         return _read_gauges(name, doc)
     bench = [_is_bench(record) for record, _ in doc.records]
@@ -454,7 +454,7 @@ def _read_bench(name: str, records: Sequence[Record], where: str) -> ArmFigures:
 # --------------------------------------------------------------------------------------------
 
 
-def _read_gauges(name: str, doc: Document) -> ArmFigures:
+def _read_gauges(name: str, doc: OracleFile) -> ArmFigures:
     scrape = parse_scrapes(doc.text, where=doc.where)[-1]
     found: dict[str, float] = {}
     for gauge in ("spec_accept_length", "spec_accept_rate"):

@@ -31,9 +31,11 @@ Record = tuple[dict[str, Any], str]
 
 
 @dataclass
-class Document:
-    """``form`` is ``object`` (one JSON object), ``records`` (a JSON array or JSONL of
-    objects) or ``text``; ``records`` holds the objects of both JSON forms with their places."""
+class OracleFile:
+    """An oracle's file as read, before any engine's reader takes it (not the result document:
+    that is ``fold.folding.document.Document``). ``form`` is ``object`` (one JSON object),
+    ``records`` (a JSON array or JSONL of objects) or ``text``; ``records`` holds the objects
+    of both JSON forms with their places."""
 
     where: str
     text: str
@@ -46,7 +48,7 @@ class Document:
         return self.records[0][0]
 
 
-def load_document(path: str | os.PathLike[str]) -> Document:
+def load_oracle_file(path: str | os.PathLike[str]) -> OracleFile:
     where = os.fspath(path)
     try:
         with open(path, "rb") as handle:
@@ -63,10 +65,10 @@ def load_document(path: str | os.PathLike[str]) -> Document:
             f"{where}: not UTF-8 text (byte {exc.start}); give a JSON record, JSONL, a "
             "Prometheus scrape or the program's printed output"
         ) from exc
-    return parse_document(text, where)
+    return parse_oracle_file(text, where)
 
 
-def parse_document(text: str, where: str = "<input>") -> Document:
+def parse_oracle_file(text: str, where: str = "<input>") -> OracleFile:
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{where}: the file is empty; give the oracle's record, legs or scrape")
@@ -78,16 +80,16 @@ def parse_document(text: str, where: str = "<input>") -> Document:
                 f"{where}: a saved event stream with no event but [DONE]; save the whole stream"
             )
     if stripped[0] not in "{[":
-        return Document(where, text, "text")
+        return OracleFile(where, text, "text")
     try:
         value = _loads(text)
     except ValueError:
-        return Document(where, text, "records", _jsonl(text, where))
+        return OracleFile(where, text, "records", _jsonl(text, where))
     if isinstance(value, dict):
-        return Document(where, text, "object", [(value, where)])
+        return OracleFile(where, text, "object", [(value, where)])
     if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
         # ["<scrape before>", "<scrape after>"]: the texts one after the other
-        return Document(where, "\n".join(item.rstrip("\n") for item in value) + "\n", "text")
+        return OracleFile(where, "\n".join(item.rstrip("\n") for item in value) + "\n", "text")
     if isinstance(value, list):
         records = []
         for i, item in enumerate(value):
@@ -96,7 +98,7 @@ def parse_document(text: str, where: str = "<input>") -> Document:
             records.append((item, f"{where}: [{i}]"))
         if not records:
             raise InputError(f"{where}: an empty list; give at least one record")
-        return Document(where, text, "records", records)
+        return OracleFile(where, text, "records", records)
     raise InputError(f"{where}: a JSON {type(value).__name__}, not an object or a list")
 
 
@@ -168,19 +170,19 @@ def one_workload(records: Sequence[Record], workload_keys: Sequence[str]) -> Non
 class Run:
     """One run of a file of appended benchmark results, as a document of its own."""
 
-    doc: Document
+    doc: OracleFile
     workload: tuple[tuple[str, Any], ...]
     """The run's workload settings (key, value), to tell it from the others."""
 
 
-def runs_of(doc: Document, is_run: Any, workload_keys: Sequence[str]) -> list[Run] | None:
+def runs_of(doc: OracleFile, is_run: Any, workload_keys: Sequence[str]) -> list[Run] | None:
     """Each run of a file whose records are all benchmark results (``is_run``), with its
     workload; None for any other document."""
     if doc.form == "text" or not doc.records or not all(is_run(r) for r, _ in doc.records):
         return None
     return [
         Run(
-            Document(where, doc.text, "object", [(record, where)]),
+            OracleFile(where, doc.text, "object", [(record, where)]),
             tuple((key, record.get(key)) for key in workload_keys),
         )
         for record, where in doc.records

@@ -26,7 +26,15 @@ from fold.inputs.oracles.figures import (
     sum_printed_lines,
 )
 from fold.inputs.oracles.prometheus import looks_like_scrape
-from fold.inputs.oracles.source import Document, Record, Run, count, one_workload, positive, runs_of
+from fold.inputs.oracles.source import (
+    OracleFile,
+    Record,
+    Run,
+    count,
+    one_workload,
+    positive,
+    runs_of,
+)
 from fold.inputs.oracles.vllm_speculative import read_setting
 
 KIND = "vllm"
@@ -48,7 +56,7 @@ _LOG_RE = re.compile(
 )
 
 
-def sniff(doc: Document) -> bool:
+def sniff(doc: OracleFile) -> bool:
     if doc.form == "text":
         return looks_like_scrape(doc.text, (PREFIX,)) or bool(_LOG_RE.search(doc.text))
     return any(_claims(record) for record, _ in doc.records)
@@ -83,12 +91,12 @@ def _mappings(record: dict[str, Any]) -> list[Any]:
     return [m for m in found if isinstance(m, dict)]
 
 
-def runs(doc: Document) -> list[Run] | None:
+def runs(doc: OracleFile) -> list[Run] | None:
     """The runs of a ``vllm bench serve`` file (``--append-result`` writes one per line)."""
     return runs_of(doc, _is_bench, _WORKLOAD_KEYS)
 
 
-def read(name: str, doc: Document) -> ArmFigures:
+def read(name: str, doc: OracleFile) -> ArmFigures:
     if doc.form == "text":
         if looks_like_scrape(doc.text, (PREFIX,)):
             return counter_arms.read_scrapes(name, doc.text, doc.where, kind=KIND, prefix=PREFIX)
@@ -289,7 +297,7 @@ def _positions(record: dict[str, Any], steps: int, where: str) -> list[int] | No
     return counts
 
 
-def _read_log(name: str, doc: Document) -> ArmFigures:
+def _read_log(name: str, doc: OracleFile) -> ArmFigures:
     """``SpecDecoding metrics:`` lines: A and P per logging interval, summed exactly.
 
     The line prints no S, only ``1 + A/S`` to two decimals; S of each interval is the range of

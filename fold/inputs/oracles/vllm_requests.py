@@ -43,7 +43,7 @@ from fold.inputs.oracles.request_steps import (
     OracleRequest,
     OracleSteps,
 )
-from fold.inputs.oracles.source import Document, Record, count, positive
+from fold.inputs.oracles.source import OracleFile, Record, count, positive
 from fold.inputs.oracles.vllm_request_metrics import FIX, read_metrics
 
 KIND = "vllm"
@@ -63,7 +63,7 @@ def _metrics_of(record: Mapping[str, Any]) -> tuple[bool, Any]:
     return False, None
 
 
-def sniff(doc: Document) -> bool:
+def sniff(doc: OracleFile) -> bool:
     """Records with a place for vLLM's per-request metrics (null ones too: they are refused
     with what to turn on, not left to "cannot tell the engine")."""
     if doc.form == "text":
@@ -71,7 +71,7 @@ def sniff(doc: Document) -> bool:
     return any(_metrics_of(record)[0] for record, _ in doc.records)
 
 
-def read(name: str, doc: Document) -> ArmFigures:
+def read(name: str, doc: OracleFile) -> ArmFigures:
     steps = read_steps(doc)
     return arm_figures(name, steps)
 
@@ -150,7 +150,7 @@ def _request(record: Mapping[str, Any], where: str) -> tuple[OracleRequest, int]
 # --------------------------------------------------------------------------------------------
 
 
-def _finished(doc: Document) -> list[Record]:
+def _finished(doc: OracleFile) -> list[Record]:
     """The records that carry the metrics. A saved stream's chunks share the response's id and
     only its final usage chunk carries them: the others are set aside. A record with nowhere
     for the metrics and no stream to belong to is refused."""
@@ -231,7 +231,7 @@ def _same(values: Sequence[tuple[Any, str]], key: str, leg: int) -> Any:
     return first
 
 
-def read_steps(doc: Document) -> OracleSteps:
+def read_steps(doc: OracleFile) -> OracleSteps:
     """Every request of the file with its leg, checked; the legs in index order."""
     if doc.form == "text":
         raise InputError(f"{doc.where}: not JSON records of vLLM's per-request metrics")
