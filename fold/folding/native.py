@@ -49,6 +49,7 @@ from fold.inputs.reader import (
     row_frame,
 )
 
+_native: Any
 try:
     from fold import _native
 except ImportError:  # built without a compiler or Python headers: the polars reader remains

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 import polars as pl
@@ -82,15 +82,18 @@ def load_arm(path: str | Path) -> ArmRecord:
 
 
 def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
+    metrics: dict[str, Any]
+    top: dict[str, Any]
     if isinstance(document, list):
         legs_raw, metrics, top = document, {}, {}
     elif isinstance(document, dict):
-        legs_raw = document.get("legs")
-        if not isinstance(legs_raw, list):
+        found = document.get("legs")
+        if not isinstance(found, list):
             raise InputError(
                 f"{where}: no 'legs' list; the arm record must hold the gate's legs "
                 "(an object with 'legs', or a list of legs)"
             )
+        legs_raw = found
         metrics = document.get("metrics") or {}
         if not isinstance(metrics, dict):
             raise InputError(f"{where}: 'metrics' must be an object")
@@ -191,7 +194,7 @@ def _field_problem(where: str, index: int, field: str, value: Any, wanted: str) 
     return f"{where}: leg {index} field '{field}' must be {wanted}, found {found}"
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return is_number(value) and math.isfinite(value)
 
 

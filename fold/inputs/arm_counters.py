@@ -252,7 +252,7 @@ def _block(raw: Any, where: str) -> RecordedAcceptance:
 def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
     if not isinstance(raw, Mapping):
         raise InputError(f"{place} must be an object, found {type(raw).__name__}")
-    counts = {}
+    counts: dict[str, int] = {}
     for ours, key in BLOCK_COUNTS.items():
         value = raw.get(key)
         if not is_int(value) or value < 0:
@@ -260,7 +260,7 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
         if limits.count_problem(value):
             raise InputError(limits.refusal(place, key, value, limits.COUNT_WORDS, TAKE_AGAIN))
         counts[ours] = value
-    ratios = {}
+    ratios: dict[str, float | None] = {}
     for key in BLOCK_RATIOS:
         value = raw.get(key)
         if value is not None and not (is_number(value) and math.isfinite(value)):
@@ -269,4 +269,7 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
     run = raw.get("run") if with_run else None
     if with_run and not is_int(run):
         raise InputError(f"{place}.run must be the leg's run (an integer), found {run!r}")
-    return BlockFigures(**counts, **ratios, run=run, where=place)
+    return BlockFigures(
+        counts["steps"], counts["proposed"], counts["accepted"], ratios["accept_rate"],
+        ratios["mean_acceptance_length"], run=run, where=place,
+    )  # fmt: skip

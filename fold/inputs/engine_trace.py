@@ -190,24 +190,29 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
     position = 0
     for match in _FIELD.finditer(rest):
         if rest[position : match.start()].strip():
-            return _bad(path, number, f"cannot read {rest[position:match.start()].strip()!r}",
+            _bad(path, number, f"cannot read {rest[position:match.start()].strip()!r}",
                         counts, skip)  # fmt: skip
+            return None
         key, value = match.group(1), match.group(2)
         if key in values:
-            return _bad(path, number, f"field '{key}' twice", counts, skip)
+            _bad(path, number, f"field '{key}' twice", counts, skip)
+            return None
         values[key] = value
         position = match.end()
     if rest[position:].strip():
-        return _bad(path, number, f"cannot read {rest[position:].strip()!r}", counts, skip)
+        _bad(path, number, f"cannot read {rest[position:].strip()!r}", counts, skip)
+        return None
     missing = [key for key in _REQUIRED if key not in values]
     if missing:
-        return _bad(path, number, f"no {', '.join(missing)} field", counts, skip)
+        _bad(path, number, f"no {', '.join(missing)} field", counts, skip)
+        return None
     numbers: dict[str, int] = {}
     for key in _COUNTS:
         if key in values:
             if not _INTEGER.fullmatch(values[key]):
-                return _bad(path, number, f"field '{key}' must be a count, found "
+                _bad(path, number, f"field '{key}' must be a count, found "
                             f"{values[key]!r}", counts, skip)  # fmt: skip
+                return None
             # A step's token counts are capped before anything else is read of them: past the
             # cap is a miscount, never skipped. A request id or a position past 64 bits fits no
             # column: a malformed line, as the hook's log words it.
@@ -218,16 +223,19 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
                                                   limits.STEP_CAP_WORDS, MISCOUNTING))  # fmt: skip
             words = (limits.request_id_problem if key == "req" else limits.count_problem)(value)
             if words is not None:
-                return _bad(path, number, f"field '{key}' {limits.shown(text)} {words}",
+                _bad(path, number, f"field '{key}' {limits.shown(text)} {words}",
                             counts, skip)  # fmt: skip
+                return None
             numbers[key] = value
     for key in _LIST_FIELDS:
         if key in values and not values[key].startswith("["):
-            return _bad(path, number, f"field '{key}' must be a [...] list", counts, skip)
+            _bad(path, number, f"field '{key}' must be a [...] list", counts, skip)
+            return None
     emitted = values["emit"][1:-1].split()
     if not all(_INTEGER.fullmatch(token) for token in emitted):
-        return _bad(path, number, "field 'emit' must list token ids, found "
+        _bad(path, number, "field 'emit' must list token ids, found "
                     f"{values['emit']!r}", counts, skip)  # fmt: skip
+        return None
     step = TraceStep(number, numbers["req"], numbers["k"], numbers["acc"], len(emitted))
     _check_counts(path, number, step, numbers.get("ns"))
     return step
@@ -253,18 +261,22 @@ def _run_line(
     later engine's) is still one of its leg's, its kind named by its first field."""
     match = _RUN.fullmatch(text)
     if match is None:
-        return _bad(path, number, f"a {RUN_PREFIX}r/R line that cannot be read", counts, skip)
+        _bad(path, number, f"a {RUN_PREFIX}r/R line that cannot be read", counts, skip)
+        return None
     if max(len(match.group(1)), len(match.group(2))) > limits.MAX_DIGITS:
         shown = f"{limits.shown(match.group(1))}/{limits.shown(match.group(2))}"
-        return _bad(path, number, f"run={shown} is not a run of a gate", counts, skip)
+        _bad(path, number, f"run={shown} is not a run of a gate", counts, skip)
+        return None
     run, runs = int(match.group(1)), int(match.group(2))
     if not 1 <= run <= runs:
-        return _bad(path, number, f"run={run}/{runs} is not a run of {runs}", counts, skip)
+        _bad(path, number, f"run={run}/{runs} is not a run of {runs}", counts, skip)
+        return None
     fields: dict[str, str] = {}
     for item in match.group(3).split():
         key, value = item.split("=", 1)
         if key in fields:
-            return _bad(path, number, f"field '{key}' twice", counts, skip)
+            _bad(path, number, f"field '{key}' twice", counts, skip)
+            return None
         fields[key] = value
     kinds = [kind for key, kind in RUN_LINE_KINDS.items() if key in fields]
     return run, runs, fields, kinds or [f"other ({next(iter(fields))})"]

@@ -15,7 +15,7 @@ reader's constants (``fold/inputs/native_src/fold_pass.h``) and the instrument's
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 from fold.errors import InputError, RefusedError
 
@@ -51,12 +51,12 @@ REQUEST_ID_WORDS = "is past 2^64 - 1, the largest integer request id (FORMAT.md)
 DURATION_WORDS = "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """An integer that is not a bool (JSON's ``true`` reads as Python's 1)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """An integer or a float (finite or not: callers that need finite say so)."""
     return is_int(value) or isinstance(value, float)
 

@@ -385,8 +385,10 @@ MISCOUNTING = (
 
 
 def _impossible(row: dict[str, Any]) -> bool:
-    counts = (row["proposed"], row["accepted"], row["emitted"] or 0, row["n"], row["t_ns"])
-    counts += tuple(row[name] or 0 for name in DURATIONS)
+    counts = (
+        row["proposed"], row["accepted"], row["emitted"] or 0, row["n"], row["t_ns"],
+        *(row[name] or 0 for name in DURATIONS),
+    )  # fmt: skip
     return (
         row["accepted"] > row["proposed"]
         or min(counts) < 0

@@ -13,7 +13,7 @@ from fold.errors import InputError
 from fold.inputs.oracles import counters
 from fold.inputs.oracles.figures import ALL_LEGS, INTERVAL, SINCE_START, ArmFigures
 from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
-from fold.inputs.oracles.prometheus import parse_scrapes
+from fold.inputs.oracles.prometheus import Scrape, parse_scrapes
 from fold.inputs.oracles.source import arm_tok_s, legs_of, warm
 
 
@@ -109,7 +109,7 @@ def _read_record(
     if not isinstance(metrics, dict):
         raise InputError(f"{mwhere} must be an object of counters or a Prometheus text string")
     if set(metrics) >= {"before", "after"} and not counters.mentions(metrics, prefix):
-        halves = []
+        halves: list[tuple[Scrape | None, counters.Counts | None]] = []
         for half in ("before", "after"):
             value = metrics[half]
             hwhere = f"{mwhere}.{half}"
@@ -146,13 +146,13 @@ def _read_record(
                 "since server start, so give every counter the same way"
             )
         if pairs:
-            halves = [
+            before_after = [
                 counters.from_mapping(
                     {k: v[half] for k, v in pairs.items()}, prefix, f"{mwhere}({half})"
                 )
                 for half in ("before", "after")
             ]
-            counts = counters.delta(halves[0], halves[1], mwhere)
+            counts = counters.delta(before_after[0], before_after[1], mwhere)
             how, population = "(after - before)", INTERVAL
             detail = "between the before and after values"
         else:

@@ -206,7 +206,8 @@ def from_scrapes(
                 ) from None
             per_pos[pos] = per_pos.get(pos, 0) + value
         else:
-            counts.values[base] = int(counts.values.get(base) or 0) + value
+            summed = counts.values.get(base)  # a scalar counter: only PER_POS holds a list
+            counts.values[base] = (summed if isinstance(summed, int) else 0) + value
     if per_pos:
         counts.values[PER_POS] = positions_to_list(per_pos, f"{where}: {counts.names[PER_POS]}")
     if missing:

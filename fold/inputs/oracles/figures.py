@@ -212,7 +212,7 @@ def arm_from_counts(
             # an oracle's counts are often sums over its requests or legs: exact, and refused
             # here when the sum has no 64-bit value
             limits.check_count(where, label[key], value, ORACLE_COUNT_WHAT_TO_DO)
-    for what, value, positive in (
+    for what, number, positive in (
         (f"tok/s ({src.get('tok_s', 'throughput')})", tok_s, True),
         (names.get("completion_tokens_per_step", "accept length"), completion_tokens_per_step,
          True),
@@ -220,11 +220,11 @@ def arm_from_counts(
          True),
         (names.get("accept_rate", "acceptance rate"), accept_rate, False),
     ):  # fmt: skip
-        if value is not None and (
-            not math.isfinite(value) or value < 0 or (positive and not value)
+        if number is not None and (
+            not math.isfinite(number) or number < 0 or (positive and not number)
         ):
             raise InputError(
-                f"{where}: {what} = {value!r} must be a finite "
+                f"{where}: {what} = {number!r} must be a finite "
                 f"{'positive' if positive else 'non-negative'} number; fix the input or leave "
                 "it out"
             )
@@ -324,7 +324,7 @@ def arm_from_counts(
         src["verify_steps_per_s"] = _missing_because(
             ("tok/s", tok_s), ("mean acceptance length", mean_acceptance_length)
         )
-    for key, value in (
+    for key, figure in (
         ("tok_s", tok_s),
         ("steps", steps),
         ("proposed", proposed),
@@ -332,7 +332,7 @@ def arm_from_counts(
         ("per_position", per_pos),
         ("completion_tokens_per_step", completion_tokens_per_step),
     ):
-        if value is None:
+        if figure is None:
             src.setdefault(key, "not recorded")
     all_notes = list(notes)
     if slack:

@@ -45,14 +45,22 @@ def oracle_legs(
     values: list[dict[str, float]] = [{} for _ in tok_s]
     if per_step:
         values = [
-            {"completion_tokens": leg["completion_tokens"], "steps": leg["steps"]} for leg in counts
+            {"completion_tokens": _known(leg["completion_tokens"]), "steps": _known(leg["steps"])}
+            for leg in counts
         ]
     elif accept_lengths is not None:
         values = [{"completion_tokens": length, "steps": 1} for length in accept_lengths]
     legs = tuple(
-        Leg(requests={column: [leg[column]] for column in complete}, values=value, tok_s=speed)
+        Leg(requests={column: [_known(leg[column])] for column in complete}, values=value,
+            tok_s=speed)  # fmt: skip
         for speed, leg, value in zip(tok_s, counts, values, strict=True)
     )
     if not legs or not (complete or any(values) or any(s is not None for s in tok_s)):
         return None
     return legs
+
+
+def _known(count: int | None) -> int:
+    # `complete` names only the columns every leg carries, so None cannot reach here
+    assert count is not None
+    return count

@@ -190,7 +190,7 @@ def _read_completions(
     if not tok_values:
         raise InputError(f"{where}: no response generated a token; there is no speed to compare")
     skipped = f" ({silent} that generated nothing or one token left out)" if silent else ""
-    tok_value = statistics.median(tok_values)
+    tok_value: float | None = statistics.median(tok_values)
     tok_source = f"median timings.predicted_per_second of {how}{skipped}"
     if tok_s is not None and tok_s[0] is not None:
         tok_value, tok_source = tok_s
@@ -209,7 +209,8 @@ def _read_completions(
         sources["accepted"] = f"sum of timings.draft_n_accepted over {how}" + (
             note if absent else ""
         )
-        p_value, a_value = proposed, accepted
+        p_value: int | None = proposed
+        a_value: int | None = accepted
     else:
         p_value = a_value = None
         for key in ("proposed", "accepted"):

@@ -124,7 +124,7 @@ def _jsonl(text: str, where: str) -> list[Record]:
     """JSON objects one after another: JSONL, or responses appended with ``curl >>`` (no
     newline between them, or pretty-printed)."""
     decoder = json.JSONDecoder()
-    records = []
+    records: list[Record] = []
     position = 0
     while True:
         while position < len(text) and text[position] in " \t\r\n":

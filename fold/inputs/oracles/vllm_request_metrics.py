@@ -122,9 +122,9 @@ def read_metrics(metrics: Any, where: str) -> dict[str, Any]:
         return {"steps": steps, "proposed": proposed, "accepted": accepted, "k": k,
                 "histogram": histogram, "per_step": None}  # fmt: skip
     if any(array is None for array in arrays):
-        given = _ARRAYS[0] if arrays[0] is not None else _ARRAYS[1]
+        named = _ARRAYS[0] if arrays[0] is not None else _ARRAYS[1]
         raise InputError(
-            f"{where}: {given} without {_ARRAYS[1] if given == _ARRAYS[0] else _ARRAYS[0]}: "
+            f"{where}: {named} without {_ARRAYS[1] if named == _ARRAYS[0] else _ARRAYS[0]}: "
             f"vLLM writes both or neither; {FIX}"
         )
     per_accepted, per_drafted = (

@@ -268,17 +268,17 @@ def read_steps(doc: OracleFile) -> OracleSteps:
     runs_given = [_run(record, where) is not None for record, where in records]
     by_run = all(runs_given)
     legs = []
-    for index, key in enumerate(sorted(grouped)):
-        members = grouped[key]
-        run = _same([(_run(r, w), w) for _, r, w in members], "run", key)
+    for index, leg_key in enumerate(sorted(grouped)):
+        members = grouped[leg_key]
+        run = _same([(_run(r, w), w) for _, r, w in members], "run", leg_key)
         tok_s = _same([(_optional_positive(r, "tok_s", w), w) for _, r, w in members], "tok_s",
-                      key)  # fmt: skip
+                      leg_key)  # fmt: skip
         secs = _same([(_optional_positive(r, "secs", w), w) for _, r, w in members], "secs",
-                     key)  # fmt: skip
+                     leg_key)  # fmt: skip
         legs.append(
             OracleLeg(
                 index=index,
-                label=None if members[0][1].get("leg") is None else str(key),
+                label=None if members[0][1].get("leg") is None else str(leg_key),
                 where=members[0][2],
                 run=run,
                 warm=(run or 0) > 1 if by_run else True,
