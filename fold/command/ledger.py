@@ -11,6 +11,7 @@ import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -221,9 +222,12 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             markup=False,
             soft_wrap=True,
         )
-    markdown = None
+    markdown = b""
     if arguments.markdown:
-        markdown = (history_markdown(history) if history else runs_markdown(listing)).encode()
+        # exactly one of history and listing is None
+        markdown = (
+            history_markdown(history) if history is not None else runs_markdown(_given(listing))
+        ).encode()
         if arguments.markdown != "-":
             _write(arguments.markdown, markdown)
     if arguments.json and arguments.json != "-":
@@ -235,7 +239,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
     elif history is not None:
         sys.stdout.write(history_table(history))
     elif not arguments.export:
-        sys.stdout.write(runs_table(listing))
+        sys.stdout.write(runs_table(_given(listing)))
     return 0
 
 
@@ -320,7 +324,7 @@ def _check(arguments, runs, keys, name: str, where: dict[str, str]) -> int:
         min_baseline=arguments.min_baseline or DEFAULT_MIN_BASELINE,
         boundaries=boundaries,
     )
-    markdown = check_markdown(data).encode() if arguments.markdown else None
+    markdown = check_markdown(data).encode() if arguments.markdown else b""
     if arguments.markdown and arguments.markdown != "-":
         _write(arguments.markdown, markdown)
     if arguments.json and arguments.json != "-":
@@ -384,3 +388,8 @@ def kept_message(path: str, kept: Kept, labels: dict[str, str]) -> str:
 
 def _write(path: str, data: bytes) -> None:
     write_atomically(path, data)
+
+
+def _given(listing: dict[str, Any] | None) -> dict[str, Any]:
+    assert listing is not None  # the listing is made whenever no figure's history is
+    return listing

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
 
 AFTER_SECONDS = 1.0
 """A fold quicker than this shows no bar."""
@@ -24,7 +24,7 @@ class ProgressBar:
         self._done = 0
         self._started = time.monotonic()
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def advance(self, read_bytes: int) -> None:
         self._done += read_bytes
@@ -45,7 +45,8 @@ class ProgressBar:
             )
             self._progress.start()
             self._task = self._progress.add_task("fold", total=self._total)
-        self._progress.update(self._task, completed=self._done)
+        if self._task is not None:
+            self._progress.update(self._task, completed=self._done)
 
     def stop(self) -> None:
         if self._progress is not None:

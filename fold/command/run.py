@@ -103,10 +103,10 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
         from fold.present.markdown import markdown_record
         from fold.present.page import markdown_links
 
-        record = markdown_record(document, arm_path=arguments.arm)
+        text = markdown_record(document, arm_path=arguments.arm)
         if arguments.plots:
-            record += markdown_links(document, arguments.plots, arguments.markdown)
-        record = record.encode()
+            text += markdown_links(document, arguments.plots, arguments.markdown)
+        record = text.encode()
         if arguments.markdown == "-":
             sys.stdout.buffer.write(record)
             if arguments.json:

@@ -63,10 +63,10 @@ def step_rates(
     size = next(iter(drawn[0].replicates.figures.values())).size  # type: ignore[union-attr]
     draws = [
         ratio(
-            figure_draws(arm.replicates, TOK_S, t, size),
-            figure_draws(arm.replicates, LENGTH, length, size),
+            _known_draws(arm.replicates, TOK_S, t, size),
+            _known_draws(arm.replicates, LENGTH, length, size),
         )
-        for arm, (t, length) in zip((side, base), figures, strict=True)
+        for arm, (t, length) in zip((side, base), ((t_m, l_m), (t_b, l_b)), strict=True)
     ]
     basis = BOTH_ARMS if len(drawn) == 2 else f"{drawn[0].row.name}'s legs only"
     return (
@@ -83,6 +83,13 @@ def _any_resampled(replicates: Replicates | None) -> bool:
 
 def _resampled(replicates: Replicates | None, figure: str) -> bool:
     return replicates is not None and figure in replicates.figures
+
+
+def _known_draws(replicates: Replicates | None, figure: str, point: float, size: int) -> np.ndarray:
+    # the point is known and size > 0 (the caller checked both), so there are draws
+    draws = figure_draws(replicates, figure, point, size)
+    assert draws is not None
+    return draws
 
 
 def figure_draws(

@@ -201,7 +201,7 @@ class Arm:
     rows: dict[str, ArmFigures]
     replicates: dict[str, Replicates | None]
     cadence: dict[str, Any] | None = None
-    result: FoldResult | None = field(default=None, repr=False)
+    result: Document | None = field(default=None, repr=False)
     record: Any = field(default=None, repr=False)
     steps_fold: FoldResult | None = field(default=None, repr=False)
     """An oracle's per-request steps folded as ours are (None: no steps, or ours)."""
@@ -215,15 +215,16 @@ class Arm:
         return self.rows[self.population]
 
 
-def our_arm(result: FoldResult, name: str = OURS, record: Any = None) -> Arm:
+def our_arm(result: Document, name: str = OURS, record: Any = None) -> Arm:
     """A fold of ours as an arm: the one way any run of ours (the main one, or one given with
     ``--vs NAME=ARM``) reaches the comparison."""
+    fold = result.fold
     return Arm(
         name,
         OURS_KIND,
-        {population: our_figures(result, population, name) for population in (WARM_LEGS, ALL_LEGS)},
-        {population: our_replicates(result, population) for population in (WARM_LEGS, ALL_LEGS)},
-        cadence=result.warm.get("cadence"),
+        {population: our_figures(fold, population, name) for population in (WARM_LEGS, ALL_LEGS)},
+        {population: our_replicates(fold, population) for population in (WARM_LEGS, ALL_LEGS)},
+        cadence=fold.warm.get("cadence"),
         result=result,
         record=record,
     )
@@ -329,7 +330,7 @@ def compare(
         measured, warm.output_throughput_tok_s, warm.mean_acceptance_length, tolerance
     )
     rows = [*ours.values(), *(other.row for other in others)]
-    intervals = {
+    by_row = {
         row.name: row_intervals(found, row)
         for row in rows
         if (found := replicates.get(row.name)) is not None
@@ -338,16 +339,16 @@ def compare(
     for name, entry in populations.items():
         block["gaps"][name]["populations"] = entry
     for row in block["rows"]:
-        found = intervals.get(row["name"])
+        shown = by_row.get(row["name"])
         row.update({f"{figure}_ci": None for figure in ROW_FIGURES})
-        if found is not None:
-            row.update({f"{figure}_ci": _pair(found.get(figure)) for figure in ROW_FIGURES})
-        row["ci_note"] = interval_note(resamples, found)
+        if shown is not None:
+            row.update({f"{figure}_ci": _pair(shown.get(figure)) for figure in ROW_FIGURES})
+        row["ci_note"] = interval_note(resamples, shown)
     step_folds, figures = _step_figures(result, ours, others, resamples, seed)
     for row in block["rows"]:
         row["step_figures"] = figures.get(row["name"])
     speeds = split_speeds(
-        result,
+        result.fold,
         gaps,
         {other.name: other.kind for other in others},
         tolerance,
@@ -360,7 +361,7 @@ def compare(
         measured,
         step_check,
         populations,
-        intervals if resamples else None,
+        by_row if resamples else None,
         speeds,
         runs,
         block=block,
@@ -389,7 +390,7 @@ def _step_figures(
     for position, other in enumerate(others, start=1):
         row = other.row
         if other.result is not None:  # another run of ours
-            fold = getattr(other.result, "fold", other.result)
+            fold = other.result.fold
             folds[row.name] = fold
             found[row.name] = fold_step_figures(
                 fold, fold.warm, WARM_LEGS, resamples=resamples, seed=[seed, position]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.errors import RefusedError
+from fold.folding.leg_figures import Named
 from fold.inputs.arm import ArmRecord
 
 PAIR_FIGURES = ("accept_rate", "mean_acceptance_length", "tok_s")
@@ -85,7 +86,7 @@ def require_pairing(found: Pairing, name: str) -> None:
         )
 
 
-def pair_legs(ours: list[dict[str, Any]], other: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def pair_legs(ours: Sequence[Named], other: Sequence[Named]) -> list[dict[str, Any]]:
     pairs = []
     for a, b in zip(ours, other, strict=True):
         pair: dict[str, Any] = {"index": a["index"], "run": a["run"], "warm": a["warm"]}
@@ -100,9 +101,9 @@ def pair_legs(ours: list[dict[str, Any]], other: list[dict[str, Any]]) -> list[d
     return pairs
 
 
-def pair_summary(pairs: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+def pair_summary(pairs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per figure over the warm pairs: the median, smallest and largest difference."""
-    summary = {}
+    summary: dict[str, dict[str, Any]] = {}
     for figure in PAIR_FIGURES:
         values = sorted(
             pair[figure]["difference"] for pair in pairs if pair[figure]["difference"] is not None

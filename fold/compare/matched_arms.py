@@ -327,7 +327,9 @@ def _check(
 def _kinds(ours: ArmFigures, matched: ArmFigures, base: ArmFigures | None) -> str:
     """The check's ratios whose arms' tok/s are two kinds: T_o / T_m, and with an ordinary
     run T_o / T_b (the modelled factor) and T_m / T_b (the steps/s set side by side)."""
-    pairs = (("the measured speed factor", ours, matched),)
+    pairs: tuple[tuple[str, ArmFigures, ArmFigures], ...] = (
+        ("the measured speed factor", ours, matched),
+    )
     if base is not None:
         pairs += (("the modelled one", ours, base), ("the steps/s ratio", matched, base))
     mixed = [what for what, top, bottom in pairs if top.tok_s_kind != bottom.tok_s_kind]

@@ -267,7 +267,7 @@ def _through(
         d_o, d_m, d_b = draws
         # a ratio of two arms both known by totals has no spread: its draws are one value, a
         # zero-width "interval" that is no measurement of one
-        intervals = tuple(
+        ratio_intervals = [
             percentile_interval(ratio(top, bottom))
             if {top_side.row.name, bottom_side.row.name} & set(resampled)
             else None
@@ -276,7 +276,8 @@ def _through(
                 ((d_m, side), (d_b, ordinary)),
                 ((d_o, mine), (d_m, side)),
             )
-        )
+        ]
+        intervals = (ratio_intervals[0], ratio_intervals[1], ratio_intervals[2])
         errors = model_error_draws(mine, ordinary, split, d_o, d_m, d_b)
     every = intervals is not None and len(resampled) == 3
     log_r = math.log(r)

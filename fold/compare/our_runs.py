@@ -30,6 +30,7 @@ import numpy as np
 
 from fold.compare.gap import GapAttribution
 from fold.compare.leg_pairs import Pairing, pair_legs, pair_summary, pairing
+from fold.folding.leg_figures import Named
 from fold.folding.uncertainty import Interval, bootstrap, percentile_interval, ratio
 from fold.inputs.acceptance import accepted_at_position
 from fold.inputs.arm import ArmRecord
@@ -128,9 +129,7 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
     )
 
 
-def unmatched_requests(
-    ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[str, Any]], name: str
-) -> str | None:
+def unmatched_requests(ours: Sequence[Named], theirs: Sequence[Named], name: str) -> str | None:
     """Why the requests within paired legs are not drawn in pairs, or None when they are.
 
     A paired resample draws a leg's requests by their place in the leg, from the leg's own
@@ -205,17 +204,25 @@ def plain_verdict(gap: GapAttribution, tolerance: float) -> str:
             _change(
                 "acceptance",
                 gap.acceptance_factor,
-                found and found.acceptance_factor,
+                None if found is None else found.acceptance_factor,
                 tolerance,
                 ("rose", "fell"),
             )
         )
         parts.append(
-            _change("steps", gap.speed_factor, found and found.speed_factor, tolerance, ("faster",))
+            _change(
+                "steps",
+                gap.speed_factor,
+                None if found is None else found.speed_factor,
+                tolerance,
+                ("faster",),
+            )
         )
     else:
         parts.append("; ".join(gap.missing) + ": the change cannot be split")
-    parts.append(_change("net", gap.ratio, found and found.ratio, tolerance, ("faster",)))
+    parts.append(
+        _change("net", gap.ratio, None if found is None else found.ratio, tolerance, ("faster",))
+    )
     return "; ".join(parts)
 
 
@@ -379,7 +386,7 @@ def _column_difference(ours: ArmRecord, other: ArmRecord, column: str, name: str
 
 def _side_by_side(
     ours: Any, other: Any, which: str, resamples: int, seeds: list[int | None]
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any]] | None:
     """The warm per-position rates (or histogram shares) of both runs and their difference,
     each difference with a 95% interval from redrawing each run's warm legs; None when a run
     was folded from its counters alone (these need a step log)."""
@@ -398,9 +405,16 @@ def _side_by_side(
             else None
         )
         interval = None
-        if resamples and a is not None and b is not None and None not in seeds:
-            drawn_a = _replicates(ours, counts_a, steps_a, position, resamples, seeds[0])
-            drawn_b = _replicates(other, counts_b, steps_b, position, resamples, seeds[1])
+        seed_a, seed_b = seeds
+        if (
+            resamples
+            and a is not None
+            and b is not None
+            and seed_a is not None
+            and seed_b is not None
+        ):
+            drawn_a = _replicates(ours, counts_a, steps_a, position, resamples, seed_a)
+            drawn_b = _replicates(other, counts_b, steps_b, position, resamples, seed_b)
             if drawn_a is not None and drawn_b is not None:
                 interval = percentile_interval(drawn_a - drawn_b)
         rows.append(

@@ -31,6 +31,7 @@ times; it is a part of its own, never folded into another.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,19 +48,19 @@ class SpeedSplit:
     leg_factor: float | None
     decode_factor: float | None
     steady_factor: float | None
-    shares: dict[str, float | None]
+    shares: Mapping[str, float | None]
     """Of our warm leg time: before_first_step, stalls, tail."""
     parts: dict[str, float] | None
     """Shares of log(leg_factor); None when speed is within tolerance or not recorded."""
     oracle_lacks: tuple[str, ...]
-    other_shares: dict[str, float | None] | None = None
+    other_shares: Mapping[str, float | None] | None = None
     """The other side's shares, when it is a run of ours with step times; None for an oracle."""
     sides: dict[str, dict[str, float]] | None = None
     """With ``other_shares``: each side's part of ``parts`` (ours, and the other's with the
     opposite sign), for start-up, stalls and tail; they add up to ``parts``."""
 
     def to_json(self) -> dict[str, Any]:
-        document = {
+        document: dict[str, Any] = {
             "oracle": self.oracle,
             "leg_factor": _finite(self.leg_factor),
             "decode_factor": _finite(self.decode_factor),
@@ -108,14 +109,21 @@ def split_speed(
             "factor is over whole legs on our side too"
         )
     sf = gap.speed_factor
-    known = None not in ours.values() and (theirs is None or None not in theirs.values())
-    if sf is None or not known:
+    ours_known = _known(ours)
+    known = ours_known is not None and (theirs is None or _known(theirs) is not None)
+    if sf is None or ours_known is None or not known:
         if sf is None:
             lacks.append(f"no speed factor against {gap.oracle}: {'; '.join(gap.missing)}")
         return SpeedSplit(gap.oracle, sf, None, None, ours, None, tuple(lacks), theirs)
-    if theirs is None:
-        return _against_totals(gap, sf, ours, tolerance, tuple(lacks))
-    return _against_run(gap, sf, cadence, other_cadence or {}, tolerance, tuple(lacks))
+    if theirs is None or cadence is None or other_cadence is None:
+        return _against_totals(gap, sf, ours_known, tolerance, tuple(lacks))
+    return _against_run(gap, sf, cadence, other_cadence, tolerance, tuple(lacks))
+
+
+def _known(shares: Mapping[str, float | None]) -> dict[str, float] | None:
+    """The shares when every one is known, else None."""
+    found = {name: share for name, share in shares.items() if share is not None}
+    return found if len(found) == len(shares) else None
 
 
 def _against_totals(
@@ -144,7 +152,9 @@ def _against_run(
     tolerance: float,
     lacks: tuple[str, ...],
 ) -> SpeedSplit:
-    ours, theirs = _outside_shares(cadence), _outside_shares(other_cadence)
+    ours, theirs = (_known(_outside_shares(found)) for found in (cadence, other_cadence))
+    # split_speed sends a run here only when both sides' shares are known
+    assert ours is not None and theirs is not None
     rates = [_rates(found) for found in (cadence, other_cadence)]
     decode_factor = _ratio(rates[0][0], rates[1][0])
     steady_factor = _ratio(rates[0][1], rates[1][1])

@@ -13,11 +13,11 @@ keeps each leg's histogram, not each request's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fold.folding.leg_figures import LegFigures, PooledFigures, plain
+from fold.folding.leg_figures import LegFigures, Named, PooledFigures, plain
 from fold.folding.result import FoldResult
 from fold.folding.uncertainty import Interval, ratio_replicates
 from fold.inputs import acceptance
@@ -184,7 +184,7 @@ def _block(
     population: str,
     legs: int,
     requests: int,
-    pooled: Mapping[str, Any],
+    pooled: Named,
     k: int,
     intervals: dict[str, list[list[float] | None]] | None,
     over: str,

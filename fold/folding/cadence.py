@@ -187,7 +187,7 @@ def _group_figures(
 
     Durations are summed in whole nanoseconds, so no figure depends on the requests' order."""
     count = sums["requests"] if sums else 0
-    if not count:
+    if not count or sums is None:
         return {
             "requests": 0,
             "lines": 0,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from fold.errors import RefusedError
-from fold.folding.leg_figures import Figures
+from fold.folding.leg_figures import Figures, Named
 from fold.folding.result import ENGINE_TRACE, MAX_LEGS_NAMED, FoldResult
 from fold.inputs.arm_counters import (
     BLOCK_COUNTS,
@@ -248,7 +248,7 @@ def _check_block(result: FoldResult, counters: EngineCounters) -> None:
             )
 
 
-def _figure_problems(recorded: BlockFigures, ours: dict[str, Any]) -> list[str]:
+def _figure_problems(recorded: BlockFigures, ours: Named) -> list[str]:
     problems = []
     for name, key in BLOCK_COUNTS.items():
         value = getattr(recorded, name)

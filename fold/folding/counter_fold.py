@@ -53,6 +53,7 @@ def fold_counters(
     is one request (a leg's counters are its one unit here)."""
     check_resamples(resamples, seed)
     per_leg = _every_leg_counted(counters)
+    assert counters is not None  # _every_leg_counted refused a record without them
     warm_set = set(check.warm_legs)
     rows = list(arm_legs.iter_rows(named=True))
     legs = tuple(

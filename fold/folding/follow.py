@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import polars as pl
 
@@ -77,6 +78,13 @@ class FollowView:
     """Bytes of unfinished last lines held back, over all files."""
 
 
+class _ResultOptions(TypedDict):
+    resamples: int
+    seed: int
+    stall_factor: float
+    prefill_tokens: int | None
+
+
 @dataclass
 class _Tail:
     path: str
@@ -122,7 +130,7 @@ class Follower:
         self.block_bytes = block_bytes
         self.gap_ns = round(gap_seconds * 1e9)
         # What the final fold and each live view are built with, the same as a one-shot fold's.
-        self.result_options = {
+        self.result_options: _ResultOptions = {
             "resamples": check_resamples(resamples, seed),
             "seed": seed,
             "stall_factor": check_stall_factor(stall_factor),

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, Union
 
 from fold.folding.warm import throughput_fold
 from fold.folding.windows import collapses, windows_from_bins
@@ -28,7 +28,7 @@ class NeedsStepLog(enum.Enum):
 NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG
 
 
-def frozen(value: dict[str, Any]) -> Mapping[str, Any]:
+def frozen(value: Mapping[K, V]) -> Mapping[K, V]:
     """A read-only view of a dict of figures (a request's, a cadence's): cheaper than a type
     per record where a fold holds 10^6 of them, and as unchangeable to its readers."""
     return MappingProxyType(value)
@@ -84,6 +84,14 @@ class Figures:
 
     def to_json(self) -> dict[str, Any]:
         return {name: plain(self[name]) for name in self.keys()}
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+Named = Union["Figures", Mapping[str, Any]]
+"""Figures read by name: a leg's or a pool's (a ``Figures``), or the same as a plain mapping
+(a document read back from JSON, a reader's legs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +387,7 @@ class Histograms:
         )
 
 
-def pooled(legs: list[dict[str, Any]], histograms: Histograms) -> dict[str, Any]:
+def pooled(legs: Sequence[Named], histograms: Histograms) -> dict[str, Any]:
     """Ratios of sums over ``legs``: never a mean of the legs' ratios."""
     steps = sum(leg["steps"] for leg in legs)
     proposed = sum(leg["proposed"] for leg in legs)
@@ -420,7 +428,7 @@ def pooled(legs: list[dict[str, Any]], histograms: Histograms) -> dict[str, Any]
 
 
 def _pooled_histogram(
-    legs: list[dict[str, Any]], histograms: dict[int, dict[int, int]]
+    legs: Sequence[Named], histograms: dict[int, dict[int, int]]
 ) -> list[int] | None:
     """The legs' histograms (by accepted or by proposed) summed; None when a leg has none (its
     counts came without steps)."""

@@ -10,7 +10,7 @@ newline is held back, and ``finish`` (the file is complete) counts it as torn.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 import polars as pl
@@ -92,7 +92,9 @@ class LogFile:
 
     def _read_native(
         self, legs: Legs | None, want_steps: bool
-    ) -> Iterator[tuple[PartialFold | None, pl.DataFrame | None]]:
+    ) -> Generator[tuple[PartialFold | None, pl.DataFrame | None], None, bool]:
+        """Yields what ``read_available`` yields; returns False where the native pass could not
+        take a range (the polars reader goes on from the same line), else True."""
         try:
             size = os.path.getsize(self.path)
         except OSError as error:

@@ -22,6 +22,7 @@ reader (``fold.inputs.reader.StepLogReader``).
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ from fold.inputs.reader import (
 
 _native: Any
 try:
-    from fold import _native
+    _native = importlib.import_module("fold._native")
 except ImportError:  # built without a compiler or Python headers: the polars reader remains
     _native = None
 

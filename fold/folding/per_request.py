@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fold.folding.leg_figures import PooledFigures, frozen
+from fold.folding.leg_figures import Named, PooledFigures, frozen
 from fold.folding.uncertainty import percentile_interval, ratio, resampled_sums
 from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
@@ -30,7 +30,7 @@ MEAN = "per-request mean: each request's ratio, then their mean (every request w
 
 def per_request(
     legs: Sequence[tuple[int, Sequence[Mapping[str, Any]]]],
-    pooled: Mapping[str, Any],
+    pooled: Named,
     resamples: int,
     seed: int,
 ) -> dict[str, Any] | None:

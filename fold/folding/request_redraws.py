@@ -170,7 +170,7 @@ def _row_sums(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     )
 
 
-def _as_array(values: Sequence[float]) -> np.ndarray:
+def _as_array(values: Sequence[float] | np.ndarray) -> np.ndarray:
     array = np.asarray(values)
     if array.dtype.kind in "iu":
         # int32 halves the gather's memory traffic; numpy sums it in int64, so sums stay exact.

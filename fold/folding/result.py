@@ -165,7 +165,7 @@ class FoldResult:
 
     def to_json(self) -> dict[str, Any]:
         """The fold's keys of the JSON document (``fold.folding.document.Document.to_json``)."""
-        document = {
+        document: dict[str, Any] = {
             "predicate": self.predicate,
             "window_steps": self.window_steps,
             "stall_factor": self.stall_factor,

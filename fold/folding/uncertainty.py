@@ -201,7 +201,7 @@ def _replicates(
         slots = pools.offsets[picked] + occurrence_rank(picked)
     for name, figure in definitions.items():
         if isinstance(figure, _RequestRatio):
-            needed = (figure.numerator, figure.denominator)
+            needed: tuple[str, ...] = (figure.numerator, figure.denominator)
             if requests < 2 or not all(
                 column in leg.requests for leg in selected for column in needed
             ):

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Leg"]
 
@@ -25,6 +29,6 @@ class Leg:
     no part in the median, as it takes none in the pooled one.
     """
 
-    requests: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    requests: Mapping[str, Sequence[float] | np.ndarray] = field(default_factory=dict)
     values: Mapping[str, float] = field(default_factory=dict)
     tok_s: float | None = None

@@ -41,6 +41,8 @@ OUTCOMES = ("holds", "alert", "too few", "no figure", "no interval")
 
 def standard_error(row: FigureRow) -> float:
     """The standard error a 95% interval stands for (width over 2 x 1.96)."""
+    # check() passes only rows with an interval: the others are "no interval" before this
+    assert row.ci_low is not None and row.ci_high is not None
     return (row.ci_high - row.ci_low) / (2 * Z_95)
 
 

@@ -269,6 +269,8 @@ def _ensure(target: Path) -> dict[str, str]:
         }
         _link_once(target, LEDGER_FILE, orjson.dumps(made, option=orjson.OPT_INDENT_2))
         identity = read_identity(target)
+        # the link either made the file or found another process's, written whole either way
+        assert identity is not None
     partition = f"ledger_id={identity['id']}"
     for folder in FOLDERS:
         (target / folder / partition if folder != "digests" else target / folder).mkdir(

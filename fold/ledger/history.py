@@ -138,7 +138,7 @@ def figure_history(
     groups: dict[str | None, list[KeptRun]] = {}
     for run in chosen:
         groups.setdefault(run.labels.get(by) if by else None, []).append(run)
-    shown = [
+    shown: list[dict[str, Any]] = [
         {"group": None if by is None else (group or NO_LABEL), "runs": _entries(members, key)}
         for group, members in groups.items()
     ]

@@ -11,8 +11,9 @@ from typing import Any
 import orjson
 
 from fold.errors import InputError
-from fold.folding.leg_figures import plain
-from fold.folding.result import JSON_FORMAT, FoldResult
+from fold.folding.document import Document
+from fold.folding.leg_figures import Named, plain
+from fold.folding.result import JSON_FORMAT
 from fold.inputs.arm import ArmRecord
 
 LEG_FIELDS = (
@@ -75,38 +76,39 @@ def write_atomically(path: str | Path, data: bytes) -> None:
         raise InputError(f"{target}: cannot write: {error.strerror}") from error
 
 
-def annotated_record(arm: ArmRecord, result: FoldResult) -> Any:
+def annotated_record(arm: ArmRecord, result: Document) -> Any:
     """A copy of the arm record with each leg's acceptance and an ``acceptance`` block added.
 
     A record given as a bare list of legs becomes ``{"legs": [...], "acceptance": {...}}``,
     since a list has nowhere to put the block.
     """
+    fold = result.fold
     document = copy.deepcopy(arm.document)
     if isinstance(document, list):
         document = {"legs": document}
-    for leg, figures in zip(document["legs"], result.legs, strict=True):
+    for leg, figures in zip(document["legs"], fold.legs, strict=True):
         leg["acceptance"] = {name: plain(figures[name]) for name in LEG_FIELDS}
     document["acceptance"] = {
         "format": JSON_FORMAT,
-        "predicate": result.predicate,
-        "stall_factor": result.stall_factor,
-        "warm": _with_intervals(result.warm),
-        "all": _with_intervals(result.all),
-        "unattributed_steps": result.unattributed_steps,
-        "ambiguous_steps": result.ambiguous_steps,
-        "torn_lines": result.torn_lines,
-        "skipped_lines": result.skipped_lines,
-        "lost_lines": result.lost_lines,
-        "step_source": result.step_source,
-        "sources": result.sources(),
+        "predicate": fold.predicate,
+        "stall_factor": fold.stall_factor,
+        "warm": _with_intervals(fold.warm),
+        "all": _with_intervals(fold.all),
+        "unattributed_steps": fold.unattributed_steps,
+        "ambiguous_steps": fold.ambiguous_steps,
+        "torn_lines": fold.torn_lines,
+        "skipped_lines": fold.skipped_lines,
+        "lost_lines": fold.lost_lines,
+        "step_source": fold.step_source,
+        "sources": fold.sources(),
         "counter_check": result.counter_check.to_json(),
     }
-    if result.bootstrap is not None:
-        document["acceptance"]["bootstrap"] = dict(result.bootstrap)
+    if fold.bootstrap is not None:
+        document["acceptance"]["bootstrap"] = dict(fold.bootstrap)
     return document
 
 
-def _with_intervals(fold: dict[str, Any]) -> dict[str, Any]:
+def _with_intervals(fold: Named) -> dict[str, Any]:
     """The pooled figures, and the 95% interval beside each that has one."""
     kept = {name: plain(fold[name]) for name in POOLED_FIELDS}
     for name in POOLED_FIELDS:
@@ -115,7 +117,7 @@ def _with_intervals(fold: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def write_annotated(arm: ArmRecord, result: FoldResult, out: str | Path) -> None:
+def write_annotated(arm: ArmRecord, result: Document, out: str | Path) -> None:
     if os.path.exists(out) and os.path.samefile(out, arm.path):
         raise InputError(
             f"{out}: --annotate would overwrite the arm record it reads; name another file"

@@ -45,7 +45,8 @@ def render(chart: Chart, fmt: str) -> bytes:
     figure_class = matplotlib_figure()
     import matplotlib
 
-    with matplotlib.rc_context(_STYLE):
+    # matplotlib's stubs want each name as a literal; rcParams checks the names when it runs
+    with matplotlib.rc_context(_STYLE):  # type: ignore[arg-type]
         height = HEIGHT_IN * (1 + PANEL_HEIGHT * (chart.panels - 1))
         figure = figure_class(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
         chart.draw(figure)
@@ -55,7 +56,7 @@ def render(chart: Chart, fmt: str) -> bytes:
     return out.getvalue()
 
 
-_STYLE = {
+_STYLE: dict[str, Any] = {
     "svg.hashsalt": "fold-acceptance",
     "svg.fonttype": "path",
     "font.family": "DejaVu Sans",

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fold.folding.document import Document
 from fold.folding.follow import FollowView, Notice
 from fold.folding.provisional import ProvisionalGroup
-from fold.folding.result import FoldResult
 from fold.present.table import length, percent, report
 
 
@@ -29,7 +29,7 @@ def provisional_table(groups: list[ProvisionalGroup]) -> Table:
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
     )
-    for header, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("group", "left"),
         ("from (UTC)", "right"),
         ("secs", "right"),
@@ -39,7 +39,8 @@ def provisional_table(groups: list[ProvisionalGroup]) -> Table:
         ("A", "right"),
         ("A/P", "right"),
         ("1+A/S", "right"),
-    ):
+    )
+    for header, justify in columns:
         table.add_column(header, justify=justify, no_wrap=True)
     for group in groups:
         table.add_row(
@@ -80,12 +81,12 @@ def notice_line(notice: Notice) -> str:
     return f"{notice.path}: {notice.message}"
 
 
-def _report(result: FoldResult) -> RenderableType:
+def _report(result: Document) -> RenderableType:
     return report(result.to_json())
 
 
 def live_view(
-    view: FollowView, render: Callable[[FoldResult], RenderableType] = _report
+    view: FollowView, render: Callable[[Document], RenderableType] = _report
 ) -> RenderableType:
     """The fold's report when there is a fold, else the provisional groups; plus the status."""
     if view.result is not None:

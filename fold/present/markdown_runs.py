@@ -74,8 +74,17 @@ def _one(found: Mapping[str, Any]) -> str:
             )
             for pair in found["pairs"]
         ]
-        headers = ("leg", "run", "warm", "A/P ours", f"A/P {name}", "Δ A/P", "Δ 1+A/S", "Δ tok/s")
+        pair_headers = (
+            "leg",
+            "run",
+            "warm",
+            "A/P ours",
+            f"A/P {name}",
+            "Δ A/P",
+            "Δ 1+A/S",
+            "Δ tok/s",
+        )
         sections.append(
-            "### Paired legs (ours - " + name + ")\n\n" + table(headers, body, [True] * 8)
+            "### Paired legs (ours - " + name + ")\n\n" + table(pair_headers, body, [True] * 8)
         )
     return "\n\n".join(sections)

@@ -74,12 +74,13 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         page_section(document, {name: drawn.get(name, "") for name in BESIDE_FIGURES}),
         step_figures_html(document),
     ]
-    contents = [(target, html.unescape(heading), ()) for section in sections
+    contents: list[tuple[str, str, list[tuple[str, str]]]]
+    contents = [(target, html.unescape(heading), []) for section in sections
                 for target, heading in _HEADING.findall(section)[:1]]  # fmt: skip
     for target, heading, names in CHART_GROUPS:
         if target == STEP_SPLIT_BEFORE and (split := step_split_html(document)):
             sections.append(split)
-            contents += [(found_id, html.unescape(text), ()) for found_id, text in
+            contents += [(found_id, html.unescape(text), []) for found_id, text in
                          _HEADING.findall(split)[:1]]  # fmt: skip
         named = {chart.name: chart for chart in found if chart.draw is not None}
         shown = [named[name] for name in names if name in named]
@@ -97,7 +98,7 @@ def page(document: dict[str, Any], *, title: str = "fold-acceptance report") -> 
         sections.append(f'<p class="missing">Not drawn: {html.escape(listed)}.</p>')
     matched = matched_html(document)  # below the charts; empty without --matched
     sections.append(matched)
-    contents += [(target, html.unescape(heading), ()) for target, heading in
+    contents += [(target, html.unescape(heading), []) for target, heading in
                  _HEADING.findall(matched)[:1]]  # fmt: skip
     parts = [
         "<!DOCTYPE html>",

@@ -59,10 +59,10 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
             )
         rates = spread["spread"]["accept_rate"]
         if rates is not None:
-            cells = "  ".join(
+            quantiles = "  ".join(
                 f"{key} {shown_percent(rates[key])}" for key in ("min", "p10", "p50", "p90", "max")
             )
-            lines.append(f"  A/P per request: {cells}")
+            lines.append(f"  A/P per request: {quantiles}")
         lowest = spread["lowest"][:LOWEST_LISTED]
         if lowest:
             lines.append("  lowest A/P (of the drafts each proposed):")
@@ -171,9 +171,9 @@ def page_section(document: dict[str, Any], charts: dict[str, str] | None = None)
                 f"<th>steps</th></tr>{rows}</table>"
             )
             parts.append(disclosure(f"A/P by output position, {_buckets(len(drawn))}", table))
-    drawn = "".join(charts.get(name, "") for name in ("requests", "by-output-position"))
-    if drawn:
-        parts.append(f'<div class="charts">{drawn}</div>')
+    images = "".join(charts.get(name, "") for name in ("requests", "by-output-position"))
+    if images:
+        parts.append(f'<div class="charts">{images}</div>')
     parts.append("</section>")
     return "".join(parts)
 

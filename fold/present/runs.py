@@ -145,7 +145,7 @@ def pair_summary_text(summary: dict[str, dict[str, float | None]]) -> str:
         ("tok_s", "Δ tok/s", lambda value: signed(value, 3)),
     ):
         found = summary[figure]
-        count = max(count, found["pairs"] or 0)
+        count = max(count, int(found["pairs"] or 0))
         if found["median"] is None:
             parts.append(f"{label} {NOT_RECORDED}")
             continue

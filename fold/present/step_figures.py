@@ -102,16 +102,16 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
     ]
     table += _collapsed("accepted exactly {i}", shares, 0)
     count = max((len(figures["windows"] or []) for figures in found if figures), default=0)
-    windows = []
+    windows: list[tuple[tuple[str, str], ...]] = []
     for w in range(count):
-        cells = []
+        window_cells: list[tuple[str, str]] = []
         for figures in found:
             window = _at(None if figures is None else figures["windows"], w)
             shown = (
                 None if window is None else _cell(window["accept_rate"], window["accept_rate_ci"])
             )
-            cells.append(missing if shown is None else shown)
-        windows.append(tuple(cells))
+            window_cells.append(missing if shown is None else shown)
+        windows.append(tuple(window_cells))
     table += _collapsed("window {i}, A/P", windows, 1)
     return names, table
 
@@ -212,7 +212,9 @@ def request_rows(
     spreads = [figures.get("per_request") for figures in found]
     positions = [figures.get("by_output_position") for figures in found]
     # Bucket edges are fixed, so the arm with the most buckets names them for every arm.
-    longest = max((p["buckets"] for p in positions if p is not None), key=len, default=[])
+    longest: list[Any] = max(
+        (p["buckets"] for p in positions if p is not None), key=len, default=[]
+    )
     count = len(longest)
     labels = [
         *_REQUEST_LABELS,

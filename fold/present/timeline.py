@@ -150,7 +150,7 @@ def group_size(counts: pl.Series, limit: int) -> int:
 
 def _tracks(
     pids: dict[str, int], lines: pl.DataFrame
-) -> tuple[dict[str, tuple[int, int]], dict[tuple[str, int], int]]:
+) -> tuple[dict[str, tuple[int, int]], dict[tuple[str, int | str], int]]:
     """Trace pids per writer (after the gate's, with the log's pid) and tids per (writer,
     request id)."""
     writers = {w: (number, pids[w]) for number, w in enumerate(sorted(pids), start=GATE_PID + 1)}
@@ -164,7 +164,7 @@ def _tracks(
 
 
 def _track_names(
-    writers: dict[str, tuple[int, int]], requests: dict[tuple[str, int], int]
+    writers: dict[str, tuple[int, int]], requests: dict[tuple[str, int | str], int]
 ) -> list[dict[str, Any]]:
     events = [
         _meta("process_name", GATE_PID, 0, "gate"),
@@ -190,7 +190,7 @@ def _step_slices(
     lines: pl.DataFrame,
     per_slice: int,
     writers: dict[str, tuple[int, int]],
-    requests: dict[tuple[str, int], int],
+    requests: dict[tuple[str, int | str], int],
 ) -> list[dict[str, Any]]:
     # A step's slice runs from the request's previous step (its interval) to its own time.
     chunks = (
@@ -241,7 +241,7 @@ def _startup_slices(
     lines: pl.DataFrame,
     legs: list[dict[str, Any]],
     writers: dict[str, tuple[int, int]],
-    requests: dict[tuple[str, int], int],
+    requests: dict[tuple[str, int | str], int],
 ) -> list[dict[str, Any]]:
     starts = {leg["index"]: leg["window_start_ns"] for leg in legs}
     firsts = lines.group_by(KEY).agg(pl.col("t_ns").min()).sort(KEY)

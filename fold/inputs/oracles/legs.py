@@ -51,8 +51,11 @@ def oracle_legs(
     elif accept_lengths is not None:
         values = [{"completion_tokens": length, "steps": 1} for length in accept_lengths]
     legs = tuple(
-        Leg(requests={column: [_known(leg[column])] for column in complete}, values=value,
-            tok_s=speed)  # fmt: skip
+        Leg(
+            requests={column: [_known(leg[column])] for column in complete},
+            values=value,
+            tok_s=speed,
+        )
         for speed, leg, value in zip(tok_s, counts, values, strict=True)
     )
     if not legs or not (complete or any(values) or any(s is not None for s in tok_s)):
