@@ -596,6 +596,8 @@ def by_output_position_of(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> 
     emitted, then accepted, then proposed)."""
     sums: dict[int, list[int]] = {}
     seen: dict[int, set] = {}
+    # each request's own sums per bucket, for the long requests alone
+    own: dict[int, dict[int, list[int]]] = {}
     for number, (_, steps) in enumerate(_requests_of(legs, leg_steps)):
         position = 0
         ordered = sorted(steps, key=lambda step: (
@@ -611,6 +613,10 @@ def by_output_position_of(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> 
                 found[1] += step.proposed
                 found[2] += step.accepted
                 seen.setdefault(bucket, set()).add(number)
+                mine = own.setdefault(number, {}).setdefault(bucket, [0, 0, 0])
+                mine[0] += 1
+                mine[1] += step.proposed
+                mine[2] += step.accepted
             position += step.accepted + 1 if step.emitted is None else step.emitted
     if not sums:
         return None
@@ -631,7 +637,18 @@ def by_output_position_of(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> 
         y_mean = sum(w * y for _, y, w in used) / total
         spread = sum(w * (x - x_mean) ** 2 for x, _, w in used)
         slope = sum(w * (x - x_mean) * (y - y_mean) for x, y, w in used) / spread
-    return {"edges": edges, "buckets": buckets, "slope": slope}
+    long_requests = None
+    if len(used) >= 2:
+        last = used[-1][0]
+        reached = [number for number, found in own.items() if found.get(last, [0, 0, 0])[1] > 0]
+        alone = []
+        for bucket in range(last + 1):
+            s = sum(own[number].get(bucket, [0, 0, 0])[0] for number in reached)
+            p = sum(own[number].get(bucket, [0, 0, 0])[1] for number in reached)
+            a = sum(own[number].get(bucket, [0, 0, 0])[2] for number in reached)
+            alone.append({"steps": s, "proposed": p, "accepted": a, "accept_rate": ratio(a, p)})
+        long_requests = {"requests": len(reached), "reach_bucket": last, "buckets": alone}
+    return {"edges": edges, "buckets": buckets, "slope": slope, "long_requests": long_requests}
 
 
 def fold_records(
@@ -1019,7 +1036,7 @@ def _without_words(value: Any) -> Any:
             key: _without_words(item)
             for key, item in value.items()
             if not key.endswith("_ci")
-            and key not in ("means", "position", "falling", "falling_when")
+            and key not in ("means", "position", "falling", "falling_when", "caveat")
         }
     if isinstance(value, list):
         return [_without_words(item) for item in value]

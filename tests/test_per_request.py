@@ -279,7 +279,10 @@ def test_a_falling_line_is_flagged_from_its_interval(tmp_path: Path, fall: float
         shown = (
             f"output grows: {100 * positions['slope']:+.1f} points per doubling [{100 * low:+.1f}, "
         )
-        assert shown + f"{100 * high:+.1f}] (--details)" in flag.plain
+        assert shown + f"{100 * high:+.1f}]\n  within requests, or long requests" in flag.plain
+        assert flag.plain.endswith("--details tells which")
+    # a falling pooled line carries its caveat as a code; a flat one none
+    assert positions["caveat"] == ("within_requests_or_request_mix" if falling else None)
     spread = document["warm"]["per_request"]
     mean = spread["per_request_mean"]
     assert mean["accept_rate_ci"][0] <= mean["accept_rate"] <= mean["accept_rate_ci"][1]
@@ -515,3 +518,66 @@ def test_the_lowest_requests_are_the_first_of_the_whole_order(counts):
         (leg, r["seq"]) for leg, r in every
     ]
     assert (found is None) == (not requests)
+
+
+def mixed_or_within(within: bool) -> list[bytes]:
+    """Ten long requests (120 steps of k = 4), and with ``within`` False ten short ones too.
+
+    Within: each long request accepts 3 of 4 on its first 64 steps and 1 of 4 after, so each
+    request's own acceptance falls. Mixed: the long requests accept 1 of 4 throughout and the
+    short ones (20 steps) 4 of 4: no request's acceptance falls, yet the pooled line does,
+    because only the long requests reach the second bucket."""
+    lines, n = [], 0
+    for seq in range(10):
+        for step in range(120):
+            accepted = (3 if step < 64 else 1) if within else 1
+            lines.append(line(n, seq * 1_000_000 + step * 1000, seq, 4, accepted))
+            n += 1
+    if not within:
+        for seq in range(10, 20):
+            for step in range(20):
+                lines.append(line(n, seq * 1_000_000 + step * 1000, seq, 4, 4))
+                n += 1
+    return lines
+
+
+def test_the_long_requests_alone_tell_a_fall_within_requests_from_a_mix(tmp_path: Path):
+    # Positions by hand: a step's position is what the request emitted before it.
+    # Mixed: a long request emits 2 a step, so steps 0-63 sit below 128 (bucket 0) and steps
+    # 64-119 in bucket 1; a short one emits 5 a step, 100 tokens in all: bucket 0.
+    #   pooled bucket 0: A = 10*64*1 + 10*20*4 = 1440 of P = 4 * (640 + 200) = 3360
+    #   pooled bucket 1: A = 10*56 = 560 of P = 2240, so the pooled line falls;
+    #   the long requests alone: 640/2560 and 560/2240, 25% in both: flat.
+    for name in ("mixed", "within"):
+        (tmp_path / name).mkdir()
+    mixed = fold_lines(tmp_path / "mixed", [mixed_or_within(False)], resamples=100)
+    positions = mixed["warm"]["by_output_position"]
+    rates = [b["accept_rate"] for b in positions["buckets"] if b["steps"]]
+    assert rates == [pytest.approx(1440 / 3360), pytest.approx(560 / 2240)]
+    assert positions["falling"] is True
+    assert positions["caveat"] == "within_requests_or_request_mix"
+    alone = positions["long_requests"]
+    assert alone["requests"] == 10 and alone["reach_bucket"] == 1
+    assert [(b["steps"], b["proposed"], b["accepted"]) for b in alone["buckets"]] == [
+        (640, 2560, 640),
+        (560, 2240, 560),
+    ]
+    assert [b["accept_rate"] for b in alone["buckets"]] == [0.25, 0.25]
+    # Within: steps 0-63 emit 4 each (positions 0-252), so bucket 0 holds steps 0-31 (3 of 4)
+    # and bucket 1 (128-255) steps 32-63 (3 of 4); steps 64-119 start at 256 and emit 2 each
+    # (256-366): bucket 2. The same ten requests in every bucket: alone = pooled.
+    within = fold_lines(tmp_path / "within", [mixed_or_within(True)], resamples=100)
+    positions = within["warm"]["by_output_position"]
+    alone = positions["long_requests"]
+    assert alone["requests"] == 10 and alone["reach_bucket"] == 2
+    assert [b["accept_rate"] for b in alone["buckets"]] == [0.75, 0.75, 0.25]
+    assert alone["buckets"] == [
+        {key: b[key] for key in ("steps", "proposed", "accepted", "accept_rate")}
+        for b in positions["buckets"]
+    ]
+    lines = summary_lines(within)
+    assert any(
+        "the 10 requests that reached the last bucket, alone" in found
+        and "tokens 0-128: 75.0%, tokens 128-256: 75.0%, tokens 256-512: 25.0%" in found
+        for found in lines
+    )

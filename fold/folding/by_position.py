@@ -41,6 +41,9 @@ TRACE_POSITION = (
     "traced steps, in the order the engine printed them; steps it does not trace (none "
     "drafted) are not counted"
 )
+POOLED_FALL = "within_requests_or_request_mix"
+"""The caveat a falling pooled line carries: each bucket pools the requests that reached it, so
+the fall may be within requests or the long requests accepting less from their start."""
 FALLING = (
     "the slope of A/P against the bucket (one bucket = a doubling of the position), weighted by "
     "each bucket's P, has its 95% interval wholly below 0"
@@ -217,7 +220,39 @@ def by_output_position(
         "slope_ci": slope_ci,
         "falling": None if slope_ci is None else slope_ci[1] < 0,
         "falling_when": FALLING,
+        "caveat": None if slope_ci is None or slope_ci[1] >= 0 else POOLED_FALL,
+        "long_requests": _long_requests(per_request, count),
     }
+
+
+def _long_requests(per_request: pl.DataFrame, count: int) -> dict[str, Any] | None:
+    """The buckets again over only the requests that reached the last bucket with drafts: one
+    set of requests in every bucket, so a fall here is within requests, not a mix of short and
+    long ones. None when fewer than two buckets hold drafts (nothing to compare)."""
+    drafted = per_request.filter(pl.col("proposed") > 0)
+    if drafted.height == 0 or drafted["bucket"].n_unique() < 2:
+        return None
+    last = int(drafted["bucket"].max())
+    reached = drafted.filter(pl.col("bucket") == last).select(REQUEST_KEY).unique()
+    mine = per_request.join(reached, on=REQUEST_KEY, how="semi", nulls_equal=True)
+    totals = {
+        row["bucket"]: row
+        for row in mine.group_by("bucket")
+        .agg(pl.col("steps", "proposed", "accepted").sum())
+        .iter_rows(named=True)
+    }
+    rates = []
+    for bucket in range(min(count, last + 1)):
+        row = totals.get(bucket, {"steps": 0, "proposed": 0, "accepted": 0})
+        rates.append(
+            {
+                "steps": row["steps"],
+                "proposed": row["proposed"],
+                "accepted": row["accepted"],
+                "accept_rate": acceptance.accept_rate(row["accepted"], row["proposed"]),
+            }
+        )
+    return {"requests": reached.height, "reach_bucket": last, "buckets": rates}
 
 
 def _interval(drawn: Replicates | None, figure: str) -> list[float] | None:

@@ -70,8 +70,9 @@ def _per_position(document: dict[str, Any]) -> Chart:
     caption = (
         "Acceptance per draft position: solid is the share of all verify steps that accepted "
         "position i (vLLM's unit), dashed the share among steps that accepted position i - 1 "
-        "(position 1: of all); "
-        "a curve that drops early means the drafter loses the thread after few tokens."
+        "(position 1: of all); pooled over requests, so a curve that drops early may be every "
+        "request's drafts going wrong after few tokens or some requests' drafts rarely getting "
+        "far (--details shows the spread over requests)."
     )
     if not arms:
         return Chart("per-position", "Acceptance per draft position", caption, None, NEEDS_STEPS)
@@ -108,8 +109,9 @@ def _windows(document: dict[str, Any]) -> Chart:
     window = document.get("window_steps")
     caption = (
         f"A/P along each leg, per window of {window} steps, a panel per run of ours: dark lines "
-        "are warm legs, grey ones cold, red ones flagged; a line that falls and stays down is "
-        "acceptance collapsing within the leg."
+        "are warm legs, grey ones cold, red ones flagged; a window pools the requests running "
+        "in it, so a line that falls and stays down is acceptance falling within requests, or "
+        "the requests running late in the leg accepting less (--details: per request)."
     )
     if not runs:
         return Chart("windows", "Acceptance along each leg", caption, None, NEEDS_STEPS)

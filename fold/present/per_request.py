@@ -80,6 +80,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         ]
         lines.extend(f"  {cell}" for cell in cells)
         lines.append(f"  {falling_words(positions)}")
+        if (alone := long_requests_words(positions)) is not None:
+            lines.append(f"  {alone}")
     return lines
 
 
@@ -99,6 +101,14 @@ def details_view(document: dict[str, Any]) -> Text:
     return Text("\n".join(summary_lines(document)))
 
 
+CAVEATS = {
+    "within_requests_or_request_mix": (
+        "within requests, or long requests accepting less: --details tells which"
+    ),
+}
+"""The words for each caveat code the document's ``by_output_position.caveat`` carries."""
+
+
 def falling_flag(document: dict[str, Any]) -> Text | None:
     """The first screen's line when the warm legs' acceptance falls with output position."""
     _, positions = _blocks(document)
@@ -108,8 +118,31 @@ def falling_flag(document: dict[str, Any]) -> Text | None:
     text = Text()
     text.append("A/P falls as output grows: ", style="bold yellow")
     text.append(f"{100 * slope:+.1f} points per doubling [{100 * low:+.1f}, {100 * high:+.1f}]")
-    text.append(" (--details)")
+    caveat = positions.get("caveat")
+    if caveat is not None:
+        text.append(f"\n  {CAVEATS[caveat]}")
+    else:
+        text.append(" (--details)")
     return text
+
+
+def long_requests_words(positions: dict[str, Any]) -> str | None:
+    """The buckets of the requests that reached the last one: one set of requests throughout,
+    so their line falls only if acceptance falls within requests."""
+    found = positions.get("long_requests")
+    if found is None:
+        return None
+    edges = positions["edges"]
+    rates = ", ".join(
+        f"tokens {edges[i]}-{edges[i + 1]}: {shown_percent(bucket['accept_rate'])}"
+        for i, bucket in enumerate(found["buckets"])
+        if bucket["proposed"]
+    )
+    count = found["requests"]
+    return (
+        f"the {count} request{'s' if count != 1 else ''} that reached the last bucket, alone "
+        f"(the same requests in every bucket, so a fall here is within requests): {rates}"
+    )
 
 
 def markdown_section(document: dict[str, Any]) -> str | None:
@@ -249,8 +282,10 @@ def by_position_chart(document: dict[str, Any]) -> Chart:
     title = "Acceptance by output position"
     caption = (
         "A/P of the warm legs' drafted steps, pooled over requests, by the output tokens the "
-        "request had already emitted (buckets double; bars: 95% intervals): a line that falls "
-        "means the drafter loses the thread as the output grows."
+        "request had already emitted (buckets double; bars: 95% intervals); each bucket pools the "
+        "requests that reached it, so a line that falls is the drafter losing the thread within "
+        "requests, or the long requests (the only ones in late buckets) accepting less from "
+        "their start: --details shows the long requests' own buckets, which tell the two apart."
     )
     buckets = [] if positions is None else [b for b in positions["buckets"] if b["steps"]]
     if not buckets:
