@@ -204,8 +204,8 @@ def run_fold(arm: str, log: str, shape: str) -> dict:
         "figures": {
             leg["index"]: (leg["steps"], leg["proposed"], leg["accepted"]) for leg in result.legs
         },
-        "skipped_lines": [example.line for example in result.skipped_examples],
-        "torn_lines": result.torn_lines,
+        "skipped_lines": [example.line for example in result.fold.skipped_examples],
+        "torn_lines": result.fold.torn_lines,
     }
 
 

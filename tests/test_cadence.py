@@ -108,7 +108,7 @@ def test_the_warm_fold_pools_the_requests_of_the_warm_legs(run):
         {"before_first_step": 4 / 18, "decode": 9.8 / 18, "stalls": 1.95 / 18, "tail": 4.2 / 18}
     )
     assert result.all["cadence"]["requests"] == 4  # the cold leg's request too
-    assert result.stall_factor == 4.0 and result.to_json()["stall_factor"] == 4.0
+    assert result.fold.stall_factor == 4.0 and result.to_json()["stall_factor"] == 4.0
 
 
 def test_the_stall_factor_decides_what_is_a_stall(run):

@@ -77,7 +77,7 @@ def test_gate_example_table_reads_46_1_and_4_23(capsys):
 
 def test_per_position_counts_of_our_row_come_from_the_histogram():
     result = fold_acceptance(OURS[0], [OURS[1]])
-    ours = our_figures(result)
+    ours = our_figures(result.fold)
     histogram = result.warm["histogram"]
     for position, count in enumerate(ours.per_position):
         assert count == sum(histogram[position + 1 :])
@@ -208,7 +208,7 @@ def test_comparison_table_prints_every_figure_whole(width):
 
     result = fold_acceptance(OURS[0], [OURS[1]])
     rows = [
-        our_figures(result),
+        our_figures(result.fold),
         arm_from_counts(
             "a-long-oracle-name", "vllm", tok_s=123456.789, steps=310, proposed=2170, accepted=1000
         ),

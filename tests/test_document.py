@@ -44,6 +44,16 @@ def test_no_part_of_a_built_document_can_be_changed(document: Document):
         document.legs[1].from_steps.lines = 0  # type: ignore[union-attr,misc]
 
 
+def test_the_fold_s_figures_are_read_on_the_fold_not_through_the_document(document: Document):
+    # No forwarding: the fold's figures are the fold's, and an unknown name is an error.
+    assert "__getattr__" not in vars(Document)
+    assert document.fold.torn_lines == document.to_json()["torn_lines"]
+    for name in ("torn_lines", "predicate", "files", "no_such_figure"):
+        with pytest.raises(AttributeError):
+            getattr(document, name)
+    assert document.legs is document.fold.legs and document.warm is document.fold.warm
+
+
 def test_figures_read_by_name_cannot_be_patched(document: Document):
     leg = document.legs[1]
     with pytest.raises(TypeError):

@@ -33,8 +33,8 @@ def test_fold_of_a_live_gate_run_equals_the_engines_own_counters(toy_engine, tmp
         assert figures["emitted"] == counters["emitted"]
         assert len(figures["requests"]) == counters["requests"]
         assert figures["emitted_consistent"] is True
-    assert result.unattributed_steps == result.ambiguous_steps == 0
-    assert result.torn_lines == result.lost_lines == 0
+    assert result.fold.unattributed_steps == result.fold.ambiguous_steps == 0
+    assert result.fold.torn_lines == result.fold.lost_lines == 0
     warm = [leg["engine_counters"] for leg in record["legs"] if leg["run"] > 1]
     assert result.warm["accepted"] == sum(counters["accepted"] for counters in warm)
     assert result.warm["steps"] == sum(counters["steps"] for counters in warm)

@@ -76,11 +76,11 @@ def server_run(tmp_path_factory, llamacpp_bin_dir, gguf_models) -> tuple[Path, d
 
 def assert_nothing_lost(result) -> None:
     counts = (
-        result.lost_lines,
-        result.torn_lines,
-        result.unattributed_steps,
-        result.ambiguous_steps,
-        result.skipped_lines,
+        result.fold.lost_lines,
+        result.fold.torn_lines,
+        result.fold.unattributed_steps,
+        result.fold.ambiguous_steps,
+        result.fold.skipped_lines,
     )
     assert counts == (0, 0, 0, 0, 0)
 
@@ -106,8 +106,8 @@ def check_spec_legs(result, arm: dict) -> None:
         # Every output token comes from a verify step: emitted sums to n_predict.
         assert figures["emitted"] == engine["n_predict"] == leg["completion_tokens"]
         assert figures["flags"] == ()
-    assert result.prefill_tokens["per_request"] == 0
-    assert result.prefill_tokens["source"] == "learned from the arm"
+    assert result.fold.prefill_tokens["per_request"] == 0
+    assert result.fold.prefill_tokens["source"] == "learned from the arm"
     assert 0 < result.warm["accept_rate"] < 1  # the noisy draft: intermediate acceptance
 
 
@@ -117,7 +117,7 @@ def test_speculative_simple_counts_equal_the_engines(spec_run):
     check_spec_legs(result, arm)
     assert_nothing_lost(result)
     assert_throughput_is_the_gates(result, arm)
-    assert len(result.writers) == 9  # one engine process per leg
+    assert len(result.fold.writers) == 9  # one engine process per leg
 
 
 def test_speculative_simple_with_a_file_per_process_and_labels(spec_pid_run):
@@ -180,7 +180,7 @@ def test_server_counts_equal_its_timings_and_metrics(server_run):
             )
         assert figures["flags"] == ()
     # The server samples each request's first token from prefill.
-    assert result.prefill_tokens["per_request"] == 1
+    assert result.fold.prefill_tokens["per_request"] == 1
     assert_nothing_lost(result)
     assert_throughput_is_the_gates(result, arm)
     warm_steps = sum(f["steps"] for f in result.legs if f["warm"])

@@ -557,7 +557,7 @@ def test_follow_and_trace_need_a_log(tmp_path, capsys, flag):
 def test_the_library_folds_counters_with_no_logs(tmp_path):
     arm = pair(tmp_path, example(), log=False)[0]
     result = fold_acceptance(arm, [], resamples=0)
-    assert result.step_source == "the record's counters"
+    assert result.fold.step_source == "the record's counters"
     assert result.warm["accepted"] == 29
     with pytest.raises(RefusedError):
         fold_acceptance(arm, [], predicate="run > 2", resamples=0)  # the record folds run > 1

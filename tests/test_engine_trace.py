@@ -141,8 +141,8 @@ def test_the_trace_folds_to_the_hand_figures(gate):
         [(paths[0], 0)], [(paths[0], 1)], [(paths[1], 0)], [(paths[1], 1)]
     ]  # fmt: skip
     # emit counted: completion = 1 prefill token + the emitted tokens, on every leg.
-    assert result.prefill_tokens["per_request"] == 1
-    assert result.prefill_tokens["legs"] == {"0": 0, "1": 4}
+    assert result.fold.prefill_tokens["per_request"] == 1
+    assert result.fold.prefill_tokens["legs"] == {"0": 0, "1": 4}
 
 
 def test_every_line_is_accounted(gate):
@@ -214,7 +214,7 @@ def test_steps_after_the_last_run_line_are_unattributed(gate):
     arm, paths = gate((PROMPT_0 + extra, PROMPT_1))
     result = fold_acceptance(arm, paths, resamples=0)
     assert result.to_json()["files"][0]["unattributed"] == 1
-    assert result.unattributed_steps == 1
+    assert result.fold.unattributed_steps == 1
     assert (result.legs[1]["steps"], result.legs[1]["proposed"]) == (3, 24)
 
 
@@ -268,8 +268,11 @@ def test_a_skipped_trace_line_is_counted_and_the_counters_then_disagree(gate):
             del leg[name]
     arm, paths = gate((text, PROMPT_1), document)
     result = fold_acceptance(arm, paths, resamples=0, skip_bad_lines=True)
-    assert result.skipped_lines == 1
-    assert (result.skipped_examples[0].path, result.skipped_examples[0].line) == (paths[0], 3)
+    assert result.fold.skipped_lines == 1
+    assert (result.fold.skipped_examples[0].path, result.fold.skipped_examples[0].line) == (
+        paths[0],
+        3,
+    )
     assert result.legs[0]["steps"] == 1  # the other step of leg 0
     # With the counters, the engine's own record says a step is missing: refused.
     arm, paths = gate((text, PROMPT_1))

@@ -158,8 +158,8 @@ def test_window_edges(tmp_path):
     legs = by_index(result)
     assert (legs[0]["steps"], legs[0]["accepted"]) == (2, 2)
     assert (legs[1]["steps"], legs[1]["accepted"]) == (2, 0)
-    assert result.unattributed_steps == 4
-    assert result.files[0]["lines"] == 8
+    assert result.fold.unattributed_steps == 4
+    assert result.fold.files[0]["lines"] == 8
 
 
 def test_microsecond_rounding_of_leg_times(tmp_path):
@@ -183,14 +183,14 @@ def test_overlapping_windows_use_the_label_or_are_ambiguous(tmp_path):
     legs = by_index(result)
     assert (legs[0]["steps"], legs[0]["accepted"]) == (1, 1)
     assert (legs[1]["steps"], legs[1]["accepted"]) == (2, 4)
-    assert result.ambiguous_steps == 2
+    assert result.fold.ambiguous_steps == 2
 
 
 def test_overlap_without_labels_on_the_legs_is_ambiguous(tmp_path):
     record = arm([leg(2, 0, 10), leg(2, 5, 15)])
     lines = [step(ns(1), 1, 1, 0), step(ns(12), 1, 1, 1), step(ns(7), 1, 1, 2, leg="x")]
     result = fold_acceptance(record, [write(tmp_path / "s.jsonl", lines)])
-    assert result.ambiguous_steps == 1
+    assert result.fold.ambiguous_steps == 1
     assert [figures["steps"] for figures in result.legs] == [1, 1]
 
 
@@ -198,7 +198,7 @@ def test_torn_tail_is_counted_not_parsed(tmp_path):
     record = arm([leg(2, 0, 10)])
     path = write(tmp_path / "s.jsonl", [step(ns(1), 2, 1, 0)], tail=b'{"v":1,"w":"00')
     result = fold_acceptance(record, [path])
-    assert result.torn_lines == 1
+    assert result.fold.torn_lines == 1
     assert result.legs[0]["steps"] == 1
 
 
@@ -207,9 +207,9 @@ def test_torn_fragment_glued_to_the_next_line(tmp_path):
     fragment = step(ns(2), 2, 2, 1)[:30]
     lines = [step(ns(1), 2, 1, 0), fragment + step(ns(3), 2, 0, 2)]
     result = fold_acceptance(record, [write(tmp_path / "s.jsonl", lines)])
-    assert result.torn_lines == 1
+    assert result.fold.torn_lines == 1
     assert (result.legs[0]["steps"], result.legs[0]["accepted"]) == (2, 1)
-    assert result.lost_lines == 1  # the torn line's n is missing
+    assert result.fold.lost_lines == 1  # the torn line's n is missing
 
 
 @pytest.mark.parametrize("block_bytes", [64, 1 << 20])
@@ -220,8 +220,8 @@ def test_malformed_middle_line_names_file_and_line(tmp_path, block_bytes):
     with pytest.raises(InputError, match=r"s\.jsonl:2: not valid JSON"):
         fold_acceptance(record, [path], block_bytes=block_bytes)
     result = fold_acceptance(record, [path], skip_bad_lines=True, block_bytes=block_bytes)
-    assert result.skipped_lines == 1
-    assert result.skipped_examples[0].line == 2
+    assert result.fold.skipped_lines == 1
+    assert result.fold.skipped_examples[0].line == 2
     assert result.legs[0]["steps"] == 2
 
 
@@ -325,7 +325,7 @@ def test_several_files_and_globs(tmp_path):
         record, [str(tmp_path / "*.jsonl"), str(tmp_path / "c.log"), str(tmp_path / "a.jsonl")]
     )
     assert (result.legs[0]["steps"], result.legs[0]["accepted"]) == (3, 8)
-    assert len(result.files) == 3  # a.jsonl named twice is read once
+    assert len(result.fold.files) == 3  # a.jsonl named twice is read once
     with pytest.raises(InputError, match="matches no file"):
         fold_acceptance(record, [str(tmp_path / "*.nothing")])
 
@@ -378,7 +378,7 @@ def test_lost_lines_and_a_log_read_twice(tmp_path):
     record = arm([leg(2, 0, 10)])
     lines = [step(ns(1), 2, 1, 0), step(ns(2), 2, 1, 3)]  # n = 1 and 2 never arrived
     result = fold_acceptance(record, [write(tmp_path / "s.jsonl", lines)])
-    assert result.lost_lines == 2
+    assert result.fold.lost_lines == 2
     write(tmp_path / "copy.jsonl", [*lines, step(ns(3), 2, 1, 1)])
     both = [str(tmp_path / "s.jsonl"), str(tmp_path / "copy.jsonl")]
     with pytest.raises(RefusedError, match=r"read twice") as error:
@@ -430,7 +430,7 @@ def test_end_to_end_fixture_matches_the_toy_engines_own_counters():
         assert figures["proposed"] == counters["proposed"]
         assert figures["accepted"] == counters["accepted"]
         assert figures["emitted_consistent"] is True
-    assert result.unattributed_steps == result.torn_lines == result.lost_lines == 0
+    assert result.fold.unattributed_steps == result.fold.torn_lines == result.fold.lost_lines == 0
 
 
 def test_request_ids_use_the_whole_unsigned_64_bit_range(tmp_path):

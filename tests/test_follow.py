@@ -114,10 +114,10 @@ def test_writer_process_appending_while_following(tmp_path):
     outcome = run_follow(follower, interval=0.1, idle_seconds=0.3)
     assert outcome.reason == "idle"
     assert outcome.result.to_json() == one_shot(arm, [str(log)])
-    assert outcome.result.torn_lines == 0
+    assert outcome.result.fold.torn_lines == 0
     assert outcome.result.legs[0]["steps"] > 0
     # Every intermediate view held unfinished lines back instead of counting them torn.
-    assert all(view.result is None or view.result.torn_lines == 0 for view in views), (
+    assert all(view.result is None or view.result.fold.torn_lines == 0 for view in views), (
         "a partial line was counted as torn while the writer ran"
     )
 
@@ -135,11 +135,11 @@ def test_partial_line_is_held_then_counted_once_whole(tmp_path):
     append(log, line(1)[25:] + b"".join(line(i) for i in range(2, 59)))
     view = follower.poll()
     assert (view.lines, view.held_bytes) == (59, 0)
-    assert view.result is not None and view.result.torn_lines == 0
+    assert view.result is not None and view.result.fold.torn_lines == 0
     append(log, line(59)[:10])  # the writer dies mid-line: torn only at the end
-    assert follower.poll().result.torn_lines == 0
+    assert follower.poll().result.fold.torn_lines == 0
     result = follower.finish()
-    assert result.torn_lines == 1
+    assert result.fold.torn_lines == 1
     assert result.to_json() == one_shot(arm, [str(log)])
 
 

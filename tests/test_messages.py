@@ -41,7 +41,7 @@ def test_an_engine_without_a_prefill_token_is_learned_from_the_arm(tmp_path):
     # speculative-simple: completion_tokens = sum(emitted) = 9 on every leg, so k = 0.
     path = write(tmp_path / "s.jsonl", emitted_lines(3, EMITTED))
     result = fold_acceptance(arm(one_request_legs([9, 9, 9])), [path])
-    assert result.prefill_tokens == {
+    assert result.fold.prefill_tokens == {
         "per_request": 0,
         "source": "learned from the arm",
         "legs": {"0": 3, "1": 0},
@@ -53,8 +53,8 @@ def test_an_engine_without_a_prefill_token_is_learned_from_the_arm(tmp_path):
 def test_a_server_with_a_prefill_token_is_learned_from_the_arm(tmp_path):
     path = write(tmp_path / "s.jsonl", emitted_lines(3, EMITTED))
     result = fold_acceptance(arm(one_request_legs([10, 10, 10])), [path])
-    assert result.prefill_tokens["per_request"] == 1
-    assert result.prefill_tokens["legs"] == {"0": 0, "1": 3}
+    assert result.fold.prefill_tokens["per_request"] == 1
+    assert result.fold.prefill_tokens["legs"] == {"0": 0, "1": 3}
     assert all(figures["flags"] == () for figures in result.legs)
 
 
@@ -74,7 +74,7 @@ def test_the_odd_leg_out_is_flagged_with_the_true_sums(tmp_path, capsys):
 def test_a_stated_convention_wins_over_the_arm(tmp_path, capsys):
     path = write(tmp_path / "s.jsonl", emitted_lines(2, EMITTED))
     result = fold_acceptance(arm(one_request_legs([9, 9])), [path], prefill_tokens=1)
-    assert result.prefill_tokens == {"per_request": 1, "source": "stated"}
+    assert result.fold.prefill_tokens == {"per_request": 1, "source": "stated"}
     assert [figures["expected_completion_tokens"] for figures in result.legs] == [10, 10]
     assert all("emitted != completion" in figures["flags"] for figures in result.legs)
 
@@ -106,10 +106,10 @@ def test_a_follower_folds_with_the_stated_convention_as_lines_arrive(tmp_path):
     with open(path, "ab") as handle:
         handle.write(b"".join(lines[3:]))
     result = follower.finish()
-    assert result.prefill_tokens == {"per_request": 1, "source": "stated"}
+    assert result.fold.prefill_tokens == {"per_request": 1, "source": "stated"}
     assert [figures["expected_completion_tokens"] for figures in result.legs] == [10, 10]
     learned = Follower(arm_path, [path]).finish()
-    assert learned.prefill_tokens["per_request"] == 0
+    assert learned.fold.prefill_tokens["per_request"] == 0
     assert [figures["flags"] for figures in learned.legs] == [(), ()]
 
 

@@ -61,7 +61,7 @@ def test_both_ways_give_the_readmes_figures(folded):
 
 def test_both_ways_give_the_same_intervals(folded):
     _, result = folded
-    other = fold_acceptance(ARM, [] if result.from_log else [STEPS])
+    other = fold_acceptance(ARM, [] if result.fold.from_log else [STEPS])
     for name in ("warm", "all"):
         for key, value in getattr(result, name).items():
             if key.endswith("_ci"):

@@ -266,13 +266,13 @@ def compare(
     :func:`our_arm`); ``record`` is our arm record's top level, for comparing workloads.
     """
     check_tolerance(tolerance)
-    bootstrap = result.bootstrap or {}
+    bootstrap = result.fold.bootstrap or {}
     resamples, seed = bootstrap.get("resamples", 0), bootstrap.get("seed", 0)
     main = our_arm(result, OURS, record)
     others = [
         other
         if isinstance(other, Arm)
-        else oracle_arm(other, resamples, seed, position, result.window_steps)
+        else oracle_arm(other, resamples, seed, position, result.fold.window_steps)
         for position, other in enumerate(arms, start=1)
     ]
     ours = {WARM_LEGS: main.rows[WARM_LEGS]}

@@ -31,6 +31,7 @@ import numpy as np
 from fold.compare.gap import GapAttribution
 from fold.compare.leg_pairs import Pairing, pair_legs, pair_summary, pairing
 from fold.folding.leg_figures import Named
+from fold.folding.result import FoldResult
 from fold.folding.uncertainty import Interval, bootstrap, percentile_interval, ratio
 from fold.inputs.acceptance import accepted_at_position
 from fold.inputs.arm import ArmRecord
@@ -95,8 +96,8 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         if main.record is not None and other.record is not None
         else Pairing(False, ("an arm record is not at hand",))
     )
-    seeds = [(result.bootstrap or {}).get("seed") for result in (ours, theirs)]
-    resamples = (ours.bootstrap or {}).get("resamples", 0)
+    seeds = [(result.fold.bootstrap or {}).get("seed") for result in (ours, theirs)]
+    resamples = (ours.fold.bootstrap or {}).get("resamples", 0)
     together = found.paired and seeds[0] == seeds[1]
     unmatched = unmatched_requests(ours.legs, theirs.legs, other.name) if together else None
     resampling = (
@@ -118,14 +119,14 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         pairing=found,
         resampling=resampling,
         workload=tuple(workload_differences(main, other)),
-        per_position=_rows(_side_by_side(ours, theirs, "per_position", resamples, seeds)),
-        histogram=_rows(_side_by_side(ours, theirs, "histogram", resamples, seeds)),
+        per_position=_rows(_side_by_side(ours.fold, theirs.fold, "per_position", resamples, seeds)),
+        histogram=_rows(_side_by_side(ours.fold, theirs.fold, "histogram", resamples, seeds)),
         pairs=pairs,
         pair_summary=summary,
         other_fold=theirs.to_json(),
         other_lines=lines_text(theirs.to_json()),
-        decode_factor=_decode_factor(ours, theirs),
-        decode_factor_ci=_decode_factor_ci(ours, theirs),
+        decode_factor=_decode_factor(ours.fold, theirs.fold),
+        decode_factor_ci=_decode_factor_ci(ours.fold, theirs.fold),
     )
 
 
@@ -171,7 +172,7 @@ def _decode_factor(ours: Any, theirs: Any) -> float | None:
     return None if a is None or not b else a / b
 
 
-def _decode_factor_ci(ours: Any, theirs: Any) -> Interval | None:
+def _decode_factor_ci(ours: FoldResult, theirs: FoldResult) -> Interval | None:
     """From each run's resampled decode steps/s, resample by resample (paired or not, as the
     runs were drawn)."""
     drawn = [
@@ -385,7 +386,7 @@ def _column_difference(ours: ArmRecord, other: ArmRecord, column: str, name: str
 
 
 def _side_by_side(
-    ours: Any, other: Any, which: str, resamples: int, seeds: list[int | None]
+    ours: FoldResult, other: FoldResult, which: str, resamples: int, seeds: list[int | None]
 ) -> list[dict[str, Any]] | None:
     """The warm per-position rates (or histogram shares) of both runs and their difference,
     each difference with a 95% interval from redrawing each run's warm legs; None when a run

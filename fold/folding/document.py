@@ -63,12 +63,6 @@ class Document:
     def all(self) -> PooledFigures:
         return self.fold.all
 
-    def __getattr__(self, name: str) -> Any:
-        # The fold's other figures (predicate, files, sources(), ...), read as before.
-        if name.startswith("__") or name in ("fold", "counter_check", "comparison", "matched"):
-            raise AttributeError(name)
-        return getattr(self.fold, name)
-
     def with_comparison(self, comparison: ComparisonPart) -> Document:
         """This document with the comparison's part beside the fold's (a new document)."""
         return replace(self, comparison=comparison)
