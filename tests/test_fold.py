@@ -458,16 +458,16 @@ def test_the_fold_leaves_the_cycle_collector_as_it_found_it(tmp_path, monkeypatc
     after, also when the fold is refused."""
     import gc
 
-    import fold.folding.result
+    import fold.folding.build
 
     seen_while_building = []
-    building = fold.folding.result._acceptance_drafts
+    building = fold.folding.build._acceptance_drafts
 
     def spy(*args, **kwargs):
         seen_while_building.append(gc.isenabled())
         return building(*args, **kwargs)
 
-    monkeypatch.setattr(fold.folding.result, "_acceptance_drafts", spy)
+    monkeypatch.setattr(fold.folding.build, "_acceptance_drafts", spy)
     record = arm([leg(2, 0, 10), leg(2, 20, 30)])
     good = write(tmp_path / "good.jsonl", [step(ns(1), 2, 1, 0), step(ns(21), 2, 2, 1)])
     refused = write(tmp_path / "refused.jsonl", [step(ns(1), 2, 1, 0)])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from fold.folding.build import build_result, settle_lines
 from fold.folding.log_fold import LogFold, fold_acceptance
-from fold.folding.result import build_result, settle_lines
 from fold.folding.warm import DEFAULT_PREDICATE, check_arm
 from fold.inputs.arm import load_arm
 

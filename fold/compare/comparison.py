@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fold.compare.arm_draws import Side
+from fold.compare.arms import Arm
 from fold.compare.gap import (
     DEFAULT_TOLERANCE,
     LENGTH_FIGURES,
@@ -38,7 +39,7 @@ from fold.folding.document import Document
 from fold.folding.leg_figures import frozen, plain
 from fold.folding.oracle_steps import fold_oracle
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
-from fold.folding.uncertainty import Interval, Replicates
+from fold.folding.uncertainty import Interval
 from fold.inputs.acceptance import accepted_at_position
 from fold.inputs.oracles import (
     ALL_LEGS,
@@ -183,36 +184,6 @@ def oracle_arms(
             )
         seen.add(arm.name)
     return arms
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One arm as the comparison takes it, ours or an oracle's: an arm is an arm.
-
-    ``rows`` holds its figures per population it can be folded over (an oracle's counters
-    cover one; a run of ours has warm legs and all legs), the first being the one it is
-    compared over; ``replicates`` the bootstrap's resamples of each (None: known by totals).
-    A run of ours also has its warm legs' ``cadence``, its fold (``result``: the legs) and
-    its arm record's top level (``record``: the workload); an oracle has none of these.
-    """
-
-    name: str
-    kind: str
-    rows: dict[str, ArmFigures]
-    replicates: dict[str, Replicates | None]
-    cadence: dict[str, Any] | None = None
-    result: Document | None = field(default=None, repr=False)
-    record: Any = field(default=None, repr=False)
-    steps_fold: FoldResult | None = field(default=None, repr=False)
-    """An oracle's per-request steps folded as ours are (None: no steps, or ours)."""
-
-    @property
-    def population(self) -> str:
-        return next(iter(self.rows))
-
-    @property
-    def row(self) -> ArmFigures:
-        return self.rows[self.population]
 
 
 def our_arm(result: Document, name: str = OURS, record: Any = None) -> Arm:

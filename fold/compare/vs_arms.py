@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fold.compare.comparison import OURS, OURS_ALL, Arm, our_arm
+from fold.compare.arms import Arm
+from fold.compare.comparison import OURS, OURS_ALL, our_arm
 from fold.compare.leg_pairs import pairing, require_pairing
 from fold.errors import FoldError
 from fold.folding.log_fold import fold_acceptance

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from fold.errors import RefusedError
+from fold.folding.build import MAX_LEGS_NAMED
 from fold.folding.leg_figures import Figures, Named
-from fold.folding.result import ENGINE_TRACE, MAX_LEGS_NAMED, FoldResult
+from fold.folding.result import ENGINE_TRACE, FoldResult
 from fold.inputs.arm_counters import (
     BLOCK_COUNTS,
     COUNTER_FIELDS,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from fold.errors import RefusedError
+from fold.folding.build import MAX_LEGS_NAMED, finished_pooled
 from fold.folding.leg_figures import (
     Histograms,
     LegFigures,
@@ -21,13 +22,7 @@ from fold.folding.leg_figures import (
     frozen,
     pooled,
 )
-from fold.folding.result import (
-    MAX_LEGS_NAMED,
-    NEEDS_STEP_LOG,
-    RECORD_COUNTERS,
-    FoldResult,
-    finished_pooled,
-)
+from fold.folding.result import NEEDS_STEP_LOG, RECORD_COUNTERS, FoldResult
 from fold.folding.uncertainty import Replicates, check_resamples, fold_replicates, method_note
 from fold.folding.warm import ThroughputCheck
 from fold.inputs.arm_counters import COUNTER_FIELDS, EngineCounters, LegCounts

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fold.errors import InputError
 from fold.folding.accumulate import MERGE_EVERY, PartialFold, merge_all
+from fold.folding.build import build_result, settle_lines
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.folding.counter_check import check_counters
 from fold.folding.counter_fold import fold_counters
@@ -16,7 +17,7 @@ from fold.folding.document import Document
 from fold.folding.engine_trace_fold import engine_trace_fold
 from fold.folding.line_figures import LineFigures
 from fold.folding.logfile import Legs, LogFile
-from fold.folding.result import ENGINE_TRACE, STEP_LOG, build_result, settle_lines
+from fold.folding.result import ENGINE_TRACE, STEP_LOG
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.folding.warm import DEFAULT_PREDICATE, ThroughputCheck, check_arm
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS

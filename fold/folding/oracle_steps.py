@@ -28,8 +28,9 @@ from typing import Any
 import polars as pl
 
 from fold.folding.accumulate import SCHEMAS
+from fold.folding.build import build_result
 from fold.folding.engine_trace_fold import STEP_COLUMNS, untimed_fold
-from fold.folding.result import ORACLE_STEPS, SERVER_PREFILL_TOKENS, FoldResult, build_result
+from fold.folding.result import ORACLE_STEPS, SERVER_PREFILL_TOKENS, FoldResult
 from fold.folding.uncertainty import DEFAULT_SEED
 from fold.folding.warm import ThroughputCheck
 from fold.inputs import acceptance

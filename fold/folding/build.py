@@ -1,0 +1,416 @@
+"""Building a fold's result: the legs' figures, the warm and all-legs pools with their
+intervals, and what the lines were, from the partial folds (``build_result``); the result
+itself is ``fold.folding.result.FoldResult``."""
+
+from __future__ import annotations
+
+import gc
+from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from fold.errors import RefusedError
+from fold.folding.accumulate import REQUEST_KEY, PartialFold, request_id
+from fold.folding.another_k import fold_another_k
+from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION
+from fold.folding.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor, no_request
+from fold.folding.cadence import KEY as CADENCE_KEY
+from fold.folding.leg_figures import (
+    Histograms,
+    PooledFigures,
+    bootstrap_leg,
+    frozen,
+    pooled,
+    stepped_figures,
+    stepped_leg,
+)
+from fold.folding.line_figures import LineFigures, line_figures
+from fold.folding.per_request import with_request_figures
+from fold.folding.result import (
+    ENGINE_TRACE,
+    ORACLE_STEPS,
+    PREFILL_CONVENTIONS,
+    SERVER_PREFILL_TOKENS,
+    STEP_LOG,
+    FoldResult,
+    untimed,
+)
+from fold.folding.step_durations import step_durations
+from fold.folding.step_split import NO_SPLIT, from_fold
+from fold.folding.uncertainty import (
+    DEFAULT_SEED,
+    Replicates,
+    check_resamples,
+    decode_interval,
+    fold_replicates,
+    interval_fields,
+    method_note,
+)
+from fold.folding.warm import ThroughputCheck
+from fold.inputs import acceptance
+from fold.inputs.reader import ReadCounts, SkippedLine
+
+
+def build_result(
+    arm_legs: pl.DataFrame,
+    partial: PartialFold,
+    read_counts: dict[str, ReadCounts],
+    check: ThroughputCheck,
+    window_steps: int = acceptance.DEFAULT_WINDOW_STEPS,
+    *,
+    prefill_tokens: int | None = None,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
+    resamples: int = 0,
+    seed: int = DEFAULT_SEED,
+    step_source: str = STEP_LOG,
+    lines: LineFigures | None = None,
+) -> FoldResult:
+    """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
+    user states it; None learns it from the arm (see ``_prefill_convention``). ``resamples``
+    above 0 puts 95% bootstrap intervals beside the pooled figures (``add_intervals``).
+    ``lines``: the partial's ``settle_lines``, when the caller computed them first (and let
+    the lines go); else computed here."""
+    stall_factor = check_stall_factor(stall_factor)
+    check_resamples(resamples, seed)
+    if lines is None:
+        lines = settle_lines(
+            partial,
+            arm_legs,
+            check,
+            stall_factor=stall_factor,
+            resamples=resamples,
+            seed=seed,
+            step_source=step_source,
+        )
+    cadence = lines.cadence
+    # The bootstrap's draws run without the GIL (the extension, numpy) and need only the
+    # partial's sums: started first, on a thread of its own, they overlap the acceptance
+    # figures (mostly Python) instead of following them.
+    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=1) as pool:
+        replicates = pool.submit(
+            _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
+        )
+        drafts = _acceptance_drafts(
+            arm_legs, partial, read_counts, check, window_steps, prefill_tokens
+        )
+        _add_cadence(drafts, cadence, untimed(step_source))
+        found = replicates.result()
+        # Per request and by position: the warm legs' only.
+        warm = with_request_figures(
+            finished_pooled(drafts.warm, found.get("warm")),
+            drafts.legs,
+            lines.positions,
+            resamples,
+            seed,
+        )
+        split = NO_SPLIT
+        if untimed(step_source) is None:
+            split = from_fold(
+                partial.durations,
+                cadence.requests,
+                arm_legs["index"].to_list(),
+                check.warm_legs,
+                resamples,
+                seed,
+            )
+        # Built once, from the finished drafts: nothing changes it after.
+        return FoldResult(
+            predicate=check.predicate,
+            window_steps=window_steps,
+            stall_factor=stall_factor,
+            legs=tuple(stepped_figures(leg) for leg in drafts.legs),
+            warm=warm,
+            all=finished_pooled(drafts.all, found.get("all")),
+            files=tuple(frozen(row) for row in drafts.files),
+            writers=tuple(frozen(row) for row in drafts.writers),
+            skipped_examples=drafts.skipped_examples,
+            prefill_tokens=frozen(drafts.prefill_tokens),
+            bootstrap=frozen(method_note(resamples, seed)),
+            replicates=frozen(found),
+            step_split=split,
+            step_source=step_source,
+            another_k=fold_another_k(partial, drafts.warm, resamples, seed, lines.step_lengths),
+            durations=step_durations(partial.durations),
+        )
+
+
+def finished_pooled(draft: dict[str, Any], replicates: Replicates | None) -> PooledFigures:
+    """A pooled fold's figures from its draft (``pooled``, with its cadence) and the 95%
+    intervals its replicates give (None: each interval is None)."""
+    cadence = draft.pop("cadence")
+    if cadence is not None:
+        cadence = frozen({**cadence, "decode_steps_per_s_ci": decode_interval(replicates)})
+    return PooledFigures(**draft, cadence=cadence, intervals=frozen(interval_fields(replicates)))
+
+
+@dataclass
+class _Drafts:
+    """The fold's figures while they are built, in this module only (plain dicts)."""
+
+    legs: list[dict[str, Any]]
+    warm: dict[str, Any]
+    all: dict[str, Any]
+    files: list[dict[str, Any]]
+    writers: list[dict[str, Any]]
+    skipped_examples: tuple[SkippedLine, ...]
+    prefill_tokens: dict[str, Any]
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused while the figures are built: they are some 10^6
+    small objects (a dict of figures per request) and hold no cycles, but allocating them
+    set off full collections that walked the whole heap for nothing (0.05 s of a 0.9 s fold
+    of 10M lines). It runs again as before once the result is built."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _acceptance_drafts(
+    arm_legs: pl.DataFrame,
+    partial: PartialFold,
+    read_counts: dict[str, ReadCounts],
+    check: ThroughputCheck,
+    window_steps: int,
+    prefill_tokens: int | None,
+) -> _Drafts:
+    warm_set = set(check.warm_legs)
+    sums = {row["leg"]: row for row in partial.legs.iter_rows(named=True)}
+    histograms = Histograms.of_rows(partial.histogram.iter_rows())
+    bins: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for leg, _bin, steps, proposed, accepted in partial.bins.sort("leg", "bin").iter_rows():
+        bins[leg].append((steps, proposed, accepted))
+    requests: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in partial.requests.sort(REQUEST_KEY).iter_rows(named=True):
+        row["seq"] = request_id(row["seq"], row.pop("sid"))
+        requests[row.pop("leg")].append(row)
+
+    convention = _prefill_convention(arm_legs, sums, requests, prefill_tokens)
+    legs = [
+        stepped_leg(
+            leg,
+            prefill_tokens=convention["per_request"],
+            warm=leg["index"] in warm_set,
+            sums=sums.get(leg["index"]),
+            counts=histograms.by_accepted.get(leg["index"], {}),
+            proposals=histograms.by_proposed.get(leg["index"], {}),
+            bins=bins.get(leg["index"], []),
+            requests=requests.get(leg["index"], []),
+            window_steps=window_steps,
+        )
+        for leg in arm_legs.iter_rows(named=True)
+    ]
+    _refuse_warm_legs_without_steps(legs, partial)
+    return _Drafts(
+        legs=legs,
+        warm=pooled([leg for leg in legs if leg["warm"]], histograms),
+        all=pooled(legs, histograms),
+        files=_files(partial, read_counts),
+        writers=_writers(partial, list(read_counts)),
+        skipped_examples=tuple(
+            example for counts in read_counts.values() for example in counts.skipped_examples
+        ),
+        prefill_tokens=convention,
+    )
+
+
+def _add_cadence(drafts: _Drafts, cadence: Cadence, no_times: str | None) -> None:
+    """Each request's, each leg's and the folds' cadence, beside their acceptance."""
+    if no_times is not None:  # no step times: no cadence at all, never one of zeros
+        for owner in [*drafts.legs, drafts.warm, drafts.all]:
+            owner["cadence"] = None
+            for request in owner.get("requests", []):
+                request["cadence"] = None
+        return
+    by_request = cadence.by_request
+    for leg in drafts.legs:
+        for request in leg["requests"]:
+            key = (leg["index"], request["w"], request["seq"])
+            request["cadence"] = frozen(by_request.get(key) or no_request())
+    folds = [drafts.warm, drafts.all]
+    groups = cadence.groups([[leg["index"]] for leg in drafts.legs] + [f["legs"] for f in folds])
+    for owner, figures in zip([*drafts.legs, *folds], groups, strict=True):
+        owner["cadence"] = figures
+
+
+def _prefill_convention(
+    arm_legs: pl.DataFrame,
+    sums: dict[int, dict[str, Any]],
+    requests: dict[int, list[dict[str, Any]]],
+    stated: int | None,
+) -> dict[str, Any]:
+    """How many output tokens per request come from prefill rather than a verify step.
+
+    Stated by the user, or learned from the arm: each leg whose every line carries `emitted`
+    votes for the k in (0, 1) with completion_tokens = k * requests + sum(emitted); the k with
+    most votes wins (ties and no votes: the servers' 1). Legs that disagree are flagged.
+    """
+    if stated is not None:
+        return {"per_request": stated, "source": "stated"}
+    votes = dict.fromkeys(PREFILL_CONVENTIONS, 0)
+    for leg in arm_legs.iter_rows(named=True):
+        leg_sums = sums.get(leg["index"])
+        count = len(requests.get(leg["index"], []))
+        if not leg_sums or not count or leg_sums["emitted_lines"] != leg_sums["lines"]:
+            continue
+        for k in PREFILL_CONVENTIONS:
+            if leg["completion_tokens"] == k * count + leg_sums["emitted"]:
+                votes[k] += 1
+    legs_agreeing = {str(k): count for k, count in votes.items()}  # JSON keys are strings
+    if not any(votes.values()):
+        return {"per_request": SERVER_PREFILL_TOKENS, "source": "default", "legs": legs_agreeing}
+    best = max(PREFILL_CONVENTIONS, key=lambda k: (votes[k], k == SERVER_PREFILL_TOKENS))
+    return {"per_request": best, "source": "learned from the arm", "legs": legs_agreeing}
+
+
+def settle_lines(
+    partial: PartialFold,
+    arm_legs: pl.DataFrame,
+    check: ThroughputCheck,
+    *,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
+    resamples: int = 0,
+    seed: int = DEFAULT_SEED,
+    step_source: str = STEP_LOG,
+) -> LineFigures:
+    """The figures that read the partial's lines (``fold.folding.line_figures``), as
+    ``build_result`` takes them: after this, nothing in the fold needs ``partial.step_times``."""
+    warm_legs = [index for index in arm_legs["index"].to_list() if index in check.warm_legs]
+    # Steps without times (the engine's trace, an oracle's) keep their order, numbered in
+    # place of times, which is all the figures by position need.
+    position = {ORACLE_STEPS: ORACLE_POSITION, ENGINE_TRACE: TRACE_POSITION}.get(
+        step_source, POSITION
+    )
+    with _no_cycle_collection():  # the cadence builds a dict per request
+        return line_figures(
+            partial.step_times,
+            arm_legs,
+            warm_legs,
+            stall_factor=check_stall_factor(stall_factor),
+            resamples=resamples,
+            seed=seed,
+            position=position,
+            no_times=untimed(step_source),
+        )
+
+
+def _fold_replicates(
+    arm_legs: pl.DataFrame,
+    partial: PartialFold,
+    check: ThroughputCheck,
+    cadence: Cadence,
+    resamples: int,
+    seed: int,
+) -> dict[str, Replicates]:
+    """The warm and all-legs folds' replicates (none for 0 resamples), from the same sums as
+    the legs' figures: per request S, P, A and its cadence's decode steps and nanoseconds (a
+    request without cadence decodes nothing)."""
+    if not resamples:
+        return {}
+    decode = cadence.requests.select(
+        *CADENCE_KEY, pl.col("intervals").alias("decode_steps"), "decode_ns"
+    )
+    ordered = (
+        partial.requests.select(*CADENCE_KEY, "steps", "proposed", "accepted")
+        .join(decode, on=CADENCE_KEY, how="left", nulls_equal=True)  # null: an integer id
+        .with_columns(pl.col("decode_steps", "decode_ns").fill_null(0))
+        .sort(CADENCE_KEY)
+    )
+    requests = {key[0]: frame for key, frame in ordered.partition_by("leg", as_dict=True).items()}
+    steps_in_leg = dict(partial.legs.select("leg", "steps").iter_rows())
+    warm_set = set(check.warm_legs)
+    legs, warm = [], []
+    for leg in arm_legs.iter_rows(named=True):
+        index = leg["index"]
+        frame = requests.get(index, ordered.clear())
+        legs.append(
+            bootstrap_leg(
+                leg,
+                {name: frame[name].to_numpy() for name in _REQUEST_SUMS},
+                steps_in_leg.get(index, 0),
+            )
+        )
+        warm.append(index in warm_set)
+    return fold_replicates(legs, warm, resamples, seed)
+
+
+_REQUEST_SUMS = ("steps", "proposed", "accepted", "decode_steps", "decode_ns")
+
+
+MAX_LEGS_NAMED = 8
+
+
+def _refuse_warm_legs_without_steps(legs: list[dict[str, Any]], partial: PartialFold) -> None:
+    empty = [leg for leg in legs if leg["warm"] and leg["steps"] == 0]
+    if not empty:
+        return
+    files = partial.files
+    unattributed = int(files["unattributed"].sum()) if files.height else 0
+    ambiguous = int(files["ambiguous"].sum()) if files.height else 0
+    named = ", ".join(
+        f"leg {leg['index']} (run {leg['run']}, {leg['lines']} lines without a draft)"
+        for leg in empty[:MAX_LEGS_NAMED]
+    )
+    if len(empty) > MAX_LEGS_NAMED:
+        named += f" and {len(empty) - MAX_LEGS_NAMED} more"
+    found = (
+        f"{len(empty)} warm leg(s) have no verify step with a draft in the step log: {named}. "
+        "A drafter that never proposed is not a 0% acceptance. "
+    )
+    if ambiguous:
+        raise RefusedError(
+            found + f"{ambiguous} step line(s) are ambiguous: they fall inside two or more "
+            "overlapping leg windows and carry no leg label that names exactly one of them, so "
+            "they are kept out of every leg. Label the legs: run each leg's engine with "
+            "DFLASH_STEP_LEG=<label> and give that leg the same 'leg' field in the arm record"
+            + (
+                f" ({unattributed} other line(s) fell outside every leg window)"
+                if unattributed
+                else ""
+            )
+        )
+    raise RefusedError(
+        found + f"{unattributed} step line(s) fell outside every leg window: check that the log "
+        "belongs to this run and that the engine's clock matches the gate's"
+    )
+
+
+def _writers(partial: PartialFold, paths: list[str]) -> list[dict[str, Any]]:
+    """The writers' line counts; ``paths`` (the logs read) name where a refusal looked."""
+    writers = []
+    for row in partial.writers.sort("w").iter_rows(named=True):
+        expected = row["max_n"] + 1
+        if row["lines"] > expected:
+            where = paths[0] if len(paths) == 1 else f"{len(paths)} logs ({', '.join(paths)})"
+            raise RefusedError(
+                f"{where}: writer {row['w']} (pid {row['pid']}) has {row['lines']} lines but "
+                f"counted only {expected}: some lines were read twice. Is one log given twice, "
+                "or copied into two files?"
+            )
+        writers.append({**row, "lost": expected - row["lines"]})
+    return writers
+
+
+def _files(partial: PartialFold, read_counts: dict[str, ReadCounts]) -> list[dict[str, Any]]:
+    rows = {row["path"]: row for row in partial.files.iter_rows(named=True)}
+    files = []
+    for path, counts in read_counts.items():
+        row = rows.get(path) or {
+            "path": path, "lines": 0, "attributed": 0, "unattributed": 0, "ambiguous": 0
+        }  # fmt: skip
+        entry = {**row, "torn": counts.torn_lines, "skipped": counts.skipped_lines}
+        if counts.kind != "step log":
+            entry.update(kind=counts.kind, run_lines=counts.run_lines,
+                         other_lines=counts.other_lines)  # fmt: skip
+        files.append(entry)
+    return files
