@@ -29,13 +29,6 @@ MAX_TOP_FILES = 6
 MAX_LINES = 450
 """A module past this many lines asks to be split by what it holds."""
 
-LONG_MODULES_BEING_SPLIT = {
-    "fold/inputs/oracles/figures.py",
-    "fold/inputs/oracles/sglang.py",
-}
-"""Modules past ``MAX_LINES`` whose split is under way; each leaves this list when it lands
-(a test fails while a listed module is already short enough)."""
-
 
 def stage_of(module: str) -> int:
     if module in SHARED or module.startswith("fold._native"):
@@ -301,24 +294,22 @@ def test_a_cycle_is_found_and_named_in_import_order():
     assert a_cycle({"a": {"a"}}) == ["a"]
 
 
-def long_modules() -> dict[str, int]:
+def long_modules(paths: list[Path] | None = None) -> dict[str, int]:
     lengths = {
-        path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
-        for path in package_modules()
+        path.name if ROOT not in path.parents else path.relative_to(ROOT).as_posix(): len(
+            path.read_text().splitlines()
+        )
+        for path in (package_modules() if paths is None else paths)
     }
     return {name: count for name, count in lengths.items() if count > MAX_LINES}
 
 
 def test_no_module_is_past_the_line_limit():
-    assert set(long_modules()) <= LONG_MODULES_BEING_SPLIT, {
-        name: count
-        for name, count in long_modules().items()
-        if name not in LONG_MODULES_BEING_SPLIT
-    }
+    assert long_modules() == {}
 
 
-@pytest.mark.parametrize("name", sorted(LONG_MODULES_BEING_SPLIT))
-def test_a_module_being_split_is_still_long(name: str):
-    """When its split lands, take it off ``LONG_MODULES_BEING_SPLIT``."""
-    assert (ROOT / name).is_file(), f"{name} is gone: take it off the list"
-    assert name in long_modules(), f"{name} is within {MAX_LINES} lines: take it off the list"
+def test_a_planted_long_module_is_caught(tmp_path: Path):
+    at_limit, past = tmp_path / "at_limit.py", tmp_path / "past.py"
+    at_limit.write_text("x = 1\n" * MAX_LINES)
+    past.write_text("x = 1\n" * (MAX_LINES + 1))
+    assert long_modules([at_limit, past]) == {"past.py": MAX_LINES + 1}

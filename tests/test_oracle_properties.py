@@ -175,7 +175,7 @@ def test_a_fitted_table_prints_every_figure_whole_at_any_width(rows, width) -> N
 @given(st.integers(1, 10**6), st.integers(1, 10**5), st.integers(0, 15))
 @scaled(1)
 def test_the_step_range_from_a_rounded_length_holds_the_true_count(accepted, steps, extra) -> None:
-    from fold.inputs.oracles.figures import steps_range
+    from fold.inputs.oracles.printed import steps_range
 
     proposed = max(accepted, steps) + extra
     printed = float(f"{1 + accepted / steps:.2f}")  # as both engines print it

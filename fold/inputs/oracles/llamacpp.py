@@ -25,9 +25,9 @@ from fold.inputs.oracles.figures import (
     REQUESTS,
     ArmFigures,
     arm_from_counts,
-    sum_printed_lines,
 )
 from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
+from fold.inputs.oracles.printed import sum_printed_lines
 from fold.inputs.oracles.prometheus import Sample, looks_like_scrape
 from fold.inputs.oracles.source import OracleFile, Record, arm_tok_s, count, legs_of, positive, warm
 from fold.wording import figure

@@ -21,14 +21,19 @@ from typing import Any
 from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
 from fold.inputs.oracles.figures import (
-    LAST_INTERVAL,
     REQUESTS,
-    SINCE_START,
     ArmFigures,
     arm_from_counts,
 )
 from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
-from fold.inputs.oracles.prometheus import looks_like_scrape, parse_scrapes
+from fold.inputs.oracles.prometheus import looks_like_scrape
+from fold.inputs.oracles.sglang_summaries import (
+    BENCH_WORKLOAD,
+    KIND,
+    PREFIX,
+    read_bench,
+    read_gauges,
+)
 from fold.inputs.oracles.source import (
     OracleFile,
     Record,
@@ -38,16 +43,13 @@ from fold.inputs.oracles.source import (
     count,
     legs_of,
     median_tok_s,
-    one_workload,
     pick,
     positive,
     runs_of,
     warm,
 )
 
-KIND = "sglang"
 ALIASES = ("sglang",)
-PREFIX = "sglang:"
 
 _ACCEPT_LENGTH = ("spec_accept_length", "accept_length")
 _ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
@@ -56,8 +58,6 @@ _HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 _VERIFY = ("spec_verify_ct",)
 _SPECIFIC = (*_ACCEPT_LENGTH, *_ACCEPTED, *_PROPOSED, *_HISTOGRAM, *_VERIFY, "spec_accept_rate")
 _BENCH_MARKERS = ("backend", "completed", "duration", "server_info", "total_output_tokens")
-_BENCH_WORKLOAD = ("backend", "dataset_name", "request_rate", "max_concurrency",
-                   "random_input_len", "random_output_len")  # fmt: skip
 
 
 def sniff(doc: OracleFile) -> bool:
@@ -102,15 +102,15 @@ def _is_bench(record: Mapping[str, Any]) -> bool:
 
 def runs(doc: OracleFile) -> list[Run] | None:
     """The runs of a ``bench_serving`` result file (one line appended per run)."""
-    return runs_of(doc, _is_bench, _BENCH_WORKLOAD)
+    return runs_of(doc, _is_bench, BENCH_WORKLOAD)
 
 
 def read(name: str, doc: OracleFile) -> ArmFigures:
     if doc.form == "text":
-        return _read_gauges(name, doc)
+        return read_gauges(name, doc)
     bench = [_is_bench(record) for record, _ in doc.records]
     if all(bench):
-        return _read_bench(name, doc.records, doc.where)
+        return read_bench(name, doc.records, doc.where)
     if any(bench):
         # their accept_length is 1 + A/S, the other records' is the per-request unit
         first = next(where for (_, where), is_bench in zip(doc.records, bench, strict=True)
@@ -393,103 +393,3 @@ def _read_records(
 
 def _derived_accepted(r: _Request) -> int | None:
     return None if r.completion is None or r.verify is None else r.completion - 1 - r.verify
-
-
-# --------------------------------------------------------------------------------------------
-# bench_serving
-# --------------------------------------------------------------------------------------------
-
-
-def _read_bench(name: str, records: Sequence[Record], where: str) -> ArmFigures:
-    """Result lines of ``bench_serving``: tok/s per run, and the server's 1 + A/S since start.
-
-    Runs appended to one file are pooled only when they ran the same workload: tok/s is their
-    median, and the last run's ``accept_length`` (cumulative since server start) covers all.
-    """
-    one_workload(records, _BENCH_WORKLOAD)
-    values = [positive(r.get("output_throughput"), f"{w}: output_throughput") for r, w in records]
-    last, last_where = records[-1]
-    length = last.get("accept_length")
-    if length == 0 and not isinstance(length, bool):
-        length = None  # the server reports 0 before any speculative step: not a length of 0
-    runs = "the run" if len(records) == 1 else f"the {len(records)} runs"
-    sources = {
-        "tok_s": "output_throughput"
-        if len(records) == 1
-        else f"median output_throughput of {runs}",
-        "steps": "not recorded: bench_serving writes only the server's accept length",
-        "proposed": "not recorded: bench_serving writes only the server's accept length",
-        "accepted": "not recorded: bench_serving writes only the server's accept length",
-        "per_position": "not recorded: bench_serving writes no per-position figures",
-        "completion_tokens_per_step": "not recorded: bench_serving's accept_length is 1 + A/S",
-    }
-    notes = [
-        "bench_serving's accept_length is the server's avg_spec_accept_length: 1 + A/S over all "
-        "requests since the server started (warm-up included), not SGLang's per-request unit"
-    ]
-    if length is not None:
-        length = positive(length, f"{last_where}: accept_length")
-        sources["mean_acceptance_length"] = (
-            f"accept_length of {'the' if len(records) == 1 else 'the last'} run "
-            "(/server_info avg_spec_accept_length, cumulative since server start)"
-        )
-    else:
-        sources["mean_acceptance_length"] = "not recorded: accept_length is null (no speculation)"
-    return arm_from_counts(
-        name,
-        KIND,
-        tok_s=statistics.median(values),
-        mean_acceptance_length=length,
-        sources=sources,
-        notes=notes,
-        where=where,
-        labels={"mean_acceptance_length": "accept_length"},
-        population=SINCE_START,
-        population_detail="everything the server ran since it started, up to the end of " + runs,
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Prometheus gauges
-# --------------------------------------------------------------------------------------------
-
-
-def _read_gauges(name: str, doc: OracleFile) -> ArmFigures:
-    scrape = parse_scrapes(doc.text, where=doc.where)[-1]
-    found: dict[str, float] = {}
-    for gauge in ("spec_accept_length", "spec_accept_rate"):
-        samples = [(k, s) for k, s in scrape.samples.items() if k[0] == PREFIX + gauge]
-        if len(samples) > 1:
-            raise InputError(
-                f"{doc.where}:{samples[1][1].line}: {PREFIX}{gauge} has {len(samples)} series "
-                "(one per scheduler): averages of different engines cannot be pooled; scrape "
-                "one engine"
-            )
-        if samples:
-            found[gauge] = samples[0][1].value
-    length = found.get("spec_accept_length")
-    rate = found.get("spec_accept_rate")
-    sources = {
-        "tok_s": "not recorded: a Prometheus scrape carries no tok/s",
-        "steps": "not recorded: SGLang's gauges hold ratios, not counts",
-        "proposed": "not recorded: SGLang's gauges hold ratios, not counts",
-        "accepted": "not recorded: SGLang's gauges hold ratios, not counts",
-        "mean_acceptance_length": f"{PREFIX}spec_accept_length gauge (1 + A/S)",
-        "accept_rate": f"{PREFIX}spec_accept_rate gauge (A/P)",
-    }
-    if not length:
-        # 0 (or absent) means no speculative step in the interval, not a 0% acceptance
-        length = rate = None
-        sources["mean_acceptance_length"] = "not recorded: sglang:spec_accept_length is 0 or absent"
-        sources["accept_rate"] = "not recorded: no speculative step in the interval"
-    return arm_from_counts(
-        name,
-        KIND,
-        mean_acceptance_length=length,
-        accept_rate=rate,
-        sources=sources,
-        notes=["SGLang's gauges describe only the last logging interval before the scrape"],
-        where=doc.where,
-        population=LAST_INTERVAL,
-        population_detail="the last logging interval before the (last) scrape",
-    )

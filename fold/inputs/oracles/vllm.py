@@ -23,8 +23,8 @@ from fold.inputs.oracles.figures import (
     SINCE_START,
     ArmFigures,
     arm_from_counts,
-    sum_printed_lines,
 )
+from fold.inputs.oracles.printed import sum_printed_lines
 from fold.inputs.oracles.prometheus import looks_like_scrape
 from fold.inputs.oracles.source import (
     OracleFile,

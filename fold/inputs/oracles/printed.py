@@ -1,0 +1,82 @@
+"""Figures read off log lines the engines print (vLLM's and llama.cpp's acceptance lines): A
+and P summed exactly over the lines, and S pinned by the two-decimal mean acceptance length
+each line prints."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from fold.errors import RefusedError
+from fold.inputs import limits
+from fold.inputs.oracles.figures import ORACLE_COUNT_WHAT_TO_DO
+
+_PRINTED_HALF_UNIT = 0.005  # the engines print mean acceptance lengths with two decimals
+
+
+@dataclass(frozen=True)
+class PrintedSums:
+    """A and P summed over log lines, and S where every line's printed length pins a range."""
+
+    accepted: int
+    proposed: int
+    lines: int
+    steps: int | None
+    bounds: dict[str, float]
+
+
+def sum_printed_lines(
+    text: str,
+    pattern: re.Pattern[str],
+    groups: tuple[int | str, int | str, int | str],
+    where: str,
+    *,
+    exceeds: str,
+    no_fit: str,
+) -> PrintedSums:
+    """Every line of ``text`` that ``pattern`` matches, its ``groups`` being A, P and the mean
+    acceptance length as printed: A and P summed exactly; S as the middle of the summed ranges
+    of whole step counts whose ``1 + A/S`` rounds to each printed length, with the distance to
+    either end as its bound (None when a line accepted nothing: any S fits it). ``exceeds`` and
+    ``no_fit`` word the refusals of a line with A > P, and of one no whole S fits, in the
+    engine's own terms (``{a}``, ``{p}`` and ``{length}`` filled in)."""
+    accepted = proposed = count = low = high = 0
+    steps_known = True
+    for match in pattern.finditer(text):
+        lineno = text.count("\n", 0, match.start()) + 1
+        a, p = (
+            limits.decimal_count(match[group], f"{where}:{lineno}", field, ORACLE_COUNT_WHAT_TO_DO)
+            for group, field in zip(
+                groups[:2], ("accepted tokens (A)", "draft tokens (P)"), strict=True
+            )
+        )
+        length = match[groups[2]]
+        if a > p:
+            raise RefusedError(f"{where}:{lineno}: " + exceeds.format(a=a, p=p))
+        accepted, proposed, count = accepted + a, proposed + p, count + 1
+        found = steps_range(a, p, float(length), _PRINTED_HALF_UNIT)
+        if found is None:
+            steps_known = False
+            continue
+        if found[0] > found[1]:
+            raise RefusedError(f"{where}:{lineno}: " + no_fit.format(a=a, p=p, length=length))
+        low, high = low + found[0], high + found[1]
+    if not (steps_known and count):
+        return PrintedSums(accepted, proposed, count, None, {})
+    steps = (low + high) // 2
+    bounds = {"steps": float(max(steps - low, high - steps))} if high > low else {}
+    return PrintedSums(accepted, proposed, count, steps, bounds)
+
+
+def steps_range(
+    accepted: int, proposed: int, length: float, half_unit: float
+) -> tuple[int, int] | None:
+    """The whole step counts S (at most ``proposed``) for which ``1 + accepted/S`` rounds to a
+    printed mean acceptance length; None when any S would (nothing accepted), ``(1, 0)``
+    (empty) when none does."""
+    if accepted == 0 or length - 1 - half_unit <= 0:
+        return None
+    low = math.ceil(accepted / (length - 1 + half_unit) - 1e-9)
+    high = min(proposed, math.floor(accepted / (length - 1 - half_unit) + 1e-9))
+    return low, high
