@@ -7,6 +7,7 @@ readers' constants are held to the module's.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -77,13 +78,87 @@ def test_the_native_readers_constants_are_the_modules():
     assert limits.MAX_STEP_TOKENS == 65_536 and limits.MAX_COUNT == 9_223_372_036_854_775_807
 
 
-def test_one_integer_test_for_every_reader():
-    sources = [*(ROOT / "fold").rglob("*.py")]
-    copies = [path for path in sources if re.search(r"def _is_int\b", path.read_text())]
-    assert copies == []
+LIMIT_VALUES = {2**16, 2**63, 2**64, 2**63 - 1, 2**64 - 1, -(2**63)}
+"""The limits ``fold/inputs/limits.py`` names; a copy of one anywhere else is a second rule."""
+
+
+def limit_copies(source: str) -> list[str]:
+    """Where a module writes a limit or the bool-excluding type test itself: a power of 2
+    (``2**N``, ``2**N - 1``) or a decimal equal to one of ``LIMIT_VALUES``, and
+    ``isinstance(x, bool)`` (the test that keeps JSON's ``true`` from counting as 1)."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Constant)) and _is_limit(node):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+            return  # the outermost expression that is a limit, not its parts too
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+            and isinstance(node.args[1], ast.Name)
+            and node.args[1].id == "bool"
+        ):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def _is_limit(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int and node.value in LIMIT_VALUES
+    powers = [n for n in ast.walk(node) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)]
+    if not powers:
+        return False
+    try:
+        value = eval(compile(ast.Expression(node), "<limit>", "eval"), {})
+    except Exception:
+        return False
+    return type(value) is int and value in LIMIT_VALUES
+
+
+def test_no_module_but_limits_writes_a_limit_or_the_bool_test():
+    copies = {
+        path.relative_to(ROOT).as_posix(): found
+        for path in sorted((ROOT / "fold").rglob("*.py"))
+        if path.name != "limits.py" and (found := limit_copies(path.read_text()))
+    }
+    assert copies == {}
     assert [limits.is_int(v) for v in (0, 2**80, -1, True, 1.0, "1")] == [
         True, True, True, False, False, False,
     ]  # fmt: skip
+    assert [limits.is_number(v) for v in (0, 1.5, float("inf"), True, "1", None)] == [
+        True, True, True, False, False, False,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if abs(value) >= 2**63:\n    pass\n",
+        "LIMIT = 2 ** 64 - 1\n",
+        "CAP = 65536\n",
+        "MAX = 9223372036854775807\n",
+        "ok = isinstance(value, int) and not isinstance(value, bool)\n",
+        "if isinstance(flag, bool):\n    pass\n",
+    ],
+)
+def test_a_planted_limit_or_bool_test_is_found(source: str):
+    assert len(limit_copies(source)) == 1, source
+
+
+def test_what_is_not_a_limit_is_not_found():
+    # a chunk of 64 KiB is not the step cap, and a tuple of scalar types is not the bool test
+    assert (
+        limit_copies(
+            "x = 2**10\ny = 64 * 1024\nz = isinstance(v, int)\nw = isinstance(v, (str, bool))\n"
+        )
+        == []
+    )
 
 
 def test_a_long_value_is_shown_shortened_never_in_full():

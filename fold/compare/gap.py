@@ -46,6 +46,7 @@ from fold.compare.verdict import direction, judge, model_words
 from fold.errors import InputError
 from fold.folding.uncertainty import Interval
 from fold.inputs.defaults import DEFAULT_TOLERANCE
+from fold.inputs.limits import is_number
 from fold.inputs.oracles import ArmFigures
 
 NO_SHARE_BELOW = 1e-9
@@ -228,7 +229,7 @@ def _pair(interval: Interval | None) -> list[float] | None:
 
 def check_tolerance(tolerance: float, *, where: str = "--tolerance") -> float:
     """The tolerance as a fraction (0.02 = 2%); InputError unless 0 <= tolerance < 1."""
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)):
+    if not is_number(tolerance):
         raise InputError(f"{where}: {tolerance!r} is not a number; give a fraction such as 0.02")
     if not math.isfinite(tolerance) or not 0 <= tolerance < 1:
         raise InputError(

@@ -44,6 +44,7 @@ from fold.compare.matched_warm import WarmSteps, cannot_carry, position_interval
 from fold.errors import InputError, RefusedError
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.inputs.defaults import ENGINES
+from fold.inputs.limits import is_int
 from fold.wording import figure
 
 DEFAULT_METHOD = "ngram"
@@ -185,7 +186,7 @@ def check_rates(rates: Sequence[float], k: int, engine: str = "vllm") -> None:
     and why: vLLM 0.32.0's ``_resolve_synthetic_acceptance_rates`` and ``_verify_args``, and
     llama.cpp's ``common_speculative_synth_rates_resolve``, which check the same things."""
     name = _NAMES[engine]
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+    if not is_int(k) or k <= 0:
         raise RefusedError(
             f"--matched {engine}: {k!r} draft tokens: {name} takes a whole number above zero"
         )

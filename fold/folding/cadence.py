@@ -39,6 +39,7 @@ from fold.folding import native
 from fold.folding.accumulate import REQUEST_KEY, request_id
 from fold.inputs.arm import WINDOW_SLACK_NS
 from fold.inputs.defaults import DEFAULT_STALL_FACTOR
+from fold.inputs.limits import is_number
 
 KEY = REQUEST_KEY
 DURATIONS = ("first_step_s", "decode_s", "tail_s")
@@ -49,7 +50,7 @@ _NS = 1e9
 
 
 def check_stall_factor(factor: float) -> float:
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+    if not is_number(factor):
         raise InputError(f"--stall-factor: {factor!r} is not a number; give one such as 4")
     if not math.isfinite(factor) or factor < 1:
         raise InputError(

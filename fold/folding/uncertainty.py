@@ -33,6 +33,7 @@ from fold.folding.request_redraws import (
 )
 from fold.inputs.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.inputs.leg_sums import Leg
+from fold.inputs.limits import is_int
 
 LEVEL = 0.95
 
@@ -92,11 +93,11 @@ class Replicates:
 
 def check_resamples(resamples: int, seed: int = DEFAULT_SEED) -> int:
     """The resample count, or InputError: 0 means no intervals; the seed must be >= 0."""
-    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 0:
+    if not is_int(resamples) or resamples < 0:
         raise InputError(
             f"--bootstrap {resamples!r}: give a number of resamples (0 for no intervals)"
         )
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise InputError(f"--seed {seed!r}: give a whole number, 0 or more")
     return resamples
 

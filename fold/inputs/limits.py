@@ -61,6 +61,17 @@ def is_number(value: object) -> TypeGuard[int | float]:
     return is_int(value) or isinstance(value, float)
 
 
+def past_64_bits(value: object) -> bool:
+    """A float orjson made of an integer literal too large for 64 bits (it reads such a
+    literal as a float): past every count and id, refused by the field's own words."""
+    return isinstance(value, float) and value.is_integer() and abs(value) >= 2**63
+
+
+def in_orjson_int_range(value: int) -> bool:
+    """Whether orjson reads this integer literal as an int (signed or unsigned 64 bits)."""
+    return -(2**63) <= value < 2**64
+
+
 def shown(value: Any) -> str:
     """A value as a message shows it: a long decimal shortened to its first digits and its
     length, so a message never grows with the value."""

@@ -253,7 +253,7 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
             row["seq"] = 0
             continue
         value = obj.get(name)
-        if isinstance(value, float) and value.is_integer() and abs(value) >= 2**63:
+        if limits.past_64_bits(value):
             # orjson reads an integer literal beyond 64 bits as a float
             raise _BadLine(_past_range(name, f"{value:.0f}"))
         if not is_int(value):
@@ -283,7 +283,7 @@ def _duration(value: Any, name: str) -> int | None:
     one is refused with the impossible counts, by file and line)."""
     if value is None:
         return None
-    if isinstance(value, float) and value.is_integer() and abs(value) >= 2**63:
+    if limits.past_64_bits(value):
         raise _BadLine(_past_range(name, f"{value:.0f}"))
     if not is_int(value):
         raise _BadLine(f"field '{name}' must be an integer (nanoseconds), found {_describe(value)}")
@@ -338,7 +338,7 @@ def _json_int(text: str) -> int | float:
     past a double), so a field's range check reads the same whichever parser read it."""
     if len(text) <= 20:
         value = int(text)
-        if -(2**63) <= value < 2**64:
+        if limits.in_orjson_int_range(value):
             return value
     return float(text)
 

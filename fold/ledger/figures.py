@@ -15,6 +15,7 @@ from typing import Any
 
 from fold.errors import InputError
 from fold.folding.position_intervals import position_intervals
+from fold.inputs.limits import is_number
 
 DOCUMENT_FORMAT = "fold-acceptance/2"
 FOLDS = ("warm", "all")
@@ -134,7 +135,7 @@ def _row(
     position: int | None = None,
     versus: str | None = None,
 ) -> FigureRow | None:
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not is_number(value):
         return None
     low, high = (interval[0], interval[1]) if _is_interval(interval) else (None, None)
     return FigureRow(fold, name, float(value), low, high, position, versus)
@@ -144,5 +145,5 @@ def _is_interval(interval: Any) -> bool:
     return (
         isinstance(interval, list | tuple)
         and len(interval) == 2
-        and all(isinstance(end, int | float) and not isinstance(end, bool) for end in interval)
+        and all(is_number(end) for end in interval)
     )

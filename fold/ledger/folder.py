@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from fold.errors import InputError
+from fold.inputs.limits import is_int
 from fold.ledger.schema import (
     LEDGER_KIND,
     SCHEMA_VERSION,
@@ -90,7 +91,7 @@ def read_identity(target: Path) -> dict[str, str] | None:
             "another folder"
         )
     schema = identity.get("schema")
-    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+    if not is_int(schema) or schema < 1:
         raise InputError(f"{path}: its schema {schema!r} is not a schema number")
     if schema > SCHEMA_VERSION:
         raise InputError(

@@ -20,6 +20,7 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
+from fold.inputs.limits import is_number
 from fold.inputs.oracles.figures import (
     REQUESTS,
     ArmFigures,
@@ -203,8 +204,7 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
     rate = rec.get("spec_accept_rate")
     # SGLang writes it as accepted / proposed of the same request
     if (
-        isinstance(rate, (int, float))
-        and not isinstance(rate, bool)
+        is_number(rate)
         and accepted is not None
         and proposed
         and not math.isclose(rate, accepted / proposed, rel_tol=1e-6, abs_tol=1e-9)

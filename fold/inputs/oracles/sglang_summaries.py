@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Sequence
 
 from fold.errors import InputError
+from fold.inputs.limits import is_number
 from fold.inputs.oracles.figures import (
     LAST_INTERVAL,
     SINCE_START,
@@ -49,7 +50,7 @@ def read_bench(name: str, records: Sequence[Record], where: str) -> ArmFigures:
     values = [positive(r.get("output_throughput"), f"{w}: output_throughput") for r, w in records]
     last, last_where = records[-1]
     length = last.get("accept_length")
-    if length == 0 and not isinstance(length, bool):
+    if is_number(length) and length == 0:
         length = None  # the server reports 0 before any speculative step: not a length of 0
     runs = "the run" if len(records) == 1 else f"the {len(records)} runs"
     sources = {

@@ -20,6 +20,7 @@ import orjson
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
+from fold.inputs.limits import is_number
 from fold.inputs.oracles.figures import ALL_LEGS, ORACLE_COUNT_WHAT_TO_DO, WARM_LEGS
 from fold.inputs.recorded_fold import RecordedFold, disagreements
 
@@ -191,7 +192,7 @@ def runs_of(doc: OracleFile, is_run: Any, workload_keys: Sequence[str]) -> list[
 
 def count(value: Any, where: str) -> int:
     """A counter's value as an int: whole floats (``310.0``) are fine, fractions are not."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise InputError(f"{where} = {value!r} is not a number; counters are non-negative counts")
     if isinstance(value, float):
         if not math.isfinite(value) or value != int(value):
@@ -207,7 +208,7 @@ def count(value: Any, where: str) -> int:
 
 
 def positive(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise InputError(f"{where} = {value!r} is not a number")
     try:
         value = float(value)

@@ -17,6 +17,7 @@ import statistics
 from typing import Any
 
 from fold.errors import InputError
+from fold.inputs.limits import is_number
 from fold.inputs.oracles import counter_arms, counters
 from fold.inputs.oracles.figures import (
     INTERVAL,
@@ -267,7 +268,7 @@ def _percent(record: dict[str, Any], where: str) -> float | None:
     value = record.get("spec_decode_acceptance_rate")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+    if not is_number(value) or not 0 <= value <= 100:
         raise InputError(
             f"{where}: spec_decode_acceptance_rate = {value!r} must be a percentage in 0..100"
         )
@@ -283,7 +284,7 @@ def _positions(record: dict[str, Any], steps: int, where: str) -> list[int] | No
         raise InputError(f"{key} must be a list of fractions")
     counts = []
     for i, rate in enumerate(rates):
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+        if not is_number(rate) or not 0 <= rate <= 1:
             raise InputError(f"{key}[{i}] = {rate!r} is not a fraction in 0..1")
         exact = rate * steps
         whole = round(exact)
