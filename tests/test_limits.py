@@ -418,3 +418,58 @@ def test_another_run_of_ours_is_read_by_the_same_checks(tmp_path, capsys):
     said = " ".join(capsys.readouterr().err.split())
     assert f"--vs b: {other}: leg 1 (run 2 of prompt 0, " in said
     assert f"'spec_drafts_proposed' 4611686018427387904 {SUM_WORDS}: no leg of a" in said
+
+
+# -- one rule, one exit code, whatever the source ------------------------------------------------
+
+VLLM_REQUEST = {
+    "request_id": "r",
+    "completion_tokens": 9,
+    "spec_decode_metrics": {
+        "mean_acceptance_length": 2.0,
+        "draft_acceptance_rate": 0.5,
+        "acceptance_histogram": [1, 1, 1],
+        "num_spec_steps": 3,
+        "num_accepted_draft_tokens": 3,
+        "num_draft_tokens": 6,
+        "num_spec_tokens": 2,
+    },
+}
+
+
+def _step_cap_inputs(tmp_path: Path, source: str) -> tuple[list[str], str]:
+    """The command's arguments with one step (or one setting) of ``source`` past the cap, and
+    the field the refusal names."""
+    arm = tmp_path / "our-arm.json"
+    arm.write_text(json.dumps(record()))
+    if source in ("step log, native reader", "step log, reference reader"):
+        log = tmp_path / "steps.jsonl"
+        log.write_text(hook_line(0) + hook_line(1, proposed=65537, accepted=0))
+        return [str(arm), str(log)], "'proposed' 65537"
+    if source == "engine trace":
+        return [str(arm), *traces(tmp_path, "k=7", "k=65537")], "'k' 65537"
+    assert source == "vLLM per-request metrics"
+    bad = json.loads(json.dumps(VLLM_REQUEST))
+    bad["spec_decode_metrics"]["num_spec_tokens"] = 65537
+    oracle = tmp_path / "requests.jsonl"
+    oracle.write_text(json.dumps(bad) + "\n")
+    logs = traces(tmp_path, "k=7", "k=7")
+    return [str(arm), *logs, "--vs", f"vllm={oracle}"], "num_spec_tokens 65537"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "step log, native reader",
+        "step log, reference reader",
+        "engine trace",
+        "vLLM per-request metrics",
+    ],
+)
+def test_a_step_past_the_cap_is_refused_with_exit_1_from_every_source(tmp_path, capsys, source):
+    argv, field = _step_cap_inputs(tmp_path, source)
+    with native_switch(source != "step log, reference reader"):
+        status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 1, err  # docs/command.md: a value that breaks a rule of the data
+    assert f"{field} {CAP_WORDS}" in " ".join(err.split())

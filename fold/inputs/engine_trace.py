@@ -219,8 +219,7 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
             text = values[key]
             value = int(text) if len(text) <= limits.MAX_DIGITS else limits.MAX_REQUEST_ID + 1
             if key in _STEP_TOKENS and value > limits.MAX_STEP_TOKENS:
-                raise RefusedError(limits.refusal(f"{path}:{number}", f"'{key}'", text,
-                                                  limits.STEP_CAP_WORDS, MISCOUNTING))  # fmt: skip
+                raise limits.step_cap(f"{path}:{number}", f"'{key}'", text, MISCOUNTING)
             words = (limits.request_id_problem if key == "req" else limits.count_problem)(value)
             if words is not None:
                 _bad(path, number, f"field '{key}' {limits.shown(text)} {words}",

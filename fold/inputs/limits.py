@@ -101,6 +101,15 @@ def request_id_problem(value: int) -> str | None:
     return REQUEST_ID_WORDS if not 0 <= value <= MAX_REQUEST_ID else None
 
 
+def step_cap(where: str, field: str, value: Any, what_to_do: str) -> RefusedError:
+    """The refusal of a step's (or a setting's draft length's) token count past the cap.
+
+    Every source refuses it with this error: the value is well formed, but no drafter verifies
+    that many tokens in one step, so the input miscounts and the fold cannot stand behind it
+    (exit 1, ``docs/command.md``)."""
+    return RefusedError(refusal(where, field, value, STEP_CAP_WORDS, what_to_do))
+
+
 def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
     """A count printed as a decimal (digits only); InputError past 2^63 - 1, decided by its
     length first so a decimal of any size is refused at once."""

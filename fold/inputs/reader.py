@@ -412,9 +412,7 @@ def refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:
     row = first.row(0, named=True)
     where = f"{path}:{row['line']}"
     if reason in STEP_SCHEMA:
-        raise RefusedError(
-            limits.refusal(where, f"'{reason}'", row[reason], limits.STEP_CAP_WORDS, MISCOUNTING)
-        )
+        raise limits.step_cap(where, f"'{reason}'", row[reason], MISCOUNTING)
     timed = next((name for name in DURATIONS if reason == f"'{name}' is negative"), None)
     if timed is not None:
         raise RefusedError(

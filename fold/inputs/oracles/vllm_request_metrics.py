@@ -77,8 +77,7 @@ def read_metrics(metrics: Any, where: str) -> dict[str, Any]:
             f"decoding on (k >= 1); {FIX}"
         )
     if k > limits.MAX_STEP_TOKENS:
-        raise InputError(limits.refusal(where, "num_spec_tokens", k, limits.STEP_CAP_WORDS,
-                                        "check the record"))  # fmt: skip
+        raise limits.step_cap(where, "num_spec_tokens", k, "check the record")
     if "acceptance_histogram" not in metrics:
         raise InputError(f"{where}: acceptance_histogram is missing; vLLM always writes it")
     histogram = _int_list(metrics["acceptance_histogram"], where, "acceptance_histogram", None)

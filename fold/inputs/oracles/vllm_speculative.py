@@ -161,15 +161,7 @@ def _speculative_tokens(config: dict[str, Any], where: str) -> int | None:
             "the record does not hold the config its run was made with"
         )
     if k > limits.MAX_STEP_TOKENS:
-        raise InputError(
-            limits.refusal(
-                where,
-                f"{FIELD}.num_speculative_tokens",
-                k,
-                limits.STEP_CAP_WORDS,
-                "check the record",
-            )
-        )
+        raise limits.step_cap(where, f"{FIELD}.num_speculative_tokens", k, "check the record")
     return k
 
 
