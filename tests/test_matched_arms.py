@@ -144,9 +144,10 @@ REFUSED_CONFIGS = [
     ({"num_speculative_tokens": True}, "must be an integer", InputError),
     ({"num_speculative_tokens": None}, "must be an integer", InputError),
     ({"num_speculative_tokens": [4]}, "must be an integer", InputError),
-    # past the step-log format's cap (2^16 tokens a step), before any rate is sized by it
+    # past the step-log format's cap (2^16 tokens a step), before any rate is sized by it: refused,
+    # as a step past the cap is from every source (docs/command.md)
     ({"num_speculative_tokens": 10**10, "synthetic_acceptance_rates": _DROP,
-      "synthetic_acceptance_length": 2}, "exceeds 65536", InputError),
+      "synthetic_acceptance_length": 2}, "exceeds 65536", RefusedError),
     ({"synthetic_acceptance_rates": [10**400, 0, 0, 0]}, "(401 digits) is outside [0, 1]",
      RefusedError),
     ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": 10**400},
