@@ -34,7 +34,6 @@ from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.row_intervals import ROW_FIGURES, interval_note, our_replicates, row_intervals
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.compare.step_figures import fold_step_figures, oracle_step_figures
-from fold.errors import InputError
 from fold.folding.document import Document
 from fold.folding.leg_figures import frozen, plain
 from fold.folding.oracle_steps import fold_oracle
@@ -46,10 +45,7 @@ from fold.inputs.oracles import (
     OURS_KIND,
     WARM_LEGS,
     ArmFigures,
-    MatchedAs,
     arm_from_counts,
-    load_oracle_arms,
-    parse_vs,
 )
 
 OURS = "ours"
@@ -149,41 +145,6 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OUR
             else f"the {len(legs)} warm legs ({result.predicate})"
         ),
     )
-
-
-def load_oracles(specs: list[str]) -> list[ArmFigures]:
-    """``NAME[:KIND]=PATH`` specs to oracle rows; names must be distinct and not ours."""
-    oracles: list[ArmFigures] = []
-    seen: set[str] = set()
-    for spec in specs:
-        name, kind, path, matched = parse_vs(spec)
-        if name in (OURS, OURS_ALL) or name in seen:
-            raise InputError(f"--vs {spec!r}: the name {name!r} is taken; give each arm its own")
-        seen.add(name)
-        oracles += oracle_arms(spec, name, kind, path, seen, matched)
-    return oracles
-
-
-def oracle_arms(
-    spec: str,
-    name: str,
-    kind: str | None,
-    path: str,
-    seen: set[str],
-    matched: MatchedAs | None = None,
-) -> list[ArmFigures]:
-    """The oracle arms of one ``--vs`` whose ``name`` the caller has taken: one, or one per run
-    of a sweep file (``NAME#1``, ...), each of those names checked free and added to ``seen``."""
-    arms = load_oracle_arms(name, path, kind, matched)
-    for arm in arms:
-        if arm.name == name:
-            continue
-        if arm.name in (OURS, OURS_ALL) or arm.name in seen:
-            raise InputError(
-                f"--vs {spec!r}: the name {arm.name!r} is taken; give each arm its own"
-            )
-        seen.add(arm.name)
-    return arms
 
 
 def our_arm(result: Document, name: str = OURS, record: Any = None) -> Arm:
