@@ -29,7 +29,7 @@ from fold_scale import generate_arm, generate_log
 
 import fold.command.process  # noqa: F401  one BLAS thread, as the command runs
 from fold.api import fold_acceptance
-from fold.present.annotate import dumps
+from fold.present.output import dumps
 from fold.present.page import page, write_plots
 
 PAGE_SECONDS, PAGE_BYTES = 5.0, 3 * 1024 * 1024

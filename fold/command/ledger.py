@@ -19,8 +19,8 @@ from fold.errors import InputError
 from fold.ledger.check import DEFAULT_MIN_BASELINE, DEFAULT_WINDOW
 from fold.ledger.schema import Kept
 from fold.ledger.store import DEFAULT_WAIT_SECONDS, parse_labels
-from fold.present.annotate import dumps, write_atomically
 from fold.present.chart import require_matplotlib
+from fold.present.output import dumps, write_atomically
 
 EPILOG = """\
 figures (--figure): A/P, 1+A/S, tok/s, steps/s, completion_tokens_per_step over the warm legs

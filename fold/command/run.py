@@ -82,7 +82,8 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     document = result.to_json()
     if arguments.ledger:  # first: a ledger busy past the wait refuses before anything is written
         _keep(arguments, document, labels, stderr)
-    from fold.present.annotate import dumps, write_annotated, write_atomically
+    from fold.present.annotate import write_annotated
+    from fold.present.output import dumps, write_atomically
 
     if arguments.annotate:
         write_annotated(arm, result, arguments.annotate)

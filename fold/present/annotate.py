@@ -1,20 +1,19 @@
-"""Writing outputs atomically: the JSON fold, and a copy of the arm record with acceptance added."""
+"""A copy of the arm record with each leg's acceptance and an ``acceptance`` block added
+(``--annotate``), written through the one JSON writer (``fold.present.output``)."""
 
 from __future__ import annotations
 
 import copy
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from fold.errors import InputError
 from fold.folding.document import Document
 from fold.folding.leg_figures import Named, plain
 from fold.folding.result import JSON_FORMAT
 from fold.inputs.arm import ArmRecord
+from fold.present.output import dumps, write_atomically
 
 LEG_FIELDS = (
     "steps",
@@ -46,34 +45,6 @@ POOLED_FIELDS = (
     "histogram",
     "cadence",
 )
-
-
-def dumps(document: Any) -> bytes:
-    """Every JSON file the command writes goes through here."""
-    return orjson.dumps(
-        document, default=plain, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
-    )
-
-
-def write_atomically(path: str | Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
-    target = Path(path)
-    if target.is_dir():  # else the rename's "Device or resource busy" or "Is a directory"
-        raise InputError(f"{target}: a folder, not a file: name a file to write")
-    directory = target.parent if str(target.parent) else Path(".")
-    try:
-        descriptor, temporary = tempfile.mkstemp(
-            dir=directory, prefix=f".{target.name}.", suffix=".tmp"
-        )
-    except OSError as error:
-        raise InputError(f"{target}: cannot write here: {error.strerror}") from error
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, target)
-    except OSError as error:
-        Path(temporary).unlink(missing_ok=True)
-        raise InputError(f"{target}: cannot write: {error.strerror}") from error
 
 
 def annotated_record(arm: ArmRecord, result: Document) -> Any:

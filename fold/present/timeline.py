@@ -33,7 +33,7 @@ import polars as pl
 from fold.folding.accumulate import request_id
 from fold.folding.cadence import KEY, with_intervals
 from fold.folding.timeline_lines import TraceLines
-from fold.present.annotate import write_atomically
+from fold.present.output import write_atomically
 
 TRACE_FORMAT = "fold-acceptance-trace/1"
 DEFAULT_SLICE_LIMIT = 200_000
