@@ -528,10 +528,15 @@ def test_the_acceptance_and_speed_factor_intervals_are_the_hand_computed_ones(
     )
 
 
-def test_plain_verdict_wording() -> None:
+def runs_verdict(ours, other, intervals=None) -> str:
+    """The gap's verdict as the comparison makes it for another run of ours, at 2%."""
     from fold.compare.gap import attribute_gap
+
+    return attribute_gap(ours, other, 0.02, intervals, of_ours=True).verdict
+
+
+def test_plain_verdict_wording() -> None:
     from fold.compare.gap_intervals import BOTH_ARMS, SplitIntervals
-    from fold.compare.our_runs import plain_verdict
     from fold.inputs.oracles import arm_from_counts
 
     def arms(tok_s: float, accepted: int):
@@ -540,34 +545,29 @@ def test_plain_verdict_wording() -> None:
 
     old = arm_from_counts("old", "ours", tok_s=100.0, steps=100, proposed=400, accepted=200)
     # 1 + A/S: 3.2 against 3.0 (rose 6.7%); r = 0.9, so steps are 0.9 / (3.2/3) - 1 slower
-    gap = attribute_gap(arms(90.0, 220), old)
-    assert plain_verdict(gap, 0.02) == (
+    assert runs_verdict(arms(90.0, 220), old) == (
         "acceptance rose 6.7%; steps are 15.6% slower; net 10.0% slower"
     )
-    same = attribute_gap(arms(101.0, 201), old)
-    assert plain_verdict(same, 0.02) == (
+    assert runs_verdict(arms(101.0, 201), old) == (
         "acceptance unchanged: +0.3% (tolerance 2%); step speed unchanged: +0.7% (tolerance 2%); "
         "no net change: +1.0% (tolerance 2%)"
     )
     found = SplitIntervals((0.85, 0.95), (1.05, 1.09), (0.80, 0.88),
                            dict.fromkeys(("ratio", "acceptance_factor", "speed_factor"),
                                          BOTH_ARMS))  # fmt: skip
-    gap = attribute_gap(arms(90.0, 220), old, intervals=found)
-    assert plain_verdict(gap, 0.02) == (
+    assert runs_verdict(arms(90.0, 220), old, found) == (
         "acceptance rose 6.7% [5.0, 9.0]; steps are 15.6% slower [12.0, 20.0]; "
         "net 10.0% slower [5.0, 15.0]"
     )
 
 
 def test_changes_beyond_twice_read_as_multiples() -> None:
-    from fold.compare.gap import attribute_gap
-    from fold.compare.our_runs import plain_verdict
     from fold.inputs.oracles import arm_from_counts
 
     old = arm_from_counts("old", "ours", tok_s=1000.0, steps=100, proposed=400, accepted=200)
     new = arm_from_counts("ours", "ours", tok_s=100.0, steps=100, proposed=400, accepted=200)
     # same 1 + A/S, a tenth of the tok/s: steps and net are 10x slower, not "90.0% slower"
-    assert plain_verdict(attribute_gap(new, old), 0.02) == (
+    assert runs_verdict(new, old) == (
         "acceptance unchanged: +0.0% (tolerance 2%); steps are 10.00x slower; net 10.00x slower"
     )
 

@@ -252,11 +252,15 @@ def compare(
     for other in others:
         name = other.row.name
         gaps[name] = attribute_gap(
-            mine_of[name], other.row, tolerance, splits[name].intervals, bases[name]
+            mine_of[name],
+            other.row,
+            tolerance,
+            splits[name].intervals,
+            bases[name],
+            of_ours=other.result is not None,
         )
         if other.result is not None:
             runs[name] = compare_runs(main, other, gaps[name], tolerance)
-            gaps[name] = runs[name].gap
     measured = result.warm["step_rate"]
     step_check = check_step_rate(
         measured, warm.output_throughput_tok_s, warm.mean_acceptance_length, tolerance

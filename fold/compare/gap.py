@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fold.compare.gap_intervals import SplitIntervals
+from fold.compare.runs_verdict import plain_verdict
 from fold.compare.verdict import ACCEPTANCE as ACCEPTANCE  # the dominant levers, named here too
 from fold.compare.verdict import NO_GAP as NO_GAP
 from fold.compare.verdict import SPEED as SPEED
@@ -318,8 +319,13 @@ def attribute_gap(
     tolerance: float = DEFAULT_TOLERANCE,
     intervals: SplitIntervals | None = None,
     basis: SplitBasis = MODELLED_BASIS,
+    *,
+    of_ours: bool = False,
 ) -> GapAttribution:
     """Split ``ours`` tok/s / ``oracle`` tok/s into acceptance x verify-step speed.
+
+    With ``of_ours`` (the other arm is another run of our engine) the verdict says what changed
+    between the runs (``fold.compare.runs_verdict``) instead of who is behind.
 
     With ``intervals`` resampled on both arms the verdict reads from them
     (``fold.compare.verdict``); otherwise from ``tolerance``. With a measured ``basis`` the
@@ -356,6 +362,15 @@ def attribute_gap(
         verdict += (
             f"; r compares two kinds of tok/s: {who}'s is {oracle.tok_s_kind}, ours a leg's "
             "completion tokens over its wall time"
+        )
+    if of_ours and split.ratio is not None:
+        verdict = plain_verdict(
+            split.ratio,
+            split.acceptance_factor,
+            split.speed_factor,
+            split.intervals,
+            split.missing,
+            tol,
         )
     return GapAttribution(
         ours=ours.name,

@@ -20,7 +20,6 @@ less the other's, every factor ours over the other's. Nothing here prints.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -110,7 +109,7 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         summary = pair_summary([pair for pair in pairs if pair["warm"]])
     return RunsComparison(
         other=other.name,
-        gap=dataclasses.replace(gap, verdict=plain_verdict(gap, tolerance)),
+        gap=gap,
         pairing=found,
         resampling=resampling,
         workload=tuple(workload_differences(main, other)),
@@ -177,105 +176,6 @@ def _decode_factor_ci(ours: FoldResult, theirs: FoldResult) -> Interval | None:
     if drawn[0] is None or drawn[1] is None or drawn[0].size != drawn[1].size:
         return None
     return percentile_interval(ratio(drawn[0], drawn[1]))
-
-
-# ----------------------------------------------------------------------------------------------
-# The verdict
-# ----------------------------------------------------------------------------------------------
-
-
-def plain_verdict(gap: GapAttribution, tolerance: float) -> str:
-    """'acceptance fell 3.1% [2.0, 4.2]; steps are 9.0% faster [7.1, 10.8]; net 5.6% faster
-    [3.9, 7.4]': each factor as a change, with its 95% interval when both runs were resampled
-    (beyond 2x either way as a multiple: "steps are 3.20x slower").
-
-    A change is "unchanged" when its interval holds 0 (with intervals) or when it is within the
-    tolerance (without)."""
-    if gap.ratio is None:
-        return gap.verdict
-    found = gap.intervals if gap.intervals is not None and gap.intervals.from_both_arms else None
-    parts = []
-    if gap.acceptance_factor is not None and gap.speed_factor is not None:
-        parts.append(
-            _change(
-                "acceptance",
-                gap.acceptance_factor,
-                None if found is None else found.acceptance_factor,
-                tolerance,
-                ("rose", "fell"),
-            )
-        )
-        parts.append(
-            _change(
-                "steps",
-                gap.speed_factor,
-                None if found is None else found.speed_factor,
-                tolerance,
-                ("faster",),
-            )
-        )
-    else:
-        parts.append("; ".join(gap.missing) + ": the change cannot be split")
-    parts.append(
-        _change("net", gap.ratio, None if found is None else found.ratio, tolerance, ("faster",))
-    )
-    return "; ".join(parts)
-
-
-def _change(
-    what: str,
-    factor: float,
-    interval: Interval | None,
-    tolerance: float,
-    words: tuple[str, ...],
-) -> str:
-    change = factor - 1
-    magnitude = abs(change)
-    if interval is not None:
-        low, high = interval[0] - 1, interval[1] - 1
-        same = low <= 0 <= high
-        bounds = sorted((abs(low), abs(high))) if not same else [low, high]
-        shown = (
-            f" [{_signed(low)}, {_signed(high)}]"
-            if same
-            else f" [{bounds[0] * 100:.1f}, {bounds[1] * 100:.1f}]"
-        )
-    else:
-        same = magnitude <= tolerance
-        shown = f" (tolerance {tolerance * 100:g}%)" if same else ""
-    if same:
-        unchanged = {"acceptance": "acceptance unchanged", "steps": "step speed unchanged",
-                     "net": "no net change"}[what]  # fmt: skip
-        return f"{unchanged}: {_signed(change)}{shown}"
-    if not 0.5 <= factor <= 2:
-        return _times(what, factor, interval, words)
-    if what == "acceptance":
-        return f"acceptance {words[0] if change > 0 else words[1]} {magnitude * 100:.1f}%{shown}"
-    direction = "faster" if change > 0 else "slower"
-    if what == "steps":
-        return f"steps are {magnitude * 100:.1f}% {direction}{shown}"
-    return f"net {magnitude * 100:.1f}% {direction}{shown}"
-
-
-def _times(what: str, factor: float, interval: Interval | None, words: tuple[str, ...]) -> str:
-    """A change of more than 2x either way as a multiple ("3.2x slower"): as a percentage a
-    fall would crowd under 100% and say nothing of its size."""
-    up = factor > 1
-    times = factor if up else 1 / factor
-    shown = ""
-    if interval is not None and interval[0] > 0:
-        ends = sorted(end if up else 1 / end for end in interval)
-        shown = f" [{ends[0]:.2f}, {ends[1]:.2f}]"
-    if what == "acceptance":
-        return f"acceptance {words[0] if up else words[1]} {times:.2f}x{shown}"
-    direction = "faster" if up else "slower"
-    if what == "steps":
-        return f"steps are {times:.2f}x {direction}{shown}"
-    return f"net {times:.2f}x {direction}{shown}"
-
-
-def _signed(change: float) -> str:
-    return f"{change * 100:+.1f}%"
 
 
 # ----------------------------------------------------------------------------------------------
