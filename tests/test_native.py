@@ -766,3 +766,23 @@ def test_a_repeated_label_keeps_its_escapes(tmp_path: Path):
     arm = arm_from_document(overlapping)
     partial, _ = assert_both_ways_agree(arm, [str(log)])
     assert sorted(partial.legs["leg"].to_list()) == [0, 1]
+
+
+def test_the_traces_lines_refuse_a_duration_sum_past_64_bits_either_way(tmp_path):
+    """Found by the property above: two lines of one request whose draft_ns each fit but whose
+    sum does not; the native pass refused it and the polars reader gave the lines."""
+    legs = [{"run": 1, "secs": 1.0, "tok_s": 100.0, "prompt_tokens": 10,
+             "completion_tokens": 20, "finish_reason": "stop",
+             "generate_start_unix": 1764450000.0, "generate_end_unix": 1764450001.0}]  # fmt: skip
+    log = tmp_path / "steps.jsonl"
+    log.write_text(
+        "".join(
+            f'{{"v":1,"w":"0000000000006f48","n":{n},"t_ns":{1764450000_500000000 + n},'
+            f'"pid":1,"seq":0,"proposed":0,"accepted":0,"draft_ns":{2**62},"verify_ns":0}}\n'
+            for n in range(2)
+        )
+    )
+    arm = arm_from_document({"legs": legs})
+    native = _trace_lines(arm, log, native=True, skip=False)
+    assert native == _trace_lines(arm, log, native=False, skip=False)
+    assert native[0] == "RefusedError" and "the sum of 'draft_ns' 9223372036854775808" in native[1]

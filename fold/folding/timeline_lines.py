@@ -16,6 +16,7 @@ import polars as pl
 
 from fold.errors import InputError
 from fold.folding import native
+from fold.folding.accumulate import REQUEST_KEY, checked_durations, duration_sums
 from fold.folding.attribute import ATTRIBUTED, attribute
 from fold.folding.logfile import Legs
 from fold.inputs.arm import ArmRecord
@@ -97,9 +98,20 @@ def _read(
             keep(read.attributed_lines)
             continue
         reader = StepLogReader(path, skip_bad_lines=skip_bad_lines)
+        durations = []
         for block in reader.read_available():
             attributed = attribute(block, legs.windows).filter(pl.col("status") == ATTRIBUTED)
             keep(attributed)
+            durations.append(attributed.group_by(REQUEST_KEY).agg(duration_sums()))
         reader.finish()
+        # The native pass sums each request's durations as it reads and refuses a sum past
+        # 2^63 - 1 ns; the lines read here are held to the same check, so either way of reading
+        # gives the trace the same lines or the same refusal.
+        if durations:
+            checked_durations(
+                pl.concat(durations)
+                .group_by(REQUEST_KEY)
+                .agg(pl.col("draft_ns", "verify_ns").sum())
+            )
     lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINE_SCHEMA)
     return lines, pids
