@@ -119,7 +119,7 @@ def _assert_hand_figures(result) -> None:
         assert figures["tok_s"] == tok_s
         assert math.isclose(figures["step_rate"], steps / secs, rel_tol=1e-9)
     warm, every = result.warm, result.all
-    assert warm["legs"] == [1, 2, 4, 5] and every["legs"] == [0, 1, 2, 3, 4, 5]
+    assert list(warm["legs"]) == [1, 2, 4, 5] and list(every["legs"]) == [0, 1, 2, 3, 4, 5]
     assert (warm["steps"], warm["proposed"], warm["accepted"]) == (16, 64, 29)
     assert (warm["accept_rate"], warm["mean_acceptance_length"]) == (0.453125, 2.8125)
     assert warm["completion_tokens_per_step"] == 3.0
@@ -134,7 +134,7 @@ def _assert_hand_figures(result) -> None:
 def test_with_its_log_the_fold_is_checked_against_the_counters_leg_by_leg(tmp_path):
     result = fold(tmp_path, example(), resamples=0)
     _assert_hand_figures(result)
-    assert result.warm["histogram"] == [1, 7, 4, 2, 2]  # by hand from the warm legs' steps
+    assert list(result.warm["histogram"]) == [1, 7, 4, 2, 2]  # by hand from the warm legs' steps
     check = result.counter_check
     assert check["legs_checked"] == check["legs_with_counters"] == check["legs"] == 6
     assert check["spec_acceptance"] == "equals the warm fold"
@@ -621,4 +621,4 @@ def test_counters_only_json_has_no_conditional_rates_either(tmp_path):
     assert all(leg["per_position_conditional"] is None for leg in result.legs)
     with_log = fold(tmp_path, example(), resamples=0)
     # warm steps accepting > i: 15, 8, 4, 2 of 16 -> conditional 15/16, 8/15, 4/8, 2/4
-    assert with_log.warm["per_position_conditional"] == [15 / 16, 8 / 15, 4 / 8, 2 / 4]
+    assert list(with_log.warm["per_position_conditional"]) == [15 / 16, 8 / 15, 4 / 8, 2 / 4]

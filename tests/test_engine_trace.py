@@ -135,7 +135,7 @@ def test_the_trace_folds_to_the_hand_figures(gate):
     assert warm["mean_acceptance_length"] == pytest.approx(1 + 22 / 6)
     # Warm steps accepted 0, 8, 2 and 7, 1, 4: (accepted > i) for i = 0..7, over S = 6.
     assert warm["per_position"] == pytest.approx([n / 6 for n in (5, 4, 3, 3, 2, 2, 2, 1)])
-    assert warm["histogram"] == [1, 1, 1, 0, 1, 0, 0, 1, 1]
+    assert list(warm["histogram"]) == [1, 1, 1, 0, 1, 0, 0, 1, 1]
     # Requests per file: req 0 in leg 0 and 2, req 1 in legs 1 and 3; each file one writer.
     assert [[(r["w"], r["seq"]) for r in leg["requests"]] for leg in result.legs] == [
         [(paths[0], 0)], [(paths[0], 1)], [(paths[1], 0)], [(paths[1], 1)]
@@ -452,4 +452,4 @@ def test_a_shorter_draft_counts_only_where_it_drafted(gate):
     assert warm["per_position_of_proposed"] == pytest.approx(
         [5 / 6, 4 / 6, 3 / 5, 3 / 5, 2 / 5, 2 / 5, 2 / 5, 1 / 5]
     )
-    assert warm["histogram"] == [1, 1, 1, 0, 1, 0, 0, 1, 1]
+    assert list(warm["histogram"]) == [1, 1, 1, 0, 1, 0, 0, 1, 1]

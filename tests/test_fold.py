@@ -84,7 +84,7 @@ def test_every_formula_on_one_leg(tmp_path):
     assert figures["mean_acceptance_length"] == pytest.approx(1 + 6 / 3)
     assert figures["completion_tokens_per_step"] == pytest.approx(10 / 3)
     # Steps accepting exactly 0, 1, 2, 3, 4 draft tokens.
-    assert figures["histogram"] == [1, 0, 1, 0, 1]
+    assert list(figures["histogram"]) == [1, 0, 1, 0, 1]
     # Position i accepted when accepted > i: {2,4,0} -> i=0: 2 of 3, i=1: 2, i=2: 1, i=3: 1.
     assert figures["per_position"] == pytest.approx([2 / 3, 2 / 3, 1 / 3, 1 / 3])
     assert figures["step_rate"] == 3 / 10  # over the window as recorded, 10 s
@@ -101,9 +101,9 @@ def test_per_position_of_the_steps_that_drafted_it(tmp_path, native):
     with native_switch(native):
         result = fold_acceptance(record, [write(tmp_path / "s.jsonl", lines)])
     for figures in (result.legs[0], result.warm, result.all):
-        assert figures["per_position"] == [3 / 3, 2 / 3, 1 / 3, 0 / 3]
-        assert figures["per_position_of_proposed"] == [1.0, 2 / 3, 1 / 2, 0 / 2]
-        assert figures["histogram"] == [0, 1, 1, 1, 0]  # summed over the proposals
+        assert list(figures["per_position"]) == [3 / 3, 2 / 3, 1 / 3, 0 / 3]
+        assert list(figures["per_position_of_proposed"]) == [1.0, 2 / 3, 1 / 2, 0 / 2]
+        assert list(figures["histogram"]) == [0, 1, 1, 1, 0]  # summed over the proposals
     document = result.to_json()
     assert document["warm"]["per_position_of_proposed"] == [1.0, 2 / 3, 1 / 2, 0.0]
     assert document["sources"]["per_position_of_proposed"] == "step log"
@@ -122,7 +122,7 @@ def test_with_one_proposal_per_step_both_per_position_rates_are_equal(tmp_path, 
     with native_switch(native):
         result = fold_acceptance(arm([leg(2, 0, 10)]), [write(tmp_path / "s.jsonl", lines)])
     # Six drafted steps accepting 0, 5, 2, 3, 1, 2: more than i accepted by 5, 4, 2, 1, 1.
-    assert result.warm["per_position"] == [5 / 6, 4 / 6, 2 / 6, 1 / 6, 1 / 6]
+    assert list(result.warm["per_position"]) == [5 / 6, 4 / 6, 2 / 6, 1 / 6, 1 / 6]
     assert result.warm["per_position_of_proposed"] == result.warm["per_position"]
 
 
@@ -137,7 +137,7 @@ def test_pooled_figures_are_ratios_of_sums_not_means_of_ratios(tmp_path):
     mean_of_ratios = statistics.mean([1.0, 0.0, 0.25])
     assert result.warm["accept_rate"] != pytest.approx(mean_of_ratios)
     assert result.warm["output_throughput_tok_s"] == 7.0  # the median tok/s of the warm legs
-    assert result.warm["histogram"] == [9, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    assert list(result.warm["histogram"]) == [9, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
 
 
 def test_window_edges(tmp_path):
@@ -282,7 +282,7 @@ def test_cold_leg_with_zero_proposals_has_undefined_rates(tmp_path):
     cold = result.legs[0]
     assert (cold["lines"], cold["steps"], cold["accept_rate"]) == (1, 0, None)
     assert cold["mean_acceptance_length"] is None
-    assert cold["per_position"] == [] and cold["histogram"] == []
+    assert list(cold["per_position"]) == [] and list(cold["histogram"]) == []
     document = orjson.loads(orjson.dumps(result.to_json()))
     assert document["legs"][0]["accept_rate"] is None
 
@@ -310,10 +310,10 @@ def test_recorded_throughput_must_come_out_of_the_predicate(tmp_path):
         with pytest.raises(RefusedError, match=re.escape(reason)):
             fold_acceptance(record, [path])
     listed = arm(legs, metrics={"output_throughput_tok_s": 11.0}, warm_legs=[1, 2])
-    assert fold_acceptance(listed, [path]).warm["legs"] == [1, 2]
+    assert list(fold_acceptance(listed, [path]).warm["legs"]) == [1, 2]
     # A predicate over another field, agreeing with the record, is accepted.
     other = arm(legs, metrics={"output_throughput_tok_s": 56.0})  # median of 100 and 12
-    assert fold_acceptance(other, [path], predicate="tok_s > 11").warm["legs"] == [0, 2]
+    assert list(fold_acceptance(other, [path], predicate="tok_s > 11").warm["legs"]) == [0, 2]
 
 
 def test_several_files_and_globs(tmp_path):

@@ -82,7 +82,7 @@ def test_sglang_responses_are_legs_with_their_counts() -> None:
     legs = load_oracle("s", ORACLES / "sglang-generate-0.5.23.json").legs
     assert legs is not None and len(legs) == 2
     # meta_info of the two responses: S 60 and 30, P 420 and 210, A 196 and 98
-    assert [dict(leg.requests) for leg in legs] == [
+    assert [{name: list(found) for name, found in leg.requests.items()} for leg in legs] == [
         {"steps": [60], "proposed": [420], "accepted": [196]},
         {"steps": [30], "proposed": [210], "accepted": [98]},
     ]
@@ -106,7 +106,7 @@ def test_llamacpp_responses_are_legs_with_p_a_and_speed() -> None:
     legs = load_oracle("l", ORACLES / "llamacpp-completions.json").legs
     assert legs is not None
     # timings: (448, 301, 64.0), (896, 640, 80.0), and one without draft_n (drafted nothing)
-    assert [dict(leg.requests) for leg in legs] == [
+    assert [{name: list(found) for name, found in leg.requests.items()} for leg in legs] == [
         {"proposed": [448], "accepted": [301]},
         {"proposed": [896], "accepted": [640]},
         {"proposed": [0], "accepted": [0]},
@@ -127,7 +127,9 @@ def test_a_llamacpp_gate_arm_takes_its_legs_tok_s() -> None:
     assert arm.legs is not None
     # the warm legs, with the tok_s whose median (64) the record gives, not the timings' speed
     assert [leg.tok_s for leg in arm.legs] == [63.0, 65.0]
-    assert [dict(leg.requests) for leg in arm.legs] == [{"proposed": [448], "accepted": [301]}] * 2
+    assert [{name: list(found) for name, found in leg.requests.items()} for leg in arm.legs] == [
+        {"proposed": [448], "accepted": [301]}
+    ] * 2
 
 
 def test_a_silent_response_takes_no_part_in_the_resampled_median() -> None:

@@ -14,6 +14,7 @@ from strategies import scaled
 from fold.api import fold_acceptance
 from fold.compare.comparison import compare, our_figures
 from fold.compare.vs_arms import fold_vs_arms
+from fold.folding.leg_figures import plain
 from fold.inputs.arm import load_arm
 from fold.inputs.steplog import format_line
 from fold.inputs.vs_arms import read_vs_arms
@@ -114,12 +115,12 @@ def test_the_other_runs_row_equals_its_standalone_fold(pair) -> None:
         paired = found.runs["old"].pairing.paired
         alone = fold_acceptance(paths["old"][0], [paths["old"][1]], predicate="run > 1",
                                 **{**OPTIONS, "seed": SEED if paired else SEED + 1})  # fmt: skip
-    assert found.runs["old"].other_fold == alone.to_json()
+    assert plain(found.runs["old"].other_fold) == alone.to_json()
     row = next(row for row in found.to_json()["rows"] if row["name"] == "old")
     expected = our_figures(alone.fold, name="old").to_json()
     assert {key: row[key] for key in expected} == expected
     for figure in ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s"):
-        assert row[f"{figure}_ci"] == alone.warm[f"{figure}_ci"]
+        assert row[f"{figure}_ci"] == plain(alone.warm[f"{figure}_ci"])
     # the same shape, the same prompt tokens and runs: the legs pair
     assert paired == (
         [leg["run"] for leg in pair[0][0]["legs"]] == [leg["run"] for leg in pair[1][0]["legs"]]

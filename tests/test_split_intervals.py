@@ -44,7 +44,7 @@ def test_sglang_records_are_legs_with_their_counts_and_tok_s() -> None:
     counted = load_oracle("sg", ORACLES / "sglang-requests.jsonl").legs
     assert counted is not None
     # 257 completion tokens over 60 verify steps: 257 - 1 - 60 = 196 accepted drafts
-    assert counted[0].requests == {"steps": [60], "accepted": [196]}
+    assert counted[0].requests == {"steps": (60,), "accepted": (196,)}
     assert counted[0].values == {"completion_tokens": 257, "steps": 60}
 
 

@@ -178,10 +178,10 @@ def test_edge_cases_by_hand():
     fold = fold_oracle(arm.requests)
     assert (fold.warm.steps, fold.warm.proposed, fold.warm.accepted) == (6, 21, 14)
     # steps (a, d): (0,4) (1,2) (3,3) [(0,0) left out] (4,4) (2,4) (4,4)
-    assert fold.warm.histogram == [1, 1, 1, 1, 2]
-    assert fold.warm.per_position == [5 / 6, 4 / 6, 3 / 6, 2 / 6]
+    assert list(fold.warm.histogram) == [1, 1, 1, 1, 2]
+    assert list(fold.warm.per_position) == [5 / 6, 4 / 6, 3 / 6, 2 / 6]
     # drafted more than i: 6, 6, 5, 4 steps
-    assert fold.warm.per_position_of_proposed == [5 / 6, 4 / 6, 3 / 5, 2 / 4]
+    assert list(fold.warm.per_position_of_proposed) == [5 / 6, 4 / 6, 3 / 5, 2 / 4]
 
 
 # --- refusals: every invariant, with the place and the field --------------------------------

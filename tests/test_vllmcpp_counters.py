@@ -51,7 +51,7 @@ def test_both_ways_give_the_readmes_figures(folded):
         assert [round(rate, 2) for rate in warm["per_position"]] == [
             0.88, 0.64, 0.36, 0.24, 0.12, 0.12, 0.0
         ]  # fmt: skip
-        assert warm["histogram"] == [36, 72, 84, 36, 36, 0, 36, 0]
+        assert list(warm["histogram"]) == [36, 72, 84, 36, 36, 0, 36, 0]
         assert result.counter_check["legs_checked"] == 20
     else:
         assert warm["per_position"] is None and warm["histogram"] is None

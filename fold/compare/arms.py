@@ -4,10 +4,12 @@ builds them (``fold.compare.comparison``) and the runs of ours read them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fold.folding.document import Document
+from fold.folding.frozen import freeze_fields
 from fold.folding.result import FoldResult
 from fold.folding.uncertainty import Replicates
 from fold.inputs.oracles.figures import ArmFigures
@@ -26,13 +28,16 @@ class Arm:
 
     name: str
     kind: str
-    rows: dict[str, ArmFigures]
-    replicates: dict[str, Replicates | None]
-    cadence: dict[str, Any] | None = None
+    rows: Mapping[str, ArmFigures]
+    replicates: Mapping[str, Replicates | None]
+    cadence: Mapping[str, Any] | None = None
     result: Document | None = field(default=None, repr=False)
     record: Any = field(default=None, repr=False)
     steps_fold: FoldResult | None = field(default=None, repr=False)
     """An oracle's per-request steps folded as ours are (None: no steps, or ours)."""
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, ("rows", "replicates", "cadence"))
 
     @property
     def population(self) -> str:

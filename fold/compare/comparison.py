@@ -35,6 +35,7 @@ from fold.compare.row_intervals import ROW_FIGURES, interval_note, our_replicate
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.compare.step_figures import fold_step_figures, oracle_step_figures
 from fold.folding.document import Document
+from fold.folding.frozen import freeze_fields
 from fold.folding.leg_figures import frozen, plain
 from fold.folding.oracle_steps import fold_oracle
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
@@ -54,21 +55,21 @@ OURS_ALL = "ours (all legs)"
 
 @dataclass(frozen=True)
 class Comparison:
-    rows: list[ArmFigures]
+    rows: tuple[ArmFigures, ...]
     """Ours (warm legs; then all legs when an oracle needs it) first, then the oracles."""
-    gaps: dict[str, GapAttribution]
+    gaps: Mapping[str, GapAttribution]
     measured_steps_per_s: float | None
     step_check: StepRateCheck
-    populations: dict[str, dict[str, Any]]
+    populations: Mapping[str, Mapping[str, Any]]
     """Per oracle: the population of its counters, of our row it is compared with, and
     whether they are the same."""
-    intervals: dict[str, dict[str, Interval | None]] | None = None
+    intervals: Mapping[str, Mapping[str, Interval | None]] | None = None
     """Per arm row, each figure's 95% interval; an arm known by totals is absent."""
-    speeds: dict[str, SpeedSplit] = field(default_factory=dict)
+    speeds: Mapping[str, SpeedSplit] = field(default_factory=dict)
     """Per oracle: its speed factor split with our cadence (``fold.compare.speed``)."""
-    runs: dict[str, RunsComparison] = field(default_factory=dict)
+    runs: Mapping[str, RunsComparison] = field(default_factory=dict)
     """Per other run of ours: what only two runs of ours can show (``fold.compare.our_runs``)."""
-    matched: dict[str, MatchedCheck | None] = field(default_factory=dict)
+    matched: Mapping[str, MatchedCheck | None] = field(default_factory=dict)
     """Per oracle: the check of an arm run at our acceptance (``fold.compare.matched_arms``)."""
     block: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The rows, gaps and step-rate check as JSON, with each row's intervals."""
@@ -78,7 +79,11 @@ class Comparison:
 
     def __post_init__(self) -> None:
         # The JSON block is what the document shows: read-only all the way down.
-        object.__setattr__(self, "block", _deep_frozen(self.block))
+        freeze_fields(
+            self,
+            ("rows", "gaps", "populations", "intervals", "speeds", "runs", "matched", "block"),
+        )
+        object.__setattr__(self, "step_folds", frozen(self.step_folds))
 
     def to_json(self) -> dict[str, Any]:
         """The document's ``comparison`` block: every arm in one row shape, the gaps, our
@@ -292,7 +297,7 @@ def compare(
     )
     # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
     return Comparison(
-        rows,
+        tuple(rows),
         gaps,
         measured,
         step_check,
@@ -346,12 +351,3 @@ def _step_figures(
 
 def _pair(interval: Interval | None) -> list[float] | None:
     return None if interval is None else [interval[0], interval[1]]
-
-
-def _deep_frozen(value: Any) -> Any:
-    """Every dict a read-only view and every list a tuple, all the way down."""
-    if isinstance(value, Mapping):
-        return frozen({key: _deep_frozen(item) for key, item in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(_deep_frozen(item) for item in value)
-    return value

@@ -8,11 +8,12 @@ the factor is labelled "ours only". Nothing here prints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from fold.folding.frozen import freeze_fields
 from fold.folding.uncertainty import (
     Interval,
     Leg,
@@ -37,7 +38,10 @@ class SplitIntervals:
     ratio: Interval | None
     acceptance_factor: Interval | None
     speed_factor: Interval | None
-    basis: dict[str, str]
+    basis: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, ("basis",))
 
     @property
     def from_both_arms(self) -> bool:

@@ -29,7 +29,8 @@ from fold.compare.arms import Arm
 from fold.compare.gap import GapAttribution
 from fold.compare.leg_pairs import Pairing, pair_legs, pair_summary, pairing
 from fold.compare.runs_positions import side_by_side
-from fold.folding.leg_figures import Named
+from fold.folding.frozen import freeze_fields
+from fold.folding.leg_figures import Named, plain
 from fold.folding.result import FoldResult
 from fold.folding.uncertainty import Interval, percentile_interval, ratio
 from fold.inputs.arm import ArmRecord
@@ -46,16 +47,21 @@ class RunsComparison:
     pairing: Pairing
     resampling: str
     workload: tuple[str, ...]
-    per_position: tuple[dict[str, Any], ...] | None
+    per_position: tuple[Mapping[str, Any], ...] | None
     """None when a run has no step log: they need the steps themselves."""
-    histogram: tuple[dict[str, Any], ...] | None
-    pairs: tuple[dict[str, Any], ...] | None
-    pair_summary: dict[str, dict[str, float | None]] | None
-    other_fold: dict[str, Any]
+    histogram: tuple[Mapping[str, Any], ...] | None
+    pairs: tuple[Mapping[str, Any], ...] | None
+    pair_summary: Mapping[str, Mapping[str, float | None]] | None
+    other_fold: Mapping[str, Any]
     other_lines: str
     decode_factor: float | None = None
     """Ours over the other's pooled decode steps/s (``fold.folding.cadence``), both measured."""
     decode_factor_ci: Interval | None = None
+
+    def __post_init__(self) -> None:
+        freeze_fields(
+            self, ("workload", "per_position", "histogram", "pairs", "pair_summary", "other_fold")
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,8 +83,8 @@ class RunsComparison:
         }
 
 
-def _listed(rows: tuple[dict[str, Any], ...] | None) -> list[dict[str, Any]] | None:
-    return None if rows is None else [dict(row) for row in rows]
+def _listed(rows: tuple[Mapping[str, Any], ...] | None) -> list[dict[str, Any]] | None:
+    return None if rows is None else [plain(row) for row in rows]
 
 
 def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -> RunsComparison:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.compare.gap import DEFAULT_TOLERANCE, GapAttribution
+from fold.folding.frozen import freeze_fields
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
 from fold.inputs.oracles import OURS_KIND
 
@@ -50,14 +51,17 @@ class SpeedSplit:
     steady_factor: float | None
     shares: Mapping[str, float | None]
     """Of our warm leg time: before_first_step, stalls, tail."""
-    parts: dict[str, float] | None
+    parts: Mapping[str, float] | None
     """Shares of log(leg_factor); None when speed is within tolerance or not recorded."""
     oracle_lacks: tuple[str, ...]
     other_shares: Mapping[str, float | None] | None = None
     """The other side's shares, when it is a run of ours with step times; None for an oracle."""
-    sides: dict[str, dict[str, float]] | None = None
+    sides: Mapping[str, Mapping[str, float]] | None = None
     """With ``other_shares``: each side's part of ``parts`` (ours, and the other's with the
     opposite sign), for start-up, stalls and tail; they add up to ``parts``."""
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, ("shares", "parts", "other_shares", "sides"))
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -77,10 +81,10 @@ class SpeedSplit:
 
 def split_speed(
     gap: GapAttribution,
-    cadence: dict[str, Any] | None,
+    cadence: Mapping[str, Any] | None,
     oracle_kind: str,
     tolerance: float = DEFAULT_TOLERANCE,
-    other_cadence: dict[str, Any] | None = None,
+    other_cadence: Mapping[str, Any] | None = None,
     no_times: str = f"{NEEDS_STEP_LOG} (the steps' times)",
 ) -> SpeedSplit:
     """Split ``gap``'s speed factor with our warm ``cadence`` (``FoldResult.warm["cadence"]``;
@@ -147,8 +151,8 @@ def _against_totals(
 def _against_run(
     gap: GapAttribution,
     sf: float,
-    cadence: dict[str, Any],
-    other_cadence: dict[str, Any],
+    cadence: Mapping[str, Any],
+    other_cadence: Mapping[str, Any],
     tolerance: float,
     lacks: tuple[str, ...],
 ) -> SpeedSplit:
@@ -175,7 +179,7 @@ def _against_run(
     )
 
 
-def _rates(cadence: dict[str, Any]) -> tuple[float | None, float | None]:
+def _rates(cadence: Mapping[str, Any]) -> tuple[float | None, float | None]:
     """A run's pooled decode steps/s and its steady rate (stalls taken out of decode time)."""
     rate = cadence.get("decode_steps_per_s")
     decode, stalls = cadence["shares"]["decode"], cadence["shares"]["stalls"]
@@ -188,7 +192,7 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return None if numerator is None or not denominator else numerator / denominator
 
 
-def _outside_shares(cadence: dict[str, Any] | None) -> dict[str, float | None]:
+def _outside_shares(cadence: Mapping[str, Any] | None) -> dict[str, float | None]:
     shares = (cadence or {}).get("shares") or dict.fromkeys(("before_first_step", "stalls", "tail"))
     return {name: shares[name] for name in ("before_first_step", "stalls", "tail")}
 
@@ -208,7 +212,7 @@ def split_speeds(
     gaps: dict[str, GapAttribution],
     kinds: dict[str, str],
     tolerance: float = DEFAULT_TOLERANCE,
-    cadences: dict[str, dict[str, Any]] | None = None,
+    cadences: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, SpeedSplit]:
     """Every oracle's split (the comparison's ``speed``). ``cadences`` holds the warm cadence
     of each other run of ours."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from fold.folding.counter_check import CounterCheck
-from fold.folding.leg_figures import LegFigures, PooledFigures
+from fold.folding.leg_figures import LegFigures, PooledFigures, plain
 from fold.folding.result import JSON_FORMAT, FoldResult
 
 
@@ -83,4 +83,4 @@ class Document:
                 document["runs"] = runs
         if self.matched is not None:
             document["matched"] = self.matched.to_json()
-        return document
+        return plain(document)

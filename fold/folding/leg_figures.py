@@ -9,8 +9,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, ClassVar, TypeVar, Union
+from typing import Any, ClassVar, Union
 
+from fold.folding.frozen import freeze_fields
+from fold.folding.frozen import frozen as frozen  # where the document's builders import it
 from fold.folding.warm import throughput_fold
 from fold.folding.windows import collapses, windows_from_bins
 from fold.inputs import acceptance
@@ -26,12 +28,6 @@ class NeedsStepLog(enum.Enum):
 
 
 NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG
-
-
-def frozen(value: Mapping[K, V]) -> Mapping[K, V]:
-    """A read-only view of a dict of figures (a request's, a cadence's): cheaper than a type
-    per record where a fold holds 10^6 of them, and as unchangeable to its readers."""
-    return MappingProxyType(value)
 
 
 def plain(value: Any) -> Any:
@@ -86,9 +82,6 @@ class Figures:
         return {name: plain(self[name]) for name in self.keys()}
 
 
-K = TypeVar("K")
-V = TypeVar("V")
-
 Named = Union["Figures", Mapping[str, Any]]
 """Figures read by name: a leg's or a pool's (a ``Figures``), or the same as a plain mapping
 (a document read back from JSON, a reader's legs)."""
@@ -99,10 +92,10 @@ class StepFigures:
     """A leg's figures that only its steps give (a step log, or the engine's trace)."""
 
     lines: int
-    per_position: list[float]
-    per_position_conditional: list[float | None]
-    per_position_of_proposed: list[float | None]
-    histogram: list[int]
+    per_position: tuple[float, ...]
+    per_position_conditional: tuple[float | None, ...]
+    per_position_of_proposed: tuple[float | None, ...]
+    histogram: tuple[int, ...]
     emitted: int | None
     emitted_lines: int
     expected_completion_tokens: int | None
@@ -110,7 +103,14 @@ class StepFigures:
     emitted_consistent: bool | None
     requests: tuple[Mapping[str, Any], ...]
     """Per request, its sums and figures and its cadence (read-only views)."""
-    windows: list[dict[str, Any]]
+    windows: tuple[Mapping[str, Any], ...]
+
+    def __post_init__(self) -> None:
+        freeze_fields(
+            self,
+            ("per_position", "per_position_conditional", "per_position_of_proposed",
+             "histogram", "windows"),
+        )  # fmt: skip
 
 
 STEP_ONLY = tuple(item.name for item in fields(StepFigures))
@@ -173,7 +173,7 @@ class PooledFigures(Figures):
     """A set of legs' figures: ratios of their sums, with 95% intervals beside the pooled
     ones when the fold was resampled."""
 
-    legs: list[int]
+    legs: tuple[int, ...]
     steps: int
     proposed: int
     accepted: int
@@ -182,17 +182,24 @@ class PooledFigures(Figures):
     completion_tokens_per_step: float | None
     output_throughput_tok_s: float | None
     step_rate: float | None
-    per_position: list[float] | None
-    per_position_conditional: list[float | None] | None
-    per_position_of_proposed: list[float | None] | None
-    histogram: list[int] | None
+    per_position: tuple[float, ...] | None
+    per_position_conditional: tuple[float | None, ...] | None
+    per_position_of_proposed: tuple[float | None, ...] | None
+    histogram: tuple[int, ...] | None
     cadence: Mapping[str, Any] | None
-    intervals: Mapping[str, list[float] | None]
+    intervals: Mapping[str, Sequence[float] | None]
     """``<figure>_ci`` for each figure with an interval (``fold.folding.uncertainty``)."""
     per_request: Mapping[str, Any] | None = None
     """``fold.folding.per_request``'s figures (None: no requests, or no steps)."""
     by_output_position: Mapping[str, Any] | None = None
     """``fold.folding.by_position``'s figures (None: no steps in time order)."""
+
+    def __post_init__(self) -> None:
+        freeze_fields(
+            self,
+            ("legs", "per_position", "per_position_conditional", "per_position_of_proposed",
+             "histogram", "cadence", "intervals", "per_request", "by_output_position"),
+        )  # fmt: skip
 
     def _lookup(self, name: str) -> Any:
         if name in self.intervals:

@@ -167,7 +167,8 @@ class FoldResult:
         for leg in document["legs"]:
             leg["step_split"] = self.step_split.leg_json(leg["index"])
         document["warm"]["step_split"] = self.step_split.warm_json()
-        return document
+        # the figures inside are read-only views and tuples: the JSON form is plain
+        return plain(document)
 
 
 def untimed(step_source: str) -> str | None:

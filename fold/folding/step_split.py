@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 
 from fold.folding.accumulate import REQUEST_KEY
+from fold.folding.frozen import freeze_fields
 from fold.folding.leg_figures import frozen
 from fold.folding.uncertainty import DEFAULT_SEED, Replicates, bootstrap, percentile_interval
 from fold.inputs.leg_sums import Leg
@@ -69,6 +70,9 @@ class StepSplits:
     legs: Mapping[int, Mapping[str, Any] | None]
     warm: Mapping[str, Any] | None
     replicates: Mapping[str, Replicates] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, ("legs", "warm", "replicates"))
 
     def leg_json(self, index: int) -> dict[str, Any] | None:
         """The ``step_split`` block of leg ``index`` (null without durations)."""

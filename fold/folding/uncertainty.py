@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fold.errors import InputError
+from fold.folding.frozen import freeze_fields
 from fold.folding.request_redraws import (
     Pools,
     occurrence_rank,
@@ -81,7 +82,10 @@ class Replicates:
     """Each figure's value in every resample (NaN where a resample leaves it undefined)."""
 
     resamples: int
-    figures: dict[str, np.ndarray]
+    figures: Mapping[str, np.ndarray]
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, ("figures",))
 
     def interval(self, figure: str) -> Interval | None:
         values = self.figures.get(figure)

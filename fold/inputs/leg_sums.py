@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,3 +33,12 @@ class Leg:
     requests: Mapping[str, Sequence[float] | np.ndarray] = field(default_factory=dict)
     values: Mapping[str, float] = field(default_factory=dict)
     tok_s: float | None = None
+
+    def __post_init__(self) -> None:
+        # read-only, as every value of the result document: a list of sums becomes a tuple
+        requests = {
+            name: tuple(found) if isinstance(found, list) else found
+            for name, found in self.requests.items()
+        }
+        object.__setattr__(self, "requests", MappingProxyType(requests))
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))

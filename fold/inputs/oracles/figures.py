@@ -17,6 +17,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from fold.errors import InputError, RefusedError
@@ -70,11 +71,11 @@ class ArmFigures:
     per_position: tuple[int, ...] | None = None
     completion_tokens_per_step: float | None = None
     verify_steps_per_s: float | None = None
-    sources: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
+    sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=True)
     notes: tuple[str, ...] = ()
     population: str | None = None
     population_detail: str = ""
-    bounds: dict[str, float] = field(default_factory=dict, hash=False, compare=True)
+    bounds: Mapping[str, float] = field(default_factory=dict, hash=False, compare=True)
     accept_rate_bound: float | None = None
     mean_acceptance_length_bound: float | None = None
     legs: tuple[Leg, ...] | None = field(default=None, repr=False, compare=False)
@@ -93,6 +94,11 @@ class ArmFigures:
     requests: OracleSteps | None = field(default=None, repr=False, compare=False)
     """Its legs' requests and their steps, for an oracle known request by request (vLLM's
     per-request metrics), folded later as ours are; None for every other input."""
+
+    def __post_init__(self) -> None:
+        for name in ("sources", "bounds", "draft_overhead"):  # read-only, as the document is
+            if (found := getattr(self, name)) is not None:
+                object.__setattr__(self, name, MappingProxyType(dict(found)))
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:
