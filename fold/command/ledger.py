@@ -228,19 +228,28 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         markdown = (
             history_markdown(history) if history is not None else runs_markdown(_given(listing))
         ).encode()
-        if arguments.markdown != "-":
-            _write(arguments.markdown, markdown)
+    if not _written(arguments, data, markdown):
+        if history is not None:
+            sys.stdout.write(history_table(history))
+        elif not arguments.export:
+            sys.stdout.write(runs_table(_given(listing)))
+    return 0
+
+
+def _written(arguments: argparse.Namespace, data: Any, markdown: bytes) -> bool:
+    """The --markdown and --json files written; True when one of them went to stdout (the
+    terminal table then does not)."""
+    if arguments.markdown and arguments.markdown != "-":
+        _write(arguments.markdown, markdown)
     if arguments.json and arguments.json != "-":
         _write(arguments.json, dumps(data))
     if arguments.json == "-":
         sys.stdout.buffer.write(dumps(data))
     elif arguments.markdown == "-":
         sys.stdout.buffer.write(markdown)
-    elif history is not None:
-        sys.stdout.write(history_table(history))
-    elif not arguments.export:
-        sys.stdout.write(runs_table(_given(listing)))
-    return 0
+    else:
+        return False
+    return True
 
 
 def _refuse_check_options(arguments: argparse.Namespace) -> None:
@@ -325,15 +334,7 @@ def _check(arguments, runs, keys, name: str, where: dict[str, str]) -> int:
         boundaries=boundaries,
     )
     markdown = check_markdown(data).encode() if arguments.markdown else b""
-    if arguments.markdown and arguments.markdown != "-":
-        _write(arguments.markdown, markdown)
-    if arguments.json and arguments.json != "-":
-        _write(arguments.json, dumps(data))
-    if arguments.json == "-":
-        sys.stdout.buffer.write(dumps(data))
-    elif arguments.markdown == "-":
-        sys.stdout.buffer.write(markdown)
-    else:
+    if not _written(arguments, data, markdown):
         sys.stdout.write(check_table(data))
     counts = data["counts"]
     if counts["alert"]:
