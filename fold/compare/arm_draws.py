@@ -60,7 +60,10 @@ def step_rates(
     drawn = [arm for arm in (side, base) if _any_resampled(arm.replicates)]
     if not drawn:
         return (rate_m, rate_b), rate_m / rate_b, None, None
-    size = next(iter(drawn[0].replicates.figures.values())).size  # type: ignore[union-attr]
+    first = drawn[0].replicates
+    # only arms with resamples were drawn, so the first has them
+    assert first is not None
+    size = next(iter(first.figures.values())).size
     draws = [
         ratio(
             _known_draws(arm.replicates, TOK_S, t, size),

@@ -335,9 +335,9 @@ def arm_figures(name: str, steps: OracleSteps) -> ArmFigures:
     requests = [request for leg in warm for request in leg.requests]
     histogram = [sum(request.histogram[j] for request in requests)
                  for j in range(steps.max_draft + 1)]  # fmt: skip
-    speeds = [leg.tok_s for leg in warm]
-    if all(speed is not None for speed in speeds):
-        tok_s: float | None = statistics.median(speeds)  # type: ignore[type-var]
+    speeds = [leg.tok_s for leg in warm if leg.tok_s is not None]
+    if len(speeds) == len(warm):
+        tok_s: float | None = statistics.median(speeds)
         tok_source = f"median tok_s of the {len(warm)} warm legs ({steps.predicate})"
     else:
         tok_s = None
