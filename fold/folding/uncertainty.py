@@ -34,7 +34,7 @@ from fold.folding.request_redraws import (
 )
 from fold.inputs.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.inputs.leg_sums import Leg
-from fold.inputs.limits import is_int
+from fold.inputs.limits import is_count
 
 LEVEL = 0.95
 
@@ -97,11 +97,11 @@ class Replicates:
 
 def check_resamples(resamples: int, seed: int = DEFAULT_SEED) -> int:
     """The resample count, or InputError: 0 means no intervals; the seed must be >= 0."""
-    if not is_int(resamples) or resamples < 0:
+    if not is_count(resamples):
         raise InputError(
             f"--bootstrap {resamples!r}: give a number of resamples (0 for no intervals)"
         )
-    if not is_int(seed) or seed < 0:
+    if not is_count(seed):
         raise InputError(f"--seed {seed!r}: give a whole number, 0 or more")
     return resamples
 

@@ -13,7 +13,7 @@ import polars as pl
 from fold.errors import InputError
 from fold.inputs import limits
 from fold.inputs.arm_counters import EngineCounters, read_counters
-from fold.inputs.limits import is_int, is_number
+from fold.inputs.limits import is_count, is_int, is_number
 
 _REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix")
 _REQUIRED_INTS = ("run", "prompt_tokens", "completion_tokens")
@@ -214,7 +214,7 @@ def _optional_number(value: Any, where: str, field: str) -> float | None:
 def _optional_count(value: Any, where: str, field: str) -> int | None:
     if value is None:
         return None
-    if not is_int(value) or value < 0:
+    if not is_count(value):
         raise InputError(f"{where}: '{field}' must be a non-negative integer, found {value!r}")
     return value
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
-from fold.inputs.limits import is_int, is_number
+from fold.inputs.limits import is_count, is_int, is_number
 
 COUNTER_FIELDS = {
     "steps": "spec_drafted_request_steps",
@@ -190,7 +190,7 @@ def _leg_counts(
             "none, so this record was edited or cut. Take the record again from the gate"
         )
     for ours, value in present.items():
-        if not is_int(value) or value < 0:
+        if not is_count(value):
             raise InputError(
                 f"{where}: {names.describe(index)} field '{COUNTER_FIELDS[ours]}' must be a "
                 f"count (a non-negative integer), found {type(value).__name__} {value!r}"
@@ -235,7 +235,7 @@ def _block(raw: Any, where: str) -> RecordedAcceptance:
     if not isinstance(raw, Mapping):
         raise InputError(f"{place} must be an object or null, found {type(raw).__name__}")
     warm_legs = raw.get("warm_legs")
-    if not is_int(warm_legs) or warm_legs < 0:
+    if not is_count(warm_legs):
         raise InputError(f"{place}.warm_legs must be a count, found {warm_legs!r}")
     per_leg_raw = raw.get("per_leg")
     per_leg = None
@@ -255,7 +255,7 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
     counts: dict[str, int] = {}
     for ours, key in BLOCK_COUNTS.items():
         value = raw.get(key)
-        if not is_int(value) or value < 0:
+        if not is_count(value):
             raise InputError(f"{place}.{key} must be a count, found {value!r}")
         if limits.count_problem(value):
             raise InputError(limits.refusal(place, key, value, limits.COUNT_WORDS, TAKE_AGAIN))

@@ -56,6 +56,12 @@ def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def is_count(value: object) -> TypeGuard[int]:
+    """A count: an integer that is not a bool and not negative (its size is checked apart, by
+    ``count_problem``, with the words of the 2^63 limit)."""
+    return is_int(value) and value >= 0
+
+
 def is_number(value: object) -> TypeGuard[int | float]:
     """An integer or a float (finite or not: callers that need finite say so)."""
     return is_int(value) or isinstance(value, float)

@@ -208,7 +208,7 @@ def arm_from_counts(
         "accepted": names.get("accepted", "accepted tokens (A)"),
     }
     for key, value in (("steps", steps), ("proposed", proposed), ("accepted", accepted)):
-        if value is not None and (not limits.is_int(value) or value < 0):
+        if value is not None and (not limits.is_count(value)):
             raise InputError(
                 f"{where}: {label[key]} = {value!r} is not a count (a non-negative integer); "
                 "fix the input"
@@ -295,7 +295,7 @@ def arm_from_counts(
         per_pos = tuple(per_position)
         pp_label = names.get("per_position", "per-position accepted counts")
         for i, count in enumerate(per_pos):
-            if not limits.is_int(count) or count < 0:
+            if not limits.is_count(count):
                 raise InputError(f"{where}: {pp_label}[{i}] = {count!r} is not a count")
             if steps is not None and count > high("steps", steps):
                 raise RefusedError(

@@ -31,7 +31,7 @@ def _count_field(metrics: Mapping[str, Any], key: str, where: str) -> int:
     if key not in metrics:
         raise InputError(f"{where}: {key} is missing; vLLM's to_dict() always writes it")
     value = metrics[key]
-    if not limits.is_int(value) or value < 0:
+    if not limits.is_count(value):
         raise InputError(f"{where}: {key} = {_as_json(value)} is not a count")
     limits.check_count(where, key, value, "no engine counts this many; check the record")
     return value
@@ -41,7 +41,7 @@ def _int_list(value: Any, where: str, key: str, cap: int | None) -> tuple[int, .
     if not isinstance(value, list):
         raise InputError(f"{where}: {key} must be a list of counts, not {type(value).__name__}")
     for i, item in enumerate(value):
-        if not limits.is_int(item) or item < 0:
+        if not limits.is_count(item):
             raise InputError(f"{where}: {key}[{i}] = {_as_json(item)} is not a count")
         if cap is not None and item > cap:
             raise RefusedError(
