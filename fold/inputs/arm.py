@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import orjson
 import polars as pl
@@ -13,7 +12,7 @@ import polars as pl
 from fold.errors import InputError
 from fold.inputs import limits
 from fold.inputs.arm_counters import EngineCounters, read_counters
-from fold.inputs.limits import is_count, is_int, is_number
+from fold.inputs.limits import is_count, is_finite_number, is_int
 
 _REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix")
 _REQUIRED_INTS = ("run", "prompt_tokens", "completion_tokens")
@@ -147,7 +146,7 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
         raise InputError(f"{where}: leg {index} field 'run' is {row['run']}; runs are 1-based")
     for field in _REQUIRED_NUMBERS:
         value = leg.get(field)
-        if not _is_number(value):
+        if not is_finite_number(value):
             raise InputError(_field_problem(where, index, field, value, "a finite number"))
         row[field] = float(value)
     finish_reason = leg.get("finish_reason")
@@ -195,10 +194,6 @@ def _field_problem(where: str, index: int, field: str, value: Any, wanted: str) 
     return f"{where}: leg {index} field '{field}' must be {wanted}, found {found}"
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return is_number(value) and math.isfinite(value)
-
-
 def _is_scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool))
 
@@ -206,7 +201,7 @@ def _is_scalar(value: Any) -> bool:
 def _optional_number(value: Any, where: str, field: str) -> float | None:
     if value is None:
         return None
-    if not _is_number(value):
+    if not is_finite_number(value):
         raise InputError(f"{where}: '{field}' must be a finite number, found {value!r}")
     return float(value)
 

@@ -11,14 +11,13 @@ they agree with a step log or with the block is the fold's business
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
-from fold.inputs.limits import is_count, is_int, is_number
+from fold.inputs.limits import is_count, is_finite_number, is_int
 
 COUNTER_FIELDS = {
     "steps": "spec_drafted_request_steps",
@@ -263,7 +262,7 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
     ratios: dict[str, float | None] = {}
     for key in BLOCK_RATIOS:
         value = raw.get(key)
-        if value is not None and not (is_number(value) and math.isfinite(value)):
+        if value is not None and not is_finite_number(value):
             raise InputError(f"{place}.{key} must be a number or null, found {value!r}")
         ratios[key] = None if value is None else float(value)
     run = raw.get("run") if with_run else None

@@ -14,6 +14,7 @@ reader's constants (``fold/inputs/native_src/fold_pass.h``) and the instrument's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, TypeGuard
 
@@ -65,6 +66,11 @@ def is_count(value: object) -> TypeGuard[int]:
 def is_number(value: object) -> TypeGuard[int | float]:
     """An integer or a float (finite or not: callers that need finite say so)."""
     return is_int(value) or isinstance(value, float)
+
+
+def is_finite_number(value: object) -> TypeGuard[int | float]:
+    """A number that is neither infinite nor NaN (a bool is not a number)."""
+    return is_number(value) and math.isfinite(value)
 
 
 def past_64_bits(value: object) -> bool:

@@ -6,7 +6,6 @@ file around it (requests, legs, the arm) is ``fold.inputs.oracles.vllm_requests`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,7 +55,7 @@ def _ratio(metrics: Mapping[str, Any], key: str, where: str) -> float:
     if key not in metrics:
         raise InputError(f"{where}: {key} is missing; vLLM's to_dict() always writes it")
     value = metrics[key]
-    if not limits.is_number(value) or not math.isfinite(value):
+    if not limits.is_finite_number(value):
         raise InputError(f"{where}: {key} = {value!r} is not a finite number")
     return float(value)
 
