@@ -74,13 +74,15 @@ class Document:
     def to_json(self) -> dict[str, Any]:
         """The JSON form ``--json`` writes (``docs/fold-acceptance-2.schema.json``): plain
         dicts, lists and numbers, which every presenter reads."""
+        # The fold's part is plain already (its per-request records are most of a large
+        # document): only the parts built of read-only views are made plain here.
         document = {"format": JSON_FORMAT, **self.fold.to_json()}
-        document["counter_check"] = self.counter_check.to_json()
+        document["counter_check"] = plain(self.counter_check.to_json())
         if self.comparison is not None:
-            document["comparison"] = self.comparison.to_json()
+            document["comparison"] = plain(self.comparison.to_json())
             runs = self.comparison.runs_json()
             if runs is not None:
-                document["runs"] = runs
+                document["runs"] = plain(runs)
         if self.matched is not None:
-            document["matched"] = self.matched.to_json()
-        return plain(document)
+            document["matched"] = plain(self.matched.to_json())
+        return document
