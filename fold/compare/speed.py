@@ -114,14 +114,16 @@ def split_speed(
         )
     sf = gap.speed_factor
     ours_known = _known(ours)
-    known = ours_known is not None and (theirs is None or _known(theirs) is not None)
-    if sf is None or ours_known is None or not known:
+    theirs_known = None if theirs is None else _known(theirs)
+    if sf is None or ours_known is None or (theirs is not None and theirs_known is None):
         if sf is None:
             lacks.append(f"no speed factor against {gap.oracle}: {'; '.join(gap.missing)}")
         return SpeedSplit(gap.oracle, sf, None, None, ours, None, tuple(lacks), theirs)
-    if theirs is None or cadence is None or other_cadence is None:
+    if theirs_known is None or cadence is None or other_cadence is None:
         return _against_totals(gap, sf, ours_known, tolerance, tuple(lacks))
-    return _against_run(gap, sf, cadence, other_cadence, tolerance, tuple(lacks))
+    return _against_run(
+        gap, sf, (cadence, other_cadence), (ours_known, theirs_known), tolerance, tuple(lacks)
+    )
 
 
 def _known(shares: Mapping[str, float | None]) -> dict[str, float] | None:
@@ -151,15 +153,14 @@ def _against_totals(
 def _against_run(
     gap: GapAttribution,
     sf: float,
-    cadence: Mapping[str, Any],
-    other_cadence: Mapping[str, Any],
+    cadences: tuple[Mapping[str, Any], Mapping[str, Any]],
+    shares: tuple[dict[str, float], dict[str, float]],
     tolerance: float,
     lacks: tuple[str, ...],
 ) -> SpeedSplit:
-    ours, theirs = (_known(_outside_shares(found)) for found in (cadence, other_cadence))
-    # split_speed sends a run here only when both sides' shares are known
-    assert ours is not None and theirs is not None
-    rates = [_rates(found) for found in (cadence, other_cadence)]
+    """Ours against another run of ours: both ``cadences`` and both sides' known ``shares``."""
+    ours, theirs = shares
+    rates = [_rates(found) for found in cadences]
     decode_factor = _ratio(rates[0][0], rates[1][0])
     steady_factor = _ratio(rates[0][1], rates[1][1])
     parts = sides = None
