@@ -716,7 +716,7 @@ def fold_records(
     for leg, figure in zip(legs, figures, strict=True):
         figure["step_split"] = step_split([leg], leg_steps)
     return {
-        "format": "fold-acceptance/2",
+        "format": "fold-acceptance/3",
         "predicate": predicate,
         "window_steps": window_steps,
         "stall_factor": stall_factor,
@@ -744,6 +744,7 @@ def fold_records(
         "torn_lines": sum(f["torn"] for f in files),
         "skipped_lines": sum(f["skipped"] for f in files),
         "lost_lines": sum(row["lost"] for row in writer_rows),
+        "lines_read": sum(f["lines"] for f in files),
         "files": files,
         "writers": writer_rows,
         "skipped_examples": [
@@ -752,7 +753,10 @@ def fold_records(
             for line in record.skipped_lines[:MAX_SKIPPED_EXAMPLES]
         ],
         "prefill_tokens": convention,
-        "step_source": "step log",
+        "step_source": "step_log",
+        "step_source_text": "step log",
+        "steps_timed": True,
+        "no_times_text": None,
         "sources": STEP_LOG_SOURCES,
         "counter_check": unchecked(len(legs)),
     }

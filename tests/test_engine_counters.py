@@ -142,7 +142,7 @@ def test_with_its_log_the_fold_is_checked_against_the_counters_leg_by_leg(tmp_pa
         "checked against the engine's own counters, leg by leg: S, P and A equal on all 6 "
         "legs; its spec_acceptance equals the warm fold"
     )
-    assert result.to_json()["step_source"] == "step log"
+    assert result.to_json()["step_source"] == "step_log"
 
 
 def test_without_a_log_the_counters_are_folded(tmp_path):
@@ -157,7 +157,7 @@ def test_counters_only_json_says_null_where_steps_are_needed(tmp_path, capsys):
     arm = pair(tmp_path, example(), log=False)[0]
     assert main([arm, "--json", "-"]) == 0
     document = orjson.loads(capsys.readouterr().out)
-    assert document["step_source"] == "the record's counters"
+    assert document["step_source"] == "record_counters"
     for leg in document["legs"]:
         for key in ("per_position", "per_position_of_proposed", "histogram", "windows",
                     "requests", "cadence", "lines", "emitted", "emitted_consistent"):  # fmt: skip
@@ -263,7 +263,7 @@ def test_counters_only_markdown_and_annotate(tmp_path, capsys):
     assert annotated["legs"][4]["acceptance"]["accepted"] == 9
     assert annotated["legs"][4]["acceptance"]["histogram"] is None
     assert annotated["acceptance"]["warm"]["accepted"] == 29
-    assert annotated["acceptance"]["step_source"] == "the record's counters"
+    assert annotated["acceptance"]["step_source"] == "record_counters"
 
 
 def test_the_markdown_with_a_log_says_it_was_checked(tmp_path, capsys):
@@ -557,7 +557,7 @@ def test_follow_and_trace_need_a_log(tmp_path, capsys, flag):
 def test_the_library_folds_counters_with_no_logs(tmp_path):
     arm = pair(tmp_path, example(), log=False)[0]
     result = fold_acceptance(arm, [], resamples=0)
-    assert result.fold.step_source == "the record's counters"
+    assert result.fold.step_source == "record_counters"
     assert result.warm["accepted"] == 29
     with pytest.raises(RefusedError):
         fold_acceptance(arm, [], predicate="run > 2", resamples=0)  # the record folds run > 1

@@ -161,11 +161,13 @@ def test_no_time_stamps_means_no_cadence_never_zeros(gate, tmp_path):
     arm, paths = gate()
     result = fold_acceptance(arm, paths, resamples=20)
     document = result.to_json()
-    assert document["step_source"] == "the engine's trace (VT_SPEC_TRACE)"
+    assert document["step_source"] == "engine_trace"
+    assert document["steps_timed"] is False
+    assert document["no_times_text"] == "needs time stamps: the engine's trace has none"
     assert document["sources"]["cadence"] == "needs time stamps: the engine's trace has none"
     assert document["sources"]["timeline"] == "needs time stamps: the engine's trace has none"
-    assert document["sources"]["per_position"] == "the engine's trace (VT_SPEC_TRACE)"
-    assert document["sources"]["accepted"] == "the engine's trace (VT_SPEC_TRACE)"
+    assert document["sources"]["per_position"] == "the engine's trace (VT_SPEC_TRACE stderr)"
+    assert document["sources"]["accepted"] == "the engine's trace (VT_SPEC_TRACE stderr)"
     assert document["warm"]["cadence"] is None and document["all"]["cadence"] is None
     assert all(leg["cadence"] is None for leg in document["legs"])
     assert all(r["cadence"] is None for leg in document["legs"] for r in leg["requests"])

@@ -126,7 +126,7 @@ def test_a_failed_step_rate_check_and_differing_populations_show_without_details
 
 def test_a_record_folded_from_its_counters_says_so_without_details(tmp_path, document):
     counted = copy.deepcopy(document)
-    counted["step_source"] = "the record's counters"
+    counted["step_source"] = "record_counters"
     assert "S, P, A per leg from the record's counters" in " ".join(
         terminal(counted, width=100).split()
     )

@@ -86,7 +86,7 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     from fold.present.output import dumps, write_atomically
 
     if arguments.annotate:
-        write_annotated(arm, result, arguments.annotate)
+        write_annotated(arm, document, arguments.annotate)
     if arguments.trace:
         from fold.folding.timeline_lines import attributed_lines
         from fold.present.timeline import write_timeline

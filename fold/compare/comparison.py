@@ -112,7 +112,7 @@ def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OUR
     which = "all legs" if population == ALL_LEGS else "the warm legs"
     legs = fold["legs"]
     if result.from_log:
-        log = result.step_source  # the hook's step log or the engine's trace
+        log = result.step_source_text  # the hook's step log or the engine's trace
         counted = {
             "steps": f"{log}: steps with proposed > 0 over {which}",
             "proposed": f"{log}: sum of proposed over {which}",

@@ -269,7 +269,7 @@ def fold_step_figures(
         if unplaced[0]:
             not_recorded["positions"] = UNPLACED.format(*unplaced)
     return _block(
-        source=result.step_source if steps is None else f"{steps.source} ({steps.level})",
+        source=result.step_source_text if steps is None else f"{steps.source} ({steps.level})",
         population=population,
         legs=len(legs),
         requests=sum(len(leg["requests"]) for leg in legs),

@@ -24,15 +24,22 @@ from fold.folding.uncertainty import (
 from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.inputs.reader import SkippedLine
 
-JSON_FORMAT = "fold-acceptance/2"
+JSON_FORMAT = "fold-acceptance/3"
 """The JSON document's format (``docs/document.md``); the annotated record's block says it too."""
-# Where a fold's counts came from (FoldResult.step_source).
-STEP_LOG = "step log"
-ENGINE_TRACE = "the engine's trace (VT_SPEC_TRACE)"
-RECORD_COUNTERS = "the record's counters"
-ORACLE_STEPS = "the oracle's per-request steps"
+# Where a fold's counts came from (FoldResult.step_source): stable codes, which presenters and
+# scripts decide on; the words beside them are what people read and may be reworded.
+STEP_LOG = "step_log"
+ENGINE_TRACE = "engine_trace"
+RECORD_COUNTERS = "record_counters"
+ORACLE_STEPS = "oracle_steps"
 """An oracle's steps as its engine recorded them per request (``fold.folding.oracle_steps``):
 in order, without times."""
+STEP_SOURCE_TEXT = {
+    STEP_LOG: "step log",
+    ENGINE_TRACE: "the engine's trace (VT_SPEC_TRACE stderr)",
+    RECORD_COUNTERS: "the record's counters",
+    ORACLE_STEPS: "the oracle's per-request steps",
+}
 NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG.value
 # Output tokens per request that no verify step emits: servers (vLLM, SGLang, llama-server)
 # sample the first from prefill; llama.cpp's speculative-simple verifies the prompt's last token
@@ -86,6 +93,15 @@ class FoldResult:
         """Why the steps have no times (the engine's trace), or None: they have."""
         return untimed(self.step_source)
 
+    @property
+    def step_source_text(self) -> str:
+        """Where the counts came from, in words."""
+        return STEP_SOURCE_TEXT[self.step_source]
+
+    @property
+    def lines_read(self) -> int | None:
+        return self._line_total(self.files, "lines")
+
     def no_times(self) -> str:
         """What the figures built from step times read when there are none."""
         return self.untimed or f"{NEEDS_STEP_LOG} (the steps' times)"
@@ -118,12 +134,12 @@ class FoldResult:
         """Where each figure came from: the step log, the engine's trace, the record, or
         nowhere yet."""
         counts = (
-            self.step_source
+            self.step_source_text
             if self.from_log
-            else RECORD_COUNTERS + " (spec_drafted_request_steps, spec_drafts_proposed, "
+            else self.step_source_text + " (spec_drafted_request_steps, spec_drafts_proposed, "
             "spec_drafts_accepted)"
         )
-        from_steps = self.step_source if self.from_log else NEEDS_STEP_LOG
+        from_steps = self.step_source_text if self.from_log else NEEDS_STEP_LOG
         timed = {} if self.untimed is None else dict.fromkeys(TIMED_FIGURES, self.untimed)
         return {
             "steps": counts,
@@ -155,11 +171,15 @@ class FoldResult:
             "torn_lines": self.torn_lines,
             "skipped_lines": self.skipped_lines,
             "lost_lines": self.lost_lines,
+            "lines_read": self.lines_read,
             "files": [dict(row) for row in self.files],
             "writers": [dict(row) for row in self.writers],
             "skipped_examples": [vars(example) for example in self.skipped_examples],
             "prefill_tokens": dict(self.prefill_tokens),
             "step_source": self.step_source,
+            "step_source_text": self.step_source_text,
+            "steps_timed": self.untimed is None if self.from_log else None,
+            "no_times_text": None if self.from_log and self.untimed is None else self.no_times(),
             "sources": self.sources(),
         }
         if self.bootstrap is not None:

@@ -17,7 +17,7 @@ from fold.errors import InputError
 from fold.folding.position_intervals import position_intervals
 from fold.inputs.limits import is_number
 
-DOCUMENT_FORMAT = "fold-acceptance/2"
+DOCUMENT_FORMAT = "fold-acceptance/3"
 FOLDS = ("warm", "all")
 FOLD_FIGURES = (
     "accept_rate",

@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from fold.errors import InputError
-from fold.folding.document import Document
-from fold.folding.leg_figures import Named, plain
-from fold.folding.result import JSON_FORMAT
 from fold.inputs.arm import ArmRecord
 from fold.present.output import dumps, write_atomically
 
@@ -47,50 +44,55 @@ POOLED_FIELDS = (
 )
 
 
-def annotated_record(arm: ArmRecord, result: Document) -> Any:
-    """A copy of the arm record with each leg's acceptance and an ``acceptance`` block added.
+TOP_FIELDS = (
+    "format",
+    "predicate",
+    "stall_factor",
+    "warm",
+    "all",
+    "unattributed_steps",
+    "ambiguous_steps",
+    "torn_lines",
+    "skipped_lines",
+    "lost_lines",
+    "step_source",
+    "step_source_text",
+    "sources",
+    "counter_check",
+    "bootstrap",
+)
+
+
+def annotated_record(arm: ArmRecord, document: dict[str, Any]) -> Any:
+    """A copy of the arm record with each leg's acceptance and an ``acceptance`` block added,
+    read from the result document's JSON form (``document``).
 
     A record given as a bare list of legs becomes ``{"legs": [...], "acceptance": {...}}``,
     since a list has nowhere to put the block.
     """
-    fold = result.fold
-    document = copy.deepcopy(arm.document)
-    if isinstance(document, list):
-        document = {"legs": document}
-    for leg, figures in zip(document["legs"], fold.legs, strict=True):
-        leg["acceptance"] = {name: plain(figures[name]) for name in LEG_FIELDS}
-    document["acceptance"] = {
-        "format": JSON_FORMAT,
-        "predicate": fold.predicate,
-        "stall_factor": fold.stall_factor,
-        "warm": _with_intervals(fold.warm),
-        "all": _with_intervals(fold.all),
-        "unattributed_steps": fold.unattributed_steps,
-        "ambiguous_steps": fold.ambiguous_steps,
-        "torn_lines": fold.torn_lines,
-        "skipped_lines": fold.skipped_lines,
-        "lost_lines": fold.lost_lines,
-        "step_source": fold.step_source,
-        "sources": fold.sources(),
-        "counter_check": result.counter_check.to_json(),
-    }
-    if fold.bootstrap is not None:
-        document["acceptance"]["bootstrap"] = dict(fold.bootstrap)
-    return document
+    record = copy.deepcopy(arm.document)
+    if isinstance(record, list):
+        record = {"legs": record}
+    for leg, figures in zip(record["legs"], document["legs"], strict=True):
+        leg["acceptance"] = {name: figures[name] for name in LEG_FIELDS}
+    block = {name: document[name] for name in TOP_FIELDS if name in document}
+    block["warm"], block["all"] = (_with_intervals(document[fold]) for fold in ("warm", "all"))
+    record["acceptance"] = block
+    return record
 
 
-def _with_intervals(fold: Named) -> dict[str, Any]:
+def _with_intervals(fold: dict[str, Any]) -> dict[str, Any]:
     """The pooled figures, and the 95% interval beside each that has one."""
-    kept = {name: plain(fold[name]) for name in POOLED_FIELDS}
+    kept = {name: fold[name] for name in POOLED_FIELDS}
     for name in POOLED_FIELDS:
         if f"{name}_ci" in fold:
             kept[f"{name}_ci"] = fold[f"{name}_ci"]
     return kept
 
 
-def write_annotated(arm: ArmRecord, result: Document, out: str | Path) -> None:
+def write_annotated(arm: ArmRecord, document: dict[str, Any], out: str | Path) -> None:
     if os.path.exists(out) and os.path.samefile(out, arm.path):
         raise InputError(
             f"{out}: --annotate would overwrite the arm record it reads; name another file"
         )
-    write_atomically(out, dumps(annotated_record(arm, result)))
+    write_atomically(out, dumps(annotated_record(arm, document)))

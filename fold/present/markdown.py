@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fold.folding.result import NEEDS_STEP_LOG
+from fold.folding.result import NEEDS_STEP_LOG, STEP_LOG
 from fold.present.another_k import another_k_markdown
 from fold.present.cadence import time_cells, where_time_goes
 from fold.present.markdown_runs import runs_section
@@ -31,7 +31,6 @@ from fold.present.table import (
     rate,
     sparkline,
     three_decimals,
-    untimed,
 )
 
 
@@ -67,7 +66,7 @@ def _heading(document: dict[str, Any], arm_path: str | None) -> str:
     if arm_path:
         about.insert(0, f"arm record: `{arm_path}`")
     if from_log(document):
-        kind = "logs" if untimed(document) is None else "the engine's trace (VT_SPEC_TRACE stderr)"
+        kind = "logs" if document["step_source"] == STEP_LOG else document["step_source_text"]
         about.append(f"{kind}: " + ", ".join(f"`{entry['path']}`" for entry in document["files"]))
     else:
         about.append(
@@ -82,7 +81,7 @@ def _heading(document: dict[str, Any], arm_path: str | None) -> str:
 
 def _source(row: Mapping[str, Any], document: dict[str, Any]) -> str:
     if row["kind"] == "ours":
-        counts = document["step_source"] if from_log(document) else "the record's counters"
+        counts = document["step_source_text"]
         return f"{counts}, warm legs (`{document['predicate']}`); tok/s: median of their tok_s"
     parts = [row["kind"]]
     for key, label in (("tok_s", "tok/s"), ("steps", "S"), ("accepted", "A")):
@@ -268,7 +267,7 @@ def _cadence(document: dict[str, Any]) -> str:
 def _lines(document: dict[str, Any]) -> str:
     if not from_log(document):
         return "## Lines\n\nno step log given."
-    read = sum(entry["lines"] for entry in document["files"])
+    read = document["lines_read"]
     attributed = sum(entry["attributed"] for entry in document["files"])
     return (
         f"## Lines\n\n{read} read, {attributed} in legs, {document['unattributed_steps']} "

@@ -12,9 +12,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.folding.result import ENGINE_TRACE, NEEDS_STEP_LOG, RECORD_COUNTERS, STEP_LOG
+from fold.folding.result import NEEDS_STEP_LOG, RECORD_COUNTERS, STEP_LOG
 from fold.inputs.acceptance import accept_rate
-from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.present.table_layout import fit
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -128,13 +127,13 @@ def from_log(document: dict[str, Any]) -> bool:
 
 
 def untimed(document: dict[str, Any]) -> str | None:
-    """Why the steps have no times (the engine's trace), or None: they have."""
-    return NO_TIME_STAMPS if document["step_source"] == ENGINE_TRACE else None
+    """Why the steps that were read have no times, or None: they have, or none were read."""
+    return document["no_times_text"] if document["steps_timed"] is False else None
 
 
 def no_times(document: dict[str, Any]) -> str:
     """What the figures built from step times read when there are none."""
-    return untimed(document) or f"{NEEDS_STEP_LOG} (the steps' times)"
+    return document["no_times_text"]
 
 
 def legs_table(document: dict[str, Any]) -> Table:
@@ -318,8 +317,8 @@ def source_lines(document: dict[str, Any]) -> Text:
     text.append("source: ", style="bold")
     if untimed(document) is not None:
         text.append(
-            "S, P, A per leg and every per-step figure from the engine's trace (VT_SPEC_TRACE "
-            "stderr); tok/s, completion tokens and leg windows from the record's legs; cadence: "
+            f"S, P, A per leg and every per-step figure from {document['step_source_text']}; "
+            "tok/s, completion tokens and leg windows from the record's legs; cadence: "
             f"{untimed(document)}"
         )
     elif from_log(document):
@@ -385,7 +384,7 @@ def line_problems(document: dict[str, Any]) -> Text | None:
     found = [f"{count} {what}" for what, count in counts if count]
     if not found:
         return None
-    read = sum(entry["lines"] for entry in document["files"])
+    read = document["lines_read"]
     text = Text()
     text.append("lines not in a leg: ", style="bold yellow")
     text.append(f"{', '.join(found)} of {read} read (--details names files and writers)")
