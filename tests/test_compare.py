@@ -50,7 +50,8 @@ def test_gate_example_comparison_block(capsys):
     # SGLang is known only in its own unit, so the split is in that unit: our completion
     # tokens per step over the warm legs are (6 prefill tokens + 310 steps + 1000 accepted) /
     # 310 = 1316/310 = 4.2452, against SGLang's 4.67.
-    assert sglang["unit"] == "completion tokens per verify step (SGLang's unit)"
+    assert sglang["unit"] == "completion_tokens_per_step"
+    assert sglang["unit_text"] == "completion tokens per verify step (SGLang's unit)"
     assert sglang["acceptance_factor"] == pytest.approx((1316 / 310) / 4.67)
     assert sglang["speed_factor"] == pytest.approx((14.951 / 16.034) / ((1316 / 310) / 4.67))
     assert rows["ours"]["completion_tokens_per_step"] == pytest.approx(1316 / 310)
@@ -157,7 +158,8 @@ def test_bench_result_is_compared_with_our_warm_legs_and_says_populations_differ
 def test_sglang_bench_line_splits_in_vllm_units(capsys):
     block = _block(capsys, f"sg={FIXTURES / 'oracles' / 'sglang-bench-serving.jsonl'}")
     gap = block["gaps"]["sg"]
-    assert gap["unit"] == "1 + A/S"
+    assert gap["unit"] == "mean_acceptance_length"
+    assert gap["unit_text"] == "1 + A/S"
     # (1 + 1000/310) / 4.23 and (14.951 / 16.134) over it
     assert gap["acceptance_factor"] == pytest.approx((1 + 1000 / 310) / 4.23)
     assert gap["speed_factor"] == pytest.approx((14.951 / 16.134) / ((1 + 1000 / 310) / 4.23))

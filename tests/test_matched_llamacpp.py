@@ -146,16 +146,16 @@ def test_a_real_triple_splits_the_gap_by_measurement(
         # (the recorded triple's 3.342 sat in [3.295, 3.500]): then the model must stand, and
         # say why. The measured path is held to a recorded triple in the default suite.
         assert gap["split"] == "modelled", check["verdict"]
-        assert gap["split_reason"] == "matched run did not match", gap["split_text"]
+        assert gap["split_reason"] == "matched_run_did_not_match", gap["split_text"]
         return
     measured = gap["measured"]
     assert gap["split"] == "measured"
-    assert gap["split_reason"] == "matched run on the command line's word"
+    assert gap["split_reason"] == "matched_run_on_the_command_line"
     assert gap["ratio"] == pytest.approx(expected["ratio"], rel=1e-9)
     assert measured["speed_factor"] == pytest.approx(expected["speed"], rel=1e-9)
     assert measured["acceptance_factor"] == pytest.approx(expected["acceptance"], rel=1e-9)
     assert measured["model_error"] == pytest.approx(expected["model_error"], rel=1e-9)
     assert gap["verdict"].startswith("measured with m:") and "the model's error" in gap["verdict"]
     assert document["comparison"]["gaps"]["m"]["split_reason"] == (
-        "run at our acceptance on the command line's word"
+        "at_our_acceptance_on_the_command_line"
     )

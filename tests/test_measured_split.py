@@ -138,7 +138,7 @@ def test_the_json_says_which_split_each_gap_rests_on():
     assert document["b"]["split"] == "measured" and document["b"]["split_reason"] == MATCHED_RUN
     assert document["b"]["split_text"].startswith("measured: m is b run at our acceptance")
     assert document["b"]["measured"]["speed_factor"] == pytest.approx(T_O / T_M)
-    assert document["b"]["measured"]["model_test"] == "model does not hold"
+    assert document["b"]["measured"]["model_test"] == "model_does_not_hold"
     # the factors of the document stay the model's: their history keeps one meaning
     assert document["b"]["speed_factor"] == pytest.approx((T_O / 3.395) / (T_B / 1.004))
     assert document["m"]["split"] == "measured"
@@ -394,7 +394,7 @@ def test_the_command_splits_the_gap_to_the_ordinary_run_by_the_matched_run(capsy
     )
     l_o = rows["ours (all legs)"]["mean_acceptance_length"]
     assert measured["model_error"] == pytest.approx(t_b * l_o / (t_m * l_b), rel=1e-9)
-    assert measured["model_test"] == "model does not hold"
+    assert measured["model_test"] == "model_does_not_hold"
     assert gap["verdict"].startswith("measured with m:")
     # one draw of ours for both: the measured speed factor's interval is the check's
     check = document["comparison"]["matched"]["m"]
@@ -458,7 +458,7 @@ def test_a_recorded_llama_server_triple_is_split_by_measurement(capsys):
     measured = gap["measured"]
     expected = measured_factors(ours, TRIPLE / "base", TRIPLE / "matched")
     assert gap["split"] == "measured"
-    assert gap["split_reason"] == "matched run on the command line's word"
+    assert gap["split_reason"] == "matched_run_on_the_command_line"
     assert gap["ratio"] == pytest.approx(expected["ratio"], rel=1e-12)
     assert measured["speed_factor"] == pytest.approx(expected["speed"], rel=1e-12)
     assert measured["acceptance_factor"] == pytest.approx(expected["acceptance"], rel=1e-12)
@@ -550,7 +550,7 @@ def test_a_triple_recorded_without_legs_keeps_the_model_and_says_why(tmp_path, c
         gap = document["comparison"]["gaps"][name]
         assert (gap["split"], gap["split_reason"], gap["measured"]) == (
             "modelled",
-            "tok/s of another kind",
+            "other_tok_s",
             None,
         )
         assert _TWO_KINDS in gap["verdict"] or name == "base"

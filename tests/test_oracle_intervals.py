@@ -225,9 +225,9 @@ def test_the_gate_arm_tok_s_interval_matches_a_plain_loop(capsys) -> None:
     gap = document["comparison"]["gaps"]["gate"]
     # r rests on both arms, the acceptance factor on ours alone (the gate's counters are totals)
     assert gap["ci_basis"] == {
-        "ratio": "both arms",
-        "acceptance_factor": "ours only",
-        "speed_factor": "ours only",
+        "ratio": "both_arms",
+        "acceptance_factor": "ours_only",
+        "speed_factor": "ours_only",
     }
 
 
@@ -302,8 +302,8 @@ def test_a_split_in_sglangs_unit_resamples_the_legs_accept_lengths(capsys) -> No
     assert sg["completion_tokens_per_step_ci"] == pytest.approx(plain_interval(expected["mean"]))
     assert sg["output_throughput_tok_s_ci"] == pytest.approx(plain_interval(expected["tok_s"]))
     gap = document["comparison"]["gaps"]["sg"]
-    assert gap["unit"] == "completion tokens per verify step (SGLang's unit)"
-    assert set(gap["ci_basis"].values()) == {"both arms"}
+    assert gap["unit"] == "completion_tokens_per_step"
+    assert set(gap["ci_basis"].values()) == {"both_arms"}
     # so the verdict reads from the intervals, and says the split's unit
     assert "acceptance factor 0.909 [" in gap["verdict"]
     assert gap["verdict"].endswith("(split in completion tokens per verify step (SGLang's unit))")

@@ -139,7 +139,7 @@ def test_factors_are_the_hand_computed_ones(document, hand) -> None:
     assert gap["acceptance_factor"] == pytest.approx(af, rel=1e-12)
     assert gap["speed_factor"] == pytest.approx(r / af, rel=1e-12)
     assert gap["ci_basis"] == dict.fromkeys(
-        ("ratio", "acceptance_factor", "speed_factor"), "both arms"
+        ("ratio", "acceptance_factor", "speed_factor"), "both_arms"
     )
 
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fold.compare.gap import LENGTH_FIGURES, GapSplit
-from fold.compare.gap_intervals import BOTH_ARMS, OURS_ONLY
+from fold.compare.gap import GapSplit
 from fold.folding.uncertainty import Interval, Replicates, percentile_interval, ratio
 from fold.inputs.oracles import ArmFigures
 
@@ -38,7 +37,7 @@ def measured_factor(ours: Side, side: Side) -> tuple[float | None, np.ndarray | 
     if mine is None:
         return t_ours / t_matched, None, None
     theirs = figure_draws(side.replicates, TOK_S, t_matched, mine.size)
-    basis = BOTH_ARMS if _resampled(side.replicates, TOK_S) else OURS_ONLY
+    basis = "both arms" if _resampled(side.replicates, TOK_S) else "ours only"
     assert theirs is not None
     return t_ours / t_matched, ratio(mine, theirs), basis
 
@@ -71,7 +70,7 @@ def step_rates(
         )
         for arm, (t, length) in zip((side, base), ((t_m, l_m), (t_b, l_b)), strict=True)
     ]
-    basis = BOTH_ARMS if len(drawn) == 2 else f"{drawn[0].row.name}'s legs only"
+    basis = "both arms" if len(drawn) == 2 else f"{drawn[0].row.name}'s legs only"
     return (
         (rate_m, rate_b),
         rate_m / rate_b,
@@ -131,7 +130,7 @@ def model_error_draws(
 ) -> np.ndarray | None:
     """Measured speed factor over modelled in every draw, the modelled one over the same
     draws of ours and the ordinary run (lengths in the unit the gap's split is in)."""
-    figure = LENGTH_FIGURES[split.unit]
+    figure = split.unit  # the unit's code is the figure's name
     l_o = figure_draws(mine.replicates, figure, getattr(mine.row, figure), d_o.size)
     l_b = figure_draws(ordinary.replicates, figure, getattr(ordinary.row, figure), d_o.size)
     if l_o is None or l_b is None:

@@ -16,7 +16,6 @@ from fold.compare.arm_draws import Side
 from fold.compare.arms import Arm
 from fold.compare.gap import (
     DEFAULT_TOLERANCE,
-    LENGTH_FIGURES,
     GapAttribution,
     GapSplit,
     StepRateCheck,
@@ -222,7 +221,7 @@ def compare(
     for other in others:
         oracle = other.row
         mine = ours[ALL_LEGS if oracle.population == ALL_LEGS else WARM_LEGS]
-        figure = LENGTH_FIGURES[length_unit(mine, oracle)]
+        figure = length_unit(mine, oracle)  # the unit's code is the figure's name
         intervals = split_intervals(
             replicates[mine.name],
             replicates[oracle.name],

@@ -53,9 +53,14 @@ from fold.inputs.oracles import ArmFigures
 NO_SHARE_BELOW = 1e-9
 """|log r| at or under which r is taken as exactly 1 for the shares: the log-gap is float noise."""
 
-# GapAttribution.unit values: the length the acceptance factor divides
-MEAN_LENGTH_UNIT = "1 + A/S"
-SGLANG_UNIT = "completion tokens per verify step (SGLang's unit)"
+# GapAttribution.unit values (codes): the length the acceptance factor divides, named as the
+# ArmFigures attribute it is; UNIT_TEXT says each in words
+MEAN_LENGTH_UNIT = "mean_acceptance_length"
+SGLANG_UNIT = "completion_tokens_per_step"
+UNIT_TEXT = {
+    MEAN_LENGTH_UNIT: "1 + A/S",
+    SGLANG_UNIT: "completion tokens per verify step (SGLang's unit)",
+}
 
 
 # GapAttribution.split values: what the verdict's split rests on
@@ -63,15 +68,16 @@ MEASURED = "measured"
 MODELLED = "modelled"
 SPLITS = (MEASURED, MODELLED)
 
-# GapAttribution.split_reason values (``fold.compare.measured_split`` says which holds)
-MATCHED_RUN = "matched run"
-MATCHED_RUN_WORD = "matched run on the command line's word"
-AT_OUR_ACCEPTANCE = "run at our acceptance"
-AT_OUR_ACCEPTANCE_WORD = "run at our acceptance on the command line's word"
-NO_MATCHED_RUN = "no matched run"
-DID_NOT_MATCH = "matched run did not match"
-NOT_CHECKED = "matched run not checked"
-OTHER_TOK_S = "tok/s of another kind"
+# GapAttribution.split_reason values, codes (``fold.compare.measured_split`` says which holds;
+# the gap's split_text says it in words)
+MATCHED_RUN = "matched_run"
+MATCHED_RUN_WORD = "matched_run_on_the_command_line"
+AT_OUR_ACCEPTANCE = "at_our_acceptance"
+AT_OUR_ACCEPTANCE_WORD = "at_our_acceptance_on_the_command_line"
+NO_MATCHED_RUN = "no_matched_run"
+DID_NOT_MATCH = "matched_run_did_not_match"
+NOT_CHECKED = "matched_run_not_checked"
+OTHER_TOK_S = "other_tok_s"
 SPLIT_REASONS = {
     MATCHED_RUN: MEASURED,
     MATCHED_RUN_WORD: MEASURED,
@@ -199,6 +205,7 @@ class GapAttribution:
             "verdict": self.verdict,
             "missing": list(self.missing),
             "unit": self.unit,
+            "unit_text": UNIT_TEXT[self.unit],
             **_interval_json(self.intervals),
             "split": self.basis.split,
             "split_reason": self.basis.reason,
@@ -247,13 +254,6 @@ def length_unit(ours: ArmFigures, oracle: ArmFigures) -> str:
     if ours.completion_tokens_per_step and oracle.completion_tokens_per_step:
         return SGLANG_UNIT
     return MEAN_LENGTH_UNIT
-
-
-LENGTH_FIGURES = {
-    MEAN_LENGTH_UNIT: "mean_acceptance_length",
-    SGLANG_UNIT: "completion_tokens_per_step",
-}
-"""The figure (``ArmFigures`` attribute) each unit's acceptance factor divides."""
 
 
 class GapSplit(NamedTuple):
@@ -357,7 +357,7 @@ def attribute_gap(
             NO_SHARE_BELOW,
         )
         if split.unit != MEAN_LENGTH_UNIT and split.acceptance_factor is not None:
-            verdict += f" (split in {split.unit})"
+            verdict += f" (split in {UNIT_TEXT[split.unit]})"
     if split.ratio is not None and oracle.tok_s_kind is not None:
         verdict += (
             f"; r compares two kinds of tok/s: {who}'s is {oracle.tok_s_kind}, ours a leg's "

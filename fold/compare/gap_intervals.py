@@ -23,8 +23,8 @@ from fold.folding.uncertainty import (
     ratio,
 )
 
-BOTH_ARMS = "both arms"
-OURS_ONLY = "ours only"
+BOTH_ARMS = "both_arms"
+OURS_ONLY = "ours_only"
 
 
 @dataclass(frozen=True)

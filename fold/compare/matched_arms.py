@@ -45,13 +45,21 @@ from fold.folding.uncertainty import Interval, percentile_interval
 from fold.inputs.oracles import ArmFigures
 from fold.inputs.oracles.figures import WARM_LEGS
 
-# MatchedCheck.status values
-MODEL_HOLDS = "model holds"
-MODEL_FAILS = "model does not hold"
-NO_MODEL = "no ordinary run to model from"
-NOT_MATCHED = "run did not match"
-UNKNOWN = "acceptance not recorded"
-NO_SPEED = "tok/s not recorded"
+# MatchedCheck.status values, codes (its verdict says it in words; STATUS_TEXT in short)
+MODEL_HOLDS = "model_holds"
+MODEL_FAILS = "model_does_not_hold"
+NO_MODEL = "no_ordinary_run"
+NOT_MATCHED = "run_did_not_match"
+UNKNOWN = "acceptance_not_recorded"
+NO_SPEED = "tok_s_not_recorded"
+STATUS_TEXT = {
+    MODEL_HOLDS: "model holds",
+    MODEL_FAILS: "model does not hold",
+    NO_MODEL: "no ordinary run to model from",
+    NOT_MATCHED: "run did not match",
+    UNKNOWN: "acceptance not recorded",
+    NO_SPEED: "tok/s not recorded",
+}
 STATUSES = (MODEL_HOLDS, MODEL_FAILS, NO_MODEL, NOT_MATCHED, UNKNOWN, NO_SPEED)
 
 

@@ -51,12 +51,13 @@ from fold.compare.gap import (
     NO_SHARE_BELOW,
     NOT_CHECKED,
     OTHER_TOK_S,
+    UNIT_TEXT,
     GapSplit,
     MeasuredSplit,
     SplitBasis,
     gap_text,
 )
-from fold.compare.matched_arms import NOT_MATCHED, MatchedCheck
+from fold.compare.matched_arms import NOT_MATCHED, STATUS_TEXT, MatchedCheck
 from fold.compare.verdict import ACCEPTANCE, NO_GAP, SPEED, Words, direction, judge, pct, tol_text
 from fold.folding.uncertainty import Interval, percentile_interval, ratio
 
@@ -125,7 +126,7 @@ def _missed(check: MatchedCheck) -> str | None:
         )
     if not check.matched or check.measured_speed_factor is None:
         return (
-            f"the matched run {check.oracle} was not checked ({check.status}), so it "
+            f"the matched run {check.oracle} was not checked ({STATUS_TEXT[check.status]}), so it "
             "measures nothing"
         )
     return None
@@ -301,7 +302,7 @@ def _through(
         # T_b L_o / (T_m L_b): our tok/s cancels, so with m and the ordinary run by totals
         # the interval is our 1 + A/S's spread alone, and says so
         alone = (
-            f", its interval from our {split.unit} alone ({name}, {base} by totals)"
+            f", its interval from our {UNIT_TEXT[split.unit]} alone ({name}, {base} by totals)"
             if error_ci is not None and not {name, base} & set(resampled)
             else ""
         )

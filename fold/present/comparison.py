@@ -303,7 +303,7 @@ def _basis_text(basis: Mapping[str, str], oracle: str) -> str:
     names = {kind: [_FACTOR_NAMES[f] for f, b in basis.items() if b == kind]
              for kind in (BOTH_ARMS, OURS_ONLY)}  # fmt: skip
     return (
-        f"{BOTH_ARMS} for {', '.join(names[BOTH_ARMS])}; {OURS_ONLY} for "
+        f"both arms for {', '.join(names[BOTH_ARMS])}; ours only for "
         f"{', '.join(names[OURS_ONLY])}: {oracle}'s length is a total"
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fold.compare.gap_intervals import BOTH_ARMS
 from fold.folding.result import NEEDS_STEP_LOG, STEP_LOG
 from fold.present.another_k import another_k_markdown
 from fold.present.cadence import time_cells, where_time_goes
@@ -137,7 +138,7 @@ def _verdicts(document: dict[str, Any]) -> str:
                     ("acceptance factor", gap["acceptance_factor"], gap["acceptance_factor_ci"]),
                     ("speed factor", gap["speed_factor"], gap["speed_factor_ci"]),
                 ]
-            both = all(value == "both arms" for value in basis.values())
+            both = all(value == BOTH_ARMS for value in basis.values())
             lines.append(
                 f"  - 95% intervals ({'both arms' if both else 'ours only, or mixed'}): "
                 + "; ".join(

@@ -9,12 +9,14 @@ from typing import Any
 
 from rich.text import Text
 
+from fold.compare.matched_arms import MODEL_FAILS, MODEL_HOLDS, NOT_MATCHED
+
 Check = Mapping[str, Any]
 
 _STYLES = {
-    "model holds": "bold",
-    "model does not hold": "bold red",
-    "run did not match": "bold yellow",
+    MODEL_HOLDS: "bold",
+    MODEL_FAILS: "bold red",
+    NOT_MATCHED: "bold yellow",
 }
 
 
@@ -67,7 +69,7 @@ def matched_arm_html(block: Mapping[str, Any], name: str) -> list[str]:
     check = checks(block, name)
     if check is None:
         return []
-    css = "warn" if check["status"] in ("model does not hold", "run did not match") else "matched"
+    css = "warn" if check["status"] in (MODEL_FAILS, NOT_MATCHED) else "matched"
     return [
         f'<li class="{css}" data-arm="{html.escape(name)}">matched: '
         f"{html.escape(check['verdict'])}</li>"

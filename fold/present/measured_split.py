@@ -21,6 +21,7 @@ from fold.compare.gap import (
     NOT_CHECKED,
     OTHER_TOK_S,
 )
+from fold.compare.matched_arms import MODEL_FAILS, MODEL_HOLDS, NO_MODEL
 from fold.present.table import fmt_factor, fmt_share
 
 Gap = Mapping[str, Any]
@@ -34,9 +35,9 @@ ALWAYS_SHOWN = (
     OTHER_TOK_S,
 )
 _TESTS = {
-    "model holds": "the model holds for this pair",
-    "model does not hold": "the model does not hold for this pair",
-    "no ordinary run to model from": "the model is not tested",
+    MODEL_HOLDS: "the model holds for this pair",
+    MODEL_FAILS: "the model does not hold for this pair",
+    NO_MODEL: "the model is not tested",
 }
 
 
