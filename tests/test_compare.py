@@ -56,8 +56,8 @@ def test_gate_example_comparison_block(capsys):
     assert sglang["speed_factor"] == pytest.approx((14.951 / 16.034) / ((1316 / 310) / 4.67))
     assert rows["ours"]["completion_tokens_per_step"] == pytest.approx(1316 / 310)
     assert block["gaps"]["vllm"]["populations"] == {
-        "ours": "warm legs",
-        "oracle": "since server start",
+        "ours": "warm_legs",
+        "oracle": "since_start",
         "oracle_detail": "cumulative since the engine started (no legs to say more)",
         "same": False,
     }
@@ -119,7 +119,7 @@ def test_gate_style_vllm_arm_is_compared_over_all_legs(capsys):
     assert list(rows) == ["ours", "ours (all legs)", "vllm"]
     mine = rows["ours (all legs)"]
     assert (mine["steps"], mine["proposed"], mine["accepted"]) == (430, 7 * 430, 1363)
-    assert mine["population"] == "all legs" and rows["vllm"]["population"] == "all legs"
+    assert mine["population"] == "all_legs" and rows["vllm"]["population"] == "all_legs"
     # tok/s stays the warm throughput fold on both sides
     assert mine["output_throughput_tok_s"] == pytest.approx(14.951)
     gap = block["gaps"]["vllm"]
@@ -139,8 +139,8 @@ def test_bench_result_is_compared_with_our_warm_legs_and_says_populations_differ
     assert [row["name"] for row in block["rows"]] == ["ours", "bench"]
     gap = block["gaps"]["bench"]
     assert gap["populations"] == {
-        "ours": "warm legs",
-        "oracle": "between two scrapes",
+        "ours": "warm_legs",
+        "oracle": "between_scrapes",
         "oracle_detail": (
             "the run of vllm bench serve (the difference of two scrapes around each run)"
         ),

@@ -61,7 +61,7 @@ def figures_by_hand(doc: dict) -> dict[tuple, tuple]:
                 interval = (drawn.get((fold, name)) or [None] * (index + 1))[index]
                 found[fold, name, index + 1, None] = (rate, *(interval or (None, None)))
     for arm, gap in (doc.get("comparison") or {}).get("gaps", {}).items():
-        fold = "all" if gap["populations"]["ours"] == "all legs" else "warm"
+        fold = "all" if gap["populations"]["ours"] == "all_legs" else "warm"
         for name in ("ratio", "acceptance_factor", "speed_factor"):
             found[fold, name, None, arm] = (gap[name], *gap[f"{name}_ci"])
     return found

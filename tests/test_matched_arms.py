@@ -289,7 +289,7 @@ def test_a_matched_run_inside_our_interval_where_the_model_holds(capsys):
     assert check["measured_speed_factor_ci"] == pytest.approx(block["gaps"]["m"]["ratio_ci"])
     assert check["modelled_speed_factor"] == pytest.approx(expected["modelled"])
     assert check["modelled_speed_factor_ci"] == block["gaps"]["vllm"]["speed_factor_ci"]
-    assert check["population"] == "all legs"
+    assert check["population"] == "all_legs"
     # 313.2 / 2.6 = 120.4615 steps/s against 338.0606 / 2.80645 = 120.4584
     assert check["steps_per_s"]["oracle"] == pytest.approx(expected["steps_m"])
     assert check["steps_per_s"]["base"] == pytest.approx(expected["steps_b"])
@@ -629,11 +629,11 @@ def test_both_speed_factors_are_over_the_population_the_ordinary_split_pairs():
     """Our warm legs at 100 tok/s, all legs at 80: the gaps pair all legs, so the measured
     factor is 80 / T_m, as the modelled one is over all legs, and the check says which."""
     warm = _arm("ours", "ours", 100.0, 100, 160)
-    every = _replace(_arm("ours (all legs)", "ours", 80.0, 100, 160), population="all legs")
+    every = _replace(_arm("ours (all legs)", "ours", 80.0, 100, 160), population="all_legs")
     base = _arm("b", "vllm", 60.0, 100, 160)
     matched = _arm("m", "vllm", 40.0, 100, 160, speculative=_SYNTHETIC)
     check = _check(warm, base, matched, paired=every)
-    assert check.population == "all legs"
+    assert check.population == "all_legs"
     assert check.measured_speed_factor == pytest.approx(80.0 / 40.0)
     assert check.modelled_speed_factor == pytest.approx(80.0 / 60.0)
     assert "(our all legs)" in check.verdict

@@ -385,7 +385,7 @@ def test_the_command_splits_the_gap_to_the_ordinary_run_by_the_matched_run(capsy
     assert gap["split"] == "measured" and gap["split_reason"] == MATCHED_RUN
     assert measured["speed_factor"] == pytest.approx(t_o / t_m)
     assert measured["acceptance_factor"] == pytest.approx(t_m / t_b)
-    assert measured["population"] == "all legs" and measured["basis"] == "three arms"
+    assert measured["population"] == "all_legs" and measured["basis"] == "three arms"
     # the model's error by its algebra, T_b L_o / (T_m L_b): L_b from the record's counters,
     # L_o our all-legs 1 + A/S (the population the split is over)
     counters = json.loads((REAL / "offline" / "vllm-arm.json").read_text())["metrics"]
@@ -462,7 +462,7 @@ def test_a_recorded_llama_server_triple_is_split_by_measurement(capsys):
     assert gap["ratio"] == pytest.approx(expected["ratio"], rel=1e-12)
     assert measured["speed_factor"] == pytest.approx(expected["speed"], rel=1e-12)
     assert measured["acceptance_factor"] == pytest.approx(expected["acceptance"], rel=1e-12)
-    assert measured["population"] == "warm legs"
+    assert measured["population"] == "warm_legs"
     # the server arms' tok/s is ours's kind: the median of their warm legs' tok_s
     sources = {row["name"]: row["sources"]["tok_s"] for row in document["comparison"]["rows"]}
     for name in ("base", "m"):

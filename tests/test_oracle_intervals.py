@@ -240,7 +240,7 @@ def test_ours_over_all_legs_is_resampled_over_all_legs(capsys) -> None:
     document = run_json(capsys, "--vs", f"gate={ORACLES / 'vllm-gate-arm.json'}")
     rows = {r["name"]: r for r in document["comparison"]["rows"]}
     all_legs = rows["ours (all legs)"]
-    assert all_legs["population"] == "all legs"
+    assert all_legs["population"] == "all_legs"
     # acceptance from the all-legs fold's resamples, tok/s from the warm fold's
     assert all_legs["accept_rate_ci"] == document["all"]["accept_rate_ci"]
     assert all_legs["mean_acceptance_length_ci"] == document["all"]["mean_acceptance_length_ci"]

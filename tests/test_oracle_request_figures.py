@@ -130,12 +130,12 @@ def fold_steps(tmp_path: Path):
 def test_a_fold_of_all_legs_says_why_it_has_neither_block(tmp_path: Path):
     fold = fold_oracle(load_oracle("v", hand_file(tmp_path)).requests)
     assert fold is not None
-    figures = fold_step_figures(fold, fold.all, "all legs")
+    figures = fold_step_figures(fold, fold.all, "all_legs")
     assert figures is not None
     assert figures["per_request"] is None and figures["by_output_position"] is None
     assert figures["not_recorded"]["per_request"] == WARM_LEGS_ONLY
     assert figures["not_recorded"]["by_output_position"] == WARM_LEGS_ONLY
-    warm = fold_step_figures(fold, fold.warm, "warm legs", steps=fold_steps(tmp_path))
+    warm = fold_step_figures(fold, fold.warm, "warm_legs", steps=fold_steps(tmp_path))
     assert warm is not None and "positions" not in warm["not_recorded"]  # every token placed
     document = {"comparison": {"rows": [{"name": "all", "step_figures": figures}]}}
     assert dict(request_rows(document)[1])["falling"] == [("not recorded", "")]
@@ -253,7 +253,7 @@ def test_the_step_figures_say_how_many_output_tokens_no_recorded_step_placed():
     arm = load_oracle("vllm", OFFLINE)
     fold = fold_oracle(arm.requests)
     assert fold is not None
-    figures = fold_step_figures(fold, fold.warm, "warm legs", steps=arm.requests)
+    figures = fold_step_figures(fold, fold.warm, "warm_legs", steps=arm.requests)
     assert figures is not None
     assert figures["not_recorded"]["positions"].startswith(
         f"{unplaced} of the requests' {total} output tokens after the first"

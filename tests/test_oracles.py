@@ -72,7 +72,7 @@ def test_vllm_before_after_pairs_give_the_delta() -> None:
     arm = load_oracle("vllm", FIXTURES / "vllm-arm-pairs.json")
     _assert_gate_vllm_counts(arm)
     assert "(metrics.after - metrics.before)" in arm.sources["steps"]
-    assert arm.population == "between two scrapes"
+    assert arm.population == "between_scrapes"
 
 
 def test_prometheus_two_scrapes_give_the_delta() -> None:
@@ -107,7 +107,7 @@ def test_sglang_legs_fixture_keeps_its_own_unit() -> None:
     assert arm.accept_rate is None
     # steps/s in SGLang's unit: 16.034 / 4.67 = 3.43340
     assert arm.verify_steps_per_s == pytest.approx(3.433405, abs=1e-6)
-    assert arm.population == "warm legs"
+    assert arm.population == "warm_legs"
     assert "plain mean" in arm.sources["completion_tokens_per_step"]
     assert "SGLang unit" in arm.sources["completion_tokens_per_step"]
     assert arm.sources["mean_acceptance_length"].startswith("not recorded")

@@ -127,7 +127,7 @@ def test_the_offline_arm_is_its_warm_legs():
         for key in ("num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens")
     }
     assert (arm.steps, arm.proposed, arm.accepted) == tuple(sums.values())
-    assert arm.population == "warm legs"
+    assert arm.population == "warm_legs"
     speeds = sorted(line["tok_s"] for line in warm)
     assert arm.output_throughput_tok_s == (speeds[3] + speeds[4]) / 2
     assert len(arm.requests.legs) == 12 and len(arm.requests.warm_legs) == 8
@@ -164,7 +164,7 @@ def test_served_summary_and_stream_by_hand():
     assert (arm.steps, arm.proposed, arm.accepted) == (16, 56, 23)
     assert arm.per_position == (8, 6, 5, 4)
     assert arm.output_throughput_tok_s is None
-    assert arm.population == "the requests given"
+    assert arm.population == "requests"
     stream = load_oracle("v", HERE / "served-stream.txt")
     assert (stream.steps, stream.proposed, stream.accepted) == (3, 12, 5)
     assert stream.requests.legs[0].requests[0].completion_tokens == 10
@@ -417,7 +417,7 @@ def test_the_fold_and_the_step_figures_equal_a_plain_computation(run):
     # the fold's positions run to the largest proposal seen, as ours do
     largest = max(d for _, _, drafted in requests for d in drafted)
     expected = plain_figures([(a, d) for _, a, d in requests], largest)
-    figures = fold_step_figures(fold, fold.warm, "warm legs", steps=arm.requests)
+    figures = fold_step_figures(fold, fold.warm, "warm_legs", steps=arm.requests)
     assert figures["histogram"] == expected["histogram"]
     for key in ("per_position", "per_position_conditional", "per_position_of_proposed"):
         for got, want in zip(figures[key], expected[key], strict=True):
@@ -433,7 +433,7 @@ def test_the_fold_and_the_step_figures_equal_a_plain_computation(run):
         arm.steps, arm.proposed, arm.accepted, arm.per_position,
     )  # fmt: skip
     # its positions run to the configured k: beyond the largest proposal, none accepted
-    brief = summary_step_figures(summary.requests, "warm legs")
+    brief = summary_step_figures(summary.requests, "warm_legs")
     assert brief["histogram"] == figures["histogram"] + [0] * (k - largest)
     assert brief["per_position"] == figures["per_position"] + [0.0] * (k - largest)
 

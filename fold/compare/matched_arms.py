@@ -43,7 +43,7 @@ from fold.compare.gap import GapAttribution, GapSplit
 from fold.errors import InputError
 from fold.folding.uncertainty import Interval, percentile_interval
 from fold.inputs.oracles import ArmFigures
-from fold.inputs.oracles.figures import WARM_LEGS
+from fold.inputs.populations import POPULATION_TEXT, WARM_LEGS
 
 # MatchedCheck.status values, codes (its verdict says it in words; STATUS_TEXT in short)
 MODEL_HOLDS = "model_holds"
@@ -388,8 +388,8 @@ def _verdict(check: MatchedCheck) -> str:
         return f"{head}: speed factor measured {measured}; no ordinary run to model it from"
     modelled = _with_interval(check.modelled_speed_factor, check.modelled_speed_factor_ci)
     both = (
-        f"speed factor (our {check.population}) measured {measured}, modelled {modelled} from "
-        f"{check.base}"
+        f"speed factor (our {POPULATION_TEXT[check.population]}) measured {measured}, "
+        f"modelled {modelled} from {check.base}"
     )
     assert check.oracle_steps_per_s is not None and check.base_steps_per_s is not None
     ratio_text = _with_interval(check.step_rate_ratio, check.step_rate_ratio_ci)

@@ -60,6 +60,7 @@ from fold.compare.gap import (
 from fold.compare.matched_arms import NOT_MATCHED, STATUS_TEXT, MatchedCheck
 from fold.compare.verdict import ACCEPTANCE, NO_GAP, SPEED, Words, direction, judge, pct, tol_text
 from fold.folding.uncertainty import Interval, percentile_interval, ratio
+from fold.inputs.populations import POPULATION_TEXT, WARM_LEGS
 
 THREE_ARMS = "three arms"
 COMMAND_LINE = "command line"
@@ -202,7 +203,7 @@ def _own(
     measured = MeasuredSplit(
         matched=name,
         base=None,
-        population=mine.row.population or "warm legs",
+        population=mine.row.population or WARM_LEGS,
         ratio=r,
         ratio_ci=r_ci,
         speed_factor=r,
@@ -229,7 +230,8 @@ def _own(
     )
     text = (
         f"measured: {name} ran at our acceptance ({_ran_at(check)}), so the gap to it is the "
-        f"measured speed factor, over our {measured.population}{alone}{_word(check)}"
+        f"measured speed factor, over our {POPULATION_TEXT[measured.population]}"
+        f"{alone}{_word(check)}"
     )
     reason = AT_OUR_ACCEPTANCE_WORD if check.declared == COMMAND_LINE else AT_OUR_ACCEPTANCE
     return SplitBasis(reason, text, measured)
@@ -314,7 +316,7 @@ def _through(
     measured = MeasuredSplit(
         matched=name,
         base=base,
-        population=mine.row.population or "warm legs",
+        population=mine.row.population or WARM_LEGS,
         ratio=r,
         ratio_ci=r_ci,
         speed_factor=msf,
@@ -336,7 +338,7 @@ def _through(
     text = (
         f"measured: {name} is {base} run at our acceptance ({_ran_at(check)}), so r = speed "
         f"{msf:.3f} (ours over {name}) x acceptance {maf:.3f} ({name} over {base}), over our "
-        f"{measured.population}; intervals from {measured.basis}{_word(check)}"
+        f"{POPULATION_TEXT[measured.population]}; intervals from {measured.basis}{_word(check)}"
     )
     reason = MATCHED_RUN_WORD if check.declared == COMMAND_LINE else MATCHED_RUN
     return SplitBasis(reason, text, measured)

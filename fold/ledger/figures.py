@@ -16,6 +16,7 @@ from typing import Any
 from fold.errors import InputError
 from fold.folding.position_intervals import position_intervals
 from fold.inputs.limits import is_number
+from fold.inputs.populations import ALL_LEGS, WARM_LEGS
 
 DOCUMENT_FORMAT = "fold-acceptance/3"
 FOLDS = ("warm", "all")
@@ -48,7 +49,7 @@ REGRESSES = {
 by default: ``lower`` (a fall is a regression: acceptance, tokens per step, throughput, steps
 per second, our ratio and its factors against an oracle) or ``upper`` (a rise is: a time per
 step). A figure added to the ledger names its direction here."""
-_POPULATION_FOLD = {"warm legs": "warm", "all legs": "all"}
+_POPULATION_FOLD = {WARM_LEGS: "warm", ALL_LEGS: "all"}
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def figure_rows(document: dict[str, Any]) -> list[FigureRow]:
                     rows.append(row)
     gaps = (document.get("comparison") or {}).get("gaps") or {}
     for versus, gap in gaps.items():
-        population = (gap.get("populations") or {}).get("ours", "warm legs")
+        population = (gap.get("populations") or {}).get("ours", WARM_LEGS)
         fold = _POPULATION_FOLD.get(population, "warm")
         measured = gap.get("measured") or {}
         for name in GAP_FIGURES:

@@ -10,6 +10,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from fold.inputs.populations import POPULATION_TEXT
 from fold.present.table import NOT_RECORDED
 
 Row = Mapping[str, Any]
@@ -37,7 +38,8 @@ def sources_table(rows: Sequence[Row]) -> Table:
         name = row["name"]
         if row.get("population"):
             detail = row.get("population_detail")
-            covers = row["population"] + (f": {detail}" if detail else "")
+            words = POPULATION_TEXT[row["population"]]
+            covers = words + (f": {detail}" if detail else "")
             table.add_row(Text(name, style="bold"), "covers", Text(covers))
             name = ""
         for key, label in _FIGURE_LABELS:

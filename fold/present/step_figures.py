@@ -13,6 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from fold.inputs.populations import POPULATION_TEXT
 from fold.present.markdown_table import table
 from fold.present.table import NOT_RECORDED, length, percent, position_label, value_runs
 
@@ -250,7 +251,7 @@ def about_lines(document: Mapping[str, Any]) -> list[str]:
             continue
         text = (
             f"{name}: {figures['source']}, {figures['steps']} steps of {figures['requests']} "
-            f"requests in {figures['legs']} legs ({figures['population']})"
+            f"requests in {figures['legs']} legs ({POPULATION_TEXT[figures['population']]})"
         )
         if figures["window_steps"] is not None:
             text += f", windows of {figures['window_steps']} steps"

@@ -17,14 +17,7 @@ from typing import NamedTuple
 from fold.errors import InputError, RefusedError
 from fold.inputs.oracles.detect import detect, normalize_kind
 from fold.inputs.oracles.figures import (
-    ALL_LEGS,
-    INTERVAL,
-    LAST_INTERVAL,
     OURS_KIND,
-    POPULATIONS,
-    REQUESTS,
-    SINCE_START,
-    WARM_LEGS,
     ArmFigures,
     MatchedAs,
     arm_from_counts,
@@ -32,6 +25,15 @@ from fold.inputs.oracles.figures import (
 from fold.inputs.oracles.prometheus import parse_scrapes
 from fold.inputs.oracles.registry import KINDS, reader
 from fold.inputs.oracles.source import Run, load_oracle_file, parse_oracle_file
+from fold.inputs.populations import (
+    ALL_LEGS,
+    INTERVAL,
+    LAST_INTERVAL,
+    POPULATIONS,
+    REQUESTS,
+    SINCE_START,
+    WARM_LEGS,
+)
 
 __all__ = [
     "ALL_LEGS",

@@ -11,10 +11,11 @@ from typing import Any
 
 from fold.errors import InputError
 from fold.inputs.oracles import counters
-from fold.inputs.oracles.figures import ALL_LEGS, INTERVAL, SINCE_START, ArmFigures
+from fold.inputs.oracles.figures import ArmFigures
 from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
 from fold.inputs.oracles.prometheus import Scrape, parse_scrapes
 from fold.inputs.oracles.source import arm_tok_s, legs_of, warm
+from fold.inputs.populations import ALL_LEGS, INTERVAL, SINCE_START
 
 
 def scrape_texts(record: dict[str, Any]) -> list[str]:

@@ -31,15 +31,6 @@ ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counte
 
 OURS_KIND = "ours"
 
-# What an arm's acceptance counters cover (ArmFigures.population).
-WARM_LEGS = "warm legs"
-ALL_LEGS = "all legs"
-INTERVAL = "between two scrapes"
-SINCE_START = "since server start"
-REQUESTS = "the requests given"
-LAST_INTERVAL = "the server's last logging interval"
-POPULATIONS = (WARM_LEGS, ALL_LEGS, INTERVAL, SINCE_START, REQUESTS, LAST_INTERVAL)
-
 
 @dataclass(frozen=True)
 class MatchedAs:

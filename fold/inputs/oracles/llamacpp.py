@@ -22,7 +22,6 @@ from fold.inputs import limits
 from fold.inputs.oracles import counter_arms, counters
 from fold.inputs.oracles.figures import (
     ORACLE_COUNT_WHAT_TO_DO,
-    REQUESTS,
     ArmFigures,
     arm_from_counts,
 )
@@ -30,6 +29,7 @@ from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
 from fold.inputs.oracles.printed import sum_printed_lines
 from fold.inputs.oracles.prometheus import Sample, looks_like_scrape
 from fold.inputs.oracles.source import OracleFile, Record, arm_tok_s, count, legs_of, positive, warm
+from fold.inputs.populations import REQUESTS
 from fold.wording import figure
 
 KIND = "llamacpp"

@@ -22,7 +22,6 @@ from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
 from fold.inputs.limits import is_number
 from fold.inputs.oracles.figures import (
-    REQUESTS,
     ArmFigures,
     arm_from_counts,
 )
@@ -49,6 +48,7 @@ from fold.inputs.oracles.source import (
     runs_of,
     warm,
 )
+from fold.inputs.populations import REQUESTS
 
 ALIASES = ("sglang",)
 

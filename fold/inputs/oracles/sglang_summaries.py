@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from fold.errors import InputError
 from fold.inputs.limits import is_number
 from fold.inputs.oracles.figures import (
-    LAST_INTERVAL,
-    SINCE_START,
     ArmFigures,
     arm_from_counts,
 )
@@ -22,6 +20,7 @@ from fold.inputs.oracles.source import (
     one_workload,
     positive,
 )
+from fold.inputs.populations import LAST_INTERVAL, SINCE_START
 
 KIND = "sglang"
 PREFIX = "sglang:"

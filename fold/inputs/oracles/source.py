@@ -21,7 +21,8 @@ import orjson
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
 from fold.inputs.limits import is_number
-from fold.inputs.oracles.figures import ALL_LEGS, ORACLE_COUNT_WHAT_TO_DO, WARM_LEGS
+from fold.inputs.oracles.figures import ORACLE_COUNT_WHAT_TO_DO
+from fold.inputs.populations import ALL_LEGS, WARM_LEGS
 from fold.inputs.recorded_fold import RecordedFold, disagreements
 
 # The gate's own check of its throughput fold (fold.folding.warm), applied to an oracle's legs too.

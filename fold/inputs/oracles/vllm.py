@@ -20,8 +20,6 @@ from fold.errors import InputError
 from fold.inputs.limits import is_number
 from fold.inputs.oracles import counter_arms, counters
 from fold.inputs.oracles.figures import (
-    INTERVAL,
-    SINCE_START,
     ArmFigures,
     arm_from_counts,
 )
@@ -37,6 +35,7 @@ from fold.inputs.oracles.source import (
     runs_of,
 )
 from fold.inputs.oracles.vllm_speculative import read_setting
+from fold.inputs.populations import INTERVAL, SINCE_START
 
 KIND = "vllm"
 ALIASES = ("vllm",)

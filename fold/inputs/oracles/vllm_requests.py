@@ -35,7 +35,7 @@ from fold.errors import InputError, RefusedError
 from fold.inputs import limits
 from fold.inputs.acceptance import accepted_at_position
 from fold.inputs.leg_sums import Leg
-from fold.inputs.oracles.figures import REQUESTS, WARM_LEGS, ArmFigures, arm_from_counts
+from fold.inputs.oracles.figures import ArmFigures, arm_from_counts
 from fold.inputs.oracles.request_steps import (
     DETAILED,
     SUMMARY,
@@ -45,6 +45,7 @@ from fold.inputs.oracles.request_steps import (
 )
 from fold.inputs.oracles.source import OracleFile, Record, count, positive
 from fold.inputs.oracles.vllm_request_metrics import FIX, read_metrics
+from fold.inputs.populations import REQUESTS, WARM_LEGS
 
 KIND = "vllm"
 ALIASES = ()
