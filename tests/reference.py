@@ -329,6 +329,23 @@ def collapse(rates: list[float | None], at_least: int) -> bool:
     return any(rate < COLLAPSE_FRACTION * middle for rate in known)
 
 
+def pools_of(windows: list[dict[str, Any]], most: int) -> list[dict[str, Any]]:
+    """docs/document.md: at most ``most`` pools of consecutive windows, as even as their count
+    allows (pool g starts at window g * n // groups), each the sums of its windows."""
+    n = len(windows)
+    groups = min(most, n)
+    starts = [g * n // groups for g in range(groups)]
+    pools: list[dict[str, Any]] = []
+    for index, window in enumerate(windows):
+        if index in starts:
+            pools.append({"steps": 0, "proposed": 0, "accepted": 0})
+        for key in ("steps", "proposed", "accepted"):
+            pools[-1][key] += window[key]
+    for pool in pools:
+        pool["accept_rate"] = ratio(pool["accepted"], pool["proposed"])
+    return pools
+
+
 def windows_of(leg: Leg, steps: list[Step], window_steps: int) -> list[dict[str, Any]]:
     """Windows of at least ``window_steps`` drafted steps, closed on time-bin edges."""
     bins: dict[int, list[Step]] = {}
@@ -480,6 +497,7 @@ def leg_figures(
         "emitted_consistent": consistent,
         "requests": requests,
         "windows": windows,
+        "window_pools": {"shape": pools_of(windows, 10), "chart": pools_of(windows, 128)},
         "flags": flags,
         "cadence": group_cadence(members),
     }

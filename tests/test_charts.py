@@ -132,8 +132,9 @@ def assert_per_position(document: dict, figure: Figure) -> None:
 
 
 def assert_windows(document: dict, figure: Figure) -> None:
-    """A step line per leg with windows, a panel per run: window edges at the cumulative steps,
-    each at its window's A/P."""
+    """A step line per leg with windows, a panel per run: edges at the cumulative steps of the
+    document's pools of windows (``window_pools.chart``), each at its pool's A/P; and those
+    pools hold the leg's windows, every one once, in order."""
     panels = figure.axes
     folds = runs(document)
     assert len(panels) == len(folds)
@@ -143,10 +144,13 @@ def assert_windows(document: dict, figure: Figure) -> None:
         assert sorted(lines) == sorted(f"leg-{leg['index']}" for leg in legs)
         for leg in legs:
             line = lines[f"leg-{leg['index']}"]
+            pools = leg["window_pools"]["chart"]
+            assert sum(pool["steps"] for pool in pools) == sum(w["steps"] for w in leg["windows"])
+            assert sum(p["accepted"] for p in pools) == sum(w["accepted"] for w in leg["windows"])
             edges = [0]
-            for window in leg["windows"]:
-                edges.append(edges[-1] + window["steps"])
-            rates = [rate(w["accepted"], w["proposed"]) for w in leg["windows"]]
+            for pool in pools:
+                edges.append(edges[-1] + pool["steps"])
+            rates = [rate(p["accepted"], p["proposed"]) for p in pools]
             assert same(list(line.get_xdata()), edges), leg["index"]
             assert same(list(line.get_ydata()), [*rates, rates[-1]]), leg["index"]
 
@@ -412,7 +416,7 @@ def _moved_median(document: dict) -> dict:
 
 TAMPERED = {
     "per-position": _swapped_arms,
-    "windows": _wrong_leg("windows"),
+    "windows": _wrong_leg("window_pools"),
     "per-leg": _wrong_leg("tok_s"),
     "gap": _swapped_gaps,
     "intervals": _wrong_leg("cadence"),

@@ -149,8 +149,8 @@ def test_without_matplotlib_the_command_names_the_extra(tmp_path, monkeypatch, c
     assert not (tmp_path / "page.html").exists()
 
 
-def test_windows_are_merged_by_their_counts_past_the_cap():
-    from fold.present.charts import coarsened
+def test_windows_are_pooled_by_their_counts_past_the_cap():
+    from fold.folding.windows import window_pools
 
     windows = [
         {"steps": 10, "proposed": 70, "accepted": 30},
@@ -158,8 +158,20 @@ def test_windows_are_merged_by_their_counts_past_the_cap():
         {"steps": 5, "proposed": 35, "accepted": 35},
         {"steps": 3, "proposed": 0, "accepted": 0},
     ]
-    assert coarsened(windows, 2) == [(20, 40 / 140), (8, 1.0)]
-    assert coarsened(windows, 4) == [(10, 30 / 70), (10, 10 / 70), (5, 1.0), (3, None)]
+    # by hand: two pools of two windows; four pools of one, the last with nothing proposed
+    assert [(p["steps"], p["accept_rate"]) for p in window_pools(windows, 2)] == [
+        (20, 40 / 140),
+        (8, 1.0),
+    ]
+    assert [(p["steps"], p["accept_rate"]) for p in window_pools(windows, 4)] == [
+        (10, 30 / 70),
+        (10, 10 / 70),
+        (5, 1.0),
+        (3, None),
+    ]
+    # three pools of four windows: sizes 1, 1, 2 (as even as four allows, the last the larger)
+    assert [p["steps"] for p in window_pools(windows, 3)] == [10, 10, 8]
+    assert window_pools([], 10) == []
 
 
 OURS_VS_OURS = ROOT / "fixtures" / "ours-vs-ours"

@@ -21,6 +21,7 @@ from fold.folding.step_split import NO_SPLIT, StepSplits
 from fold.folding.uncertainty import (
     Replicates,
 )
+from fold.folding.windows import CHART_POOLS, SHAPE_POOLS, window_pools
 from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.inputs.reader import SkippedLine
 
@@ -206,6 +207,15 @@ def leg_json(leg: LegFigures) -> dict[str, Any]:
     document["cadence"] = None if leg.cadence is None else plain(leg.cadence)
     if document["requests"] is not None:
         document["requests"] = [_request_json(request) for request in document["requests"]]
+    windows = document["windows"]
+    document["window_pools"] = (
+        None
+        if windows is None
+        else {
+            "shape": window_pools(windows, SHAPE_POOLS),
+            "chart": window_pools(windows, CHART_POOLS),
+        }
+    )
     return document
 
 

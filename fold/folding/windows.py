@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from fold.inputs.acceptance import accept_rate
 
@@ -63,3 +63,32 @@ def collapses(rates: list[float | None], at_least: int = MIN_WINDOWS_FOR_COLLAPS
         for position, rate in enumerate(rates)
         if rate is not None and rate < COLLAPSE_FRACTION * median
     ]
+
+
+SHAPE_POOLS = 10
+"""Pools in a leg's shape (the terminal's and the markdown's sparkline): one character each."""
+CHART_POOLS = 128
+"""Pools in the chart of acceptance along a leg: finer than a chart shows, and a page of many
+legs stays small."""
+
+
+def window_pools(windows: Sequence[Mapping[str, Any]], most: int) -> list[dict[str, Any]]:
+    """At most ``most`` pools of consecutive windows, as even in size as their count allows,
+    each with its summed counts and their A/P: a pool's rate is still an exact ratio of sums, so
+    a collapse stays a dip instead of being sampled away."""
+    groups = min(most, len(windows))
+    pools = []
+    for group in range(groups):
+        members = windows[group * len(windows) // groups : (group + 1) * len(windows) // groups]
+        steps, proposed, accepted = (
+            sum(window[key] for window in members) for key in ("steps", "proposed", "accepted")
+        )
+        pools.append(
+            {
+                "steps": steps,
+                "proposed": proposed,
+                "accepted": accepted,
+                "accept_rate": accept_rate(accepted, proposed),
+            }
+        )
+    return pools

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fold.inputs.acceptance import per_position_conditional
 from fold.present.another_k import another_k_chart
 from fold.present.chart import (
     COLD_COLOUR,
@@ -31,7 +30,6 @@ from fold.present.per_request import by_position_chart, requests_chart
 
 NEEDS_STEPS = "needs a step log"
 NEEDS_TIMES = "needs time stamps on the steps"
-MAX_WINDOWS_DRAWN = 128  # per leg: finer than a chart shows, and a page of many legs stays small
 MAX_LABELS = 30  # leg labels on an axis, at most; past that every n-th
 
 
@@ -58,12 +56,19 @@ def _arms(document: dict[str, Any]) -> list[dict[str, Any]]:
     if block and block.get("rows"):
         return list(block["rows"])
     warm = document.get("warm") or {}
-    return [{"name": "ours", "kind": "ours", "per_position_rate": warm.get("per_position")}]
+    return [
+        {
+            "name": "ours",
+            "kind": "ours",
+            "per_position_rate": warm.get("per_position"),
+            "per_position_rate_conditional": warm.get("per_position_conditional"),
+        }
+    ]
 
 
 def _per_position(document: dict[str, Any]) -> Chart:
     arms = [
-        (index, arm["name"], arm["per_position_rate"])
+        (index, arm["name"], arm["per_position_rate"], arm["per_position_rate_conditional"])
         for index, arm in enumerate(_arms(document))
         if arm.get("per_position_rate")
     ]
@@ -79,13 +84,13 @@ def _per_position(document: dict[str, Any]) -> Chart:
 
     def draw(figure) -> None:
         axes = figure.subplots()
-        for index, name, rates in arms:
+        for index, name, rates, conditional in arms:
             colour = PALETTE[index % len(PALETTE)]
             positions = list(range(1, len(rates) + 1))  # 1-based, as the tables and units.md
             axes.plot(positions, percent(rates), marker="o", color=colour, label=name)
             axes.plot(
                 positions,
-                percent(per_position_conditional(rates)),
+                percent(conditional),
                 marker=".",
                 linestyle="--",
                 color=colour,
@@ -104,7 +109,11 @@ def _windows(document: dict[str, Any]) -> Chart:
     runs = [
         (name, legs)
         for name, fold in runs_of_ours(document)
-        if (legs := [leg for leg in fold.get("legs", []) if leg.get("windows")])
+        if (
+            legs := [
+                leg for leg in fold.get("legs", []) if leg.get("window_pools", {}).get("chart")
+            ]
+        )
     ]
     window = document.get("window_steps")
     caption = (
@@ -121,11 +130,11 @@ def _windows(document: dict[str, Any]) -> Chart:
         for axes, (_, legs) in zip(panels, runs, strict=True):
             for leg in legs:
                 # each window is a flat segment from its first step to the next window's
-                windows = coarsened(leg["windows"], MAX_WINDOWS_DRAWN)
+                pools = leg["window_pools"]["chart"]
                 edges = [0]
-                for steps, _ in windows:
-                    edges.append(edges[-1] + steps)
-                rates = [rate for _, rate in windows]
+                for pool in pools:
+                    edges.append(edges[-1] + pool["steps"])
+                rates = [pool["accept_rate"] for pool in pools]
                 axes.plot(
                     edges,
                     percent([*rates, rates[-1]]),
@@ -144,20 +153,6 @@ def _windows(document: dict[str, Any]) -> Chart:
         )
 
     return Chart("windows", "Acceptance along each leg", caption, draw, panels=len(runs))
-
-
-def coarsened(windows: list[dict[str, Any]], most: int) -> list[tuple[int, float | None]]:
-    """(steps, A/P) of at most ``most`` windows: runs of consecutive windows merged by summing
-    their counts, so every drawn rate is still an exact ratio of sums."""
-    size = max(1, math.ceil(len(windows) / most))
-    merged = []
-    for start in range(0, len(windows), size):
-        group = windows[start : start + size]
-        proposed = sum(entry["proposed"] for entry in group)
-        accepted = sum(entry["accepted"] for entry in group)
-        steps = sum(entry["steps"] for entry in group)
-        merged.append((steps, accepted / proposed if proposed else None))
-    return merged
 
 
 def _per_leg(document: dict[str, Any]) -> Chart:

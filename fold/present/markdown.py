@@ -218,7 +218,7 @@ def _legs(document: dict[str, Any]) -> str:
             percent(leg["accept_rate"]),
             length(leg["mean_acceptance_length"]),
             rate(leg["step_rate"]),
-            _shape(leg["windows"]),
+            _shape(leg["window_pools"]),
             ", ".join(leg["flags"]),
         )
         for leg in document["legs"]
@@ -230,10 +230,10 @@ def _legs(document: dict[str, Any]) -> str:
     )
 
 
-def _shape(windows: list[dict[str, Any]] | None) -> str:
-    if windows is None:
+def _shape(pools: dict[str, Any] | None) -> str:
+    if pools is None:
         return NEEDS_STEP_LOG
-    return f"`{sparkline(windows)}`" if windows else ""
+    return f"`{sparkline(pools['shape'])}`" if pools["shape"] else ""
 
 
 def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:

@@ -13,11 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.folding.result import NEEDS_STEP_LOG, RECORD_COUNTERS, STEP_LOG
-from fold.inputs.acceptance import accept_rate
 from fold.present.table_layout import fit
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
-SPARK_WIDTH = 10
 NOT_DEFINED = "-"
 
 
@@ -97,22 +95,12 @@ def same_decimals(reach: float, shown: str) -> str:
     return f"{reach:.{decimals}f}"
 
 
-def sparkline(windows: list[dict[str, Any]], width: int = SPARK_WIDTH) -> str:
-    """Acceptance rate per window on an absolute 0..100% scale, at most ``width`` characters.
-
-    When a leg has more windows than fit, neighbours are pooled (ratio of sums), so a collapse
-    stays visible as a dip rather than being sampled away.
-    """
-    if not windows:
-        return ""
-    groups = min(width, len(windows))
+def sparkline(pools: list[dict[str, Any]]) -> str:
+    """A leg's shape: the A/P of each pool of its windows (``window_pools.shape``, pooled by
+    the fold) on an absolute 0..100% scale, a character each."""
     characters = []
-    for group in range(groups):
-        members = windows[group * len(windows) // groups : (group + 1) * len(windows) // groups]
-        value = accept_rate(
-            sum(window["accepted"] for window in members),
-            sum(window["proposed"] for window in members),
-        )
+    for pool in pools:
+        value = pool["accept_rate"]
         characters.append(
             " "
             if value is None
@@ -161,7 +149,7 @@ def legs_table(document: dict[str, Any]) -> Table:
             rate(leg["step_rate"]),
         ]
         if shaped:
-            cells.append(sparkline(leg["windows"]))
+            cells.append(sparkline(leg["window_pools"]["shape"]))
         table.add_row(*cells)
     return table
 

@@ -118,6 +118,9 @@ class ArmFigures:
             "mean_acceptance_length": finite_or_none(self.mean_acceptance_length),
             "per_position": None if self.per_position is None else list(self.per_position),
             "per_position_rate": None if rates is None else [finite_or_none(r) for r in rates],
+            "per_position_rate_conditional": (
+                None if rates is None else formulas.per_position_conditional(list(rates))
+            ),
             "completion_tokens_per_step": finite_or_none(self.completion_tokens_per_step),
             "verify_steps_per_s": finite_or_none(self.verify_steps_per_s),
             "approximate": (
