@@ -257,7 +257,7 @@ def test_refusal_while_following_is_a_status_and_final_refusal_raises(tmp_path):
     view = follower.poll()
     assert view.result is None and "not foldable yet" in view.status
     assert view.provisional
-    Console(file=open(os.devnull, "w"), width=120).print(live_view(view))  # noqa: SIM115
+    Console(file=open(os.devnull, "w"), width=120).print(live_view(view.to_json()))  # noqa: SIM115
     with pytest.raises(RefusedError):
         follower.finish()
 
@@ -300,4 +300,4 @@ def test_run_follow_ends_when_idle_and_on_ctrl_c(tmp_path):
     assert outcome.reason == "interrupted"
     assert outcome.result.to_json() == one_shot(arm, [str(log)])
     text = Console(file=open(os.devnull, "w"), width=160)  # noqa: SIM115
-    text.print(live_view(rendered[-1]))
+    text.print(live_view(rendered[-1].to_json()))

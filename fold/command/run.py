@@ -204,7 +204,7 @@ def _follow(arguments: argparse.Namespace, stderr: Console) -> Document:
     with Live(console=stderr, refresh_per_second=4, transient=True) as live:
         outcome = run_follow(
             follower,
-            on_view=lambda view: live.update(live_view(view)),
+            on_view=lambda view: live.update(live_view(view.to_json())),
             idle_seconds=arguments.idle,
         )
     return outcome.result

@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -76,6 +76,19 @@ class FollowView:
     """Bytes read by this poll: 0 means no new data."""
     held_bytes: int
     """Bytes of unfinished last lines held back, over all files."""
+
+    def to_json(self) -> dict[str, Any]:
+        """What the live view shows of this poll: the fold's JSON document (or None), the
+        provisional groups, the status, the recent notices and what was read."""
+        return {
+            "document": None if self.result is None else self.result.to_json(),
+            "provisional": [group.to_json() for group in self.provisional],
+            "status": self.status,
+            "recent_notices": [vars(notice) for notice in self.recent_notices],
+            "files": dict(self.files),
+            "lines": self.lines,
+            "held_bytes": self.held_bytes,
+        }
 
 
 class _ResultOptions(TypedDict):

@@ -5,6 +5,7 @@ The sums merge block by block, so a growing log is grouped from its new bytes al
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -59,6 +60,22 @@ class ProvisionalGroup:
     @property
     def seconds(self) -> float:
         return (self.last_ns - self.first_ns) / 1e9
+
+    def to_json(self) -> dict[str, Any]:
+        """The group's counts and figures, as the live view shows them."""
+        return {
+            "label": self.label,
+            "writer": self.writer,
+            "part": self.part,
+            "lines": self.lines,
+            "steps": self.steps,
+            "proposed": self.proposed,
+            "accepted": self.accepted,
+            "first_ns": self.first_ns,
+            "seconds": self.seconds,
+            "accept_rate": self.accept_rate,
+            "mean_acceptance_length": self.mean_acceptance_length,
+        }
 
 
 class ProvisionalGroups:

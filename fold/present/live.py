@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 from rich import box
 from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.folding.document import Document
-from fold.folding.follow import FollowView, Notice
-from fold.folding.provisional import ProvisionalGroup
 from fold.present.table import length, percent, report
 
+View = dict[str, Any]
+"""One poll of ``--follow`` as JSON (``fold.folding.follow.FollowView.to_json``)."""
 
-def provisional_table(groups: list[ProvisionalGroup]) -> Table:
+
+def provisional_table(groups: list[dict[str, Any]]) -> Table:
     """Steps grouped by leg label (or writer) and time, before the arm record gives legs."""
     table = Table(
         title="Provisional groups (no arm record yet: by leg label or writer, split at pauses)",
@@ -45,53 +46,50 @@ def provisional_table(groups: list[ProvisionalGroup]) -> Table:
     for group in groups:
         table.add_row(
             group_name(group),
-            _clock(group.first_ns),
-            f"{group.seconds:.1f}",
-            str(group.lines),
-            str(group.steps),
-            str(group.proposed),
-            str(group.accepted),
-            percent(group.accept_rate),
-            length(group.mean_acceptance_length),
+            _clock(group["first_ns"]),
+            f"{group['seconds']:.1f}",
+            str(group["lines"]),
+            str(group["steps"]),
+            str(group["proposed"]),
+            str(group["accepted"]),
+            percent(group["accept_rate"]),
+            length(group["mean_acceptance_length"]),
         )
     return table
 
 
-def group_name(group: ProvisionalGroup) -> str:
-    name = f"leg {group.label!r}" if group.label is not None else f"writer {group.writer}"
-    return f"{name} #{group.part + 1}" if group.part else name
+def group_name(group: dict[str, Any]) -> str:
+    label = group["label"]
+    name = f"leg {label!r}" if label is not None else f"writer {group['writer']}"
+    return f"{name} #{group['part'] + 1}" if group["part"] else name
 
 
-def status_lines(view: FollowView) -> Text:
+def status_lines(view: View) -> Text:
     text = Text()
-    held = f", {view.held_bytes} bytes of unfinished lines held" if view.held_bytes else ""
+    held = f", {view['held_bytes']} bytes of unfinished lines held" if view["held_bytes"] else ""
     text.append(
-        f"following {len(view.files)} file(s): {view.lines} lines, "
-        f"{sum(view.files.values())} bytes{held}",
+        f"following {len(view['files'])} file(s): {view['lines']} lines, "
+        f"{sum(view['files'].values())} bytes{held}",
         style="dim",
     )
-    if view.status is not None:
-        text.append("\n" + view.status, style="yellow")
-    for notice in view.recent_notices:
+    if view["status"] is not None:
+        text.append("\n" + view["status"], style="yellow")
+    for notice in view["recent_notices"]:
         text.append("\n" + notice_line(notice), style="cyan")
     return text
 
 
-def notice_line(notice: Notice) -> str:
-    return f"{notice.path}: {notice.message}"
-
-
-def _report(result: Document) -> RenderableType:
-    return report(result.to_json())
+def notice_line(notice: dict[str, Any]) -> str:
+    return f"{notice['path']}: {notice['message']}"
 
 
 def live_view(
-    view: FollowView, render: Callable[[Document], RenderableType] = _report
+    view: View, render: Callable[[dict[str, Any]], RenderableType] = report
 ) -> RenderableType:
     """The fold's report when there is a fold, else the provisional groups; plus the status."""
-    if view.result is not None:
-        return Group(render(view.result), status_lines(view))
-    return Group(provisional_table(view.provisional), status_lines(view))
+    if view["document"] is not None:
+        return Group(render(view["document"]), status_lines(view))
+    return Group(provisional_table(view["provisional"]), status_lines(view))
 
 
 def _clock(t_ns: int) -> str:

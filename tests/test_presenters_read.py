@@ -1,0 +1,243 @@
+"""Presenters read, never compute: every figure a presenter shows is a field of the document.
+
+Two checks. The code: a presenter imports from the stages before it only codes and words
+(upper-case constants), never a function that works a figure out; planted imports show the
+check finds one. The behaviour: a saved document whose figure is changed, and nothing else, is
+shown with the changed figure by every presenter that shows it; a presenter that worked the
+figure out again from the counts beside it would show the old one.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from fold.cli import main as cli
+from fold.present.charts import charts
+from fold.present.live import live_view
+from fold.present.markdown import markdown_record
+from fold.present.page import page
+from fold.present.terminal import terminal
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESENT = ROOT / "fold" / "present"
+GATE = ROOT / "fixtures" / "gate-example"
+ORACLES = ROOT / "fixtures" / "oracles"
+EARLIER_STAGES = ("fold.inputs", "fold.folding", "fold.compare", "fold.ledger")
+DRAWS_LINES = {"timeline.py": "draws the attributed step lines, which no document holds"}
+"""The one output drawn from more than the document (docs/code.md says so)."""
+WRITERS = {
+    "output.py": "the JSON writer: serializes what it is given, shows no figure",
+    "annotate.py": "copies the arm record it is given (ArmRecord) beside the document's figures",
+}
+
+
+def computing_imports(source: str) -> list[str]:
+    """Names a module imports from an earlier stage that are not codes or words: functions
+    and classes, which would let it work a figure out."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(EARLIER_STAGES):
+            found += [f"{node.module}.{a.name}" for a in node.names if not a.name.isupper()]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith(EARLIER_STAGES)]
+    return found
+
+
+def test_presenters_import_only_codes_and_words_from_earlier_stages():
+    found = {
+        path.name: names
+        for path in sorted(PRESENT.glob("*.py"))
+        if path.name not in DRAWS_LINES and path.name not in WRITERS
+        and (names := computing_imports(path.read_text()))
+    }  # fmt: skip
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "from fold.inputs.acceptance import per_position_conditional\n",
+        "from fold.folding.windows import window_pools\n",
+        "import fold.compare.gap\n",
+        "def shape(leg):\n    from fold.inputs.acceptance import accept_rate\n    return 1\n",
+    ],
+)
+def test_a_planted_computing_import_is_found(planted):
+    source = (PRESENT / "table.py").read_text() + "\n" + planted
+    assert computing_imports(source)
+
+
+def test_codes_and_words_are_not_taken_for_computing():
+    source = (
+        "from fold.folding.result import NEEDS_STEP_LOG, STEP_LOG\n"
+        "from fold.inputs.populations import POPULATION_TEXT\n"
+        "from fold.present.table import percent\n"
+        "from rich.text import Text\n"
+    )
+    assert computing_imports(source) == []
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> dict:
+    """The worked example against vLLM and SGLang, saved by --json and read back."""
+    out = tmp_path_factory.mktemp("doc") / "fold.json"
+    argv = [
+        str(GATE / "our-arm.json"),
+        str(GATE / "steps.jsonl"),
+        f"--vs=vllm={ORACLES / 'vllm-gate-arm.json'}",
+        f"--vs=sglang={ORACLES / 'sglang-legs.jsonl'}",
+        "--bootstrap",
+        "100",
+    ]
+    assert cli([*argv, "--json", str(out), "--quiet"]) == 0
+    return json.loads(out.read_bytes())
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _shape_cells(text: str) -> list[str]:
+    """The shape column of the terminal's legs table, a cell per leg in order."""
+    table = text[: text.index("Fold (warm")]
+    rows = [line for line in table.splitlines() if re.match(r"^\s+\d+\s+\d+\s", line)]
+    return [row.split()[-1] for row in rows]
+
+
+def test_the_shape_column_shows_the_documents_pools_not_the_windows(saved):
+    document = copy.deepcopy(saved)
+    for index, leg in enumerate(document["legs"]):
+        for pool in leg["window_pools"]["shape"]:
+            pool["accept_rate"] = 0.0 if index == 0 else 0.99  # the windows stay at ~45%
+    cells = _shape_cells(terminal(document, width=100))
+    pools = len(document["legs"][0]["window_pools"]["shape"])
+    assert cells[0] == "▁" * pools and set(cells[1:]) == {"█" * pools}
+    record = markdown_record(document)
+    assert f"`{'▁' * pools}`" in record and f"`{'█' * pools}`" in record
+    untouched = _shape_cells(terminal(saved, width=100))
+    assert "▁" * pools not in untouched and "█" * pools not in untouched
+
+
+def test_the_chart_along_each_leg_draws_the_documents_pools(saved):
+    document = copy.deepcopy(saved)
+    leg = document["legs"][0]
+    leg["window_pools"]["chart"] = [
+        {"steps": 7, "proposed": 1, "accepted": 1, "accept_rate": 0.25},
+        {"steps": 5, "proposed": 1, "accepted": 1, "accept_rate": 0.75},
+    ]
+    chart = next(chart for chart in charts(document) if chart.name == "windows")
+    figure = Figure()
+    chart.draw(figure)
+    line = next(line for line in figure.axes[0].get_lines() if line.get_gid() == "leg-0")
+    assert list(line.get_xdata()) == [0, 7, 12]
+    assert list(line.get_ydata()) == [25.0, 75.0, 75.0]
+
+
+def test_the_per_position_chart_draws_each_rows_conditional_rates(saved):
+    document = copy.deepcopy(saved)
+    row = next(row for row in document["comparison"]["rows"] if row["per_position_rate"])
+    planted = [0.5, None, 0.125] + [0.25] * (len(row["per_position_rate"]) - 3)
+    row["per_position_rate_conditional"] = planted
+    chart = next(chart for chart in charts(document) if chart.name == "per-position")
+    figure = Figure()
+    chart.draw(figure)
+    line = next(
+        line
+        for line in figure.axes[0].get_lines()
+        if line.get_label() == f"{row['name']}, conditional"
+    )
+    drawn = [None if value != value else value / 100 for value in line.get_ydata()]
+    assert drawn == planted
+
+
+def test_lines_read_is_the_documents_figure(saved):
+    document = copy.deepcopy(saved)
+    document["unattributed_steps"] = 3  # a line outside every leg: the terminal says so
+    document["lines_read"] = 424242
+    assert "3 outside every leg of 424242 read" in _words(terminal(document, width=100))
+    assert "424242 read" in markdown_record(document)
+
+
+def test_the_missing_times_are_said_in_the_documents_words(saved):
+    document = copy.deepcopy(saved)
+    document["steps_timed"] = False
+    document["no_times_text"] = "no clock: planted words"
+    text = _words(terminal(document, width=100, details=True))
+    assert "cadence: no clock: planted words" in text
+
+
+def test_where_the_counts_came_from_is_the_documents_sentence(saved):
+    document = copy.deepcopy(saved)
+    document["step_source_text"] = "a planted source"
+    assert "a planted source, warm legs" in markdown_record(document)
+
+
+def test_the_sglang_column_is_chosen_by_the_units_code(saved):
+    document = copy.deepcopy(saved)
+    for gap in document["comparison"]["gaps"].values():
+        gap["unit_text"] = "words that say nothing"  # the words decide nothing
+    assert terminal(document, width=100) == terminal(saved, width=100)
+    assert page(document) == page(saved)
+    document["comparison"]["gaps"]["vllm"]["unit"] = "completion_tokens_per_step"
+    assert terminal(document, width=100) != terminal(saved, width=100)  # the code decides
+
+
+def test_a_populations_label_follows_its_code(saved):
+    document = copy.deepcopy(saved)
+    row = next(row for row in document["comparison"]["rows"] if row["name"] == "vllm")
+    row["population"] = "between_scrapes"
+    line = next(
+        line for line in terminal(document, width=100).splitlines() if line.startswith("vllm ")
+    )
+    assert "2 scrapes" in line
+
+
+def test_a_legs_figures_are_the_documents_not_its_counts(saved):
+    document = copy.deepcopy(saved)
+    document["legs"][0]["accept_rate"] = 0.123
+    document["legs"][0]["mean_acceptance_length"] = 9.87
+    row = next(
+        line
+        for line in terminal(document, width=100).splitlines()
+        if re.match(r"^\s+0\s+1\s", line)
+    )
+    assert "12.3%" in row and "9.87" in row
+
+
+def test_the_live_view_shows_the_groups_figures():
+    group = {
+        "label": "prompt-0",
+        "writer": None,
+        "part": 0,
+        "lines": 12,
+        "steps": 10,
+        "proposed": 70,
+        "accepted": 30,
+        "first_ns": 0,
+        "seconds": 1.5,
+        "accept_rate": 0.111,  # planted: the counts say 42.9%
+        "mean_acceptance_length": 7.77,  # planted: the counts say 4.00
+    }
+    view = {
+        "document": None,
+        "provisional": [group],
+        "status": "no arm record yet",
+        "recent_notices": [{"path": "steps.jsonl", "message": "new file"}],
+        "files": {"steps.jsonl": 1234},
+        "lines": 12,
+        "held_bytes": 0,
+    }
+    from rich.console import Console
+
+    console = Console(width=120, record=True)
+    console.print(live_view(view))
+    text = console.export_text()
+    assert "11.1%" in text and "7.77" in text and "42.9%" not in text
+    assert "steps.jsonl: new file" in text and "no arm record yet" in text
