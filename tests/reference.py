@@ -803,7 +803,8 @@ def unchecked(legs: int) -> dict[str, Any]:
         "legs": legs,
         "legs_with_counters": 0,
         "legs_checked": 0,
-        "spec_acceptance": "not in the record: not checked",
+        "spec_acceptance": "absent",
+        "spec_acceptance_text": "not in the record: not checked",
         "summary": "not checked against the engine's own counters: the record's legs carry "
         "none (spec_drafted_request_steps, spec_drafts_proposed, spec_drafts_accepted)",
     }

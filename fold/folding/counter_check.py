@@ -61,12 +61,16 @@ class CounterCheck(Figures):
     legs_with_counters: int
     legs_checked: int
     spec_acceptance: str
+    """The record's pooled block, a code: ``equal`` (checked, equal to the warm fold), ``null``
+    or ``absent`` (not checked); ``spec_acceptance_text`` says it in words."""
+    spec_acceptance_text: str
     summary: str
     JSON_ORDER: ClassVar[tuple[str, ...]] = (
         "legs",
         "legs_with_counters",
         "legs_checked",
         "spec_acceptance",
+        "spec_acceptance_text",
         "summary",
     )
 
@@ -87,7 +91,8 @@ def check_counters(result: FoldResult, counters: EngineCounters | None) -> Count
         legs=legs,
         legs_with_counters=carried,
         legs_checked=checked,
-        spec_acceptance=_BLOCK_WORDS[block_state],
+        spec_acceptance=block_state,
+        spec_acceptance_text=_BLOCK_WORDS[block_state],
         summary=_summary(result, carried, checked, legs, block_state),
     )
 
