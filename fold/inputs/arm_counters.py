@@ -188,34 +188,33 @@ def _leg_counts(
             f"{', '.join(missing)}: the engine's gate writes all three counters on a leg or "
             "none, so this record was edited or cut. Take the record again from the gate"
         )
+    place = f"{where}: {names.describe(index)}"
     for ours, value in present.items():
-        if not is_count(value):
+        if not is_int(value):
             raise InputError(
-                f"{where}: {names.describe(index)} field '{COUNTER_FIELDS[ours]}' must be a "
-                f"count (a non-negative integer), found {type(value).__name__} {value!r}"
+                f"{place} field '{COUNTER_FIELDS[ours]}' must be a count (a non-negative "
+                f"integer), found {type(value).__name__} {value!r}"
             )
-        if limits.count_problem(value):
-            raise InputError(
-                limits.refusal(f"{where}: {names.describe(index)}",
-                               f"'{COUNTER_FIELDS[ours]}'", value, limits.COUNT_WORDS, TAKE_AGAIN)
-            )  # fmt: skip
+        limits.check_count(place, f"'{COUNTER_FIELDS[ours]}'", value, TAKE_AGAIN)
     counts = LegCounts(**present)
-    problem = impossible(counts.steps, counts.proposed, counts.accepted)
+    limits.check_accepted(
+        place,
+        ((f"'{COUNTER_FIELDS['proposed']}'", counts.proposed),
+         (f"'{COUNTER_FIELDS['accepted']}'", counts.accepted)),
+        _NOT_AROUND_THE_LEG,
+    )  # fmt: skip
+    problem = impossible(counts.steps, counts.proposed)
     if problem:
-        raise RefusedError(
-            f"{where}: {names.describe(index)}: {problem}; the counters were not read around "
-            "this leg alone (take the record again)"
-        )
+        raise RefusedError(f"{place}: {problem}; {_NOT_AROUND_THE_LEG}")
     return counts
 
 
-def impossible(steps: int, proposed: int, accepted: int) -> str | None:
-    """Why S, P and A cannot come from one engine's counting, or None when they can."""
-    if accepted > proposed:
-        return (
-            f"spec_drafts_accepted = {accepted} exceeds spec_drafts_proposed = {proposed}: "
-            "more draft tokens accepted than proposed"
-        )
+_NOT_AROUND_THE_LEG = "the counters were not read around this leg alone (take the record again)"
+
+
+def impossible(steps: int, proposed: int) -> str | None:
+    """Why S and P cannot come from one engine's counting, or None when they can (A against P
+    is the step's rule, ``fold.inputs.limits.check_accepted``)."""
     if proposed < steps:
         return (
             f"spec_drafts_proposed = {proposed} is less than spec_drafted_request_steps = "

@@ -208,15 +208,16 @@ def arm_from_counts(
         "accepted": names.get("accepted", "accepted tokens (A)"),
     }
     for key, value in (("steps", steps), ("proposed", proposed), ("accepted", accepted)):
-        if value is not None and (not limits.is_count(value)):
+        if value is not None and (not limits.is_int(value)):
             raise InputError(
                 f"{where}: {label[key]} = {value!r} is not a count (a non-negative integer); "
                 "fix the input"
             )
-        if value is not None:
-            # an oracle's counts are often sums over its requests or legs: exact, and refused
-            # here when the sum has no 64-bit value
+        if value is not None and value < 0:
             limits.check_count(where, label[key], value, ORACLE_COUNT_WHAT_TO_DO)
+        if value is not None:
+            # read within 64 bits by its reader, it may be a sum over requests or legs: exact
+            limits.check_total(where, label[key], value, ORACLE_COUNT_WHAT_TO_DO)
     for what, number, positive in (
         (f"tok/s ({src.get('tok_s', 'throughput')})", tok_s, True),
         (names.get("completion_tokens_per_step", "accept length"), completion_tokens_per_step,
@@ -257,11 +258,10 @@ def arm_from_counts(
     if (
         accepted is not None
         and proposed is not None
-        and low("accepted", accepted) > high("proposed", proposed)
+        and limits.accepted_above_proposed(high("proposed", proposed), low("accepted", accepted))
     ):
-        raise RefusedError(
-            f"{where}: {label['accepted']} = {accepted} exceeds {label['proposed']} = {proposed}: "
-            f"more draft tokens accepted than proposed is impossible; {fix}"
+        limits.check_accepted(
+            where, ((label["proposed"], proposed), (label["accepted"], accepted)), fix
         )
     if steps == 0 or (steps is None and proposed == 0):
         nonzero = [
