@@ -162,6 +162,77 @@ def test_what_is_not_a_limit_is_not_found():
     )
 
 
+_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def _counts_named(node: ast.AST) -> set[str]:
+    """Which of A and P an expression reads, by its names: a name, an attribute or a string
+    key holding "accept" reads A (``num_accepted_draft_tokens`` too), else one holding "propos"
+    or "draft" reads P."""
+    found = set()
+    for part in ast.walk(node):
+        name = (
+            part.id if isinstance(part, ast.Name)
+            else part.attr if isinstance(part, ast.Attribute)
+            else part.value if isinstance(part, ast.Constant) and isinstance(part.value, str)
+            else ""
+        )  # fmt: skip
+        if "accept" in name.lower():
+            found.add("A")
+        elif "propos" in name.lower() or "draft" in name.lower():
+            found.add("P")
+    return found
+
+
+def step_rule_copies(source: str) -> list[str]:
+    """Where a module orders accepted against proposed itself (``accepted > proposed``,
+    ``pl.col("accepted") > pl.col("proposed")``, ``0 <= accepted <= proposed``): one operand
+    reading only A, another only P. The names decide, so ``step.acc > step.k`` is not found."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(isinstance(op, _ORDER) for op in node.ops):
+            sides = [_counts_named(side) for side in (node.left, *node.comparators)]
+            if {"A"} in sides and {"P"} in sides:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_but_limits_orders_accepted_against_proposed():
+    copies = {
+        path.relative_to(ROOT).as_posix(): found
+        for path in sorted((ROOT / "fold").rglob("*.py"))
+        if path.name != "limits.py" and (found := step_rule_copies(path.read_text()))
+    }
+    assert copies == {}
+    assert step_rule_copies((ROOT / "fold" / "inputs" / "limits.py").read_text()) != []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if accepted > proposed:\n    pass\n",
+        "bad = pl.col('accepted') > pl.col('proposed')\n",
+        "ok = 0 <= row['accepted'] <= row['proposed']\n",
+        "if low('accepted', accepted) > high('proposed', proposed):\n    pass\n",
+        "if counts.num_accepted_draft_tokens > counts.num_draft_tokens:\n    pass\n",
+        "if proposed < accepted:\n    pass\n",
+    ],
+)
+def test_a_planted_step_rule_is_found(source: str):
+    assert len(step_rule_copies(source)) == 1, source
+
+
+def test_what_orders_no_accepted_against_proposed_is_not_found():
+    # a length check, a key test, a rate against a number, two durations, A against A
+    assert (
+        step_rule_copies(
+            "a = len(drafted) != len(accepted)\nb = 'draft_n_accepted' in timings\n"
+            "c = accept_rate > 0.5\nd = draft_ns < verify_ns\ne = accepted > accepted_before\n"
+        )
+        == []
+    )
+
+
 def test_a_long_value_is_shown_shortened_never_in_full():
     assert limits.shown(10**40) == "10000000000000000000... (41 digits)"
     assert limits.shown(2**64) == "18446744073709551616"
