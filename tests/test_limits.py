@@ -548,7 +548,7 @@ def _hook_log(tmp_path: Path, old: str, new: str) -> list[str]:
 
 
 def _our_arm(tmp_path: Path, legs: dict[str, int] | None = None) -> str:
-    """The example's arm record, leg 2's counters set as ``legs`` says."""
+    """The example's arm record, leg 2's fields set as ``legs`` says."""
     document = record()
     document["legs"][2].update(legs or {})
     arm = tmp_path / "our-arm.json"
@@ -629,6 +629,11 @@ CASES: list[tuple[str, str, Any, str]] = [
     ("accepted above proposed", "arm record's counters",
      lambda t: [_our_arm(t, {"spec_drafts_proposed": 147, "spec_drafts_accepted": 148})],
      "'spec_drafts_accepted' 148 exceeds 'spec_drafts_proposed' 147,"),
+    ("count past 2^63 - 1", "arm record's token counts",
+     lambda t: [_our_arm(t, {"completion_tokens": 2**63})],
+     "'completion_tokens' 9223372036854775808"),
+    ("negative count", "arm record's token counts",
+     lambda t: [_our_arm(t, {"completion_tokens": -1})], "'completion_tokens' -1"),
     ("count past 2^63 - 1", "vLLM per-request metrics",
      lambda t: _vllm_request(t, num_draft_tokens=2**63), "num_draft_tokens 9223372036854775808"),
     ("negative count", "vLLM per-request metrics",
@@ -694,4 +699,4 @@ def test_every_rule_is_sent_through_every_source_that_carries_it():
     assert {rule for rule, _, _, _ in CASES} == set(RULES)
     for source in HOOK_LOG:
         assert {rule for rule, s, _, _ in CASES if s == source} == set(RULES)
-    assert len(sources) == 8
+    assert len(sources) == 9

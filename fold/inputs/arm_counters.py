@@ -17,7 +17,7 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
-from fold.inputs.limits import is_count, is_finite_number, is_int
+from fold.inputs.limits import is_finite_number, is_int
 
 COUNTER_FIELDS = {
     "steps": "spec_drafted_request_steps",
@@ -233,8 +233,9 @@ def _block(raw: Any, where: str) -> RecordedAcceptance:
     if not isinstance(raw, Mapping):
         raise InputError(f"{place} must be an object or null, found {type(raw).__name__}")
     warm_legs = raw.get("warm_legs")
-    if not is_count(warm_legs):
+    if not is_int(warm_legs):
         raise InputError(f"{place}.warm_legs must be a count, found {warm_legs!r}")
+    limits.check_count(place, "warm_legs", warm_legs, TAKE_AGAIN)
     per_leg_raw = raw.get("per_leg")
     per_leg = None
     if per_leg_raw is not None:
@@ -253,10 +254,9 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
     counts: dict[str, int] = {}
     for ours, key in BLOCK_COUNTS.items():
         value = raw.get(key)
-        if not is_count(value):
+        if not is_int(value):
             raise InputError(f"{place}.{key} must be a count, found {value!r}")
-        if limits.count_problem(value):
-            raise InputError(limits.refusal(place, key, value, limits.COUNT_WORDS, TAKE_AGAIN))
+        limits.check_count(place, key, value, TAKE_AGAIN)
         counts[ours] = value
     ratios: dict[str, float | None] = {}
     for key in BLOCK_RATIOS:

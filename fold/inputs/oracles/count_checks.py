@@ -163,8 +163,9 @@ def checked_per_position(
     per_pos = tuple(per_position)
     pp_label = label["per_position"]
     for i, count in enumerate(per_pos):
-        if not limits.is_count(count):
+        if not limits.is_int(count):
             raise InputError(f"{where}: {pp_label}[{i}] = {count!r} is not a count")
+        limits.check_count(where, f"{pp_label}[{i}]", count, ORACLE_COUNT_WHAT_TO_DO)
         if steps is not None and count > steps + slack.get("steps", 0.0):
             raise RefusedError(
                 f"{where}: {pp_label}[{i}] = {count} exceeds {label['steps']} = {steps}: "
