@@ -7,9 +7,12 @@ one value is refused in one wording wherever it comes from::
 
     <where>: <field> <value> <the limit>: <what to do>
 
-``<where>`` is ``file:line``, ``file: leg N (run r)`` or an oracle file's place. The native
-reader's constants (``fold/inputs/native_src/fold_pass.h``) and the instrument's
-(``instrument/dflash_step_log.h``) are held to these by the tests.
+``<where>`` is ``file:line``, ``file: leg N (run r)`` or an oracle file's place. Each rule has
+one error class, so one exit code (``docs/command.md``): one value outside its field's range
+(a count, a request id, a duration) is malformed, InputError; values that cannot be true
+together (a step's counts, a sum) are refused, RefusedError. The native reader's constants
+(``fold/inputs/native_src/fold_pass.h``) and the instrument's (``instrument/dflash_step_log.h``)
+are held to these by the tests, and so is its numbering of the step's rule (``StepRule``).
 """
 
 from __future__ import annotations
@@ -106,9 +109,9 @@ def refusal(where: str, field: str, value: Any, limit: str, what_to_do: str) -> 
 #
 # A value outside its field's range is malformed wherever it is read (InputError, exit 2): the
 # formats write these as unsigned decimals within 64 bits, so a sign or a 20-digit count is not
-# a value of the field at all, and mending the input is the fix. A negative written by a writer
-# that counts with signed integers (-1 for "none") and the same -1 written unsigned (2^64 - 1)
-# are then one refusal with one exit code.
+# a value of the field at all, and mending the input is the fix. A count's -1 written by a
+# writer that counts with signed integers and the same -1 written unsigned (2^64 - 1, past
+# 2^63 - 1) then exit alike.
 
 
 def count_problem(value: int) -> str | None:

@@ -51,7 +51,6 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
 DURATIONS = ("draft_ns", "verify_ns")
 """The optional durations of a step (FORMAT.md), each 0 .. 2^63 - 1 nanoseconds."""
 _REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
-_NUMBERS = tuple(name for name in _REQUIRED_INTS if name != "seq")
 _LINE_START = b'{"v":'
 _SKIP_HINT = "fix or remove the line, or pass --skip-bad-lines to count it as skipped and go on"
 MAX_SKIPPED_EXAMPLES = 5
