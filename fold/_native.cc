@@ -170,10 +170,11 @@ PyObject* build_result(RangeResult& result) {
   PyObject* events = PyList_New(static_cast<Py_ssize_t>(fold.events.size()));
   for (std::size_t i = 0; events != nullptr && i < fold.events.size(); ++i) {
     const Event& event = fold.events[i];
-    PyObject* item = Py_BuildValue("(LLLL)", static_cast<long long>(event.line),
+    PyObject* item = Py_BuildValue("(LLLLL)", static_cast<long long>(event.line),
                                    static_cast<long long>(event.offset),
                                    static_cast<long long>(event.length),
-                                   static_cast<long long>(event.kind));
+                                   static_cast<long long>(event.kind),
+                                   static_cast<long long>(event.rule));
     if (item == nullptr) {
       Py_CLEAR(events);
       break;
@@ -254,7 +255,8 @@ const char kDoc[] =
     "Read, attribute and fold the whole lines of path[begin:end] (end < 0: to the end).\n"
     "Segments as fold.folding.attribute cuts the leg windows; leg_start/leg_span by leg index.\n"
     "Returns counts, the offset after the last newline read ('consumed'), the lines handed\n"
-    "back as (line, offset, length, kind: 0 deferred, 1 bad, 2 refused), and the tables as\n"
+    "back as (line, offset, length, kind: 0 deferred, 1 bad, 2 refused, rule: the\n"
+    "fold.inputs.limits.StepRule a refused line breaks, else 0), and the tables as\n"
     "Arrow PyCapsule pairs (legs -1 when unattributed; writers as indices into writer_ids).\n"
     "per_line: 0 nothing per line; 1 each folded line's group key, time and counts\n"
     "('steps_by_line', one thread); 2 each attributed line's leg, writer, seq, time, pid and\n"

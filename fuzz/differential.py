@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE))  # harness.py beside this file, also when it is lo
 from harness import import_library, run  # noqa: E402
 
 SWITCH = "FOLD_ACCEPTANCE_NATIVE"
-# The cap on a step's tokens (fold.inputs.reader.MAX_STEP_TOKENS, FORMAT.md), repeated so that a
+# The cap on a step's tokens (fold.inputs.limits.MAX_STEP_TOKENS, FORMAT.md), repeated so that a
 # change to it is a finding until this is changed too.
 MAX_STEP_TOKENS = 2**16
 _COUNTS = ("steps", "proposed", "accepted", "emitted", "lines", "torn_lines", "skipped_lines",

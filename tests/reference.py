@@ -109,9 +109,9 @@ def parse_step(raw: bytes) -> Step | None:
     label = obj.get("leg")
     if label is not None and not isinstance(label, str):
         return None
-    # The optional durations (FORMAT.md): integers below 2^63, a negative one refused.
+    # The optional durations (FORMAT.md): integers 0 .. 2^63 - 1, as every count.
     durations = [obj.get(name) for name in ("draft_ns", "verify_ns")]
-    if any(value is not None and not (_is_int(value) and value < 2**63) for value in durations):
+    if any(value is not None and not _is_int(value) for value in durations):
         return None
     step = Step(
         w=obj["w"],
@@ -126,15 +126,14 @@ def parse_step(raw: bytes) -> Step | None:
         draft_ns=durations[0],
         verify_ns=durations[1],
     )
+    # FORMAT.md: every integer is unsigned; seq uses 64 bits, every other integer is below 2^63.
+    # A value outside that (a sign included) makes the line bad, not the step impossible.
     seq_in_range = isinstance(step.seq, str) or 0 <= step.seq < 2**64
-    if not seq_in_range or not all(
-        value < 2**63 for value in (step.n, step.t_ns, step.pid, step.proposed, emitted or 0)
-    ):
+    counts = (step.n, step.t_ns, step.pid, step.proposed, step.accepted, emitted, *durations)
+    if not seq_in_range or not all(value is None or 0 <= value < 2**63 for value in counts):
         return None
-    if not 0 <= step.accepted <= step.proposed:
+    if step.accepted > step.proposed:
         raise ReferenceRefused(f"impossible counts in {raw!r}")
-    if any(value is not None and value < 0 for value in durations):
-        raise ReferenceRefused(f"a negative duration in {raw!r}")
     if max(step.proposed, emitted or 0) > MAX_STEP_TOKENS:
         raise ReferenceRefused(f"more tokens in one step than FORMAT.md allows: {raw!r}")
     return step

@@ -438,7 +438,7 @@ def test_impossible_counters_are_refused(tmp_path, capsys):
     document = example()
     document["legs"][1]["spec_drafts_accepted"] = 13  # P is 12
     message = refused(capsys, *pair(tmp_path, refold(document), log=False))
-    assert "spec_drafts_accepted = 13 exceeds spec_drafts_proposed = 12" in message
+    assert "'spec_drafts_accepted' 13 exceeds 'spec_drafts_proposed' 12, more draft" in message
 
 
 def test_a_warm_leg_without_drafts_is_refused_without_a_log(tmp_path, capsys):

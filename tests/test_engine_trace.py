@@ -231,7 +231,11 @@ def broken(text: str, old: str, new: str) -> str:
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ("ns=4 acc=3 draft", "ns=4 acc=9 draft", ":3: acc=9 exceeds k=8"),
+        (
+            "ns=4 acc=3 draft",
+            "ns=4 acc=9 draft",
+            ":3: 'acc' 9 exceeds 'k' 8, more draft tokens accepted than proposed",
+        ),
         ("ns=4 acc=3 draft", "ns=5 acc=3 draft", ":3: ns=5 is not acc + 1 = 4"),
         ("emit=[11 12 13 19]", "emit=[11 12 13 19 20]", ":3: emit lists 5 tokens, more than"),
     ],

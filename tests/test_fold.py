@@ -248,18 +248,34 @@ def test_malformed_lines_are_named(tmp_path, line, message):
     assert "s.jsonl:2:" in str(raised.value)
 
 
+def test_impossible_counts_are_refused_with_file_and_line(tmp_path):
+    record = arm([leg(2, 0, 10)])
+    path = write(tmp_path / "s.jsonl", [step(ns(1), 2, 1, 0), step(ns(2), 2, 3, 1)])
+    with pytest.raises(RefusedError) as raised:
+        fold_acceptance(record, [path], skip_bad_lines=True)  # never skipped
+    assert str(raised.value) == (
+        f"{path}:2: 'accepted' 3 exceeds 'proposed' 2, more draft tokens accepted than proposed: "
+        "the engine's instrumentation is miscounting; no acceptance can be computed from this log"
+    )
+
+
 @pytest.mark.parametrize(
-    ("proposed", "accepted", "reason"),
-    [(2, 3, "exceeds"), (-1, 0, "'proposed' is negative"), (2, -1, "'accepted' is negative")],
+    ("proposed", "accepted", "field"), [(-1, 0, "proposed"), (2, -1, "accepted")]
 )
-def test_impossible_counts_are_refused_with_file_and_line(tmp_path, proposed, accepted, reason):
+def test_a_negative_count_is_a_malformed_line(tmp_path, proposed, accepted, field):
+    """FORMAT.md writes every integer unsigned: a sign makes the line bad, as 2^63 does."""
     record = arm([leg(2, 0, 10)])
     bad = step(ns(2), 0, 0, 1).replace(b'"proposed":0', f'"proposed":{proposed}'.encode())
     bad = bad.replace(b'"accepted":0', f'"accepted":{accepted}'.encode())
     path = write(tmp_path / "s.jsonl", [step(ns(1), 2, 1, 0), bad])
-    with pytest.raises(RefusedError, match=reason) as raised:
-        fold_acceptance(record, [path], skip_bad_lines=True)
-    assert "s.jsonl:2:" in str(raised.value)
+    with pytest.raises(InputError) as raised:
+        fold_acceptance(record, [path])
+    assert str(raised.value).startswith(
+        f"{path}:2: field '{field}' -1 is negative: counts, request ids and durations are "
+        "unsigned (FORMAT.md); fix or remove the line"
+    )
+    document = fold_acceptance(record, [path], skip_bad_lines=True)
+    assert (document.fold.skipped_lines, document.fold.skipped_examples[0].line) == (1, 2)
 
 
 def test_warm_leg_without_steps_is_refused(tmp_path):

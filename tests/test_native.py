@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -49,6 +50,7 @@ from fold.api import LogFold, fold_acceptance
 from fold.errors import InputError, RefusedError
 from fold.folding.accumulate import PartialFold
 from fold.folding.logfile import Legs
+from fold.inputs import limits
 from fold.inputs.arm import arm_from_document, load_arm
 from fold.inputs.reader import ReadCounts
 
@@ -432,6 +434,40 @@ def test_refusal_names_the_first_impossible_line(tmp_path: Path):
         with native_switch(True), pytest.raises(RefusedError, match=r"steps\.jsonl:2: 'accepted'"):
             fold_acceptance(arm, [str(log)], skip_bad_lines=skip)
         assert outcome(arm, [str(log)], native=True) == outcome(arm, [str(log)], native=False)
+
+
+# Each part of a step's rule, a line breaking it (and, for the first two, the later parts too:
+# the first part broken is the one reported), and the number both readers give it by hand.
+RULE_LINES = {
+    "accepted above proposed": (good_line(n=1, proposed=70000, accepted=70001, emitted=70002), 1),
+    "proposed past the cap": (good_line(n=1, proposed=65537, accepted=0, emitted=70000), 2),
+    "emitted past the cap": (good_line(n=1, proposed=7, accepted=3, emitted=65537), 3),
+}
+
+
+@pytest.mark.parametrize("name", list(RULE_LINES))
+def test_the_pass_names_the_rule_a_step_breaks_as_limits_does(tmp_path: Path, name: str):
+    line, number = RULE_LINES[name]
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(GOOD + line + b"\n")
+    arm = arm_from_document([LEG])
+    assert [event[3:] for event in raw_read(log, arm)["events"]] == [(2, number)]
+    row = json.loads(line)
+    rule = limits.step_problem(row["proposed"], row["accepted"], row["emitted"])
+    assert rule is not None and rule.value == number
+    assert outcome(arm, [str(log)], native=True) == outcome(arm, [str(log)], native=False)
+
+
+def test_the_pass_numbers_the_rules_as_limits_does():
+    header = (ROOT / "fold" / "inputs" / "native_src" / "fold_pass.h").read_text()
+    body = re.search(r"enum class StepRule[^{]*\{([^}]*)\}", header)
+    assert body is not None
+    found = dict(re.findall(r"k(\w+) = (\d+)", body.group(1)))
+    assert found == {"None": "0", "AcceptedAboveProposed": "1", "ProposedPastCap": "2",
+                     "EmittedPastCap": "3"}  # fmt: skip
+    assert [(rule.name, rule.value) for rule in limits.StepRule] == [
+        ("ACCEPTED_ABOVE_PROPOSED", 1), ("PROPOSED_PAST_CAP", 2), ("EMITTED_PAST_CAP", 3),
+    ]  # fmt: skip
 
 
 def test_many_bad_lines_keep_the_first_examples_across_threads(tmp_path: Path):

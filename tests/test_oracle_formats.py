@@ -453,7 +453,7 @@ def test_sglang_accepted_above_proposed_and_disagreeing_aliases() -> None:
     record = _fixture_json("sglang-generate-0.5.9.json")
     record["meta_info"]["spec_accept_token_num"] = 421
     record["meta_info"].pop("spec_accept_histogram")
-    with pytest.raises(RefusedError, match="exceeds spec_draft_token_num = 420"):
+    with pytest.raises(RefusedError, match="421 exceeds spec_draft_token_num 420"):
         read_oracle("s", _text(record))
     line = orjson.loads((FIXTURES / "sglang-generate-0.5.16.jsonl").read_text().splitlines()[0])
     line["meta_info"]["spec_accepted_drafts"] = 195

@@ -24,7 +24,8 @@ from fold import cli
 from fold.api import fold_acceptance
 from fold.errors import InputError, RefusedError
 from fold.inputs.arm import arm_from_document
-from fold.inputs.reader import MAX_STEP_TOKENS, judge_line
+from fold.inputs.limits import MAX_STEP_TOKENS
+from fold.inputs.reader import judge_line
 
 T_NS = 1764450000000001000  # inside LEG's window
 

@@ -217,8 +217,9 @@ def test_a_leg_whose_sum_passes_2_63_is_refused_naming_the_leg(tmp_path: Path):
     )
 
 
-@pytest.mark.parametrize("skip", [False, True])
-def test_a_negative_duration_is_refused_by_file_and_line(tmp_path: Path, skip: bool):
+def test_a_negative_duration_is_a_malformed_line(tmp_path: Path):
+    """FORMAT.md writes durations unsigned, as every integer: a sign makes the line bad (and
+    ``--skip-bad-lines`` skips it), in both readers and in the words of a negative count."""
     log = tmp_path / "steps.jsonl"
     good = format_line(
         writer_id="00000000000000a1", n=0, t_ns=ns(BASE_US) + 5, pid=1, seq=1, proposed=3,
@@ -228,13 +229,17 @@ def test_a_negative_duration_is_refused_by_file_and_line(tmp_path: Path, skip: b
         good + good.replace(b'"n":0', b'"n":1').replace(b'"verify_ns":20', b'"verify_ns":-20')
     )
     arm = arm_from_document({"legs": [leg(BASE_US)]})
-    native, reference = fold_both_ways(arm, log, skip_bad_lines=skip)
+    native, reference = fold_both_ways(arm, log)
     assert native == reference
     assert native == (
-        "RefusedError",
-        f"{log}:2: 'verify_ns' is negative (-20): the engine's step timing is wrong (a clock "
-        "read out of order); fix where the hook is given the step's durations",
+        "InputError",
+        f"{log}:2: field 'verify_ns' -20 is negative: counts, request ids and durations are "
+        "unsigned (FORMAT.md); fix or remove the line, or pass --skip-bad-lines to count it as "
+        "skipped and go on",
     )
+    native, reference = fold_both_ways(arm, log, skip_bad_lines=True)
+    assert native.fold.skipped_lines == reference.fold.skipped_lines == 1
+    assert native.fold.warm["steps"] == reference.fold.warm["steps"] == 1
 
 
 @pytest.mark.parametrize(

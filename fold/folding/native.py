@@ -9,8 +9,8 @@ error and skipped example is worded by the one exact parser:
 
 - bad lines (not a v1 step): an ``InputError`` naming file and line, or, with skip_bad_lines,
   counted (the first few worded);
-- refused lines (``accepted > proposed``, or, from a deferred line, a negative count): a
-  ``RefusedError`` naming the line;
+- refused lines (a step breaking ``fold.inputs.limits.step_problem``'s rule, handed back with
+  the rule's number): a ``RefusedError`` naming the line, worded by ``limits``;
 - deferred lines: valid JSON that only the exact parser may judge (a sign on an integer, a
   duplicate key, an escaped key or writer id, a writer id not in the writers' form); they are
   folded by the polars reference and merged. No shipped writer produces them.
@@ -42,11 +42,12 @@ from fold.folding.accumulate import (
     partial_fold,
 )
 from fold.folding.attribute import ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.inputs.limits import StepRule
 from fold.inputs.reader import (
     MAX_SKIPPED_EXAMPLES,
     ReadCounts,
     judge_line,
-    refuse_impossible_counts,
+    refuse_impossible_step,
     row_frame,
 )
 
@@ -235,7 +236,7 @@ def _judge_handed_back(
         counts.skipped_lines += skipped_by_pass
         return rows
     with open(path, "rb") as handle:
-        for line, offset, length, kind in raw["events"]:
+        for line, offset, length, kind, rule in raw["events"]:
             number = first_line + line
             row, reason, glued = judge_line(os.pread(handle.fileno(), length, offset))
             if row is None:
@@ -248,7 +249,8 @@ def _judge_handed_back(
                 skipped_by_pass -= 1
             counts.torn_lines += glued
             row["line"] = number
-            refuse_impossible_counts(row_frame([row]), path)
+            # a refused line's rule is the pass's; limits words it as the reference reader does
+            refuse_impossible_step(row, path, StepRule(rule) if kind == _REFUSED else None)
             rows.append(row)
     # Bad lines past the examples the pass handed back are counted, not worded; the examples
     # kept stay the first few in file order.

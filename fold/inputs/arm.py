@@ -12,7 +12,7 @@ import polars as pl
 from fold.errors import InputError
 from fold.inputs import limits
 from fold.inputs.arm_counters import EngineCounters, read_counters
-from fold.inputs.limits import is_count, is_finite_number, is_int
+from fold.inputs.limits import is_finite_number, is_int
 
 _REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix")
 _REQUIRED_INTS = ("run", "prompt_tokens", "completion_tokens")
@@ -136,11 +136,7 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
         value = leg.get(field)
         if not is_int(value):
             raise InputError(_field_problem(where, index, field, value, "an integer"))
-        if limits.count_problem(abs(value)):
-            raise InputError(
-                limits.refusal(f"{where}: leg {index}", f"'{field}'", value, limits.COUNT_WORDS,
-                               _NO_SUCH_LEG)
-            )  # fmt: skip
+        limits.check_count(f"{where}: leg {index}", f"'{field}'", value, _NO_SUCH_LEG)
         row[field] = value
     if row["run"] < 1:
         raise InputError(f"{where}: leg {index} field 'run' is {row['run']}; runs are 1-based")
@@ -209,8 +205,9 @@ def _optional_number(value: Any, where: str, field: str) -> float | None:
 def _optional_count(value: Any, where: str, field: str) -> int | None:
     if value is None:
         return None
-    if not is_count(value):
+    if not is_int(value):
         raise InputError(f"{where}: '{field}' must be a non-negative integer, found {value!r}")
+    limits.check_count(where, f"'{field}'", value, "take the record again from the gate")
     return value
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
-from fold.inputs.limits import is_count, is_finite_number, is_int
+from fold.inputs.limits import is_finite_number, is_int
 
 COUNTER_FIELDS = {
     "steps": "spec_drafted_request_steps",
@@ -188,34 +188,33 @@ def _leg_counts(
             f"{', '.join(missing)}: the engine's gate writes all three counters on a leg or "
             "none, so this record was edited or cut. Take the record again from the gate"
         )
+    place = f"{where}: {names.describe(index)}"
     for ours, value in present.items():
-        if not is_count(value):
+        if not is_int(value):
             raise InputError(
-                f"{where}: {names.describe(index)} field '{COUNTER_FIELDS[ours]}' must be a "
-                f"count (a non-negative integer), found {type(value).__name__} {value!r}"
+                f"{place} field '{COUNTER_FIELDS[ours]}' must be a count (a non-negative "
+                f"integer), found {type(value).__name__} {value!r}"
             )
-        if limits.count_problem(value):
-            raise InputError(
-                limits.refusal(f"{where}: {names.describe(index)}",
-                               f"'{COUNTER_FIELDS[ours]}'", value, limits.COUNT_WORDS, TAKE_AGAIN)
-            )  # fmt: skip
+        limits.check_count(place, f"'{COUNTER_FIELDS[ours]}'", value, TAKE_AGAIN)
     counts = LegCounts(**present)
-    problem = impossible(counts.steps, counts.proposed, counts.accepted)
+    limits.check_accepted(
+        place,
+        ((f"'{COUNTER_FIELDS['proposed']}'", counts.proposed),
+         (f"'{COUNTER_FIELDS['accepted']}'", counts.accepted)),
+        _NOT_AROUND_THE_LEG,
+    )  # fmt: skip
+    problem = impossible(counts.steps, counts.proposed)
     if problem:
-        raise RefusedError(
-            f"{where}: {names.describe(index)}: {problem}; the counters were not read around "
-            "this leg alone (take the record again)"
-        )
+        raise RefusedError(f"{place}: {problem}; {_NOT_AROUND_THE_LEG}")
     return counts
 
 
-def impossible(steps: int, proposed: int, accepted: int) -> str | None:
-    """Why S, P and A cannot come from one engine's counting, or None when they can."""
-    if accepted > proposed:
-        return (
-            f"spec_drafts_accepted = {accepted} exceeds spec_drafts_proposed = {proposed}: "
-            "more draft tokens accepted than proposed"
-        )
+_NOT_AROUND_THE_LEG = "the counters were not read around this leg alone (take the record again)"
+
+
+def impossible(steps: int, proposed: int) -> str | None:
+    """Why S and P cannot come from one engine's counting, or None when they can (A against P
+    is the step's rule, ``fold.inputs.limits.check_accepted``)."""
     if proposed < steps:
         return (
             f"spec_drafts_proposed = {proposed} is less than spec_drafted_request_steps = "
@@ -234,8 +233,9 @@ def _block(raw: Any, where: str) -> RecordedAcceptance:
     if not isinstance(raw, Mapping):
         raise InputError(f"{place} must be an object or null, found {type(raw).__name__}")
     warm_legs = raw.get("warm_legs")
-    if not is_count(warm_legs):
+    if not is_int(warm_legs):
         raise InputError(f"{place}.warm_legs must be a count, found {warm_legs!r}")
+    limits.check_count(place, "warm_legs", warm_legs, TAKE_AGAIN)
     per_leg_raw = raw.get("per_leg")
     per_leg = None
     if per_leg_raw is not None:
@@ -254,10 +254,9 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
     counts: dict[str, int] = {}
     for ours, key in BLOCK_COUNTS.items():
         value = raw.get(key)
-        if not is_count(value):
+        if not is_int(value):
             raise InputError(f"{place}.{key} must be a count, found {value!r}")
-        if limits.count_problem(value):
-            raise InputError(limits.refusal(place, key, value, limits.COUNT_WORDS, TAKE_AGAIN))
+        limits.check_count(place, key, value, TAKE_AGAIN)
         counts[ours] = value
     ratios: dict[str, float | None] = {}
     for key in BLOCK_RATIOS:

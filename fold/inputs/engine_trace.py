@@ -33,10 +33,11 @@ _SNIFF_BYTES = 64 * 1024
 _FIELD = re.compile(r"([A-Za-z_]\w*)=(\[[^\[\]]*\]|[^\s\[\]=]+)")
 _RUN = re.compile(r"vllm-cli: run=(\d+)/(\d+)((?:[ \t]+\S+=\S+)+)[ \t]*")
 _INTEGER = re.compile(r"0|[1-9][0-9]*")
+_SIGNED = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _REQUIRED = ("req", "k", "acc", "emit")
 _COUNTS = ("req", "pos", "k", "ns", "acc")
 _LIST_FIELDS = ("draft", "emit")
-_STEP_TOKENS = ("k", "acc")
+_STEP_FIELDS = limits.StepFields(proposed="'k'", accepted="'acc'", emitted="'emit'")
 MISCOUNTING = "the engine's trace is miscounting; no acceptance can be computed from it"
 # Which of a leg's three run lines a line is, by a field only it carries.
 RUN_LINE_KINDS = {
@@ -209,17 +210,15 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
     numbers: dict[str, int] = {}
     for key in _COUNTS:
         if key in values:
-            if not _INTEGER.fullmatch(values[key]):
-                _bad(path, number, f"field '{key}' must be a count, found "
-                            f"{values[key]!r}", counts, skip)  # fmt: skip
-                return None
-            # A step's token counts are capped before anything else is read of them: past the
-            # cap is a miscount, never skipped. A request id or a position past 64 bits fits no
-            # column: a malformed line, as the hook's log words it.
+            # A sign is read, so a negative count (a miscount printed signed) is refused in the
+            # words every source refuses it with; anything else is no integer at all.
             text = values[key]
-            value = int(text) if len(text) <= limits.MAX_DIGITS else limits.MAX_REQUEST_ID + 1
-            if key in _STEP_TOKENS and value > limits.MAX_STEP_TOKENS:
-                raise limits.step_cap(f"{path}:{number}", f"'{key}'", text, MISCOUNTING)
+            if not _SIGNED.fullmatch(text):
+                _bad(path, number, f"field '{key}' must be a count, found {text!r}", counts, skip)
+                return None
+            digits = text.lstrip("-")
+            value = int(digits) if len(digits) <= limits.MAX_DIGITS else limits.MAX_REQUEST_ID + 1
+            value = -value if text.startswith("-") else value
             words = (limits.request_id_problem if key == "req" else limits.count_problem)(value)
             if words is not None:
                 _bad(path, number, f"field '{key}' {limits.shown(text)} {words}",
@@ -241,16 +240,17 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
 
 
 def _check_counts(path: str, number: int, step: TraceStep, sampled: int | None) -> None:
-    """Counts no engine can print are refused, as the hook's impossible lines are."""
+    """Counts no engine can print are refused, as the hook's impossible lines are: the step's
+    rule (``fold.inputs.limits``), then what the trace adds to it (``ns`` and ``emit``)."""
+    where = f"{path}:{number}"
+    limits.check_step(where, (step.k, step.acc, step.emitted), MISCOUNTING, _STEP_FIELDS)
     problem = None
-    if step.acc > step.k:
-        problem = f"acc={step.acc} exceeds k={step.k}"
-    elif sampled is not None and sampled != step.acc + 1:
+    if sampled is not None and sampled != step.acc + 1:
         problem = f"ns={sampled} is not acc + 1 = {step.acc + 1}"
     elif step.emitted > step.acc + 1:
         problem = f"emit lists {step.emitted} tokens, more than acc + 1 = {step.acc + 1}"
     if problem is not None:
-        raise RefusedError(f"{path}:{number}: {problem}: {MISCOUNTING}")
+        raise RefusedError(f"{where}: {problem}: {MISCOUNTING}")
 
 
 def _run_line(

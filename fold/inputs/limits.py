@@ -7,15 +7,20 @@ one value is refused in one wording wherever it comes from::
 
     <where>: <field> <value> <the limit>: <what to do>
 
-``<where>`` is ``file:line``, ``file: leg N (run r)`` or an oracle file's place. The native
-reader's constants (``fold/inputs/native_src/fold_pass.h``) and the instrument's
-(``instrument/dflash_step_log.h``) are held to these by the tests.
+``<where>`` is ``file:line``, ``file: leg N (run r)`` or an oracle file's place. Each rule has
+one error class, so one exit code (``docs/command.md``): one value outside its field's range
+(a count, a request id, a duration) is malformed, InputError; values that cannot be true
+together (a step's counts, a sum) are refused, RefusedError. The native reader's constants
+(``fold/inputs/native_src/fold_pass.h``) and the instrument's (``instrument/dflash_step_log.h``)
+are held to these by the tests, and so is its numbering of the step's rule (``StepRule``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, TypeGuard
 
 from fold.errors import InputError, RefusedError
@@ -47,7 +52,9 @@ refused before it is converted (Python will not convert a number of more than 43
 
 STEP_CAP_WORDS = f"exceeds {MAX_STEP_TOKENS}, the most tokens one step may carry (FORMAT.md)"
 COUNT_WORDS = "is past 2^63 - 1, the largest count (FORMAT.md)"
+NEGATIVE_WORDS = "is negative: counts, request ids and durations are unsigned (FORMAT.md)"
 SUM_WORDS = "takes the sum past 2^63 - 1, the largest count (FORMAT.md)"
+TOTAL_WORDS = "is a sum past 2^63 - 1, the largest count (FORMAT.md)"
 REQUEST_ID_WORDS = "is past 2^64 - 1, the largest integer request id (FORMAT.md)"
 DURATION_WORDS = "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"
 
@@ -98,19 +105,135 @@ def refusal(where: str, field: str, value: Any, limit: str, what_to_do: str) -> 
     return f"{where}: {field} {shown(value)} {limit}: {what_to_do}"
 
 
+# -- one value: a count, a request id, a duration --------------------------------------------
+#
+# A value outside its field's range is malformed wherever it is read (InputError, exit 2): the
+# formats write these as unsigned decimals within 64 bits, so a sign or a 20-digit count is not
+# a value of the field at all, and mending the input is the fix. A count's -1 written by a
+# writer that counts with signed integers and the same -1 written unsigned (2^64 - 1, past
+# 2^63 - 1) then exit alike.
+
+
 def count_problem(value: int) -> str | None:
-    """The limit words when a count is past 2^63 - 1, else None."""
-    return COUNT_WORDS if value > MAX_COUNT else None
+    """The limit words when a count is outside 0 .. 2^63 - 1, else None."""
+    return NEGATIVE_WORDS if value < 0 else COUNT_WORDS if value > MAX_COUNT else None
 
 
 def duration_problem(value: int) -> str | None:
     """The limit words when a step duration is outside 0 .. 2^63 - 1 ns, else None."""
-    return DURATION_WORDS if not 0 <= value <= MAX_STEP_NS else None
+    return NEGATIVE_WORDS if value < 0 else DURATION_WORDS if value > MAX_STEP_NS else None
 
 
 def request_id_problem(value: int) -> str | None:
     """The limit words when an integer request id is outside 0 .. 2^64 - 1, else None."""
-    return REQUEST_ID_WORDS if not 0 <= value <= MAX_REQUEST_ID else None
+    return NEGATIVE_WORDS if value < 0 else REQUEST_ID_WORDS if value > MAX_REQUEST_ID else None
+
+
+def check_count(where: str, field: str, value: int, what_to_do: str) -> None:
+    """InputError when a count is outside 0 .. 2^63 - 1 (``count_problem``)."""
+    words = count_problem(value)
+    if words is not None:
+        raise InputError(refusal(where, field, value, words, what_to_do))
+
+
+def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
+    """A count printed as a decimal (digits only), checked as ``check_count`` checks it; its
+    length decides first, so a decimal of any size is refused at once."""
+    value = int(text) if len(text) <= MAX_DIGITS else MAX_COUNT + 1
+    if count_problem(value) is not None:
+        raise InputError(refusal(where, field, text, COUNT_WORDS, what_to_do))
+    return value
+
+
+# -- several values: a step, a sum ------------------------------------------------------------
+#
+# Counts that are each well formed but cannot be true together, or of one step, are refused
+# (RefusedError, exit 1): the source miscounts, no figure made from it would be right, and
+# ``--skip-bad-lines`` does not skip them.
+
+
+class StepRule(IntEnum):
+    """Which part of a step's rule, ``accepted <= proposed <= 65536`` and ``emitted <= 65536``,
+    a step breaks; the first in this order is the one reported. The native reader
+    (``native_src/fold_pass.h``, ``StepRule``) reports a line's by the same numbers."""
+
+    ACCEPTED_ABOVE_PROPOSED = 1
+    PROPOSED_PAST_CAP = 2
+    EMITTED_PAST_CAP = 3
+
+
+@dataclass(frozen=True)
+class StepFields:
+    """How a source names a step's three counts in its messages."""
+
+    proposed: str = "'proposed'"
+    accepted: str = "'accepted'"
+    emitted: str = "'emitted'"
+
+
+def accepted_above_proposed(proposed: float, accepted: float) -> bool:
+    """Whether more draft tokens were accepted than proposed: the one comparison of A against P,
+    for a step and for any total of steps (floats: counts widened by their rounding)."""
+    return accepted > proposed
+
+
+def step_problem(proposed: int, accepted: int, emitted: int | None = None) -> StepRule | None:
+    """The rule a step's counts break, or None. The counts are counts already (each within
+    0 .. 2^63 - 1, ``count_problem``): a negative one is malformed, not an impossible step."""
+    if accepted_above_proposed(proposed, accepted):
+        return StepRule.ACCEPTED_ABOVE_PROPOSED
+    if proposed > MAX_STEP_TOKENS:
+        return StepRule.PROPOSED_PAST_CAP
+    if emitted is not None and emitted > MAX_STEP_TOKENS:
+        return StepRule.EMITTED_PAST_CAP
+    return None
+
+
+def accepted_words(proposed_field: str, proposed: Any) -> str:
+    """The limit words of accepted counts above the proposed ones."""
+    return f"exceeds {proposed_field} {shown(proposed)}, more draft tokens accepted than proposed"
+
+
+def step_refusal(
+    rule: StepRule,
+    where: str,
+    counts: tuple[Any, Any, Any],
+    what_to_do: str,
+    fields: StepFields = StepFields(),
+) -> RefusedError:
+    """The one refusal of a step that breaks ``rule``; ``counts`` are its (proposed, accepted,
+    emitted) as the source wrote them."""
+    proposed, accepted, emitted = counts
+    if rule is StepRule.ACCEPTED_ABOVE_PROPOSED:
+        words = accepted_words(fields.proposed, proposed)
+        return RefusedError(refusal(where, fields.accepted, accepted, words, what_to_do))
+    if rule is StepRule.PROPOSED_PAST_CAP:
+        return step_cap(where, fields.proposed, proposed, what_to_do)
+    return step_cap(where, fields.emitted, emitted, what_to_do)
+
+
+def check_step(
+    where: str,
+    counts: tuple[int, int, int | None],
+    what_to_do: str,
+    fields: StepFields = StepFields(),
+) -> None:
+    """RefusedError (``step_refusal``) when a step's (proposed, accepted, emitted) break the
+    step's rule."""
+    rule = step_problem(*counts)
+    if rule is not None:
+        raise step_refusal(rule, where, counts, what_to_do, fields)
+
+
+def check_accepted(
+    where: str, totals: tuple[tuple[str, int], tuple[str, int]], what_to_do: str
+) -> None:
+    """RefusedError when a total of accepted draft tokens exceeds the total proposed, worded as
+    a step's; ``totals`` are ((proposed field, P), (accepted field, A))."""
+    (proposed_field, proposed), (accepted_field, accepted) = totals
+    if accepted_above_proposed(proposed, accepted):
+        words = accepted_words(proposed_field, proposed)
+        raise RefusedError(refusal(where, accepted_field, accepted, words, what_to_do))
 
 
 def step_cap(where: str, field: str, value: Any, what_to_do: str) -> RefusedError:
@@ -122,18 +245,17 @@ def step_cap(where: str, field: str, value: Any, what_to_do: str) -> RefusedErro
     return RefusedError(refusal(where, field, value, STEP_CAP_WORDS, what_to_do))
 
 
-def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
-    """A count printed as a decimal (digits only); InputError past 2^63 - 1, decided by its
-    length first so a decimal of any size is refused at once."""
-    if len(text) > MAX_DIGITS or int(text) > MAX_COUNT:
-        raise InputError(refusal(where, field, text, COUNT_WORDS, what_to_do))
-    return int(text)
+def check_step_tokens(where: str, field: str, value: int, what_to_do: str) -> None:
+    """``step_cap`` when a setting's draft length (the tokens each of its steps may propose)
+    is past the cap."""
+    if value > MAX_STEP_TOKENS:
+        raise step_cap(where, field, value, what_to_do)
 
 
-def check_count(where: str, field: str, value: int, what_to_do: str) -> None:
-    """RefusedError when a count is past 2^63 - 1."""
+def check_total(where: str, field: str, value: int, what_to_do: str) -> None:
+    """RefusedError when a sum of counts, taken whole, is past 2^63 - 1."""
     if value > MAX_COUNT:
-        raise RefusedError(refusal(where, field, value, COUNT_WORDS, what_to_do))
+        raise RefusedError(refusal(where, field, value, TOTAL_WORDS, what_to_do))
 
 
 def check_sums(places: Iterable[tuple[str, str, int]], what_to_do: str) -> dict[str, int]:

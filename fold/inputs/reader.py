@@ -24,9 +24,9 @@ from typing import Any, BinaryIO
 import orjson
 import polars as pl
 
-from fold.errors import InputError, RefusedError
+from fold.errors import InputError
 from fold.inputs import limits
-from fold.inputs.limits import MAX_STEP_TOKENS, is_int
+from fold.inputs.limits import is_int
 
 FORMAT_VERSION = 1
 DEFAULT_BLOCK_BYTES = 32 * 1024 * 1024
@@ -51,7 +51,6 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
 DURATIONS = ("draft_ns", "verify_ns")
 """The optional durations of a step (FORMAT.md), each 0 .. 2^63 - 1 nanoseconds."""
 _REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
-_NUMBERS = tuple(name for name in _REQUIRED_INTS if name != "seq")
 _LINE_START = b'{"v":'
 _SKIP_HINT = "fix or remove the line, or pass --skip-bad-lines to count it as skipped and go on"
 MAX_SKIPPED_EXAMPLES = 5
@@ -193,8 +192,7 @@ class StepLogReader:
                 continue
             self.counts.torn_lines += glued
             row["line"] = line_number
-            if _impossible(row):  # refused here, so the first problem in the file is named
-                refuse_impossible_counts(row_frame([row]), self.path)
+            refuse_impossible_step(row, self.path)  # here: the first problem in the file is named
             for name in STEP_SCHEMA:
                 columns[name].append(row[name])
         return pl.DataFrame(columns, schema=STEP_SCHEMA)
@@ -252,58 +250,38 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
         if name == "seq" and row["sid"] is not None:
             row["seq"] = 0
             continue
-        value = obj.get(name)
-        if limits.past_64_bits(value):
-            # orjson reads an integer literal beyond 64 bits as a float
-            raise _BadLine(_past_range(name, f"{value:.0f}"))
-        if not is_int(value):
-            kind = "an integer or a string" if name == "seq" else "an integer"
-            raise _BadLine(f"field '{name}' must be {kind}, found {_describe(value)}")
-        row[name] = value
+        kind = "an integer or a string" if name == "seq" else "an integer"
+        row[name] = _integer(obj.get(name), name, kind)
     emitted = obj.get("emitted")
-    if emitted is not None and not is_int(emitted):
-        raise _BadLine(f"field 'emitted' must be an integer, found {_describe(emitted)}")
-    row["emitted"] = emitted
+    row["emitted"] = None if emitted is None else _integer(emitted, "emitted", "an integer")
     for name in DURATIONS:
-        row[name] = _duration(obj.get(name), name)
+        value = obj.get(name)
+        row[name] = None if value is None else _integer(value, name, "an integer (nanoseconds)")
     label = obj.get("leg")
     if label is not None and not isinstance(label, str):
         raise _BadLine(f"field 'leg' must be a string, found {_describe(label)}")
     row["label"] = label
-    if row["seq"] < 0:
-        raise _BadLine(f"field 'seq' must be an unsigned 64-bit integer, found {row['seq']}")
-    for name in (*_NUMBERS, "emitted"):
-        if row[name] is not None and not -limits.MAX_COUNT - 1 <= row[name] <= limits.MAX_COUNT:
-            raise _BadLine(_past_range(name, row[name]))
     return row
 
 
-def _duration(value: Any, name: str) -> int | None:
-    """An optional duration: None when absent or null; an integer within 64 bits (a negative
-    one is refused with the impossible counts, by file and line)."""
-    if value is None:
-        return None
+def _integer(value: Any, name: str, kind: str) -> int:
+    """An integer field's value, within its field's range (``fold.inputs.limits``: a count, the
+    request id, a duration); outside it, or not an integer, the line is malformed."""
     if limits.past_64_bits(value):
-        raise _BadLine(_past_range(name, f"{value:.0f}"))
-    if not is_int(value):
-        raise _BadLine(f"field '{name}' must be an integer (nanoseconds), found {_describe(value)}")
-    if value < -limits.MAX_COUNT - 1 or limits.duration_problem(max(value, 0)) is not None:
-        raise _BadLine(_past_range(name, value))
-    return value
-
-
-def _past_range(name: str, value: Any) -> str:
-    """The limit's words for an integer field that no 64-bit field holds."""
-    if str(value).startswith("-"):
-        return f"field '{name}' {limits.shown(value)} is negative: counts and ids are unsigned"
-    words = (
-        limits.REQUEST_ID_WORDS
+        value = int(value)  # orjson reads an integer literal beyond 64 bits as a float
+    elif not is_int(value):
+        raise _BadLine(f"field '{name}' must be {kind}, found {_describe(value)}")
+    problem = (
+        limits.request_id_problem
         if name == "seq"
-        else limits.DURATION_WORDS
+        else limits.duration_problem
         if name in DURATIONS
-        else limits.COUNT_WORDS
+        else limits.count_problem
     )
-    return f"field '{name}' {limits.shown(value)} {words}"
+    words = problem(value)
+    if words is not None:
+        raise _BadLine(f"field '{name}' {limits.shown(value)} {words}")
+    return value
 
 
 def _loads(raw: bytes) -> Any:
@@ -365,65 +343,22 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {orjson.dumps(value).decode()[:40]}"
 
 
-_IMPOSSIBLE = [
-    (pl.col("proposed") < 0, "'proposed' is negative"),
-    (pl.col("accepted") < 0, "'accepted' is negative"),
-    (pl.col("accepted") > pl.col("proposed"), "'accepted' exceeds 'proposed'"),
-    (pl.col("emitted") < 0, "'emitted' is negative"),
-    (pl.col("n") < 0, "'n' is negative"),
-    (pl.col("t_ns") < 0, "'t_ns' is negative"),
-    (pl.col("draft_ns") < 0, "'draft_ns' is negative"),
-    (pl.col("verify_ns") < 0, "'verify_ns' is negative"),
-    (pl.col("proposed") > MAX_STEP_TOKENS, "proposed"),
-    (pl.col("emitted") > MAX_STEP_TOKENS, "emitted"),
-]
-"""Each impossible count and its reason; a bare field name is a count past the step cap,
-worded by ``fold.inputs.limits``."""
 MISCOUNTING = (
     "the engine's instrumentation is miscounting; no acceptance can be computed from this log"
 )
 
 
-def _impossible(row: dict[str, Any]) -> bool:
-    counts = (
-        row["proposed"], row["accepted"], row["emitted"] or 0, row["n"], row["t_ns"],
-        *(row[name] or 0 for name in DURATIONS),
-    )  # fmt: skip
-    return (
-        row["accepted"] > row["proposed"]
-        or min(counts) < 0
-        or max(row["proposed"], row["emitted"] or 0) > MAX_STEP_TOKENS
-    )
+def refuse_impossible_step(
+    row: dict[str, Any], path: str, rule: limits.StepRule | None = None
+) -> None:
+    """A step no engine can take is refused, never skipped: it means the engine is wrong.
 
-
-def refuse_impossible_counts(frame: pl.DataFrame, path: str) -> None:
-    """Counts no engine can produce are refused, never skipped: they mean the engine is wrong.
-
-    The first such line in the file's order is named (``frame`` has a ``line`` column), with
-    the first of the reasons above that holds for it.
-    """
-    flags = [condition.fill_null(False) for condition, _ in _IMPOSSIBLE]
-    offending = frame.filter(pl.any_horizontal(flags))
-    if offending.height == 0:
-        return
-    first = offending.sort("line").head(1)
-    reasons = first.select(flag.alias(str(i)) for i, flag in enumerate(flags)).row(0)
-    reason = next(text for (_, text), holds in zip(_IMPOSSIBLE, reasons, strict=True) if holds)
-    row = first.row(0, named=True)
-    where = f"{path}:{row['line']}"
-    if reason in STEP_SCHEMA:
-        raise limits.step_cap(where, f"'{reason}'", row[reason], MISCOUNTING)
-    timed = next((name for name in DURATIONS if reason == f"'{name}' is negative"), None)
-    if timed is not None:
-        raise RefusedError(
-            f"{where}: {reason} ({row[timed]}): the engine's step timing is wrong (a clock read "
-            "out of order); fix where the hook is given the step's durations"
-        )
-    raise RefusedError(
-        f"{where}: {reason} (proposed={row['proposed']}, "
-        f"accepted={row['accepted']}, emitted={row['emitted']}). The engine's "
-        "instrumentation is miscounting: no acceptance can be computed from this log"
-    )
+    ``rule`` is the one the native reader found the line to break; without it the row's counts
+    are checked here. Either way ``fold.inputs.limits`` words it, naming the file and line."""
+    counts = (row["proposed"], row["accepted"], row["emitted"])
+    rule = rule or limits.step_problem(*counts)
+    if rule is not None:
+        raise limits.step_refusal(rule, f"{path}:{row['line']}", counts, MISCOUNTING)
 
 
 def row_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:

@@ -12,9 +12,11 @@ import os
 import secrets
 import time
 
-from fold.inputs.limits import MAX_STEP_NS, MAX_STEP_TOKENS, is_int
+from fold.inputs import limits
+from fold.inputs.limits import is_int
 
 FORMAT_VERSION = 1
+_FIX = "the caller miscounts; nothing was written"
 MAX_ID_ESCAPED = 256
 """Bytes of an escaped string request id, at most (the C++ writer drops longer ones)."""
 
@@ -116,16 +118,24 @@ class StepLogWriter:
         verify_ns: int | None = None,
     ) -> None:
         """One line for one verify step of request ``seq``; ``draft_ns`` and ``verify_ns`` are
-        the step's forward's drafting and verify durations (None: not measured)."""
+        the step's forward's drafting and verify durations (None: not measured).
+
+        A count or a step the readers would refuse is never written: ``ValueError``, in the
+        words of ``fold.inputs.limits``. It is the caller's bug, not a bad input (this runs in
+        the engine, not in the command), so it is Python's error for a wrong argument, not
+        one of the command's errors with an exit code."""
         for name, value in (("draft_ns", draft_ns), ("verify_ns", verify_ns)):
-            if value is not None and not (is_int(value) and 0 <= value <= MAX_STEP_NS):
+            if value is not None and not (is_int(value) and limits.duration_problem(value) is None):
                 raise ValueError(f"{name} must be an int in 0 .. 2^63 - 1 or None, got {value!r}")
-        if not 0 <= accepted <= proposed:
-            raise ValueError(f"need 0 <= accepted <= proposed, got {accepted=} {proposed=}")
-        if max(proposed, emitted or 0) > MAX_STEP_TOKENS:
-            raise ValueError(
-                f"a step carries at most {MAX_STEP_TOKENS} tokens, got {proposed=} {emitted=}"
-            )
+        counts = (proposed, accepted, emitted)
+        for name, count in zip(("'proposed'", "'accepted'", "'emitted'"), counts, strict=True):
+            words = None if count is None else limits.count_problem(count)
+            if words is not None:
+                raise ValueError(limits.refusal("StepLogWriter.record", name, count, words, _FIX))
+        rule = limits.step_problem(proposed, accepted, emitted)
+        if rule is not None:
+            where = "StepLogWriter.record"
+            raise ValueError(str(limits.step_refusal(rule, where, counts, _FIX)))
         if isinstance(seq, str) and len(escape_json_string(seq).encode()) > MAX_ID_ESCAPED:
             raise ValueError(f"a string seq is at most {MAX_ID_ESCAPED} bytes once escaped")
         line = format_line(

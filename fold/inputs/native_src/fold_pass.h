@@ -32,6 +32,15 @@ constexpr std::int64_t kAmbiguous = 2;
 
 enum class Kind : std::int64_t { kDeferred = 0, kBad = 1, kRefused = 2 };
 
+// The part of a step's rule a refused line breaks, numbered as fold.inputs.limits.StepRule
+// numbers it (0: none), so the refusal Python raises for it is the reference reader's.
+enum class StepRule : std::int64_t {
+  kNone = 0,
+  kAcceptedAboveProposed = 1,
+  kProposedPastCap = 2,
+  kEmittedPastCap = 3,
+};
+
 // What a pass keeps per line beside its sums: nothing; every folded line's group key, time
 // and counts (the follower's provisional groups); or every attributed line's counts beside
 // its time and request (the trace).
@@ -52,12 +61,14 @@ inline bool add(std::int64_t& total, std::int64_t value) {
   return !__builtin_add_overflow(total, value, &total);
 }
 
-// A line handed back to Python: its number in the range (0-based), place and kind.
+// A line handed back to Python: its number in the range (0-based), place, kind and, for a
+// refused line, the rule it breaks.
 struct Event {
   std::int64_t line;
   std::int64_t offset;
   std::int64_t length;
   Kind kind;
+  StepRule rule = StepRule::kNone;
 };
 
 
@@ -184,10 +195,9 @@ class Folder {
       }
       return true;
     }
-    // Counts past fold.inputs.limits.MAX_STEP_TOKENS are refused, as the exact parser words it.
-    if (step_.accepted > step_.proposed || step_.proposed > kMaxStepTokens ||
-        (step_.has_emitted && step_.emitted > kMaxStepTokens)) {
-      fold_.events.push_back(Event{number, offset, length, Kind::kRefused});
+    StepRule rule = step_rule();
+    if (rule != StepRule::kNone) {
+      fold_.events.push_back(Event{number, offset, length, Kind::kRefused, rule});
       fold_.stopped = true;
       return false;
     }
@@ -197,6 +207,15 @@ class Folder {
       return false;
     }
     return true;
+  }
+
+  // fold.inputs.limits.step_problem, in its order: the counts are counts already (a signed
+  // one is deferred to the exact parser, which calls it malformed).
+  StepRule step_rule() const {
+    if (step_.accepted > step_.proposed) return StepRule::kAcceptedAboveProposed;
+    if (step_.proposed > kMaxStepTokens) return StepRule::kProposedPastCap;
+    if (step_.has_emitted && step_.emitted > kMaxStepTokens) return StepRule::kEmittedPastCap;
+    return StepRule::kNone;
   }
 
   static const char* find_last_line_start(const char* p, const char* end) {

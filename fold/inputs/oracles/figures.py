@@ -20,14 +20,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from fold.errors import InputError, RefusedError
+from fold.errors import RefusedError
 from fold.inputs import acceptance as formulas
-from fold.inputs import limits
 from fold.inputs.leg_sums import Leg
+from fold.inputs.oracles.count_checks import ORACLE_COUNT_WHAT_TO_DO as ORACLE_COUNT_WHAT_TO_DO
+from fold.inputs.oracles.count_checks import (
+    check_counts,
+    check_rates,
+    check_together,
+    checked_per_position,
+    count_labels,
+)
 from fold.inputs.oracles.request_steps import OracleSteps
 from fold.inputs.oracles.vllm_speculative import SpeculativeSetting
-
-ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counters"
 
 OURS_KIND = "ours"
 
@@ -196,113 +201,18 @@ def arm_from_counts(
     src = dict(sources or {})
     names = dict(labels or {})
     slack = {key: float(value) for key, value in (bounds or {}).items() if value}
-    label = {
-        "steps": names.get("steps", "drafts (S)"),
-        "proposed": names.get("proposed", "draft tokens (P)"),
-        "accepted": names.get("accepted", "accepted tokens (A)"),
-    }
-    for key, value in (("steps", steps), ("proposed", proposed), ("accepted", accepted)):
-        if value is not None and (not limits.is_count(value)):
-            raise InputError(
-                f"{where}: {label[key]} = {value!r} is not a count (a non-negative integer); "
-                "fix the input"
-            )
-        if value is not None:
-            # an oracle's counts are often sums over its requests or legs: exact, and refused
-            # here when the sum has no 64-bit value
-            limits.check_count(where, label[key], value, ORACLE_COUNT_WHAT_TO_DO)
-    for what, number, positive in (
-        (f"tok/s ({src.get('tok_s', 'throughput')})", tok_s, True),
-        (names.get("completion_tokens_per_step", "accept length"), completion_tokens_per_step,
-         True),
-        (names.get("mean_acceptance_length", "mean acceptance length"), mean_acceptance_length,
-         True),
-        (names.get("accept_rate", "acceptance rate"), accept_rate, False),
-    ):  # fmt: skip
-        if number is not None and (
-            not math.isfinite(number) or number < 0 or (positive and not number)
-        ):
-            raise InputError(
-                f"{where}: {what} = {number!r} must be a finite "
-                f"{'positive' if positive else 'non-negative'} number; fix the input or leave "
-                "it out"
-            )
-    if mean_acceptance_length is not None and mean_acceptance_length < 1:
-        raise RefusedError(
-            f"{where}: {names.get('mean_acceptance_length', 'mean acceptance length')} = "
-            f"{mean_acceptance_length} is below 1: every verify step emits at least one token, "
-            "so this is not 1 + A/S"
-        )
-
-    def low(key: str, value: int) -> float:
-        return value - slack.get(key, 0.0)
-
-    def high(key: str, value: int) -> float:
-        return value + slack.get(key, 0.0)
-
-    for key, value in (("steps", steps), ("proposed", proposed)):
-        if value is not None and key in slack and value <= slack[key]:
-            raise RefusedError(
-                f"{where}: {label[key]} = {value} ± {slack[key]:g}: the counters are printed "
-                "rounded and this difference is within their rounding, so no ratio over it "
-                "can be had; measure a longer run (or read per-request figures)"
-            )
-    fix = "the counters do not come from one run of one server; take them again"
-    if (
-        accepted is not None
-        and proposed is not None
-        and low("accepted", accepted) > high("proposed", proposed)
-    ):
-        raise RefusedError(
-            f"{where}: {label['accepted']} = {accepted} exceeds {label['proposed']} = {proposed}: "
-            f"more draft tokens accepted than proposed is impossible; {fix}"
-        )
-    if steps == 0 or (steps is None and proposed == 0):
-        nonzero = [
-            f"{label[key]} = {value}"
-            for key, value in (("proposed", proposed), ("accepted", accepted))
-            if value
-        ]
-        if nonzero:
-            raise RefusedError(
-                f"{where}: {label['steps']} = 0 but {', '.join(nonzero)}: tokens without drafts "
-                f"are impossible; {fix}"
-            )
-        zero = label["steps"] if steps == 0 else label["proposed"]
-        raise RefusedError(
-            f"{where}: {zero} = 0: the arm made no speculative step, so it has no "
-            "acceptance to compare (scrapes swapped, taken from an idle server, or "
-            "speculative decoding off); drop the acceptance counters to compare tok/s only"
-        )
-    if (
-        steps is not None
-        and proposed is not None
-        and high("proposed", proposed) < low("steps", steps)
-    ):
-        raise RefusedError(
-            f"{where}: {label['proposed']} = {proposed} is less than {label['steps']} = {steps}: "
-            f"every counted step carries at least one draft token; {fix}"
-        )
-
-    per_pos: tuple[int, ...] | None = None
-    if per_position is not None:
-        per_pos = tuple(per_position)
-        pp_label = names.get("per_position", "per-position accepted counts")
-        for i, count in enumerate(per_pos):
-            if not limits.is_count(count):
-                raise InputError(f"{where}: {pp_label}[{i}] = {count!r} is not a count")
-            if steps is not None and count > high("steps", steps):
-                raise RefusedError(
-                    f"{where}: {pp_label}[{i}] = {count} exceeds {label['steps']} = {steps}: "
-                    f"a position cannot be accepted in more steps than there were; {fix}"
-                )
-        if accepted is not None and abs(sum(per_pos) - accepted) > slack.get("accepted", 0.0):
-            raise RefusedError(
-                f"{where}: {pp_label} sum to {sum(per_pos)} but {label['accepted']} = "
-                f"{accepted}; {fix}"
-            )
-
+    label = count_labels(names)
     counts = {"accepted": accepted, "proposed": proposed, "steps": steps}
+    check_counts(counts, label, where)
+    rates = {
+        "tok_s": tok_s,
+        "completion_tokens_per_step": completion_tokens_per_step,
+        "mean_acceptance_length": mean_acceptance_length,
+        "accept_rate": accept_rate,
+    }
+    check_rates(rates, names, src.get("tok_s", "throughput"), where)
+    check_together(counts, slack, label, where)
+    per_pos = checked_per_position(per_position, counts, slack, label, where)
     accept_rate, rate_bound = _from_counts(
         "accept_rate", accept_rate, "proposed", formulas.accept_rate, "A/P",
         counts=counts, slack=slack, names=names, src=src, where=where,
@@ -312,17 +222,7 @@ def arm_from_counts(
         formulas.mean_acceptance_length, "1 + A/S",
         counts=counts, slack=slack, names=names, src=src, where=where,
     )  # fmt: skip
-    steps_per_s = None
-    if tok_s is not None and mean_acceptance_length is not None:
-        steps_per_s = tok_s / mean_acceptance_length
-        src["verify_steps_per_s"] = "tok/s / (1 + A/S)"
-    elif tok_s is not None and completion_tokens_per_step is not None:
-        steps_per_s = tok_s / completion_tokens_per_step
-        src["verify_steps_per_s"] = "tok/s / SGLang len* (SGLang's unit)"
-    else:
-        src["verify_steps_per_s"] = _missing_because(
-            ("tok/s", tok_s), ("mean acceptance length", mean_acceptance_length)
-        )
+    steps_per_s = _steps_per_s(tok_s, mean_acceptance_length, completion_tokens_per_step, src)
     for key, figure in (
         ("tok_s", tok_s),
         ("steps", steps),
@@ -358,6 +258,26 @@ def arm_from_counts(
         accept_rate_bound=rate_bound,
         mean_acceptance_length_bound=length_bound,
     )
+
+
+def _steps_per_s(
+    tok_s: float | None,
+    mean_acceptance_length: float | None,
+    completion_tokens_per_step: float | None,
+    src: dict[str, str],
+) -> float | None:
+    """Verify steps per second: tok/s over the tokens a step emits, in 1 + A/S or SGLang's
+    unit; says in ``src`` which, or why none."""
+    if tok_s is not None and mean_acceptance_length is not None:
+        src["verify_steps_per_s"] = "tok/s / (1 + A/S)"
+        return tok_s / mean_acceptance_length
+    if tok_s is not None and completion_tokens_per_step is not None:
+        src["verify_steps_per_s"] = "tok/s / SGLang len* (SGLang's unit)"
+        return tok_s / completion_tokens_per_step
+    src["verify_steps_per_s"] = _missing_because(
+        ("tok/s", tok_s), ("mean acceptance length", mean_acceptance_length)
+    )
+    return None
 
 
 # A recorded ratio is printed by its engine with a few decimals; within this it agrees.

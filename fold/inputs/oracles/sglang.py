@@ -20,6 +20,7 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
+from fold.inputs import limits
 from fold.inputs.limits import is_number
 from fold.inputs.oracles.figures import (
     ArmFigures,
@@ -57,6 +58,7 @@ _ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_tok
 _PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 _HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 _VERIFY = ("spec_verify_ct",)
+_MISCOUNTED = "the fields come from different requests, or the engine miscounts; take it again"
 _SPECIFIC = (*_ACCEPT_LENGTH, *_ACCEPTED, *_PROPOSED, *_HISTOGRAM, *_VERIFY, "spec_accept_rate")
 _BENCH_MARKERS = ("backend", "completed", "duration", "server_info", "total_output_tokens")
 
@@ -196,11 +198,9 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
                     f"{where}: {length_key} = {length} but completion_tokens / spec_verify_ct = "
                     f"{completion}/{verify} = {expected:.4f}: the record mixes units or requests"
                 )
-    if accepted is not None and proposed is not None and accepted > proposed:
-        raise RefusedError(
-            f"{where}: {accepted_key} = {accepted} exceeds {proposed_key} = {proposed}: "
-            "more drafts accepted than proposed is impossible"
-        )
+    if accepted is not None and proposed is not None:
+        totals = ((f"{proposed_key}", proposed), (f"{accepted_key}", accepted))
+        limits.check_accepted(where, totals, _MISCOUNTED)
     rate = rec.get("spec_accept_rate")
     # SGLang writes it as accepted / proposed of the same request
     if (

@@ -199,12 +199,7 @@ def count(value: Any, where: str) -> int:
         if not math.isfinite(value) or value != int(value):
             raise InputError(f"{where} = {value!r} is not a whole count")
         value = int(value)
-    if value < 0:
-        raise InputError(f"{where} = {value} is negative; counters are non-negative counts")
-    if limits.count_problem(value):
-        raise InputError(
-            limits.refusal(where, "count", value, limits.COUNT_WORDS, ORACLE_COUNT_WHAT_TO_DO)
-        )
+    limits.check_count(where, "count", value, ORACLE_COUNT_WHAT_TO_DO)
     return value
 
 

@@ -15,6 +15,7 @@ from fold.inputs import limits
 _COUNTS = ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens")
 _RATIOS = ("mean_acceptance_length", "draft_acceptance_rate")
 _ARRAYS = ("per_step_accepted", "per_step_drafted")
+_PER_STEP = limits.StepFields(proposed="per_step_drafted", accepted="per_step_accepted")
 # vLLM writes the two ratios at full precision from the same integers; a JSON round trip keeps
 # every digit, so anything further off than rounding is another record's figure.
 _RATIO_SLACK = 1e-9
@@ -30,7 +31,7 @@ def _count_field(metrics: Mapping[str, Any], key: str, where: str) -> int:
     if key not in metrics:
         raise InputError(f"{where}: {key} is missing; vLLM's to_dict() always writes it")
     value = metrics[key]
-    if not limits.is_count(value):
+    if not limits.is_int(value):
         raise InputError(f"{where}: {key} = {_as_json(value)} is not a count")
     limits.check_count(where, key, value, "no engine counts this many; check the record")
     return value
@@ -40,14 +41,14 @@ def _int_list(value: Any, where: str, key: str, cap: int | None) -> tuple[int, .
     if not isinstance(value, list):
         raise InputError(f"{where}: {key} must be a list of counts, not {type(value).__name__}")
     for i, item in enumerate(value):
-        if not limits.is_count(item):
+        if not limits.is_int(item):
             raise InputError(f"{where}: {key}[{i}] = {_as_json(item)} is not a count")
+        limits.check_count(where, f"{key}[{i}]", item, "no engine counts this many")
         if cap is not None and item > cap:
             raise RefusedError(
                 f"{where}: {key}[{i}] = {item} exceeds num_spec_tokens = {cap}: no step drafts "
                 f"or accepts more than k; {FIX}"
             )
-        limits.check_count(where, f"{key}[{i}]", item, "no engine counts this many")
     return tuple(value)
 
 
@@ -75,8 +76,7 @@ def read_metrics(metrics: Any, where: str) -> dict[str, Any]:
             f"{where}: num_spec_tokens = {k}: vLLM writes these metrics only with speculative "
             f"decoding on (k >= 1); {FIX}"
         )
-    if k > limits.MAX_STEP_TOKENS:
-        raise limits.step_cap(where, "num_spec_tokens", k, "check the record")
+    limits.check_step_tokens(where, "num_spec_tokens", k, "check the record")
     if "acceptance_histogram" not in metrics:
         raise InputError(f"{where}: acceptance_histogram is missing; vLLM always writes it")
     histogram = _int_list(metrics["acceptance_histogram"], where, "acceptance_histogram", None)
@@ -96,11 +96,9 @@ def read_metrics(metrics: Any, where: str) -> dict[str, Any]:
             f"{where}: acceptance_histogram weighs sum j x [j] = {weight} accepted drafts but "
             f"num_accepted_draft_tokens = {accepted}; {FIX}"
         )
-    if accepted > proposed:
-        raise RefusedError(
-            f"{where}: num_accepted_draft_tokens = {accepted} exceeds num_draft_tokens = "
-            f"{proposed}: more drafts accepted than proposed; {FIX}"
-        )
+    limits.check_accepted(
+        where, (("num_draft_tokens", proposed), ("num_accepted_draft_tokens", accepted)), FIX
+    )
     if proposed > k * steps:
         raise RefusedError(
             f"{where}: num_draft_tokens = {proposed} exceeds num_spec_tokens x num_spec_steps = "
@@ -135,10 +133,7 @@ def read_metrics(metrics: Any, where: str) -> dict[str, Any]:
                 f"entry per verify step; {FIX}"
             )
     for i, (a, d) in enumerate(zip(per_accepted, per_drafted, strict=True)):
-        if a > d:
-            raise RefusedError(
-                f"{where}: step {i}: per_step_accepted = {a} exceeds per_step_drafted = {d}; {FIX}"
-            )
+        limits.check_step(f"{where}: step {i}", (d, a, None), FIX, _PER_STEP)
     for key, array, total, name in (
         ("per_step_accepted", per_accepted, accepted, "num_accepted_draft_tokens"),
         ("per_step_drafted", per_drafted, proposed, "num_draft_tokens"),

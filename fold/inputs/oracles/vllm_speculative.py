@@ -160,8 +160,7 @@ def _speculative_tokens(config: dict[str, Any], where: str) -> int | None:
             f"{at}.num_speculative_tokens = {k!r}: vLLM takes an integer above 0 ({SOURCE}); "
             "the record does not hold the config its run was made with"
         )
-    if k > limits.MAX_STEP_TOKENS:
-        raise limits.step_cap(where, f"{FIELD}.num_speculative_tokens", k, "check the record")
+    limits.check_step_tokens(where, f"{FIELD}.num_speculative_tokens", k, "check the record")
     return k
 
 
