@@ -762,6 +762,7 @@ def fold_records(
         "skipped_lines": sum(f["skipped"] for f in files),
         "lost_lines": sum(row["lost"] for row in writer_rows),
         "lines_read": sum(f["lines"] for f in files),
+        "lines_attributed": sum(f["attributed"] for f in files),
         "files": files,
         "writers": writer_rows,
         "skipped_examples": [

@@ -42,9 +42,14 @@ def computing_imports(source: str) -> list[str]:
     """Names a module imports from an earlier stage that are not codes or words: functions
     and classes, which would let it work a figure out."""
     found = []
+    stages = {stage.removeprefix("fold.") for stage in EARLIER_STAGES}
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(EARLIER_STAGES):
+        if isinstance(node, ast.ImportFrom) and node.level:  # relative: the stage is hidden
+            found += [f"{'.' * node.level}{node.module or ''}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(EARLIER_STAGES):
             found += [f"{node.module}.{a.name}" for a in node.names if not a.name.isupper()]
+        elif isinstance(node, ast.ImportFrom) and node.module == "fold":
+            found += [f"fold.{a.name}" for a in node.names if a.name in stages]
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.startswith(EARLIER_STAGES)]
     return found
@@ -66,6 +71,8 @@ def test_presenters_import_only_codes_and_words_from_earlier_stages():
         "from fold.inputs.acceptance import per_position_conditional\n",
         "from fold.folding.windows import window_pools\n",
         "import fold.compare.gap\n",
+        "from fold import inputs\n",
+        "from ..folding import windows\n",
         "def shape(leg):\n    from fold.inputs.acceptance import accept_rate\n    return 1\n",
     ],
 )
@@ -161,8 +168,9 @@ def test_lines_read_is_the_documents_figure(saved):
     document = copy.deepcopy(saved)
     document["unattributed_steps"] = 3  # a line outside every leg: the terminal says so
     document["lines_read"] = 424242
+    document["lines_attributed"] = 515151
     assert "3 outside every leg of 424242 read" in _words(terminal(document, width=100))
-    assert "424242 read" in markdown_record(document)
+    assert "424242 read, 515151 in legs" in markdown_record(document)
 
 
 def test_the_missing_times_are_said_in_the_documents_words(saved):
@@ -230,7 +238,8 @@ def test_the_live_view_shows_the_groups_figures():
         "provisional": [group],
         "status": "no arm record yet",
         "recent_notices": [{"path": "steps.jsonl", "message": "new file"}],
-        "files": {"steps.jsonl": 1234},
+        "files": {"steps.jsonl": 1234, "more.jsonl": 10},
+        "bytes": 99999,  # planted: the files say 1244
         "lines": 12,
         "held_bytes": 0,
     }
@@ -241,3 +250,4 @@ def test_the_live_view_shows_the_groups_figures():
     text = console.export_text()
     assert "11.1%" in text and "7.77" in text and "42.9%" not in text
     assert "steps.jsonl: new file" in text and "no arm record yet" in text
+    assert "2 file(s): 12 lines, 99999 bytes" in text

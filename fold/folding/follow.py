@@ -86,6 +86,7 @@ class FollowView:
             "status": self.status,
             "recent_notices": [vars(notice) for notice in self.recent_notices],
             "files": dict(self.files),
+            "bytes": sum(self.files.values()),
             "lines": self.lines,
             "held_bytes": self.held_bytes,
         }

@@ -103,6 +103,10 @@ class FoldResult:
     def lines_read(self) -> int | None:
         return self._line_total(self.files, "lines")
 
+    @property
+    def lines_attributed(self) -> int | None:
+        return self._line_total(self.files, "attributed")
+
     def no_times(self) -> str:
         """What the figures built from step times read when there are none."""
         return self.untimed or f"{NEEDS_STEP_LOG} (the steps' times)"
@@ -173,6 +177,7 @@ class FoldResult:
             "skipped_lines": self.skipped_lines,
             "lost_lines": self.lost_lines,
             "lines_read": self.lines_read,
+            "lines_attributed": self.lines_attributed,
             "files": [dict(row) for row in self.files],
             "writers": [dict(row) for row in self.writers],
             "skipped_examples": [vars(example) for example in self.skipped_examples],

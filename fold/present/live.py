@@ -69,7 +69,7 @@ def status_lines(view: View) -> Text:
     held = f", {view['held_bytes']} bytes of unfinished lines held" if view["held_bytes"] else ""
     text.append(
         f"following {len(view['files'])} file(s): {view['lines']} lines, "
-        f"{sum(view['files'].values())} bytes{held}",
+        f"{view['bytes']} bytes{held}",
         style="dim",
     )
     if view["status"] is not None:

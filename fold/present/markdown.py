@@ -269,7 +269,7 @@ def _lines(document: dict[str, Any]) -> str:
     if not from_log(document):
         return "## Lines\n\nno step log given."
     read = document["lines_read"]
-    attributed = sum(entry["attributed"] for entry in document["files"])
+    attributed = document["lines_attributed"]
     return (
         f"## Lines\n\n{read} read, {attributed} in legs, {document['unattributed_steps']} "
         f"outside every leg, {document['ambiguous_steps']} ambiguous, {document['torn_lines']} "
