@@ -251,3 +251,25 @@ def test_the_live_view_shows_the_groups_figures():
     assert "11.1%" in text and "7.77" in text and "42.9%" not in text
     assert "steps.jsonl: new file" in text and "no arm record yet" in text
     assert "2 file(s): 12 lines, 99999 bytes" in text
+
+
+def test_the_speed_parts_factors_multiply_back_to_the_leg_factor(tmp_path):
+    """The gap chart's bars for the speed parts are the document's part_factors: by their
+    definition each is leg_factor ** share, and together they make the leg factor."""
+    runs = ROOT / "fixtures" / "ours-vs-ours"
+    out = tmp_path / "fold.json"
+    argv = [
+        str(runs / "after" / "our-arm.json"),
+        str(runs / "after" / "steps.jsonl"),
+        f"--vs=before:ours={runs / 'before' / 'our-arm.json'}",
+        f"--vs-log=before={runs / 'before' / 'steps.jsonl'}",
+    ]
+    assert cli([*argv, "--json", str(out), "--quiet"]) == 0
+    speed = json.loads(out.read_bytes())["comparison"]["speed"]["before"]
+    factors, parts = speed["part_factors"], speed["parts"]
+    assert factors is not None and set(factors) == set(parts)
+    product = 1.0
+    for name, share in parts.items():
+        assert factors[name] == pytest.approx(speed["leg_factor"] ** share, rel=1e-12)
+        product *= factors[name]
+    assert product == pytest.approx(speed["leg_factor"], rel=1e-9)

@@ -63,6 +63,17 @@ class SpeedSplit:
     def __post_init__(self) -> None:
         freeze_fields(self, ("shares", "parts", "other_shares", "sides"))
 
+    def part_factors(self) -> dict[str, float | None] | None:
+        """Each part as a factor: the parts are shares of log(leg factor), so a part's factor
+        is leg_factor ** share, and the factors multiply back to the leg factor."""
+        lf = self.leg_factor
+        if self.parts is None or lf is None or not lf > 0:
+            return None
+        return {
+            name: None if share is None else _finite(lf**share)
+            for name, share in self.parts.items()
+        }
+
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "oracle": self.oracle,
@@ -71,6 +82,7 @@ class SpeedSplit:
             "steady_factor": _finite(self.steady_factor),
             "shares": self.shares,
             "parts": self.parts,
+            "part_factors": self.part_factors(),
             "oracle_lacks": list(self.oracle_lacks),
         }
         if self.other_shares is not None:

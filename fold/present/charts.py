@@ -274,10 +274,8 @@ def _gap_steps(
     steps: list[tuple[str, float | None, list[float] | None]] = [
         ("acceptance", gap.get("acceptance_factor"), gap.get("acceptance_factor_ci"))
     ]
-    speed_factor = gap.get("speed_factor")
-    parts = (speed or {}).get("parts")
-    if speed_factor and speed_factor > 0 and parts:
-        # the parts are shares of log(speed factor): part factor = speed ** share
+    factors = (speed or {}).get("part_factors")
+    if factors:
         for key, label in (
             ("steps", "slower steps"),
             ("before_first_step", "start-up"),
@@ -285,15 +283,14 @@ def _gap_steps(
             ("tail", "tail"),
             ("rest", "rest"),
         ):
-            if key == "rest" and key not in parts:
+            if key == "rest" and key not in factors:
                 continue  # only against a run of ours with step times (fold.compare.speed)
-            share = parts.get(key)
-            factor = None if share is None else speed_factor**share
+            factor = factors.get(key)
             if key == "steps" and factor is not None and factor > 1:
                 label = "faster steps"
             steps.append((label, factor, None))
     else:
-        steps.append(("speed", speed_factor, gap.get("speed_factor_ci")))
+        steps.append(("speed", gap.get("speed_factor"), gap.get("speed_factor_ci")))
     steps.append(("r", gap.get("ratio"), gap.get("ratio_ci")))
     return steps
 
