@@ -996,6 +996,11 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
         "intervals": intervals,
         "draft_steps": sum(len(c["draft"]) for _, _, c in requests),
         "verify_steps": sum(len(c["verify"]) for _, _, c in requests),
+        # docs/step-split.md: the steps that carried a duration of either part
+        "timed_steps": max(
+            sum(len(c["draft"]) for _, _, c in requests),
+            sum(len(c["verify"]) for _, _, c in requests),
+        ),
         "measured": measured,
         "step_s": step_ns / 1e9,
         **{f"{part}_s": means[part] / 1e9 if part in means else None for part in SPLIT_PARTS},

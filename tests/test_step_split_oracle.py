@@ -29,6 +29,7 @@ def test_the_drafters_generate_time_is_read_from_its_statistics_line():
     # The real run's line: #calls(b,g,a) = 1 30 30, dur(b,g,a) = 0.000, 18.843, 0.003 ms.
     assert arm.draft_overhead["draft_calls"] == 30
     assert arm.draft_overhead["draft_s"] == pytest.approx(0.018843)
+    assert arm.draft_overhead["draft_s_per_call"] == pytest.approx(0.018843 / 30)  # by hand
     assert "without the draft model's pass" in arm.draft_overhead["source"]
     row = arm.to_json()
     assert row["draft_overhead"]["draft_calls"] == 30

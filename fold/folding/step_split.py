@@ -169,6 +169,7 @@ def group_split(
         "intervals": int(intervals),
         "draft_steps": int(sums["draft_steps"]),
         "verify_steps": int(sums["verify_steps"]),
+        "timed_steps": int(max(sums["draft_steps"], sums["verify_steps"])),
         "measured": [part for part in PARTS if every[part]],
         "step_s": step_ns / _NS,
         "draft_s": None if means["draft"] is None else means["draft"] / _NS,

@@ -81,7 +81,7 @@ HEADERS = ("leg", "requests", "steps", "step", "drafting", "verifying", "rest", 
 
 
 def row_cells(name: str, split: Split) -> tuple[str, ...]:
-    timed = max(split["draft_steps"], split["verify_steps"])
+    timed = split["timed_steps"]
     return (
         name,
         str(split["requests"]),
@@ -162,7 +162,7 @@ def untimed_leg_lines(document: Mapping[str, Any]) -> list[str]:
 def oracle_line(row: Split, ours: Split | None) -> str:
     """What an oracle reports of its drafting, beside ours."""
     found = row["draft_overhead"]
-    per_call = found["draft_s"] / found["draft_calls"]
+    per_call = found["draft_s_per_call"]
     text = (
         f"{row['name']} reports drafting {duration(per_call)} per draft call "
         f"({duration(found['draft_s'])} over {found['draft_calls']} calls; {found['source']})"

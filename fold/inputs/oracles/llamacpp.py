@@ -399,6 +399,7 @@ def _draft_overhead(doc: OracleFile) -> dict[str, Any] | None:
     return {
         "draft_s": milliseconds / 1e3,
         "draft_calls": calls,
+        "draft_s_per_call": milliseconds / 1e3 / calls,
         "source": f"the generate time of {lines} drafter statistics line(s) (-lv 4): "
         "without the draft model's pass over the verified batch",
     }
