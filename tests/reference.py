@@ -328,6 +328,19 @@ def collapse(rates: list[float | None], at_least: int) -> bool:
     return any(rate < COLLAPSE_FRACTION * middle for rate in known)
 
 
+def lowest_of(requests: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The request with the lowest A/P, the first of equals; None when no request proposed."""
+    lowest = None
+    for request in requests:
+        rate = request["accept_rate"]
+        if rate is not None and (lowest is None or rate < lowest["accept_rate"]):
+            lowest = request
+    if lowest is None:
+        return None
+    return {"w": lowest["w"], "seq": lowest["seq"], "accept_rate": lowest["accept_rate"],
+            "steps": lowest["steps"]}  # fmt: skip
+
+
 def pools_of(windows: list[dict[str, Any]], most: int) -> list[dict[str, Any]]:
     """docs/document.md: at most ``most`` pools of consecutive windows, as even as their count
     allows (pool g starts at window g * n // groups), each the sums of its windows."""
@@ -496,6 +509,8 @@ def leg_figures(
         "emitted_consistent": consistent,
         "requests": requests,
         "windows": windows,
+        "request_count": len(requests),
+        "lowest_request": lowest_of(requests),
         "window_pools": {"shape": pools_of(windows, 10), "chart": pools_of(windows, 128)},
         "flags": flags,
         "cadence": group_cadence(members),

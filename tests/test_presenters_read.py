@@ -273,3 +273,12 @@ def test_the_speed_parts_factors_multiply_back_to_the_leg_factor(tmp_path):
         assert factors[name] == pytest.approx(speed["leg_factor"] ** share, rel=1e-12)
         product *= factors[name]
     assert product == pytest.approx(speed["leg_factor"], rel=1e-9)
+
+
+def test_a_request_collapse_names_the_documents_lowest_request(saved):
+    document = copy.deepcopy(saved)
+    leg = document["legs"][0]
+    leg["flags"] = ["request collapse"]
+    leg["lowest_request"] = {"w": "planted-w", "seq": 77, "accept_rate": 0.042, "steps": 9}
+    text = _words(terminal(document, width=100))
+    assert "request collapse: request 77 of writer planted-w accepted 4.2% over 9 steps" in text

@@ -210,8 +210,18 @@ def leg_json(leg: LegFigures) -> dict[str, Any]:
     document = {name: leg[name] for name in LEG_JSON}
     document["flags"] = list(leg.flags)
     document["cadence"] = None if leg.cadence is None else plain(leg.cadence)
-    if document["requests"] is not None:
-        document["requests"] = [_request_json(request) for request in document["requests"]]
+    requests = document["requests"]
+    if requests is not None:
+        document["requests"] = [_request_json(request) for request in requests]
+    rated = [request for request in requests or () if request["accept_rate"] is not None]
+    # the request a "request collapse" flag names: the lowest A/P (the first of equals)
+    lowest = min(rated, key=lambda request: request["accept_rate"]) if rated else None
+    document["request_count"] = None if requests is None else len(requests)
+    document["lowest_request"] = (
+        None
+        if lowest is None
+        else {key: lowest[key] for key in ("w", "seq", "accept_rate", "steps")}
+    )
     windows = document["windows"]
     document["window_pools"] = (
         None

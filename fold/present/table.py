@@ -168,16 +168,13 @@ def _describe_flag(flag: str, leg: dict[str, Any]) -> str:
     if flag == "collapse":
         return "collapse: a window's acceptance fell under half the leg's median window"
     if flag == "request collapse":
-        worst = min(
-            (request for request in leg["requests"] if request["accept_rate"] is not None),
-            key=lambda request: request["accept_rate"],
-        )
+        worst = leg["lowest_request"]
         return (
             f"request collapse: request {worst['seq']} of writer {worst['w']} accepted "
             f"{percent(worst['accept_rate'])} over {worst['steps']} steps"
         )
     if flag == "emitted != completion":
-        requests, prefill = len(leg["requests"]), leg["prefill_tokens_per_request"]
+        requests, prefill = leg["request_count"], leg["prefill_tokens_per_request"]
         return (
             f"emitted != completion: completion_tokens {leg['completion_tokens']}, but the log's "
             f"verify steps emitted {leg['emitted']} over {requests} request(s), and with "
