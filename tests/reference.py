@@ -934,8 +934,26 @@ def group_cadence(members: list[tuple[Leg, dict[str, Any], list[int]]]) -> dict[
             "stalls": share("stall_s"),
             "tail": share("tail_s"),
         },
+        "time_split": time_split_of(figures, count, decode_total, judged),
         "median": {name: middle(name) for name in CADENCE_FIGURES},
     }
+
+
+def time_split_of(figures: list[dict], count: int, decode_total: float, judged: list[dict]):
+    """docs/cadence.md: the mean request's time before its first step, decoding outside
+    stalls, in stalls and in its tail, each over the sum of the three durations."""
+    if not count:
+        return None
+    first = sum(f["first_step_s"] for f in figures) / count
+    decode = decode_total / count
+    tail = sum(f["tail_s"] for f in figures) / count
+    stalled = sum(f["stall_s"] for f in judged) / len(judged) if judged else 0.0
+    whole = first + decode + tail
+    if not whole > 0:
+        return None
+    parts = (first, decode - stalled, stalled, tail)
+    names = ("before_first_step", "decoding", "stalls", "tail")
+    return {name: part / whole for name, part in zip(names, parts, strict=True)}
 
 
 def cadence_members(

@@ -181,6 +181,22 @@ def _request_columns() -> list[pl.Expr]:
     ]
 
 
+def _time_split(figures: dict[str, Any]) -> dict[str, float] | None:
+    """A request's mean time before its first step, decoding outside stalls, in stalls and
+    after its last step, as shares of their sum (the warm legs' time chart); None without
+    times."""
+    first, decode, tail = figures["first_step_s"], figures["decode_s"], figures["tail_s"]
+    if first is None or decode is None or tail is None or not first + decode + tail > 0:
+        return None
+    total, stalled = first + decode + tail, figures["stall_s"] or 0.0
+    return {
+        "before_first_step": first / total,
+        "decoding": (decode - stalled) / total,
+        "stalls": stalled / total,
+        "tail": tail / total,
+    }
+
+
 def _group_figures(
     sums: dict[str, Any] | None, pooled: tuple[int, int, int, int, int, int] | None
 ) -> dict[str, Any]:
@@ -195,6 +211,7 @@ def _group_figures(
             "intervals": 0,
             **dict.fromkeys(REQUEST_FIGURES),
             "shares": dict.fromkeys(SHARES),
+            "time_split": None,
             "median": dict.fromkeys(REQUEST_FIGURES),
         }
     figures: dict[str, Any] = {
@@ -220,6 +237,7 @@ def _group_figures(
     else:
         shares = dict.fromkeys(SHARES)
     figures["shares"] = shares
+    figures["time_split"] = _time_split(figures)
     figures["median"] = {name: sums[f"median_{name}"] for name in REQUEST_FIGURES}
     return figures
 

@@ -355,17 +355,8 @@ _SHARE_PARTS = (
 )
 
 
-def leg_time_shares(cadence: dict[str, Any]) -> tuple[float, float, float, float] | None:
-    """A leg's time before its first step, decoding outside stalls, in stalls and in its tail,
-    as shares of their sum (the per-request means the cadence reports)."""
-    first, decode = cadence.get("first_step_s"), cadence.get("decode_s")
-    tail, stalled = cadence.get("tail_s"), cadence.get("stall_s") or 0.0
-    if first is None or decode is None or tail is None:
-        return None
-    total = first + decode + tail
-    if not total > 0:
-        return None
-    return (first / total, (decode - stalled) / total, stalled / total, tail / total)
+_SPLIT_KEYS = ("before_first_step", "decoding", "stalls", "tail")
+"""The cadence's ``time_split`` parts, in the order of ``_SHARE_PARTS``."""
 
 
 def _time_shares(document: dict[str, Any]) -> Chart:
@@ -377,7 +368,7 @@ def _time_shares(document: dict[str, Any]) -> Chart:
                 (leg["index"], shares)
                 for leg in fold.get("legs", [])
                 if leg.get("warm")
-                and (shares := leg_time_shares(leg.get("cadence") or {})) is not None
+                and (shares := (leg.get("cadence") or {}).get("time_split")) is not None
             ]
         )
     ]
@@ -394,8 +385,8 @@ def _time_shares(document: dict[str, Any]) -> Chart:
         for axes, (name, warm) in zip(panels, runs, strict=True):
             positions = range(len(warm))
             left = [0.0] * len(warm)
-            for part, (_, colour) in enumerate(_SHARE_PARTS):
-                widths = [100 * shares[part] for _, shares in warm]
+            for key, (_, colour) in zip(_SPLIT_KEYS, _SHARE_PARTS, strict=True):
+                widths = [100 * shares[key] for _, shares in warm]
                 axes.barh(positions, widths, left=left, color=colour, height=0.7)
                 left = [start + width for start, width in zip(left, widths, strict=True)]
             every = max(1, math.ceil(len(warm) / MAX_LABELS))
