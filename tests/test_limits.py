@@ -700,3 +700,29 @@ def test_every_rule_is_sent_through_every_source_that_carries_it():
     for source in HOOK_LOG:
         assert {rule for rule, s, _, _ in CASES if s == source} == set(RULES)
     assert len(sources) == 9
+
+
+@pytest.mark.parametrize(
+    ("fixture", "old", "new", "kind"),
+    [
+        ("vllm-log.txt", "Accepted: 400 tokens", "Accepted: -400 tokens", "vllm"),
+        ("vllm-log.txt", "Drafted: 868 tokens", "Drafted: -868 tokens", "vllm"),
+        ("llamacpp-speculative-simple.txt", "n_drafted = 640", "n_drafted = -640", "llamacpp"),
+        ("llamacpp-speculative-simple.txt", "n_accept  = 301", "n_accept  = -301", "llamacpp"),
+    ],
+)
+def test_a_negative_count_in_a_printed_output_is_refused_not_skipped(
+    tmp_path, capsys, fixture, old, new, kind
+):
+    """A printed line with a signed count is the engine's line with a value no engine prints:
+    malformed (exit 2, the count words), never a line the reader passes over as another's."""
+    text = (ROOT / "fixtures" / "oracles" / fixture).read_text()
+    assert old in text
+    path = tmp_path / fixture
+    path.write_text(text.replace(old, new, 1))
+    gate = ROOT / "fixtures" / "gate-example"
+    argv = [str(gate / "our-arm.json"), str(gate / "steps.jsonl"), f"--vs={kind}={path}"]
+    assert main([*argv, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "is negative: counts, request ids and durations are unsigned" in err
+    assert str(path) in err and "Traceback" not in err

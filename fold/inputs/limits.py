@@ -137,11 +137,14 @@ def check_count(where: str, field: str, value: int, what_to_do: str) -> None:
 
 
 def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
-    """A count printed as a decimal (digits only), checked as ``check_count`` checks it; its
-    length decides first, so a decimal of any size is refused at once."""
-    value = int(text) if len(text) <= MAX_DIGITS else MAX_COUNT + 1
-    if count_problem(value) is not None:
-        raise InputError(refusal(where, field, text, COUNT_WORDS, what_to_do))
+    """A count printed as a decimal, checked as ``check_count`` checks it (a sign, which no
+    engine prints, makes it negative); its length decides first, so a decimal of any size is
+    refused at once."""
+    value = int(text) if len(text.lstrip("-")) <= MAX_DIGITS else MAX_COUNT + 1
+    if text.startswith("-") and value != 0:
+        value = min(value, -1)  # a negative of any length is negative, not past the limit
+    if (problem := count_problem(value)) is not None:
+        raise InputError(refusal(where, field, text, problem, what_to_do))
     return value
 
 

@@ -46,8 +46,8 @@ RECORD_WITHOUT_LEGS = (
 PER_SEQUENCE = "one sequence's decode speed (the 'decoded ... speed' line)"
 
 # The lines may carry a log prefix (timestamp, level) before the name.
-_DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(\d+)\s*$", re.M)
-_ACCEPT_N_RE = re.compile(r"^.*?\bn_accept\s*=\s*(\d+)\s*$", re.M)
+_DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(-?\d+)\s*$", re.M)
+_ACCEPT_N_RE = re.compile(r"^.*?\bn_accept\s*=\s*(-?\d+)\s*$", re.M)
 _ACCEPT_PCT_RE = re.compile(r"^.*?\baccept\s*=\s*([0-9.]+|nan|inf)%\s*$", re.M)
 _DECODED_RE = re.compile(
     r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+|inf|nan) t/s"
