@@ -282,3 +282,17 @@ def test_a_request_collapse_names_the_documents_lowest_request(saved):
     leg["lowest_request"] = {"w": "planted-w", "seq": 77, "accept_rate": 0.042, "steps": 9}
     text = _words(terminal(document, width=100))
     assert "request collapse: request 77 of writer planted-w accepted 4.2% over 9 steps" in text
+
+
+def test_a_fold_from_the_records_counters_renders_in_every_presenter(tmp_path):
+    """Without a step log the step figures (windows, their pools, requests) are null: every
+    presenter says so instead of failing on them."""
+    out = tmp_path / "fold.json"
+    assert cli([str(ROOT / "fixtures" / "vllmcpp" / "our-arm.json"), "--json", str(out)]) == 0
+    document = json.loads(out.read_bytes())
+    assert all(leg["window_pools"] is None for leg in document["legs"])
+    assert "needs a step log" in terminal(document, width=100)
+    assert "needs a step log" in markdown_record(document)
+    windows = next(chart for chart in charts(document) if chart.name == "windows")
+    assert windows.draw is None
+    assert b"<html" in page(document)

@@ -111,7 +111,7 @@ def _windows(document: dict[str, Any]) -> Chart:
         for name, fold in runs_of_ours(document)
         if (
             legs := [
-                leg for leg in fold.get("legs", []) if leg.get("window_pools", {}).get("chart")
+                leg for leg in fold.get("legs", []) if (leg["window_pools"] or {}).get("chart")
             ]
         )
     ]
