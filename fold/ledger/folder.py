@@ -56,9 +56,12 @@ CLAIM = re.compile(r"run-([0-9]+)")
 
 
 def is_folder_ledger(path: str | Path) -> bool:
-    """A folder, or a path not there yet written with a trailing slash (``gates/``)."""
+    """A folder, or a path written with a trailing slash (``gates/``), there yet or not: a
+    slash names a folder whatever is found there, so writers that race to create the folder
+    all take it as one (checking that it is not there yet, then that it is a folder, left a
+    gap in which another writer made it: neither held, and the run was refused)."""
     text = str(path)
-    return Path(text).is_dir() or (not Path(text).exists() and text.endswith(("/", os.sep)))
+    return text.endswith(("/", os.sep)) or Path(text).is_dir()
 
 
 def read_identity(target: Path) -> dict[str, str] | None:
