@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,10 +15,10 @@ from typing import Any
 import polars as pl
 
 from fold.errors import RefusedError
-from fold.folding.accumulate import REQUEST_KEY, PartialFold, request_id
+from fold.folding.accumulate import PartialFold
 from fold.folding.another_k import fold_another_k
 from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION
-from fold.folding.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor, no_request
+from fold.folding.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor
 from fold.folding.cadence import KEY as CADENCE_KEY
 from fold.folding.leg_figures import (
     Histograms,
@@ -31,6 +31,7 @@ from fold.folding.leg_figures import (
 )
 from fold.folding.line_figures import LineFigures, line_figures
 from fold.folding.per_request import with_request_figures
+from fold.folding.request_rows import EMPTY, RequestRows, request_tables
 from fold.folding.result import (
     ENGINE_TRACE,
     ORACLE_STEPS,
@@ -95,8 +96,10 @@ def build_result(
         replicates = pool.submit(
             _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
         )
+        timed = untimed(step_source) is None
+        requests = request_tables(partial.requests, cadence.requests if timed else None)
         drafts = _acceptance_drafts(
-            arm_legs, partial, read_counts, check, window_steps, prefill_tokens
+            arm_legs, partial, requests, read_counts, check, window_steps, prefill_tokens
         )
         _add_cadence(drafts, cadence, untimed(step_source))
         found = replicates.result()
@@ -179,6 +182,7 @@ def _no_cycle_collection() -> Iterator[None]:
 def _acceptance_drafts(
     arm_legs: pl.DataFrame,
     partial: PartialFold,
+    requests: Mapping[int, RequestRows],
     read_counts: dict[str, ReadCounts],
     check: ThroughputCheck,
     window_steps: int,
@@ -190,11 +194,6 @@ def _acceptance_drafts(
     bins: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for leg, _bin, steps, proposed, accepted in partial.bins.sort("leg", "bin").iter_rows():
         bins[leg].append((steps, proposed, accepted))
-    requests: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in partial.requests.sort(REQUEST_KEY).iter_rows(named=True):
-        row["seq"] = request_id(row["seq"], row.pop("sid"))
-        requests[row.pop("leg")].append(row)
-
     convention = _prefill_convention(arm_legs, sums, requests, prefill_tokens)
     legs = [
         stepped_leg(
@@ -205,7 +204,7 @@ def _acceptance_drafts(
             counts=histograms.by_accepted.get(leg["index"], {}),
             proposals=histograms.by_proposed.get(leg["index"], {}),
             bins=bins.get(leg["index"], []),
-            requests=requests.get(leg["index"], []),
+            requests=requests.get(leg["index"], EMPTY),
             window_steps=window_steps,
         )
         for leg in arm_legs.iter_rows(named=True)
@@ -229,14 +228,8 @@ def _add_cadence(drafts: _Drafts, cadence: Cadence, no_times: str | None) -> Non
     if no_times is not None:  # no step times: no cadence at all, never one of zeros
         for owner in [*drafts.legs, drafts.warm, drafts.all]:
             owner["cadence"] = None
-            for request in owner.get("requests", []):
-                request["cadence"] = None
         return
-    by_request = cadence.by_request
-    for leg in drafts.legs:
-        for request in leg["requests"]:
-            key = (leg["index"], request["w"], request["seq"])
-            request["cadence"] = frozen(by_request.get(key) or no_request())
+    # each request's own cadence is in its row already (request_tables)
     folds = [drafts.warm, drafts.all]
     groups = cadence.groups([[leg["index"]] for leg in drafts.legs] + [f["legs"] for f in folds])
     for owner, figures in zip([*drafts.legs, *folds], groups, strict=True):
@@ -246,7 +239,7 @@ def _add_cadence(drafts: _Drafts, cadence: Cadence, no_times: str | None) -> Non
 def _prefill_convention(
     arm_legs: pl.DataFrame,
     sums: dict[int, dict[str, Any]],
-    requests: dict[int, list[dict[str, Any]]],
+    requests: Mapping[int, RequestRows],
     stated: int | None,
 ) -> dict[str, Any]:
     """How many output tokens per request come from prefill rather than a verify step.

@@ -11,8 +11,11 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, Union
 
+import numpy as np
+
 from fold.folding.frozen import freeze_fields
 from fold.folding.frozen import frozen as frozen  # where the document's builders import it
+from fold.folding.request_rows import RequestRows
 from fold.folding.warm import throughput_fold
 from fold.folding.windows import collapses, windows_from_bins
 from fold.inputs import acceptance
@@ -101,8 +104,9 @@ class StepFigures:
     expected_completion_tokens: int | None
     prefill_tokens_per_request: int
     emitted_consistent: bool | None
-    requests: tuple[Mapping[str, Any], ...]
-    """Per request, its sums and figures and its cadence (read-only views)."""
+    requests: RequestRows
+    """Per request, its sums and figures and its cadence: one table, read as read-only
+    mappings or by column."""
     windows: tuple[Mapping[str, Any], ...]
 
     def __post_init__(self) -> None:
@@ -254,7 +258,7 @@ def stepped_leg(
     counts: dict[int, int],
     proposals: dict[int, int],
     bins: list[tuple[int, int, int]],
-    requests: list[dict[str, Any]],
+    requests: RequestRows,
     window_steps: int,
 ) -> dict[str, Any]:
     """A leg's figures from its steps: the counts, per position and histogram, the within-leg
@@ -267,11 +271,6 @@ def stepped_leg(
     steps_by_proposed = acceptance.histogram(proposals, sums["max_proposed"])
     windows = windows_from_bins(bins, window_steps)
     window_rates = [window.accept_rate for window in windows]
-    for request in requests:
-        request["accept_rate"] = acceptance.accept_rate(request["accepted"], request["proposed"])
-        request["mean_acceptance_length"] = acceptance.mean_acceptance_length(
-            request["accepted"], request["steps"]
-        )
     flags = []
     if steps == 0:
         flags.append("no steps")
@@ -281,8 +280,9 @@ def stepped_leg(
     ]  # fmt: skip
     if collapses(full_rates):
         flags.append("collapse")
-    judged_requests = [request for request in requests if request["steps"] >= window_steps]
-    if collapses([request["accept_rate"] for request in judged_requests], at_least=2):
+    judged = requests.column("steps") >= window_steps
+    rates = requests.column("accept_rate")[judged]
+    if collapses([None if np.isnan(rate) else float(rate) for rate in rates], at_least=2):
         flags.append("request collapse")
     emitted_consistent = None
     expected_completion = None
@@ -329,7 +329,7 @@ def stepped_figures(draft: dict[str, Any]) -> LegFigures:
     """A leg's figures from its finished draft (``stepped_leg``, with its cadence)."""
     steps = StepFigures(
         **{name: draft[name] for name in STEP_ONLY if name != "requests"},
-        requests=tuple(map(frozen, draft["requests"])),
+        requests=draft["requests"],
     )
     return LegFigures(
         **{name: draft[name] for name in COUNTED},

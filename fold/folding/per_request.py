@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from fold.folding.leg_figures import Named, PooledFigures, frozen
+from fold.folding.request_rows import RequestRows
 from fold.folding.uncertainty import percentile_interval, ratio, resampled_sums
 from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
@@ -35,35 +36,55 @@ def per_request(
     seed: int,
 ) -> dict[str, Any] | None:
     """The per-request figures of ``legs`` (each a leg index and its requests' sums: ``w``,
-    ``seq``, ``steps``, ``proposed``, ``accepted``); ``pooled`` holds the fold's own pooled
-    figures and intervals (``accept_rate``, ``accept_rate_ci``, ...), shown as they are. None
-    when the legs have no request."""
-    rows = [(leg, request) for leg, requests in legs for request in requests]
-    if not rows:
+    ``seq``, ``steps``, ``proposed``, ``accepted``; a fold's ``RequestRows`` are read by
+    column); ``pooled`` holds the fold's own pooled figures and intervals (``accept_rate``,
+    ``accept_rate_ci``, ...), shown as they are. None when the legs have no request."""
+    columns = [_counts(requests) for _, requests in legs]
+    if not any(len(found["steps"]) for found in columns):
         return None
-    drafted = [(leg, request) for leg, request in rows if request["proposed"] > 0]
-    rates = np.array([request["accepted"] / request["proposed"] for _, request in drafted])
-    lengths = np.array([1 + request["accepted"] / request["steps"] for _, request in drafted])
-    mean_rate, mean_length = _means(legs, resamples, seed)
+    steps, proposed, accepted = (
+        np.concatenate([found[name] for found in columns]) for name in _COUNTS
+    )
+    # Where each request is: its leg's place in ``legs`` and its row in that leg.
+    place = np.concatenate(
+        [np.full(len(found["steps"]), at, dtype=np.int64) for at, found in enumerate(columns)]
+    )
+    row = np.concatenate([np.arange(len(found["steps"]), dtype=np.int64) for found in columns])
+    drafted = np.flatnonzero(proposed > 0)
+    rates = accepted[drafted] / proposed[drafted]
+    lengths = 1 + accepted[drafted] / steps[drafted]
+    mean_rate, mean_length = _means(columns, resamples, seed)
     # Only requests at or below the LOWEST_SHOWN-th lowest A/P can be among the lowest: the
     # full order's first ones are the first of theirs, sorted by the whole key.
-    candidates = drafted
+    candidates = np.arange(len(drafted))
     if len(drafted) > LOWEST_SHOWN:
         cut = np.partition(rates, LOWEST_SHOWN - 1)[LOWEST_SHOWN - 1]
-        candidates = [drafted[i] for i in np.flatnonzero(rates <= cut)]
+        candidates = np.flatnonzero(rates <= cut)
+    ids: dict[int, Sequence[tuple[str, Any]]] = {}
+
+    def request_id(at: int, index: int) -> tuple[str, Any]:
+        if at not in ids:
+            ids[at] = _ids(legs[at][1])
+        return ids[at][index]
+
+    chosen = [
+        (int(drafted[c]), legs[int(place[drafted[c]])][0], *request_id(
+            int(place[drafted[c]]), int(row[drafted[c]])))
+        for c in candidates
+    ]  # fmt: skip
     lowest = sorted(
-        candidates,
+        chosen,
         key=lambda item: (
-            item[1]["accepted"] / item[1]["proposed"],
-            -item[1]["proposed"],
-            item[0],
-            item[1]["w"],
-            str(item[1]["seq"]),
+            accepted[item[0]] / proposed[item[0]],
+            -proposed[item[0]],
+            item[1],
+            item[2],
+            str(item[3]),
         ),
     )[:LOWEST_SHOWN]
     return {
-        "requests": len(rows),
-        "requests_without_drafts": len(rows) - len(drafted),
+        "requests": len(steps),
+        "requests_without_drafts": len(steps) - len(drafted),
         "pooled": {
             "means": POOLED,
             "accept_rate": pooled.get("accept_rate"),
@@ -85,19 +106,37 @@ def per_request(
         "lowest": [
             {
                 "leg": leg,
-                "w": request["w"],
-                "seq": request["seq"],
-                "steps": request["steps"],
-                "proposed": request["proposed"],
-                "accepted": request["accepted"],
-                "accept_rate": acceptance.accept_rate(request["accepted"], request["proposed"]),
+                "w": w,
+                "seq": seq,
+                "steps": int(steps[at]),
+                "proposed": int(proposed[at]),
+                "accepted": int(accepted[at]),
+                "accept_rate": acceptance.accept_rate(int(accepted[at]), int(proposed[at])),
                 "mean_acceptance_length": acceptance.mean_acceptance_length(
-                    request["accepted"], request["steps"]
+                    int(accepted[at]), int(steps[at])
                 ),
             }
-            for leg, request in lowest
+            for at, leg, w, seq in lowest
         ],
     }
+
+
+_COUNTS = ("steps", "proposed", "accepted")
+
+
+def _counts(requests: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """A leg's requests' S, P and A as int64 arrays, in the requests' order."""
+    if isinstance(requests, RequestRows):
+        return {name: requests.column(name).astype(np.int64) for name in _COUNTS}
+    return {
+        name: np.array([request[name] for request in requests], dtype=np.int64) for name in _COUNTS
+    }
+
+
+def _ids(requests: Sequence[Mapping[str, Any]]) -> Sequence[tuple[str, Any]]:
+    if isinstance(requests, RequestRows):
+        return requests.ids()
+    return [(request["w"], request["seq"]) for request in requests]
 
 
 def _mean(values: np.ndarray) -> float | None:
@@ -116,7 +155,7 @@ def _spread(values: np.ndarray) -> dict[str, float] | None:
 
 
 def _means(
-    legs: Sequence[tuple[int, Sequence[Mapping[str, Any]]]], resamples: int, seed: int
+    legs: Sequence[Mapping[str, np.ndarray]], resamples: int, seed: int
 ) -> tuple[list[float] | None, list[float] | None]:
     """The per-request means' 95% intervals from the project's two-stage bootstrap
     (``resampled_sums``): a mean of per-request ratios is a ratio of sums, each request's
@@ -127,13 +166,13 @@ def _means(
     # draws and sums integer columns in one pass, several times faster than floats, and the
     # rounding moves a mean by under 1e-7. Floats where the sums could pass 2^62.
     scales = (2.0**32, 2.0**24)
-    exact = sum(len(rows) for _, rows in legs) * 2**40 < 2**62
+    exact = sum(len(counts["steps"]) for counts in legs) * 2**40 < 2**62
     arm = []
-    for _, rows in legs:
-        drafted = np.array([row["proposed"] > 0 for row in rows], dtype=bool)
-        accepted = np.array([row["accepted"] for row in rows], dtype=np.float64)
-        proposed = np.array([max(1, row["proposed"]) for row in rows], dtype=np.float64)
-        steps = np.array([max(1, row["steps"]) for row in rows], dtype=np.float64)
+    for counts in legs:
+        drafted = counts["proposed"] > 0
+        accepted = counts["accepted"].astype(np.float64)
+        proposed = np.maximum(counts["proposed"], 1).astype(np.float64)
+        steps = np.maximum(counts["steps"], 1).astype(np.float64)
         arm.append(
             Leg(
                 requests={

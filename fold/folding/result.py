@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from fold.folding.another_k import AnotherK
 from fold.folding.cadence import DEFAULT_STALL_FACTOR
 from fold.folding.leg_figures import (
@@ -16,6 +18,7 @@ from fold.folding.leg_figures import (
     frozen,
     plain,
 )
+from fold.folding.request_rows import RequestRows
 from fold.folding.step_durations import StepDurations
 from fold.folding.step_split import NO_SPLIT, StepSplits
 from fold.folding.uncertainty import (
@@ -212,23 +215,14 @@ def untimed(step_source: str) -> str | None:
 
 
 def leg_json(leg: LegFigures) -> dict[str, Any]:
-    """A leg's JSON: its figures, with each request a dict (one copy each, no deeper walk:
-    a fold of 10M lines has 10^6 of them)."""
+    """A leg's JSON: its figures, its requests as plain dicts made from their table at once."""
     document = {name: leg[name] for name in LEG_JSON}
     document["flags"] = list(leg.flags)
     document["cadence"] = None if leg.cadence is None else plain(leg.cadence)
-    requests = document["requests"]
-    if requests is not None:
-        document["requests"] = [_request_json(request) for request in requests]
-    rated = [request for request in requests or () if request["accept_rate"] is not None]
-    # the request a "request collapse" flag names: the lowest A/P (the first of equals)
-    lowest = min(rated, key=lambda request: request["accept_rate"]) if rated else None
+    requests: RequestRows | None = document["requests"]
+    document["requests"] = None if requests is None else requests.to_json()
     document["request_count"] = None if requests is None else len(requests)
-    document["lowest_request"] = (
-        None
-        if lowest is None
-        else {key: lowest[key] for key in ("w", "seq", "accept_rate", "steps")}
-    )
+    document["lowest_request"] = None if requests is None else _lowest(requests)
     windows = document["windows"]
     document["window_pools"] = (
         None
@@ -241,11 +235,13 @@ def leg_json(leg: LegFigures) -> dict[str, Any]:
     return document
 
 
-def _request_json(request: Mapping[str, Any]) -> dict[str, Any]:
-    found = dict(request)
-    if found.get("cadence") is not None:
-        found["cadence"] = dict(found["cadence"])
-    return found
+def _lowest(requests: RequestRows) -> dict[str, Any] | None:
+    """The request a "request collapse" flag names: the lowest A/P, the first of equals."""
+    rates = requests.column("accept_rate")
+    if not len(rates) or np.isnan(rates).all():
+        return None
+    row = requests[int(np.nanargmin(rates))]
+    return {key: row[key] for key in ("w", "seq", "accept_rate", "steps")}
 
 
 STEP_FIGURES = (
