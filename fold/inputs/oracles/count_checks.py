@@ -16,6 +16,7 @@ from fold.inputs import limits
 
 ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counters"
 NOT_ONE_RUN = "the counters do not come from one run of one server; take them again"
+ENGINE_MISCOUNTS = "the engine miscounts, or the output is not its own as written; take it again"
 
 
 def count_labels(names: Mapping[str, str]) -> dict[str, str]:

@@ -309,7 +309,7 @@ def _read_log(name: str, doc: OracleFile) -> ArmFigures:
         _LOG_RE,
         ("accepted", "drafted", "length"),
         doc.where,
-        exceeds="Accepted: {a} tokens exceeds Drafted: {p} tokens",
+        fields=("Accepted", "Drafted"),
         no_fit="no whole number of drafts up to {p} gives a mean acceptance length of {length} "
         "with Accepted: {a}: the line is not vLLM's",
     )
