@@ -233,6 +233,42 @@ def test_what_orders_no_accepted_against_proposed_is_not_found():
     )
 
 
+@pytest.mark.parametrize(
+    ("check", "largest", "words"),
+    [
+        (limits.check_count, 9_223_372_036_854_775_807,
+         "is past 2^63 - 1, the largest count (FORMAT.md)"),
+        (limits.check_request_id, 18_446_744_073_709_551_615,
+         "is past 2^64 - 1, the largest integer request id (FORMAT.md)"),
+        (limits.check_duration, 9_223_372_036_854_775_807,
+         "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"),
+    ],
+)  # fmt: skip
+def test_each_value_rule_has_one_raising_check_of_one_error_class(check, largest, words):
+    """A count, a request id and a duration: 0 and the largest pass; one past it and -1 are
+    malformed, the same InputError (exit 2) with the field's words."""
+    for good in (0, largest):
+        check("f.jsonl:3", "'x'", good, "fix it")
+    for bad, said in ((largest + 1, words), (-1, NEGATIVE)):
+        with pytest.raises(InputError) as error:
+            check("f.jsonl:3", "'x'", bad, "fix it")
+        assert type(error.value) is limits.OutOfRange
+        assert str(error.value) == f"f.jsonl:3: 'x' {bad} {said}: fix it"
+        assert error.value.reason == f"'x' {bad} {said}"
+
+
+def test_a_printed_request_id_is_read_at_any_length():
+    assert limits.decimal_request_id("18446744073709551615", "w", "'req'", "x") == 2**64 - 1
+    # a decimal of 50 characters is shown as its first 20 and its length (limits.shown)
+    for text, said in (
+        ("1" + "0" * 49, f"10000000000000000000... (50 digits) {PAST_ID}"),
+        ("-" + "9" * 49, f"-9999999999999999999... (50 digits) {NEGATIVE}"),
+    ):
+        with pytest.raises(limits.OutOfRange) as error:
+            limits.decimal_request_id(text, "w", "'req'", "x")
+        assert error.value.reason == f"'req' {said}"
+
+
 def test_a_long_value_is_shown_shortened_never_in_full():
     assert limits.shown(10**40) == "10000000000000000000... (41 digits)"
     assert limits.shown(2**64) == "18446744073709551616"
