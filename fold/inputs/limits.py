@@ -277,10 +277,11 @@ def check_step(
 
 
 def check_accepted(
-    where: str, totals: tuple[tuple[str, int], tuple[str, int]], what_to_do: str
+    where: str, totals: tuple[tuple[str, float], tuple[str, float]], what_to_do: str
 ) -> None:
     """RefusedError when a total of accepted draft tokens exceeds the total proposed, worded as
-    a step's; ``totals`` are ((proposed field, P), (accepted field, A))."""
+    a step's; ``totals`` are ((proposed field, P), (accepted field, A)), or a rate A/P against
+    1 (a rate above 1 is more accepted than proposed)."""
     (proposed_field, proposed), (accepted_field, accepted) = totals
     if accepted_above_proposed(proposed, accepted):
         words = accepted_words(proposed_field, proposed)

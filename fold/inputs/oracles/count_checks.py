@@ -71,6 +71,11 @@ def check_rates(
                 f"{'positive' if positive else 'non-negative'} number; fix the input or leave "
                 "it out"
             )
+    if rates["accept_rate"] is not None:
+        # A/P above 1 is more draft tokens accepted than proposed: the step rule, as a ratio
+        rate_name = names.get("accept_rate", "acceptance rate")
+        limits.check_accepted(where, (("an A/P of", 1), (rate_name, rates["accept_rate"])),
+                              ENGINE_MISCOUNTS)  # fmt: skip
     if mean_acceptance_length is not None and mean_acceptance_length < 1:
         raise RefusedError(
             f"{where}: {names.get('mean_acceptance_length', 'mean acceptance length')} = "

@@ -36,6 +36,8 @@ from fold.wording import figure
 KIND = "llamacpp"
 ALIASES = ("llamacpp", "llama.cpp", "llama-cpp", "llama_cpp")
 PREFIX = "llamacpp:"
+SOURCES = ("scrapes", "speculative_simple", "server_log", "completions", "arm_record")
+"""What ``read`` reads, one code per format (``registry.SOURCES`` names them all)."""
 SIGNIFICANT_DIGITS = 6  # operator<< on a double, as /metrics prints its counters
 PER_REQUEST = "one request's generation speed (predicted_per_second)"
 # An arm record with no legs cannot show its tok/s is a leg's: the llama.cpp gate that wrote
@@ -69,7 +71,7 @@ _DRAFT_DURATIONS_RE = re.compile(
 )
 
 _SERVER_LOG_RE = re.compile(
-    r"draft acceptance = ([0-9.]+|nan) \(\s*(\d+) accepted /\s*(\d+) generated\), "
+    r"draft acceptance = (-?[0-9.]+|nan) \(\s*(-?\d+) accepted /\s*(-?\d+) generated\), "
     r"mean len =\s*([0-9.]+)"
 )
 

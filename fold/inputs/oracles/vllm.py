@@ -40,6 +40,8 @@ from fold.inputs.populations import INTERVAL, SINCE_START
 KIND = "vllm"
 ALIASES = ("vllm",)
 PREFIX = "vllm:"
+SOURCES = ("scrapes", "log", "bench", "arm_record")
+"""What ``read`` reads, one code per format (``registry.SOURCES`` names them all)."""
 
 _BENCH_KEYS = (
     "spec_decode_num_drafts",
