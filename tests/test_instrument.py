@@ -416,9 +416,19 @@ def test_python_writer_takes_durations(tmp_path):
     with StepLogWriter(log, leg="w") as writer:
         writer.record(1, 3, 2, 3, t_ns=5, draft_ns=0, verify_ns=2**63 - 1)
         writer.record("a", 3, 2, t_ns=6, verify_ns=9)
-        for bad in (-1, 2**63, 1.5, True):
+        for bad in (1.5, True):
             with pytest.raises(ValueError, match=r"draft_ns must be an int in 0 \.\. 2\^63 - 1"):
                 writer.record(1, 3, 2, 3, draft_ns=bad)  # type: ignore[arg-type]
+        for bad, words in (
+            (-1, "is negative: counts, request ids and durations are unsigned (FORMAT.md)"),
+            (2**63, "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"),
+        ):
+            with pytest.raises(ValueError) as error:
+                writer.record(1, 3, 2, 3, draft_ns=bad)
+            assert str(error.value) == (
+                f"StepLogWriter.record: 'draft_ns' {bad} {words}: the caller miscounts; nothing "
+                "was written"
+            )
     lines, _ = parse_lines(log)
     assert lines[0][0].endswith(
         b'"emitted":3,"draft_ns":0,"verify_ns":9223372036854775807,"leg":"w"}\n'

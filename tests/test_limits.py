@@ -7,7 +7,6 @@ readers' constants are held to the module's.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from pathlib import Path
@@ -20,9 +19,16 @@ from native_switch import native_switch
 from fold.api import fold_acceptance
 from fold.cli import main
 from fold.errors import InputError, RefusedError
+from fold.folding.result import (
+    ENGINE_TRACE,
+    ORACLE_STEPS,
+    RECORD_COUNTERS,
+    STEP_LOG,
+    STEP_SOURCE_TEXT,
+)
 from fold.inputs import limits
 from fold.inputs.arm import arm_from_document
-from fold.inputs.oracles import read_oracle
+from fold.inputs.oracles import OURS_KIND, read_oracle, registry
 from fold.inputs.oracles.figures import arm_from_counts
 from fold.inputs.oracles.source import count
 from fold.inputs.steplog import StepLogWriter
@@ -79,158 +85,40 @@ def test_the_native_readers_constants_are_the_modules():
     assert limits.MAX_STEP_TOKENS == 65_536 and limits.MAX_COUNT == 9_223_372_036_854_775_807
 
 
-LIMIT_VALUES = {2**16, 2**63, 2**64, 2**63 - 1, 2**64 - 1, -(2**63)}
-"""The limits ``fold/inputs/limits.py`` names; a copy of one anywhere else is a second rule."""
-
-
-def limit_copies(source: str) -> list[str]:
-    """Where a module writes a limit or the bool-excluding type test itself: a power of 2
-    (``2**N``, ``2**N - 1``) or a decimal equal to one of ``LIMIT_VALUES``, and
-    ``isinstance(x, bool)`` (the test that keeps JSON's ``true`` from counting as 1)."""
-    found: list[str] = []
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Constant)) and _is_limit(node):
-            found.append(f"line {node.lineno}: {ast.unparse(node)}")
-            return  # the outermost expression that is a limit, not its parts too
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "isinstance"
-            and len(node.args) == 2
-            and isinstance(node.args[1], ast.Name)
-            and node.args[1].id == "bool"
-        ):
-            found.append(f"line {node.lineno}: {ast.unparse(node)}")
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(ast.parse(source))
-    return found
-
-
-def _is_limit(node: ast.expr) -> bool:
-    if isinstance(node, ast.Constant):
-        return type(node.value) is int and node.value in LIMIT_VALUES
-    powers = [n for n in ast.walk(node) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)]
-    if not powers:
-        return False
-    try:
-        value = eval(compile(ast.Expression(node), "<limit>", "eval"), {})
-    except Exception:
-        return False
-    return type(value) is int and value in LIMIT_VALUES
-
-
-def test_no_module_but_limits_writes_a_limit_or_the_bool_test():
-    copies = {
-        path.relative_to(ROOT).as_posix(): found
-        for path in sorted((ROOT / "fold").rglob("*.py"))
-        if path.name != "limits.py" and (found := limit_copies(path.read_text()))
-    }
-    assert copies == {}
-    assert [limits.is_int(v) for v in (0, 2**80, -1, True, 1.0, "1")] == [
-        True, True, True, False, False, False,
-    ]  # fmt: skip
-    assert [limits.is_number(v) for v in (0, 1.5, float("inf"), True, "1", None)] == [
-        True, True, True, False, False, False,
-    ]  # fmt: skip
-
-
 @pytest.mark.parametrize(
-    "source",
+    ("check", "largest", "words"),
     [
-        "if abs(value) >= 2**63:\n    pass\n",
-        "LIMIT = 2 ** 64 - 1\n",
-        "CAP = 65536\n",
-        "MAX = 9223372036854775807\n",
-        "ok = isinstance(value, int) and not isinstance(value, bool)\n",
-        "if isinstance(flag, bool):\n    pass\n",
+        (limits.check_count, 9_223_372_036_854_775_807,
+         "is past 2^63 - 1, the largest count (FORMAT.md)"),
+        (limits.check_request_id, 18_446_744_073_709_551_615,
+         "is past 2^64 - 1, the largest integer request id (FORMAT.md)"),
+        (limits.check_duration, 9_223_372_036_854_775_807,
+         "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"),
     ],
-)
-def test_a_planted_limit_or_bool_test_is_found(source: str):
-    assert len(limit_copies(source)) == 1, source
+)  # fmt: skip
+def test_each_value_rule_has_one_raising_check_of_one_error_class(check, largest, words):
+    """A count, a request id and a duration: 0 and the largest pass; one past it and -1 are
+    malformed, the same InputError (exit 2) with the field's words."""
+    for good in (0, largest):
+        check("f.jsonl:3", "'x'", good, "fix it")
+    for bad, said in ((largest + 1, words), (-1, NEGATIVE)):
+        with pytest.raises(InputError) as error:
+            check("f.jsonl:3", "'x'", bad, "fix it")
+        assert type(error.value) is limits.OutOfRange
+        assert str(error.value) == f"f.jsonl:3: 'x' {bad} {said}: fix it"
+        assert error.value.reason == f"'x' {bad} {said}"
 
 
-def test_what_is_not_a_limit_is_not_found():
-    # a chunk of 64 KiB is not the step cap, and a tuple of scalar types is not the bool test
-    assert (
-        limit_copies(
-            "x = 2**10\ny = 64 * 1024\nz = isinstance(v, int)\nw = isinstance(v, (str, bool))\n"
-        )
-        == []
-    )
-
-
-_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-
-
-def _counts_named(node: ast.AST) -> set[str]:
-    """Which of A and P an expression reads, by its names: a name, an attribute or a string
-    key holding "accept" reads A (``num_accepted_draft_tokens`` too), else one holding "propos"
-    or "draft" reads P."""
-    found = set()
-    for part in ast.walk(node):
-        name = (
-            part.id if isinstance(part, ast.Name)
-            else part.attr if isinstance(part, ast.Attribute)
-            else part.value if isinstance(part, ast.Constant) and isinstance(part.value, str)
-            else ""
-        )  # fmt: skip
-        if "accept" in name.lower():
-            found.add("A")
-        elif "propos" in name.lower() or "draft" in name.lower():
-            found.add("P")
-    return found
-
-
-def step_rule_copies(source: str) -> list[str]:
-    """Where a module orders accepted against proposed itself (``accepted > proposed``,
-    ``pl.col("accepted") > pl.col("proposed")``, ``0 <= accepted <= proposed``): one operand
-    reading only A, another only P. The names decide, so ``step.acc > step.k`` is not found."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare) and any(isinstance(op, _ORDER) for op in node.ops):
-            sides = [_counts_named(side) for side in (node.left, *node.comparators)]
-            if {"A"} in sides and {"P"} in sides:
-                found.append(f"line {node.lineno}: {ast.unparse(node)}")
-    return found
-
-
-def test_no_module_but_limits_orders_accepted_against_proposed():
-    copies = {
-        path.relative_to(ROOT).as_posix(): found
-        for path in sorted((ROOT / "fold").rglob("*.py"))
-        if path.name != "limits.py" and (found := step_rule_copies(path.read_text()))
-    }
-    assert copies == {}
-    assert step_rule_copies((ROOT / "fold" / "inputs" / "limits.py").read_text()) != []
-
-
-@pytest.mark.parametrize(
-    "source",
-    [
-        "if accepted > proposed:\n    pass\n",
-        "bad = pl.col('accepted') > pl.col('proposed')\n",
-        "ok = 0 <= row['accepted'] <= row['proposed']\n",
-        "if low('accepted', accepted) > high('proposed', proposed):\n    pass\n",
-        "if counts.num_accepted_draft_tokens > counts.num_draft_tokens:\n    pass\n",
-        "if proposed < accepted:\n    pass\n",
-    ],
-)
-def test_a_planted_step_rule_is_found(source: str):
-    assert len(step_rule_copies(source)) == 1, source
-
-
-def test_what_orders_no_accepted_against_proposed_is_not_found():
-    # a length check, a key test, a rate against a number, two durations, A against A
-    assert (
-        step_rule_copies(
-            "a = len(drafted) != len(accepted)\nb = 'draft_n_accepted' in timings\n"
-            "c = accept_rate > 0.5\nd = draft_ns < verify_ns\ne = accepted > accepted_before\n"
-        )
-        == []
-    )
+def test_a_printed_request_id_is_read_at_any_length():
+    assert limits.decimal_request_id("18446744073709551615", "w", "'req'", "x") == 2**64 - 1
+    # a decimal of 50 characters is shown as its first 20 and its length (limits.shown)
+    for text, said in (
+        ("1" + "0" * 49, f"10000000000000000000... (50 digits) {PAST_ID}"),
+        ("-" + "9" * 49, f"-9999999999999999999... (50 digits) {NEGATIVE}"),
+    ):
+        with pytest.raises(limits.OutOfRange) as error:
+            limits.decimal_request_id(text, "w", "'req'", "x")
+        assert error.value.reason == f"'req' {said}"
 
 
 def test_a_long_value_is_shown_shortened_never_in_full():
@@ -579,7 +467,7 @@ def _vllm_gate_arm(tmp_path: Path, metrics: dict[str, Any], config: dict[str, An
     return [_our_arm(tmp_path), "--vs", f"vllm={oracle}"]
 
 
-HOOK_LOG = ("step log, native reader", "step log, reference reader")
+HOOK_LOG = ("step_log:native", "step_log:reference")  # f"{STEP_LOG}:{reader}"
 # (rule, source, the command's arguments made in tmp_path, the field and value as refused)
 CASES: list[tuple[str, str, Any, str]] = [
     *(
@@ -611,54 +499,239 @@ CASES: list[tuple[str, str, Any, str]] = [
              "field 'verify_ns' -1"),
         ]
     ),
-    ("count past 2^63 - 1", "engine trace", lambda t: _trace(t, "k=7", f"k={2**63}"),
+    ("count past 2^63 - 1", "engine_trace", lambda t: _trace(t, "k=7", f"k={2**63}"),
      "field 'k' 9223372036854775808"),
-    ("negative count", "engine trace", lambda t: _trace(t, "k=7", "k=-1"), "field 'k' -1"),
-    ("accepted above proposed", "engine trace",
+    ("negative count", "engine_trace", lambda t: _trace(t, "k=7", "k=-1"), "field 'k' -1"),
+    ("accepted above proposed", "engine_trace",
      lambda t: _trace(t, "ns=3 acc=2", "ns=9 acc=8"), "'acc' 8 exceeds 'k' 7,"),
-    ("step past the cap", "engine trace", lambda t: _trace(t, "k=7", "k=65537"), "'k' 65537"),
-    ("request id past 2^64 - 1", "engine trace", lambda t: _trace(t, "req=0", f"req={2**64}"),
+    ("step past the cap", "engine_trace", lambda t: _trace(t, "k=7", "k=65537"), "'k' 65537"),
+    ("request id past 2^64 - 1", "engine_trace", lambda t: _trace(t, "req=0", f"req={2**64}"),
      "field 'req' 18446744073709551616"),
-    ("negative request id", "engine trace", lambda t: _trace(t, "req=0", "req=-1"),
+    ("negative request id", "engine_trace", lambda t: _trace(t, "req=0", "req=-1"),
      "field 'req' -1"),
-    ("count past 2^63 - 1", "arm record's counters",
+    ("count past 2^63 - 1", "record_counters",
      lambda t: [_our_arm(t, {"spec_drafts_proposed": 2**63})],
      "'spec_drafts_proposed' 9223372036854775808"),
-    ("negative count", "arm record's counters",
+    ("negative count", "record_counters",
      lambda t: [_our_arm(t, {"spec_drafts_accepted": -1})], "'spec_drafts_accepted' -1"),
-    ("accepted above proposed", "arm record's counters",
+    ("accepted above proposed", "record_counters",
      lambda t: [_our_arm(t, {"spec_drafts_proposed": 147, "spec_drafts_accepted": 148})],
      "'spec_drafts_accepted' 148 exceeds 'spec_drafts_proposed' 147,"),
-    ("count past 2^63 - 1", "arm record's token counts",
+    ("count past 2^63 - 1", "record_counters",
      lambda t: [_our_arm(t, {"completion_tokens": 2**63})],
      "'completion_tokens' 9223372036854775808"),
-    ("negative count", "arm record's token counts",
+    ("negative count", "record_counters",
      lambda t: [_our_arm(t, {"completion_tokens": -1})], "'completion_tokens' -1"),
-    ("count past 2^63 - 1", "vLLM per-request metrics",
+    ("count past 2^63 - 1", "vllm:requests",
      lambda t: _vllm_request(t, num_draft_tokens=2**63), "num_draft_tokens 9223372036854775808"),
-    ("negative count", "vLLM per-request metrics",
+    ("negative count", "vllm:requests",
      lambda t: _vllm_request(t, num_draft_tokens=-1), "num_draft_tokens -1"),
-    ("accepted above proposed", "vLLM per-request metrics",
+    ("accepted above proposed", "vllm:requests",
      lambda t: _vllm_request(t, per_step_drafted=[2, 2, 1]),
      "step 2: per_step_accepted 2 exceeds per_step_drafted 1,"),
-    ("accepted above proposed", "vLLM per-request totals",
+    ("accepted above proposed", "vllm:requests",
      lambda t: _vllm_request(t, num_draft_tokens=2),
      "num_accepted_draft_tokens 3 exceeds num_draft_tokens 2,"),
-    ("step past the cap", "vLLM per-request metrics",
+    ("step past the cap", "vllm:requests",
      lambda t: _vllm_request(t, num_spec_tokens=65537), "num_spec_tokens 65537"),
-    ("count past 2^63 - 1", "vLLM gate arm's counters",
+    ("count past 2^63 - 1", "vllm:arm_record",
      lambda t: _vllm_gate_arm(t, {"vllm:spec_decode_num_draft_tokens": 2**63}, {}),
      "vllm:spec_decode_num_draft_tokens: count 9223372036854775808"),
-    ("negative count", "vLLM gate arm's counters",
+    ("negative count", "vllm:arm_record",
      lambda t: _vllm_gate_arm(t, {"vllm:spec_decode_num_draft_tokens": -1}, {}),
      "vllm:spec_decode_num_draft_tokens: count -1"),
-    ("accepted above proposed", "vLLM gate arm's counters",
+    ("accepted above proposed", "vllm:arm_record",
      lambda t: _vllm_gate_arm(t, {"vllm:spec_decode_num_accepted_tokens": 3011}, {}),
      "vllm:spec_decode_num_accepted_tokens (read once after the last leg) 3011 exceeds "
      "vllm:spec_decode_num_draft_tokens (read once after the last leg) 3010,"),
-    ("step past the cap", "vLLM gate arm's speculative_config",
+    ("step past the cap", "vllm:arm_record",
      lambda t: _vllm_gate_arm(t, {}, {"num_speculative_tokens": 65537}),
      "speculative_config.num_speculative_tokens 65537"),
+]  # fmt: skip
+
+
+def _oracle(t: Path, fixture: str, edits: dict[str, str], kind: str | None = None) -> list[str]:
+    """Our example arm against an oracle fixture (``fixtures/oracles/``) with each of ``edits``
+    made once, as the engine's own output would carry the bad value."""
+    text = (ORACLES / fixture).read_text()
+    for old, new in edits.items():
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    oracle = t / fixture
+    oracle.write_text(text)
+    return [_our_arm(t), "--vs", f"x:{kind}={oracle}" if kind else f"x={oracle}"]
+
+
+def _sglang_leg(t: Path, **meta: int) -> list[str]:
+    """The gate's SGLang legs (fixtures/oracles/sglang-legs.jsonl), leg 2 with the meta_info
+    of the 0.5.23 response (fixtures/oracles/sglang-generate-0.5.23.json) edited."""
+    info = json.loads((ORACLES / "sglang-generate-0.5.23.json").read_text())[0]["meta_info"]
+    info.update(meta)
+    lines = (ORACLES / "sglang-legs.jsonl").read_text().splitlines()
+    leg = json.loads(lines[1])
+    leg["meta_info"] = info
+    leg["accept_length"] = info["spec_accept_length"]  # the leg's is its response's
+    lines[1] = json.dumps(leg)
+    oracle = t / "sglang-legs.jsonl"
+    oracle.write_text("\n".join(lines) + "\n")
+    return [_our_arm(t), "--vs", f"x={oracle}"]
+
+
+def _other_run(t: Path, legs: dict[str, int]) -> list[str]:
+    """Another run of ours (``--vs b:ours=``): the example's record, leg 2 edited."""
+    document = record()
+    document["legs"][2].update(legs)
+    other = t / "other.json"
+    other.write_text(json.dumps(document))
+    return [str(EXAMPLE / "our-arm.json"), "--vs", f"b:ours={other}"]
+
+
+TWO63 = 2**63  # written by hand below where the message shows it: 9223372036854775808
+VLLM_P = 'model_name="meta-llama/Llama-3.1-8B-Instruct"} 280.0'
+VLLM_A2 = 'model_name="meta-llama/Llama-3.1-8B-Instruct"} 1121.0'
+SERVER_LINE = "  301 accepted /   448 generated"
+CASES += [
+    # vLLM: /metrics scrapes (prometheus_client prints a counter as a float), the periodic log
+    # line, `vllm bench serve --save-result`
+    ("count past 2^63 - 1", "vllm:scrapes",
+     lambda t: _oracle(t, "vllm-scrapes.prom", {VLLM_P: VLLM_P.replace("280.0", "9.3e+18")}),
+     'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="meta-llama/Llama-3.1-8B-'
+     'Instruct"}: count 9300000000000000000'),
+    ("negative count", "vllm:scrapes",
+     lambda t: _oracle(t, "vllm-scrapes.prom", {VLLM_P: VLLM_P.replace("280.0", "-280.0")}),
+     'Instruct"}: count -280'),
+    # A = 2451 - 121 = 2330 between the scrapes, P = 2450 - 280 = 2170
+    ("accepted above proposed", "vllm:scrapes",
+     lambda t: _oracle(t, "vllm-scrapes.prom", {VLLM_A2: VLLM_A2.replace("1121.0", "2451.0")}),
+     "vllm:spec_decode_num_accepted_tokens_total (after - before scrape) 2330 exceeds "
+     "vllm:spec_decode_num_draft_tokens_total (after - before scrape) 2170,"),
+    ("count past 2^63 - 1", "vllm:log",
+     lambda t: _oracle(t, "vllm-log.txt", {"Drafted: 868 tokens": f"Drafted: {TWO63} tokens"}),
+     "vllm-log.txt:4: draft tokens (P) 9223372036854775808"),
+    ("negative count", "vllm:log",
+     lambda t: _oracle(t, "vllm-log.txt", {"Drafted: 868 tokens": "Drafted: -868 tokens"}),
+     "vllm-log.txt:4: draft tokens (P) -868"),
+    ("accepted above proposed", "vllm:log",
+     lambda t: _oracle(t, "vllm-log.txt", {"Accepted: 400 tokens": "Accepted: 869 tokens"}),
+     "vllm-log.txt:4: Accepted 869 exceeds Drafted 868,"),
+    ("count past 2^63 - 1", "vllm:bench",
+     lambda t: _oracle(t, "vllm-bench-serve.json", {
+         '"spec_decode_draft_tokens": 2170': f'"spec_decode_draft_tokens": {TWO63}'}),
+     "vllm-bench-serve.json: spec_decode_draft_tokens: count 9223372036854775808"),
+    ("negative count", "vllm:bench",
+     lambda t: _oracle(t, "vllm-bench-serve.json",
+                       {'"spec_decode_draft_tokens": 2170': '"spec_decode_draft_tokens": -1'}),
+     "vllm-bench-serve.json: spec_decode_draft_tokens: count -1"),
+    ("accepted above proposed", "vllm:bench",
+     lambda t: _oracle(t, "vllm-bench-serve.json", {
+         '"spec_decode_accepted_tokens": 1000': '"spec_decode_accepted_tokens": 2171'}),
+     "spec_decode_accepted_tokens 2171 exceeds spec_decode_draft_tokens 2170,"),
+    # SGLang: /generate responses (0.5.23 keys), the gate's legs with meta_info, bench_serving's
+    # line (1 + A/S only) and the gauges (ratios only)
+    ("count past 2^63 - 1", "sglang:responses",
+     lambda t: _oracle(t, "sglang-generate-0.5.23.json", {
+         '"spec_num_proposed_drafts": 420': f'"spec_num_proposed_drafts": {TWO63}'}),
+     "sglang-generate-0.5.23.json: [0]: spec_num_proposed_drafts: count 9223372036854775808"),
+    ("negative count", "sglang:responses",
+     lambda t: _oracle(t, "sglang-generate-0.5.23.json", {
+         '"spec_num_proposed_drafts": 420': '"spec_num_proposed_drafts": -1'}),
+     "sglang-generate-0.5.23.json: [0]: spec_num_proposed_drafts: count -1"),
+    ("accepted above proposed", "sglang:responses",
+     lambda t: _oracle(t, "sglang-generate-0.5.23.json", {
+         '"spec_num_proposed_drafts": 420': '"spec_num_proposed_drafts": 195'}),
+     "[0]: spec_num_correct_drafts 196 exceeds spec_num_proposed_drafts 195,"),
+    ("negative count", "sglang:legs", lambda t: _sglang_leg(t, spec_verify_ct=-1),
+     "sglang-legs.jsonl:2: spec_verify_ct: count -1"),
+    ("accepted above proposed", "sglang:legs",
+     lambda t: _sglang_leg(t, spec_num_proposed_drafts=195),
+     "sglang-legs.jsonl:2: spec_num_correct_drafts 196 exceeds spec_num_proposed_drafts 195,"),
+    ("mean acceptance length below 1", "sglang:bench",
+     lambda t: _oracle(t, "sglang-bench-serving.jsonl",
+                       {'"accept_length": 4.23': '"accept_length": 0.23'}),
+     "sglang-bench-serving.jsonl: accept_length = 0.23"),
+    ("mean acceptance length below 1", "sglang:gauges",
+     lambda t: _oracle(t, "sglang-metrics.prom", {'"} 4.23': '"} 0.23'}),
+     "sglang-metrics.prom: sglang:spec_accept_length = 0.23"),
+    # A/P = 1.2: more accepted than proposed, as a rate
+    ("accepted above proposed", "sglang:gauges",
+     lambda t: _oracle(t, "sglang-metrics.prom", {'"} 0.461': '"} 1.2'}),
+     "sglang-metrics.prom: sglang:spec_accept_rate 1.2 exceeds an A/P of 1,"),
+    # llama.cpp: /metrics (six significant digits), llama-speculative-simple's lines,
+    # llama-server's per-request line, /completion timings, the gate's arm record
+    ("count past 2^63 - 1", "llamacpp:scrapes",
+     lambda t: _oracle(t, "llamacpp-metrics-pair.prom", {
+         "num_draft_tokens_total 2.61123e+06": "num_draft_tokens_total 9.3e+18"}),
+     "llamacpp-metrics-pair.prom:69 llamacpp:spec_decode_num_draft_tokens_total: count "
+     "9300000000000000000"),
+    ("negative count", "llamacpp:scrapes",
+     lambda t: _oracle(t, "llamacpp-metrics-pair.prom", {
+         "num_draft_tokens_total 2.61123e+06": "num_draft_tokens_total -2.61123e+06"}),
+     "llamacpp-metrics-pair.prom:69 llamacpp:spec_decode_num_draft_tokens_total: count "
+     "-2611230"),
+    # A = 1249380 against P = 1200000, each within its rounding of half a unit of the 6th digit
+    ("accepted above proposed", "llamacpp:scrapes",
+     lambda t: _oracle(t, "llamacpp-metrics-pair.prom", {
+         "num_draft_tokens_total 2.61123e+06": "num_draft_tokens_total 1.2e+06"}),
+     "llamacpp:spec_decode_num_accepted_tokens_total (after - before scrape) 1249380 exceeds "
+     "llamacpp:spec_decode_num_draft_tokens_total (after - before scrape) 1200000,"),
+    ("count past 2^63 - 1", "llamacpp:speculative_simple",
+     lambda t: _oracle(t, "llamacpp-speculative-simple.txt",
+                       {"n_drafted = 640": f"n_drafted = {TWO63}"}, "llamacpp"),
+     "llamacpp-speculative-simple.txt: run 1: n_drafted 9223372036854775808"),
+    ("negative count", "llamacpp:speculative_simple",
+     lambda t: _oracle(t, "llamacpp-speculative-simple.txt",
+                       {"n_drafted = 640": "n_drafted = -640"}, "llamacpp"),
+     "llamacpp-speculative-simple.txt: run 1: n_drafted -640"),
+    ("accepted above proposed", "llamacpp:speculative_simple",
+     lambda t: _oracle(t, "llamacpp-speculative-simple.txt",
+                       {"n_accept  = 301": "n_accept  = 641"}, "llamacpp"),
+     "llamacpp-speculative-simple.txt: run 1: n_accept 641 exceeds n_drafted 640,"),
+    ("count past 2^63 - 1", "llamacpp:server_log",
+     lambda t: _oracle(t, "llamacpp-server.log",
+                       {SERVER_LINE: f"  301 accepted / {TWO63} generated"}),
+     "llamacpp-server.log:7: draft tokens (P) 9223372036854775808"),
+    # %5d prints a miscounted (negative) int with its sign
+    ("negative count", "llamacpp:server_log",
+     lambda t: _oracle(t, "llamacpp-server.log", {SERVER_LINE: "  301 accepted /  -448 generated"}),
+     "llamacpp-server.log:7: draft tokens (P) -448"),
+    ("accepted above proposed", "llamacpp:server_log",
+     lambda t: _oracle(t, "llamacpp-server.log", {SERVER_LINE: "  449 accepted /   448 generated"}),
+     "llamacpp-server.log:7: accepted 449 exceeds generated 448,"),
+    ("count past 2^63 - 1", "llamacpp:completions",
+     lambda t: _oracle(t, "llamacpp-completion.json", {'"draft_n": 448': f'"draft_n": {TWO63}'}),
+     "llamacpp-completion.json: timings.draft_n: count 9223372036854775808"),
+    ("negative count", "llamacpp:completions",
+     lambda t: _oracle(t, "llamacpp-completion.json", {'"draft_n": 448': '"draft_n": -1'}),
+     "llamacpp-completion.json: timings.draft_n: count -1"),
+    ("accepted above proposed", "llamacpp:completions",
+     lambda t: _oracle(t, "llamacpp-completion.json",
+                       {'"draft_n_accepted": 301': '"draft_n_accepted": 449'}),
+     "timings.draft_n_accepted 449 exceeds timings.draft_n 448,"),
+    ("count past 2^63 - 1", "llamacpp:arm_record",
+     lambda t: _oracle(t, "llamacpp-arm.json", {
+         '"llamacpp:spec_decode_num_draft_tokens": 800':
+         f'"llamacpp:spec_decode_num_draft_tokens": {TWO63}'}),
+     "metrics.llamacpp:spec_decode_num_draft_tokens: count 9223372036854775808"),
+    ("negative count", "llamacpp:arm_record",
+     lambda t: _oracle(t, "llamacpp-arm.json", {
+         '"llamacpp:spec_decode_num_draft_tokens": 800':
+         '"llamacpp:spec_decode_num_draft_tokens": -1'}),
+     "metrics.llamacpp:spec_decode_num_draft_tokens: count -1"),
+    ("accepted above proposed", "llamacpp:arm_record",
+     lambda t: _oracle(t, "llamacpp-arm.json", {
+         '"llamacpp:spec_decode_num_accepted_tokens": 520':
+         '"llamacpp:spec_decode_num_accepted_tokens": 801'}),
+     "llamacpp:spec_decode_num_accepted_tokens (cumulative) 801 exceeds "
+     "llamacpp:spec_decode_num_draft_tokens (cumulative) 800,"),
+    # another run of ours, read by the same checks as the main arm
+    ("count past 2^63 - 1", OURS_KIND,
+     lambda t: _other_run(t, {"spec_drafts_proposed": TWO63}),
+     "'spec_drafts_proposed' 9223372036854775808"),
+    ("negative count", OURS_KIND,
+     lambda t: _other_run(t, {"spec_drafts_accepted": -1}), "'spec_drafts_accepted' -1"),
+    ("accepted above proposed", OURS_KIND,
+     lambda t: _other_run(t, {"spec_drafts_proposed": 147, "spec_drafts_accepted": 148}),
+     "'spec_drafts_accepted' 148 exceeds 'spec_drafts_proposed' 147,"),
 ]  # fmt: skip
 
 RULES = {
@@ -670,6 +743,10 @@ RULES = {
     "negative duration": (MALFORMED, NEGATIVE),
     "accepted above proposed": (MISCOUNTED, ABOVE),
     "step past the cap": (MISCOUNTED, CAP_WORDS),
+    "mean acceptance length below 1": (
+        MISCOUNTED,
+        "is below 1: every verify step emits at least one token, so this is not 1 + A/S",
+    ),
 }
 """Each rule's exit code and words, whatever the source."""
 
@@ -683,23 +760,46 @@ def test_one_bad_value_of_each_rule_exits_alike_from_every_source(
     tmp_path, capsys, rule, source, arguments, named
 ):
     code, words = RULES[rule]
-    argv = [*arguments(tmp_path), "--bootstrap", "0"]
-    with native_switch(source != "step log, reference reader"):
+    argv = [*arguments(tmp_path), "--bootstrap", "0", "--quiet"]
+    with native_switch(source != "step_log:reference"):
         status = main(argv)
     err = " ".join(capsys.readouterr().err.split())
     assert status == code, err
     assert f"{named} {words}" in err, err
+    assert str(tmp_path) in err, err  # the file the bad value is in, by its path
     assert "Traceback" not in err
 
 
-def test_every_rule_is_sent_through_every_source_that_carries_it():
-    """The cases above leave out only what a source has no field for: the trace no duration,
-    the records and vLLM no integer request id (vLLM's are strings) and no duration."""
-    sources = {source for _, source, _, _ in CASES}
+def package_sources() -> set[str]:
+    """Every source of steps and counts the package reads, from the package: the step sources
+    a fold names (``STEP_SOURCE_TEXT``; the hook's log has two readers; ``ORACLE_STEPS`` are
+    vLLM's per-request steps, the ``vllm:requests`` format), every oracle format the registry
+    lists, and another run of ours (``--vs NAME:ours=``)."""
+    steps = set(STEP_SOURCE_TEXT) - {STEP_LOG, ORACLE_STEPS}
+    return {*steps, *HOOK_LOG, *registry.SOURCES, OURS_KIND}
+
+
+def test_every_source_of_the_package_has_a_case():
+    """A source the package reads with no case above fails here: the list is the package's,
+    not the cases'."""
+    assert {source for _, source, _, _ in CASES} == package_sources()
     assert {rule for rule, _, _, _ in CASES} == set(RULES)
+    assert set(STEP_SOURCE_TEXT) == {STEP_LOG, ENGINE_TRACE, RECORD_COUNTERS, ORACLE_STEPS}
+    assert tuple(f"{STEP_LOG}:{reader}" for reader in ("native", "reference")) == HOOK_LOG
+
+
+def test_every_rule_is_sent_through_every_source_that_carries_it():
+    """The hook's log carries every field of the steps' rules; the trace no duration, the
+    records and vLLM no integer request id (vLLM's are strings) and no duration; SGLang's
+    bench line and gauges carry ratios only."""
     for source in HOOK_LOG:
-        assert {rule for rule, s, _, _ in CASES if s == source} == set(RULES)
-    assert len(sources) == 9
+        assert {rule for rule, s, _, _ in CASES if s == source} == set(RULES) - {
+            "mean acceptance length below 1"
+        }
+    for source in (*registry.SOURCES, OURS_KIND, RECORD_COUNTERS, ENGINE_TRACE):
+        rules = {rule for rule, s, _, _ in CASES if s == source}
+        if source not in ("sglang:bench",):
+            assert "accepted above proposed" in rules, source
 
 
 @pytest.mark.parametrize(

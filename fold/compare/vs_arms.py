@@ -18,7 +18,7 @@ from typing import Any
 from fold.compare.arms import Arm
 from fold.compare.comparison import OURS, OURS_ALL, our_arm
 from fold.compare.leg_pairs import pairing, require_pairing
-from fold.errors import FoldError
+from fold.errors import FoldError, placed
 from fold.folding.log_fold import fold_acceptance
 from fold.folding.warm import check_arm
 from fold.inputs.arm import ArmRecord
@@ -73,5 +73,5 @@ def _fold_run(
             run.record, list(run.logs), predicate=predicate, **{**options, "seed": seed}
         )
     except FoldError as error:
-        raise type(error)(f"--vs {run.name}: {error}") from error
+        raise placed(error, f"--vs {run.name}") from error
     return our_arm(result, run.name, run.record)

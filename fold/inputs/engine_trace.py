@@ -38,6 +38,7 @@ _REQUIRED = ("req", "k", "acc", "emit")
 _COUNTS = ("req", "pos", "k", "ns", "acc")
 _LIST_FIELDS = ("draft", "emit")
 _STEP_FIELDS = limits.StepFields(proposed="'k'", accepted="'acc'", emitted="'emit'")
+_FIX = "fix or remove the line"
 MISCOUNTING = "the engine's trace is miscounting; no acceptance can be computed from it"
 # Which of a leg's three run lines a line is, by a field only it carries.
 RUN_LINE_KINDS = {
@@ -216,15 +217,12 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
             if not _SIGNED.fullmatch(text):
                 _bad(path, number, f"field '{key}' must be a count, found {text!r}", counts, skip)
                 return None
-            digits = text.lstrip("-")
-            value = int(digits) if len(digits) <= limits.MAX_DIGITS else limits.MAX_REQUEST_ID + 1
-            value = -value if text.startswith("-") else value
-            words = (limits.request_id_problem if key == "req" else limits.count_problem)(value)
-            if words is not None:
-                _bad(path, number, f"field '{key}' {limits.shown(text)} {words}",
-                            counts, skip)  # fmt: skip
+            read = limits.decimal_request_id if key == "req" else limits.decimal_count
+            try:
+                numbers[key] = read(text, f"{path}:{number}", f"field '{key}'", _FIX)
+            except limits.OutOfRange as error:  # a malformed line, which may be skipped
+                _bad(path, number, error.reason, counts, skip)
                 return None
-            numbers[key] = value
     for key in _LIST_FIELDS:
         if key in values and not values[key].startswith("["):
             _bad(path, number, f"field '{key}' must be a [...] list", counts, skip)

@@ -18,7 +18,7 @@ are held to these by the tests, and so is its numbering of the step's rule (``St
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, TypeGuard
@@ -129,22 +129,70 @@ def request_id_problem(value: int) -> str | None:
     return NEGATIVE_WORDS if value < 0 else REQUEST_ID_WORDS if value > MAX_REQUEST_ID else None
 
 
-def check_count(where: str, field: str, value: int, what_to_do: str) -> None:
-    """InputError when a count is outside 0 .. 2^63 - 1 (``count_problem``)."""
-    words = count_problem(value)
+class OutOfRange(InputError):
+    """A count, a request id or a duration outside its field's range: malformed (exit 2).
+    ``reason`` is its field, value and limit without the place and what to do: the line readers
+    name the line themselves and may skip it (``--skip-bad-lines``)."""
+
+    def __init__(self, where: str, field: str, value: Any, words: str, what_to_do: str) -> None:
+        self.reason = f"{field} {shown(value)} {words}"
+        super().__init__(refusal(where, field, value, words, what_to_do))
+
+
+def _check_range(
+    problem: Callable[[int], str | None],
+    place: tuple[str, str],
+    value: int,
+    what_to_do: str,
+    written: str | None = None,
+) -> None:
+    """OutOfRange when ``problem`` finds ``value`` outside its range; ``place`` is (where,
+    field) and ``written`` the value as the input wrote it, when that is not ``value``."""
+    words = problem(value)
     if words is not None:
-        raise InputError(refusal(where, field, value, words, what_to_do))
+        where, field = place
+        raise OutOfRange(where, field, value if written is None else written, words, what_to_do)
+
+
+def check_count(where: str, field: str, value: int, what_to_do: str) -> None:
+    """OutOfRange (an InputError) when a count is outside 0 .. 2^63 - 1 (``count_problem``)."""
+    _check_range(count_problem, (where, field), value, what_to_do)
+
+
+def check_request_id(where: str, field: str, value: int, what_to_do: str) -> None:
+    """OutOfRange (an InputError, as a count's) when an integer request id is outside
+    0 .. 2^64 - 1 (``request_id_problem``)."""
+    _check_range(request_id_problem, (where, field), value, what_to_do)
+
+
+def check_duration(where: str, field: str, value: int, what_to_do: str) -> None:
+    """OutOfRange (an InputError, as a count's) when a step duration is outside
+    0 .. 2^63 - 1 ns (``duration_problem``)."""
+    _check_range(duration_problem, (where, field), value, what_to_do)
+
+
+def _decimal(text: str, past: int) -> int:
+    """A decimal's value; its length decides first, so a decimal of any size is read at once:
+    one past every limit is ``past``, and a negative of any length is negative."""
+    value = int(text) if len(text.lstrip("-")) <= MAX_DIGITS else past
+    if text.startswith("-") and value != 0:
+        value = min(value, -1)
+    return value
 
 
 def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
     """A count printed as a decimal, checked as ``check_count`` checks it (a sign, which no
-    engine prints, makes it negative); its length decides first, so a decimal of any size is
-    refused at once."""
-    value = int(text) if len(text.lstrip("-")) <= MAX_DIGITS else MAX_COUNT + 1
-    if text.startswith("-") and value != 0:
-        value = min(value, -1)  # a negative of any length is negative, not past the limit
-    if (problem := count_problem(value)) is not None:
-        raise InputError(refusal(where, field, text, problem, what_to_do))
+    engine prints, makes it negative) and refused showing the decimal as written."""
+    value = _decimal(text, MAX_COUNT + 1)
+    _check_range(count_problem, (where, field), value, what_to_do, text)
+    return value
+
+
+def decimal_request_id(text: str, where: str, field: str, what_to_do: str) -> int:
+    """An integer request id printed as a decimal, checked as ``check_request_id`` checks it
+    and refused showing the decimal as written."""
+    value = _decimal(text, MAX_REQUEST_ID + 1)
+    _check_range(request_id_problem, (where, field), value, what_to_do, text)
     return value
 
 
@@ -229,10 +277,11 @@ def check_step(
 
 
 def check_accepted(
-    where: str, totals: tuple[tuple[str, int], tuple[str, int]], what_to_do: str
+    where: str, totals: tuple[tuple[str, float], tuple[str, float]], what_to_do: str
 ) -> None:
     """RefusedError when a total of accepted draft tokens exceeds the total proposed, worded as
-    a step's; ``totals`` are ((proposed field, P), (accepted field, A))."""
+    a step's; ``totals`` are ((proposed field, P), (accepted field, A)), or a rate A/P against
+    1 (a rate above 1 is more accepted than proposed)."""
     (proposed_field, proposed), (accepted_field, accepted) = totals
     if accepted_above_proposed(proposed, accepted):
         words = accepted_words(proposed_field, proposed)

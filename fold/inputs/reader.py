@@ -271,16 +271,17 @@ def _integer(value: Any, name: str, kind: str) -> int:
         value = int(value)  # orjson reads an integer literal beyond 64 bits as a float
     elif not is_int(value):
         raise _BadLine(f"field '{name}' must be {kind}, found {_describe(value)}")
-    problem = (
-        limits.request_id_problem
+    check = (
+        limits.check_request_id
         if name == "seq"
-        else limits.duration_problem
+        else limits.check_duration
         if name in DURATIONS
-        else limits.count_problem
+        else limits.check_count
     )
-    words = problem(value)
-    if words is not None:
-        raise _BadLine(f"field '{name}' {limits.shown(value)} {words}")
+    try:
+        check("a step line", f"field '{name}'", value, "fix or remove the line")
+    except limits.OutOfRange as error:  # the line is named, and maybe skipped, by the caller
+        raise _BadLine(error.reason) from None
     return value
 
 

@@ -124,17 +124,22 @@ class StepLogWriter:
         words of ``fold.inputs.limits``. It is the caller's bug, not a bad input (this runs in
         the engine, not in the command), so it is Python's error for a wrong argument, not
         one of the command's errors with an exit code."""
+        where = "StepLogWriter.record"
         for name, value in (("draft_ns", draft_ns), ("verify_ns", verify_ns)):
-            if value is not None and not (is_int(value) and limits.duration_problem(value) is None):
+            if value is not None and not is_int(value):
                 raise ValueError(f"{name} must be an int in 0 .. 2^63 - 1 or None, got {value!r}")
         counts = (proposed, accepted, emitted)
-        for name, count in zip(("'proposed'", "'accepted'", "'emitted'"), counts, strict=True):
-            words = None if count is None else limits.count_problem(count)
-            if words is not None:
-                raise ValueError(limits.refusal("StepLogWriter.record", name, count, words, _FIX))
+        try:
+            for name, value in (("draft_ns", draft_ns), ("verify_ns", verify_ns)):
+                if value is not None:
+                    limits.check_duration(where, f"'{name}'", value, _FIX)
+            for name, count in zip(("'proposed'", "'accepted'", "'emitted'"), counts, strict=True):
+                if count is not None:
+                    limits.check_count(where, name, count, _FIX)
+        except limits.OutOfRange as error:
+            raise ValueError(str(error)) from None
         rule = limits.step_problem(proposed, accepted, emitted)
         if rule is not None:
-            where = "StepLogWriter.record"
             raise ValueError(str(limits.step_refusal(rule, where, counts, _FIX)))
         if isinstance(seq, str) and len(escape_json_string(seq).encode()) > MAX_ID_ESCAPED:
             raise ValueError(f"a string seq is at most {MAX_ID_ESCAPED} bytes once escaped")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from fold.errors import FoldError, InputError
+from fold.errors import FoldError, InputError, placed
 from fold.inputs.arm import ArmRecord, load_arm
 from fold.inputs.oracles import (
     OURS_KIND,
@@ -173,7 +173,7 @@ def _our_run(name: str, path: str, logs: list[str], position: int) -> OurRun:
                 "spec_drafts_accepted and spec_drafted_request_steps"
             )
     except FoldError as error:
-        raise type(error)(f"--vs {name}: {error}") from error
+        raise placed(error, f"--vs {name}") from error
     return OurRun(name, path, record, tuple(logs), position)
 
 

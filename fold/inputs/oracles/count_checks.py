@@ -16,6 +16,7 @@ from fold.inputs import limits
 
 ORACLE_COUNT_WHAT_TO_DO = "no engine counts this many; check the oracle's counters"
 NOT_ONE_RUN = "the counters do not come from one run of one server; take them again"
+ENGINE_MISCOUNTS = "the engine miscounts, or the output is not its own as written; take it again"
 
 
 def count_labels(names: Mapping[str, str]) -> dict[str, str]:
@@ -70,6 +71,11 @@ def check_rates(
                 f"{'positive' if positive else 'non-negative'} number; fix the input or leave "
                 "it out"
             )
+    if rates["accept_rate"] is not None:
+        # A/P above 1 is more draft tokens accepted than proposed: the step rule, as a ratio
+        rate_name = names.get("accept_rate", "acceptance rate")
+        limits.check_accepted(where, (("an A/P of", 1), (rate_name, rates["accept_rate"])),
+                              ENGINE_MISCOUNTS)  # fmt: skip
     if mean_acceptance_length is not None and mean_acceptance_length < 1:
         raise RefusedError(
             f"{where}: {names.get('mean_acceptance_length', 'mean acceptance length')} = "

@@ -20,6 +20,7 @@ from typing import Any
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
 from fold.inputs.oracles import counter_arms, counters
+from fold.inputs.oracles.count_checks import ENGINE_MISCOUNTS
 from fold.inputs.oracles.figures import (
     ORACLE_COUNT_WHAT_TO_DO,
     ArmFigures,
@@ -35,6 +36,8 @@ from fold.wording import figure
 KIND = "llamacpp"
 ALIASES = ("llamacpp", "llama.cpp", "llama-cpp", "llama_cpp")
 PREFIX = "llamacpp:"
+SOURCES = ("scrapes", "speculative_simple", "server_log", "completions", "arm_record")
+"""What ``read`` reads, one code per format (``registry.SOURCES`` names them all)."""
 SIGNIFICANT_DIGITS = 6  # operator<< on a double, as /metrics prints its counters
 PER_REQUEST = "one request's generation speed (predicted_per_second)"
 # An arm record with no legs cannot show its tok/s is a leg's: the llama.cpp gate that wrote
@@ -68,7 +71,7 @@ _DRAFT_DURATIONS_RE = re.compile(
 )
 
 _SERVER_LOG_RE = re.compile(
-    r"draft acceptance = ([0-9.]+|nan) \(\s*(\d+) accepted /\s*(\d+) generated\), "
+    r"draft acceptance = (-?[0-9.]+|nan) \(\s*(-?\d+) accepted /\s*(-?\d+) generated\), "
     r"mean len =\s*([0-9.]+)"
 )
 
@@ -181,10 +184,8 @@ def _read_completions(
         if "draft_n" in timings or "draft_n_accepted" in timings:
             p = count(timings.get("draft_n"), f"{twhere}.draft_n")
             a = count(timings.get("draft_n_accepted"), f"{twhere}.draft_n_accepted")
-            if a > p:
-                raise RefusedError(
-                    f"{twhere}: draft_n_accepted = {a} exceeds draft_n = {p}: impossible"
-                )
+            totals = (("timings.draft_n", p), ("timings.draft_n_accepted", a))
+            limits.check_accepted(where, totals, ENGINE_MISCOUNTS)
             proposed, accepted, drafted = proposed + p, accepted + a, drafted + 1
         counts.append({"proposed": p, "accepted": a})
     if not tok_values:
@@ -297,10 +298,8 @@ def _read_speculative_simple(name: str, doc: OracleFile) -> ArmFigures:
             "give the program's complete output"
         )
     for i, (p, a) in enumerate(zip(drafted, accepted, strict=True)):
-        if a > p:
-            raise RefusedError(
-                f"{doc.where}: run {i + 1}: n_accept = {a} exceeds n_drafted = {p}: impossible"
-            )
+        totals = (("n_drafted", p), ("n_accept", a))
+        limits.check_accepted(f"{doc.where}: run {i + 1}", totals, ENGINE_MISCOUNTS)
     for i, (text_pct, p, a) in enumerate(
         zip(_ACCEPT_PCT_RE.findall(doc.text), drafted, accepted, strict=False)
     ):
@@ -413,7 +412,7 @@ def _read_server_log(name: str, doc: OracleFile) -> ArmFigures:
         _SERVER_LOG_RE,
         (2, 3, 4),
         doc.where,
-        exceeds="{a} accepted exceeds {p} generated",
+        fields=("accepted", "generated"),
         no_fit="no whole number of verify steps up to {p} gives mean len = {length} with {a} "
         "accepted: the line is not llama-server's",
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from fold.errors import RefusedError
 from fold.inputs import limits
+from fold.inputs.oracles.count_checks import ENGINE_MISCOUNTS
 from fold.inputs.oracles.figures import ORACLE_COUNT_WHAT_TO_DO
 
 _PRINTED_HALF_UNIT = 0.005  # the engines print mean acceptance lengths with two decimals
@@ -32,15 +33,16 @@ def sum_printed_lines(
     groups: tuple[int | str, int | str, int | str],
     where: str,
     *,
-    exceeds: str,
+    fields: tuple[str, str],
     no_fit: str,
 ) -> PrintedSums:
     """Every line of ``text`` that ``pattern`` matches, its ``groups`` being A, P and the mean
     acceptance length as printed: A and P summed exactly; S as the middle of the summed ranges
     of whole step counts whose ``1 + A/S`` rounds to each printed length, with the distance to
-    either end as its bound (None when a line accepted nothing: any S fits it). ``exceeds`` and
-    ``no_fit`` word the refusals of a line with A > P, and of one no whole S fits, in the
-    engine's own terms (``{a}``, ``{p}`` and ``{length}`` filled in)."""
+    either end as its bound (None when a line accepted nothing: any S fits it). A line with
+    A > P is refused by the step rule (``limits.check_accepted``), its counts named by
+    ``fields``, (A, P) as the engine prints them; ``no_fit`` words the refusal of a line no
+    whole S fits, in the engine's own terms (``{a}``, ``{p}`` and ``{length}`` filled in)."""
     accepted = proposed = count = low = high = 0
     steps_known = True
     for match in pattern.finditer(text):
@@ -52,8 +54,8 @@ def sum_printed_lines(
             )
         )
         length = match[groups[2]]
-        if a > p:
-            raise RefusedError(f"{where}:{lineno}: " + exceeds.format(a=a, p=p))
+        totals = ((fields[1], p), (fields[0], a))
+        limits.check_accepted(f"{where}:{lineno}", totals, ENGINE_MISCOUNTS)
         accepted, proposed, count = accepted + a, proposed + p, count + 1
         found = steps_range(a, p, float(length), _PRINTED_HALF_UNIT)
         if found is None:

@@ -24,6 +24,14 @@ FORMATS: dict[str, tuple[ModuleType, ...]] = {
     vllm.KIND: (vllm_requests,),
 }
 
+SOURCES = tuple(
+    f"{module.KIND}:{code}"
+    for module in (*ENGINES.values(), *(m for formats in FORMATS.values() for m in formats))
+    for code in module.SOURCES
+)
+"""Every format an oracle arm is read from, ``KIND:CODE``: each module lists what its ``read``
+reads (``SOURCES``), and ``tests/test_limits.py`` sends a bad value through each."""
+
 
 def reader(kind: str, doc: OracleFile) -> ModuleType:
     """The module that reads ``doc`` of engine ``kind``: a format of its own, else the

@@ -52,6 +52,8 @@ from fold.inputs.oracles.source import (
 from fold.inputs.populations import REQUESTS
 
 ALIASES = ("sglang",)
+SOURCES = ("gauges", "bench", "responses", "legs")
+"""What ``read`` reads, one code per format (``registry.SOURCES`` names them all)."""
 
 _ACCEPT_LENGTH = ("spec_accept_length", "accept_length")
 _ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")

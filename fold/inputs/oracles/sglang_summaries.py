@@ -131,4 +131,8 @@ def read_gauges(name: str, doc: OracleFile) -> ArmFigures:
         where=doc.where,
         population=LAST_INTERVAL,
         population_detail="the last logging interval before the (last) scrape",
+        labels={
+            "mean_acceptance_length": f"{PREFIX}spec_accept_length",
+            "accept_rate": f"{PREFIX}spec_accept_rate",
+        },
     )

@@ -40,6 +40,8 @@ from fold.inputs.populations import INTERVAL, SINCE_START
 KIND = "vllm"
 ALIASES = ("vllm",)
 PREFIX = "vllm:"
+SOURCES = ("scrapes", "log", "bench", "arm_record")
+"""What ``read`` reads, one code per format (``registry.SOURCES`` names them all)."""
 
 _BENCH_KEYS = (
     "spec_decode_num_drafts",
@@ -309,7 +311,7 @@ def _read_log(name: str, doc: OracleFile) -> ArmFigures:
         _LOG_RE,
         ("accepted", "drafted", "length"),
         doc.where,
-        exceeds="Accepted: {a} tokens exceeds Drafted: {p} tokens",
+        fields=("Accepted", "Drafted"),
         no_fit="no whole number of drafts up to {p} gives a mean acceptance length of {length} "
         "with Accepted: {a}: the line is not vLLM's",
     )

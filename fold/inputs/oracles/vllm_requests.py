@@ -49,6 +49,8 @@ from fold.inputs.populations import REQUESTS, WARM_LEGS
 
 KIND = "vllm"
 ALIASES = ()
+SOURCES = ("requests",)
+"""What ``read`` reads, one code per format (``registry.SOURCES`` names them all)."""
 OFFLINE_KEY = "spec_decode_metrics"
 SERVED_KEY = "speculative_decoding"
 SOURCE = "vLLM's per-request spec_decode_metrics"
