@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", metavar="PATH", help="also write the fold as JSON to PATH ('-' for stdout only)"
     )
     parser.add_argument(
+        "--sums",
+        metavar="PATH",
+        help="also write every request's sums to PATH, a Parquet file (docs/sums.md)",
+    )
+    parser.add_argument(
         "--annotate",
         metavar="OUT",
         help="write a copy of the arm record with acceptance added to OUT (atomically)",

@@ -35,6 +35,7 @@ DRAWS_LINES = {"timeline.py": "draws the attributed step lines, which no documen
 WRITERS = {
     "output.py": "the JSON writer: serializes what it is given, shows no figure",
     "annotate.py": "copies the arm record it is given (ArmRecord) beside the document's figures",
+    "sums_file.py": "serializes the document's table of requests as Parquet, shows no figure",
 }
 
 

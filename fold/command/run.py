@@ -27,10 +27,14 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
         raise InputError("--idle goes with --follow")
     if arguments.json == "-" and arguments.markdown == "-":
         raise InputError("--json - and --markdown - both want stdout; write one to a file")
-    for wanted, given in (("--follow", arguments.follow), ("--trace", arguments.trace)):
+    for wanted, given in (
+        ("--follow", arguments.follow),
+        ("--trace", arguments.trace),
+        ("--sums", arguments.sums),
+    ):
         if given and not arguments.logs:
             raise InputError(
-                f"{wanted} needs a step log: it follows or draws the log's steps, which the "
+                f"{wanted} needs a step log: it reads the log's steps, which the "
                 "record's counters do not hold; name the step log(s) after the arm record"
             )
     if arguments.matched_config is not None and "vllm" not in arguments.matched:
@@ -85,6 +89,10 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     from fold.present.annotate import write_annotated
     from fold.present.output import dumps, write_atomically
 
+    if arguments.sums:
+        from fold.present.sums_file import sums_parquet
+
+        write_atomically(arguments.sums, sums_parquet(result))
     if arguments.annotate:
         write_annotated(arm, document, arguments.annotate)
     if arguments.trace:

@@ -97,7 +97,9 @@ def build_result(
             _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
         )
         timed = untimed(step_source) is None
-        requests = request_tables(partial.requests, cadence.requests if timed else None)
+        requests = request_tables(
+            partial.requests, cadence.requests if timed else None, partial.durations
+        )
         drafts = _acceptance_drafts(
             arm_legs, partial, requests, read_counts, check, window_steps, prefill_tokens
         )

@@ -1,10 +1,12 @@
-"""A leg's requests as one table: a row per request, a column per figure.
+"""A leg's requests as one table: a row per request, a column per sum.
 
 A serving load test folds 10^6 requests; a dict of figures per request (and a read-only view
 of each, and a dict of its cadence) made the figures by request most of such a fold's time and
-memory. The rows are kept as columns instead, read as columns by the figures over requests
-(the spread, the lowest, the flags), and made into one mapping per request only for a reader
-that asks for them one at a time, or for the JSON.
+memory. The rows are kept as columns instead: the request's sums (S, P, A, its lines), its
+cadence in whole nanoseconds as the cadence computed it, and its step durations. The figures
+over requests (the spread, the lowest, the flags) read the columns; a mapping per request (the
+JSON's row, with the cadence in seconds) is made only for a reader that asks for one, or for
+the JSON. The same table, every leg's, is the sums file (``sums_table``, ``docs/sums.md``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,51 @@ from typing import Any, overload
 import numpy as np
 import polars as pl
 
-from fold.folding.accumulate import REQUEST_KEY
+from fold.folding.accumulate import DURATION_SUMS, REQUEST_KEY
 
 _NS = 1e9
 _ROWS_AT_ONCE = 50_000
 """Rows made into mappings a part at a time by an iteration: one part's dicts at once."""
 
 SUMS = ("lines", "steps", "proposed", "accepted")
-CADENCE = (
+CADENCE_NS = {
+    "cadence_lines": pl.Int64,
+    "intervals": pl.Int64,
+    "first_step_ns": pl.Int64,
+    "decode_ns": pl.Int64,
+    "tail_ns": pl.Int64,
+    "window_ns": pl.Int64,
+    "interval_median_ns": pl.Float64,
+    "interval_p90_ns": pl.Int64,
+    "interval_p99_ns": pl.Int64,
+    "interval_max_ns": pl.Int64,
+    "stalls": pl.Int64,
+    "stall_ns": pl.Float64,
+}
+"""A request's cadence as ``fold.folding.cadence`` computes it (its ``RAW_SCHEMA``): whole
+nanoseconds, but for the median (the mean of the middle two) and the stalls' time beyond it,
+which are halves; null where the figure has no value."""
+_FROM_CADENCE = {
+    "median_ns": "interval_median_ns",
+    "p90_ns": "interval_p90_ns",
+    "p99_ns": "interval_p99_ns",
+    "max_ns": "interval_max_ns",
+}
+SCHEMA: dict[str, pl.DataType] = {
+    "w": pl.String(),
+    "seq": pl.UInt64(),
+    "sid": pl.String(),
+    **{name: pl.Int64() for name in SUMS},
+    "accept_rate": pl.Float64(),
+    "mean_acceptance_length": pl.Float64(),
+    "timed": pl.Boolean(),
+    **{name: dtype() for name, dtype in CADENCE_NS.items()},
+    **{name: pl.Int64() for name in DURATION_SUMS},
+}
+"""A leg's request table. ``seq`` and ``sid`` hold the id as ``fold.folding.accumulate`` keys
+it; ``timed``: the steps had times (else no cadence at all: the JSON's None)."""
+
+CADENCE_JSON = (
     "lines",
     "intervals",
     "first_step_s",
@@ -55,79 +94,52 @@ def _ratios() -> list[pl.Expr]:
     ]
 
 
-def _seconds(table: pl.DataFrame, column: str) -> pl.Series:
-    """``column``'s nanoseconds in seconds, divided as Python divides (numpy's true division;
-    polars multiplies by the reciprocal, which can differ in the last digit)."""
-    return pl.Series(table[column].cast(pl.Float64).to_numpy() / _NS, nan_to_null=True)
-
-
-def _cadence_struct(table: pl.DataFrame) -> pl.Series:
-    """A request's cadence in seconds from ``fold.folding.cadence.RAW_SCHEMA``'s nanoseconds,
-    with the arithmetic of its per-request figures; a request the cadence did not see (no
-    line in its window) has 0 lines, 0 intervals and no figure."""
-    decode_s = _seconds(table, "decode_ns")
-    decoding = (table["decode_ns"] > 0).fill_null(False).to_numpy()
-    intervals = table["c_intervals"].cast(pl.Float64).to_numpy()
-    rate = np.full(table.height, np.nan)
-    np.divide(intervals, decode_s.to_numpy(), out=rate, where=decoding)
-    columns = {
-        "lines": table["c_lines"].fill_null(0),
-        "intervals": table["c_intervals"].fill_null(0),
-        "first_step_s": _seconds(table, "first_step_ns"),
-        "decode_s": decode_s,
-        "tail_s": _seconds(table, "tail_ns"),
-        "interval_median_s": _seconds(table, "median_ns"),
-        "interval_p90_s": _seconds(table, "p90_ns"),
-        "interval_p99_s": _seconds(table, "p99_ns"),
-        "interval_max_s": _seconds(table, "max_ns"),
-        "stalls": table["stalls"],
-        "stall_s": _seconds(table, "stall_ns"),
-        "decode_steps_per_s": pl.Series(rate, nan_to_null=True),
-    }
-    return pl.DataFrame({name: column.alias(name) for name, column in columns.items()}).select(
-        pl.struct(CADENCE).alias("cadence")
-    )["cadence"]
-
-
-def request_tables(requests: pl.DataFrame, cadence: pl.DataFrame | None) -> dict[int, RequestRows]:
+def request_tables(
+    requests: pl.DataFrame, cadence: pl.DataFrame | None, durations: pl.DataFrame
+) -> dict[int, RequestRows]:
     """Each leg's requests (a partial fold's ``requests``: ``REQUEST_KEY`` and ``SUMS``) with
-    their ratios and, from ``cadence`` (``fold.folding.cadence.Cadence.requests``; None when
-    the steps have no times), their cadence; in ``REQUEST_KEY`` order."""
+    their ratios, their cadence (``fold.folding.cadence.Cadence.requests``; None when the
+    steps have no times) and their step durations (a partial fold's ``durations``), in
+    ``REQUEST_KEY`` order."""
     table = requests.sort(REQUEST_KEY).with_columns(_ratios())
     if cadence is None:
-        table = table.with_columns(pl.lit(None, dtype=_CADENCE_TYPE).alias("cadence"))
+        table = table.with_columns(pl.lit(False).alias("timed"))
     else:
-        timed = cadence.rename({"lines": "c_lines", "intervals": "c_intervals"})
         table = table.join(
-            timed, on=REQUEST_KEY, how="left", nulls_equal=True, maintain_order="left"
+            cadence.rename({"lines": "cadence_lines"}),
+            on=REQUEST_KEY,
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
+        ).with_columns(
+            pl.lit(True).alias("timed"),
+            # A request the cadence did not see has no line and no interval in the window.
+            pl.col("cadence_lines", "intervals").fill_null(0),
         )
-        table = table.with_columns(_cadence_struct(table).cast(_CADENCE_TYPE))
-    table = table.select("leg", "w", "seq", "sid", *SUMS, "accept_rate", "mean_acceptance_length",
-                         "cadence")  # fmt: skip
+    table = table.rename({k: v for k, v in _FROM_CADENCE.items() if k in table.columns})
+    table = table.join(
+        durations, on=REQUEST_KEY, how="left", nulls_equal=True, maintain_order="left"
+    )
+    table = table.with_columns(
+        pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in SCHEMA.items()
+        if name not in table.columns
+    ).select("leg", *SCHEMA)
     return {
-        key[0]: RequestRows(frame.drop("leg"))
+        key[0]: RequestRows(frame.drop("leg").cast(SCHEMA))
         for key, frame in table.partition_by("leg", as_dict=True, maintain_order=True).items()
     }
 
 
-_CADENCE_TYPE = pl.Struct(
-    {name: pl.Int64 if name in ("lines", "intervals", "stalls") else pl.Float64 for name in CADENCE}
-)
-
-
 class RequestRows(Sequence[Mapping[str, Any]]):
-    """A leg's requests, read as a sequence of read-only mappings (``ROW``'s keys; ``seq`` is
-    the id as the log wrote it, an integer or a string) or by column. Nothing changes them
-    after they are made: the table is never handed out, only copies of its columns."""
+    """A leg's requests (``SCHEMA``), read as a sequence of read-only mappings (``ROW``'s
+    keys; ``seq`` is the id as the log wrote it, an integer or a string) or by column. Nothing
+    changes them after they are made: the table is never handed out, only copies."""
 
     __slots__ = ("_table",)
 
     def __init__(self, table: pl.DataFrame) -> None:
         self._table = table
-
-    @staticmethod
-    def empty() -> RequestRows:
-        return EMPTY
 
     def __len__(self) -> int:
         return self._table.height
@@ -140,14 +152,14 @@ class RequestRows(Sequence[Mapping[str, Any]]):
 
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
-            return tuple(self._rows(self._table[index]))
+            return tuple(_mappings(self._table[index]))
         if not -len(self) <= index < len(self):
             raise IndexError(index)
-        return next(self._rows(self._table.slice(index % len(self), 1)))
+        return next(_mappings(self._table.slice(index % len(self), 1)))
 
     def __iter__(self) -> Iterator[Mapping[str, Any]]:
         for start in range(0, len(self), _ROWS_AT_ONCE):
-            yield from self._rows(self._table.slice(start, _ROWS_AT_ONCE))
+            yield from _mappings(self._table.slice(start, _ROWS_AT_ONCE))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RequestRows):
@@ -164,9 +176,12 @@ class RequestRows(Sequence[Mapping[str, Any]]):
         return f"RequestRows({len(self)} requests)"
 
     def column(self, name: str) -> np.ndarray:
-        """A copy of one numeric column (``SUMS``, ``accept_rate``, ``mean_acceptance_length``;
-        a ratio's None is NaN)."""
+        """A copy of one numeric column of ``SCHEMA`` (a null is NaN)."""
         return self._table[name].to_numpy().copy()
+
+    def table(self) -> pl.DataFrame:
+        """A copy of the table (``SCHEMA``): changing it changes nothing here."""
+        return self._table.clone()
 
     def ids(self) -> list[tuple[str, int | str]]:
         """Each request's (writer, id as the log wrote it), in order."""
@@ -176,63 +191,119 @@ class RequestRows(Sequence[Mapping[str, Any]]):
         ]
 
     def to_json(self) -> list[dict[str, Any]]:
-        """Each request as a plain dict (``ROW``), the cadence a dict or None."""
-        table = self._table
-        ids = table["seq"].to_list()
-        if table["sid"].null_count() < table.height:
-            ids = [seq if sid is None else sid for seq, sid in zip(ids, table["sid"], strict=True)]
-        # Rows from whole columns: a load test's 10^6 requests in one pass, not row by row.
-        values = [table[name].to_list() for name in ("w", *SUMS, "accept_rate",
-                                                     "mean_acceptance_length")]  # fmt: skip
-        cadence = table["cadence"]
-        if cadence.null_count() == table.height:
-            cadences: list[Any] = [None] * table.height
-        else:
-            parts = cadence.struct.unnest()
-            present = cadence.is_not_null().to_list()
-            cadences = [
-                dict(zip(CADENCE, row, strict=True)) if here else None
-                for here, row in zip(
-                    present,
-                    zip(*(parts[name].to_list() for name in CADENCE), strict=True),
-                    strict=True,
-                )
-            ]
-        return [
-            {
-                "w": w,
-                "seq": seq,
-                "lines": lines,
-                "steps": steps,
-                "proposed": proposed,
-                "accepted": accepted,
-                "accept_rate": rate,
-                "mean_acceptance_length": length,
-                "cadence": found,
-            }
-            for w, seq, lines, steps, proposed, accepted, rate, length, found in zip(
-                values[0], ids, *values[1:], cadences, strict=True
-            )
-        ]
-
-    @staticmethod
-    def _rows(part: pl.DataFrame) -> Iterator[Mapping[str, Any]]:
-        for row in RequestRows(part).to_json():
-            if row["cadence"] is not None:
-                row["cadence"] = MappingProxyType(row["cadence"])
-            yield MappingProxyType(row)
+        """Each request as a plain dict (``ROW``), the cadence a dict in seconds or None."""
+        return _json_rows(self._table)
 
 
-EMPTY = RequestRows(
-    pl.DataFrame(
-        schema={
-            "w": pl.String,
-            "seq": pl.UInt64,
-            "sid": pl.String,
-            **dict.fromkeys(SUMS, pl.Int64),
-            "accept_rate": pl.Float64,
-            "mean_acceptance_length": pl.Float64,
-            "cadence": _CADENCE_TYPE,
-        }
-    )
+EMPTY = RequestRows(pl.DataFrame(schema=SCHEMA))
+
+
+def _mappings(part: pl.DataFrame) -> Iterator[Mapping[str, Any]]:
+    for row in _json_rows(part):
+        if row["cadence"] is not None:
+            row["cadence"] = MappingProxyType(row["cadence"])
+        yield MappingProxyType(row)
+
+
+def _seconds(table: pl.DataFrame, column: str) -> np.ndarray:
+    """``column``'s nanoseconds in seconds (NaN for null), divided as Python divides (numpy's
+    true division; polars multiplies by the reciprocal, which can differ in the last digit)."""
+    return table[column].cast(pl.Float64).to_numpy() / _NS
+
+
+def _cadence_rows(table: pl.DataFrame) -> list[dict[str, Any] | None]:
+    """Each request's cadence in seconds (``CADENCE_JSON``), with the arithmetic of the
+    cadence's per-request figures; None where the steps have no times."""
+    decode_s = _seconds(table, "decode_ns")
+    decoding = (table["decode_ns"] > 0).fill_null(False).to_numpy()
+    rate = np.full(table.height, np.nan)
+    np.divide(table["intervals"].cast(pl.Float64).to_numpy(), decode_s, out=rate, where=decoding)
+    columns: list[list[Any]] = [
+        table["cadence_lines"].to_list(),
+        table["intervals"].to_list(),
+        *(_nulls(_seconds(table, name)) for name in _SECONDS),
+        table["stalls"].to_list(),
+        _nulls(_seconds(table, "stall_ns")),
+        _nulls(rate),
+    ]
+    return [
+        dict(zip(CADENCE_JSON, row, strict=True)) if timed else None
+        for timed, row in zip(table["timed"].to_list(), zip(*columns, strict=True), strict=True)
+    ]
+
+
+_SECONDS = (
+    "first_step_ns",
+    "decode_ns",
+    "tail_ns",
+    "interval_median_ns",
+    "interval_p90_ns",
+    "interval_p99_ns",
+    "interval_max_ns",
 )
+
+
+def _nulls(values: np.ndarray) -> list[float | None]:
+    return pl.Series(values, nan_to_null=True).to_list()
+
+
+def _json_rows(table: pl.DataFrame) -> list[dict[str, Any]]:
+    ids = table["seq"].to_list()
+    if table["sid"].null_count() < table.height:
+        ids = [seq if sid is None else sid for seq, sid in zip(ids, table["sid"], strict=True)]
+    # Rows from whole columns: a load test's 10^6 requests in one pass, not row by row.
+    values = [table[name].to_list() for name in ("w", *SUMS, "accept_rate",
+                                                 "mean_acceptance_length")]  # fmt: skip
+    cadences: list[Any] = _cadence_rows(table) if table["timed"].any() else [None] * table.height
+    return [
+        {
+            "w": w,
+            "seq": seq,
+            "lines": lines,
+            "steps": steps,
+            "proposed": proposed,
+            "accepted": accepted,
+            "accept_rate": rate,
+            "mean_acceptance_length": length,
+            "cadence": found,
+        }
+        for w, seq, lines, steps, proposed, accepted, rate, length, found in zip(
+            values[0], ids, *values[1:], cadences, strict=True
+        )
+    ]
+
+
+SUMS_FORMAT = "fold-acceptance-sums/1"
+"""The sums file's format, in its Parquet key-value metadata under ``SUMS_FORMAT_KEY``."""
+SUMS_FORMAT_KEY = "fold-acceptance.format"
+FILE_SCHEMA: dict[str, pl.DataType] = {
+    "leg": pl.Int64(),
+    "run": pl.Int64(),
+    "warm": pl.Boolean(),
+    "w": pl.String(),
+    "seq": pl.UInt64(),
+    "sid": pl.String(),
+    **{name: pl.Int64() for name in SUMS},
+    **{name: dtype() for name, dtype in CADENCE_NS.items()},
+    **{name: pl.Int64() for name in DURATION_SUMS},
+}
+"""The sums file's columns (``docs/sums.md``): a row per request of every leg with steps.
+``seq`` is an integer id and ``sid`` null, or ``sid`` a string id and ``seq`` null; the cadence
+is null where the steps had no times, the durations where no line carried them."""
+
+
+def sums_table(legs: Sequence[tuple[int, int, bool, RequestRows]]) -> pl.DataFrame:
+    """Every leg's requests (each leg as its index, run, warm and rows) in ``FILE_SCHEMA``."""
+    frames = [
+        rows.table().with_columns(
+            pl.lit(leg, dtype=pl.Int64).alias("leg"),
+            pl.lit(run, dtype=pl.Int64).alias("run"),
+            pl.lit(warm).alias("warm"),
+            pl.when(pl.col("sid").is_null()).then(pl.col("seq")).alias("seq"),
+            *(pl.when(pl.col("timed")).then(pl.col(name)).alias(name) for name in CADENCE_NS),
+        )
+        for leg, run, warm, rows in legs
+    ]
+    if not frames:
+        return pl.DataFrame(schema=FILE_SCHEMA)
+    return pl.concat(frames).select(list(FILE_SCHEMA)).cast(FILE_SCHEMA)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from fold.folding.another_k import AnotherK
 from fold.folding.cadence import DEFAULT_STALL_FACTOR
@@ -18,7 +19,7 @@ from fold.folding.leg_figures import (
     frozen,
     plain,
 )
-from fold.folding.request_rows import RequestRows
+from fold.folding.request_rows import RequestRows, sums_table
 from fold.folding.step_durations import StepDurations
 from fold.folding.step_split import NO_SPLIT, StepSplits
 from fold.folding.uncertainty import (
@@ -161,6 +162,16 @@ class FoldResult:
             **dict.fromkeys(STEP_FIGURES, from_steps),
             **timed,
         }
+
+    def sums_table(self) -> pl.DataFrame | None:
+        """Every request of every leg with steps, one row each (the sums file,
+        ``docs/sums.md``); None when no leg's counts came with steps (the record's counters)."""
+        legs = [
+            (leg.index, leg.run, leg.warm, leg["requests"])
+            for leg in self.legs
+            if leg["requests"] is not None
+        ]
+        return sums_table(legs) if legs else None
 
     def to_json(self) -> dict[str, Any]:
         """The fold's keys of the JSON document (``fold.folding.document.Document.to_json``)."""
