@@ -1,0 +1,101 @@
+"""A leg's request table (RequestRows) read as the tuple of dicts it replaced: every row, by
+index and slice and across the parts an iteration makes, equal to a row built by hand from the
+same sums with fold.inputs.acceptance's definitions."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fold.folding import request_rows
+from fold.folding.accumulate import REQUEST_KEY
+from fold.folding.request_rows import RequestRows, request_tables
+from fold.inputs import acceptance
+
+REQUESTS = {
+    "leg": pl.Int64,
+    "w": pl.String,
+    "seq": pl.UInt64,
+    "sid": pl.String,
+    "lines": pl.Int64,
+    "steps": pl.Int64,
+    "proposed": pl.Int64,
+    "accepted": pl.Int64,
+}
+DURATIONS = {name: pl.Int64 for name in ("timed_steps", "draft_steps", "verify_steps",
+                                         "draft_ns", "verify_ns")}  # fmt: skip
+
+
+def table(rows: list[tuple]) -> dict[int, RequestRows]:
+    requests = pl.DataFrame(rows, schema=REQUESTS, orient="row")
+    durations = pl.DataFrame(schema={**{k: REQUESTS[k] for k in REQUEST_KEY}, **DURATIONS})
+    return request_tables(requests, None, durations)
+
+
+def by_hand(w: str, seq: int, sid: str | None, lines: int, steps: int, p: int, a: int) -> dict:
+    return {
+        "w": w,
+        "seq": seq if sid is None else sid,
+        "lines": lines,
+        "steps": steps,
+        "proposed": p,
+        "accepted": a,
+        "accept_rate": acceptance.accept_rate(a, p),
+        "mean_acceptance_length": acceptance.mean_acceptance_length(a, steps),
+        "cadence": None,
+    }
+
+
+request = st.tuples(
+    st.sampled_from(["a", "b"]),
+    st.integers(0, 2**64 - 1),
+    st.none() | st.text(max_size=3),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(0, 400),
+    st.integers(0, 400),
+).map(lambda r: (*r[:5], r[5], min(r[5], r[6])))
+
+
+@given(st.lists(request, max_size=30, unique_by=lambda r: (r[0], r[1] if r[2] is None else r[2])))
+@settings(max_examples=150, deadline=None)
+def test_rows_read_as_the_dicts_they_replaced(found):
+    rows = [(0, w, 0 if sid is not None else seq, sid, *rest) for w, seq, sid, *rest in found]
+    tables = table(rows)
+    expected = sorted(
+        (by_hand(w, seq, sid, *rest) for w, seq, sid, *rest in found),
+        # REQUEST_KEY order: writer, then integer ids (sid null first), then string ids
+        key=lambda r: (r["w"], isinstance(r["seq"], str), r["seq"]),
+    )
+    got = tables.get(0, request_rows.EMPTY)
+    assert [dict(row) for row in got] == expected
+    assert got.to_json() == expected
+    assert len(got) == len(expected)
+    if expected:
+        assert dict(got[-1]) == expected[-1]
+        assert dict(got[0]) == expected[0]
+        assert [dict(row) for row in got[1:3]] == expected[1:3]
+    with pytest.raises(IndexError):
+        got[len(expected)]
+    assert got == expected
+    assert got == table(rows).get(0, request_rows.EMPTY)
+
+
+def test_an_iteration_crosses_its_parts_without_losing_or_repeating_a_row(monkeypatch):
+    monkeypatch.setattr(request_rows, "_ROWS_AT_ONCE", 7)
+    rows = [(0, "w", seq, None, 1, 1, 3, seq % 4) for seq in range(23)]
+    got = table(rows)[0]
+    assert [row["seq"] for row in got] == list(range(23))
+    assert [row["accepted"] for row in got] == [seq % 4 for seq in range(23)]
+
+
+def test_a_table_is_not_changed_through_what_it_hands_out():
+    got = table([(0, "w", 1, None, 2, 2, 4, 1)])[0]
+    copy = got.table()
+    copy[0, "accepted"] = 4
+    got.column("accepted")[0] = 4
+    assert got[0]["accepted"] == 1
+    with pytest.raises(TypeError):
+        got[0]["accepted"] = 3  # type: ignore[index]
