@@ -287,7 +287,7 @@ def test_per_position_rates_are_checked_with_their_intervals(gates, capsys):
     assert code == 1
     first, proposed = orjson.loads(capsys.readouterr().out)["checks"]
     assert first["outcome"] == "alert" and first["ci"] is not None
-    assert proposed["outcome"] == "no interval"
+    assert proposed["outcome"] == "no_interval"
     assert main(["ledger", str(gates), "--check", "per_position_of_proposed:1"]) == 3
     assert "has no 95% interval in the ledger" in capsys.readouterr().out
 

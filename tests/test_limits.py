@@ -562,11 +562,34 @@ def _oracle(t: Path, fixture: str, edits: dict[str, str], kind: str | None = Non
     return [_our_arm(t), "--vs", f"x:{kind}={oracle}" if kind else f"x={oracle}"]
 
 
-def _sglang_leg(t: Path, **meta: int) -> list[str]:
-    """The gate's SGLang legs (fixtures/oracles/sglang-legs.jsonl), leg 2 with the meta_info
-    of the 0.5.23 response (fixtures/oracles/sglang-generate-0.5.23.json) edited."""
-    info = json.loads((ORACLES / "sglang-generate-0.5.23.json").read_text())[0]["meta_info"]
+SGLANG_COUNTS = ("spec_num_correct_drafts", "spec_num_proposed_drafts",
+                 "spec_correct_drafts_histogram")  # fmt: skip
+"""A 0.5.23 response's A, P and histogram: without them it holds a rate and no counts."""
+
+
+def _sglang_response(t: Path, without: tuple[str, ...] = (), **meta: Any) -> list[str]:
+    """The 0.5.23 responses (fixtures/oracles/sglang-generate-0.5.23.json), the first one's
+    meta_info edited and ``without`` its keys."""
+    responses = json.loads((ORACLES / "sglang-generate-0.5.23.json").read_text())
+    info = responses[0]["meta_info"]
+    assert all(key in info for key in (*without, *meta))
     info.update(meta)
+    for key in without:
+        del info[key]
+    oracle = t / "sglang-generate-0.5.23.json"
+    oracle.write_text(json.dumps(responses, indent=2))
+    return [_our_arm(t), "--vs", f"x={oracle}"]
+
+
+def _sglang_leg(t: Path, without: tuple[str, ...] = (), **meta: Any) -> list[str]:
+    """The gate's SGLang legs (fixtures/oracles/sglang-legs.jsonl), leg 2 with the meta_info
+    of the 0.5.23 response (fixtures/oracles/sglang-generate-0.5.23.json) edited and
+    ``without`` its keys."""
+    info = json.loads((ORACLES / "sglang-generate-0.5.23.json").read_text())[0]["meta_info"]
+    assert all(key in info for key in (*without, *meta))
+    info.update(meta)
+    for key in without:
+        del info[key]
     lines = (ORACLES / "sglang-legs.jsonl").read_text().splitlines()
     leg = json.loads(lines[1])
     leg["meta_info"] = info
@@ -645,6 +668,21 @@ CASES += [
     ("accepted above proposed", "sglang:legs",
      lambda t: _sglang_leg(t, spec_num_proposed_drafts=195),
      "sglang-legs.jsonl:2: spec_num_correct_drafts 196 exceeds spec_num_proposed_drafts 195,"),
+    # a gate leg's accept_length (SGLang's per-request unit) of 0.70: no verify step emits
+    # less than one token, in any unit
+    ("mean acceptance length below 1", "sglang:legs",
+     lambda t: _oracle(t, "sglang-legs.jsonl", {'"accept_length": 4.66': '"accept_length": 0.70'}),
+     "sglang-legs.jsonl:2: accept_length = 0.7"),
+    # a rate of 1.5 with no counts beside it to hold it against: refused as a rate
+    ("accepted above proposed", "sglang:legs",
+     lambda t: _sglang_leg(t, SGLANG_COUNTS, spec_accept_rate=1.5),
+     "sglang-legs.jsonl:2: spec_accept_rate 1.5 exceeds an A/P of 1,"),
+    ("mean acceptance length below 1", "sglang:responses",
+     lambda t: _sglang_response(t, spec_accept_length=0.7),
+     "sglang-generate-0.5.23.json: [0]: spec_accept_length = 0.7"),
+    ("accepted above proposed", "sglang:responses",
+     lambda t: _sglang_response(t, SGLANG_COUNTS, spec_accept_rate=1.5),
+     "sglang-generate-0.5.23.json: [0]: spec_accept_rate 1.5 exceeds an A/P of 1,"),
     ("mean acceptance length below 1", "sglang:bench",
      lambda t: _oracle(t, "sglang-bench-serving.jsonl",
                        {'"accept_length": 4.23': '"accept_length": 0.23'}),

@@ -339,7 +339,7 @@ def _check(arguments, runs, keys, name: str, where: dict[str, str]) -> int:
     counts = data["counts"]
     if counts["alert"]:
         return 1
-    return 0 if counts["holds"] == len(data["checks"]) else 3
+    return 0 if counts["holds"] == data["total"] else 3
 
 
 KEPT_AT = "FOLD_ACCEPTANCE_KEPT_AT"

@@ -35,13 +35,22 @@ Z_95 = 1.959963984540054
 """The two-sided 95% normal quantile, the one the fold's intervals are drawn at."""
 DEFAULT_WINDOW = 10
 DEFAULT_MIN_BASELINE = 2
-OUTCOMES = ("holds", "alert", "too few", "no figure", "no interval")
-"""``holds`` and ``alert`` are decisions; the other three say the check could not decide."""
+OUTCOMES = {
+    "holds": "the run's figure holds against its baseline",
+    "alert": "the run's figure regressed past its baseline",
+    "too_few": "too few baseline runs with the figure and its interval for the test",
+    "no_figure": "the run has no such figure",
+    "no_interval": "the run's figure has no 95% interval",
+}
+"""Each outcome's code, as the check data and its JSON carry it, and its sentence beside it
+(docs/ledger.md lists them). ``holds`` and ``alert`` are decisions; the other three say the
+check could not decide."""
+UNDECIDED = ("too_few", "no_figure", "no_interval")
 
 
 def standard_error(row: FigureRow) -> float:
     """The standard error a 95% interval stands for (width over 2 x 1.96)."""
-    # check() passes only rows with an interval: the others are "no interval" before this
+    # check() passes only rows with an interval: the others are "no_interval" before this
     assert row.ci_low is not None and row.ci_high is not None
     return (row.ci_high - row.ci_low) / (2 * Z_95)
 
@@ -148,6 +157,7 @@ def check_run(
             "window": window,
             "min_runs": min_baseline,
             "runs": [found.run_id for found, _ in baseline],
+            "count": len(baseline),
             "without_interval": without_interval,
             "mean": None,
             "standard_error": None,
@@ -155,20 +165,19 @@ def check_run(
         },
         "changed": [] if not baseline else label_changes(baseline[-1][0].labels, run.labels),
         "difference": None,
+        "direction": None,
+        "distance": None,
         "difference_ci": None,
         "relative": None,
         "t": None,
         "threshold": None,
     }
     if row is None:
-        result["outcome"] = "no figure"
-        return result
+        return _decided(result, "no_figure")
     if row.ci_low is None:
-        result["outcome"] = "no interval"
-        return result
+        return _decided(result, "no_interval")
     if len(baseline) < min_baseline:
-        result["outcome"] = "too few"
-        return result
+        return _decided(result, "too_few")
     values = [found_row.value for _, found_row in baseline]
     errors = [standard_error(found_row) for _, found_row in baseline]
     mean, spread, error, quantile = difference_error(values, errors, standard_error(row))
@@ -176,11 +185,19 @@ def check_run(
     difference = row.value - mean
     result["baseline"] |= {"mean": mean, "standard_error": mean_error, "spread": spread}
     result["difference"] = difference
+    result["direction"] = "below" if difference < 0 else "above" if difference > 0 else "level"
+    result["distance"] = abs(difference)
     result["difference_ci"] = [difference - quantile * error, difference + quantile * error]
     result["relative"] = None if mean == 0 else difference / abs(mean)
     result["t"] = None if error == 0 else difference / error
     result["threshold"] = quantile
-    result["outcome"] = "alert" if _regressed(difference, error, boundary, quantile) else "holds"
+    regressed = _regressed(difference, error, boundary, quantile)
+    return _decided(result, "alert" if regressed else "holds")
+
+
+def _decided(result: dict[str, Any], outcome: str) -> dict[str, Any]:
+    result["outcome"] = outcome
+    result["outcome_text"] = OUTCOMES[outcome]
     return result
 
 
@@ -193,16 +210,19 @@ def check_runs(
     **options: Any,
 ) -> dict[str, Any]:
     """Every ``keys`` figure checked as ``check_run`` does (``boundaries``: each one's
-    ``boundary``), with the counts of each outcome."""
+    ``boundary``), with the counts of each outcome, of the checks and of those undecided."""
     sides = list(boundaries) if boundaries is not None else [None] * len(keys)
     checks = [
         check_run(runs, key, boundary=side, **options)
         for key, side in zip(keys, sides, strict=True)
     ]
+    counts = {outcome: sum(c["outcome"] == outcome for c in checks) for outcome in OUTCOMES}
     return {
         "ledger": ledger,
         "checks": checks,
-        "counts": {outcome: sum(c["outcome"] == outcome for c in checks) for outcome in OUTCOMES},
+        "counts": counts,
+        "total": len(checks),
+        "undecided": sum(counts[outcome] for outcome in UNDECIDED),
     }
 
 

@@ -150,6 +150,7 @@ def figure_history(
         "where": dict(where),
         "by": by,
         "groups": shown,
+        "listed": sum(len(group["runs"]) for group in shown),
         "flagged": sum(entry["flag"] is not None for group in shown for entry in group["runs"]),
     }
 
@@ -230,12 +231,14 @@ def run_list(
                 None if row is None or row.ci_low is None else [row.ci_low, row.ci_high]
             )
             entry[f"{name}_flag"] = flags[name][run.run_id]["flag"]
+        entry["flagged"] = [name for name in LISTED_FIGURES if entry[f"{name}_flag"]]
         listed.append(entry)
     return {
         "ledger": ledger,
         "kept": len(runs) if kept is None else kept,
+        "listed": len(listed),
         "runs": listed,
-        "flagged": sum(any(entry[f"{name}_flag"] for name in LISTED_FIGURES) for entry in listed),
+        "flagged": sum(bool(entry["flagged"]) for entry in listed),
     }
 
 

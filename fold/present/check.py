@@ -1,7 +1,10 @@
 """``ledger --check``'s outcome in words, for a terminal and for a CI summary (markdown).
 
 Functions of the check data alone (``fold.ledger.check``'s JSON-ready dicts): they read no
-ledger and return text.
+ledger and return text. Every number they show is a field of the data (the difference, its
+side and size, the baseline's count, the counts of outcomes), turned into text by the formats
+of ``fold/present/table.py``; ``tests/test_ledger_presenters.py`` fails on arithmetic,
+counting or ordering of numbers here.
 """
 
 from __future__ import annotations
@@ -9,38 +12,46 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fold.present.history import RATES, changed_labels, labels_text, pipe_table, shown_value
+from fold.present.history import LENGTHS, RATES, changed_labels, labels_text, shown_value
+from fold.present.markdown_table import pipe_table
+from fold.present.table import points, signed_decimals, signed_points
 
 WORD = {
     "holds": "HOLDS",
     "alert": "ALERT",
-    "too few": "CANNOT TELL",
-    "no figure": "CANNOT TELL",
-    "no interval": "CANNOT TELL",
+    "too_few": "CANNOT TELL",
+    "no_figure": "CANNOT TELL",
+    "no_interval": "CANNOT TELL",
 }
+"""The mark each outcome's code (``fold.ledger.check.OUTCOMES``) is printed with."""
 REGRESSION = {"lower": "a fall regresses", "upper": "a rise regresses", "both": "either way"}
 
 
-def by_how_much(figure: str, difference: float) -> str:
-    """A difference for people: rates in percentage points, the rest in the figure's units."""
+def by_how_much(figure: str, distance: float) -> str:
+    """A difference's size (``distance``) for people: rates in percentage points, the rest in
+    the figure's units."""
     if figure.partition(":")[0] in RATES:
-        return f"{abs(100 * difference):.1f} points"
-    return shown_value(figure, abs(difference))
+        return f"{points(distance)} points"
+    return shown_value(figure, distance)
 
 
 def signed(figure: str, difference: float) -> str:
-    sign = "−" if difference < 0 else "+"
-    if figure.partition(":")[0] in RATES:
-        return f"{sign}{abs(100 * difference):.1f}"
-    return f"{sign}{shown_value(figure, abs(difference))}"
+    """A difference with its sign: rates in percentage points, the rest in the figure's units
+    to the decimals ``shown_value`` gives them."""
+    base = figure.partition(":")[0]
+    if base in RATES:
+        return signed_points(difference)
+    return signed_decimals(difference, 2 if base in LENGTHS else 3)
 
 
 def runs_text(ids: list[int]) -> str:
+    """Run ids in words: ``runs 1–3`` for three or more in a row, else each named."""
     if not ids:
         return "no run"
-    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 2:
+    # three or more (ids[2:]) and the ids before the last are every id from the first on
+    if ids[2:] and ids[:-1] == list(range(ids[0], ids[-1])):
         return f"runs {ids[0]}–{ids[-1]}"
-    return ("run " if len(ids) == 1 else "runs ") + ", ".join(str(i) for i in ids)
+    return f"{'runs' if ids[1:] else 'run'} {', '.join(str(i) for i in ids)}"
 
 
 def check_sentence(check: dict[str, Any]) -> str:
@@ -50,27 +61,25 @@ def check_sentence(check: dict[str, Any]) -> str:
     scope = labels_text(baseline["where"])
     of = f"{runs_text(baseline['runs'])}{f' labelled {scope}' if scope else ''}"
     outcome = check["outcome"]
-    if outcome == "no figure":
+    if outcome == "no_figure":
         return f"{subject}: the run has no such figure; nothing to check"
-    if outcome == "no interval":
+    if outcome == "no_interval":
         return (
             f"{subject}: {shown_value(figure, check['value'])} has no 95% interval in the "
             "ledger (none is drawn with --bootstrap 0, for a fold of counters, or for "
             "per_position_of_proposed), so no test can be made"
         )
     value = f"{shown_value(figure, check['value'])} ({_interval(figure, check['ci'])})"
-    if outcome == "too few":
+    if outcome == "too_few":
         left = baseline["without_interval"]
         return (
-            f"{subject}: {value}; the baseline has {len(baseline['runs'])} run"
-            f"{'s' if len(baseline['runs']) != 1 else ''} ({of}), fewer than the "
+            f"{subject}: {value}; the baseline has {baseline['count']} run"
+            f"{'s' if baseline['count'] != 1 else ''} ({of}), fewer than the "
             f"{baseline['min_runs']} the test needs"
             + (f" ({runs_text(left)} left out: no interval)" if left else "")
         )
-    difference = check["difference"]
-    direction = "below" if difference < 0 else "above" if difference > 0 else "level"
-    relative = "" if check["relative"] is None else f", {100 * check['relative']:+.1f}%"
-    relative = relative.replace("-", "−")
+    direction = check["direction"]
+    relative = "" if check["relative"] is None else f", {signed_points(check['relative'])}%"
     z = (
         "t undefined: no spread"
         if check["t"] is None
@@ -78,7 +87,7 @@ def check_sentence(check: dict[str, Any]) -> str:
     )
     low, high = check["difference_ci"]
     unit = " points" if figure.partition(":")[0] in RATES else ""
-    amount = "" if difference == 0 else f"{by_how_much(figure, difference)} "
+    amount = "" if direction == "level" else f"{by_how_much(figure, check['distance'])} "
     return (
         f"{subject}: {value} against the baseline's {shown_value(figure, baseline['mean'])} "
         f"(mean of {of}): {amount}{direction}{relative} (95% interval "
@@ -121,7 +130,7 @@ def check_markdown(data: dict[str, Any]) -> str:
         f"# Acceptance gate: {alerts} alert{'s' if alerts != 1 else ''}"
         if alerts
         else "# Acceptance gate: cannot tell"
-        if _undecided(data)
+        if data["undecided"]
         else "# Acceptance gate: holds"
     )
     rows = [
@@ -137,20 +146,15 @@ def check_markdown(data: dict[str, Any]) -> str:
 
 
 def summary(data: dict[str, Any]) -> str:
-    counts = data["counts"]
-    total = len(data["checks"])
+    counts, total = data["counts"], data["total"]
     parts = [f"{counts['alert']} alert{'s' if counts['alert'] != 1 else ''}",
              f"{counts['holds']} holding"]  # fmt: skip
-    undecided = _undecided(data)
+    undecided = data["undecided"]
     if undecided:
         parts.append(f"{undecided} that cannot tell")
     return f"{total} check{'s' if total != 1 else ''} of {data['ledger'] or 'the ledger'}: " + (
         ", ".join(parts)
     )
-
-
-def _undecided(data: dict[str, Any]) -> int:
-    return sum(data["counts"][o] for o in ("too few", "no figure", "no interval"))
 
 
 def _interval(figure: str, interval: list[float]) -> str:

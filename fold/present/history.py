@@ -1,14 +1,18 @@
 """The ledger's run list and a figure's history as a terminal table and as markdown.
 
 Functions of the history data alone (``fold.ledger.history``'s JSON-ready dicts): they read no
-ledger and return text.
+ledger and return text. They read every figure and count they show (how many runs are listed,
+how many flagged, which figures of a run are) from the data; ``tests/test_ledger_presenters.py``
+fails on arithmetic, counting or ordering of numbers here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fold.present.markdown_table import pipe_table
 from fold.present.table import length, percent, three_decimals
+from fold.present.table_layout import plain_table
 
 RATES = ("accept_rate", "per_position", "per_position_conditional", "per_position_of_proposed")
 LENGTHS = ("mean_acceptance_length", "completion_tokens_per_step")
@@ -78,20 +82,15 @@ def history_rows(history: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 def history_table(history: dict[str, Any]) -> str:
     """The history as an aligned plain-text table with a one-line summary under it."""
     header, rows = history_rows(history)
-    return _aligned(header, rows) + summary_line(history)
+    return f"{plain_table(header, rows)}{summary_line(history)}"
 
 
 def history_markdown(history: dict[str, Any]) -> str:
     header, rows = history_rows(history)
     title = f"# {history['shown']} over the kept runs\n\n"
     scope = _scope(history)
-    return (
-        title
-        + (f"{scope}\n\n" if scope else "")
-        + pipe_table(header, rows)
-        + "\n"
-        + summary_line(history)
-    )
+    scoped = f"{scope}\n\n" if scope else ""
+    return f"{title}{scoped}{pipe_table(header, rows)}\n{summary_line(history)}"
 
 
 def run_rows(listing: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -99,7 +98,7 @@ def run_rows(listing: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
               "labels"]  # fmt: skip
     rows = [
         [
-            f"{FLAG_MARK if _listed_flags(run) else ''}{run['run']}",
+            f"{FLAG_MARK if run['flagged'] else ''}{run['run']}",
             _kept(run["kept_at"]),
             run["arm"] or "-",
             _with_interval("accept_rate", run),
@@ -120,7 +119,7 @@ def runs_table(listing: dict[str, Any]) -> str:
             return f"{listing['ledger'] or 'the ledger'}: no kept run matches ({kept} kept)\n"
         return f"{listing['ledger'] or 'the ledger'}: no run kept yet\n"
     header, rows = run_rows(listing)
-    return _aligned(header, rows) + _listing_summary(listing, len(rows)) + "\n"
+    return f"{plain_table(header, rows)}{_listing_summary(listing)}\n"
 
 
 def runs_markdown(listing: dict[str, Any]) -> str:
@@ -128,7 +127,7 @@ def runs_markdown(listing: dict[str, Any]) -> str:
     if not listing["runs"]:
         return title + "No run kept yet.\n"
     header, rows = run_rows(listing)
-    return title + pipe_table(header, rows) + f"\n{_listing_summary(listing, len(rows))}.\n"
+    return f"{title}{pipe_table(header, rows)}\n{_listing_summary(listing)}.\n"
 
 
 def _with_interval(figure: str, run: dict[str, Any]) -> str:
@@ -139,23 +138,18 @@ def _with_interval(figure: str, run: dict[str, Any]) -> str:
     return shown if flag is None else f"{shown} {FLAG_MARK}{'↑' if flag == 'above' else '↓'}"
 
 
-def _listed_flags(run: dict[str, Any]) -> list[str]:
-    return [name for name in ("accept_rate", "mean_acceptance_length",
-            "output_throughput_tok_s") if run.get(f"{name}_flag")]  # fmt: skip
-
-
-def _listing_summary(listing: dict[str, Any], rows: int) -> str:
-    flagged = listing.get("flagged", 0)
+def _listing_summary(listing: dict[str, Any]) -> str:
+    flagged, listed = listing["flagged"], listing["listed"]
     if not flagged:
-        return f"{_count(rows)} kept (warm legs' figures, 95% intervals)"
+        return f"{_count(listed)} kept (warm legs' figures, 95% intervals)"
     return (
-        f"{_count(rows)} kept (warm legs' figures, 95% intervals); {_count(flagged)} with a "
+        f"{_count(listed)} kept (warm legs' figures, 95% intervals); {_count(flagged)} with a "
         f"figure outside the previous run's interval (marked {FLAG_MARK}, ↓ below, ↑ above)"
     )
 
 
 def summary_line(history: dict[str, Any]) -> str:
-    runs = sum(len(group["runs"]) for group in history["groups"])
+    runs = history["listed"]
     if not runs:
         return "no kept run matches\n"
     flagged = history["flagged"]
@@ -187,20 +181,3 @@ def _kept(stamp: str) -> str:
 
 def _label(value: str | None) -> str:
     return "(none)" if value is None else value
-
-
-def _aligned(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
-    lines = [header, ["-" * width for width in widths], *rows]
-    return "".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        + "\n"
-        for line in lines
-    )
-
-
-def pipe_table(header: list[str], rows: list[list[str]]) -> str:
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |\n"
-
-    return line(header) + line(["---"] * len(header)) + "".join(line(row) for row in rows)

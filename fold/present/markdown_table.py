@@ -30,3 +30,12 @@ def with_interval(shown: Callable[[float], str], value: Any, interval: Any) -> s
     if interval is None:
         return shown(value)
     return f"{shown(value)} [{shown(interval[0])}, {shown(interval[1])}]"
+
+
+def pipe_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Cells of text as a GitHub markdown table, left-aligned, pipes escaped (the ledger's)."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |\n"
+
+    return line(header) + line(["---"] * len(header)) + "".join(line(row) for row in rows)

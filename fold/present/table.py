@@ -34,6 +34,22 @@ def three_decimals(value: float | None, missing: str = NOT_DEFINED) -> str:
     return missing if value is None else f"{value:.3f}"
 
 
+def points(value: float) -> str:
+    """A difference of two fractions in percentage points, one decimal: 0.189 -> '18.9'."""
+    return f"{100 * value:.1f}"
+
+
+def signed_points(value: float) -> str:
+    """A difference of fractions in points (or a relative change in percent) with its sign,
+    a minus sign for a fall: -0.401 -> '−40.1', 0 -> '+0.0'."""
+    return f"{100 * value:+.1f}".replace("-", "−")
+
+
+def signed_decimals(value: float, decimals: int) -> str:
+    """A difference in a figure's own units with its sign: -3195.4651 -> '−3195.465' (3)."""
+    return f"{value:+.{decimals}f}".replace("-", "−")
+
+
 NOT_RECORDED = "not recorded"
 """What a figure an arm does not record reads, in every table: never 0, never blank."""
 

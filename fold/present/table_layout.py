@@ -194,3 +194,15 @@ class Fitted:
 
 def fit(table: Table, give_way: Sequence[str] = ()) -> Fitted:
     return Fitted(table, give_way)
+
+
+def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Cells of text in left-aligned columns two spaces apart under a rule of dashes, each
+    column as wide as its widest cell (the ledger's tables: plain text, no cell cut)."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = [header, ["-" * width for width in widths], *rows]
+    return "".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        + "\n"
+        for line in lines
+    )

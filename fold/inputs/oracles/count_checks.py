@@ -72,15 +72,30 @@ def check_rates(
                 "it out"
             )
     if rates["accept_rate"] is not None:
-        # A/P above 1 is more draft tokens accepted than proposed: the step rule, as a ratio
-        rate_name = names.get("accept_rate", "acceptance rate")
-        limits.check_accepted(where, (("an A/P of", 1), (rate_name, rates["accept_rate"])),
-                              ENGINE_MISCOUNTS)  # fmt: skip
-    if mean_acceptance_length is not None and mean_acceptance_length < 1:
+        check_accept_rate(where, names.get("accept_rate", "acceptance rate"),
+                          rates["accept_rate"], ENGINE_MISCOUNTS)  # fmt: skip
+    if mean_acceptance_length is not None:
+        check_acceptance_length(
+            where,
+            names.get("mean_acceptance_length", "mean acceptance length"),
+            mean_acceptance_length,
+        )
+
+
+def check_accept_rate(where: str, field: str, rate: float, what_to_do: str) -> None:
+    """RefusedError for an A/P above 1: more draft tokens accepted than proposed, the step
+    rule as a ratio (``limits.check_accepted`` against an A/P of 1)."""
+    limits.check_accepted(where, (("an A/P of", 1), (field, rate)), what_to_do)
+
+
+def check_acceptance_length(where: str, field: str, length: float) -> None:
+    """RefusedError for an acceptance length below 1: every verify step emits at least one
+    token, in 1 + A/S and in SGLang's per-request unit (completion tokens per verify step,
+    the prefill token counted) alike."""
+    if length < 1:
         raise RefusedError(
-            f"{where}: {names.get('mean_acceptance_length', 'mean acceptance length')} = "
-            f"{mean_acceptance_length} is below 1: every verify step emits at least one token, "
-            "so this is not 1 + A/S"
+            f"{where}: {field} = {length} is below 1: every verify step emits at least one "
+            "token, so this is not 1 + A/S"
         )
 
 

@@ -22,6 +22,7 @@ from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
 from fold.inputs import limits
 from fold.inputs.limits import is_number
+from fold.inputs.oracles.count_checks import check_accept_rate, check_acceptance_length
 from fold.inputs.oracles.figures import (
     ArmFigures,
     arm_from_counts,
@@ -155,6 +156,8 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
     length, length_key = pick(rec, _ACCEPT_LENGTH, where)
     if length is not None:
         length = positive(length, f"{where}: {length_key}")
+        assert length_key is not None  # pick names the key it found a value under
+        check_acceptance_length(where, length_key, length)
     found: dict[str, tuple[int | None, str | None]] = {}
     for figure, keys in (
         ("verify", _VERIFY),
@@ -204,6 +207,9 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
         totals = ((f"{proposed_key}", proposed), (f"{accepted_key}", accepted))
         limits.check_accepted(where, totals, _MISCOUNTED)
     rate = rec.get("spec_accept_rate")
+    if is_number(rate):
+        # with counts or without: a rate above 1 is no request's, whatever else it carries
+        check_accept_rate(where, "spec_accept_rate", rate, _MISCOUNTED)
     # SGLang writes it as accepted / proposed of the same request
     if (
         is_number(rate)
