@@ -748,7 +748,7 @@ def fold_records(
     for leg, figure in zip(legs, figures, strict=True):
         figure["step_split"] = step_split([leg], leg_steps)
     return {
-        "format": "fold-acceptance/3",
+        "format": "fold-acceptance/4",
         "predicate": predicate,
         "window_steps": window_steps,
         "stall_factor": stall_factor,
@@ -805,7 +805,7 @@ STEP_LOG_SOURCES = {
     "tok_s": "the legs' tok_s (arm record)",
     **dict.fromkeys(
         ("per_position", "per_position_conditional", "per_position_of_proposed", "histogram",
-         "windows", "requests",
+         "windows", "request_count",
          "lines", "cadence", "emitted", "timeline"),
         "step log",
     ),
@@ -1064,6 +1064,17 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
 # ----------------------------------------------------------------------------------------------
 # Comparing with the library's output
 # ----------------------------------------------------------------------------------------------
+
+
+def with_request_rows(document: dict[str, Any], result: Any) -> dict[str, Any]:
+    """The library's JSON (format 4 lists no request: each one's row is in the sums file) with
+    each leg's rows from the library's own request table, in the place this model's document
+    keeps them, so that its rows are held to this model's too."""
+    legs = []
+    for leg, figures in zip(document["legs"], result.legs, strict=True):
+        rows = figures["requests"]
+        legs.append({**leg, "requests": None if rows is None else rows.to_json()})
+    return {**document, "legs": legs}
 
 
 def without_intervals(document: dict[str, Any]) -> dict[str, Any]:

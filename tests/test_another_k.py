@@ -142,7 +142,7 @@ def test_the_recorded_k_reproduces_the_fold_and_its_intervals():
         str(gate / "our-arm.json"), [str(gate / "steps.jsonl")], resamples=200
     ).to_json()
     warm = document["warm"]
-    assert all(len(leg["requests"]) == 1 for leg in document["legs"])
+    assert all(leg["request_count"] == 1 for leg in document["legs"])
     recorded = warm["another_k"]["rows"][-1]
     assert recorded["recorded"] and recorded["k"] == 7
     assert recorded["accept_rate"] == warm["accept_rate"]

@@ -141,17 +141,19 @@ def test_files_split_anywhere_merge_to_the_same_cadence(run, tmp_path: Path):
         part = tmp_path / f"part{number}.jsonl"
         part.write_text("".join(reversed(chunk)))  # and out of time order
         parts.append(str(part))
-    whole = fold_acceptance(arm, [log]).to_json()
+    whole_result = fold_acceptance(arm, [log])
+    whole = whole_result.to_json()
     first = LogFold(load_arm(arm))
     first.add_file(parts[0])
     rest = LogFold(load_arm(arm))
     rest.add_file(parts[1])
     rest.add_file(parts[2])
-    merged = first.merge(rest).result().to_json()
+    merged_result = first.merge(rest).result()
+    merged = merged_result.to_json()
     for index in range(3):
         assert merged["legs"][index]["cadence"] == whole["legs"][index]["cadence"]
-        assert [r["cadence"] for r in merged["legs"][index]["requests"]] == [
-            r["cadence"] for r in whole["legs"][index]["requests"]
+        assert [r["cadence"] for r in merged_result.legs[index]["requests"]] == [
+            r["cadence"] for r in whole_result.legs[index]["requests"]
         ]
     assert merged["warm"]["cadence"] == whole["warm"]["cadence"]
 

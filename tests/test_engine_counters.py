@@ -160,7 +160,8 @@ def test_counters_only_json_says_null_where_steps_are_needed(tmp_path, capsys):
     assert document["step_source"] == "record_counters"
     for leg in document["legs"]:
         for key in ("per_position", "per_position_of_proposed", "histogram", "windows",
-                    "requests", "cadence", "lines", "emitted", "emitted_consistent"):  # fmt: skip
+                    "request_count", "lowest_request", "cadence", "lines", "emitted",
+                    "emitted_consistent"):  # fmt: skip
             assert leg[key] is None, key
     for name in ("warm", "all"):
         assert document[name]["per_position"] is None

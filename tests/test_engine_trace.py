@@ -170,7 +170,7 @@ def test_no_time_stamps_means_no_cadence_never_zeros(gate, tmp_path):
     assert document["sources"]["accepted"] == "the engine's trace (VT_SPEC_TRACE stderr)"
     assert document["warm"]["cadence"] is None and document["all"]["cadence"] is None
     assert all(leg["cadence"] is None for leg in document["legs"])
-    assert all(r["cadence"] is None for leg in document["legs"] for r in leg["requests"])
+    assert all(r["cadence"] is None for leg in result.legs for r in leg["requests"])
     assert "needs time stamps: the engine's trace has none" in markdown_record(document)
     # The verify-step rate needs only the leg windows: leg 1 has 3 steps in 2.000 s.
     assert document["legs"][1]["step_rate"] == pytest.approx(1.5)

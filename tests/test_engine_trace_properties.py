@@ -138,7 +138,7 @@ def test_the_trace_folds_as_the_drawn_steps_and_as_the_hook_log(tmp_path_factory
 
     def per_leg(document: dict[str, Any]) -> list[tuple[int, ...]]:
         return [
-            (leg["steps"], leg["proposed"], leg["accepted"], leg["emitted"], len(leg["requests"]))
+            (leg["steps"], leg["proposed"], leg["accepted"], leg["emitted"], leg["request_count"])
             for leg in document["legs"]
         ]
 

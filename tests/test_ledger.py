@@ -33,7 +33,7 @@ def test_a_kept_run_holds_the_document_labels_and_inputs(tmp_path, capsys):
     assert code == 0
     assert f"kept in {ledger} as run 1" in capsys.readouterr().err
     written = orjson.loads(out.read_bytes())
-    assert written["format"] == "fold-acceptance/3"
+    assert written["format"] == "fold-acceptance/4"
     # the whole document, as --json wrote it, read as docs/ledger.md says: from its column
     with duckdb.connect(str(ledger), read_only=True) as connection:
         (kept,) = connection.execute("SELECT document FROM runs WHERE run_id = 1").fetchone()

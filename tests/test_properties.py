@@ -28,6 +28,7 @@ from reference import (
     parse_step,
     read_file,
     reference_fold,
+    with_request_rows,
     without_intervals,
 )
 from strategies import (
@@ -71,9 +72,8 @@ def library_fold(case: FoldCase, paths: list[str], **overrides: Any) -> dict[str
         "resamples": 0,
         **overrides,
     }
-    return without_intervals(
-        fold_acceptance(arm_from_document(case.document), paths, **options).to_json()
-    )
+    result = fold_acceptance(arm_from_document(case.document), paths, **options)
+    return without_intervals(with_request_rows(result.to_json(), result))
 
 
 def expected_fold(case: FoldCase, paths: list[str], files: list[bytes]) -> dict[str, Any]:
@@ -196,7 +196,8 @@ def test_split_equals_whole(case: FoldCase, data: st.DataObject) -> None:
             halves[1].merge(halves[0]).result(case.predicate.sql, case.window_steps, resamples=0)
         )
     assert_same(comparable(whole), comparable(together))
-    assert_same(comparable(whole), comparable(without_intervals(merged.to_json())))
+    merged_json = with_request_rows(merged.to_json(), merged)
+    assert_same(comparable(whole), comparable(without_intervals(merged_json)))
     # The per-file rows of the parts add up to the whole's one row.
     for key in ("lines", "attributed", "unattributed", "ambiguous", "torn", "skipped"):
         assert sum(row[key] for row in together["files"]) == whole["files"][0][key], key

@@ -99,3 +99,20 @@ def test_a_table_is_not_changed_through_what_it_hands_out():
     assert got[0]["accepted"] == 1
     with pytest.raises(TypeError):
         got[0]["accepted"] = 3  # type: ignore[index]
+
+
+def test_a_legs_plain_form_carries_its_rows():
+    from pathlib import Path
+
+    from fold.api import fold_acceptance
+    from fold.folding.leg_figures import plain
+    from fold.present.output import dumps
+
+    root = Path(__file__).resolve().parents[1]
+    result = fold_acceptance(
+        str(root / "fixtures/our-arm.json"), [str(root / "fixtures/steps.jsonl")]
+    )
+    leg = result.legs[1]
+    rows = [dict(row) | {"cadence": dict(row["cadence"])} for row in leg["requests"]]
+    assert plain(leg)["requests"] == rows == leg.to_json()["requests"]
+    assert len(rows) == 3 and dumps(leg)  # the leg writes as JSON, its requests in it

@@ -27,6 +27,7 @@ from strategies import canonical_line, scaled
 
 from fold.api import fold_acceptance
 from fold.errors import RefusedError
+from fold.folding.document import Document
 from fold.inputs.arm import arm_from_document
 from fold.inputs.steplog import StepLogWriter, format_line
 
@@ -76,7 +77,7 @@ def expected_counts(rows: list[tuple[int, int, int, int | None]]) -> dict[str, A
     }
 
 
-def fold_one_leg(path: str, start_ns: int, end_ns: int, label: str | None) -> dict[str, Any]:
+def fold_one_leg(path: str, start_ns: int, end_ns: int, label: str | None) -> Document:
     """Fold ``path`` over two legs with the same window, told apart by their labels only when
     the lines carry one; the leg labelled like the lines must get all of them."""
     start_us, end_us = start_ns // 1000 - 1_000_000, end_ns // 1000 + 1_000_000
@@ -95,7 +96,7 @@ def fold_one_leg(path: str, start_ns: int, end_ns: int, label: str | None) -> di
     if label:
         legs.append({**legs[0], "run": 1, "leg": label + "-other"})
         legs[0]["leg"] = label
-    return fold_acceptance(arm_from_document(legs), [path], resamples=0).to_json()
+    return fold_acceptance(arm_from_document(legs), [path], resamples=0)
 
 
 def check_fold(path: str, span: tuple[int, int], label: str | None, rows: list, dropped: int):
@@ -104,11 +105,14 @@ def check_fold(path: str, span: tuple[int, int], label: str | None, rows: list, 
         with pytest.raises(RefusedError):  # a warm leg without a drafted step
             fold_one_leg(path, *span, label)
         return
-    result = fold_one_leg(path, *span, label)
+    document = fold_one_leg(path, *span, label)
+    result = document.to_json()
     leg = result["legs"][0]
     for key in ("lines", "steps", "proposed", "accepted", "histogram", "emitted", "emitted_lines"):
         assert leg[key] == expected[key], key
-    assert sorted((r["seq"] for r in leg["requests"]), key=by_id) == expected["requests"]
+    requests = document.legs[0]["requests"]
+    assert sorted((r["seq"] for r in requests), key=by_id) == expected["requests"]
+    assert leg["request_count"] == len(expected["requests"])
     assert result["ambiguous_steps"] == result["unattributed_steps"] == 0
     assert result["torn_lines"] == result["skipped_lines"] == 0
     # A lost line shows as a gap in n: one after the writer's last written line leaves none.

@@ -23,6 +23,7 @@ from reference import (
     Step,
     differences,
     fold_records,
+    with_request_rows,
     without_intervals,
 )
 from strategies import BASE_US, LABELS, STEP_LABELS, canonical_line, timestamps
@@ -155,9 +156,8 @@ class GrowingStepLog(RuleBasedStateMachine):
             note(f"refused: {reason}")
             expected = None
         try:
-            actual = without_intervals(
-                fold_acceptance(arm_from_document(self.legs), [self.path], resamples=0).to_json()
-            )
+            result = fold_acceptance(arm_from_document(self.legs), [self.path], resamples=0)
+            actual = without_intervals(with_request_rows(result.to_json(), result))
         except RefusedError as error:
             assert expected is None, f"the library refused ({error}), the model did not"
             return

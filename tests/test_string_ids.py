@@ -84,7 +84,7 @@ def test_string_ids_are_requests_of_their_own_both_ways(tmp_path: Path):
         with native_switch(native):
             result = fold_acceptance(arm, [str(log)], resamples=0)
         assert requests_of(result) == expected
-        assert result.to_json()["legs"][0]["requests"][1]["seq"] == "7"
+        assert result.legs[0]["requests"][1]["seq"] == "7"
     with native_switch(True):
         native_json = fold_acceptance(arm, [str(log)], resamples=50).to_json()
     with native_switch(False):

@@ -7,11 +7,13 @@ across hosts, to the fold of the whole log."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
 import duckdb
 import polars as pl
+import pytest
 
 from fold.cli import main as cli
 from fold.folding.request_rows import FILE_SCHEMA, SUMS_FORMAT, SUMS_FORMAT_KEY
@@ -35,57 +37,93 @@ def seconds(ns: float | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
+CADENCE_COLUMNS = {
+    "lines": ("cadence_lines", 1),
+    "intervals": ("intervals", 1),
+    "first_step_s": ("first_step_ns", 1e9),
+    "decode_s": ("decode_ns", 1e9),
+    "tail_s": ("tail_ns", 1e9),
+    "interval_median_s": ("interval_median_ns", 1e9),
+    "interval_p90_s": ("interval_p90_ns", 1e9),
+    "interval_p99_s": ("interval_p99_ns", 1e9),
+    "interval_max_s": ("interval_max_ns", 1e9),
+    "stalls": ("stalls", 1),
+    "stall_s": ("stall_ns", 1e9),
+}
+"""Each figure of the reference's request cadence, and the file's column it is in (the
+file in nanoseconds, the reference in seconds)."""
+
+
+def file_rows(table: pl.DataFrame) -> list[dict]:
+    return [
+        {
+            **{key: row[key] for key in ("leg", "run", "warm", "w", "seq", "lines", "steps",
+                                         "proposed", "accepted")},
+            "cadence": {
+                name: None if row[column] is None else row[column] / scale
+                for name, (column, scale) in CADENCE_COLUMNS.items()
+            },
+        }
+        for row in table.iter_rows(named=True)
+    ]  # fmt: skip
+
+
+def reference_rows(expected: dict) -> list[dict]:
+    return [
+        {
+            "leg": leg["index"],
+            "run": leg["run"],
+            "warm": leg["warm"],
+            **{key: request[key] for key in ("w", "seq", "lines", "steps", "proposed",
+                                             "accepted")},
+            "cadence": {name: request["cadence"][name] for name in CADENCE_COLUMNS},
+        }
+        for leg in expected["legs"]
+        for request in leg["requests"]
+    ]  # fmt: skip
+
+
 def test_every_request_of_the_reference_is_a_row_with_its_sums_and_cadence(tmp_path, capsys):
     _, table = fold(tmp_path, [STEPS], "whole")
     record = json.loads(ARM.read_text())
     expected = reference_fold(record, lambda leg: leg["run"] > 1, "run > 1",
                               [(str(STEPS), STEPS.read_bytes())])  # fmt: skip
-    rows = []
-    for leg in expected["legs"]:
-        for request in leg["requests"]:
-            cadence = request["cadence"]
-            rows.append(
-                {
-                    "leg": leg["index"],
-                    "run": leg["run"],
-                    "warm": leg["run"] > 1,
-                    "w": request["w"],
-                    "seq": request["seq"],
-                    "lines": request["lines"],
-                    "steps": request["steps"],
-                    "proposed": request["proposed"],
-                    "accepted": request["accepted"],
-                    "intervals": cadence["intervals"],
-                    "decode_s": cadence["decode_s"],
-                    "first_step_s": cadence["first_step_s"],
-                    "median_s": cadence["interval_median_s"],
-                    "max_s": cadence["interval_max_s"],
-                    "stalls": cadence["stalls"],
-                }
-            )
-    found = [
-        {
-            "leg": row["leg"],
-            "run": row["run"],
-            "warm": row["warm"],
-            "w": row["w"],
-            "seq": row["seq"],
-            "lines": row["lines"],
-            "steps": row["steps"],
-            "proposed": row["proposed"],
-            "accepted": row["accepted"],
-            "intervals": row["intervals"],
-            "decode_s": seconds(row["decode_ns"]),
-            "first_step_s": seconds(row["first_step_ns"]),
-            "median_s": seconds(row["interval_median_ns"]),
-            "max_s": seconds(row["interval_max_ns"]),
-            "stalls": row["stalls"],
-        }
-        for row in table.iter_rows(named=True)
-    ]
-    assert len(rows) == 27  # the fixture's requests, counted in its legs by hand-checked JSON
-    assert found == rows
+    rows = reference_rows(expected)
+    assert len(rows) == 27  # the fixture's 27 requests (3 writers of 9), each in one leg
+    assert file_rows(table) == rows
     assert table["sid"].null_count() == table.height  # the fixture's ids are integers
+    # the leg's start to the first step, decoding and the last step to the end fill the window
+    assert (
+        table["first_step_ns"] + table["decode_ns"] + table["tail_ns"] == table["window_ns"]
+    ).all()
+    assert table["stall_ns"].drop_nulls().len() > 0  # the comparison saw a stall's time
+
+
+def test_each_requests_durations_are_the_sums_of_its_lines(tmp_path, capsys):
+    """A log whose lines carry draft_ns and verify_ns (every third line only verify_ns):
+    each request's row holds the sums over its lines, counted by hand from the lines."""
+    lines = [json.loads(line) for line in STEPS.read_bytes().splitlines()]
+    expected: dict[tuple[str, int], list[int]] = {}
+    for number, step in enumerate(lines):
+        step["verify_ns"] = 1000 + number
+        if number % 3:
+            step["draft_ns"] = 7 * number
+        found = expected.setdefault((step["w"], step["seq"]), [0, 0, 0, 0, 0])
+        found[0] += "draft_ns" in step  # timed: both keys
+        found[1] += "draft_ns" in step
+        found[2] += 1
+        found[3] += step.get("draft_ns", 0)
+        found[4] += step["verify_ns"]
+    log = tmp_path / "timed.jsonl"
+    log.write_text("".join(json.dumps(step) + "\n" for step in lines))
+    _, table = fold(tmp_path, [log], "timed")
+    assert table["lines"].sum() == len(lines)  # every line in a leg: each request whole
+    found = {
+        (row["w"], row["seq"]): [row["timed_steps"], row["draft_steps"], row["verify_steps"],
+                                 row["draft_ns"], row["verify_ns"]]
+        for row in table.iter_rows(named=True)
+    }  # fmt: skip
+    assert found == expected
 
 
 def test_the_file_names_its_format_and_keeps_the_documented_columns(tmp_path, capsys):
@@ -149,33 +187,27 @@ def test_the_docs_queries_over_hosts_files_give_the_whole_logs_figures(tmp_path,
 
 
 def test_string_ids_are_in_sid_and_integer_ids_in_seq(tmp_path, capsys):
+    """Odd requests are renamed to the string of their number: "7" is a request of its own
+    beside the integer 7 of another writer, and the file keeps which is which."""
     lines = STEPS.read_bytes().splitlines()
-    mixed = []
+    mixed, strings = [], set()
     for line in lines:
         step = json.loads(line)
-        if step["seq"] % 2:  # odd requests renamed: "7" is a string id, not the integer 7
-            step["seq"] = f"r{step['seq']}"
+        if step["seq"] % 2:
+            step["seq"] = str(step["seq"])
+            strings.add((step["w"], step["seq"]))
         mixed.append(json.dumps(step).encode())
     log = tmp_path / "mixed.jsonl"
     log.write_bytes(b"\n".join(mixed) + b"\n")
-    document, table = fold(tmp_path, [log], "mixed")
-    from_json = sorted(
-        (leg["index"], r["w"], str(r["seq"]), r["proposed"])
-        for leg in document["legs"]
-        for r in leg["requests"]
-    )
-    from_file = sorted(
-        (row["leg"], row["w"], row["sid"] if row["seq"] is None else str(row["seq"]),
-         row["proposed"])
-        for row in table.iter_rows(named=True)
-    )  # fmt: skip
-    assert from_file == from_json
-    assert (
-        table.filter(pl.col("sid").is_not_null())["seq"].null_count()
-        == table.filter(pl.col("sid").is_not_null()).height
-        > 0
-    )
-    assert (table["seq"].is_null() ^ table["sid"].is_null()).all()
+    _, table = fold(tmp_path, [log], "mixed")
+    with_strings = table.filter(pl.col("sid").is_not_null())
+    assert {(row["w"], row["sid"]) for row in with_strings.iter_rows(named=True)} == strings
+    assert with_strings["seq"].null_count() == with_strings.height > 0
+    integers = table.filter(pl.col("sid").is_null())
+    assert integers["seq"].null_count() == 0
+    evens = {(step["w"], step["seq"]) for step in map(json.loads, lines) if step["seq"] % 2 == 0}
+    assert set(integers.select("w", "seq").iter_rows()) == evens
+    assert table.height == 27  # no request lost or merged with its namesake
 
 
 def test_a_fold_from_the_records_counters_has_no_sums_to_write(tmp_path, capsys):
@@ -197,10 +229,49 @@ def test_steps_without_times_write_no_cadence(tmp_path, capsys):
     table = pl.read_parquet(sums)
     document = json.loads(out.read_bytes())
     assert document["step_source"] == "engine_trace"
-    assert table.height == sum(len(leg["requests"] or ()) for leg in document["legs"]) > 0
+    assert table.height == sum(leg["request_count"] for leg in document["legs"]) > 0
     assert table["decode_ns"].null_count() == table.height
     assert table["cadence_lines"].null_count() == table.height
     # the README's figures by hand: one run of the four prompts is S 75, P 525, A 177
     assert table["steps"].sum() == 5 * 75
     assert table["proposed"].sum() == 5 * 525
     assert table["accepted"].sum() == 5 * 177
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("-", "the sums file is Parquet, written to a file"),
+        ("", "the sums file is Parquet, written to a file"),
+        ("{tmp}/out/", "a folder, not a file"),
+        ("{tmp}", "a folder, not a file"),
+        ("{tmp}/missing/s.parquet", "no folder"),
+    ],
+)
+def test_a_sums_path_that_cannot_be_written_is_refused_before_the_fold(
+    tmp_path, capsys, path, words
+):
+    out = tmp_path / "d.json"
+    argv = [str(ARM), str(STEPS), "--sums", path.format(tmp=tmp_path), "--json", str(out)]
+    assert cli(argv) == 2
+    assert words in capsys.readouterr().err
+    assert not out.exists()  # refused before the fold wrote anything
+
+
+@pytest.mark.parametrize("flag", ["--sums", "--json"])
+def test_an_output_never_overwrites_an_input(tmp_path, capsys, flag):
+    log, arm = tmp_path / "steps.jsonl", tmp_path / "arm.json"
+    log.write_bytes(STEPS.read_bytes())
+    arm.write_bytes(ARM.read_bytes())
+    for target in (log, arm):
+        assert cli([str(arm), str(log), flag, str(target)]) == 2
+        assert f"it would overwrite {target}, an input this run reads" in capsys.readouterr().err
+    assert log.read_bytes() == STEPS.read_bytes()
+    assert arm.read_bytes() == ARM.read_bytes()
+
+
+def test_the_sums_file_is_readable_by_others_as_any_new_file(tmp_path, capsys):
+    fold(tmp_path, [STEPS], "mode")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "mode.parquet").stat().st_mode & 0o777 == 0o666 & ~mask

@@ -5,6 +5,7 @@ once, kept in the ledger, and every output the arguments ask for drawn from it."
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
                 f"{wanted} needs a step log: it reads the log's steps, which the "
                 "record's counters do not hold; name the step log(s) after the arm record"
             )
+    _check_outputs(arguments)
     if arguments.matched_config is not None and "vllm" not in arguments.matched:
         raise InputError("--matched-config goes with --matched vllm")
     from fold.inputs.arm import load_arm
@@ -134,6 +136,33 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     )
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _check_outputs(arguments: argparse.Namespace) -> None:
+    """The files the run will write, refused before the fold when they cannot be: the sums
+    file's path, and any output that names an input (it would be overwritten)."""
+    if arguments.sums is not None:
+        sums = arguments.sums
+        if sums in ("", "-"):
+            raise InputError(
+                f"--sums {sums!r}: the sums file is Parquet, written to a file: name one "
+                "(sums.parquet)"
+            )
+        if sums.endswith(("/", os.sep)) or os.path.isdir(sums):
+            raise InputError(f"--sums {sums}: a folder, not a file: name a file in it")
+        folder = os.path.dirname(sums) or "."
+        if not os.path.isdir(folder):
+            raise InputError(f"--sums {sums}: no folder {folder} to write it in")
+    inputs = [arguments.arm, *(arguments.logs or ())]
+    for flag, out in (("--sums", arguments.sums), ("--json", arguments.json)):
+        if out in (None, "", "-") or not os.path.exists(out):
+            continue
+        for path in inputs:
+            if os.path.exists(path) and os.path.samefile(out, path):
+                raise InputError(
+                    f"{flag} {out}: it would overwrite {path}, an input this run reads; "
+                    "name another file"
+                )
 
 
 def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:

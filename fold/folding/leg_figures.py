@@ -35,7 +35,7 @@ NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG
 
 def plain(value: Any) -> Any:
     """``value`` with every read-only view and figure type made a dict again, for JSON."""
-    if isinstance(value, Figures):
+    if isinstance(value, (Figures, RequestRows)):
         return value.to_json()
     if isinstance(value, (MappingProxyType, dict)):
         return {key: plain(item) for key, item in value.items()}

@@ -29,7 +29,7 @@ from fold.folding.windows import CHART_POOLS, SHAPE_POOLS, window_pools
 from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.inputs.reader import SkippedLine
 
-JSON_FORMAT = "fold-acceptance/3"
+JSON_FORMAT = "fold-acceptance/4"
 """The JSON document's format (``docs/document.md``); the annotated record's block says it too."""
 # Where a fold's counts came from (FoldResult.step_source): stable codes, which presenters and
 # scripts decide on; the words beside them are what people read and may be reworded.
@@ -207,15 +207,8 @@ class FoldResult:
         for leg in document["legs"]:
             leg["step_split"] = self.step_split.leg_json(leg["index"])
         document["warm"]["step_split"] = self.step_split.warm_json()
-        # The figures inside are read-only views and tuples: the JSON form is plain. The
-        # requests are plain already (leg_json): a load test's 10^6 of them are not walked.
-        requests = [leg["requests"] for leg in document["legs"]]
-        for leg in document["legs"]:
-            leg["requests"] = None  # its place kept: the keys stay in the document's order
-        document = plain(document)
-        for leg, rows in zip(document["legs"], requests, strict=True):
-            leg["requests"] = rows
-        return document
+        # the figures inside are read-only views and tuples: the JSON form is plain
+        return plain(document)
 
 
 def untimed(step_source: str) -> str | None:
@@ -230,8 +223,9 @@ def leg_json(leg: LegFigures) -> dict[str, Any]:
     document = {name: leg[name] for name in LEG_JSON}
     document["flags"] = list(leg.flags)
     document["cadence"] = None if leg.cadence is None else plain(leg.cadence)
-    requests: RequestRows | None = document["requests"]
-    document["requests"] = None if requests is None else requests.to_json()
+    # Every request's row is in the sums file (--sums), not here: a load test's 10^6 rows made
+    # the document most of a gigabyte. The document keeps their count, spread and lowest.
+    requests: RequestRows | None = document.pop("requests")
     document["request_count"] = None if requests is None else len(requests)
     document["lowest_request"] = None if requests is None else _lowest(requests)
     windows = document["windows"]
@@ -261,7 +255,7 @@ STEP_FIGURES = (
     "per_position_of_proposed",
     "histogram",
     "windows",
-    "requests",
+    "request_count",
     "lines",
     "cadence",
     "emitted",

@@ -18,7 +18,10 @@ from fold.folding.position_intervals import position_intervals
 from fold.inputs.limits import is_number
 from fold.inputs.populations import ALL_LEGS, WARM_LEGS
 
-DOCUMENT_FORMAT = "fold-acceptance/3"
+DOCUMENT_FORMAT = "fold-acceptance/4"
+DOCUMENT_FORMATS = ("fold-acceptance/3", DOCUMENT_FORMAT)
+"""Formats whose figures the ledger keeps: 4 moved the requests' rows out of the document, and
+the ledger keeps no request's row, so a saved format-3 document is kept as it is."""
 FOLDS = ("warm", "all")
 FOLD_FIGURES = (
     "accept_rate",
@@ -70,10 +73,11 @@ def check_document(document: Any) -> dict[str, Any]:
     """The run's JSON document, refused unless it is one this ledger keeps."""
     if not isinstance(document, dict) or "format" not in document:
         raise InputError("the run to keep is not a fold-acceptance JSON document")
-    if document["format"] != DOCUMENT_FORMAT:
+    if document["format"] not in DOCUMENT_FORMATS:
+        kept = " and ".join(repr(name) for name in DOCUMENT_FORMATS)
         raise InputError(
             f"the run to keep is a {document['format']!r} document; this ledger keeps "
-            f"{DOCUMENT_FORMAT!r} documents (fold the run again with this fold-acceptance)"
+            f"{kept} documents (fold the run again with this fold-acceptance)"
         )
     return document
 

@@ -35,6 +35,11 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     except OSError as error:
         raise InputError(f"{target}: cannot write here: {error.strerror}") from error
     try:
+        # mkstemp makes the file private (0600); an output is shipped and shared, so it gets
+        # the mode any new file of this process gets (0644 under the usual umask)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(descriptor, 0o666 & ~mask)
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
         os.replace(temporary, target)
