@@ -119,8 +119,15 @@ class Cadence:
     requests: pl.DataFrame
     """One row per request: KEY and ``RAW_SCHEMA``, sorted by KEY."""
     pooled_intervals: PooledIntervals = field(repr=False)
-    by_request: dict[tuple[int, str, int | str], dict[str, Any]] = field(repr=False)
-    """Every request's figures (seconds, as the JSON shows them) by (leg, w, request id)."""
+
+    @property
+    def by_request(self) -> dict[tuple[int, str, int | str], dict[str, Any]]:
+        """Every request's figures in seconds by (leg, w, request id), made on asking (a dict
+        per request: the fold itself reads ``requests``, fold.folding.request_rows)."""
+        return {
+            (row["leg"], row["w"], request_id(row["seq"], row["sid"])): _request_figures(row)
+            for row in self.requests.iter_rows(named=True)
+        }
 
     def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
         """Median and pooled figures over the requests of each group of legs, all groups
@@ -259,15 +266,7 @@ def fold_cadence(
     starts, ends = [0] * size, [0] * size
     for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
         starts[index], ends[index] = start + WINDOW_SLACK_NS, end - WINDOW_SLACK_NS
-    raw, figures, pooled = native.cadence(
-        step_times["t_ns"], step_times["leg"], starts, ends, stall_factor
-    )
-    keys = zip(*(step_times[name].to_list() for name in KEY), strict=True)
-    by_request = {
-        (leg, w, request_id(seq, sid)): figure
-        for (leg, w, sid, seq), figure in zip(keys, figures, strict=True)
-        if figure is not None
-    }
+    raw, pooled = native.cadence(step_times["t_ns"], step_times["leg"], starts, ends, stall_factor)
     requests = (
         pl.concat([step_times.select(KEY), raw], how="horizontal")
         .filter(pl.col("lines") > 0)
@@ -284,7 +283,7 @@ def fold_cadence(
         .cast(RAW_SCHEMA)
         .sort(KEY)
     )
-    return Cadence(stall_factor, requests, pooled, by_request)
+    return Cadence(stall_factor, requests, pooled)
 
 
 def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> Cadence:
@@ -378,11 +377,7 @@ def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: f
             ordered[-1],
         )
 
-    by_request = {
-        (row["leg"], row["w"], request_id(row["seq"], row["sid"])): _request_figures(row)
-        for row in requests.iter_rows(named=True)
-    }
-    return Cadence(stall_factor, requests, pooled, by_request)
+    return Cadence(stall_factor, requests, pooled)
 
 
 def _request_figures(row: dict[str, Any]) -> dict[str, Any]:
@@ -414,11 +409,6 @@ def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
     return step_times.group_by(KEY).agg(
         pl.col("t_ns").list.explode(keep_nulls=False, empty_as_null=False)
     )
-
-
-def no_request() -> dict[str, Any]:
-    """The figures of a request without steps in the fold."""
-    return {"lines": 0, "intervals": 0, **dict.fromkeys(REQUEST_FIGURES)}
 
 
 def _interval_figures(pooled: tuple[int, int, int, int, int, int] | None) -> dict[str, Any]:

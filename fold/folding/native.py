@@ -377,12 +377,12 @@ def _lookup(values: pl.Series, index: pl.Expr) -> pl.Expr:
 
 def cadence(
     times: pl.Series, legs: pl.Series, starts: list[int], ends: list[int], stall_factor: float
-) -> tuple[pl.DataFrame, list[dict[str, Any] | None], Any]:
+) -> tuple[pl.DataFrame, Any]:
     """Each request's cadence from its step times (``times``, a list column read in place), in
-    the extension: its figures in nanoseconds (columns as ``fold._native.cadence`` names them),
-    its figures in seconds (one dict per request, None without steps), and a function pooling
-    the intervals of any legs' requests (``fold.folding.cadence.PooledIntervals``)."""
-    columns, figures, state = _native.cadence(
+    the extension: its figures in nanoseconds (columns as ``fold._native.cadence`` names them)
+    and a function pooling the intervals of any legs' requests
+    (``fold.folding.cadence.PooledIntervals``)."""
+    columns, state = _native.cadence(
         times.__arrow_c_stream__(), legs.to_list(), starts, ends, stall_factor
     )
     frame = pl.DataFrame([_series(name, capsules) for name, capsules in columns.items()])
@@ -390,7 +390,7 @@ def cadence(
     def pooled(chosen: list[int]) -> tuple[int, int, int, int, int, int] | None:
         return _native.cadence_pooled(state, chosen)
 
-    return frame, figures, pooled
+    return frame, pooled
 
 
 def step_lengths(times: pl.Series, tokens: pl.Series, chosen: list[bool]) -> dict:

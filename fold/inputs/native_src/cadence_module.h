@@ -1,6 +1,7 @@
 // The cadence's Python side (fold.folding.native.cadence): the step times' list column taken through
 // the Arrow C stream interface, the pass (cadence.h) run without the GIL, each request's
-// figures handed back as columns and as dicts, and groups of legs pooled on request. Part of
+// figures handed back as columns (no object per request: a load test has 10^6), and groups of
+// legs pooled on request. Part of
 // fold/_native.cc, its only includer.
 
 #ifndef FOLD_NATIVE_CADENCE_MODULE_H_
@@ -82,85 +83,13 @@ inline void cadence_capsule_destructor(PyObject* capsule) {
   delete static_cast<CadencePass*>(PyCapsule_GetPointer(capsule, "fold_native.cadence"));
 }
 
-// Each request's figures as fold.folding.cadence shows them (seconds), one dict per request, None for
-// a request without steps. The arithmetic is Python's on the same integers (int / 1e9 divides
-// the int's exact double), so the polars path's dicts are equal bit for bit.
-inline PyObject* request_dicts(const CadencePass& pass) {
-  static const char* const kKeys[] = {
-      "lines",          "intervals",      "first_step_s",   "decode_s",
-      "tail_s",         "interval_median_s", "interval_p90_s", "interval_p99_s",
-      "interval_max_s", "stalls",         "stall_s",        "decode_steps_per_s"};
-  constexpr std::size_t kKeyCount = sizeof kKeys / sizeof kKeys[0];
-  PyObject* keys[kKeyCount];
-  for (std::size_t k = 0; k < kKeyCount; ++k) {
-    keys[k] = PyUnicode_InternFromString(kKeys[k]);
-    if (keys[k] == nullptr) {
-      for (std::size_t j = 0; j < k; ++j) Py_DECREF(keys[j]);
-      return nullptr;
-    }
-  }
-  const auto& c = pass.columns;
-  std::size_t rows = c[kLines].size();
-  PyObject* list = PyList_New(static_cast<Py_ssize_t>(rows));
-  auto seconds = [](std::int64_t ns) { return PyFloat_FromDouble(static_cast<double>(ns) / 1e9); };
-  auto optional_seconds = [&](std::int64_t ns) {
-    if (ns < 0) Py_RETURN_NONE;
-    return seconds(ns);
-  };
-  auto half_seconds = [](std::int64_t doubled) {
-    if (doubled < 0) Py_RETURN_NONE;
-    return PyFloat_FromDouble(static_cast<double>(doubled) / 2.0 / 1e9);
-  };
-  for (std::size_t i = 0; list != nullptr && i < rows; ++i) {
-    PyObject* item;
-    if (c[kLines][i] == 0) {
-      item = Py_None;
-      Py_INCREF(item);
-    } else {
-      bool judged = c[kJudged][i] != 0;
-      std::int64_t decode = c[kDecodeNs][i];
-      PyObject* values[kKeyCount] = {
-          PyLong_FromLongLong(c[kLines][i]),
-          PyLong_FromLongLong(c[kIntervals][i]),
-          seconds(c[kFirstStepNs][i]),
-          seconds(decode),
-          seconds(c[kTailNs][i]),
-          half_seconds(c[kMedian2Ns][i]),
-          optional_seconds(c[kP90Ns][i]),
-          optional_seconds(c[kP99Ns][i]),
-          optional_seconds(c[kMaxNs][i]),
-          judged ? PyLong_FromLongLong(c[kStalls][i]) : (Py_INCREF(Py_None), Py_None),
-          judged ? half_seconds(c[kStall2Ns][i]) : (Py_INCREF(Py_None), Py_None),
-          decode > 0 ? PyFloat_FromDouble(static_cast<double>(c[kIntervals][i]) /
-                                          (static_cast<double>(decode) / 1e9))
-                     : (Py_INCREF(Py_None), Py_None),
-      };
-      item = PyDict_New();
-      for (std::size_t k = 0; k < kKeyCount; ++k) {
-        if (item != nullptr &&
-            (values[k] == nullptr || PyDict_SetItem(item, keys[k], values[k]) != 0)) {
-          Py_CLEAR(item);
-        }
-        Py_XDECREF(values[k]);
-      }
-    }
-    if (item == nullptr) {
-      Py_CLEAR(list);
-      break;
-    }
-    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
-  }
-  for (PyObject* key : keys) Py_DECREF(key);
-  return list;
-}
-
 const char kCadenceDoc[] =
-    "cadence(t_ns, legs, leg_start, leg_end, stall_factor) -> (columns, dicts, state)\n\n"
+    "cadence(t_ns, legs, leg_start, leg_end, stall_factor) -> (columns, state)\n\n"
     "Each request's cadence (fold.folding.cadence) from t_ns, a list of int64 column given as an Arrow\n"
     "stream capsule (one list of step times per request, any order), legs the request's leg,\n"
     "leg_start/leg_end the recorded windows by leg index. columns: Arrow capsule pairs in the\n"
-    "requests' order (nanoseconds; medians and stall sums doubled; -1 for none); dicts: each\n"
-    "request's figures in seconds (None without steps); state: for cadence_pooled.";
+    "requests' order (nanoseconds; medians and stall sums doubled; -1 for none); state: for\n"
+    "cadence_pooled.";
 
 inline PyObject* cadence_py(PyObject*, PyObject* args) {
   PyObject *times, *legs_object, *starts_object, *ends_object;
@@ -221,29 +150,22 @@ inline PyObject* cadence_py(PyObject*, PyObject* args) {
   static const char* const kNames[kCadenceColumns] = {
       "lines",     "intervals", "first_step_ns", "decode_ns", "tail_ns", "window_ns", "median2_ns",
       "p90_ns",    "p99_ns",    "max_ns",        "judged",    "stalls",  "stall2_ns"};
-  PyObject* dicts = request_dicts(*pass);
-  if (dicts == nullptr) return nullptr;
   std::vector<std::pair<const char*, PyObject*>> items;
   for (std::size_t i = 0; i < kCadenceColumns; ++i) {
     items.emplace_back(kNames[i], arrow_column(std::move(pass->columns[i]), false));
   }
   PyObject* columns = dict_of(std::move(items));
-  if (columns == nullptr) {
-    Py_DECREF(dicts);
-    return nullptr;
-  }
+  if (columns == nullptr) return nullptr;
   PyObject* state = PyCapsule_New(pass.get(), "fold_native.cadence", cadence_capsule_destructor);
   if (state == nullptr) {
     Py_DECREF(columns);
-    Py_DECREF(dicts);
     return nullptr;
   }
   pass.release();
-  PyObject* triple = PyTuple_Pack(3, columns, dicts, state);
+  PyObject* pair = PyTuple_Pack(2, columns, state);
   Py_DECREF(columns);
-  Py_DECREF(dicts);
   Py_DECREF(state);
-  return triple;
+  return pair;
 }
 
 const char kPooledDoc[] =
