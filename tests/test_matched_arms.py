@@ -296,7 +296,10 @@ def test_a_matched_run_inside_our_interval_where_the_model_holds(capsys):
     assert check["step_rate_ratio"] == pytest.approx(expected["ratio"])
     assert abs(check["step_rate_ratio"] - 1) < 1e-4
     low, high = check["step_rate_ratio_ci"]
-    assert low < 1 < high and check["step_rate_basis"] == "both arms"
+    assert low < 1 < high and check["step_rate_basis"] == "both_arms"
+    assert check["step_rate_basis_text"] == "both arms"
+    assert check["acceptance"]["basis"] == "our_interval"
+    assert check["acceptance"]["basis_text"] == "our warm 95% interval"
     assert check["model_holds"] is True and check["status"] == MODEL_HOLDS
     assert "the model holds for this pair" in check["verdict"]
 
@@ -378,7 +381,8 @@ def test_without_intervals_the_match_and_the_model_go_by_the_tolerance(capsys):
     args = ["--bootstrap", "0"]
     holds = _run(capsys, *args, *BASE, "--vs", f"m={MATCHED / 'holds.json'}")
     check = holds["comparison"]["matched"]["m"]
-    assert check["acceptance"]["basis"].startswith("--tolerance")
+    assert check["acceptance"]["basis"] == "tolerance"
+    assert check["acceptance"]["basis_text"] == "--tolerance (no interval of ours)"
     assert check["acceptance"]["ours_ci"] is None and check["step_rate_ratio_ci"] is None
     assert check["status"] == MODEL_HOLDS
     fails = _run(capsys, *args, *BASE, "--vs", f"m={MATCHED / 'fails.json'}")
@@ -579,7 +583,7 @@ def test_the_step_rate_ratios_interval_is_drawn_from_the_oracle_arms_own_resampl
     low, high = np.quantile(q, [0.025, 0.975])
     assert check.step_rate_ratio_ci == pytest.approx((low, high), rel=1e-9)
     assert check.step_rate_ratio == pytest.approx((50 / 2.0) / (80 / 1.8))
-    assert check.step_rate_basis == "both arms"
+    assert check.step_rate_basis == "both_arms"
     assert check.model_holds is bool(low <= 1 <= high)
     measured = (
         draws["ours"].figures["output_throughput_tok_s"]
@@ -588,7 +592,8 @@ def test_the_step_rate_ratios_interval_is_drawn_from_the_oracle_arms_own_resampl
     assert check.measured_speed_factor_ci == pytest.approx(
         tuple(np.quantile(measured, [0.025, 0.975])), rel=1e-9
     )
-    assert check.measured_basis == "both arms"
+    assert check.measured_basis == "both_arms"
+    assert check.to_json()["measured_basis_text"] == "both arms"
     assert math.isclose(check.ours_length_ci[0], np.quantile(
         draws["ours"].figures["mean_acceptance_length"], 0.025))  # fmt: skip
     # the ordinary run known by totals: its figures enter every draw at their values
@@ -596,9 +601,17 @@ def test_the_step_rate_ratios_interval_is_drawn_from_the_oracle_arms_own_resampl
     assert alone.step_rate_ratio_ci == pytest.approx(
         tuple(np.quantile(draws["m"].figures["output_throughput_tok_s"] / 2.0 / (80 / 1.8),
                           [0.025, 0.975])), rel=1e-9)  # fmt: skip
-    assert alone.step_rate_basis == "m's legs only"
+    assert alone.step_rate_basis == "matched_run_only"
+    assert alone.to_json()["step_rate_basis_text"] == "m's legs only"
+    # the matched run known by totals: the ratio rests on the ordinary run's legs, and the
+    # measured factor on ours only
+    other = _check(ours, base, matched, replicates={k: draws[k] for k in ("ours", "b")})
+    assert other.step_rate_basis == "ordinary_run_only" and other.measured_basis == "ours_only"
+    assert other.to_json()["step_rate_basis_text"] == "b's legs only"
+    assert other.to_json()["measured_basis_text"] == "ours only"
     neither = _check(ours, base, matched, replicates={"ours": draws["ours"]})
     assert neither.step_rate_ratio_ci is None and neither.step_rate_basis is None
+    assert neither.to_json()["step_rate_basis_text"] is None
     assert neither.model_holds is (abs(neither.step_rate_ratio - 1) <= 0.02)
 
 

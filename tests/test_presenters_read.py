@@ -297,3 +297,48 @@ def test_a_fold_from_the_records_counters_renders_in_every_presenter(tmp_path):
     windows = next(chart for chart in charts(document) if chart.name == "windows")
     assert windows.draw is None
     assert b"<html" in page(document)
+
+
+@pytest.fixture(scope="module")
+def with_oracle_steps(tmp_path_factory) -> dict:
+    """Ours beside vLLM's per-request steps (detailed) and its histograms (summary), saved."""
+    requests = ORACLES / "vllm-requests"
+    ours = ORACLES / "vllm-real" / "ours"
+    out = tmp_path_factory.mktemp("doc") / "fold.json"
+    argv = [
+        str(ours / "our-arm.json"),
+        str(ours / "steps.jsonl"),
+        f"--vs=vllm={requests / 'offline' / 'requests.jsonl'}",
+        f"--vs=sum={requests / 'summary.jsonl'}",
+        "--bootstrap",
+        "50",
+    ]
+    assert cli([*argv, "--json", str(out), "--quiet"]) == 0
+    return json.loads(out.read_bytes())
+
+
+def test_where_an_arms_step_figures_came_from_is_the_documents_sentence(with_oracle_steps):
+    document = copy.deepcopy(with_oracle_steps)
+    rows = {row["name"]: row for row in document["comparison"]["rows"]}
+    assert [rows[name]["step_figures"]["source"] for name in ("ours", "vllm", "sum")] == [
+        "step_log",
+        "oracle_steps",
+        "oracle_histograms",
+    ]
+    saved_text = {name: rows[name]["step_figures"]["source_text"] for name in rows}
+    for name in ("ours", "vllm", "sum"):
+        rows[name]["step_figures"]["source_text"] = f"planted words for {name}"
+    shown = {
+        "terminal": _words(terminal(document, width=100, details=True)),
+        "markdown": _words(markdown_record(document)),
+        "page": _words(page(document).decode()),
+    }
+    for where, text in shown.items():
+        for name in ("ours", "vllm", "sum"):
+            steps = rows[name]["step_figures"]["steps"]
+            assert f"{name}: planted words for {name}, {steps} steps" in text, (where, name)
+            assert f"{saved_text[name]}, {steps} steps" not in text, (where, name)
+    # the saved sentences are what an untouched document shows
+    untouched = _words(terminal(with_oracle_steps, width=100, details=True))
+    assert "ours: step log, " in untouched
+    assert "vllm: vLLM's per-request spec_decode_metrics (detailed), " in untouched

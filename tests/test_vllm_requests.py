@@ -318,7 +318,13 @@ def test_the_command_sets_step_figures_side_by_side(capsys, tmp_path):
     assert code == 0
     rows = {row["name"]: row for row in json.loads(out.read_text())["comparison"]["rows"]}
     assert rows["tot"]["step_figures"] is None
-    assert rows["ours"]["step_figures"]["source"] == "step log"
+    assert rows["ours"]["step_figures"]["source"] == "step_log"
+    assert rows["ours"]["step_figures"]["source_text"] == "step log"
+    assert rows["vllm"]["step_figures"]["source"] == "oracle_steps"
+    assert rows["sum"]["step_figures"]["source"] == "oracle_histograms"
+    assert rows["sum"]["step_figures"]["source_text"] == (
+        "vLLM's per-request spec_decode_metrics (summary)"
+    )
     vllm = rows["vllm"]["step_figures"]
     assert vllm["interval_over"].startswith("the requests")
     assert vllm["steps"] == rows["vllm"]["steps"]

@@ -3,7 +3,9 @@
 Both ``fold.compare.matched_arms`` and ``fold.compare.measured_split`` draw ratios of tok/s (and
 1 + A/S) from the arms' own resamples, paired draw by draw as the gap's are
 (``fold.compare.gap_intervals``); an arm known by totals enters every draw at its value. The
-draws live here so that the two read them one way, apart from the checks and words built on them.
+draws live here so that the two read them one way, apart from the checks and words built on them,
+with the codes for what a matched check's figures rest on (its acceptance match and its ratios'
+intervals) and their words.
 """
 
 from __future__ import annotations
@@ -13,11 +15,39 @@ from dataclasses import dataclass
 import numpy as np
 
 from fold.compare.gap import GapSplit
+from fold.compare.gap_intervals import BOTH_ARMS, OURS_ONLY
 from fold.folding.uncertainty import Interval, Replicates, percentile_interval, ratio
 from fold.inputs.oracles import ArmFigures
 
 LENGTH = "mean_acceptance_length"
 TOK_S = "output_throughput_tok_s"
+# What a matched check's figures rest on, codes (the JSON's ``basis``, ``measured_basis`` and
+# ``step_rate_basis``); ``basis_text`` and ``*_basis_text`` beside them say it in words. Its
+# acceptance check goes by our warm interval, or by --tolerance where we have none:
+OUR_INTERVAL = "our_interval"
+TOLERANCE = "tolerance"
+ACCEPTANCE_BASIS_TEXT = {
+    OUR_INTERVAL: "our warm 95% interval",
+    TOLERANCE: "--tolerance (no interval of ours)",
+}
+# a ratio's interval is drawn from both arms' resamples, or from one arm's (the other enters
+# every draw at its value): ours, the matched run's or the ordinary run's.
+MATCHED_ONLY = "matched_run_only"
+ORDINARY_ONLY = "ordinary_run_only"
+MEASURED_BASES = (BOTH_ARMS, OURS_ONLY)
+STEP_RATE_BASES = (BOTH_ARMS, MATCHED_ONLY, ORDINARY_ONLY)
+
+
+def drawn_basis_text(basis: str | None, matched: str, ordinary: str | None) -> str | None:
+    """A ratio's basis in words: the matched run is ``matched``, the ordinary one ``ordinary``."""
+    if basis is None:
+        return None
+    return {
+        BOTH_ARMS: "both arms",
+        OURS_ONLY: "ours only",
+        MATCHED_ONLY: f"{matched}'s legs only",
+        ORDINARY_ONLY: f"{ordinary}'s legs only",
+    }[basis]
 
 
 @dataclass(frozen=True)
@@ -28,8 +58,27 @@ class Side:
     replicates: Replicates | None
 
 
+def acceptance_match(
+    ours: float | None,
+    oracle: float | None,
+    interval: Interval | None,
+    tolerance: float,
+    bound: float,
+) -> tuple[bool | None, str, float | None, float | None]:
+    """Whether the run's 1 + A/S matches ours, the basis, oracle - ours, and how far outside
+    our interval it is (an oracle printed rounded matches when its bound reaches in)."""
+    basis = OUR_INTERVAL if interval is not None else TOLERANCE
+    if ours is None or oracle is None:
+        return None, basis, None, None
+    difference = oracle - ours
+    if interval is None:
+        return abs(difference) <= tolerance * ours + bound, basis, difference, None
+    beyond = max(interval[0] - oracle, oracle - interval[1], 0.0)
+    return beyond <= bound, basis, difference, beyond
+
+
 def measured_factor(ours: Side, side: Side) -> tuple[float | None, np.ndarray | None, str | None]:
-    """T_ours / T_matched, and its resamples with what they rest on."""
+    """T_ours / T_matched, and its resamples with what they rest on (a code)."""
     t_ours, t_matched = ours.row.output_throughput_tok_s, side.row.output_throughput_tok_s
     if t_ours is None or not t_matched:
         return None, None, None
@@ -37,7 +86,7 @@ def measured_factor(ours: Side, side: Side) -> tuple[float | None, np.ndarray | 
     if mine is None:
         return t_ours / t_matched, None, None
     theirs = figure_draws(side.replicates, TOK_S, t_matched, mine.size)
-    basis = "both arms" if _resampled(side.replicates, TOK_S) else "ours only"
+    basis = BOTH_ARMS if _resampled(side.replicates, TOK_S) else OURS_ONLY
     assert theirs is not None
     return t_ours / t_matched, ratio(mine, theirs), basis
 
@@ -47,7 +96,7 @@ def step_rates(
 ) -> tuple[tuple[float | None, float | None], float | None, Interval | None, str | None]:
     """Both oracle runs' verify steps/s (T / L, each over its own 1 + A/S), the matched over
     the ordinary, and that ratio's interval from the two arms' own resamples (a figure known
-    by totals enters every draw at its value) with what it rests on."""
+    by totals enters every draw at its value) with what it rests on (a code)."""
     figures = []
     for arm in (side, base):
         tok, length = arm.row.output_throughput_tok_s, arm.row.mean_acceptance_length
@@ -70,7 +119,8 @@ def step_rates(
         )
         for arm, (t, length) in zip((side, base), ((t_m, l_m), (t_b, l_b)), strict=True)
     ]
-    basis = "both arms" if len(drawn) == 2 else f"{drawn[0].row.name}'s legs only"
+    alone = MATCHED_ONLY if drawn[0] is side else ORDINARY_ONLY
+    basis = BOTH_ARMS if len(drawn) == 2 else alone
     return (
         (rate_m, rate_b),
         rate_m / rate_b,

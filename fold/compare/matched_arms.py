@@ -38,7 +38,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fold.compare.arm_draws import LENGTH, Side, measured_factor, step_rates
+from fold.compare.arm_draws import (
+    ACCEPTANCE_BASIS_TEXT,
+    LENGTH,
+    Side,
+    acceptance_match,
+    drawn_basis_text,
+    measured_factor,
+    step_rates,
+)
 from fold.compare.gap import GapAttribution, GapSplit
 from fold.errors import InputError
 from fold.folding.uncertainty import Interval, percentile_interval
@@ -78,6 +86,7 @@ class MatchedCheck:
     matched: bool | None
     """The run's 1 + A/S inside our warm interval (or tolerance); None when not recorded."""
     match_basis: str
+    """What the match goes by, a code: ``our_interval`` or ``tolerance``."""
     length_difference: float | None
     """oracle - ours, in 1 + A/S."""
     beyond_interval: float | None
@@ -121,11 +130,13 @@ class MatchedCheck:
                 "beyond_interval": _finite(self.beyond_interval),
                 "matched": self.matched,
                 "basis": self.match_basis,
+                "basis_text": ACCEPTANCE_BASIS_TEXT[self.match_basis],
             },
             "population": self.population,
             "measured_speed_factor": _finite(self.measured_speed_factor),
             "measured_speed_factor_ci": _pair(self.measured_speed_factor_ci),
             "measured_basis": self.measured_basis,
+            "measured_basis_text": drawn_basis_text(self.measured_basis, self.oracle, self.base),
             "modelled_speed_factor": _finite(self.modelled_speed_factor),
             "modelled_speed_factor_ci": _pair(self.modelled_speed_factor_ci),
             "steps_per_s": {
@@ -135,6 +146,7 @@ class MatchedCheck:
             "step_rate_ratio": _finite(self.step_rate_ratio),
             "step_rate_ratio_ci": _pair(self.step_rate_ratio_ci),
             "step_rate_basis": self.step_rate_basis,
+            "step_rate_basis_text": drawn_basis_text(self.step_rate_basis, self.oracle, self.base),
             "model_holds": self.model_holds,
             "status": self.status,
             "verdict": self.verdict,
@@ -245,7 +257,7 @@ def _check(
     length_o = ours.row.mean_acceptance_length
     length_m = row.mean_acceptance_length
     interval = None if ours.replicates is None else ours.replicates.interval(LENGTH)
-    matched, basis, difference, beyond = _acceptance(
+    matched, basis, difference, beyond = acceptance_match(
         length_o, length_m, interval, tolerance, row.mean_acceptance_length_bound or 0.0
     )
     if configured is not None and length_o is not None:
@@ -411,29 +423,6 @@ def _with_interval(value: float | None, interval: Interval | None) -> str:
     if interval is None:
         return f"{value:.3f}"
     return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
-
-
-INTERVAL_BASIS = "our warm 95% interval"
-TOLERANCE_BASIS = "--tolerance (no interval of ours)"
-
-
-def _acceptance(
-    ours: float | None,
-    oracle: float | None,
-    interval: Interval | None,
-    tolerance: float,
-    bound: float,
-) -> tuple[bool | None, str, float | None, float | None]:
-    """Whether the run's 1 + A/S matches ours, the basis, oracle - ours, and how far outside
-    our interval it is (an oracle printed rounded matches when its bound reaches in)."""
-    basis = INTERVAL_BASIS if interval is not None else TOLERANCE_BASIS
-    if ours is None or oracle is None:
-        return None, basis, None, None
-    difference = oracle - ours
-    if interval is None:
-        return abs(difference) <= tolerance * ours + bound, basis, difference, None
-    beyond = max(interval[0] - oracle, oracle - interval[1], 0.0)
-    return beyond <= bound, basis, difference, beyond
 
 
 def _finite(value: float | None) -> float | None:

@@ -18,12 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.folding.leg_figures import LegFigures, Named, PooledFigures, plain
-from fold.folding.result import FoldResult
+from fold.folding.result import ENGINE_TRACE, ORACLE_STEPS, STEP_LOG, FoldResult
 from fold.folding.uncertainty import Interval, ratio_replicates
 from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
 from fold.inputs.oracles.request_steps import DETAILED, OracleSteps
 
+# Where an arm's step figures came from (``step_figures.source``), a code: our step log or the
+# engine's trace (the fold's ``step_source``), an oracle's steps per request in order (its
+# detailed level), or only its requests' histograms (vLLM's summary level). ``source_text``
+# beside it is the sentence: the fold's words for ours, the oracle reader's for an oracle's.
+ORACLE_HISTOGRAMS = "oracle_histograms"
+SOURCES = (STEP_LOG, ENGINE_TRACE, ORACLE_STEPS, ORACLE_HISTOGRAMS)
 BY_REQUEST = "the requests within each drawn leg (two stages)"
 BY_LEG = "the legs (the fold keeps each leg's histogram, not each request's)"
 NOT_RECORDED_PROPOSED = (
@@ -181,6 +187,7 @@ def _shares(histogram: Sequence[int]) -> list[float | None]:
 def _block(
     *,
     source: str,
+    source_text: str,
     population: str,
     legs: int,
     requests: int,
@@ -196,6 +203,7 @@ def _block(
     histogram = _padded(pooled["histogram"], k + 1)
     block: dict[str, Any] = {
         "source": source,
+        "source_text": source_text,
         "population": population,
         "legs": legs,
         "requests": requests,
@@ -269,7 +277,8 @@ def fold_step_figures(
         if unplaced[0]:
             not_recorded["positions"] = UNPLACED.format(*unplaced)
     return _block(
-        source=result.step_source_text if steps is None else f"{steps.source} ({steps.level})",
+        source=result.step_source if steps is None else ORACLE_STEPS,
+        source_text=result.step_source_text if steps is None else _oracle_text(steps),
         population=population,
         legs=len(legs),
         requests=sum(len(leg["requests"]) for leg in legs),
@@ -282,6 +291,10 @@ def fold_step_figures(
         flags=_flags(legs),
         not_recorded=not_recorded,
     )
+
+
+def _oracle_text(steps: OracleSteps) -> str:
+    return f"{steps.source} ({steps.level})"
 
 
 def _unplaced_tokens(legs: Sequence[Any]) -> tuple[int, int]:
@@ -331,7 +344,8 @@ def summary_step_figures(
     per_position = acceptance.per_position(histogram, sum(histogram))
     units = [[Unit(request.histogram, None) for request in leg.requests] for leg in warm]
     return _block(
-        source=f"{steps.source} ({steps.level})",
+        source=ORACLE_HISTOGRAMS,
+        source_text=_oracle_text(steps),
         population=population,
         legs=len(warm),
         requests=sum(len(leg.requests) for leg in warm),

@@ -250,7 +250,7 @@ def about_lines(document: Mapping[str, Any]) -> list[str]:
             lines.append(f"{name}: not recorded (known only by totals, no steps)")
             continue
         text = (
-            f"{name}: {figures['source']}, {figures['steps']} steps of {figures['requests']} "
+            f"{name}: {figures['source_text']}, {figures['steps']} steps of {figures['requests']} "
             f"requests in {figures['legs']} legs ({POPULATION_TEXT[figures['population']]})"
         )
         if figures["window_steps"] is not None:
