@@ -3,19 +3,22 @@ are worded from fields the ledger's builders (``fold.ledger.history``, ``fold.le
 worked out, and what they print for a recorded ledger is the text written here by hand.
 
 Two checks. The code: no arithmetic, no ordering of numbers and no counting or summing
-(``sum``, ``len``, ``abs``, ``min``, ``max``, ``round``, ``math``, ``statistics``) in
-``fold/present/history.py`` and ``fold/present/check.py``; a number is turned into text by the
-formats kit (``fold/present/table.py``: one number in, its text out), text is laid out by
-``table_layout.py`` and ``markdown_table.py``. Planted computations show the check finds each
-form. The behaviour: ``fixtures/ledger/recorded/`` is a ledger folder of five toy gates kept
-on five days (seeds 1-3 of main, the one-less log as ``slower``, a ``--bootstrap 0`` run), and
-what the command prints for it is made here from its Parquet files read by polars, with this
+(``sum``, ``len``, ``abs``, ``min``, ``max``, ``round``, ``sorted``, ``math``, ``statistics``) in
+``fold/present/history.py``, ``fold/present/check.py`` and ``fold/present/history_page.py`` (the
+history's chart: where its points, error bars and colours go is the history's ``chart``
+block); a number is turned into text by the formats kit (``fold/present/table.py``: one number
+in, its text out), text is laid out by ``table_layout.py`` and ``markdown_table.py``. Planted
+computations show the check finds each form. The behaviour: ``fixtures/ledger/recorded/`` is a
+ledger folder of five toy gates kept on five days (seeds 1-3 of main, the one-less log as
+``slower``, a ``--bootstrap 0`` run), and what the command prints for it, and what the history's
+chart draws, is made here from its Parquet files read by polars, with this
 file's own rounding, alignment and statistics.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import math
 import statistics
@@ -28,9 +31,9 @@ from fold.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESENT = ROOT / "fold" / "present"
-LEDGER_PRESENTERS = ("history.py", "check.py")
+LEDGER_PRESENTERS = ("history.py", "check.py", "history_page.py")
 RECORDED = ROOT / "fixtures" / "ledger" / "recorded"
-COUNTING = {"sum", "len", "abs", "min", "max", "round", "pow", "divmod"}
+COUNTING = {"sum", "len", "abs", "min", "max", "round", "pow", "divmod", "sorted"}
 ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
@@ -106,6 +109,14 @@ def test_the_ledger_presenters_compute_nothing():
         "import math\n",
         "def ratio(a, b):\n    return a['value'] / b['value']\n",
         "def both(a, b):\n    return a['steps'] + b['steps']\n",
+        # the chart's own sums, as history_page.py once made them
+        "def ys(points, scale):\n    return [scale * p['value'] for p in points]\n",
+        "def colour(index):\n    return PALETTE[index % len(PALETTE)]\n",
+        "def reach(entry, scale):\n"
+        "    distance = scale * (entry['value'] - entry['ci'][0])\n"
+        "    return max(distance, 0.0)\n",
+        "def note(text):\n    return text if len(text) <= 40 else text[:39]\n",
+        "def order(groups):\n    return sorted(e['run'] for g in groups for e in g['runs'])\n",
     ],
 )
 def test_a_planted_computation_is_found(planted):
@@ -339,3 +350,102 @@ def test_each_outcome_is_a_code_with_its_sentence_in_the_data_and_the_docs(capsy
     assert data["counts"] == {"holds": 0, "alert": 1, "too_few": 0, "no_figure": 1,
                               "no_interval": 0}  # fmt: skip
     assert (data["total"], data["undecided"]) == (2, 1)
+
+
+# -- what the history's chart draws for the recorded ledger, made here from its files ---------
+
+
+def _history(tmp_path: Path, *argv: str) -> dict:
+    out = tmp_path / "history.json"
+    assert main(["ledger", str(RECORDED), "--figure", "A/P", *argv, "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def _drawn(history: dict):
+    from matplotlib.figure import Figure
+
+    from fold.present.history_page import history_chart
+
+    figure = Figure()
+    chart = history_chart(history)
+    assert chart.draw is not None
+    chart.draw(figure)
+    return figure.axes[0]
+
+
+def _whisker(run: dict) -> tuple[float, float, float]:
+    """A run's A/P in percent and its whisker's ends (both at the point without an interval)."""
+    value, interval = run["figures"]["accept_rate"]
+    low, high = (value, value) if interval is None else interval
+    return 100 * value, 100 * low, 100 * high
+
+
+def test_the_history_chart_draws_the_recorded_runs_figures(kept, tmp_path, capsys):
+    from fold.present.chart import FLAG_COLOUR, PALETTE
+
+    axes = _drawn(_history(tmp_path))
+    capsys.readouterr()
+    runs = sorted(kept)
+    (bars,) = axes.containers
+    line, _, (whiskers,) = bars.lines
+    assert line.get_color() == PALETTE[0]
+    points = [(x, _whisker(kept[run])) for x, run in enumerate(runs)]
+    assert list(line.get_xdata()) == [x for x, _ in points]
+    assert list(line.get_ydata()) == pytest.approx([y for _, (y, _, _) in points], rel=1e-12)
+    for segment, (x, (_, low, high)) in zip(whiskers.get_segments(), points, strict=True):
+        (x0, y0), (x1, y1) = segment.tolist()
+        assert (x0, x1) == (x, x) and (y0, y1) == pytest.approx((low, high), rel=1e-12)
+    assert [label.get_text() for label in axes.get_xticklabels()] == [str(r) for r in runs]
+    assert axes.get_ylabel() == "A/P (warm legs) (%)"
+    # red: a run outside the previous run's interval, noted with the labels that changed
+    flagged, notes = [], []
+    for before, after in itertools.pairwise(runs):
+        value = kept[after]["figures"]["accept_rate"][0]
+        interval = kept[before]["figures"]["accept_rate"][1]
+        if _side(value, interval):
+            flagged.append((runs.index(after), 100 * value))
+            was, now = kept[before]["labels"], kept[after]["labels"]
+            notes.append(", ".join(f"{k}={now[k]}" for k in now if was[k] != now[k]))
+    assert flagged == [(3, pytest.approx(100 * kept[4]["figures"]["accept_rate"][0])),
+                       (4, pytest.approx(100 * kept[5]["figures"]["accept_rate"][0]))]  # fmt: skip
+    red = [
+        (drawn.get_xdata()[0], drawn.get_ydata()[0])
+        for drawn in axes.get_lines()
+        if drawn.get_color() == FLAG_COLOUR
+    ]
+    assert red == flagged
+    assert [text.get_text() for text in axes.texts] == notes == ["branch=slower", "branch=nobs"]
+
+
+def test_grouped_each_groups_runs_are_a_series_in_a_colour_of_its_own(kept, tmp_path, capsys):
+    from fold.present.chart import PALETTE
+
+    axes = _drawn(_history(tmp_path, "--by", "branch"))
+    capsys.readouterr()
+    runs = sorted(kept)
+    groups: dict[str, list[int]] = {}
+    for run in runs:  # the groups in the order of their first run
+        groups.setdefault(kept[run]["labels"]["branch"], []).append(run)
+    assert list(groups) == ["main", "slower", "nobs"]
+    drawn = [container.lines[0] for container in axes.containers]
+    assert [line.get_color() for line in drawn] == list(PALETTE[:3])
+    for line, members in zip(drawn, groups.values(), strict=True):
+        assert list(line.get_xdata()) == [runs.index(run) for run in members]
+        assert list(line.get_ydata()) == pytest.approx([_whisker(kept[r])[0] for r in members])
+    legend = axes.get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == list(groups)
+
+
+def test_past_the_palette_the_series_colours_start_again():
+    from fold.ledger.history import CHART_COLOURS, FigureKey, history_chart_data
+    from fold.present.chart import PALETTE
+
+    assert len(PALETTE) == CHART_COLOURS
+    entry = {"value": 2.5, "ci": [2.0, 4.0], "flag": None, "changed": []}
+    groups = [{"group": f"g{g}", "runs": [{**entry, "run": g + 1}]} for g in range(9)]
+    groups.append({"group": "none", "runs": [{**entry, "run": 99, "value": None, "ci": None}]})
+    chart = history_chart_data(FigureKey("mean_acceptance_length"), groups)
+    assert [series["colour"] for series in chart["series"]] == [0, 1, 2, 3, 4, 5, 6, 0, 1]
+    assert chart["percent"] is False and chart["runs"] == [*range(1, 10), 99]
+    point = chart["series"][0]["points"][0]
+    assert (point["y"], point["below"], point["above"]) == (2.5, 0.5, 1.5)

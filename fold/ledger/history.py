@@ -9,6 +9,7 @@ known only by totals) flags nothing, and says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,13 @@ SHOWN = {
 }
 NO_LABEL = "(no label)"
 LISTED_FIGURES = ("accept_rate", "mean_acceptance_length", "output_throughput_tok_s")
+PERCENT_FIGURES = ("accept_rate", *POSITION_FIGURES)
+"""The rates, charted in percent."""
+CHART_COLOURS = 7
+"""The colours a chart's series cycle through (``fold.present.chart.PALETTE``; the tests hold
+the two equal)."""
+MAX_NOTE_CHARS = 40
+"""A flagged point's note (the labels that changed) is cut to this many characters."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,51 @@ def figure_history(
         "groups": shown,
         "listed": sum(len(group["runs"]) for group in shown),
         "flagged": sum(entry["flag"] is not None for group in shown for entry in group["runs"]),
+        "chart": history_chart_data(key, shown),
     }
+
+
+def history_chart_data(key: FigureKey, groups: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the history's chart draws, in its own units: the kept runs in order along x (their
+    ids label the ticks at 0, 1, ...), and per group with a figure a series of points at
+    (x, y), with the error bar's lengths below and above y, the series' colour (an index into
+    the palette) and a flagged point's note of the labels that changed. Rates are in percent."""
+    percent = key.figure in PERCENT_FIGURES
+    scale = 100.0 if percent else 1.0
+    order = sorted(entry["run"] for group in groups for entry in group["runs"])
+    x_of = {run: index for index, run in enumerate(order)}
+    drawn = [g for g in groups if any(entry["value"] is not None for entry in g["runs"])]
+    series = []
+    for index, group in enumerate(drawn):
+        points = [
+            {
+                "run": entry["run"],
+                "x": x_of[entry["run"]],
+                "y": scale * entry["value"],
+                "below": _reach(entry, scale, 0),
+                "above": _reach(entry, scale, 1),
+                "flag": entry["flag"],
+                "note": _note(entry["changed"]) if entry["flag"] else "",
+            }
+            for entry in group["runs"]
+            if entry["value"] is not None
+        ]
+        series.append({"group": group["group"], "colour": index % CHART_COLOURS, "points": points})
+    return {"percent": percent, "runs": order, "ticks": list(range(len(order))), "series": series}
+
+
+def _reach(entry: dict[str, Any], scale: float, end: int) -> float:
+    """The error bar's length below (``end`` 0) or above (1) the point; 0 without an interval."""
+    interval = entry["ci"]
+    if interval is None:
+        return 0.0
+    distance = scale * (entry["value"] - interval[0] if end == 0 else interval[1] - entry["value"])
+    return max(distance, 0.0) if math.isfinite(distance) else 0.0
+
+
+def _note(changed: Sequence[dict[str, Any]]) -> str:
+    text = ", ".join(f"{c['key']}={c['to'] if c['to'] is not None else '(none)'}" for c in changed)
+    return text if len(text) <= MAX_NOTE_CHARS else text[: MAX_NOTE_CHARS - 1] + "…"
 
 
 def _entries(runs: Sequence[KeptRun], key: FigureKey) -> list[dict[str, Any]]:

@@ -1,18 +1,20 @@
 """A figure's history as a chart, and as a self-contained page (``ledger PATH --html``).
 
-Functions of the history data alone. The page inlines the chart as SVG and its style: no
-script, nothing fetched, so it opens from a file on a machine without network.
+Functions of the history data alone, which they read and never work out: where each point,
+error bar and colour goes is the history's ``chart`` block (``fold.ledger.history``), and
+``tests/test_ledger_presenters.py`` fails on arithmetic, counting or ordering here. The page
+inlines the chart as SVG and its style: no script, nothing fetched, so it opens from a file on
+a machine without network.
 """
 
 from __future__ import annotations
 
 import html
-import math
 import re
 from typing import Any
 
 from fold.present.chart import FLAG_COLOUR, PALETTE, Chart, legend_patches, render
-from fold.present.history import RATES, history_rows, summary_line
+from fold.present.history import history_rows, summary_line
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; color: #1d232a; }
@@ -22,51 +24,49 @@ table { border-collapse: collapse; font-size: 0.85rem; margin-top: 1rem; }
 td, th { padding: 0.2rem 0.6rem; text-align: left; border-bottom: 1px solid #e3e6ea; }
 tr.flagged td { color: #c0392b; }
 """
-MAX_NOTE_CHARS = 40
 
 
 def history_chart(history: dict[str, Any]) -> Chart:
     """Each kept run's figure in the order kept, its 95% interval as a whisker, a run outside
-    the previous run's interval in red with the labels that changed beside it."""
-    groups = [
-        group for group in history["groups"] if any(r["value"] is not None for r in group["runs"])
-    ]
+    the previous run's interval in red with the labels that changed beside it. What is drawn
+    where is the history's ``chart`` block (``fold.ledger.history``): this only draws it."""
+    chart = history["chart"]
     caption = (
         f"{history['shown']} of each kept run, in the order kept, with its 95% interval; red: "
         "outside the previous run's interval, with the labels that changed since that run."
     )
-    if not groups:
+    if not chart["series"]:
         return Chart("history", history["shown"], caption, None, "no kept run has the figure")
-    order = sorted(entry["run"] for group in history["groups"] for entry in group["runs"])
-    x_of = {run: index for index, run in enumerate(order)}
-    scale = 100.0 if history["figure"].partition(":")[0] in RATES else 1.0
 
     def draw(figure) -> None:
         axes = figure.subplots()
-        for index, group in enumerate(groups):
-            colour = PALETTE[index % len(PALETTE)]
-            points = [entry for entry in group["runs"] if entry["value"] is not None]
-            xs = [x_of[entry["run"]] for entry in points]
-            ys = [scale * entry["value"] for entry in points]
-            low = [_reach(entry, scale, 0) for entry in points]
-            high = [_reach(entry, scale, 1) for entry in points]
-            axes.errorbar(xs, ys, yerr=[low, high], color=colour, marker="o", markersize=4,
-                          linewidth=1, capsize=3)  # fmt: skip
-            for entry, x, y in zip(points, xs, ys, strict=True):
-                if entry["flag"]:
-                    axes.plot([x], [y], marker="o", markersize=7, color=FLAG_COLOUR, zorder=3)
-                    note = _note(entry)
-                    if note:
-                        axes.annotate(note, (x, y), textcoords="offset points", xytext=(6, 6),
-                                      fontsize=7, color=FLAG_COLOUR)  # fmt: skip
-        axes.set_xticks(range(len(order)), [str(run) for run in order])
+        for series in chart["series"]:
+            points = series["points"]
+            xs = [point["x"] for point in points]
+            ys = [point["y"] for point in points]
+            bars = [[point["below"] for point in points], [point["above"] for point in points]]
+            axes.errorbar(xs, ys, yerr=bars, color=PALETTE[series["colour"]], marker="o",
+                          markersize=4, linewidth=1, capsize=3, gid=_gid(series))  # fmt: skip
+            for point in points:
+                if point["flag"]:
+                    axes.plot([point["x"]], [point["y"]], marker="o", markersize=7,
+                              color=FLAG_COLOUR, zorder=3)  # fmt: skip
+                    if point["note"]:
+                        axes.annotate(point["note"], (point["x"], point["y"]),
+                                      textcoords="offset points", xytext=(6, 6), fontsize=7,
+                                      color=FLAG_COLOUR)  # fmt: skip
+        axes.set_xticks(chart["ticks"], [str(run) for run in chart["runs"]])
         axes.set_xlabel("kept run")
-        axes.set_ylabel(f"{history['shown']}{' (%)' if scale == 100.0 else ''}")
+        axes.set_ylabel(f"{history['shown']}{' (%)' if chart['percent'] else ''}")
         if history["by"] is not None:
-            legend_patches(axes, [(str(g["group"]), PALETTE[i % len(PALETTE)])
-                                  for i, g in enumerate(groups)])  # fmt: skip
+            legend_patches(axes, [(str(s["group"]), PALETTE[s["colour"]])
+                                  for s in chart["series"]])  # fmt: skip
 
     return Chart("history", history["shown"], caption, draw)
+
+
+def _gid(series: dict[str, Any]) -> str:
+    return f"history-{series['group']}"
 
 
 def history_page(history: dict[str, Any], *, title: str | None = None) -> bytes:
@@ -95,20 +95,6 @@ def history_page(history: dict[str, Any], *, title: str | None = None) -> bytes:
     parts.append(f"<p>{html.escape(summary_line(history).strip())}</p>")
     parts.append("</body></html>")
     return ("\n".join(parts) + "\n").encode()
-
-
-def _reach(entry: dict[str, Any], scale: float, end: int) -> float:
-    interval = entry["ci"]
-    if interval is None:
-        return 0.0
-    distance = scale * (entry["value"] - interval[0] if end == 0 else interval[1] - entry["value"])
-    return max(distance, 0.0) if math.isfinite(distance) else 0.0
-
-
-def _note(entry: dict[str, Any]) -> str:
-    text = ", ".join(f"{c['key']}={c['to'] if c['to'] is not None else '(none)'}"
-                     for c in entry["changed"])  # fmt: skip
-    return text if len(text) <= MAX_NOTE_CHARS else text[: MAX_NOTE_CHARS - 1] + "…"
 
 
 def _inline_svg(svg: bytes) -> str:
