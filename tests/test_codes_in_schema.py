@@ -12,7 +12,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from fold.compare.arm_draws import ACCEPTANCE_BASIS_TEXT, MEASURED_BASES, STEP_RATE_BASES
+from fold.compare.arm_draws import (
+    ACCEPTANCE_BASIS_TEXT,
+    INTERVAL_BASES,
+    MEASURED_BASES,
+    STEP_RATE_BASES,
+    basis_code,
+)
 from fold.compare.step_figures import SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,9 +71,30 @@ def test_the_schema_lists_what_a_matched_check_rests_on():
         ("matched_arm/properties/acceptance/properties/basis", "tolerance", "--tolerance"),
         ("matched_arm/properties/measured_basis", "ours_only", "ours only"),
         ("matched_arm/properties/step_rate_basis", "matched_run_only", "m's legs only"),
+        ("measured_split/properties/basis", "every_arm", "three arms"),
     ],
 )
 def test_a_sentence_where_a_code_goes_breaks_the_schema(where, code, sentence):
     """The lists are enforced, not only written down."""
     check = jsonschema.Draft202012Validator({"$ref": f"#/$defs/{where}", "$defs": DEFS})
     assert check.is_valid(code) and not check.is_valid(sentence)
+
+
+def test_the_schema_lists_what_a_measured_splits_intervals_rest_on():
+    split = DEFS["measured_split"]
+    assert _enum(split["properties"]["basis"]) == ["every_arm", "some_arms", "no_arm"]
+    assert list(INTERVAL_BASES) == _enum(split["properties"]["basis"])
+    assert split["properties"]["basis_text"] == {"type": "string"}
+    assert {"basis", "basis_text"} <= set(split["required"])
+
+
+@pytest.mark.parametrize(
+    ("every", "resampled", "code"),
+    [
+        (True, ("ours", "vllm"), "every_arm"),
+        (False, ("ours",), "some_arms"),
+        (False, (), "no_arm"),
+    ],
+)
+def test_a_measured_splits_basis_code_says_which_arms_were_resampled(every, resampled, code):
+    assert basis_code(every, resampled) == code

@@ -296,14 +296,16 @@ def test_the_measured_factors_intervals_come_from_the_three_arms_resamples():
     assert measured.acceptance_factor_ci == pytest.approx(q(t_m / t_b), rel=1e-12)
     l_o, l_b = draws["ours"]["mean_acceptance_length"], draws["b"]["mean_acceptance_length"]
     assert measured.model_error_ci == pytest.approx(q(t_b * l_o / (t_m * l_b)), rel=1e-9)
-    assert measured.basis == "three arms" and measured.resampled == ("ours", "m", "b")
+    assert measured.basis == "every_arm" and measured.basis_text == "three arms"
+    assert measured.resampled == ("ours", "m", "b")
     # every arm resampled: the verdict reads from the intervals
     assert "measured speed factor (ours over m)" in gaps["b"].verdict
     # the ordinary run by totals: it enters every draw at its value, and the basis says so
     alone = {k: replicates[k] for k in ("ours", "m")}
     partly = _gaps(OURS_ARM, BASE_ARM, MATCHED_ARM, replicates=alone)[0]["b"].basis.measured
     assert partly.acceptance_factor_ci == pytest.approx(q(t_m / T_B), rel=1e-12)
-    assert partly.basis == "ours, m resampled; b by totals"
+    assert partly.basis == "some_arms"
+    assert partly.basis_text == "ours, m resampled; b by totals"
     # speed's interval over ours and m holds 1 (by the draws): no share of the gap is claimed
     # for it, though the tolerance (2%) would call 6.3% a speed gap
     assert q(t_o / t_m)[0] < 1 < q(t_o / t_m)[1]
@@ -385,7 +387,8 @@ def test_the_command_splits_the_gap_to_the_ordinary_run_by_the_matched_run(capsy
     assert gap["split"] == "measured" and gap["split_reason"] == MATCHED_RUN
     assert measured["speed_factor"] == pytest.approx(t_o / t_m)
     assert measured["acceptance_factor"] == pytest.approx(t_m / t_b)
-    assert measured["population"] == "all_legs" and measured["basis"] == "three arms"
+    assert measured["population"] == "all_legs" and measured["basis"] == "every_arm"
+    assert measured["basis_text"] == "three arms"
     # the model's error by its algebra, T_b L_o / (T_m L_b): L_b from the record's counters,
     # L_o our all-legs 1 + A/S (the population the split is over)
     counters = json.loads((REAL / "offline" / "vllm-arm.json").read_text())["metrics"]

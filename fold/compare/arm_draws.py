@@ -197,6 +197,19 @@ def resampled_names(sides: tuple[Side, ...]) -> tuple[str, ...]:
     )
 
 
+EVERY_ARM, SOME_ARMS, NO_ARM = "every_arm", "some_arms", "no_arm"
+INTERVAL_BASES = (EVERY_ARM, SOME_ARMS, NO_ARM)
+"""What a measured split's intervals rest on: every arm resampled, some (the others by their
+totals), or none."""
+
+
+def basis_code(every: bool, resampled: tuple[str, ...]) -> str:
+    """``INTERVAL_BASES``' code for intervals that resample ``resampled`` (``every``: all)."""
+    if every:
+        return EVERY_ARM
+    return SOME_ARMS if resampled else NO_ARM
+
+
 def resampled_basis(resampled: tuple[str, ...], sides: tuple[Side, ...]) -> str:
     if not resampled:
         return "no arm resampled"

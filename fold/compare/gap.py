@@ -114,6 +114,9 @@ class MeasuredSplit:
     resampled: tuple[str, ...]
     """The arms whose resamples the intervals rest on (the others by totals)."""
     basis: str
+    """Which arms the intervals rest on, a code (``INTERVAL_BASES``): ``every_arm``, resampled
+    all; ``some_arms``; ``no_arm``."""
+    basis_text: str
     """The same in words: "three arms", or which arms were resampled."""
     modelled_speed_factor: float | None
     modelled_speed_factor_ci: Interval | None
@@ -140,6 +143,7 @@ class MeasuredSplit:
             "acceptance_share": self.acceptance_share,
             "resampled": list(self.resampled),
             "basis": self.basis,
+            "basis_text": self.basis_text,
             "modelled_speed_factor": _finite(self.modelled_speed_factor),
             "modelled_speed_factor_ci": _pair(self.modelled_speed_factor_ci),
             "model_error": _finite(self.model_error),

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 
 from fold.compare.arm_draws import (
     Side,
+    basis_code,
     model_error_draws,
     resampled_basis,
     resampled_names,
@@ -177,6 +178,7 @@ def _own(
     resampled = resampled_names((mine, side))
     every = r_ci is not None and len(resampled) == 2
     basis = "both arms" if every else resampled_basis(resampled, (mine, side))
+    code = basis_code(every, resampled)
     r_text = f"{r:.3f}" if r_ci is None else _with(r, r_ci)
     if r_ci is not None and not every and r_ci[0] <= 1 <= r_ci[1]:
         # the tolerance would claim a speed gap the spread we have does not support
@@ -213,7 +215,8 @@ def _own(
         speed_share=1.0 if shared else None,
         acceptance_share=0.0 if shared else None,
         resampled=resampled,
-        basis=basis,
+        basis=code,
+        basis_text=basis,
         modelled_speed_factor=None,
         modelled_speed_factor_ci=None,
         model_error=None,
@@ -326,7 +329,8 @@ def _through(
         speed_share=shares[1],
         acceptance_share=shares[0],
         resampled=resampled,
-        basis=THREE_ARMS if every else resampled_basis(resampled, arms),
+        basis=basis_code(every, resampled),
+        basis_text=THREE_ARMS if every else resampled_basis(resampled, arms),
         modelled_speed_factor=modelled,
         modelled_speed_factor_ci=None if split.intervals is None else split.intervals.speed_factor,
         model_error=error,
@@ -338,7 +342,8 @@ def _through(
     text = (
         f"measured: {name} is {base} run at our acceptance ({_ran_at(check)}), so r = speed "
         f"{msf:.3f} (ours over {name}) x acceptance {maf:.3f} ({name} over {base}), over our "
-        f"{POPULATION_TEXT[measured.population]}; intervals from {measured.basis}{_word(check)}"
+        f"{POPULATION_TEXT[measured.population]}; intervals from "
+        f"{measured.basis_text}{_word(check)}"
     )
     reason = MATCHED_RUN_WORD if check.declared == COMMAND_LINE else MATCHED_RUN
     return SplitBasis(reason, text, measured)

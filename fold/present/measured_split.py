@@ -77,7 +77,7 @@ def intervals_text(measured: Mapping[str, Any]) -> str | None:
             f"speed{_bracket(measured['speed_factor_ci'])}",
             f"acceptance{_bracket(measured['acceptance_factor_ci'])}",
         ]
-    return f"95% intervals ({measured['basis']}): " + "  ".join(parts)
+    return f"95% intervals ({measured['basis_text']}): " + "  ".join(parts)
 
 
 def shares_text(measured: Mapping[str, Any]) -> str | None:
