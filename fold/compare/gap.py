@@ -114,8 +114,7 @@ class MeasuredSplit:
     resampled: tuple[str, ...]
     """The arms whose resamples the intervals rest on (the others by totals)."""
     basis: str
-    """Which arms the intervals rest on, a code (``INTERVAL_BASES``): ``every_arm``, resampled
-    all; ``some_arms``; ``no_arm``."""
+    """Which arms the intervals rest on: a code of ``arm_draws.INTERVAL_BASES``."""
     basis_text: str
     """The same in words: "three arms", or which arms were resampled."""
     modelled_speed_factor: float | None
