@@ -78,7 +78,8 @@ PyObject* build_result(RangeResult& result) {
   std::vector<std::uint32_t> order = request_order(requests, fold.seq_ids);
   std::size_t count = requests.size();
   std::vector<std::int64_t> leg, writer, seq, sid, lines, steps, proposed, accepted, emitted,
-      emitted_lines, max_proposed, max_n, pid, offsets;
+      emitted_lines, max_proposed, max_n, pid, first_t, first_n, first_draft, first_verify,
+      offsets;
   for (auto* column : {&leg, &writer, &seq, &sid, &lines, &steps, &proposed, &accepted,
                        &emitted, &emitted_lines, &max_proposed, &max_n, &pid}) {
     column->reserve(count);
@@ -121,6 +122,10 @@ PyObject* build_result(RangeResult& result) {
     max_proposed.push_back(r.max_proposed);
     max_n.push_back(r.max_n);
     pid.push_back(r.max_pid);
+    first_t.push_back(r.first_t);
+    first_n.push_back(r.first_n);
+    first_draft.push_back(r.first_draft);  // -1: none
+    first_verify.push_back(r.first_verify);
   }
   // The durations per request, in the same order; none when no line carried one (old logs).
   std::vector<std::int64_t> timed_steps, draft_steps, verify_steps, draft_ns, verify_ns;
@@ -230,6 +235,10 @@ PyObject* build_result(RangeResult& result) {
       {"max_proposed", arrow_column(std::move(max_proposed), false)},
       {"max_n", arrow_column(std::move(max_n), false)},
       {"pid", arrow_column(std::move(pid), false)},
+      {"first_t_ns", arrow_column(std::move(first_t), false)},
+      {"first_n", arrow_column(std::move(first_n), false)},
+      {"first_draft_ns", arrow_column(std::move(first_draft), false)},
+      {"first_verify_ns", arrow_column(std::move(first_verify), false)},
       {"durations", durations},
       {"attributed_requests", PyLong_FromSize_t(attributed)},
       {"t_ns", arrow_column({}, false, &offsets, &times)},

@@ -980,12 +980,14 @@ SPLIT_PARTS = ("draft", "verify")
 
 def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str, Any] | None:
     """Our step time into drafting, verifying and the rest over the requests of ``chosen``, with
-    loops: a request's decode window as the cadence clamps it, each part's mean per step that
-    carried it times the request's intervals. No intervals in this model (``*_ci`` null)."""
+    loops: a request's decode window as the cadence clamps it, each part's mean over the steps
+    after the request's first that carried it (the first's parts come before the window) times
+    the request's intervals. No intervals in this model (``*_ci`` null)."""
     requests = []
     # Every request the cadence times (two lines or more), timed or not: what the split leaves
     # out is named beside it.
     everyone: list[tuple[int, int, int]] = []
+    lines_with = dict.fromkeys(SPLIT_PARTS, 0)
     for leg in chosen:
         by_request: dict[tuple[str, int | str], list[Step]] = {}
         for step in leg_steps[leg.index]:
@@ -993,9 +995,20 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
         for key in sorted(by_request, key=lambda key: request_order((key, None))):
             steps = by_request[key]
             times = sorted(step.t_ns for step in steps)
+
+            def when(step: Step) -> tuple:
+                # the first line: by time, then line number, then durations (a missing one first)
+                missing = [
+                    -1 if value is None else value for value in (step.draft_ns, step.verify_ns)
+                ]
+                return (step.t_ns, step.n, *missing)
+
+            after_first = sorted(steps, key=when)[1:]
             carried = {
                 part: [
-                    getattr(s, f"{part}_ns") for s in steps if getattr(s, f"{part}_ns") is not None
+                    getattr(s, f"{part}_ns")
+                    for s in after_first
+                    if getattr(s, f"{part}_ns") is not None
                 ]
                 for part in SPLIT_PARTS
             }
@@ -1008,6 +1021,9 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
             if not any(carried.values()):
                 continue
             requests.append((len(times) - 1, max(0, last - first), carried, leg.index))
+            # the steps that carried each part, the first included (the split's *_steps)
+            for part in SPLIT_PARTS:
+                lines_with[part] += sum(getattr(s, f"{part}_ns") is not None for s in steps)
     if not requests:
         return None
     timed_legs = {index for *_, index in requests}
@@ -1027,13 +1043,10 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
     found: dict[str, Any] = {
         "requests": len(requests),
         "intervals": intervals,
-        "draft_steps": sum(len(c["draft"]) for _, _, c in requests),
-        "verify_steps": sum(len(c["verify"]) for _, _, c in requests),
+        "draft_steps": lines_with["draft"],
+        "verify_steps": lines_with["verify"],
         # docs/step-split.md: the steps that carried a duration of either part
-        "timed_steps": max(
-            sum(len(c["draft"]) for _, _, c in requests),
-            sum(len(c["verify"]) for _, _, c in requests),
-        ),
+        "timed_steps": max(lines_with["draft"], lines_with["verify"]),
         "measured": measured,
         "step_s": step_ns / 1e9,
         **{f"{part}_s": means[part] / 1e9 if part in means else None for part in SPLIT_PARTS},

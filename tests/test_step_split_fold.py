@@ -120,3 +120,38 @@ def test_against_an_oracle_that_reports_drafting_the_line_sets_them_side_by_side
     assert "our warm step 16.7ms" in out
     assert "llamacpp reports drafting 628us per draft call" in out
     assert "; ours 3ms a step" in out
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_first_steps_parts_come_before_the_window_and_are_left_out(tmp_path, native):
+    """A request whose first step verified for 50 ms (the prompt's forward, before its first
+    step's time) and whose three later steps, 10 ms apart, draft 2 ms and verify 6 ms each: the
+    window holds the later three steps' parts only, so drafting is 2 ms, verifying 6 ms and the
+    rest 2 ms a step. Averaging the first step in (the mean of 50, 6, 6, 6 ms is 17 ms a step)
+    would put verifying past the step and call the parts not adding up. A second line at the
+    first one's time, written after it (n), is not the first."""
+    from native_switch import native_switch
+
+    start = T0_NS + 100 * MS
+    rows = [("00000000000000a1", start, 1, 0, 50 * MS)]
+    rows += [("00000000000000a1", start + k * 10 * MS, 1, 2 * MS, 6 * MS) for k in (1, 2, 3)]
+    arm, log = tmp_path / "arm.json", tmp_path / "steps.jsonl"
+    arm.write_text(json.dumps({"legs": [leg(T0_S, T0_S + 1, run=2)]}))
+    log.write_text(timed_lines(rows))
+    with native_switch(native):
+        split = fold_acceptance(str(arm), [str(log)]).to_json()["legs"][0]["step_split"]
+    assert split["intervals"] == 3 and split["requests"] == 1
+    assert (split["step_s"], split["draft_s"], split["verify_s"], split["rest_s"]) == approx(
+        (0.010, 0.002, 0.006, 0.002)
+    )
+    assert split["adds_up"] is True
+    # the first step's time shared by a later line (written after it): still the first
+    tied = [rows[0], ("00000000000000a1", start, 1, 2 * MS, 6 * MS), *rows[1:]]
+    log.write_text(timed_lines(tied))
+    with native_switch(native):
+        split = fold_acceptance(str(arm), [str(log)]).to_json()["legs"][0]["step_split"]
+    # 4 intervals (one of 0 ms) over 30 ms; the four later lines' parts: 8 and 24 ms
+    assert split["intervals"] == 4
+    assert (split["step_s"], split["draft_s"], split["verify_s"]) == approx(
+        (0.030 / 4, 0.008 / 4, 0.024 / 4)
+    )

@@ -42,6 +42,12 @@ that carried both keys, the lines that carried each, and each key's sum in nanos
 not only drafted steps: a forward that verified no draft still took its time. The two counts
 differ when a writer times one part only; a part's mean is its sum over its own count."""
 
+FIRST_STEP = ("first_t_ns", "first_n", "first_draft_ns", "first_verify_ns")
+"""A request's first line, by (``t_ns``, ``n``, then its durations, a missing one first), and
+its durations (null where it carried none): the first step's drafting and verifying come before
+the request's decode window, so the step split leaves them out (``fold.folding.step_split``).
+Merged by taking the first of the two, not by adding."""
+
 _LEG_SUMS = {
     "lines": pl.Int64,
     "steps": pl.Int64,
@@ -68,6 +74,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "steps": pl.Int64(),
         "proposed": pl.Int64(),
         "accepted": pl.Int64(),
+        **{name: pl.Int64() for name in FIRST_STEP},
     },
     "bins": {
         "leg": pl.Int64(),
@@ -215,6 +222,8 @@ def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _merged(column: str) -> pl.Expr:
+    if column in FIRST_STEP:
+        return first_line(column)
     if column in _MAX_COLUMNS:
         return pl.col(column).max()
     if column in LINE_LISTS:
@@ -268,6 +277,13 @@ def request_sums() -> list[pl.Expr]:
     ]
 
 
+def first_line(column: str) -> pl.Expr:
+    """``column`` of a request's first line (``FIRST_STEP``'s order) among lines or partial
+    folds' first lines: the same column names in both."""
+    order = ["first_t_ns", "first_n", "first_draft_ns", "first_verify_ns"]
+    return pl.col(column).sort_by(order, nulls_last=False).first()
+
+
 def duration_sums() -> list[pl.Expr]:
     """A request's ``DURATION_SUMS`` over its lines (the parsed steps' ``draft_ns`` and
     ``verify_ns``, null where not measured)."""
@@ -279,6 +295,16 @@ def duration_sums() -> list[pl.Expr]:
         # Exact (each value may be near 2^63): checked_durations refuses a sum past 2^63 - 1.
         pl.col("draft_ns").cast(pl.Int128).sum(),
         pl.col("verify_ns").cast(pl.Int128).sum(),
+    ]
+
+
+def first_step() -> list[pl.Expr]:
+    """A request's ``FIRST_STEP`` from its lines (``t_ns``, ``n``, ``draft_ns``,
+    ``verify_ns``)."""
+    order = ["t_ns", "n", "draft_ns", "verify_ns"]
+    return [
+        pl.col(line).sort_by(order, nulls_last=False).first().cast(pl.Int64).alias(first)
+        for line, first in zip(order, FIRST_STEP, strict=True)
     ]
 
 
@@ -320,7 +346,7 @@ def _fold_queries(attributed: pl.LazyFrame, legs: pl.DataFrame) -> list[pl.LazyF
     # A step has a leg exactly when it is ATTRIBUTED; the others group under a null leg, which
     # counts for the writers only.
     per_request = attributed.group_by(*REQUEST_KEY).agg(
-        *request_sums(), *duration_sums(), pl.col("t_ns"), packed_tokens()
+        *request_sums(), *duration_sums(), *first_step(), pl.col("t_ns"), packed_tokens()
     )
     drafted = attributed.filter(pl.col("leg").is_not_null() & DRAFTED)
     # A gather by leg index finds each step's window (no join).

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from fold.errors import RefusedError
-from fold.folding.accumulate import PartialFold
+from fold.folding.accumulate import REQUEST_KEY, PartialFold
 from fold.folding.another_k import fold_another_k
 from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor
@@ -115,8 +115,9 @@ def build_result(
         )
         split = NO_SPLIT
         if untimed(step_source) is None:
+            first = partial.requests.select(*REQUEST_KEY, "first_draft_ns", "first_verify_ns")
             split = from_fold(
-                partial.durations,
+                partial.durations.join(first, on=REQUEST_KEY, how="left", nulls_equal=True),
                 cadence.requests,
                 arm_legs["index"].to_list(),
                 check.warm_legs,

@@ -25,6 +25,7 @@ import polars as pl
 from fold.errors import RefusedError
 from fold.folding.accumulate import (
     DRAFTED,
+    FIRST_STEP,
     LINE_LISTS,
     PER_REQUEST_SCHEMA,
     SCHEMAS,
@@ -211,6 +212,8 @@ def untimed_fold(steps: pl.DataFrame, files: pl.DataFrame) -> PartialFold:
     per_request = (
         steps.group_by("leg", "w", "seq", "sid")
         .agg(*request_sums(), pl.col("n").alias("t_ns"), packed_tokens())
+        # no times and no durations: no first line to tell (the step split needs times)
+        .with_columns(pl.lit(None, dtype=pl.Int64).alias(name) for name in FIRST_STEP)
         .cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS})
     )
     drafted = steps.filter(pl.col("leg").is_not_null() & DRAFTED)

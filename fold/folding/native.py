@@ -31,6 +31,7 @@ import polars as pl
 
 from fold.folding.accumulate import (
     DURATION_SUMS,
+    FIRST_STEP,
     LINE_LISTS,
     PER_REQUEST_SCHEMA,
     REQUEST_KEY,
@@ -261,7 +262,7 @@ def _judge_handed_back(
 def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     """The pass's tables as a ``PartialFold`` with the polars reference's exact schemas."""
     names = ["leg", "w", "seq", "sid", "lines", "steps", "proposed", "accepted", "emitted",
-             "emitted_lines", "max_proposed", "max_n", "pid"]  # fmt: skip
+             "emitted_lines", "max_proposed", "max_n", "pid", *FIRST_STEP]  # fmt: skip
     keys = {"lines": "lines_per_request"}
     writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
     sums_schema = {
@@ -277,6 +278,10 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
             pl.when(pl.col("leg") >= 0).then(pl.col("leg")).alias("leg"),
             pl.lit(writer_of).gather(pl.col("w")).alias("w"),
             _string_ids(raw),
+            *(
+                pl.when(pl.col(name) >= 0).then(pl.col(name)).alias(name)  # -1: none
+                for name in ("first_draft_ns", "first_verify_ns")
+            ),
         )
         .cast(sums_schema)
     )

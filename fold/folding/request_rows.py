@@ -25,6 +25,9 @@ _ROWS_AT_ONCE = 50_000
 """Rows made into mappings a part at a time by an iteration: one part's dicts at once."""
 
 SUMS = ("lines", "steps", "proposed", "accepted")
+FIRST_DURATIONS = ("first_draft_ns", "first_verify_ns")
+"""The durations of the request's first line (``fold.folding.accumulate.FIRST_STEP``): they
+come before its decode window, so the step split leaves them out."""
 CADENCE_NS = {
     "cadence_lines": pl.Int64,
     "intervals": pl.Int64,
@@ -57,7 +60,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "mean_acceptance_length": pl.Float64(),
     "timed": pl.Boolean(),
     **{name: dtype() for name, dtype in CADENCE_NS.items()},
-    **{name: pl.Int64() for name in DURATION_SUMS},
+    **{name: pl.Int64() for name in (*DURATION_SUMS, *FIRST_DURATIONS)},
 }
 """A leg's request table. ``seq`` and ``sid`` hold the id as ``fold.folding.accumulate`` keys
 it; ``timed``: the steps had times (else no cadence at all: the JSON's None)."""
@@ -285,7 +288,7 @@ FILE_SCHEMA: dict[str, pl.DataType] = {
     "sid": pl.String(),
     **{name: pl.Int64() for name in SUMS},
     **{name: dtype() for name, dtype in CADENCE_NS.items()},
-    **{name: pl.Int64() for name in DURATION_SUMS},
+    **{name: pl.Int64() for name in (*DURATION_SUMS, *FIRST_DURATIONS)},
 }
 """The sums file's columns (``docs/sums.md``): a row per request of every leg with steps.
 ``seq`` is an integer id and ``sid`` null, or ``sid`` a string id and ``seq`` null; the cadence

@@ -8,8 +8,9 @@ group's mean step time is its requests' decode time (first step to last) over th
 
 A request's decode window holds the parts of all its steps but the first (whose drafting and
 verify come before its first step's time), so its time in a part is estimated as the part's mean
-over the request's steps that carried it times the request's intervals. Per group (a leg, the
-warm legs), over its requests with at least two steps and at least one step carrying a duration:
+over the request's steps after its first that carried it, times the request's intervals (the
+first line: ``fold.folding.accumulate.FIRST_STEP``). Per group (a leg, the warm legs), over its
+requests with at least two steps and at least one step after the first carrying a duration:
 
 * ``step_s``: the summed decode time over the summed intervals;
 * ``draft_s``, ``verify_s``: each part's estimated time over the summed intervals; a part is
@@ -55,9 +56,11 @@ PARTS = ("draft", "verify")
 TIMED_SUMS = ("draft_steps", "draft_ns", "verify_steps", "verify_ns")
 """The partial fold's per-request sums of the durations: the steps that carried each key and
 the key's sum."""
-SUMS = ("decode_steps", "decode_ns", *TIMED_SUMS, "draft_in_decode_ns", "verify_in_decode_ns")
-"""A request's sums the split is built from: the cadence's ``decode_*``, the durations', and each
-part's estimated time inside the decode window."""
+SUMS = ("decode_steps", "decode_ns", *TIMED_SUMS, "draft_inside", "verify_inside",
+        "draft_in_decode_ns", "verify_in_decode_ns")  # fmt: skip
+"""A request's sums the split is built from: the cadence's ``decode_*``, the durations', the
+steps after its first that carried each part (``*_inside``), and each part's estimated time
+inside the decode window."""
 FIGURES = ("step_s", "draft_s", "verify_s", "rest_s", "draft_share", "verify_share", "rest_share")
 _NS = 1e9
 
@@ -124,21 +127,35 @@ def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl
     decode = cadence_requests.select(
         *REQUEST_KEY, pl.col("intervals").alias("decode_steps"), "decode_ns"
     )
+    # The first step's parts come before the decode window (its time is the window's start):
+    # each part's mean is over the steps after it that carried the part.
+    inside = {
+        part: pl.col(f"{part}_steps") - pl.col(f"first_{part}_ns").is_not_null().cast(pl.Int64)
+        for part in PARTS
+    }
+    inside_ns = {
+        part: pl.col(f"{part}_ns") - pl.col(f"first_{part}_ns").fill_null(0) for part in PARTS
+    }
+    # sums made without the first line (a test's) leave every line inside the window
+    requests = requests.with_columns(
+        pl.lit(None, dtype=pl.Int64).alias(name)
+        for name in ("first_draft_ns", "first_verify_ns")
+        if name not in requests.columns
+    )
     return (
-        requests.select(*REQUEST_KEY, *TIMED_SUMS)
+        requests.select(*REQUEST_KEY, *TIMED_SUMS, "first_draft_ns", "first_verify_ns")
         .join(decode, on=REQUEST_KEY, how="inner", nulls_equal=True)
+        .with_columns(pl.col("decode_steps", "decode_ns", *TIMED_SUMS).cast(pl.Int64))
+        .with_columns(inside[part].alias(f"{part}_inside") for part in PARTS)
         .filter(
-            ((pl.col("draft_steps") > 0) | (pl.col("verify_steps") > 0))
+            ((pl.col("draft_inside") > 0) | (pl.col("verify_inside") > 0))
             & (pl.col("decode_steps") > 0)
         )
-        .with_columns(pl.col("decode_steps", "decode_ns", *TIMED_SUMS).cast(pl.Int64))
         .with_columns(
-            pl.when(pl.col(f"{part}_steps") > 0)
+            pl.when(pl.col(f"{part}_inside") > 0)
             # in floats: a sum near 2^63 times the intervals would overflow an integer
             .then(
-                pl.col(f"{part}_ns").cast(pl.Float64)
-                * pl.col("decode_steps")
-                / pl.col(f"{part}_steps")
+                inside_ns[part].cast(pl.Float64) * pl.col("decode_steps") / pl.col(f"{part}_inside")
             )
             .otherwise(0.0)
             .alias(f"{part}_in_decode_ns")
@@ -231,7 +248,7 @@ def fold_step_split(
             column = f"{part}_in_decode_ns"
             sums[column] = math.fsum(value for frame in chosen for value in frame[column])
         every = {
-            part: all(bool((frame[f"{part}_steps"] > 0).all()) for frame in chosen)
+            part: all(bool((frame[f"{part}_inside"] > 0).all()) for frame in chosen)
             for part in PARTS
         }
         figures = group_split(sums, count, every)

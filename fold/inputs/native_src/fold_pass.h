@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,6 +52,20 @@ struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
   // The optional durations: lines carrying both, each, and the sums (accumulate.DURATION_SUMS).
   std::int64_t timed_steps = 0, draft_steps = 0, verify_steps = 0, draft_ns = 0, verify_ns = 0;
+  // The request's first line, by (t_ns, n, then its durations, none first), and its durations
+  // (-1: none): the first step's parts come before its decode window (accumulate.FIRST_STEP).
+  std::int64_t first_t = INT64_MAX, first_n = INT64_MAX, first_draft = -1, first_verify = -1;
+
+  bool earlier(std::int64_t t, std::int64_t n, std::int64_t draft, std::int64_t verify) const {
+    return std::tie(t, n, draft, verify) < std::tie(first_t, first_n, first_draft, first_verify);
+  }
+  void take_first(std::int64_t t, std::int64_t n, std::int64_t draft, std::int64_t verify) {
+    if (!earlier(t, n, draft, verify)) return;
+    first_t = t;
+    first_n = n;
+    first_draft = draft;
+    first_verify = verify;
+  }
 };
 
 struct Bin {  // per (leg, time bin)
@@ -271,6 +286,8 @@ class Folder {
       return false;
     }
     request.emitted_lines += step_.has_emitted;
+    request.take_first(step_.t_ns, step_.n, step_.has_draft ? step_.draft_ns : -1,
+                       step_.has_verify ? step_.verify_ns : -1);
     if (step_.has_draft || step_.has_verify) {
       ++fold_.timed_lines;
       request.timed_steps += step_.has_draft && step_.has_verify;
@@ -454,6 +471,7 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
         !add(target.draft_ns, source.draft_ns) || !add(target.verify_ns, source.verify_ns)) {
       return false;
     }
+    target.take_first(source.first_t, source.first_n, source.first_draft, source.first_verify);
     bool fresh = target.lines == source.lines;
     target.max_proposed =
         fresh ? source.max_proposed : std::max(target.max_proposed, source.max_proposed);
