@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fold.api import fold_acceptance
@@ -36,6 +37,8 @@ def mutable_places(value: Any, where: str = "$", seen: set[int] | None = None) -
     seen.add(id(value))
     if isinstance(value, (list, dict, set)):
         return [f"{where}: {type(value).__name__}"]
+    if isinstance(value, np.ndarray):
+        return [f"{where}: a writable array"] if value.flags.writeable else []
     found: list[str] = []
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if not value.__dataclass_params__.frozen:  # type: ignore[attr-defined]
@@ -83,6 +86,16 @@ def test_the_walk_finds_a_planted_mutable_value(gate: Document):
     planted = dataclasses.replace(gate.comparison.gaps["vllm"], missing=["planted"])  # type: ignore[arg-type]
     assert mutable_places(planted) == ["$.missing: list"]
     assert mutable_places(MappingProxyType({"x": (1, {"y": 2})})) == ["$['x'][1]: dict"]
+    assert mutable_places(MappingProxyType({"a": np.zeros(3)})) == ["$['a']: a writable array"]
+
+
+def test_the_bootstraps_draws_cannot_be_changed_through_the_document(gate: Document):
+    """The replicates are figures a later comparison reads (its intervals): writing to them
+    through the document raised no error and changed the comparison's intervals."""
+    draws = gate.fold.replicates["warm"].figures
+    assert draws and all(not values.flags.writeable for values in draws.values())
+    with pytest.raises(ValueError):
+        next(iter(draws.values()))[:] = 0
 
 
 def test_a_field_cannot_be_set_and_a_view_cannot_be_changed(two_runs: Document):

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+import numpy as np
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -39,6 +41,12 @@ def deep_frozen(value: Any) -> Any:
         return frozen(value)
     if isinstance(value, (list, tuple)):
         return tuple(item if isinstance(item, _ATOMS) else deep_frozen(item) for item in value)
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        # a read-only view: the bootstrap's draws are figures too, and an interval computed
+        # later (a comparison's) reads them
+        view = value.view()
+        view.flags.writeable = False
+        return view
     return value
 
 
