@@ -16,6 +16,7 @@ setup(
                 "fold/inputs/native_src/cadence.h",
                 "fold/inputs/native_src/cadence_module.h",
                 "fold/inputs/native_src/fold_pass.h",
+                "fold/inputs/native_src/fold_tables.h",
                 "fold/inputs/native_src/hash_table.h",
                 "fold/inputs/native_src/json_line.h",
                 "fold/inputs/native_src/json_scan.h",

@@ -4,9 +4,9 @@
 //
 // Functions: fold_range (below, kDoc); cadence, cadence_pooled (native_src/cadence_module.h);
 // resample_sums (below, the bootstrap's draws and sums of native_src/resample.h). The other
-// parts under native_src/: json_scan.h and json_line.h parse a line, fold_pass.h folds it,
-// read_range.h reads a range on threads, arrow_export.h hands tables to polars,
-// python_values.h converts arguments, cadence.h computes the cadence, hash_table.h.
+// parts under native_src/: json_scan.h and json_line.h parse a line, fold_pass.h folds it into
+// fold_tables.h's tables, read_range.h reads a range on threads, arrow_export.h hands tables to
+// polars, python_values.h converts arguments, cadence.h computes the cadence, hash_table.h.
 //
 // fold_range: every line is parsed as JSON: keys in any order,
 // whitespace between tokens, unknown keys with any value skipped (validated as orjson would),

@@ -80,7 +80,7 @@ def header_constant(path: Path, name: str) -> int:
 
 def test_the_native_readers_constants_are_the_modules():
     native = ROOT / "fold" / "inputs" / "native_src"
-    assert header_constant(native / "fold_pass.h", "kMaxStepTokens") == limits.MAX_STEP_TOKENS
+    assert header_constant(native / "fold_tables.h", "kMaxStepTokens") == limits.MAX_STEP_TOKENS
     assert header_constant(native / "json_scan.h", "kSignedMax") == limits.MAX_COUNT
     assert limits.MAX_STEP_TOKENS == 65_536 and limits.MAX_COUNT == 9_223_372_036_854_775_807
 

@@ -459,7 +459,7 @@ def test_the_pass_names_the_rule_a_step_breaks_as_limits_does(tmp_path: Path, na
 
 
 def test_the_pass_numbers_the_rules_as_limits_does():
-    header = (ROOT / "fold" / "inputs" / "native_src" / "fold_pass.h").read_text()
+    header = (ROOT / "fold" / "inputs" / "native_src" / "fold_tables.h").read_text()
     body = re.search(r"enum class StepRule[^{]*\{([^}]*)\}", header)
     assert body is not None
     found = dict(re.findall(r"k(\w+) = (\d+)", body.group(1)))

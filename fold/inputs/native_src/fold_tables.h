@@ -1,0 +1,131 @@
+// What one range's fold keeps: the limits it works to, the outcomes and rules it numbers as
+// the Python side does, and its tables (per request, per (leg, time bin), the lines handed back).
+// Part of fold/_native.cc through fold_pass.h, its only includer.
+
+#ifndef FOLD_NATIVE_FOLD_TABLES_H_
+#define FOLD_NATIVE_FOLD_TABLES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "hash_table.h"
+
+namespace fold_native {
+
+constexpr std::size_t kMaxExamples = 5;         // bad lines whose place is handed back
+constexpr std::size_t kMaxDeferred = 1 << 20;   // beyond: the caller reads the file in Python
+constexpr std::int64_t kMaxStepTokens = 1 << 16;  // fold.inputs.limits.MAX_STEP_TOKENS
+constexpr int kTokenBits = 17;  // fold.folding.accumulate.TOKEN_BITS: each count < 2^17
+
+// Attribution outcomes, as fold.folding.attribute numbers them.
+constexpr std::int64_t kAttributed = 0;
+constexpr std::int64_t kUnattributed = 1;
+constexpr std::int64_t kAmbiguous = 2;
+
+enum class Kind : std::int64_t { kDeferred = 0, kBad = 1, kRefused = 2 };
+
+// The part of a step's rule a refused line breaks, numbered as fold.inputs.limits.StepRule
+// numbers it (0: none), so the refusal Python raises for it is the reference reader's.
+enum class StepRule : std::int64_t {
+  kNone = 0,
+  kAcceptedAboveProposed = 1,
+  kProposedPastCap = 2,
+  kEmittedPastCap = 3,
+};
+
+// What a pass keeps per line beside its sums: nothing; every folded line's group key, time
+// and counts (the follower's provisional groups); or every attributed line's counts beside
+// its time and request (the trace).
+enum class PerLine : int { kNone = 0, kGroups = 1, kTrace = 2 };
+
+struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time per line
+  std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
+  std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
+  // The optional durations: lines carrying both, each, and the sums (accumulate.DURATION_SUMS).
+  std::int64_t timed_steps = 0, draft_steps = 0, verify_steps = 0, draft_ns = 0, verify_ns = 0;
+  // The request's first line, by (t_ns, n, then its durations, none first), and its durations
+  // (-1: none): the first step's parts come before its decode window (accumulate.FIRST_STEP).
+  std::int64_t first_t = INT64_MAX, first_n = INT64_MAX, first_draft = -1, first_verify = -1;
+
+  bool earlier(std::int64_t t, std::int64_t n, std::int64_t draft, std::int64_t verify) const {
+    return std::tie(t, n, draft, verify) < std::tie(first_t, first_n, first_draft, first_verify);
+  }
+  void take_first(std::int64_t t, std::int64_t n, std::int64_t draft, std::int64_t verify) {
+    if (!earlier(t, n, draft, verify)) return;
+    first_t = t;
+    first_n = n;
+    first_draft = draft;
+    first_verify = verify;
+  }
+};
+
+struct Bin {  // per (leg, time bin)
+  std::int64_t steps = 0, proposed = 0, accepted = 0;
+};
+
+inline bool add(std::int64_t& total, std::int64_t value) {
+  return !__builtin_add_overflow(total, value, &total);
+}
+
+// A line handed back to Python: its number in the range (0-based), place, kind and, for a
+// refused line, the rule it breaks.
+struct Event {
+  std::int64_t line;
+  std::int64_t offset;
+  std::int64_t length;
+  Kind kind;
+  StepRule rule = StepRule::kNone;
+};
+
+
+// Everything one range (one thread) found.
+struct Fold {
+  Table<Request> requests;   // key (writer, seq, leg or -1)
+  Table<std::int64_t> hist;  // key (leg, accepted, proposed)
+  Table<Bin> bins;           // key (leg, bin, 0)
+  std::int64_t lines = 0;    // newline-ended lines met, whatever became of them
+  std::int64_t folded = 0, attributed = 0, unattributed = 0, ambiguous = 0;
+  std::int64_t torn = 0, bad = 0;
+  std::int64_t timed_lines = 0;  // folded lines carrying a duration: none, none exported
+  std::vector<Event> events;  // deferred lines, the first bad ones, and the stop
+  std::size_t deferred = 0;
+  bool stopped = false;     // a bad line (without skip_bad) or a refusal ended the range
+  bool overflow = false;    // a sum beyond 64 bits, or too many deferred lines
+  // Every attributed line's time, in file order, with its request's place in `requests`:
+  // two flat arrays grow far more cheaply than a vector per request, and the export puts
+  // each time in its request's list in one pass (export_times).
+  std::vector<std::uint32_t> line_request;
+  std::vector<std::int64_t> line_t;
+  // Beside each time, the line's counts packed as fold.folding.accumulate.packed_tokens packs
+  // them (for the figures by output position, which need each request's lines in order).
+  std::vector<std::int64_t> line_tokens;
+  // With PerLine::kTrace, beside each: its pid and counts (emitted -1 where it has none).
+  std::vector<std::int64_t> line_pid, line_proposed, line_accepted, line_emitted;
+  // Once merged into the first range's fold: each request's place there, and how many of
+  // its lines the ranges before this one hold (where this range's times start in its list).
+  bool merged = false;
+  std::vector<std::uint32_t> merged_place;
+  std::vector<std::int64_t> merged_before;
+  // With PerLine::kGroups: per folded line, its group key (label index, or -1 - writer index
+  // among `step_writers`), time and counts, for the follower's provisional groups.
+  std::vector<std::int64_t> step_key, step_t, step_proposed, step_accepted;
+  std::vector<std::string> step_labels;
+  std::unordered_map<std::string, std::int64_t> label_index;
+  // String request ids met, each once: a request's key holds 1 + its place here.
+  std::vector<std::string> seq_ids;
+  std::unordered_map<std::string, std::uint64_t> seq_index;
+
+  std::uint64_t seq_id_key(std::string_view id) {
+    auto [found, fresh] = seq_index.try_emplace(std::string(id), seq_ids.size() + 1);
+    if (fresh) seq_ids.emplace_back(id);
+    return found->second;
+  }
+};
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_FOLD_TABLES_H_
