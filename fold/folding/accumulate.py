@@ -280,8 +280,7 @@ def request_sums() -> list[pl.Expr]:
 def first_line(column: str) -> pl.Expr:
     """``column`` of a request's first line (``FIRST_STEP``'s order) among lines or partial
     folds' first lines: the same column names in both."""
-    order = ["first_t_ns", "first_n", "first_draft_ns", "first_verify_ns"]
-    return pl.col(column).sort_by(order, nulls_last=False).first()
+    return pl.col(column).sort_by(list(FIRST_STEP), nulls_last=False).first()
 
 
 def duration_sums() -> list[pl.Expr]:

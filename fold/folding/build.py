@@ -114,7 +114,7 @@ def build_result(
             seed,
         )
         split = NO_SPLIT
-        if untimed(step_source) is None:
+        if timed:
             first = partial.requests.select(*REQUEST_KEY, "first_draft_ns", "first_verify_ns")
             split = from_fold(
                 partial.durations.join(first, on=REQUEST_KEY, how="left", nulls_equal=True),

@@ -219,7 +219,8 @@ def untimed(step_source: str) -> str | None:
 
 
 def leg_json(leg: LegFigures) -> dict[str, Any]:
-    """A leg's JSON: its figures, its requests as plain dicts made from their table at once."""
+    """A leg's JSON: its figures, and of its requests only their count and the lowest (each
+    request's row is in the sums file)."""
     document = {name: leg[name] for name in LEG_JSON}
     document["flags"] = list(leg.flags)
     document["cadence"] = None if leg.cadence is None else plain(leg.cadence)

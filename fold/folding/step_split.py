@@ -122,8 +122,9 @@ def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl
     ``SUMS``, sorted by KEY.
 
     ``requests``: the partial fold's per-request duration sums (``PartialFold.durations``,
-    ``TIMED_SUMS`` among them); ``cadence_requests``: the cadence's (``intervals``,
-    ``decode_ns``)."""
+    ``TIMED_SUMS`` among them) with the first line's ``first_draft_ns`` and
+    ``first_verify_ns`` (``PartialFold.requests``); ``cadence_requests``: the cadence's
+    (``intervals``, ``decode_ns``)."""
     decode = cadence_requests.select(
         *REQUEST_KEY, pl.col("intervals").alias("decode_steps"), "decode_ns"
     )
@@ -136,12 +137,6 @@ def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl
     inside_ns = {
         part: pl.col(f"{part}_ns") - pl.col(f"first_{part}_ns").fill_null(0) for part in PARTS
     }
-    # sums made without the first line (a test's) leave every line inside the window
-    requests = requests.with_columns(
-        pl.lit(None, dtype=pl.Int64).alias(name)
-        for name in ("first_draft_ns", "first_verify_ns")
-        if name not in requests.columns
-    )
     return (
         requests.select(*REQUEST_KEY, *TIMED_SUMS, "first_draft_ns", "first_verify_ns")
         .join(decode, on=REQUEST_KEY, how="inner", nulls_equal=True)
