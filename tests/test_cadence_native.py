@@ -64,7 +64,6 @@ def both(times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> tuple[
 
 def assert_same(native: Cadence, reference: Cadence, groups: list[list[int]]) -> None:
     assert_frame_equal(native.requests, reference.requests, check_exact=True)
-    assert native.by_request == reference.by_request
     assert native.groups(groups) == reference.groups(groups)
 
 
@@ -136,20 +135,21 @@ def test_hand_computed_figures_on_both_paths() -> None:
     times += [times[-1] + 50_000_000 * i for i in range(1, 10)]  # 9 more of 50 ms
     rows = [(0, "a", 1, list(reversed(times))), (0, "b", 7, [start - 300])]
     for cadence in both(step_times(rows), legs, 4.0):
-        figures = cadence.by_request
-        paced = figures[(0, "a", 1)]
-        assert paced["lines"] == 21 and paced["intervals"] == 20
-        assert paced["first_step_s"] == 3.0
-        assert paced["decode_s"] == close((times[-1] - times[0]) / SECOND)
-        assert paced["tail_s"] == close((start + LEG_SECONDS * SECOND - times[-1]) / SECOND)
-        assert paced["interval_median_s"] == close(0.05)
-        assert paced["interval_p90_s"] == close(0.05)  # the 18th of 20: still 50 ms
-        assert paced["interval_p99_s"] == 2.0 and paced["interval_max_s"] == 2.0
-        assert paced["stalls"] == 1 and paced["stall_s"] == close(1.95)
-        single = figures[(0, "b", 7)]  # in the band: counts as at the window's start
-        assert single["first_step_s"] == 0.0 and single["decode_s"] == 0.0
-        assert single["tail_s"] == LEG_SECONDS
-        assert single["interval_median_s"] is None and single["stalls"] is None
+        # each request's figures in nanoseconds, as the cadence keeps them
+        figures = {(row["w"], row["seq"]): row for row in cadence.requests.iter_rows(named=True)}
+        paced = figures[("a", 1)]
+        assert paced["leg"] == 0 and paced["lines"] == 21 and paced["intervals"] == 20
+        assert paced["first_step_ns"] == 3 * SECOND
+        assert paced["decode_ns"] == times[-1] - times[0]
+        assert paced["tail_ns"] == start + LEG_SECONDS * SECOND - times[-1]
+        assert paced["median_ns"] == 50_000_000
+        assert paced["p90_ns"] == 50_000_000  # the 18th of 20: still 50 ms
+        assert paced["p99_ns"] == 2 * SECOND and paced["max_ns"] == 2 * SECOND
+        assert paced["stalls"] == 1 and paced["stall_ns"] == 2 * SECOND - 50_000_000
+        single = figures[("b", 7)]  # in the band: counts as at the window's start
+        assert single["first_step_ns"] == 0 and single["decode_ns"] == 0
+        assert single["tail_ns"] == LEG_SECONDS * SECOND
+        assert single["median_ns"] is None and single["stalls"] is None
         leg, warm, empty = cadence.groups([[0], [0, 1], [1]])
         assert leg == warm
         assert leg["requests"] == 2 and leg["intervals"] == 20 and leg["stalls"] == 1

@@ -36,7 +36,7 @@ import polars as pl
 
 from fold.errors import InputError
 from fold.folding import native
-from fold.folding.accumulate import REQUEST_KEY, request_id
+from fold.folding.accumulate import REQUEST_KEY
 from fold.inputs.arm import WINDOW_SLACK_NS
 from fold.inputs.defaults import DEFAULT_STALL_FACTOR
 from fold.inputs.limits import is_number
@@ -119,15 +119,6 @@ class Cadence:
     requests: pl.DataFrame
     """One row per request: KEY and ``RAW_SCHEMA``, sorted by KEY."""
     pooled_intervals: PooledIntervals = field(repr=False)
-
-    @property
-    def by_request(self) -> dict[tuple[int, str, int | str], dict[str, Any]]:
-        """Every request's figures in seconds by (leg, w, request id), made on asking (a dict
-        per request: the fold itself reads ``requests``, fold.folding.request_rows)."""
-        return {
-            (row["leg"], row["w"], request_id(row["seq"], row["sid"])): _request_figures(row)
-            for row in self.requests.iter_rows(named=True)
-        }
 
     def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
         """Median and pooled figures over the requests of each group of legs, all groups
@@ -378,28 +369,6 @@ def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: f
         )
 
     return Cadence(stall_factor, requests, pooled)
-
-
-def _request_figures(row: dict[str, Any]) -> dict[str, Any]:
-    """A request's figures in seconds from its ``RAW_SCHEMA`` row, with Python's arithmetic
-    (the extension's is the same, operation for operation)."""
-    decode_s = row["decode_ns"] / _NS
-    return {
-        "lines": row["lines"],
-        "intervals": row["intervals"],
-        "first_step_s": row["first_step_ns"] / _NS,
-        "decode_s": decode_s,
-        "tail_s": row["tail_ns"] / _NS,
-        **{
-            name: None if row[column] is None else row[column] / _NS
-            for name, column in zip(
-                INTERVALS, ("median_ns", "p90_ns", "p99_ns", "max_ns"), strict=True
-            )
-        },
-        "stalls": row["stalls"],
-        "stall_s": None if row["stall_ns"] is None else row["stall_ns"] / _NS,
-        "decode_steps_per_s": row["intervals"] / decode_s if decode_s > 0 else None,
-    }
 
 
 def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
