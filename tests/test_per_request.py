@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -496,14 +497,25 @@ def test_the_extension_and_numpy_sum_by_position_alike(requests, random, lines_p
 def test_the_lowest_requests_are_the_first_of_the_whole_order(counts):
     """The lowest requests, picked among those at or below the tenth lowest A/P, are the
     first ten of every drafted request sorted by the whole key (many ties in A/P here)."""
+    from fold.folding.accumulate import REQUEST_KEY
     from fold.folding.per_request import LOWEST_SHOWN, per_request
+    from fold.folding.request_rows import EMPTY, request_tables
 
     requests = [
         {"w": f"w{i % 3}", "seq": i, "steps": 1, "proposed": p, "accepted": min(a, p)}
         for i, (p, a) in enumerate(counts)
     ]
     legs = [(0, requests[::2]), (1, requests[1::2])]
-    found = per_request(legs, {}, 0, 1)
+    # the fold's own request tables, in their order (by writer, then id), as the fold hands them
+    legs = [(leg, sorted(rows, key=lambda r: (r["w"], r["seq"]))) for leg, rows in legs]
+    frame = pl.DataFrame(
+        [{"leg": leg, "sid": None, "lines": 1, **r} for leg, rows in legs for r in rows],
+        schema={"leg": pl.Int64, "w": pl.String, "sid": pl.String, "seq": pl.UInt64,
+                "lines": pl.Int64, "steps": pl.Int64, "proposed": pl.Int64,
+                "accepted": pl.Int64},
+    )  # fmt: skip
+    tables = request_tables(frame, None, frame.select(REQUEST_KEY).clear())
+    found = per_request([(leg, tables.get(leg, EMPTY)) for leg, _ in legs], {}, 0, 1)
     every = sorted(
         ((leg, r) for leg, rows in legs for r in rows),
         key=lambda item: (

@@ -30,16 +30,17 @@ MEAN = "per-request mean: each request's ratio, then their mean (every request w
 
 
 def per_request(
-    legs: Sequence[tuple[int, Sequence[Mapping[str, Any]]]],
+    legs: Sequence[tuple[int, RequestRows]],
     pooled: Named,
     resamples: int,
     seed: int,
 ) -> dict[str, Any] | None:
-    """The per-request figures of ``legs`` (each a leg index and its requests' sums: ``w``,
-    ``seq``, ``steps``, ``proposed``, ``accepted``; a fold's ``RequestRows`` are read by
+    """The per-request figures of ``legs`` (each a leg index and its requests' table, read by
     column); ``pooled`` holds the fold's own pooled figures and intervals (``accept_rate``,
     ``accept_rate_ci``, ...), shown as they are. None when the legs have no request."""
-    columns = [_counts(requests) for _, requests in legs]
+    columns = [
+        {name: requests.column(name).astype(np.int64) for name in _COUNTS} for _, requests in legs
+    ]
     if not any(len(found["steps"]) for found in columns):
         return None
     steps, proposed, accepted = (
@@ -64,7 +65,7 @@ def per_request(
 
     def request_id(at: int, index: int) -> tuple[str, Any]:
         if at not in ids:
-            ids[at] = _ids(legs[at][1])
+            ids[at] = legs[at][1].ids()
         return ids[at][index]
 
     chosen = [
@@ -122,21 +123,7 @@ def per_request(
 
 
 _COUNTS = ("steps", "proposed", "accepted")
-
-
-def _counts(requests: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-    """A leg's requests' S, P and A as int64 arrays, in the requests' order."""
-    if isinstance(requests, RequestRows):
-        return {name: requests.column(name).astype(np.int64) for name in _COUNTS}
-    return {
-        name: np.array([request[name] for request in requests], dtype=np.int64) for name in _COUNTS
-    }
-
-
-def _ids(requests: Sequence[Mapping[str, Any]]) -> Sequence[tuple[str, Any]]:
-    if isinstance(requests, RequestRows):
-        return requests.ids()
-    return [(request["w"], request["seq"]) for request in requests]
+"""A request's S, P and A: the columns the figures over requests read."""
 
 
 def _mean(values: np.ndarray) -> float | None:
