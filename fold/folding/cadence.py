@@ -121,41 +121,53 @@ class Cadence:
     pooled_intervals: PooledIntervals = field(repr=False)
 
     def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
-        """Median and pooled figures over the requests of each group of legs, all groups
-        aggregated in one pass."""
+        """Median and pooled figures over the requests of each group of legs.
+
+        The groups of one leg are aggregated in one pass over the table, the others one filter
+        each: no request is copied once per group it belongs to (a load test's million requests
+        sit in their leg's group, the warm legs' and all legs')."""
         chosen = [sorted(set(legs)) for legs in groups]
-        membership = pl.DataFrame(
-            {
-                "group": [index for index, legs in enumerate(chosen) for _ in legs],
-                "leg": [leg for legs in chosen for leg in legs],
-            },
-            schema={"group": pl.Int64, "leg": pl.Int64},
+        singles = sorted({legs[0] for legs in chosen if len(legs) == 1})
+        by_leg: dict[int, dict[str, Any]] = {}
+        if singles:
+            frame = self._figures(singles).group_by("leg").agg(_group_sums()).collect()
+            by_leg = {row["leg"]: row for row in frame.iter_rows(named=True)}
+        figures = []
+        for legs in chosen:
+            if len(legs) == 1:
+                sums = by_leg.get(legs[0])
+            else:
+                sums = self._figures(legs).select(_group_sums()).collect().row(0, named=True)
+            figures.append(_group_figures(sums, self.pooled_intervals(legs)))
+        return figures
+
+    def _figures(self, legs: list[int]) -> pl.LazyFrame:
+        """The requests of ``legs`` with their figures in seconds, unmade until collected."""
+        return (
+            self.requests.lazy()
+            .filter(pl.col("leg").is_in(legs))
+            .drop("w", "seq", "sid")
+            .with_columns(_request_columns())
         )
-        members = membership.join(
-            self.requests.drop("w", "seq", "sid").with_columns(_request_columns()),
-            on="leg",
-            how="inner",
-        )
-        timed = pl.col("window_ns") > 0
-        sums = members.group_by("group").agg(
-            pl.len().alias("requests"),
-            pl.col("lines", "intervals", "first_step_ns", "decode_ns", "tail_ns").sum(),
-            pl.col("stalls").is_not_null().sum().alias("judged"),
-            pl.col("stalls").sum(),
-            pl.col("stall_ns").sum(),
-            timed.sum().alias("timed"),
-            *(
-                pl.col(name).filter(timed).sum().alias(f"timed_{name}")
-                for name in ("window_ns", "first_step_ns", "decode_ns", "tail_ns")
-            ),
-            pl.col("stall_ns").filter(timed).fill_null(0.0).sum().alias("timed_stall_ns"),
-            *(pl.col(name).median().alias(f"median_{name}") for name in REQUEST_FIGURES),
-        )
-        by_group = {row["group"]: row for row in sums.iter_rows(named=True)}
-        return [
-            _group_figures(by_group.get(index), self.pooled_intervals(legs))
-            for index, legs in enumerate(chosen)
-        ]
+
+
+def _group_sums() -> list[pl.Expr]:
+    """A group's count, sums and medians over its requests (``_request_columns``)."""
+    timed = pl.col("window_ns") > 0
+    return [
+        pl.len().alias("requests"),
+        pl.col("lines", "intervals", "first_step_ns", "decode_ns", "tail_ns").sum(),
+        pl.col("stalls").is_not_null().sum().alias("judged"),
+        pl.col("stalls").sum(),
+        pl.col("stall_ns").sum(),
+        timed.sum().alias("timed"),
+        *(
+            pl.col(name).filter(timed).sum().alias(f"timed_{name}")
+            for name in ("window_ns", "first_step_ns", "decode_ns", "tail_ns")
+        ),
+        pl.col("stall_ns").filter(timed).fill_null(0.0).sum().alias("timed_stall_ns"),
+        *(pl.col(name).median().alias(f"median_{name}") for name in REQUEST_FIGURES),
+    ]
 
 
 def _request_columns() -> list[pl.Expr]:

@@ -123,15 +123,23 @@ def request_tables(
     table = table.join(
         durations, on=REQUEST_KEY, how="left", nulls_equal=True, maintain_order="left"
     )
-    table = table.with_columns(
-        pl.lit(None, dtype=dtype).alias(name)
-        for name, dtype in SCHEMA.items()
-        if name not in table.columns
-    ).select("leg", *SCHEMA)
-    return {
-        key[0]: RequestRows(frame.drop("leg").cast(SCHEMA))
-        for key, frame in table.partition_by("leg", as_dict=True, maintain_order=True).items()
-    }
+    whole = table.select(
+        "leg",
+        *(
+            pl.col(name).cast(dtype)
+            if name in table.columns
+            else pl.lit(None, dtype=dtype).alias(name)
+            for name, dtype in SCHEMA.items()
+        ),
+    )
+    del table
+    # Sorted by leg first, so each leg's rows are one slice of the whole, shared, not copied.
+    tables: dict[int, RequestRows] = {}
+    start = 0
+    for leg, count in whole.group_by("leg", maintain_order=True).len().iter_rows():
+        tables[leg] = RequestRows(whole.slice(start, count).drop("leg"))
+        start += count
+    return tables
 
 
 class RequestRows(Sequence[Mapping[str, Any]]):
