@@ -2,7 +2,7 @@
 // in one pass, without building any per-line Python object; and, from the fold's step times
 // and sums, the cadence and the bootstrap's redraws.
 //
-// Functions: fold_range (below, kDoc); cadence, cadence_pooled (native_src/cadence_module.h);
+// Functions: fold_range (below, kDoc); cadence (native_src/cadence_module.h);
 // resample_sums (below, the bootstrap's draws and sums of native_src/resample.h). The other
 // parts under native_src/: json_scan.h and json_line.h parse a line, fold_pass.h folds it into
 // fold_tables.h's tables, read_range.h reads a range on threads, arrow_export.h hands tables to
@@ -421,7 +421,6 @@ PyObject* resample_sums_py(PyObject*, PyObject* args) {
 PyMethodDef kMethods[] = {
     {"fold_range", fold_range_py, METH_VARARGS, kDoc},
     {"cadence", cadence_py, METH_VARARGS, kCadenceDoc},
-    {"cadence_pooled", cadence_pooled_py, METH_VARARGS, kPooledDoc},
     {"resample_sums", resample_sums_py, METH_VARARGS, kResampleDoc},
     {"step_lengths", step_lengths_py, METH_VARARGS, kStepLengthsDoc},
     {"position_sums", position_sums_py, METH_VARARGS, kPositionSumsDoc},

@@ -11,7 +11,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from native_switch import native_switch
@@ -20,6 +22,7 @@ from pytest import approx
 from strategies import scaled
 
 from fold import _native  # noqa: F401  fails here when the extension was not built
+from fold.folding import native
 from fold.folding.cadence import Cadence, fold_cadence, polars_cadence
 from fold.inputs.arm import WINDOW_SLACK_NS
 
@@ -54,11 +57,13 @@ def step_times(rows: list[tuple[int, str, int, list[int]]]) -> pl.DataFrame:
     ).select("leg", "w", "seq", pl.lit(None, dtype=pl.String).alias("sid"), "t_ns")
 
 
-def both(times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> tuple[Cadence, Cadence]:
+def both(
+    times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float, groups: list[list[int]]
+) -> tuple[Cadence, Cadence]:
     with native_switch(True):
-        native = fold_cadence(times, legs, stall_factor)
+        native = fold_cadence(times, legs, stall_factor, groups)
     with native_switch(False):
-        reference = fold_cadence(times, legs, stall_factor)
+        reference = fold_cadence(times, legs, stall_factor, groups)
     return native, reference
 
 
@@ -109,19 +114,39 @@ def cadence_logs(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, list[list
 @given(cadence_logs())
 def test_native_cadence_equals_the_polars_reference(case) -> None:
     times, legs, groups, factor = case
-    native, reference = both(times, legs, factor)
+    native, reference = both(times, legs, factor, groups)
     assert_same(native, reference, groups)
 
 
-def test_the_extension_is_used_when_on() -> None:
+def test_the_extension_is_used_when_on(monkeypatch) -> None:
     """The comparison above compares two paths, not one path twice."""
+    calls = []
+    real = native.cadence
+
+    def counted(*args: Any) -> Any:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(native, "cadence", counted)
     times = step_times([(0, "a", 1, [2 * SECOND, 2 * SECOND + 10])])
     legs = legs_frame(1)
     with native_switch(True):
-        native = fold_cadence(times, legs)
-    reference = polars_cadence(times, legs, 4.0)
-    assert native.pooled_intervals.__module__ == "fold.folding.native"
-    assert reference.pooled_intervals.__module__ == "fold.folding.cadence"
+        fold_cadence(times, legs, 4.0, [[0]])
+    assert len(calls) == 1
+    with native_switch(False):
+        fold_cadence(times, legs, 4.0, [[0]])
+    polars_cadence(times, legs, 4.0, [[0]])
+    assert len(calls) == 1
+
+
+def test_a_group_not_asked_for_is_refused() -> None:
+    """The pooled intervals are worked out with the requests' figures, for the groups asked for
+    then; a group asked for later has no figures, rather than wrong ones."""
+    times = step_times([(0, "a", 1, [2 * SECOND, 2 * SECOND + 10]), (1, "a", 2, [0])])
+    for cadence in both(times, legs_frame(2), 4.0, [[1, 0, 0]]):
+        assert cadence.pooled_intervals([0, 1]) == (1, 10, 10, 10, 10, 10)
+        with pytest.raises(KeyError, match=r"legs \(0,\)"):
+            cadence.groups([[0]])
 
 
 def test_hand_computed_figures_on_both_paths() -> None:
@@ -134,7 +159,7 @@ def test_hand_computed_figures_on_both_paths() -> None:
     times += [times[-1] + 2 * SECOND]  # one stall of 2 s
     times += [times[-1] + 50_000_000 * i for i in range(1, 10)]  # 9 more of 50 ms
     rows = [(0, "a", 1, list(reversed(times))), (0, "b", 7, [start - 300])]
-    for cadence in both(step_times(rows), legs, 4.0):
+    for cadence in both(step_times(rows), legs, 4.0, [[0], [0, 1], [1]]):
         # each request's figures in nanoseconds, as the cadence keeps them
         figures = {(row["w"], row["seq"]): row for row in cadence.requests.iter_rows(named=True)}
         paced = figures[("a", 1)]
@@ -176,8 +201,8 @@ def test_pooled_intervals_of_many_legs_on_a_large_log() -> None:
             gaps[leg].append(gap)
             times.append(times[-1] + gap)
         rows.append((leg, f"{request:016x}", request, times))
-    native, reference = both(step_times(rows), legs, 4.0)
     groups = [[0], [1], [2], [0, 2], [0, 1, 2]]
+    native, reference = both(step_times(rows), legs, 4.0, groups)
     assert_same(native, reference, groups)
     for group, figures in zip(groups, native.groups(groups), strict=True):
         ordered = sorted(gap for leg in group for gap in gaps[leg])
@@ -187,3 +212,60 @@ def test_pooled_intervals_of_many_legs_on_a_large_log() -> None:
         assert figures["interval_p90_s"] == close(ordered[-(-count * 90 // 100) - 1] / SECOND)
         assert figures["interval_p99_s"] == close(ordered[-(-count * 99 // 100) - 1] / SECOND)
         assert figures["interval_max_s"] == close(ordered[-1] / SECOND)
+
+
+def test_pooled_ranks_where_intervals_share_their_top_bits() -> None:
+    """The native search finds each rank a digit at a time from the top and keeps values only
+    once a pass would hold at most 2^22 of them. Large intervals alike but for their lowest
+    bits, more of them than it keeps (so every digit is counted), beside a leg where they are
+    few (so they are kept and selected), one of zeros only, and one interval near 2^62: each
+    group's ranks as the sorted intervals give them."""
+    big = 2**40
+    many = 2**22 + 10_000
+    gaps = {
+        0: np.concatenate([big + np.arange(many) % 3, [big - 1, big + 2**11, 7]]),
+        1: big + 5 + (np.arange(5_000) % 2) * 2**20,
+        2: np.zeros(3, dtype=np.int64),
+        3: np.array([2**62 - 1]),
+    }
+    rows = []
+    for leg, leg_gaps in gaps.items():
+        # two requests a leg, the intervals split between them, each from time 0
+        half = len(leg_gaps) // 2
+        for request, part in enumerate([leg_gaps[:half], leg_gaps[half:]]):
+            times = np.concatenate([[0], np.cumsum(part, dtype=np.int64)])
+            rows.append((leg, f"{request:016x}", request, pl.Series(times, dtype=pl.Int64)))
+    frame = pl.DataFrame(
+        {
+            "leg": [row[0] for row in rows],
+            "w": [row[1] for row in rows],
+            "seq": [row[2] for row in rows],
+            "sid": [None] * len(rows),
+            "t_ns": [row[3] for row in rows],
+        },
+        schema={
+            "leg": pl.Int64,
+            "w": pl.String,
+            "seq": pl.UInt64,
+            "sid": pl.String,
+            "t_ns": pl.List(pl.Int64),
+        },
+    )
+    groups = [[0], [1], [2], [3], [0, 1], [0, 1, 2, 3], [4], []]
+    with native_switch(True):
+        cadence = fold_cadence(frame, legs_frame(5), 4.0, groups)
+    for group in groups:
+        none = np.array([], dtype=np.int64)
+        pooled = np.sort(np.concatenate([none, *(gaps.get(leg, none) for leg in group)]))
+        count = len(pooled)
+        expected = None
+        if count:
+            expected = (
+                count,
+                int(pooled[(count - 1) // 2]),
+                int(pooled[count // 2]),
+                int(pooled[-(-count * 90 // 100) - 1]),
+                int(pooled[-(-count * 99 // 100) - 1]),
+                int(pooled[-1]),
+            )
+        assert cadence.pooled_intervals(group) == expected, group

@@ -28,8 +28,9 @@ summed durations by the summed leg windows (request-seconds) of the requests in 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import polars as pl
@@ -106,19 +107,32 @@ RAW_SCHEMA = {
 }
 """A request's figures in nanoseconds, as both paths compute them (null where none)."""
 
-PooledIntervals = Callable[[list[int]], "tuple[int, int, int, int, int, int] | None"]
+Pooled = tuple[int, int, int, int, int, int] | None
 """The pooled intervals of the requests of some legs: (count, the two middle values, the
 nearest ranks 90 and 99, the largest), in nanoseconds; None without any."""
 
 
+def group_key(legs: Iterable[int]) -> tuple[int, ...]:
+    """A group of legs as the cadence keys its pooled intervals: sorted, each leg once."""
+    return tuple(sorted(set(legs)))
+
+
 @dataclass(frozen=True)
 class Cadence:
-    """The cadence of every request of a fold, and of any group of its legs."""
+    """The cadence of every request of a fold, and of the groups of its legs it was asked for."""
 
     stall_factor: float
     requests: pl.DataFrame
     """One row per request: KEY and ``RAW_SCHEMA``, sorted by KEY."""
-    pooled_intervals: PooledIntervals = field(repr=False)
+    pooled: Mapping[tuple[int, ...], Pooled] = field(repr=False)
+    """By group (``group_key``): its requests' intervals pooled. Worked out with the requests'
+    figures, while the step times are at hand: the intervals themselves are not kept."""
+
+    def pooled_intervals(self, legs: Iterable[int]) -> Pooled:
+        key = group_key(legs)
+        if key not in self.pooled:
+            raise KeyError(f"the cadence was not asked to pool the intervals of legs {key}")
+        return self.pooled[key]
 
     def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
         """Median and pooled figures over the requests of each group of legs.
@@ -253,10 +267,14 @@ def _group_figures(
 
 
 def fold_cadence(
-    step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float = DEFAULT_STALL_FACTOR
+    step_times: pl.DataFrame,
+    legs: pl.DataFrame,
+    stall_factor: float = DEFAULT_STALL_FACTOR,
+    groups: Sequence[Iterable[int]] = (),
 ) -> Cadence:
     """The cadence from a partial fold's ``step_times`` and the arm's legs (``index``,
-    ``start_ns``, ``end_ns``, widened by the attribution band).
+    ``start_ns``, ``end_ns``, widened by the attribution band), with the pooled intervals of
+    each of ``groups`` (lists of leg indices).
 
     The native extension computes each request's figures and pools intervals by selection;
     without it (or switched off), ``polars_cadence`` does, the reference the tests hold it to.
@@ -264,12 +282,15 @@ def fold_cadence(
     stall_factor = check_stall_factor(stall_factor)
     step_times = _one_row_per_request(step_times)
     if not native.available():
-        return polars_cadence(step_times, legs, stall_factor)
+        return polars_cadence(step_times, legs, stall_factor, groups)
+    keys = [group_key(group) for group in groups]
     size = int(legs["index"].max()) + 1 if legs.height else 0
     starts, ends = [0] * size, [0] * size
     for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
         starts[index], ends[index] = start + WINDOW_SLACK_NS, end - WINDOW_SLACK_NS
-    raw, pooled = native.cadence(step_times["t_ns"], step_times["leg"], starts, ends, stall_factor)
+    raw, pooled = native.cadence(
+        step_times["t_ns"], step_times["leg"], starts, ends, stall_factor, keys
+    )
     requests = (
         pl.concat([step_times.select(KEY), raw], how="horizontal")
         .filter(pl.col("lines") > 0)
@@ -286,10 +307,15 @@ def fold_cadence(
         .cast(RAW_SCHEMA)
         .sort(KEY)
     )
-    return Cadence(stall_factor, requests, pooled)
+    return Cadence(stall_factor, requests, MappingProxyType(dict(zip(keys, pooled, strict=True))))
 
 
-def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: float) -> Cadence:
+def polars_cadence(
+    step_times: pl.DataFrame,
+    legs: pl.DataFrame,
+    stall_factor: float,
+    groups: Sequence[Iterable[int]] = (),
+) -> Cadence:
     """The reference: list operations per request, a request's times sorted within its own
     list, never across the whole log, and no group-by over millions of lines."""
     gaps = pl.col("t_ns").list.sort().list.diff().list.slice(1).list.sort()
@@ -365,7 +391,7 @@ def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: f
         .items()
     }
 
-    def pooled(legs: list[int]) -> tuple[int, int, int, int, int, int] | None:
+    def pooled(legs: tuple[int, ...]) -> Pooled:
         parts = [by_leg[leg] for leg in legs if leg in by_leg]
         ordered = pl.concat(parts).sort() if parts else pl.Series([], dtype=pl.Int64)
         count = ordered.len()
@@ -380,7 +406,8 @@ def polars_cadence(step_times: pl.DataFrame, legs: pl.DataFrame, stall_factor: f
             ordered[-1],
         )
 
-    return Cadence(stall_factor, requests, pooled)
+    keys = [group_key(group) for group in groups]
+    return Cadence(stall_factor, requests, MappingProxyType({key: pooled(key) for key in keys}))
 
 
 def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:

@@ -55,7 +55,10 @@ def line_figures(
     with ThreadPoolExecutor(max_workers=2) as pool:
         # Steps in order without times (an oracle's, numbered) give no cadence: none is made.
         timed = step_times if no_times is None else step_times.clear()
-        cadence = pool.submit(fold_cadence, timed, arm_legs, stall_factor)
+        # The groups the result pools: each leg, the warm legs, all legs.
+        every_leg = arm_legs["index"].to_list()
+        groups = [[leg] for leg in every_leg] + [list(warm_legs), every_leg]
+        cadence = pool.submit(fold_cadence, timed, arm_legs, stall_factor, groups)
         positions = pool.submit(fold_positions, step_times, warm_legs, resamples, seed, position)
         lengths = None if no_times is not None else step_time_by_length(step_times, warm_legs)
         return LineFigures(cadence.result(), positions.result(), lengths)

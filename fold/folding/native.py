@@ -381,20 +381,20 @@ def _lookup(values: pl.Series, index: pl.Expr) -> pl.Expr:
 
 
 def cadence(
-    times: pl.Series, legs: pl.Series, starts: list[int], ends: list[int], stall_factor: float
-) -> tuple[pl.DataFrame, Any]:
+    times: pl.Series,
+    legs: pl.Series,
+    starts: list[int],
+    ends: list[int],
+    stall_factor: float,
+    groups: list[tuple[int, ...]],
+) -> tuple[pl.DataFrame, list[tuple[int, int, int, int, int, int] | None]]:
     """Each request's cadence from its step times (``times``, a list column read in place), in
-    the extension: its figures in nanoseconds (columns as ``fold._native.cadence`` names them)
-    and a function pooling the intervals of any legs' requests
-    (``fold.folding.cadence.PooledIntervals``)."""
-    columns, state = _native.cadence(
-        times.__arrow_c_stream__(), legs.to_list(), starts, ends, stall_factor
+    the extension: its figures in nanoseconds (columns as ``fold._native.cadence`` names them),
+    and the pooled intervals of each of ``groups`` (``fold.folding.cadence.Pooled``)."""
+    columns, pooled = _native.cadence(
+        times.__arrow_c_stream__(), legs.to_list(), starts, ends, stall_factor, groups
     )
     frame = pl.DataFrame([_series(name, capsules) for name, capsules in columns.items()])
-
-    def pooled(chosen: list[int]) -> tuple[int, int, int, int, int, int] | None:
-        return _native.cadence_pooled(state, chosen)
-
     return frame, pooled
 
 

@@ -1,5 +1,7 @@
 // Step cadence (fold/folding/cadence.py's definitions) from each request's step times, and the
-// intervals of any group of legs pooled. Part of fold/_native.cc, its only includer; no Python.
+// intervals of groups of legs pooled, exactly, without keeping any interval: each pass works
+// them out again from the times (see PooledSearch). Part of fold/_native.cc, its only
+// includer; no Python.
 
 #ifndef FOLD_NATIVE_CADENCE_H_
 #define FOLD_NATIVE_CADENCE_H_
@@ -8,7 +10,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -47,41 +48,54 @@ inline std::int64_t nearest_rank(std::int64_t count, std::int64_t percent) {
   return (count * percent + 99) / 100 - 1;
 }
 
-// Sorts values (non-negative) in place, least significant digit first over value - minimum, so a
-// narrow spread of large values (intervals of a steady pace) takes one or two passes.
-inline void radix_sort(std::int64_t* values, std::size_t count,
-                       std::vector<std::int64_t>& scratch) {
-  if (count < 2) return;
-  constexpr int kDigitBits = 11;
-  constexpr std::size_t kDigits = std::size_t{1} << kDigitBits;
-  auto [low, high] = std::minmax_element(values, values + count);
-  std::int64_t minimum = *low;
-  auto spread = static_cast<std::uint64_t>(*high - minimum);
-  scratch.resize(count);
-  std::int64_t* from = values;
-  std::int64_t* to = scratch.data();
-  std::vector<std::size_t> starts(kDigits);
-  for (int shift = 0; shift < 64 && (spread >> shift) != 0; shift += kDigitBits) {
-    std::fill(starts.begin(), starts.end(), 0);
-    auto digit = [&](std::int64_t value) {
-      return static_cast<std::size_t>((static_cast<std::uint64_t>(value - minimum) >> shift) &
-                                      (kDigits - 1));
-    };
-    for (std::size_t i = 0; i < count; ++i) ++starts[digit(from[i])];
-    std::size_t total = 0;
-    for (auto& start : starts) total += std::exchange(start, total);
-    for (std::size_t i = 0; i < count; ++i) to[starts[digit(from[i])]++] = from[i];
-    std::swap(from, to);
-  }
-  if (from != values) std::copy(from, from + count, values);
-}
-
 // One request's step times, in any order.
 struct RequestTimes {
   std::int64_t leg;
   const std::int64_t* times;
   std::size_t count;
 };
+
+template <typename Work>
+void in_parallel(std::size_t parts, Work work) {
+  std::vector<std::thread> started;
+  std::size_t part = 1;
+  try {
+    for (; part < parts; ++part) started.emplace_back(work, part);
+  } catch (const std::system_error&) {  // no thread to be had: the rest on this one
+    for (; part < parts; ++part) work(part);
+  }
+  if (parts > 0) work(0);
+  for (auto& thread : started) thread.join();
+}
+
+// Shares of `requests` for `threads` threads, cut where the lines before reach each one's part.
+inline std::vector<std::size_t> shares(const std::vector<RequestTimes>& requests,
+                                       unsigned threads) {
+  std::vector<std::size_t> before(requests.size() + 1, 0);
+  for (std::size_t i = 0; i < requests.size(); ++i) before[i + 1] = before[i] + requests[i].count;
+  std::vector<std::size_t> cuts = {0};
+  for (unsigned part = 1; part < threads; ++part) {
+    std::size_t wanted = before.back() / threads * part;
+    cuts.push_back(static_cast<std::size_t>(
+        std::lower_bound(before.begin(), before.end() - 1, wanted) - before.begin()));
+  }
+  cuts.push_back(requests.size());
+  return cuts;
+}
+
+// A request's intervals, in time order, in `gaps` (its times sorted first if they are not).
+inline void intervals_of(const RequestTimes& request, std::vector<std::int64_t>& ordered,
+                         std::vector<std::int64_t>& gaps) {
+  gaps.clear();
+  if (request.count < 2) return;
+  const std::int64_t* times = request.times;
+  if (!std::is_sorted(times, times + request.count)) {
+    ordered.assign(times, times + request.count);
+    std::sort(ordered.begin(), ordered.end());
+    times = ordered.data();
+  }
+  for (std::size_t i = 1; i < request.count; ++i) gaps.push_back(times[i] - times[i - 1]);
+}
 
 class CadencePass {
  public:
@@ -95,134 +109,32 @@ class CadencePass {
     return leg >= 0 && static_cast<std::size_t>(leg) < starts_.size();
   }
 
-  // Every request's figures (requests of known legs), then each leg's intervals sorted, on up
-  // to `threads` threads; requests and legs are independent, so each thread takes a share.
+  // Every request's figures (requests of known legs), on up to `threads` threads: requests are
+  // independent, so each thread takes a share, with intervals of one request at a time.
   void run(const std::vector<RequestTimes>& requests, unsigned threads) {
-    threads = std::max(1u, threads);
-    std::vector<std::size_t> gap_begin(requests.size() + 1, 0);
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      std::size_t count = requests[i].count;
-      gap_begin[i + 1] = gap_begin[i] + (count > 0 ? count - 1 : 0);
-    }
-    // Left unwritten here: each thread writes (and first touches) its own requests' part.
-    gap_count_ = gap_begin.back();
-    gaps_.reset(new std::int64_t[gap_count_]);
     for (auto& column : columns) column.assign(requests.size(), 0);
-    // Shares cut where the intervals before reach each thread's part of the whole.
-    std::vector<std::size_t> cuts = {0};
-    for (unsigned part = 1; part < threads; ++part) {
-      std::size_t wanted = gap_count_ / threads * part;
-      cuts.push_back(static_cast<std::size_t>(
-          std::lower_bound(gap_begin.begin(), gap_begin.end() - 1, wanted) - gap_begin.begin()));
-    }
-    cuts.push_back(requests.size());
+    std::vector<std::size_t> cuts = shares(requests, std::max(1u, threads));
     in_parallel(cuts.size() - 1, [&](std::size_t part) {
-      std::vector<std::int64_t> ordered;
+      std::vector<std::int64_t> ordered, gaps;
       for (std::size_t i = cuts[part]; i < cuts[part + 1]; ++i) {
-        add(i, requests[i], gap_begin[i], ordered);
+        intervals_of(requests[i], ordered, gaps);
+        add(i, requests[i], gaps);
       }
     });
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (gap_begin[i + 1] > gap_begin[i]) {
-        note_leg(requests[i].leg, gap_begin[i], gap_begin[i + 1]);
-      }
-    }
-    std::vector<LegIntervals*> legs;
-    for (LegIntervals& leg : by_leg_) {
-      if (leg.count > 0) legs.push_back(&leg);
-    }
-    std::size_t parts = std::min<std::size_t>(threads, legs.size());
-    in_parallel(parts, [&](std::size_t part) {
-      std::vector<std::int64_t> scratch;
-      for (std::size_t i = part; i < legs.size(); i += parts) sort_leg(*legs[i], scratch);
-    });
-  }
-
-  // The intervals of every request of `legs` (duplicates and legs without intervals allowed):
-  // each rank is the smallest value with more than `rank` intervals at or below it, counted by
-  // binary search in each leg's sorted intervals.
-  PooledIntervals pooled(std::vector<std::int64_t> legs) const {
-    std::sort(legs.begin(), legs.end());
-    legs.erase(std::unique(legs.begin(), legs.end()), legs.end());
-    std::vector<const LegIntervals*> chosen;
-    PooledIntervals found;
-    for (std::int64_t leg : legs) {
-      if (leg < 0 || static_cast<std::size_t>(leg) >= by_leg_.size()) continue;
-      const LegIntervals& intervals = by_leg_[static_cast<std::size_t>(leg)];
-      if (intervals.count == 0) continue;
-      chosen.push_back(&intervals);
-      found.count += intervals.count;
-    }
-    if (found.count == 0) return found;
-    std::int64_t n = found.count;
-    auto value_at = [&](std::int64_t rank) {
-      if (chosen.size() == 1) return chosen.front()->data[rank];
-      std::int64_t low = chosen.front()->data[0], high = low;
-      for (const LegIntervals* leg : chosen) {
-        low = std::min(low, leg->data[0]);
-        high = std::max(high, leg->data[leg->count - 1]);
-      }
-      while (low < high) {  // invariant: the answer is in [low, high]
-        std::int64_t middle = low + (high - low) / 2;
-        std::int64_t at_or_below = 0;
-        for (const LegIntervals* leg : chosen) {
-          at_or_below += std::upper_bound(leg->data, leg->data + leg->count, middle) - leg->data;
-        }
-        if (at_or_below > rank) {
-          high = middle;
-        } else {
-          low = middle + 1;
-        }
-      }
-      return low;
-    };
-    found.lower_middle = value_at((n - 1) / 2);
-    found.upper_middle = value_at(n / 2);
-    found.p90 = value_at(nearest_rank(n, 90));
-    found.p99 = value_at(nearest_rank(n, 99));
-    found.max = value_at(n - 1);
-    return found;
   }
 
  private:
-  struct LegIntervals {
-    std::int64_t count = 0;
-    std::vector<std::pair<std::size_t, std::size_t>> ranges;  // into gaps_
-    std::int64_t* data = nullptr;                             // sorted, once run
-    std::vector<std::int64_t> own;
-  };
-
-  template <typename Work>
-  static void in_parallel(std::size_t parts, Work work) {
-    std::vector<std::thread> started;
-    std::size_t part = 1;
-    try {
-      for (; part < parts; ++part) started.emplace_back(work, part);
-    } catch (const std::system_error&) {  // no thread to be had: the rest on this one
-      for (; part < parts; ++part) work(part);
-    }
-    if (parts > 0) work(0);
-    for (auto& thread : started) thread.join();
-  }
-
-  void add(std::size_t row, const RequestTimes& request, std::size_t begin,
-           std::vector<std::int64_t>& ordered) {
+  void add(std::size_t row, const RequestTimes& request, std::vector<std::int64_t>& gap_list) {
     std::size_t count = request.count;
     if (count == 0) return;  // all columns stay 0; such a row is dropped in Python
-    const std::int64_t* times = request.times;
-    if (!std::is_sorted(times, times + count)) {
-      ordered.assign(times, times + count);
-      std::sort(ordered.begin(), ordered.end());
-      times = ordered.data();
-    }
     std::int64_t start = starts_[static_cast<std::size_t>(request.leg)];
     std::int64_t end = ends_[static_cast<std::size_t>(request.leg)];
+    auto [lowest, highest] = std::minmax_element(request.times, request.times + count);
     // A step in the band around the window counts as at its edge.
-    std::int64_t first = std::min(std::max(times[0], start), end);
-    std::int64_t last = std::max(std::min(times[count - 1], end), start);
+    std::int64_t first = std::min(std::max(*lowest, start), end);
+    std::int64_t last = std::max(std::min(*highest, end), start);
     auto intervals = static_cast<std::int64_t>(count - 1);
-    std::int64_t* gaps = gaps_.get() + begin;
-    for (std::size_t i = 1; i < count; ++i) gaps[i - 1] = times[i] - times[i - 1];
+    std::int64_t* gaps = gap_list.data();
     std::int64_t median2 = -1, p90 = -1, p99 = -1, max = -1, stalls = 0, stall2 = 0;
     bool judged = false;
     if (intervals > 0) {
@@ -271,37 +183,223 @@ class CadencePass {
     for (std::size_t i = 0; i < kCadenceColumns; ++i) columns[i][row] = figures[i];
   }
 
-  // A leg whose requests are not next to each other is gathered once.
-  void sort_leg(LegIntervals& leg, std::vector<std::int64_t>& scratch) {
-    if (leg.ranges.size() == 1) {
-      leg.data = gaps_.get() + leg.ranges.front().first;
-    } else {
-      for (const auto& [from, to] : leg.ranges) {
-        leg.own.insert(leg.own.end(), gaps_.get() + from, gaps_.get() + to);
-      }
-      leg.data = leg.own.data();
-    }
-    radix_sort(leg.data, static_cast<std::size_t>(leg.count), scratch);
-  }
-
-  void note_leg(std::int64_t leg, std::size_t begin, std::size_t end) {
-    auto index = static_cast<std::size_t>(leg);
-    if (by_leg_.size() <= index) by_leg_.resize(index + 1);
-    LegIntervals& intervals = by_leg_[index];
-    intervals.count += static_cast<std::int64_t>(end - begin);
-    if (!intervals.ranges.empty() && intervals.ranges.back().second == begin) {
-      intervals.ranges.back().second = end;
-    } else {
-      intervals.ranges.emplace_back(begin, end);
-    }
-  }
-
   std::vector<std::int64_t> starts_, ends_;
   double factor_;
-  // Every request's intervals, request after request (not zeroed: every one is written).
-  std::unique_ptr<std::int64_t[]> gaps_;
-  std::size_t gap_count_ = 0;
-  std::vector<LegIntervals> by_leg_;
+};
+
+// The pooled intervals of groups of legs, exact, in memory that does not grow with the lines:
+// each wanted rank is found a digit at a time from the top, every pass counting, per group and
+// per value of the digits found so far, the intervals by their next digit. Once few enough
+// intervals share a rank's digits, one more pass keeps just those and selects among them.
+// Every pass works the intervals out again from the requests' times.
+class PooledSearch {
+ public:
+  // `counts` and `maxima`: each request's intervals and its largest (cadence columns).
+  PooledSearch(const std::vector<RequestTimes>& requests, const std::vector<std::int64_t>& counts,
+               const std::vector<std::int64_t>& maxima,
+               const std::vector<std::vector<std::int64_t>>& groups, unsigned threads)
+      : requests_(requests), threads_(std::max(1u, threads)) {
+    found.resize(groups.size());
+    std::vector<std::int64_t> leg_count, leg_max;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (counts[i] <= 0) continue;
+      auto leg = static_cast<std::size_t>(requests[i].leg);
+      if (leg_count.size() <= leg) {
+        leg_count.resize(leg + 1, 0);
+        leg_max.resize(leg + 1, 0);
+      }
+      leg_count[leg] += counts[i];
+      leg_max[leg] = std::max(leg_max[leg], maxima[i]);
+    }
+    member_of_.resize(leg_count.size());
+    for (std::size_t group = 0; group < groups.size(); ++group) {
+      std::vector<std::int64_t> legs = groups[group];
+      std::sort(legs.begin(), legs.end());
+      legs.erase(std::unique(legs.begin(), legs.end()), legs.end());
+      std::int64_t count = 0, max = 0;
+      for (std::int64_t leg : legs) {
+        if (leg < 0 || static_cast<std::size_t>(leg) >= leg_count.size()) continue;
+        auto index = static_cast<std::size_t>(leg);
+        if (leg_count[index] == 0) continue;
+        count += leg_count[index];
+        max = std::max(max, leg_max[index]);
+        member_of_[index].push_back(group);
+      }
+      found[group].count = count;
+      if (count == 0) continue;
+      int bits = 0;
+      while (bits < 63 && (max >> bits) != 0) ++bits;
+      for (std::int64_t rank : {(count - 1) / 2, count / 2, nearest_rank(count, 90),
+                                nearest_rank(count, 99), count - 1}) {
+        ranks_.push_back(Rank{group, rank, 0, bits, 0});
+      }
+    }
+  }
+
+  std::vector<PooledIntervals> found;
+
+  void run() {
+    // Each pass settles at least one more bit of every open rank: 63 passes at the most.
+    for (int passes = 0; passes < 64; ++passes) {
+      bool open = false;
+      for (const Rank& rank : ranks_) open |= rank.low_bits > 0;
+      if (!open) break;
+      pass();
+    }
+    for (std::size_t group = 0; group < found.size(); ++group) {
+      if (found[group].count == 0) continue;
+      const Rank* ranks = &ranks_[first_rank(group)];
+      found[group].lower_middle = ranks[0].prefix;
+      found[group].upper_middle = ranks[1].prefix;
+      found[group].p90 = ranks[2].prefix;
+      found[group].p99 = ranks[3].prefix;
+      found[group].max = ranks[4].prefix;
+    }
+  }
+
+ private:
+  // A digit is 14 bits while the probes are few (the first pass: one a group), 11 after, so
+  // that every thread's counts stay within a few MiB; values are kept once a pass would hold
+  // at most 2^22 of them (32 MiB) over all its probes.
+  static constexpr int kWideDigit = 14;
+  static constexpr int kNarrowDigit = 11;
+  static constexpr std::size_t kWideProbes = 64;
+  static constexpr std::int64_t kKeptAtMost = std::int64_t{1} << 22;
+
+  // A wanted rank: the values whose top bits are `prefix` (all but the `low_bits` lowest)
+  // hold it, at `rank` among them; `among`: how many share the prefix (0: not yet counted).
+  struct Rank {
+    std::size_t group;
+    std::int64_t rank;
+    std::int64_t prefix;
+    int low_bits;
+    std::int64_t among;
+  };
+
+  // What one pass asks of the intervals of a group sharing `prefix`: their count by the next
+  // digit (`digit_bits` of them), or with `keep`, the values themselves.
+  struct Probe {
+    std::size_t group;
+    std::int64_t prefix;
+    int low_bits;
+    int digit_bits;
+    bool keep;
+    std::int64_t among;  // how many share the prefix (0: not yet counted)
+  };
+
+  std::size_t first_rank(std::size_t group) const {
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      if (ranks_[i].group == group) return i;
+    }
+    return ranks_.size();
+  }
+
+  void pass() {
+    std::vector<Probe> probes;
+    std::vector<std::size_t> probe_of(ranks_.size());
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      const Rank& rank = ranks_[i];
+      if (rank.low_bits == 0) continue;
+      std::size_t at = 0;
+      while (at < probes.size() &&
+             !(probes[at].group == rank.group && probes[at].prefix == rank.prefix &&
+               probes[at].low_bits == rank.low_bits)) {
+        ++at;
+      }
+      if (at == probes.size()) {
+        probes.push_back(Probe{rank.group, rank.prefix, rank.low_bits, 0, false, rank.among});
+      }
+      probe_of[i] = at;
+    }
+    int width = probes.size() <= kWideProbes ? kWideDigit : kNarrowDigit;
+    std::vector<Probe*> counted_before;  // the probes whose values were counted last pass
+    for (Probe& probe : probes) {
+      probe.digit_bits = std::min(width, probe.low_bits);
+      if (probe.among > 0) counted_before.push_back(&probe);
+    }
+    // The fewest first, within the pass's bound: the others are counted by digit again.
+    std::sort(counted_before.begin(), counted_before.end(),
+              [](const Probe* a, const Probe* b) { return a->among < b->among; });
+    std::int64_t kept_values = 0;
+    for (Probe* probe : counted_before) {
+      if (kept_values + probe->among > kKeptAtMost) break;
+      kept_values += probe->among;
+      probe->keep = true;
+    }
+    auto digits = static_cast<std::size_t>(1) << width;
+    // Per leg, the probes of the groups it is in.
+    std::vector<std::vector<std::size_t>> leg_probes(member_of_.size());
+    for (std::size_t leg = 0; leg < member_of_.size(); ++leg) {
+      for (std::size_t group : member_of_[leg]) {
+        for (std::size_t at = 0; at < probes.size(); ++at) {
+          if (probes[at].group == group) leg_probes[leg].push_back(at);
+        }
+      }
+    }
+    std::vector<std::size_t> cuts = shares(requests_, threads_);
+    std::size_t parts = cuts.size() - 1;
+    std::vector<std::vector<std::int64_t>> counted(parts);
+    std::vector<std::vector<std::vector<std::int64_t>>> kept(parts);
+    in_parallel(parts, [&](std::size_t part) {
+      std::vector<std::int64_t>& histogram = counted[part];
+      std::vector<std::vector<std::int64_t>>& values = kept[part];
+      histogram.assign(probes.size() * digits, 0);
+      values.resize(probes.size());
+      std::vector<std::int64_t> ordered, gaps;
+      for (std::size_t i = cuts[part]; i < cuts[part + 1]; ++i) {
+        auto leg = static_cast<std::size_t>(requests_[i].leg);
+        if (leg >= leg_probes.size() || leg_probes[leg].empty()) continue;
+        intervals_of(requests_[i], ordered, gaps);
+        for (std::int64_t gap : gaps) {
+          for (std::size_t at : leg_probes[leg]) {
+            const Probe& probe = probes[at];
+            if ((gap >> probe.low_bits) != probe.prefix) continue;
+            if (probe.keep) {
+              values[at].push_back(gap);
+            } else {
+              std::int64_t digit =
+                  (gap >> (probe.low_bits - probe.digit_bits)) & ((1 << probe.digit_bits) - 1);
+              ++histogram[at * digits + static_cast<std::size_t>(digit)];
+            }
+          }
+        }
+      }
+    });
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      Rank& rank = ranks_[i];
+      if (rank.low_bits == 0) continue;
+      std::size_t at = probe_of[i];
+      const Probe& probe = probes[at];
+      if (probe.keep) {
+        std::vector<std::int64_t> values;
+        for (auto& part : kept) values.insert(values.end(), part[at].begin(), part[at].end());
+        std::nth_element(values.begin(), values.begin() + rank.rank, values.end());
+        rank.prefix = values[static_cast<std::size_t>(rank.rank)];
+        rank.low_bits = 0;
+        continue;
+      }
+      std::int64_t below = 0;
+      for (std::int64_t digit = 0; digit < (std::int64_t{1} << probe.digit_bits); ++digit) {
+        std::int64_t here = 0;
+        for (auto& part : counted) {
+          here += part[at * digits + static_cast<std::size_t>(digit)];
+        }
+        if (rank.rank < below + here) {
+          rank.prefix = rank.prefix << probe.digit_bits | digit;
+          rank.low_bits -= probe.digit_bits;
+          rank.rank -= below;
+          rank.among = here;
+          break;
+        }
+        below += here;
+      }
+    }
+  }
+
+  const std::vector<RequestTimes>& requests_;
+  unsigned threads_;
+  std::vector<Rank> ranks_;
+  std::vector<std::vector<std::size_t>> member_of_;  // by leg: the groups it is in
 };
 
 }  // namespace fold_native

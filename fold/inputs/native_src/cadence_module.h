@@ -1,8 +1,7 @@
 // The cadence's Python side (fold.folding.native.cadence): the step times' list column taken through
 // the Arrow C stream interface, the pass (cadence.h) run without the GIL, each request's
-// figures handed back as columns (no object per request: a load test has 10^6), and groups of
-// legs pooled on request. Part of
-// fold/_native.cc, its only includer.
+// figures handed back as columns (no object per request: a load test has 10^6), and the
+// groups of legs asked for pooled. Part of fold/_native.cc, its only includer.
 
 #ifndef FOLD_NATIVE_CADENCE_MODULE_H_
 #define FOLD_NATIVE_CADENCE_MODULE_H_
@@ -11,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <memory>
 #include <new>
 #include <thread>
 #include <utility>
@@ -79,23 +77,30 @@ inline bool import_int64_lists(PyObject* capsule, ImportedArrays& owner,
   return true;
 }
 
-inline void cadence_capsule_destructor(PyObject* capsule) {
-  delete static_cast<CadencePass*>(PyCapsule_GetPointer(capsule, "fold_native.cadence"));
+// A group's pooled intervals as Python gives them back: None without any.
+inline PyObject* pooled_value(const PooledIntervals& found) {
+  if (found.count == 0) Py_RETURN_NONE;
+  return Py_BuildValue("(LLLLLL)", static_cast<long long>(found.count),
+                       static_cast<long long>(found.lower_middle),
+                       static_cast<long long>(found.upper_middle),
+                       static_cast<long long>(found.p90), static_cast<long long>(found.p99),
+                       static_cast<long long>(found.max));
 }
 
 const char kCadenceDoc[] =
-    "cadence(t_ns, legs, leg_start, leg_end, stall_factor) -> (columns, state)\n\n"
+    "cadence(t_ns, legs, leg_start, leg_end, stall_factor, groups) -> (columns, pooled)\n\n"
     "Each request's cadence (fold.folding.cadence) from t_ns, a list of int64 column given as an Arrow\n"
     "stream capsule (one list of step times per request, any order), legs the request's leg,\n"
     "leg_start/leg_end the recorded windows by leg index. columns: Arrow capsule pairs in the\n"
-    "requests' order (nanoseconds; medians and stall sums doubled; -1 for none); state: for\n"
-    "cadence_pooled.";
+    "requests' order (nanoseconds; medians and stall sums doubled; -1 for none). groups: lists of\n"
+    "leg indices; pooled: per group, None without intervals, else (count, lower_middle,\n"
+    "upper_middle, p90, p99, max) of its requests' intervals pooled, in nanoseconds.";
 
 inline PyObject* cadence_py(PyObject*, PyObject* args) {
-  PyObject *times, *legs_object, *starts_object, *ends_object;
+  PyObject *times, *legs_object, *starts_object, *ends_object, *groups_object;
   double factor;
-  if (!PyArg_ParseTuple(args, "OOOOd:cadence", &times, &legs_object, &starts_object,
-                        &ends_object, &factor)) {
+  if (!PyArg_ParseTuple(args, "OOOOdO:cadence", &times, &legs_object, &starts_object,
+                        &ends_object, &factor, &groups_object)) {
     return nullptr;
   }
   std::vector<std::int64_t> legs, starts, ends;
@@ -107,6 +112,17 @@ inline PyObject* cadence_py(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "leg_start and leg_end differ in length");
     return nullptr;
   }
+  std::vector<std::vector<std::int64_t>> groups;
+  PyObject* group_list = PySequence_Fast(groups_object, "groups must be a sequence");
+  if (group_list == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(group_list); ++i) {
+    groups.emplace_back();
+    if (!read_int64s(PySequence_Fast_GET_ITEM(group_list, i), groups.back())) {
+      Py_DECREF(group_list);
+      return nullptr;
+    }
+  }
+  Py_DECREF(group_list);
   ImportedArrays owner;
   std::vector<Int64ListChunk> chunks;
   if (!import_int64_lists(times, owner, chunks)) return nullptr;
@@ -120,14 +136,14 @@ inline PyObject* cadence_py(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "one leg per request is needed");
     return nullptr;
   }
-  auto pass = std::make_unique<CadencePass>(std::move(starts), std::move(ends), factor);
+  CadencePass pass(std::move(starts), std::move(ends), factor);
   std::vector<RequestTimes> requests;
   requests.reserve(legs.size());
   for (const auto& chunk : chunks) {
     for (std::int64_t row = 0; row < chunk.rows; ++row) {
       std::int64_t from = chunk.begin(row), to = chunk.begin(row + 1);
       std::int64_t leg = legs[requests.size()];
-      if (to > from && !pass->knows_leg(leg)) {
+      if (to > from && !pass.knows_leg(leg)) {
         PyErr_SetString(PyExc_ValueError, "a request of a leg without a window");
         return nullptr;
       }
@@ -139,63 +155,45 @@ inline PyObject* cadence_py(PyObject*, PyObject* args) {
       std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()),
                             total / (std::size_t{1} << 20) + 1));
   bool out_of_memory = false;
+  std::vector<PooledIntervals> pooled;
   Py_BEGIN_ALLOW_THREADS;
   try {
-    pass->run(requests, threads);
+    pass.run(requests, threads);
+    PooledSearch search(requests, pass.columns[kIntervals], pass.columns[kMaxNs], groups,
+                        threads);
+    search.run();
+    pooled = std::move(search.found);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;
   }
   Py_END_ALLOW_THREADS;
   if (out_of_memory) return PyErr_NoMemory();
+  PyObject* pooled_list = PyList_New(static_cast<Py_ssize_t>(pooled.size()));
+  if (pooled_list == nullptr) return nullptr;
+  for (std::size_t i = 0; i < pooled.size(); ++i) {
+    PyObject* value = pooled_value(pooled[i]);
+    if (value == nullptr) {
+      Py_DECREF(pooled_list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(pooled_list, static_cast<Py_ssize_t>(i), value);
+  }
   static const char* const kNames[kCadenceColumns] = {
       "lines",     "intervals", "first_step_ns", "decode_ns", "tail_ns", "window_ns", "median2_ns",
       "p90_ns",    "p99_ns",    "max_ns",        "judged",    "stalls",  "stall2_ns"};
   std::vector<std::pair<const char*, PyObject*>> items;
   for (std::size_t i = 0; i < kCadenceColumns; ++i) {
-    items.emplace_back(kNames[i], arrow_column(std::move(pass->columns[i]), false));
+    items.emplace_back(kNames[i], arrow_column(std::move(pass.columns[i]), false));
   }
   PyObject* columns = dict_of(std::move(items));
-  if (columns == nullptr) return nullptr;
-  PyObject* state = PyCapsule_New(pass.get(), "fold_native.cadence", cadence_capsule_destructor);
-  if (state == nullptr) {
-    Py_DECREF(columns);
+  if (columns == nullptr) {
+    Py_DECREF(pooled_list);
     return nullptr;
   }
-  pass.release();
-  PyObject* pair = PyTuple_Pack(2, columns, state);
+  PyObject* pair = PyTuple_Pack(2, columns, pooled_list);
   Py_DECREF(columns);
-  Py_DECREF(state);
+  Py_DECREF(pooled_list);
   return pair;
-}
-
-const char kPooledDoc[] =
-    "cadence_pooled(state, legs) -> None | (count, lower_middle, upper_middle, p90, p99, max)\n\n"
-    "The intervals of every request of legs, pooled: the two middle values and the nearest\n"
-    "ranks, in nanoseconds; None when the legs have no interval.";
-
-inline PyObject* cadence_pooled_py(PyObject*, PyObject* args) {
-  PyObject *state, *legs_object;
-  if (!PyArg_ParseTuple(args, "OO:cadence_pooled", &state, &legs_object)) return nullptr;
-  auto* pass = static_cast<CadencePass*>(PyCapsule_GetPointer(state, "fold_native.cadence"));
-  if (pass == nullptr) return nullptr;
-  std::vector<std::int64_t> legs;
-  if (!read_int64s(legs_object, legs)) return nullptr;
-  PooledIntervals found;
-  bool out_of_memory = false;
-  Py_BEGIN_ALLOW_THREADS;
-  try {
-    found = pass->pooled(std::move(legs));
-  } catch (const std::bad_alloc&) {
-    out_of_memory = true;
-  }
-  Py_END_ALLOW_THREADS;
-  if (out_of_memory) return PyErr_NoMemory();
-  if (found.count == 0) Py_RETURN_NONE;
-  return Py_BuildValue("(LLLLLL)", static_cast<long long>(found.count),
-                       static_cast<long long>(found.lower_middle),
-                       static_cast<long long>(found.upper_middle),
-                       static_cast<long long>(found.p90), static_cast<long long>(found.p99),
-                       static_cast<long long>(found.max));
 }
 
 }  // namespace fold_native
