@@ -18,6 +18,7 @@ _REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix"
 _REQUIRED_INTS = ("run", "prompt_tokens", "completion_tokens")
 _SUMMED_INTS = ("prompt_tokens", "completion_tokens")
 _NO_SUCH_LEG = "no benchmark leg generates this many tokens; take the record again from the gate"
+_RUNS_FROM_ONE = "the gate numbers each prompt's runs 1, 2, ...; take the record again from it"
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,7 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
             raise InputError(_field_problem(where, index, field, value, "an integer"))
         limits.check_count(f"{where}: leg {index}", f"'{field}'", value, _NO_SUCH_LEG)
         row[field] = value
-    if row["run"] < 1:
-        raise InputError(f"{where}: leg {index} field 'run' is {row['run']}; runs are 1-based")
+    limits.check_run(f"{where}: leg {index}", "'run'", row["run"], _RUNS_FROM_ONE)
     for field in _REQUIRED_NUMBERS:
         value = leg.get(field)
         if not is_finite_number(value):

@@ -46,6 +46,11 @@ MAX_REQUEST_ID = 2**64 - 1
 """The largest integer request id (FORMAT.md: ``seq`` may use the whole unsigned 64-bit
 range); a request named by a string has no limit here but its length in the hook's format."""
 
+MAX_WINDOW_SECONDS = (MAX_STEP_NS - 1_000_000) / 1e9
+"""The longest leg an oracle may give in seconds: every leg's window is kept in integer
+nanoseconds (at most 2^63 - 1 of them), with a millisecond to spare for the slack at its ends
+(``fold.inputs.arm.WINDOW_SLACK_NS``)."""
+
 MAX_DIGITS = len(str(MAX_REQUEST_ID))
 """Digits of the longest integer any limit allows: a longer decimal is past every limit and is
 refused before it is converted (Python will not convert a number of more than 4300 digits)."""
@@ -57,6 +62,8 @@ SUM_WORDS = "takes the sum past 2^63 - 1, the largest count (FORMAT.md)"
 TOTAL_WORDS = "is a sum past 2^63 - 1, the largest count (FORMAT.md)"
 REQUEST_ID_WORDS = "is past 2^64 - 1, the largest integer request id (FORMAT.md)"
 DURATION_WORDS = "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"
+WINDOW_WORDS = "is past 2^63 - 1 ns, the longest leg window (FORMAT.md)"
+RUN_WORDS = "is below 1: runs count from 1, the cold one first"
 
 
 def is_int(value: object) -> TypeGuard[int]:
@@ -124,6 +131,18 @@ def duration_problem(value: int) -> str | None:
     return NEGATIVE_WORDS if value < 0 else DURATION_WORDS if value > MAX_STEP_NS else None
 
 
+def run_problem(value: int) -> str | None:
+    """The limit words when a run number is outside 1 .. 2^63 - 1, else None: a count that
+    starts at 1."""
+    return count_problem(value) or (RUN_WORDS if value < 1 else None)
+
+
+def window_problem(seconds: float) -> str | None:
+    """The limit words when a leg's seconds are past ``MAX_WINDOW_SECONDS``, else None (a
+    negative or zero one is no duration at all, refused by its reader as not positive)."""
+    return WINDOW_WORDS if seconds > MAX_WINDOW_SECONDS else None
+
+
 def request_id_problem(value: int) -> str | None:
     """The limit words when an integer request id is outside 0 .. 2^64 - 1, else None."""
     return NEGATIVE_WORDS if value < 0 else REQUEST_ID_WORDS if value > MAX_REQUEST_ID else None
@@ -163,6 +182,20 @@ def check_request_id(where: str, field: str, value: int, what_to_do: str) -> Non
     """OutOfRange (an InputError, as a count's) when an integer request id is outside
     0 .. 2^64 - 1 (``request_id_problem``)."""
     _check_range(request_id_problem, (where, field), value, what_to_do)
+
+
+def check_run(where: str, field: str, value: int, what_to_do: str) -> None:
+    """OutOfRange (an InputError, as a count's) when a run number is outside 1 .. 2^63 - 1
+    (``run_problem``)."""
+    _check_range(run_problem, (where, field), value, what_to_do)
+
+
+def check_window(where: str, field: str, seconds: float, what_to_do: str) -> None:
+    """OutOfRange (an InputError, as a duration's) when a leg's seconds do not fit its window
+    in integer nanoseconds (``window_problem``)."""
+    words = window_problem(seconds)
+    if words is not None:
+        raise OutOfRange(where, field, seconds, words, what_to_do)
 
 
 def check_duration(where: str, field: str, value: int, what_to_do: str) -> None:
@@ -305,9 +338,16 @@ def check_step_tokens(where: str, field: str, value: int, what_to_do: str) -> No
 
 
 def check_total(where: str, field: str, value: int, what_to_do: str) -> None:
-    """RefusedError when a sum of counts, taken whole, is past 2^63 - 1."""
-    if value > MAX_COUNT:
+    """RefusedError when a sum of counts (or of durations), taken whole, is past 2^63 - 1."""
+    if past_total(value):
         raise RefusedError(refusal(where, field, value, TOTAL_WORDS, what_to_do))
+
+
+def past_total(value: Any) -> Any:
+    """Whether a sum taken whole is past 2^63 - 1: a bool for an int, and for a column of sums
+    (a polars expression) the column of answers, so a table finds its rows that break the rule
+    by this one comparison; ``check_total`` refuses the one it names."""
+    return value > MAX_COUNT
 
 
 def check_sums(places: Iterable[tuple[str, str, int]], what_to_do: str) -> dict[str, int]:
