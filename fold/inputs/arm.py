@@ -44,9 +44,6 @@ class ArmRecord:
 # microsecond of the recorded one; a step inside that band may belong to the leg. Legs of a real
 # gate are microseconds to seconds apart, so the band never makes two of them overlap.
 WINDOW_SLACK_NS = 500
-# Step times are nanoseconds below 2^63 (FORMAT.md: every integer but seq), so leg times are
-# seconds before this (in 2262).
-LAST_EPOCH_SECOND = limits.MAX_COUNT // 1_000_000_000
 # A leg's window is cut into time bins by (t - start) * bins // span in 64 bits, which holds
 # for windows up to 208 days; no benchmark leg comes near, so a longer one is a wrong field.
 MAX_LEG_SECONDS = 100 * 86_400
@@ -162,7 +159,7 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
         ):
             row[key] = value
     for field in ("generate_start_unix", "generate_end_unix"):
-        if not 0 <= row[field] < LAST_EPOCH_SECOND:
+        if not limits.is_epoch_seconds(row[field]):
             raise InputError(
                 f"{where}: leg {index} field '{field}' is {row[field]!r}, not seconds since the "
                 "epoch (1970 to 2262, as time.time() gives them); milliseconds or nanoseconds "

@@ -55,6 +55,10 @@ MAX_DIGITS = len(str(MAX_REQUEST_ID))
 """Digits of the longest integer any limit allows: a longer decimal is past every limit and is
 refused before it is converted (Python will not convert a number of more than 4300 digits)."""
 
+LAST_EPOCH_SECOND = MAX_STEP_NS // 1_000_000_000
+"""Step times are nanoseconds since the epoch below 2^63 (FORMAT.md: every integer but seq), so
+a leg's times in seconds are before this one (in 2262)."""
+
 STEP_CAP_WORDS = f"exceeds {MAX_STEP_TOKENS}, the most tokens one step may carry (FORMAT.md)"
 COUNT_WORDS = "is past 2^63 - 1, the largest count (FORMAT.md)"
 NEGATIVE_WORDS = "is negative: counts, request ids and durations are unsigned (FORMAT.md)"
@@ -96,6 +100,17 @@ def past_64_bits(value: object) -> bool:
 def in_orjson_int_range(value: int) -> bool:
     """Whether orjson reads this integer literal as an int (signed or unsigned 64 bits)."""
     return -(2**63) <= value < 2**64
+
+
+def past_every_limit(decimal: str) -> bool:
+    """Whether a decimal (a sign aside) has more digits than any limit allows: it is past every
+    one, whatever its digits, and is refused before it is converted."""
+    return len(decimal.lstrip("-")) > MAX_DIGITS
+
+
+def is_epoch_seconds(seconds: float) -> bool:
+    """Seconds since the epoch whose nanoseconds a step time can hold (1970 to 2262)."""
+    return 0 <= seconds < LAST_EPOCH_SECOND
 
 
 def shown(value: Any) -> str:
@@ -207,7 +222,7 @@ def check_duration(where: str, field: str, value: int, what_to_do: str) -> None:
 def _decimal(text: str, past: int) -> int:
     """A decimal's value; its length decides first, so a decimal of any size is read at once:
     one past every limit is ``past``, and a negative of any length is negative."""
-    value = int(text) if len(text.lstrip("-")) <= MAX_DIGITS else past
+    value = past if past_every_limit(text) else int(text)
     if text.startswith("-") and value != 0:
         value = min(value, -1)
     return value
