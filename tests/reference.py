@@ -405,9 +405,14 @@ def prefill_convention(legs: list[Leg], leg_steps: dict[int, list[Step]]) -> dic
         if extra == requests:
             agreeing["1"] += 1
     if agreeing["0"] == agreeing["1"] == 0:
-        return {"per_request": 1, "source": "default", "legs": agreeing}
+        return {"per_request": 1, "source": "default", "source_text": "default", "legs": agreeing}
     chosen = 0 if agreeing["0"] > agreeing["1"] else 1
-    return {"per_request": chosen, "source": "learned from the arm", "legs": agreeing}
+    return {
+        "per_request": chosen,
+        "source": "learned_from_the_arm",
+        "source_text": "learned from the arm",
+        "legs": agreeing,
+    }
 
 
 def request_order(item: tuple[tuple[str, int | str], Any]) -> tuple[str, int, int | str]:
@@ -1121,7 +1126,7 @@ def _without_words(value: Any) -> Any:
             key: _without_words(item)
             for key, item in value.items()
             if not key.endswith("_ci")
-            and key not in ("means", "position", "falling", "falling_when", "caveat")
+            and key not in ("means", "position", "falling", "falling_when", "caveat", "caveat_text")
         }
     if isinstance(value, list):
         return [_without_words(item) for item in value]

@@ -107,7 +107,8 @@ def check_spec_legs(result, arm: dict) -> None:
         assert figures["emitted"] == engine["n_predict"] == leg["completion_tokens"]
         assert figures["flags"] == ()
     assert result.fold.prefill_tokens["per_request"] == 0
-    assert result.fold.prefill_tokens["source"] == "learned from the arm"
+    assert result.fold.prefill_tokens["source"] == "learned_from_the_arm"
+    assert result.fold.prefill_tokens["source_text"] == "learned from the arm"
     assert 0 < result.warm["accept_rate"] < 1  # the noisy draft: intermediate acceptance
 
 

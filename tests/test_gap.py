@@ -123,6 +123,7 @@ def test_oracle_without_acceptance_has_factors_not_recorded(sglang: ArmFigures) 
     assert gap.ratio == pytest.approx(0.932456, abs=1e-6)
     assert gap.acceptance_factor is None and gap.speed_factor is None
     assert gap.acceptance_share is None and gap.dominant is None
+    assert gap.verdict_kind == "cannot_split"
     assert "ours is 6.8% slower than sglang" in gap.verdict
     assert "only SGLang's own unit is known" in gap.verdict
     assert "cannot be split" in gap.verdict
@@ -135,6 +136,7 @@ def test_missing_throughput_gives_no_ratio() -> None:
     assert "tok/s not recorded for vprom" in gap.verdict
     doc = gap.to_json()
     assert doc["ratio"] is None and doc["dominant"] is None
+    assert doc["verdict_kind"] == "cannot_measure"
 
 
 @pytest.mark.parametrize("tolerance", [-0.01, 1.0, math.nan, math.inf])

@@ -19,6 +19,7 @@ from native_switch import native_switch
 from fold.api import fold_acceptance
 from fold.cli import main
 from fold.errors import InputError, RefusedError
+from fold.folding import native
 from fold.folding.result import (
     ENGINE_TRACE,
     ORACLE_STEPS,
@@ -403,6 +404,7 @@ PAST_COUNT = "is past 2^63 - 1, the largest count (FORMAT.md)"
 NEGATIVE = "is negative: counts, request ids and durations are unsigned (FORMAT.md)"
 PAST_ID = "is past 2^64 - 1, the largest integer request id (FORMAT.md)"
 PAST_DURATION = "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"
+PAST_TOTAL = "is a sum past 2^63 - 1, the largest count (FORMAT.md)"
 ABOVE = "more draft tokens accepted than proposed"
 MALFORMED, MISCOUNTED = 2, 1  # docs/command.md: a value the field cannot hold; a broken rule
 
@@ -432,6 +434,15 @@ def _hook_log(tmp_path: Path, old: str, new: str) -> list[str]:
     assert old in second
     log = tmp_path / "steps.jsonl"
     log.write_text(hook_line(0) + second.replace(old, new, 1))
+    return [_our_arm(tmp_path), str(log)]
+
+
+def _hook_log_timed(tmp_path: Path, verify_ns: int) -> list[str]:
+    """The arm and a log of two lines of one request in a leg, each taking ``verify_ns``."""
+    log = tmp_path / "steps.jsonl"
+    log.write_text(
+        "".join(hook_line(n).replace("}", f',"verify_ns":{verify_ns}}}') for n in range(2))
+    )
     return [_our_arm(tmp_path), str(log)]
 
 
@@ -806,6 +817,64 @@ def test_one_bad_value_of_each_rule_exits_alike_from_every_source(
     assert f"{named} {words}" in err, err
     assert str(tmp_path) in err, err  # the file the bad value is in, by its path
     assert "Traceback" not in err
+
+
+def test_a_duration_sum_past_2_63_exits_alike_from_either_reader(tmp_path, capsys, monkeypatch):
+    """Each line's verify_ns is allowed (2^63 - 1), their request's sum (2^64 - 2) is not: the
+    rule of a sum past 2^63 - 1 (docs/command.md: exit 1), in its one wording, from either
+    reader. The native pass meets the sum in its 64-bit sums and hands the range back
+    (``overflow``); the refusal is then the one check's (``limits.check_total``). A request's
+    sum is made over every file, so the request is named, not a file."""
+    met: list[bool] = []
+    fold_range = native._native.fold_range
+
+    def spied(*args: Any) -> dict[str, Any]:
+        found = fold_range(*args)
+        met.append(found["overflow"])
+        return found
+
+    monkeypatch.setattr(native._native, "fold_range", spied)
+    said = {}
+    for reader in ("native", "reference"):
+        argv = [*_hook_log_timed(tmp_path, 2**63 - 1), "--bootstrap", "0", "--quiet"]
+        with native_switch(reader == "native"):
+            status = main(argv)
+        said[reader] = (status, capsys.readouterr().err)
+        if reader == "native":
+            assert met and all(met)  # the native pass ran, and overflowed
+            met.clear()
+    assert not met  # the reference reader never asked the native pass
+    assert said["native"] == said["reference"]
+    status, err = said["native"]
+    assert status == MISCOUNTED
+    assert err == (
+        "fold-acceptance: refused: leg 1, request 0 of writer 5f0c1a2b3c4d5e6f: 'verify_ns' "
+        f"18446744073709551614 {PAST_TOTAL}: the engine's step timing is wrong (a step of "
+        "anywhere near 2^63 ns is garbage); fix where the hook is given the step's durations\n"
+    )
+    assert limits.TOTAL_WORDS == PAST_TOTAL
+
+
+def test_a_run_numbered_below_1_is_refused_alike_by_every_reader_of_runs(tmp_path, capsys):
+    """Our arm record's legs and vLLM's per-request records both number runs from 1: a run 0
+    is malformed in either (exit 2), in one wording."""
+    request = {**VLLM_REQUEST, "run": 0}
+    oracle = tmp_path / "requests.jsonl"
+    oracle.write_text(json.dumps(request) + "\n")
+    (tmp_path / "ours").mkdir()
+    sources = {
+        "record": [_our_arm(tmp_path / "ours", {"run": 0})],
+        "vllm": [*_trace(tmp_path, "k=7", "k=7"), "--vs", f"vllm={oracle}"],
+    }
+    words = "0 is below 1: runs count from 1, the cold one first"
+    assert limits.RUN_WORDS in words
+    for where, (name, place) in {
+        "record": ("'run'", "leg 2"),
+        "vllm": ("run", "requests.jsonl"),
+    }.items():
+        assert main([*sources[where], "--bootstrap", "0", "--quiet"]) == MALFORMED
+        err = capsys.readouterr().err
+        assert f"{place}: {name} {words}" in err, err
 
 
 def package_sources() -> set[str]:

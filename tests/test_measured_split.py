@@ -119,6 +119,7 @@ def test_the_gap_to_the_ordinary_run_is_split_by_measurement():
     assert measured.model_error == pytest.approx(T_B * 3.395 / (T_M * 1.004))  # its algebra
     # the verdict is the measured one, and names the model's error
     assert gap.dominant == ACCEPTANCE
+    assert gap.to_json()["verdict_kind"] == "larger_share"  # neither factor within 2%
     assert gap.verdict.startswith("measured with m: ours is 5.71x faster than b, mostly acceptance")
     assert "m at our acceptance 5.37x faster than b explains 96% of the log-gap" in gap.verdict
     assert "ours 6.3% faster than m at the same acceptance explains 4%" in gap.verdict
@@ -127,6 +128,7 @@ def test_the_gap_to_the_ordinary_run_is_split_by_measurement():
     # the matched run's own gap: all speed, measured
     own = gaps["m"]
     assert own.basis.reason == AT_OUR_ACCEPTANCE and own.dominant == SPEED
+    assert own.to_json()["verdict_kind"] == "speed_at_our_acceptance"
     assert own.basis.measured.speed_factor == pytest.approx(msf)
     assert own.basis.measured.acceptance_factor == 1.0
     assert checks["m"].measured_speed_factor == pytest.approx(msf)

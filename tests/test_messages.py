@@ -35,6 +35,7 @@ def emitted_lines(legs: int, emitted: list[int]) -> list[bytes]:
 
 # Each leg's steps emit 3 + 2 + 4 = 9 tokens for one request.
 EMITTED = [3, 2, 4]
+STATED = {"per_request": 1, "source": "stated", "source_text": "stated"}
 
 
 def test_an_engine_without_a_prefill_token_is_learned_from_the_arm(tmp_path):
@@ -43,7 +44,8 @@ def test_an_engine_without_a_prefill_token_is_learned_from_the_arm(tmp_path):
     result = fold_acceptance(arm(one_request_legs([9, 9, 9])), [path])
     assert result.fold.prefill_tokens == {
         "per_request": 0,
-        "source": "learned from the arm",
+        "source": "learned_from_the_arm",
+        "source_text": "learned from the arm",
         "legs": {"0": 3, "1": 0},
     }
     assert all(figures["flags"] == () for figures in result.legs)
@@ -74,7 +76,7 @@ def test_the_odd_leg_out_is_flagged_with_the_true_sums(tmp_path, capsys):
 def test_a_stated_convention_wins_over_the_arm(tmp_path, capsys):
     path = write(tmp_path / "s.jsonl", emitted_lines(2, EMITTED))
     result = fold_acceptance(arm(one_request_legs([9, 9])), [path], prefill_tokens=1)
-    assert result.fold.prefill_tokens == {"per_request": 1, "source": "stated"}
+    assert result.fold.prefill_tokens == STATED
     assert [figures["expected_completion_tokens"] for figures in result.legs] == [10, 10]
     assert all("emitted != completion" in figures["flags"] for figures in result.legs)
 
@@ -87,7 +89,7 @@ def test_a_stated_convention_wins_over_the_arm(tmp_path, capsys):
     followed = [str(arm_path), path, "--prefill-tokens", "1", "--follow", "--idle", "0.2"]
     assert main([*followed, "--json", str(out)]) == 0
     document = json.loads(out.read_text())
-    assert document["prefill_tokens"] == {"per_request": 1, "source": "stated"}
+    assert document["prefill_tokens"] == STATED
     assert [figures["expected_completion_tokens"] for figures in document["legs"]] == [10, 10]
     assert all("emitted != completion" in figures["flags"] for figures in document["legs"])
     with pytest.raises(SystemExit) as usage:
@@ -106,7 +108,7 @@ def test_a_follower_folds_with_the_stated_convention_as_lines_arrive(tmp_path):
     with open(path, "ab") as handle:
         handle.write(b"".join(lines[3:]))
     result = follower.finish()
-    assert result.fold.prefill_tokens == {"per_request": 1, "source": "stated"}
+    assert result.fold.prefill_tokens == STATED
     assert [figures["expected_completion_tokens"] for figures in result.legs] == [10, 10]
     learned = Follower(arm_path, [path]).finish()
     assert learned.fold.prefill_tokens["per_request"] == 0

@@ -226,13 +226,22 @@ def test_the_verdict_in_plain_words(document) -> None:
     )
     assert gap["verdict"] == expected
     assert document["runs"]["before"]["verdict"] == expected
+    # the same verdict as codes: each part's interval, read above, says which way it went
+    assert document["runs"]["before"]["changes"] == {
+        "acceptance": "fell",  # af's interval wholly below 1
+        "steps": "faster",  # sf's wholly above
+        "net": "unchanged",  # r's holds 1
+    }
+    # the split's own kind: r's interval holds 1, the first of the split's rules
+    assert (gap["verdict_kind"], gap["dominant"]) == ("not_distinguishable", "none")
 
 
 def test_the_example_pairs_and_has_one_workload(document, hand) -> None:
     runs = document["runs"]["before"]
     assert runs["pairing"] == {"paired": True, "reasons": []}
     assert runs["workload_differences"] == []
-    assert runs["resampling"].startswith("paired")
+    assert runs["resampling"] == "paired"
+    assert runs["resampling_text"].startswith("paired: ")
     pairs = runs["pairs"]
     assert [pair["index"] for pair in pairs] == list(range(12))
     before = json.loads(Path(arm("before")).read_text())["legs"]
@@ -321,7 +330,8 @@ def test_runs_that_do_not_pair_are_drawn_apart_and_say_why(capsys) -> None:
     runs = document["runs"]["old"]
     assert runs["pairing"] == {"paired": False, "reasons": ["ours has 12 legs, old 9"]}
     assert runs["pairs"] is None
-    assert runs["resampling"] == (
+    assert runs["resampling"] == "independent"
+    assert runs["resampling_text"] == (
         f"independent: each run drawn on its own stream (seeds {SEED}, {SEED + 1})"
     )
     differences = runs["workload_differences"]
@@ -586,10 +596,14 @@ def test_requests_are_said_to_pair_only_when_each_leg_holds_the_same_ones(tmp_pa
                         "--vs", f"again={arm('after')}", "--vs-log", f"again={again}",
                         "--vs", f"moved={arm('after')}", "--vs-log", f"moved={moved}")  # fmt: skip
     runs = document["runs"]
-    assert runs["again"]["resampling"] == (
+    assert (runs["again"]["resampling"], runs["moved"]["resampling"]) == (
+        "paired",
+        "paired_by_legs",
+    )
+    assert runs["again"]["resampling_text"] == (
         "paired: the same legs (and requests within them) drawn on both sides"
     )
-    assert runs["moved"]["resampling"] == (
+    assert runs["moved"]["resampling_text"] == (
         "paired by legs: the same legs drawn on both sides; the requests within them are not "
         "matched (leg 0 holds 2 request(s): 1, 2 in ours, 2 request(s): 101, 102 in moved)"
     )

@@ -192,10 +192,9 @@ def test_a_sum_past_2_63_is_refused_both_ways_naming_the_request(tmp_path: Path,
     native, reference = fold_both_ways(arm, log)
     assert native == reference
     assert native[0] == "RefusedError"
-    assert native[1].startswith(
-        "leg 0, request 3 of writer 00000000000000a1: the sum of 'verify_ns' "
-    )
-    assert "is past 2^63 - 1 ns" in native[1] and "fix where the hook" in native[1]
+    assert native[1].startswith("leg 0, request 3 of writer 00000000000000a1: 'verify_ns' ")
+    assert "is a sum past 2^63 - 1, the largest count (FORMAT.md)" in native[1]
+    assert "fix where the hook" in native[1]
 
 
 def test_a_leg_whose_sum_passes_2_63_is_refused_naming_the_leg(tmp_path: Path):

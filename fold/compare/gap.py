@@ -38,12 +38,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from fold.compare.gap_intervals import SplitIntervals
+from fold.compare.gap_intervals import SplitIntervals, intervals_json
 from fold.compare.runs_verdict import plain_verdict
 from fold.compare.verdict import ACCEPTANCE as ACCEPTANCE  # the dominant levers, named here too
+from fold.compare.verdict import CANNOT_MEASURE, Judged, direction, judge, model_words
 from fold.compare.verdict import NO_GAP as NO_GAP
 from fold.compare.verdict import SPEED as SPEED
-from fold.compare.verdict import direction, judge, model_words
 from fold.errors import InputError
 from fold.folding.uncertainty import Interval
 from fold.inputs.defaults import DEFAULT_TOLERANCE
@@ -125,6 +125,8 @@ class MeasuredSplit:
     model_test: str | None
     """The matched check's status (``model holds``, ...); None for the matched run's own gap."""
     dominant: str
+    verdict_kind: str
+    """What the verdict found, a code of ``fold.compare.verdict.VERDICT_KINDS``."""
     verdict: str
 
     def to_json(self) -> dict[str, Any]:
@@ -186,7 +188,9 @@ class GapAttribution:
     acceptance_share: float | None
     speed_share: float | None
     dominant: str | None  # "acceptance", "speed", "none" (within tolerance) or None (unsplit)
+    verdict_kind: str  # what the verdict found: a code of fold.compare.verdict.VERDICT_KINDS
     verdict: str
+    changes: Mapping[str, str | None] | None = None  # another run of ours: runs_verdict.CHANGES
     missing: tuple[str, ...] = ()  # why a figure above is None
     unit: str = MEAN_LENGTH_UNIT
     intervals: SplitIntervals | None = None  # 95% intervals of r and the factors, if any
@@ -205,29 +209,17 @@ class GapAttribution:
             "acceptance_share": _finite(self.acceptance_share),
             "speed_share": _finite(self.speed_share),
             "dominant": self.dominant,
+            "verdict_kind": self.verdict_kind,
             "verdict": self.verdict,
             "missing": list(self.missing),
             "unit": self.unit,
             "unit_text": UNIT_TEXT[self.unit],
-            **_interval_json(self.intervals),
+            **intervals_json(self.intervals),
             "split": self.basis.split,
             "split_reason": self.basis.reason,
             "split_text": self.basis.text,
             "measured": None if measured is None else measured.to_json(),
         }
-
-
-def _interval_json(intervals: SplitIntervals | None) -> dict[str, Any]:
-    found = {
-        "ratio_ci": None if intervals is None else intervals.ratio,
-        "acceptance_factor_ci": None if intervals is None else intervals.acceptance_factor,
-        "speed_factor_ci": None if intervals is None else intervals.speed_factor,
-    }
-    document: dict[str, Any] = {
-        key: None if value is None else [value[0], value[1]] for key, value in found.items()
-    }
-    document["ci_basis"] = {} if intervals is None else dict(intervals.basis)
-    return document
 
 
 def _finite(value: float | None) -> float | None:
@@ -340,12 +332,13 @@ def attribute_gap(
     split = split_gap(ours, oracle, intervals)
     measured = basis.measured
     if split.ratio is None:
-        dominant, verdict = None, f"{'; '.join(split.missing)}: the gap to {who} cannot be measured"
+        missing = "; ".join(split.missing)
+        judged = Judged(None, CANNOT_MEASURE, f"{missing}: the gap to {who} cannot be measured")
     elif measured is not None:
-        dominant, verdict = measured.dominant, measured.verdict
+        judged = Judged(measured.dominant, measured.verdict_kind, measured.verdict)
     else:
         both = intervals is not None and intervals.from_both_arms
-        dominant, verdict = judge(
+        judged = judge(
             who,
             split.ratio,
             split.acceptance_factor,
@@ -359,15 +352,17 @@ def attribute_gap(
             model_words(who),
             NO_SHARE_BELOW,
         )
-        if split.unit != MEAN_LENGTH_UNIT and split.acceptance_factor is not None:
-            verdict += f" (split in {UNIT_TEXT[split.unit]})"
+    verdict = judged.text
+    if measured is None and split.unit != MEAN_LENGTH_UNIT and split.acceptance_factor is not None:
+        verdict += f" (split in {UNIT_TEXT[split.unit]})"
     if split.ratio is not None and oracle.tok_s_kind is not None:
         verdict += (
             f"; r compares two kinds of tok/s: {who}'s is {oracle.tok_s_kind}, ours a leg's "
             "completion tokens over its wall time"
         )
+    changes = None
     if of_ours and split.ratio is not None:
-        verdict = plain_verdict(
+        changes, verdict = plain_verdict(
             split.ratio,
             split.acceptance_factor,
             split.speed_factor,
@@ -384,8 +379,10 @@ def attribute_gap(
         speed_factor=split.speed_factor,
         acceptance_share=split.acceptance_share,
         speed_share=split.speed_share,
-        dominant=dominant,
+        dominant=judged.dominant,
+        verdict_kind=judged.kind,
         verdict=verdict,
+        changes=changes,
         missing=split.missing,
         unit=split.unit,
         intervals=split.intervals,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,20 @@ class SplitIntervals:
     @property
     def from_both_arms(self) -> bool:
         return bool(self.basis) and all(basis == BOTH_ARMS for basis in self.basis.values())
+
+
+def intervals_json(intervals: SplitIntervals | None) -> dict[str, Any]:
+    """A gap's intervals as its JSON holds them (null without intervals), and their basis."""
+    found = {
+        "ratio_ci": None if intervals is None else intervals.ratio,
+        "acceptance_factor_ci": None if intervals is None else intervals.acceptance_factor,
+        "speed_factor_ci": None if intervals is None else intervals.speed_factor,
+    }
+    document: dict[str, Any] = {
+        key: None if value is None else [value[0], value[1]] for key, value in found.items()
+    }
+    document["ci_basis"] = {} if intervals is None else dict(intervals.basis)
+    return document
 
 
 def arm_replicates(

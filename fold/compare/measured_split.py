@@ -59,7 +59,20 @@ from fold.compare.gap import (
     gap_text,
 )
 from fold.compare.matched_arms import NOT_MATCHED, STATUS_TEXT, MatchedCheck
-from fold.compare.verdict import ACCEPTANCE, NO_GAP, SPEED, Words, direction, judge, pct, tol_text
+from fold.compare.verdict import (
+    ACCEPTANCE,
+    AT_OUR_ACCEPTANCE_SPEED,
+    NO_GAP,
+    NOT_DISTINGUISHABLE,
+    SPEED,
+    SPEED_NOT_DISTINGUISHABLE,
+    WITHIN_TOLERANCE,
+    Words,
+    direction,
+    judge,
+    pct,
+    tol_text,
+)
 from fold.folding.uncertainty import Interval, percentile_interval, ratio
 from fold.inputs.populations import POPULATION_TEXT, WARM_LEGS
 
@@ -182,7 +195,7 @@ def _own(
     r_text = f"{r:.3f}" if r_ci is None else _with(r, r_ci)
     if r_ci is not None and not every and r_ci[0] <= 1 <= r_ci[1]:
         # the tolerance would claim a speed gap the spread we have does not support
-        dominant = NO_GAP
+        dominant, kind = NO_GAP, NOT_DISTINGUISHABLE
         verdict = (
             f"measured: {name} ran at our acceptance and the throughput ratio {r_text} is not "
             f"told apart from 1 on the spread of {', '.join(resampled)} ({basis}): no speed gap"
@@ -190,13 +203,13 @@ def _own(
     elif (r_ci is not None and every and r_ci[0] <= 1 <= r_ci[1]) or (
         not every and (abs(r - 1) <= tolerance or abs(math.log(r)) <= NO_SHARE_BELOW)
     ):
-        dominant = NO_GAP
+        dominant, kind = NO_GAP, NOT_DISTINGUISHABLE if every else WITHIN_TOLERANCE
         verdict = (
             f"measured: {name} ran at our acceptance and the throughput ratio {r_text} is "
             f"within {'its 95% interval' if every else tol_text(tolerance)} of 1: no speed gap"
         )
     else:
-        dominant = SPEED
+        dominant, kind = SPEED, AT_OUR_ACCEPTANCE_SPEED
         verdict = (
             f"measured: {name} ran at our acceptance, so the gap to it is speed: ours is "
             f"{direction(r, 'faster', 'slower')} (ratio {r_text})"
@@ -223,6 +236,7 @@ def _own(
         model_error_ci=None,
         model_test=None,
         dominant=dominant,
+        verdict_kind=kind,
         verdict=verdict,
     )
     alone = (
@@ -292,14 +306,15 @@ def _through(
         if abs(log_r) <= NO_SHARE_BELOW
         else (math.log(maf) / log_r + 0.0, math.log(msf) / log_r + 0.0)
     )
-    dominant, verdict = judge(
+    dominant, kind, verdict = judge(
         base, r, maf, msf, tolerance,
         intervals if every and intervals is not None else None,
         gap_text(mine.row.name, base, r), (), _measured_words(name, base), NO_SHARE_BELOW,
     )  # fmt: skip
     if not every and intervals is not None and intervals[2] is not None:
         held = _spread_held(name, base, r, maf, msf, intervals[2], resampled, arms)
-        dominant, verdict = (dominant, verdict) if held is None else (ACCEPTANCE, held)
+        if held is not None:
+            dominant, kind, verdict = ACCEPTANCE, SPEED_NOT_DISTINGUISHABLE, held
     modelled = split.speed_factor
     error = None if modelled is None or not modelled else msf / modelled
     error_ci = None if errors is None else percentile_interval(errors)
@@ -337,6 +352,7 @@ def _through(
         model_error_ci=error_ci,
         model_test=check.status,
         dominant=dominant or NO_GAP,
+        verdict_kind=kind,
         verdict=verdict,
     )
     text = (

@@ -37,6 +37,14 @@ from fold.inputs.arm import ArmRecord
 
 WORKLOAD_BLOCKS = ("workload", "speculative_config", "config")
 
+# RunsComparison.resampling values, codes: how the two runs' resamples were drawn (its
+# resampling_text says it in words, with the seeds or why requests were not matched)
+PAIRED = "paired"  # the same legs, and requests within them, drawn on both sides
+PAIRED_BY_LEGS = "paired_by_legs"  # the same legs drawn, their requests not matched
+INDEPENDENT = "independent"  # each run drawn on its own stream
+NOT_RESAMPLED = "none"  # --bootstrap 0
+RESAMPLINGS = (PAIRED, PAIRED_BY_LEGS, INDEPENDENT, NOT_RESAMPLED)
+
 
 @dataclass(frozen=True)
 class RunsComparison:
@@ -46,6 +54,8 @@ class RunsComparison:
     gap: GapAttribution
     pairing: Pairing
     resampling: str
+    """How the runs were resampled, a code of ``RESAMPLINGS``."""
+    resampling_text: str
     workload: tuple[str, ...]
     per_position: tuple[Mapping[str, Any], ...] | None
     """None when a run has no step log: they need the steps themselves."""
@@ -67,12 +77,14 @@ class RunsComparison:
         return {
             "other": self.other,
             "verdict": self.gap.verdict,
+            "changes": None if self.gap.changes is None else dict(self.gap.changes),
             "decode_factor": finite(self.decode_factor),
             "decode_factor_ci": (
                 None if self.decode_factor_ci is None else list(self.decode_factor_ci)
             ),
             "pairing": self.pairing.to_json(),
             "resampling": self.resampling,
+            "resampling_text": self.resampling_text,
             "workload_differences": list(self.workload),
             "per_position": _listed(self.per_position),
             "histogram": _listed(self.histogram),
@@ -100,15 +112,18 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
     resamples = (ours.fold.bootstrap or {}).get("resamples", 0)
     together = found.paired and seeds[0] == seeds[1]
     unmatched = unmatched_requests(ours.legs, theirs.legs, other.name) if together else None
-    resampling = (
-        f"independent: each run drawn on its own stream (seeds {seeds[0]}, {seeds[1]})"
+    resampling, resampling_text = (
+        (
+            INDEPENDENT,
+            f"independent: each run drawn on its own stream (seeds {seeds[0]}, {seeds[1]})",
+        )
         if not together
-        else "paired: the same legs (and requests within them) drawn on both sides"
+        else (PAIRED, "paired: the same legs (and requests within them) drawn on both sides")
         if unmatched is None
-        else f"paired by legs: the same legs drawn on both sides; {unmatched}"
+        else (PAIRED_BY_LEGS, f"paired by legs: the same legs drawn on both sides; {unmatched}")
     )
     if not resamples:
-        resampling = "none: --bootstrap 0"
+        resampling, resampling_text = NOT_RESAMPLED, "none: --bootstrap 0"
     pairs = summary = None
     if found.paired:
         pairs = tuple(pair_legs(ours.legs, theirs.legs))
@@ -118,6 +133,7 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         gap=gap,
         pairing=found,
         resampling=resampling,
+        resampling_text=resampling_text,
         workload=tuple(workload_differences(main, other)),
         per_position=_rows(side_by_side(ours.fold, theirs.fold, "per_position", resamples, seeds)),
         histogram=_rows(side_by_side(ours.fold, theirs.fold, "histogram", resamples, seeds)),

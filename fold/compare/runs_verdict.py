@@ -4,10 +4,29 @@ or fell, by how much, with its interval. It is made where the gap's figures are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from fold.compare.gap_intervals import SplitIntervals
+from fold.folding.frozen import frozen
 from fold.folding.uncertainty import Interval
+
+# what changed between two runs of ours (RunsComparison.changes), a code per part
+ROSE, FELL, FASTER, SLOWER, UNCHANGED = "rose", "fell", "faster", "slower", "unchanged"
+CHANGES = {
+    "acceptance": (ROSE, FELL, UNCHANGED),
+    "steps": (FASTER, SLOWER, UNCHANGED),
+    "net": (FASTER, SLOWER, UNCHANGED),
+}
+"""Each part of the verdict and the codes it takes (acceptance and steps are None when the
+change cannot be split)."""
+
+
+class RunsVerdict(NamedTuple):
+    """The verdict between two runs of ours: each part's code (``CHANGES``) and the sentence."""
+
+    changes: Mapping[str, str | None]
+    text: str
 
 
 def plain_verdict(
@@ -17,7 +36,7 @@ def plain_verdict(
     intervals: SplitIntervals | None,
     missing: Sequence[str],
     tolerance: float,
-) -> str:
+) -> RunsVerdict:
     """'acceptance fell 3.1% [2.0, 4.2]; steps are 9.0% faster [7.1, 10.8]; net 5.6% faster
     [3.9, 7.4]': each factor as a change, with its 95% interval when both runs were resampled
     (beyond 2x either way as a multiple: "steps are 3.20x slower").
@@ -26,31 +45,30 @@ def plain_verdict(
     tolerance (without)."""
     found = intervals if intervals is not None and intervals.from_both_arms else None
     parts = []
+    changes: dict[str, str | None] = {"acceptance": None, "steps": None}
     if acceptance_factor is not None and speed_factor is not None:
-        parts.append(
-            _change(
-                "acceptance",
-                acceptance_factor,
-                None if found is None else found.acceptance_factor,
-                tolerance,
-                ("rose", "fell"),
-            )
+        changes["acceptance"], text = _change(
+            "acceptance",
+            acceptance_factor,
+            None if found is None else found.acceptance_factor,
+            tolerance,
+            ("rose", "fell"),
         )
-        parts.append(
-            _change(
-                "steps",
-                speed_factor,
-                None if found is None else found.speed_factor,
-                tolerance,
-                ("faster",),
-            )
+        parts.append(text)
+        changes["steps"], text = _change(
+            "steps",
+            speed_factor,
+            None if found is None else found.speed_factor,
+            tolerance,
+            ("faster",),
         )
+        parts.append(text)
     else:
         parts.append("; ".join(missing) + ": the change cannot be split")
-    parts.append(
-        _change("net", ratio, None if found is None else found.ratio, tolerance, ("faster",))
-    )
-    return "; ".join(parts)
+    interval = None if found is None else found.ratio
+    changes["net"], text = _change("net", ratio, interval, tolerance, ("faster",))
+    parts.append(text)
+    return RunsVerdict(frozen(changes), "; ".join(parts))
 
 
 def _change(
@@ -59,7 +77,8 @@ def _change(
     interval: Interval | None,
     tolerance: float,
     words: tuple[str, ...],
-) -> str:
+) -> tuple[str, str]:
+    """The part's code and its words."""
     change = factor - 1
     magnitude = abs(change)
     if interval is not None:
@@ -77,15 +96,19 @@ def _change(
     if same:
         unchanged = {"acceptance": "acceptance unchanged", "steps": "step speed unchanged",
                      "net": "no net change"}[what]  # fmt: skip
-        return f"{unchanged}: {_signed(change)}{shown}"
+        return UNCHANGED, f"{unchanged}: {_signed(change)}{shown}"
+    code = CHANGES[what][0 if change > 0 else 1]
     if not 0.5 <= factor <= 2:
-        return _times(what, factor, interval, words)
+        return code, _times(what, factor, interval, words)
     if what == "acceptance":
-        return f"acceptance {words[0] if change > 0 else words[1]} {magnitude * 100:.1f}%{shown}"
+        return (
+            code,
+            f"acceptance {words[0] if change > 0 else words[1]} {magnitude * 100:.1f}%{shown}",
+        )
     direction = "faster" if change > 0 else "slower"
     if what == "steps":
-        return f"steps are {magnitude * 100:.1f}% {direction}{shown}"
-    return f"net {magnitude * 100:.1f}% {direction}{shown}"
+        return code, f"steps are {magnitude * 100:.1f}% {direction}{shown}"
+    return code, f"net {magnitude * 100:.1f}% {direction}{shown}"
 
 
 def _times(what: str, factor: float, interval: Interval | None, words: tuple[str, ...]) -> str:

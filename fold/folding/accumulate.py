@@ -15,7 +15,6 @@ from typing import TypeVar
 
 import polars as pl
 
-from fold.errors import RefusedError
 from fold.folding.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
 from fold.inputs import limits
 
@@ -315,19 +314,16 @@ def checked_durations(per_request: pl.DataFrame) -> pl.DataFrame:
         return per_request
     in_legs = per_request.filter(pl.col("leg").is_not_null())
     for name in ("draft_ns", "verify_ns"):
-        past = in_legs.filter(pl.col(name) > limits.MAX_COUNT).sort(REQUEST_KEY)
+        past = in_legs.filter(limits.past_total(pl.col(name))).sort(REQUEST_KEY)
         if past.height:
             row = past.row(0, named=True)
-            raise RefusedError(
-                limits.refusal(
-                    f"leg {row['leg']}, request {request_id(row['seq'], row['sid'])!r} of "
-                    f"writer {row['w']}",
-                    f"the sum of '{name}'",
-                    row[name],
-                    "is past 2^63 - 1 ns",
-                    "the engine's step timing is wrong (a step of anywhere near 2^63 ns is "
-                    "garbage); fix where the hook is given the step's durations",
-                )
+            limits.check_total(
+                f"leg {row['leg']}, request {request_id(row['seq'], row['sid'])!r} of "
+                f"writer {row['w']}",
+                f"'{name}'",
+                row[name],
+                "the engine's step timing is wrong (a step of anywhere near 2^63 ns is "
+                "garbage); fix where the hook is given the step's durations",
             )
     # Past 2^63 - 1 only in no leg, where the sums are dropped: null, not an overflow.
     return per_request.with_columns(pl.col("draft_ns", "verify_ns").cast(pl.Int64, strict=False))

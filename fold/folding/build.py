@@ -36,9 +36,13 @@ from fold.folding.result import (
     ENGINE_TRACE,
     ORACLE_STEPS,
     PREFILL_CONVENTIONS,
+    PREFILL_DEFAULT,
+    PREFILL_LEARNED,
+    PREFILL_STATED,
     SERVER_PREFILL_TOKENS,
     STEP_LOG,
     FoldResult,
+    prefill_convention,
     untimed,
 )
 from fold.folding.step_durations import step_durations
@@ -252,7 +256,7 @@ def _prefill_convention(
     most votes wins (ties and no votes: the servers' 1). Legs that disagree are flagged.
     """
     if stated is not None:
-        return {"per_request": stated, "source": "stated"}
+        return prefill_convention(stated, PREFILL_STATED)
     votes = dict.fromkeys(PREFILL_CONVENTIONS, 0)
     for leg in arm_legs.iter_rows(named=True):
         leg_sums = sums.get(leg["index"])
@@ -264,9 +268,9 @@ def _prefill_convention(
                 votes[k] += 1
     legs_agreeing = {str(k): count for k, count in votes.items()}  # JSON keys are strings
     if not any(votes.values()):
-        return {"per_request": SERVER_PREFILL_TOKENS, "source": "default", "legs": legs_agreeing}
+        return prefill_convention(SERVER_PREFILL_TOKENS, PREFILL_DEFAULT, legs_agreeing)
     best = max(PREFILL_CONVENTIONS, key=lambda k: (votes[k], k == SERVER_PREFILL_TOKENS))
-    return {"per_request": best, "source": "learned from the arm", "legs": legs_agreeing}
+    return prefill_convention(best, PREFILL_LEARNED, legs_agreeing)
 
 
 def settle_lines(

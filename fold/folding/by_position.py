@@ -44,6 +44,10 @@ TRACE_POSITION = (
 POOLED_FALL = "within_requests_or_request_mix"
 """The caveat a falling pooled line carries: each bucket pools the requests that reached it, so
 the fall may be within requests or the long requests accepting less from their start."""
+CAVEAT_TEXT = {
+    POOLED_FALL: "within requests, or long requests accepting less: --details tells which",
+}
+"""Each caveat's words, the document's ``caveat_text`` beside its ``caveat``."""
 FALLING = (
     "the slope of A/P against the bucket (one bucket = a doubling of the position), weighted by "
     "each bucket's P, has its 95% interval wholly below 0"
@@ -211,6 +215,7 @@ def by_output_position(
             }
         )
     slope, slope_ci = _slope(buckets, replicates)
+    caveat = None if slope_ci is None or slope_ci[1] >= 0 else POOLED_FALL
     return {
         "position": position,
         # each bucket holds positions from its edge up to the next, exclusive
@@ -220,7 +225,8 @@ def by_output_position(
         "slope_ci": slope_ci,
         "falling": None if slope_ci is None else slope_ci[1] < 0,
         "falling_when": FALLING,
-        "caveat": None if slope_ci is None or slope_ci[1] >= 0 else POOLED_FALL,
+        "caveat": caveat,
+        "caveat_text": None if caveat is None else CAVEAT_TEXT[caveat],
         "long_requests": _long_requests(per_request, count),
     }
 

@@ -22,7 +22,12 @@ from fold.folding.leg_figures import (
     frozen,
     pooled,
 )
-from fold.folding.result import NEEDS_STEP_LOG, RECORD_COUNTERS, FoldResult
+from fold.folding.result import (
+    PREFILL_NEEDS_STEP_LOG,
+    RECORD_COUNTERS,
+    FoldResult,
+    prefill_convention,
+)
 from fold.folding.uncertainty import Replicates, check_resamples, fold_replicates, method_note
 from fold.folding.warm import ThroughputCheck
 from fold.inputs.arm_counters import COUNTER_FIELDS, EngineCounters, LegCounts
@@ -76,7 +81,7 @@ def fold_counters(
         files=(),
         writers=(),
         stall_factor=stall_factor,
-        prefill_tokens=frozen({"per_request": None, "source": NEEDS_STEP_LOG}),
+        prefill_tokens=frozen(prefill_convention(None, PREFILL_NEEDS_STEP_LOG)),
         bootstrap=frozen(method_note(resamples, seed)),
         replicates=frozen(replicates),
         step_source=RECORD_COUNTERS,

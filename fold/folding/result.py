@@ -51,6 +51,32 @@ NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG.value
 # with the first draft, so every output token comes from a verify step (0).
 SERVER_PREFILL_TOKENS = 1
 PREFILL_CONVENTIONS = (0, 1)
+# prefill_tokens.source values, codes: where the prefill tokens per request came from
+PREFILL_STATED = "stated"  # --prefill-tokens, or the oracle's steps (a server's 1)
+PREFILL_DEFAULT = "default"  # no leg could tell: the servers' 1
+PREFILL_LEARNED = "learned_from_the_arm"  # the legs' completion tokens voted
+PREFILL_NEEDS_STEP_LOG = "needs_step_log"  # a fold of the record's counters
+PREFILL_SOURCE_TEXT = {
+    PREFILL_STATED: "stated",
+    PREFILL_DEFAULT: "default",
+    PREFILL_LEARNED: "learned from the arm",
+    PREFILL_NEEDS_STEP_LOG: NEEDS_STEP_LOG,
+}
+
+
+def prefill_convention(
+    per_request: int | None, source: str, legs: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The document's ``prefill_tokens``: the tokens per request, where they came from (a code
+    of ``PREFILL_SOURCE_TEXT``, its words beside it) and, when learned, each k's votes."""
+    found: dict[str, Any] = {
+        "per_request": per_request,
+        "source": source,
+        "source_text": PREFILL_SOURCE_TEXT[source],
+    }
+    if legs is not None:
+        found["legs"] = dict(legs)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +94,7 @@ class FoldResult:
     skipped_examples: tuple[SkippedLine, ...] = ()
     stall_factor: float = DEFAULT_STALL_FACTOR
     prefill_tokens: Mapping[str, Any] = field(
-        default_factory=lambda: frozen({"per_request": SERVER_PREFILL_TOKENS, "source": "default"})
+        default_factory=lambda: frozen(prefill_convention(SERVER_PREFILL_TOKENS, PREFILL_DEFAULT))
     )
     bootstrap: Mapping[str, Any] | None = None
     """How the intervals were drawn (resamples, seed, level, method); None without intervals."""

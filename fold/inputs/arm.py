@@ -18,6 +18,7 @@ _REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix"
 _REQUIRED_INTS = ("run", "prompt_tokens", "completion_tokens")
 _SUMMED_INTS = ("prompt_tokens", "completion_tokens")
 _NO_SUCH_LEG = "no benchmark leg generates this many tokens; take the record again from the gate"
+_RUNS_FROM_ONE = "the gate numbers each prompt's runs 1, 2, ...; take the record again from it"
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,6 @@ class ArmRecord:
 # microsecond of the recorded one; a step inside that band may belong to the leg. Legs of a real
 # gate are microseconds to seconds apart, so the band never makes two of them overlap.
 WINDOW_SLACK_NS = 500
-# Step times are nanoseconds below 2^63 (FORMAT.md: every integer but seq), so leg times are
-# seconds before this (in 2262).
-LAST_EPOCH_SECOND = limits.MAX_COUNT // 1_000_000_000
 # A leg's window is cut into time bins by (t - start) * bins // span in 64 bits, which holds
 # for windows up to 208 days; no benchmark leg comes near, so a longer one is a wrong field.
 MAX_LEG_SECONDS = 100 * 86_400
@@ -138,8 +136,7 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
             raise InputError(_field_problem(where, index, field, value, "an integer"))
         limits.check_count(f"{where}: leg {index}", f"'{field}'", value, _NO_SUCH_LEG)
         row[field] = value
-    if row["run"] < 1:
-        raise InputError(f"{where}: leg {index} field 'run' is {row['run']}; runs are 1-based")
+    limits.check_run(f"{where}: leg {index}", "'run'", row["run"], _RUNS_FROM_ONE)
     for field in _REQUIRED_NUMBERS:
         value = leg.get(field)
         if not is_finite_number(value):
@@ -162,7 +159,7 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
         ):
             row[key] = value
     for field in ("generate_start_unix", "generate_end_unix"):
-        if not 0 <= row[field] < LAST_EPOCH_SECOND:
+        if not limits.is_epoch_seconds(row[field]):
             raise InputError(
                 f"{where}: leg {index} field '{field}' is {row[field]!r}, not seconds since the "
                 "epoch (1970 to 2262, as time.time() gives them); milliseconds or nanoseconds "

@@ -260,7 +260,7 @@ def _run_line(
     if match is None:
         _bad(path, number, f"a {RUN_PREFIX}r/R line that cannot be read", counts, skip)
         return None
-    if max(len(match.group(1)), len(match.group(2))) > limits.MAX_DIGITS:
+    if limits.past_every_limit(match.group(1)) or limits.past_every_limit(match.group(2)):
         shown = f"{limits.shown(match.group(1))}/{limits.shown(match.group(2))}"
         _bad(path, number, f"run={shown} is not a run of a gate", counts, skip)
         return None

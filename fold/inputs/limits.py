@@ -46,9 +46,18 @@ MAX_REQUEST_ID = 2**64 - 1
 """The largest integer request id (FORMAT.md: ``seq`` may use the whole unsigned 64-bit
 range); a request named by a string has no limit here but its length in the hook's format."""
 
+MAX_WINDOW_SECONDS = (MAX_STEP_NS - 1_000_000) / 1e9
+"""The longest leg an oracle may give in seconds: every leg's window is kept in integer
+nanoseconds (at most 2^63 - 1 of them), with a millisecond to spare for the slack at its ends
+(``fold.inputs.arm.WINDOW_SLACK_NS``)."""
+
 MAX_DIGITS = len(str(MAX_REQUEST_ID))
 """Digits of the longest integer any limit allows: a longer decimal is past every limit and is
 refused before it is converted (Python will not convert a number of more than 4300 digits)."""
+
+LAST_EPOCH_SECOND = MAX_STEP_NS // 1_000_000_000
+"""Step times are nanoseconds since the epoch below 2^63 (FORMAT.md: every integer but seq), so
+a leg's times in seconds are before this one (in 2262)."""
 
 STEP_CAP_WORDS = f"exceeds {MAX_STEP_TOKENS}, the most tokens one step may carry (FORMAT.md)"
 COUNT_WORDS = "is past 2^63 - 1, the largest count (FORMAT.md)"
@@ -57,6 +66,8 @@ SUM_WORDS = "takes the sum past 2^63 - 1, the largest count (FORMAT.md)"
 TOTAL_WORDS = "is a sum past 2^63 - 1, the largest count (FORMAT.md)"
 REQUEST_ID_WORDS = "is past 2^64 - 1, the largest integer request id (FORMAT.md)"
 DURATION_WORDS = "is past 2^63 - 1 ns, the longest step duration (FORMAT.md)"
+WINDOW_WORDS = "is past 2^63 - 1 ns, the longest leg window (FORMAT.md)"
+RUN_WORDS = "is below 1: runs count from 1, the cold one first"
 
 
 def is_int(value: object) -> TypeGuard[int]:
@@ -91,6 +102,17 @@ def in_orjson_int_range(value: int) -> bool:
     return -(2**63) <= value < 2**64
 
 
+def past_every_limit(decimal: str) -> bool:
+    """Whether a decimal (a sign aside) has more digits than any limit allows: it is past every
+    one, whatever its digits, and is refused before it is converted."""
+    return len(decimal.lstrip("-")) > MAX_DIGITS
+
+
+def is_epoch_seconds(seconds: float) -> bool:
+    """Seconds since the epoch whose nanoseconds a step time can hold (1970 to 2262)."""
+    return 0 <= seconds < LAST_EPOCH_SECOND
+
+
 def shown(value: Any) -> str:
     """A value as a message shows it: a long decimal shortened to its first digits and its
     length, so a message never grows with the value."""
@@ -122,6 +144,18 @@ def count_problem(value: int) -> str | None:
 def duration_problem(value: int) -> str | None:
     """The limit words when a step duration is outside 0 .. 2^63 - 1 ns, else None."""
     return NEGATIVE_WORDS if value < 0 else DURATION_WORDS if value > MAX_STEP_NS else None
+
+
+def run_problem(value: int) -> str | None:
+    """The limit words when a run number is outside 1 .. 2^63 - 1, else None: a count that
+    starts at 1."""
+    return count_problem(value) or (RUN_WORDS if value < 1 else None)
+
+
+def window_problem(seconds: float) -> str | None:
+    """The limit words when a leg's seconds are past ``MAX_WINDOW_SECONDS``, else None (a
+    negative or zero one is no duration at all, refused by its reader as not positive)."""
+    return WINDOW_WORDS if seconds > MAX_WINDOW_SECONDS else None
 
 
 def request_id_problem(value: int) -> str | None:
@@ -165,6 +199,20 @@ def check_request_id(where: str, field: str, value: int, what_to_do: str) -> Non
     _check_range(request_id_problem, (where, field), value, what_to_do)
 
 
+def check_run(where: str, field: str, value: int, what_to_do: str) -> None:
+    """OutOfRange (an InputError, as a count's) when a run number is outside 1 .. 2^63 - 1
+    (``run_problem``)."""
+    _check_range(run_problem, (where, field), value, what_to_do)
+
+
+def check_window(where: str, field: str, seconds: float, what_to_do: str) -> None:
+    """OutOfRange (an InputError, as a duration's) when a leg's seconds do not fit its window
+    in integer nanoseconds (``window_problem``)."""
+    words = window_problem(seconds)
+    if words is not None:
+        raise OutOfRange(where, field, seconds, words, what_to_do)
+
+
 def check_duration(where: str, field: str, value: int, what_to_do: str) -> None:
     """OutOfRange (an InputError, as a count's) when a step duration is outside
     0 .. 2^63 - 1 ns (``duration_problem``)."""
@@ -174,7 +222,7 @@ def check_duration(where: str, field: str, value: int, what_to_do: str) -> None:
 def _decimal(text: str, past: int) -> int:
     """A decimal's value; its length decides first, so a decimal of any size is read at once:
     one past every limit is ``past``, and a negative of any length is negative."""
-    value = int(text) if len(text.lstrip("-")) <= MAX_DIGITS else past
+    value = past if past_every_limit(text) else int(text)
     if text.startswith("-") and value != 0:
         value = min(value, -1)
     return value
@@ -305,9 +353,16 @@ def check_step_tokens(where: str, field: str, value: int, what_to_do: str) -> No
 
 
 def check_total(where: str, field: str, value: int, what_to_do: str) -> None:
-    """RefusedError when a sum of counts, taken whole, is past 2^63 - 1."""
-    if value > MAX_COUNT:
+    """RefusedError when a sum of counts (or of durations), taken whole, is past 2^63 - 1."""
+    if past_total(value):
         raise RefusedError(refusal(where, field, value, TOTAL_WORDS, what_to_do))
+
+
+def past_total(value: Any) -> Any:
+    """Whether a sum taken whole is past 2^63 - 1: a bool for an int, and for a column of sums
+    (a polars expression) the column of answers, so a table finds its rows that break the rule
+    by this one comparison; ``check_total`` refuses the one it names."""
+    return value > MAX_COUNT
 
 
 def check_sums(places: Iterable[tuple[str, str, int]], what_to_do: str) -> dict[str, int]:

@@ -31,10 +31,11 @@ def _one(found: Mapping[str, Any]) -> str:
     else:
         lines.append(f"- same workload as {name}, as far as the records tell")
     if pairing["paired"]:
-        lines.append(f"- legs pair one to one; resampling {found['resampling']}")
+        lines.append(f"- legs pair one to one; resampling {found['resampling_text']}")
     else:
         lines.append(
-            f"- legs do not pair: {'; '.join(pairing['reasons'])}; resampling {found['resampling']}"
+            f"- legs do not pair: {'; '.join(pairing['reasons'])}; "
+            f"resampling {found['resampling_text']}"
         )
     if found["pair_summary"]:
         lines.append(f"- {pair_summary_text(found['pair_summary'])}")

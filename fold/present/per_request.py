@@ -101,14 +101,6 @@ def details_view(document: dict[str, Any]) -> Text:
     return Text("\n".join(summary_lines(document)))
 
 
-CAVEATS = {
-    "within_requests_or_request_mix": (
-        "within requests, or long requests accepting less: --details tells which"
-    ),
-}
-"""The words for each caveat code the document's ``by_output_position.caveat`` carries."""
-
-
 def falling_flag(document: dict[str, Any]) -> Text | None:
     """The first screen's line when the warm legs' acceptance falls with output position."""
     _, positions = _blocks(document)
@@ -118,9 +110,8 @@ def falling_flag(document: dict[str, Any]) -> Text | None:
     text = Text()
     text.append("A/P falls as output grows: ", style="bold yellow")
     text.append(f"{100 * slope:+.1f} points per doubling [{100 * low:+.1f}, {100 * high:+.1f}]")
-    caveat = positions.get("caveat")
-    if caveat is not None:
-        text.append(f"\n  {CAVEATS[caveat]}")
+    if positions.get("caveat") is not None:  # the code decides, the document's words say it
+        text.append(f"\n  {positions['caveat_text']}")
     else:
         text.append(" (--details)")
     return text

@@ -34,13 +34,16 @@ def runs_lines(found: Mapping[str, Any], *, details: bool = True) -> list[Render
     if pairing["paired"]:
         if details:
             lines.append(
-                Text(f"  legs pair one to one with {name}; resampling {found['resampling']}", "dim")
+                Text(
+                    f"  legs pair one to one with {name}; resampling {found['resampling_text']}",
+                    "dim",
+                )
             )
     else:
         lines.append(
             Text(
                 f"  legs do not pair with {name}: {'; '.join(pairing['reasons'])}; "
-                f"resampling {found['resampling']}",
+                f"resampling {found['resampling_text']}",
                 style="yellow",
             )
         )

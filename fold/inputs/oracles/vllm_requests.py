@@ -184,14 +184,16 @@ def _finished(doc: OracleFile) -> list[Record]:
     return kept
 
 
+_LEG_WHAT_TO_DO = "give the leg's index (0, 1, ...), its run (1, 2, ...) and its seconds"
+
+
 def _leg_key(record: Mapping[str, Any], where: str, position: int) -> int:
     value = record.get("leg")
     if value is None:
         return position
-    if not limits.is_int(value) or not 0 <= value <= limits.MAX_COUNT:
-        raise InputError(
-            f"{where}: leg = {limits.shown(value)} must be a leg index (0, 1, ... below 2^63)"
-        )
+    if not limits.is_int(value):
+        raise InputError(f"{where}: leg = {limits.shown(value)} is not a leg index (0, 1, ...)")
+    limits.check_count(where, "leg", value, _LEG_WHAT_TO_DO)
     return value
 
 
@@ -199,15 +201,10 @@ def _run(record: Mapping[str, Any], where: str) -> int | None:
     value = record.get("run")
     if value is None:
         return None
-    if not limits.is_int(value) or not 1 <= value <= limits.MAX_COUNT:
-        raise InputError(
-            f"{where}: run = {limits.shown(value)} must be 1, 2, ... below 2^63 (1 is the cold leg)"
-        )
+    if not limits.is_int(value):
+        raise InputError(f"{where}: run = {limits.shown(value)} is not a run (1, 2, ...)")
+    limits.check_run(where, "run", value, _LEG_WHAT_TO_DO)
     return value
-
-
-# A leg's window is kept in integer nanoseconds, as every leg's is: at most 2^63 - 1 of them.
-_MAX_SECS = (limits.MAX_COUNT - 10**6) / 1e9
 
 
 def _optional_positive(record: Mapping[str, Any], key: str, where: str) -> float | None:
@@ -215,11 +212,8 @@ def _optional_positive(record: Mapping[str, Any], key: str, where: str) -> float
     if value is None:
         return None
     found = positive(value, f"{where}: {key}")
-    if key == "secs" and found > _MAX_SECS:
-        raise InputError(
-            f"{where}: secs = {value!r} is past {_MAX_SECS:.4g} s, the longest leg window "
-            "(2^63 - 1 nanoseconds); give the leg's seconds"
-        )
+    if key == "secs":
+        limits.check_window(where, "secs", found, _LEG_WHAT_TO_DO)
     return found
 
 
