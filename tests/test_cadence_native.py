@@ -216,12 +216,12 @@ def test_pooled_intervals_of_many_legs_on_a_large_log() -> None:
 
 def test_pooled_ranks_where_intervals_share_their_top_bits() -> None:
     """The native search finds each rank a digit at a time from the top and keeps values only
-    once a pass would hold at most 2^22 of them. Large intervals alike but for their lowest
+    once a pass would hold at most 2^18 of them. Large intervals alike but for their lowest
     bits, more of them than it keeps (so every digit is counted), beside a leg where they are
     few (so they are kept and selected), one of zeros only, and one interval near 2^62: each
     group's ranks as the sorted intervals give them."""
     big = 2**40
-    many = 2**22 + 10_000
+    many = 2**18 + 10_000
     gaps = {
         0: np.concatenate([big + np.arange(many) % 3, [big - 1, big + 2**11, 7]]),
         1: big + 5 + (np.arange(5_000) % 2) * 2**20,

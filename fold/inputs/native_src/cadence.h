@@ -260,11 +260,12 @@ class PooledSearch {
  private:
   // A digit is 14 bits while the probes are few (the first pass: one a group), 11 after, so
   // that every thread's counts stay within a few MiB; values are kept once a pass would hold
-  // at most 2^22 of them (32 MiB) over all its probes.
+  // at most 2^18 of them (2 MiB) over all its probes: a pass more costs less than holding a
+  // steady pace's intervals, which crowd into the middle ranks' digits.
   static constexpr int kWideDigit = 14;
   static constexpr int kNarrowDigit = 11;
   static constexpr std::size_t kWideProbes = 64;
-  static constexpr std::int64_t kKeptAtMost = std::int64_t{1} << 22;
+  static constexpr std::int64_t kKeptAtMost = std::int64_t{1} << 18;
 
   // A wanted rank: the values whose top bits are `prefix` (all but the `low_bits` lowest)
   // hold it, at `rank` among them; `among`: how many share the prefix (0: not yet counted).
@@ -371,8 +372,12 @@ class PooledSearch {
       std::size_t at = probe_of[i];
       const Probe& probe = probes[at];
       if (probe.keep) {
-        std::vector<std::int64_t> values;
-        for (auto& part : kept) values.insert(values.end(), part[at].begin(), part[at].end());
+        // The parts' values gathered into the first's, once: ranks may share the probe.
+        std::vector<std::int64_t>& values = kept[0][at];
+        for (std::size_t part = 1; part < kept.size(); ++part) {
+          values.insert(values.end(), kept[part][at].begin(), kept[part][at].end());
+          std::vector<std::int64_t>().swap(kept[part][at]);
+        }
         std::nth_element(values.begin(), values.begin() + rank.rank, values.end());
         rank.prefix = values[static_cast<std::size_t>(rank.rank)];
         rank.low_bits = 0;

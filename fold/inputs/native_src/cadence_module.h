@@ -7,6 +7,9 @@
 #define FOLD_NATIVE_CADENCE_MODULE_H_
 
 #include <Python.h>
+#ifdef __GLIBC__
+#include <malloc.h>  // malloc_trim: hand freed memory back (glibc only; elsewhere a no-op)
+#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -166,6 +169,9 @@ inline PyObject* cadence_py(PyObject*, PyObject* args) {
   } catch (const std::bad_alloc&) {
     out_of_memory = true;
   }
+#ifdef __GLIBC__
+  malloc_trim(0);  // the threads' counts and scratch back to the system
+#endif
   Py_END_ALLOW_THREADS;
   if (out_of_memory) return PyErr_NoMemory();
   PyObject* pooled_list = PyList_New(static_cast<Py_ssize_t>(pooled.size()));
