@@ -301,11 +301,10 @@ def lines_text(document: dict[str, Any]) -> str:
     """Where the other run's lines went, as the main table says it for ours."""
     if not document["files"]:
         return "no step log: S, P and A per leg from the record's engine counters"
-    read = sum(entry["lines"] for entry in document["files"])
-    attributed = sum(entry["attributed"] for entry in document["files"])
     return (
-        f"{read} read, {attributed} in legs, {document['unattributed_steps']} outside every "
-        f"leg, {document['ambiguous_steps']} ambiguous, {document['torn_lines']} torn, "
+        f"{document['lines_read']} read, {document['lines_attributed']} in legs, "
+        f"{document['unattributed_steps']} outside every leg, "
+        f"{document['ambiguous_steps']} ambiguous, {document['torn_lines']} torn, "
         f"{document['skipped_lines']} skipped, {document['lost_lines']} lost"
     )
 
