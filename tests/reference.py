@@ -1062,6 +1062,16 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
         found[f"{part}_share"] = None if value is None or step_ns <= 0 else value / step_ns
     found["tolerance_s"] = tolerance_ns / 1e9
     found["adds_up"] = rest_ns >= -tolerance_ns
+    # the parts with a share, largest first; a tie keeps draft, verify, rest (picked by hand)
+    left = [p for p in (*SPLIT_PARTS, "rest") if found[f"{p}_share"] is not None]
+    found["parts_by_share"] = []
+    while left:
+        largest = left[0]
+        for part in left[1:]:
+            if found[f"{part}_share"] > found[f"{largest}_share"]:
+                largest = part
+        found["parts_by_share"].append(largest)
+        left.remove(largest)
     for name in ("step", "draft", "verify", "rest"):
         found[f"{name}_s_ci"] = None
     for name in (*SPLIT_PARTS, "rest"):

@@ -88,7 +88,7 @@ def test_the_comparison_block_cannot_be_changed(document: Document):
 def test_a_comparison_makes_a_new_document(document: Document):
     class Compared:
         def to_json(self) -> dict:
-            return {"rows": [], "gaps": {}, "speed": {}}
+            return {"rows": [], "gaps": {}, "speed": {}, "waterfalls": {}}
 
         def runs_json(self) -> None:
             return None

@@ -33,6 +33,7 @@ from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.row_intervals import ROW_FIGURES, interval_note, our_replicates, row_intervals
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.compare.step_figures import fold_step_figures, oracle_step_figures
+from fold.compare.waterfall import Waterfall, waterfall
 from fold.folding.document import Document
 from fold.folding.frozen import freeze_fields
 from fold.folding.leg_figures import frozen, plain
@@ -70,6 +71,8 @@ class Comparison:
     """Per other run of ours: what only two runs of ours can show (``fold.compare.our_runs``)."""
     matched: Mapping[str, MatchedCheck | None] = field(default_factory=dict)
     """Per oracle: the check of an arm run at our acceptance (``fold.compare.matched_arms``)."""
+    waterfalls: Mapping[str, Waterfall] = field(default_factory=dict)
+    """Per gap: its factors as the gap chart's bars (``fold.compare.waterfall``)."""
     block: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The rows, gaps and step-rate check as JSON, with each row's intervals."""
     step_folds: Mapping[str, FoldResult] = field(default_factory=dict, repr=False, compare=False)
@@ -80,7 +83,17 @@ class Comparison:
         # The JSON block is what the document shows: read-only all the way down.
         freeze_fields(
             self,
-            ("rows", "gaps", "populations", "intervals", "speeds", "runs", "matched", "block"),
+            (
+                "rows",
+                "gaps",
+                "populations",
+                "intervals",
+                "speeds",
+                "runs",
+                "matched",
+                "block",
+                "waterfalls",
+            ),
         )
         object.__setattr__(self, "step_folds", frozen(self.step_folds))
 
@@ -90,6 +103,7 @@ class Comparison:
         return {
             **plain(self.block),
             "speed": {name: split.to_json() for name, split in self.speeds.items()},
+            "waterfalls": {name: found.to_json() for name, found in self.waterfalls.items()},
             "matched": {
                 name: None if check is None else check.to_json()
                 for name, check in self.matched.items()
@@ -294,6 +308,10 @@ def compare(
         tolerance,
         {other.name: other.cadence for other in others if other.cadence is not None},
     )
+    waterfalls = {
+        name: waterfall(gap, None if name not in speeds else speeds[name].to_json())
+        for name, gap in block["gaps"].items()
+    }
     # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
     return Comparison(
         tuple(rows),
@@ -307,6 +325,7 @@ def compare(
         block=block,
         matched=matched,
         step_folds=step_folds,
+        waterfalls=waterfalls,
     )
 
 
