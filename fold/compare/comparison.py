@@ -32,7 +32,7 @@ from fold.compare.measured_split import split_bases
 from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.row_intervals import ROW_FIGURES, interval_note, our_replicates, row_intervals
 from fold.compare.speed import SpeedSplit, split_speeds
-from fold.compare.step_figures import fold_step_figures, oracle_step_figures
+from fold.compare.step_figures import fold_step_figures, oracle_step_figures, step_figures_extent
 from fold.compare.waterfall import Waterfall, waterfall
 from fold.folding.document import Document
 from fold.folding.frozen import freeze_fields
@@ -301,6 +301,9 @@ def compare(
     step_folds, figures = _step_figures(result, ours, others, resamples, seed)
     for row in block["rows"]:
         row["step_figures"] = figures.get(row["name"])
+    block["step_figures"] = step_figures_extent(
+        [(row["name"], row["step_figures"]) for row in block["rows"]]
+    )
     speeds = split_speeds(
         result.fold,
         gaps,

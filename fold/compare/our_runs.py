@@ -64,6 +64,8 @@ class RunsComparison:
     pair_summary: Mapping[str, Mapping[str, float | None]] | None
     other_fold: Mapping[str, Any]
     other_lines: str
+    warm_pairs: int | None = None
+    """With ``pair_summary``: the warm pairs it summarizes (the most of any figure's)."""
     decode_factor: float | None = None
     """Ours over the other's pooled decode steps/s (``fold.folding.cadence``), both measured."""
     decode_factor_ci: Interval | None = None
@@ -90,6 +92,7 @@ class RunsComparison:
             "histogram": _listed(self.histogram),
             "pairs": None if self.pairs is None else [dict(row) for row in self.pairs],
             "pair_summary": self.pair_summary,
+            "warm_pairs": self.warm_pairs,
             "lines": self.other_lines,
             "fold": self.other_fold,
         }
@@ -139,6 +142,9 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         histogram=_rows(side_by_side(ours.fold, theirs.fold, "histogram", resamples, seeds)),
         pairs=pairs,
         pair_summary=summary,
+        warm_pairs=None
+        if summary is None
+        else max((entry["pairs"] for entry in summary.values()), default=0),
         other_fold=theirs.to_json(),
         other_lines=lines_text(theirs.to_json()),
         decode_factor=_decode_factor(ours.fold, theirs.fold),
