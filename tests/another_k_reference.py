@@ -106,6 +106,12 @@ def another_k_of(steps: list[Any], legs: list[int], tok_s: float | None) -> dict
             for p, values in sorted(step_times_of(steps).items())
         ],
         "rows": rows,
+        # by their definitions: lengths timed over fewer than 30 steps, and every row's
+        # lengths without a step time, once each and in order
+        "few_steps_lengths": []
+        if measured is None
+        else [p for p, values in sorted(step_times_of(steps).items()) if len(values) < 30],
+        "unmeasured_lengths": sorted(set().union(*(row["unmeasured_lengths"] for row in rows))),
     }
 
 

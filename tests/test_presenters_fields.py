@@ -13,6 +13,7 @@ import pytest
 
 from fold.cli import main as cli
 from fold.compare.our_runs import lines_text
+from fold.present.another_k import notes as another_k_notes
 from fold.present.markdown import markdown_record
 from fold.present.runs import pair_summary_text
 from fold.present.step_figures import has_step_figures, request_rows, rows
@@ -137,3 +138,22 @@ def test_the_other_runs_lines_are_its_documents_figures(two_runs):
     assert found["lines"].startswith(f"{read} read, {attributed} in legs, ")
     planted = {**found["fold"], "lines_read": 77, "lines_attributed": 55}  # the files say more
     assert lines_text(planted).startswith("77 read, 55 in legs, ")
+
+
+def test_another_ks_notes_name_the_documents_lengths():
+    """The lengths timed over few steps and those never timed are the document's: planted
+    here against step times and rows that say otherwise."""
+    found = {
+        "assumption": "a",
+        "step_model": "m",
+        "step_time_note": "n",
+        "intervals": None,
+        "step_times": [{"proposed": 3, "mean_s": 0.001, "intervals": 500}],
+        "rows": [{"unmeasured_lengths": [9]}],
+        "few_steps_lengths": [3],
+        "unmeasured_lengths": [5],
+    }
+    said = another_k_notes(found)
+    assert "fewer than 30 steps timed at draft length 3: " in " ".join(said)
+    assert any(line.startswith("no step time in the log at draft length 5:") for line in said)
+    assert not any("length 9" in line for line in said)

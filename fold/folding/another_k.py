@@ -110,6 +110,11 @@ class CutRow:
         }
 
 
+FEW_STEPS = 30
+"""A draft length timed over fewer steps than this: the tok/s of a k' that cuts steps to it
+rests on few (``few_steps_lengths``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AnotherK:
     """Every k' from 1 to the largest draft length, with what they rest on."""
@@ -143,6 +148,10 @@ class AnotherK:
             ),
             "step_time_note": self.step_time_note,
             "rows": [row.to_json() for row in self.rows],
+            "few_steps_lengths": [
+                time.proposed for time in self.step_times or () if time.intervals < FEW_STEPS
+            ],
+            "unmeasured_lengths": sorted({k for row in self.rows for k in row.unmeasured_lengths}),
         }
 
 

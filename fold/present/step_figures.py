@@ -98,9 +98,9 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
         ]
         if key == "per_position_conditional" and cells:
             table.append(("pos 1, given none", list(cells[0])))
-            table += _collapsed(label, cells[1:], 2)
+            table.extend(_collapsed(label, cells[1:], 2))
         else:
-            table += _collapsed(label, cells, 1)
+            table.extend(_collapsed(label, cells, 1))
     shares = [
         tuple(
             missing
@@ -110,7 +110,7 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
         )
         for j in range(k + 1)
     ]
-    table += _collapsed("accepted exactly {i}", shares, 0)
+    table.extend(_collapsed("accepted exactly {i}", shares, 0))
     count = _extent(document)["windows"]
     windows: list[tuple[tuple[str, str], ...]] = []
     for w in range(count):
@@ -122,7 +122,7 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
             )
             window_cells.append(missing if shown is None else shown)
         windows.append(tuple(window_cells))
-    table += _collapsed("window {i}, A/P", windows, 1)
+    table.extend(_collapsed("window {i}, A/P", windows, 1))
     return names, table
 
 
@@ -235,7 +235,7 @@ def request_rows(
         "falling",
     ]
     columns = [
-        _request_cells(spread) + _position_cells(position, count)
+        [*_request_cells(spread), *_position_cells(position, count)]
         for spread, position in zip(spreads, positions, strict=True)
     ]
     return names, [(label, [column[row] for column in columns]) for row, label in enumerate(labels)]
