@@ -1106,13 +1106,16 @@ def with_request_rows(document: dict[str, Any], result: Any) -> dict[str, Any]:
 
 
 def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
-    """A fold's JSON without the bootstrap's keys: this model has none (test_uncertainty.py
+    """A fold's JSON without the bootstrap's keys (the intervals and their reaches, what ±
+    shows): this model has none (test_uncertainty.py
     checks the intervals against their own model)."""
     document = dict(document)
     document.pop("bootstrap", None)
     for name in ("warm", "all"):
         document[name] = {
-            key: value for key, value in document[name].items() if not key.endswith("_ci")
+            key: value
+            for key, value in document[name].items()
+            if not key.endswith(("_ci", "_reach"))
         }
         if document[name].get("another_k") is not None:
             document[name]["another_k"] = without_prose(document[name]["another_k"])
@@ -1125,7 +1128,7 @@ def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
             document[name]["cadence"] = {
                 key: value
                 for key, value in document[name]["cadence"].items()
-                if not key.endswith("_ci")
+                if not key.endswith(("_ci", "_reach"))
             }
     return document
 
@@ -1135,7 +1138,7 @@ def _without_words(value: Any) -> Any:
         return {
             key: _without_words(item)
             for key, item in value.items()
-            if not key.endswith("_ci")
+            if not key.endswith(("_ci", "_reach"))
             and key not in ("means", "position", "falling", "falling_when", "caveat", "caveat_text")
         }
     if isinstance(value, list):

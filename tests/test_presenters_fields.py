@@ -14,6 +14,7 @@ import pytest
 from fold.cli import main as cli
 from fold.compare.our_runs import lines_text
 from fold.present.another_k import notes as another_k_notes
+from fold.present.cadence import decode_rate
 from fold.present.markdown import markdown_record
 from fold.present.runs import pair_summary_text
 from fold.present.step_figures import has_step_figures, request_rows, rows
@@ -157,3 +158,52 @@ def test_another_ks_notes_name_the_documents_lengths():
     assert "fewer than 30 steps timed at draft length 3: " in " ".join(said)
     assert any(line.startswith("no step time in the log at draft length 5:") for line in said)
     assert not any("length 9" in line for line in said)
+
+
+def _by_hand(value, interval):
+    """What ± shows: the farther end of the interval from the figure, 0 when the figure lies
+    outside it (the definition, written out again)."""
+    if value is None or interval is None:
+        return None
+    below, above = value - interval[0], interval[1] - value
+    return max(0.0, below if below > above else above)
+
+
+def _reaches(block: dict, figures) -> list[tuple[str, object, object]]:
+    return [
+        (figure, block[f"{figure}_reach"], _by_hand(block[figure], block[f"{figure}_ci"]))
+        for figure in figures
+    ]
+
+
+def test_every_reach_is_its_intervals_by_hand(oracle_steps, two_runs):
+    pooled = ("accept_rate", "mean_acceptance_length", "completion_tokens_per_step",
+              "output_throughput_tok_s", "step_rate")  # fmt: skip
+    found = []
+    for document in (oracle_steps, two_runs):
+        for block in (document["warm"], document["all"]):
+            found += _reaches(block, pooled)
+        found += _reaches(document["warm"]["cadence"], ["decode_steps_per_s"])
+        for gap in document["comparison"]["gaps"].values():
+            found += _reaches(gap, ["ratio", "acceptance_factor", "speed_factor"])
+        for row in document["comparison"]["rows"]:
+            found += _reaches(row, ["output_throughput_tok_s", "accept_rate"])
+        for row in (document["warm"]["another_k"] or {"rows": []})["rows"]:
+            found += _reaches(row, ["accept_rate", "tokens_per_step"])
+    for row in two_runs["runs"]["before"]["per_position"]:
+        found += _reaches(row, ["difference"])
+    assert [(figure, reach) for figure, reach, _ in found] == [
+        (figure, expected) for figure, _, expected in found
+    ]
+    assert sum(reach is not None for _, reach, _ in found) >= 20  # intervals were drawn
+
+
+def test_the_plus_minus_shown_is_the_documents_reach(two_runs):
+    document = copy.deepcopy(two_runs)
+    document["warm"]["accept_rate_reach"] = 0.4321  # planted: the interval says less
+    document["comparison"]["gaps"]["before"]["ratio_reach"] = 9.876
+    text = terminal(document, width=120, details=True)
+    assert "±43.2%" in text and "±9.876" in text
+    cadence = {"decode_steps_per_s": 23.57, "decode_steps_per_s_ci": [23.0, 24.0]}
+    assert decode_rate({**cadence, "decode_steps_per_s_reach": 1.21}) == "23.57 ±1.21"
+    assert decode_rate({**cadence, "decode_steps_per_s_reach": None}) == "23.57"

@@ -39,7 +39,7 @@ from fold.folding.frozen import freeze_fields
 from fold.folding.leg_figures import frozen, plain
 from fold.folding.oracle_steps import fold_oracle
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
-from fold.folding.uncertainty import Interval
+from fold.folding.uncertainty import Interval, reach
 from fold.inputs.acceptance import accepted_at_position
 from fold.inputs.oracles import (
     ALL_LEGS,
@@ -113,6 +113,10 @@ class Comparison:
     def runs_json(self) -> dict[str, Any] | None:
         """The document's ``runs`` block: the other runs of ours, or None without any."""
         return {name: found.to_json() for name, found in self.runs.items()} or None
+
+
+GAP_INTERVALS = ("ratio", "acceptance_factor", "speed_factor")
+"""A gap's figures with an interval (``<figure>_ci``) and so a reach (``<figure>_reach``)."""
 
 
 def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OURS) -> ArmFigures:
@@ -292,11 +296,14 @@ def compare(
     block = comparison_block(rows, gaps, step_check, measured)
     for name, entry in populations.items():
         block["gaps"][name]["populations"] = entry
+    for gap in block["gaps"].values():  # what ± shows beside each factor
+        gap.update({f"{f}_reach": reach(gap[f], gap[f"{f}_ci"]) for f in GAP_INTERVALS})
     for row in block["rows"]:
         shown = by_row.get(row["name"])
         row.update({f"{figure}_ci": None for figure in ROW_FIGURES})
         if shown is not None:
             row.update({f"{figure}_ci": _pair(shown.get(figure)) for figure in ROW_FIGURES})
+        row.update({f"{f}_reach": reach(row[f], row[f"{f}_ci"]) for f in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, shown)
     step_folds, figures = _step_figures(result, ours, others, resamples, seed)
     for row in block["rows"]:

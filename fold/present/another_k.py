@@ -46,9 +46,9 @@ def rows(found: Mapping[str, Any]) -> list[tuple[str, ...]]:
                 str(row["proposed"]),
                 str(row["accepted"]),
                 percent(row["accept_rate"]),
-                plus_minus(row["accept_rate"], row["accept_rate_ci"], "percent"),
+                plus_minus(row["accept_rate_reach"], "percent"),
                 length(row["tokens_per_step"]),
-                plus_minus(row["tokens_per_step"], row["tokens_per_step_ci"], "length"),
+                plus_minus(row["tokens_per_step_reach"], "length"),
                 rate(row["steps_needed"]),
                 *timed,
             )

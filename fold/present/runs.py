@@ -102,7 +102,7 @@ def position_table(rows: Sequence[dict[str, Any]], name: str, which: str) -> Ren
             percent(row["ours"], NOT_RECORDED),
             percent(row["other"], NOT_RECORDED),
             signed_percent(row["difference"]),
-            plus_minus(row["difference"], row["difference_ci"], "percent"),
+            plus_minus(row["difference_reach"], "percent"),
         )
         for row in rows
     ]
