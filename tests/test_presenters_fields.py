@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from fold.cli import main as cli
 from fold.compare.our_runs import lines_text
@@ -17,6 +18,7 @@ from fold.present.another_k import notes as another_k_notes
 from fold.present.cadence import decode_rate
 from fold.present.markdown import markdown_record
 from fold.present.runs import pair_summary_text
+from fold.present.sources import sources_table
 from fold.present.step_figures import has_step_figures, request_rows, rows
 from fold.present.terminal import terminal
 
@@ -207,3 +209,44 @@ def test_the_plus_minus_shown_is_the_documents_reach(two_runs):
     cadence = {"decode_steps_per_s": 23.57, "decode_steps_per_s_ci": [23.0, 24.0]}
     assert decode_rate({**cadence, "decode_steps_per_s_reach": 1.21}) == "23.57 ±1.21"
     assert decode_rate({**cadence, "decode_steps_per_s_reach": None}) == "23.57"
+
+
+def _sources_text(rows) -> str:
+    console = Console(width=200, record=True)
+    console.print(sources_table(rows))
+    return console.export_text()
+
+
+def test_each_sources_kind_follows_the_rows_figures(oracle_steps, tmp_path):
+    """By hand from the row: not recorded where its figure is null, derived where A/P or
+    1 + A/S had its counts, recorded otherwise."""
+    gate = ROOT / "fixtures" / "gate-example"
+    argv = [str(gate / "our-arm.json"), str(gate / "steps.jsonl"),
+            f"--vs=lc={ORACLES / 'llamacpp-completions.json'}",
+            f"--vs=sg={ORACLES / 'sglang-generate-0.5.23.json'}", "--bootstrap", "0"]  # fmt: skip
+    rows = [*oracle_steps["comparison"]["rows"], *_saved(tmp_path, argv)["comparison"]["rows"]]
+    figure_of = {"tok_s": "output_throughput_tok_s"}
+    over = {"accept_rate": "proposed", "mean_acceptance_length": "steps"}
+    seen = set()
+    for row in rows:
+        for key, kind in row["source_kinds"].items():
+            value = row.get(figure_of.get(key, key))
+            if value is None:
+                expected = "not_recorded"
+            elif key in over and row["accepted"] and row[over[key]]:
+                expected = "derived"
+            else:
+                expected = "recorded"
+            assert kind == expected, (row["name"], key)
+            seen.add(kind)
+        assert set(row["source_kinds"]) == set(row["sources"])
+    assert seen == {"not_recorded", "derived", "recorded"}
+
+
+def test_the_sources_table_chooses_on_the_codes_not_the_words(oracle_steps):
+    rows = copy.deepcopy(oracle_steps["comparison"]["rows"])
+    row = next(row for row in rows if row["source_kinds"].get("accept_rate") == "derived")
+    row["sources"]["accept_rate"] = "planted words for a derived rate"
+    assert "planted words for a derived rate" not in _sources_text(rows)  # derived: no line
+    row["source_kinds"]["accept_rate"] = "recorded"
+    assert "planted words for a derived rate" in _sources_text(rows)
