@@ -80,8 +80,10 @@ def another_k_of(steps: list[Any], legs: list[int], tok_s: float | None) -> dict
                 "accepted": cut_a,
                 "accept_rate": cut_a / cut_p,
                 "accept_rate_ci": None,
+                "accept_rate_reach": None,  # no interval: nothing for ± to reach
                 "tokens_per_step": tokens,
                 "tokens_per_step_ci": None,
+                "tokens_per_step_reach": None,
                 "per_position": [
                     sum(1 for step in drafted if step.accepted > i) / s for i in range(k)
                 ],
@@ -106,6 +108,12 @@ def another_k_of(steps: list[Any], legs: list[int], tok_s: float | None) -> dict
             for p, values in sorted(step_times_of(steps).items())
         ],
         "rows": rows,
+        # by their definitions: lengths timed over fewer than 30 steps, and every row's
+        # lengths without a step time, once each and in order
+        "few_steps_lengths": []
+        if measured is None
+        else [p for p, values in sorted(step_times_of(steps).items()) if len(values) < 30],
+        "unmeasured_lengths": sorted(set().union(*(row["unmeasured_lengths"] for row in rows))),
     }
 
 

@@ -1062,6 +1062,16 @@ def step_split(chosen: list[Leg], leg_steps: dict[int, list[Step]]) -> dict[str,
         found[f"{part}_share"] = None if value is None or step_ns <= 0 else value / step_ns
     found["tolerance_s"] = tolerance_ns / 1e9
     found["adds_up"] = rest_ns >= -tolerance_ns
+    # the parts with a share, largest first; a tie keeps draft, verify, rest (picked by hand)
+    left = [p for p in (*SPLIT_PARTS, "rest") if found[f"{p}_share"] is not None]
+    found["parts_by_share"] = []
+    while left:
+        largest = left[0]
+        for part in left[1:]:
+            if found[f"{part}_share"] > found[f"{largest}_share"]:
+                largest = part
+        found["parts_by_share"].append(largest)
+        left.remove(largest)
     for name in ("step", "draft", "verify", "rest"):
         found[f"{name}_s_ci"] = None
     for name in (*SPLIT_PARTS, "rest"):
@@ -1096,13 +1106,16 @@ def with_request_rows(document: dict[str, Any], result: Any) -> dict[str, Any]:
 
 
 def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
-    """A fold's JSON without the bootstrap's keys: this model has none (test_uncertainty.py
+    """A fold's JSON without the bootstrap's keys (the intervals and their reaches, what ±
+    shows): this model has none (test_uncertainty.py
     checks the intervals against their own model)."""
     document = dict(document)
     document.pop("bootstrap", None)
     for name in ("warm", "all"):
         document[name] = {
-            key: value for key, value in document[name].items() if not key.endswith("_ci")
+            key: value
+            for key, value in document[name].items()
+            if not key.endswith(("_ci", "_reach"))
         }
         if document[name].get("another_k") is not None:
             document[name]["another_k"] = without_prose(document[name]["another_k"])
@@ -1115,7 +1128,7 @@ def without_intervals(document: dict[str, Any]) -> dict[str, Any]:
             document[name]["cadence"] = {
                 key: value
                 for key, value in document[name]["cadence"].items()
-                if not key.endswith("_ci")
+                if not key.endswith(("_ci", "_reach"))
             }
     return document
 
@@ -1125,7 +1138,7 @@ def _without_words(value: Any) -> Any:
         return {
             key: _without_words(item)
             for key, item in value.items()
-            if not key.endswith("_ci")
+            if not key.endswith(("_ci", "_reach"))
             and key not in ("means", "position", "falling", "falling_when", "caveat", "caveat_text")
         }
     if isinstance(value, list):

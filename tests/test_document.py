@@ -88,7 +88,13 @@ def test_the_comparison_block_cannot_be_changed(document: Document):
 def test_a_comparison_makes_a_new_document(document: Document):
     class Compared:
         def to_json(self) -> dict:
-            return {"rows": [], "gaps": {}, "speed": {}}
+            return {
+                "rows": [],
+                "gaps": {},
+                "speed": {},
+                "waterfalls": {},
+                "step_figures": {"max_draft": 0, "windows": 0, "buckets_of": None, "beside": False},
+            }
 
         def runs_json(self) -> None:
             return None

@@ -2,7 +2,9 @@
 are worded from fields the ledger's builders (``fold.ledger.history``, ``fold.ledger.check``)
 worked out, and what they print for a recorded ledger is the text written here by hand.
 
-Two checks. The code: no arithmetic, no ordering of numbers and no counting or summing
+Two checks. The code (``tests/computing.py``, the check every presenter is held to by
+``tests/test_presenters_compute.py``, here with no allowance at all): no arithmetic, no
+ordering of numbers and no counting or summing
 (``sum``, ``len``, ``abs``, ``min``, ``max``, ``round``, ``sorted``, ``math``, ``statistics``) in
 ``fold/present/history.py``, ``fold/present/check.py`` and ``fold/present/history_page.py`` (the
 history's chart: where its points, error bars and colours go is the history's ``chart``
@@ -17,7 +19,6 @@ file's own rounding, alignment and statistics.
 
 from __future__ import annotations
 
-import ast
 import itertools
 import json
 import math
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from computing import computations
 
 from fold.cli import main
 
@@ -33,58 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PRESENT = ROOT / "fold" / "present"
 LEDGER_PRESENTERS = ("history.py", "check.py", "history_page.py")
 RECORDED = ROOT / "fixtures" / "ledger" / "recorded"
-COUNTING = {"sum", "len", "abs", "min", "max", "round", "pow", "divmod", "sorted"}
-ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
-ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-
-
-TEXT_METHODS = {"join", "replace", "format", "upper", "strip", "rstrip", "removesuffix"}
-
-
-def _text(node: ast.expr) -> bool:
-    """Plainly text whatever its names hold: a literal, an f-string, a string method's result,
-    text joined to text, or a choice between texts."""
-    if isinstance(node, ast.JoinedStr):
-        return True
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        return node.func.attr in TEXT_METHODS
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _text(node.left) or _text(node.right)
-    if isinstance(node, ast.IfExp):
-        return _text(node.body) and _text(node.orelse)
-    return False
-
-
-def computations(source: str) -> list[str]:
-    """Each place a module works a number out: arithmetic (but text joined to or repeated by
-    a literal), a negated name, an ordering comparison, an augmented assignment, a call that
-    counts or sums, anything of ``math`` or ``statistics``."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        where = f"line {getattr(node, 'lineno', '?')}"
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ARITHMETIC):
-            if not (_text(node.left) or _text(node.right)):
-                found.append(f"{where}: {ast.unparse(node)}")
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            if not isinstance(node.operand, ast.Constant):
-                found.append(f"{where}: {ast.unparse(node)}")
-        elif (
-            isinstance(node, ast.Compare) and any(isinstance(op, ORDERING) for op in node.ops)
-        ) or isinstance(node, ast.AugAssign):
-            found.append(f"{where}: {ast.unparse(node)}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in COUNTING:
-                found.append(f"{where}: {ast.unparse(node)}")
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            modules = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-            )
-            found += [f"{where}: imports {m}" for m in modules if m in ("math", "statistics")]
-    return found
 
 
 def test_the_ledger_presenters_compute_nothing():

@@ -348,7 +348,15 @@ def test_every_interval_prints_whole_in_the_fitted_table(capsys, columns: int) -
     shown = 0
     for row in document["comparison"]["rows"]:
         for figure, form in forms.items():
-            spread = plus_minus(row[figure], row[f"{figure}_ci"], form)
+            interval, value = row[f"{figure}_ci"], row[figure]
+            # the reach beside the interval, worked out here by its definition
+            expected = (
+                None
+                if interval is None or value is None
+                else max(value - interval[0], interval[1] - value, 0.0)
+            )
+            assert row[f"{figure}_reach"] == expected
+            spread = plus_minus(row[f"{figure}_reach"], form)
             if spread:
                 assert spread in words, (row["name"], figure, spread)
                 shown += 1

@@ -19,10 +19,13 @@ import pytest
 from matplotlib.figure import Figure
 
 from fold.cli import main as cli
+from fold.folding.step_split import by_share
 from fold.present.charts import charts
 from fold.present.live import live_view
 from fold.present.markdown import markdown_record
 from fold.present.page import page
+from fold.present.speed import speed_summary
+from fold.present.step_split import summary_line
 from fold.present.terminal import terminal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -274,6 +277,30 @@ def test_the_speed_parts_factors_multiply_back_to_the_leg_factor(tmp_path):
         assert factors[name] == pytest.approx(speed["leg_factor"] ** share, rel=1e-12)
         product *= factors[name]
     assert product == pytest.approx(speed["leg_factor"], rel=1e-9)
+    # the words' order is the document's: the largest share first, sorted here by hand
+    shares = sorted(parts.items(), key=lambda item: item[1], reverse=True)
+    assert speed["parts_by_share"] == [name for name, _ in shares]
+    shown = speed_summary(speed)
+    planted = speed_summary({**speed, "parts_by_share": speed["parts_by_share"][::-1]})
+    assert shown is not None and planted is not None
+    assert (
+        planted.removeprefix("speed: ").split(", ")
+        == shown.removeprefix("speed: ").split(", ")[::-1]
+    )
+
+
+def test_the_step_splits_parts_come_in_the_documents_order():
+    assert by_share({"draft": 0.2, "verify": 0.5, "rest": 0.3}) == ["verify", "rest", "draft"]
+    assert by_share({"draft": 0.3, "verify": 0.3, "rest": None}) == ["draft", "verify"]
+    split = {
+        "step_s": 0.001,
+        "draft_share": 0.2,
+        "verify_share": 0.5,
+        "rest_share": 0.3,
+        "adds_up": True,
+        "parts_by_share": ["rest", "draft", "verify"],  # planted: the shares say otherwise
+    }
+    assert summary_line(split) == "our warm step 1ms: rest 30.0%, drafting 20.0%, verifying 50.0%"
 
 
 def test_a_request_collapse_names_the_documents_lowest_request(saved):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from PIL import Image
 
 from fold.cli import main as cli
+from fold.compare.waterfall import waterfall
 from fold.present.chart import DPI, HEIGHT_IN, WIDTH_IN, render
 from fold.present.charts import charts
 from fold.present.page import page
@@ -108,21 +108,79 @@ def test_plots_and_markdown_links(tmp_path):
 
 
 def test_the_waterfall_multiplies_out_to_r(gate_document):
-    from fold.present.charts import _gap_steps
-
+    """The document's gap bars: acceptance, the speed parts (leg_factor ** share, worked out
+    here from the split's shares), then r; each factor's bar runs from the product of those
+    before it, multiplied here by hand, and the ratio's from 1."""
     block = gate_document["comparison"]
     gap, speed = block["gaps"]["vllm"], block["speed"]["vllm"]
-    steps = _gap_steps(gap, speed)
-    assert [label for label, _, _ in steps] == [
+    bars = block["waterfalls"]["vllm"]["bars"]
+    assert [bar["part"] for bar in bars] == [
         "acceptance",
-        "slower steps",
-        "start-up",
+        "slower_steps",
+        "before_first_step",
         "stalls",
         "tail",
-        "r",
+        "ratio",
     ]
-    product = math.prod(factor for label, factor, _ in steps if label != "r")
-    assert product == pytest.approx(gap["ratio"], rel=1e-9)
+    shares = speed["parts"]
+    factors = [gap["acceptance_factor"]] + [
+        speed["leg_factor"] ** shares[name]
+        for name in ("steps", "before_first_step", "stalls", "tail")
+    ]
+    level = 1.0
+    for bar, factor in zip(bars, factors, strict=False):
+        ends = sorted((level, level * factor))
+        assert bar["factor"] == pytest.approx(factor, rel=1e-12)
+        assert (bar["bottom"], bar["bottom"] + bar["height"]) == pytest.approx(ends, rel=1e-12)
+        assert bar["top"] == pytest.approx(level * factor, rel=1e-12)
+        assert bar["kind"] == ("gain" if factor >= 1 else "cost")
+        level *= factor
+    assert level == pytest.approx(gap["ratio"], rel=1e-9)
+    ratio = bars[-1]
+    assert (ratio["kind"], ratio["factor"], ratio["top"]) == ("total", gap["ratio"], gap["ratio"])
+    assert ratio["bottom"] == min(1.0, gap["ratio"]) and ratio["height"] == pytest.approx(
+        abs(gap["ratio"] - 1.0), rel=1e-12
+    )
+    low, high = gap["ratio_ci"]  # the ratio's whisker: its interval about r, on the scale of 1
+    assert ratio["whisker"] == pytest.approx([gap["ratio"] - low, high - gap["ratio"]])
+    ends = [1.0, low, high] + [e for bar in bars[:-1] for e in (bar["bottom"], bar["top"])]
+    acceptance = bars[0]
+    if acceptance["whisker"] is not None:
+        ends += list(gap["acceptance_factor_ci"])
+    assert block["waterfalls"]["vllm"]["axis"] == pytest.approx([min(ends), max(ends)])
+
+
+def test_a_waterfall_passes_a_factor_not_recorded_and_stands_on_the_product():
+    """By hand: acceptance 0.5 with its interval, a speed factor not recorded (its place kept,
+    the level unchanged), the ratio 0.25 from 1."""
+    gap = {
+        "acceptance_factor": 0.5,
+        "acceptance_factor_ci": [0.4, 0.6],
+        "speed_factor": None,
+        "speed_factor_ci": None,
+        "ratio": 0.25,
+        "ratio_ci": None,
+    }
+    found = waterfall(gap, None).to_json()
+    assert found["bars"] == [
+        {"part": "acceptance", "factor": 0.5, "kind": "cost", "bottom": 0.5, "height": 0.5,
+         "top": 0.5, "whisker": [0.5 - 0.4, 0.6 - 0.5]},
+        {"part": "speed", "factor": None, "kind": None, "bottom": None, "height": None,
+         "top": None, "whisker": None},
+        {"part": "ratio", "factor": 0.25, "kind": "total", "bottom": 0.25, "height": 0.75,
+         "top": 0.25, "whisker": None},
+    ]  # fmt: skip
+    assert found["axis"] == [0.25, 1.0]
+    parts = {"part_factors": {"steps": 2.0, "before_first_step": 0.5, "stalls": None}}
+    stacked = waterfall({**gap, "acceptance_factor_ci": None}, parts).to_json()["bars"]
+    assert [(bar["part"], bar["bottom"], bar["top"]) for bar in stacked] == [
+        ("acceptance", 0.5, 0.5),
+        ("faster_steps", 0.5, 1.0),  # from the level acceptance left, 0.5 x 2
+        ("before_first_step", 0.5, 0.5),  # 1.0 x 0.5
+        ("stalls", None, None),
+        ("tail", None, None),
+        ("ratio", 0.25, 0.25),
+    ]
 
 
 def test_a_fold_without_an_oracle_says_what_the_gap_chart_needs(tmp_path):

@@ -94,6 +94,7 @@ def test_the_line_under_the_speed_split_puts_the_oracle_beside_ours():
         "rest_share": 0.3,
         "adds_up": True,
         "tolerance_s": 2e-6,
+        "parts_by_share": ["draft", "verify", "rest"],
     }
     document = {"legs": [], "warm": {"step_split": ours}, "comparison": {"rows": [row]}}
     lines = step_split_lines(document, "llamacpp")

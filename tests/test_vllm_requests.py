@@ -505,7 +505,8 @@ def test_a_long_run_of_equal_positions_is_one_row():
     document = {"comparison": {"rows": [
         {"name": "ours", "step_figures": figures(10, [0.5] * 10)},
         {"name": "b", "step_figures": figures(2, [0.25, 0.25])},
-    ]}}  # fmt: skip
+    ], "step_figures": {"max_draft": 10, "windows": 0, "buckets_of": None,
+                        "beside": True}}}  # fmt: skip
     names, body = rows(document)
     assert names == ["ours", "b"]
     labels = [label for label, _ in body if label.startswith("pos") and "of steps" in label]

@@ -32,13 +32,14 @@ from fold.compare.measured_split import split_bases
 from fold.compare.our_runs import RunsComparison, compare_runs
 from fold.compare.row_intervals import ROW_FIGURES, interval_note, our_replicates, row_intervals
 from fold.compare.speed import SpeedSplit, split_speeds
-from fold.compare.step_figures import fold_step_figures, oracle_step_figures
+from fold.compare.step_figures import fold_step_figures, oracle_step_figures, step_figures_extent
+from fold.compare.waterfall import Waterfall, waterfall
 from fold.folding.document import Document
 from fold.folding.frozen import freeze_fields
 from fold.folding.leg_figures import frozen, plain
 from fold.folding.oracle_steps import fold_oracle
 from fold.folding.result import NEEDS_STEP_LOG, FoldResult
-from fold.folding.uncertainty import Interval
+from fold.folding.uncertainty import Interval, reach
 from fold.inputs.acceptance import accepted_at_position
 from fold.inputs.oracles import (
     ALL_LEGS,
@@ -70,6 +71,8 @@ class Comparison:
     """Per other run of ours: what only two runs of ours can show (``fold.compare.our_runs``)."""
     matched: Mapping[str, MatchedCheck | None] = field(default_factory=dict)
     """Per oracle: the check of an arm run at our acceptance (``fold.compare.matched_arms``)."""
+    waterfalls: Mapping[str, Waterfall] = field(default_factory=dict)
+    """Per gap: its factors as the gap chart's bars (``fold.compare.waterfall``)."""
     block: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The rows, gaps and step-rate check as JSON, with each row's intervals."""
     step_folds: Mapping[str, FoldResult] = field(default_factory=dict, repr=False, compare=False)
@@ -80,7 +83,17 @@ class Comparison:
         # The JSON block is what the document shows: read-only all the way down.
         freeze_fields(
             self,
-            ("rows", "gaps", "populations", "intervals", "speeds", "runs", "matched", "block"),
+            (
+                "rows",
+                "gaps",
+                "populations",
+                "intervals",
+                "speeds",
+                "runs",
+                "matched",
+                "block",
+                "waterfalls",
+            ),
         )
         object.__setattr__(self, "step_folds", frozen(self.step_folds))
 
@@ -90,6 +103,7 @@ class Comparison:
         return {
             **plain(self.block),
             "speed": {name: split.to_json() for name, split in self.speeds.items()},
+            "waterfalls": {name: found.to_json() for name, found in self.waterfalls.items()},
             "matched": {
                 name: None if check is None else check.to_json()
                 for name, check in self.matched.items()
@@ -99,6 +113,10 @@ class Comparison:
     def runs_json(self) -> dict[str, Any] | None:
         """The document's ``runs`` block: the other runs of ours, or None without any."""
         return {name: found.to_json() for name, found in self.runs.items()} or None
+
+
+GAP_INTERVALS = ("ratio", "acceptance_factor", "speed_factor")
+"""A gap's figures with an interval (``<figure>_ci``) and so a reach (``<figure>_reach``)."""
 
 
 def our_figures(result: FoldResult, population: str = WARM_LEGS, name: str = OURS) -> ArmFigures:
@@ -278,15 +296,21 @@ def compare(
     block = comparison_block(rows, gaps, step_check, measured)
     for name, entry in populations.items():
         block["gaps"][name]["populations"] = entry
+    for gap in block["gaps"].values():  # what ± shows beside each factor
+        gap.update({f"{f}_reach": reach(gap[f], gap[f"{f}_ci"]) for f in GAP_INTERVALS})
     for row in block["rows"]:
         shown = by_row.get(row["name"])
         row.update({f"{figure}_ci": None for figure in ROW_FIGURES})
         if shown is not None:
             row.update({f"{figure}_ci": _pair(shown.get(figure)) for figure in ROW_FIGURES})
+        row.update({f"{f}_reach": reach(row[f], row[f"{f}_ci"]) for f in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, shown)
     step_folds, figures = _step_figures(result, ours, others, resamples, seed)
     for row in block["rows"]:
         row["step_figures"] = figures.get(row["name"])
+    block["step_figures"] = step_figures_extent(
+        [(row["name"], row["step_figures"]) for row in block["rows"]]
+    )
     speeds = split_speeds(
         result.fold,
         gaps,
@@ -294,6 +318,10 @@ def compare(
         tolerance,
         {other.name: other.cadence for other in others if other.cadence is not None},
     )
+    waterfalls = {
+        name: waterfall(gap, None if name not in speeds else speeds[name].to_json())
+        for name, gap in block["gaps"].items()
+    }
     # with --bootstrap 0 there are no intervals to show, not arms "known only by totals"
     return Comparison(
         tuple(rows),
@@ -307,6 +335,7 @@ def compare(
         block=block,
         matched=matched,
         step_folds=step_folds,
+        waterfalls=waterfalls,
     )
 
 

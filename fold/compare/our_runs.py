@@ -64,6 +64,8 @@ class RunsComparison:
     pair_summary: Mapping[str, Mapping[str, float | None]] | None
     other_fold: Mapping[str, Any]
     other_lines: str
+    warm_pairs: int | None = None
+    """With ``pair_summary``: the warm pairs it summarizes (the most of any figure's)."""
     decode_factor: float | None = None
     """Ours over the other's pooled decode steps/s (``fold.folding.cadence``), both measured."""
     decode_factor_ci: Interval | None = None
@@ -90,6 +92,7 @@ class RunsComparison:
             "histogram": _listed(self.histogram),
             "pairs": None if self.pairs is None else [dict(row) for row in self.pairs],
             "pair_summary": self.pair_summary,
+            "warm_pairs": self.warm_pairs,
             "lines": self.other_lines,
             "fold": self.other_fold,
         }
@@ -139,6 +142,9 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         histogram=_rows(side_by_side(ours.fold, theirs.fold, "histogram", resamples, seeds)),
         pairs=pairs,
         pair_summary=summary,
+        warm_pairs=None
+        if summary is None
+        else max((entry["pairs"] for entry in summary.values()), default=0),
         other_fold=theirs.to_json(),
         other_lines=lines_text(theirs.to_json()),
         decode_factor=_decode_factor(ours.fold, theirs.fold),
@@ -301,11 +307,10 @@ def lines_text(document: dict[str, Any]) -> str:
     """Where the other run's lines went, as the main table says it for ours."""
     if not document["files"]:
         return "no step log: S, P and A per leg from the record's engine counters"
-    read = sum(entry["lines"] for entry in document["files"])
-    attributed = sum(entry["attributed"] for entry in document["files"])
     return (
-        f"{read} read, {attributed} in legs, {document['unattributed_steps']} outside every "
-        f"leg, {document['ambiguous_steps']} ambiguous, {document['torn_lines']} torn, "
+        f"{document['lines_read']} read, {document['lines_attributed']} in legs, "
+        f"{document['unattributed_steps']} outside every leg, "
+        f"{document['ambiguous_steps']} ambiguous, {document['torn_lines']} torn, "
         f"{document['skipped_lines']} skipped, {document['lost_lines']} lost"
     )
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from fold.folding.result import FoldResult
-from fold.folding.uncertainty import bootstrap, percentile_interval
+from fold.folding.uncertainty import bootstrap, percentile_interval, reach
 from fold.inputs.acceptance import accepted_at_position
 from fold.inputs.leg_sums import Leg
 
@@ -54,6 +54,7 @@ def side_by_side(
                 "other": b,
                 "difference": None if a is None or b is None else a - b,
                 "difference_ci": None if interval is None else [interval[0], interval[1]],
+                "difference_reach": reach(None if a is None or b is None else a - b, interval),
             }
         )
     return rows

@@ -74,6 +74,14 @@ class SpeedSplit:
             for name, share in self.parts.items()
         }
 
+    def parts_by_share(self) -> list[str] | None:
+        """The parts' names, the largest share first (ties keep the parts' order): the order
+        the presenters word them in; None with ``parts``."""
+        parts = self.parts
+        if parts is None:
+            return None
+        return sorted(parts, key=lambda name: -parts[name])
+
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "oracle": self.oracle,
@@ -83,6 +91,7 @@ class SpeedSplit:
             "shares": self.shares,
             "parts": self.parts,
             "part_factors": self.part_factors(),
+            "parts_by_share": self.parts_by_share(),
             "oracle_lacks": list(self.oracle_lacks),
         }
         if self.other_shares is not None:

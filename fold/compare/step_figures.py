@@ -389,3 +389,28 @@ def oracle_step_figures(
     return fold_step_figures(
         fold, fold.warm, population, steps=steps, resamples=resamples, seed=seed
     )
+
+
+def step_figures_extent(rows: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """How far the arms' step figures reach, set side by side (``comparison.step_figures``):
+    ``rows`` are each arm row's name and its ``step_figures`` block (None without steps), in
+    the comparison's order.
+
+    ``max_draft``: the longest draft of any arm (the rows per position); ``windows``: the most
+    windows of any arm; ``buckets_of``: the arm whose output-position buckets are the most
+    (the bucket edges are fixed, so its buckets name the rows for every arm; the first of
+    those with as many; None when no arm has them); ``beside``: whether at least two arms
+    have step figures, so there is something to set beside ours."""
+    found = [figures for _, figures in rows if figures]
+    bucketed = [
+        (name, len(figures["by_output_position"]["buckets"]))
+        for name, figures in rows
+        if figures and figures.get("by_output_position") is not None
+    ]
+    most = max((count for _, count in bucketed), default=None)
+    return {
+        "max_draft": max((figures["max_draft"] for figures in found), default=0),
+        "windows": max((len(figures["windows"] or []) for figures in found), default=0),
+        "buckets_of": next((name for name, count in bucketed if count == most), None),
+        "beside": sum(figures is not None for _, figures in rows) >= 2,
+    }

@@ -27,7 +27,7 @@ from typing import Any
 
 from fold.folding.accumulate import PartialFold
 from fold.folding.step_lengths import StepTimes
-from fold.folding.uncertainty import DEFAULT_SEED, bootstrap
+from fold.folding.uncertainty import DEFAULT_SEED, bootstrap, reach
 from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
 
@@ -99,8 +99,10 @@ class CutRow:
             "accepted": self.accepted,
             "accept_rate": self.accept_rate,
             "accept_rate_ci": _pair(self.accept_rate_ci),
+            "accept_rate_reach": reach(self.accept_rate, self.accept_rate_ci),
             "tokens_per_step": self.tokens_per_step,
             "tokens_per_step_ci": _pair(self.tokens_per_step_ci),
+            "tokens_per_step_reach": reach(self.tokens_per_step, self.tokens_per_step_ci),
             "per_position": list(self.per_position),
             "steps_needed": self.steps_needed,
             "step_time_s": self.step_time_s,
@@ -108,6 +110,11 @@ class CutRow:
             "modelled_tok_s": self.modelled_tok_s,
             "unmeasured_lengths": list(self.unmeasured_lengths),
         }
+
+
+FEW_STEPS = 30
+"""A draft length timed over fewer steps than this: the tok/s of a k' that cuts steps to it
+rests on few (``few_steps_lengths``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,10 @@ class AnotherK:
             ),
             "step_time_note": self.step_time_note,
             "rows": [row.to_json() for row in self.rows],
+            "few_steps_lengths": [
+                time.proposed for time in self.step_times or () if time.intervals < FEW_STEPS
+            ],
+            "unmeasured_lengths": sorted({k for row in self.rows for k in row.unmeasured_lengths}),
         }
 
 

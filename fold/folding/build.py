@@ -49,12 +49,14 @@ from fold.folding.step_durations import step_durations
 from fold.folding.step_split import NO_SPLIT, from_fold
 from fold.folding.uncertainty import (
     DEFAULT_SEED,
+    POOLED_FIGURES,
     Replicates,
     check_resamples,
     decode_interval,
     fold_replicates,
     interval_fields,
     method_note,
+    reach,
 )
 from fold.folding.warm import ThroughputCheck
 from fold.inputs import acceptance
@@ -154,8 +156,18 @@ def finished_pooled(draft: dict[str, Any], replicates: Replicates | None) -> Poo
     intervals its replicates give (None: each interval is None)."""
     cadence = draft.pop("cadence")
     if cadence is not None:
-        cadence = frozen({**cadence, "decode_steps_per_s_ci": decode_interval(replicates)})
-    return PooledFigures(**draft, cadence=cadence, intervals=frozen(interval_fields(replicates)))
+        decode = decode_interval(replicates)
+        cadence = frozen(
+            {
+                **cadence,
+                "decode_steps_per_s_ci": decode,
+                "decode_steps_per_s_reach": reach(cadence["decode_steps_per_s"], decode),
+            }
+        )
+    intervals: dict[str, Any] = interval_fields(replicates)
+    for figure in POOLED_FIGURES:
+        intervals[f"{figure}_reach"] = reach(draft[figure], intervals[f"{figure}_ci"])
+    return PooledFigures(**draft, cadence=cadence, intervals=frozen(intervals))
 
 
 @dataclass

@@ -192,7 +192,8 @@ class PooledFigures(Figures):
     histogram: tuple[int, ...] | None
     cadence: Mapping[str, Any] | None
     intervals: Mapping[str, Sequence[float] | None]
-    """``<figure>_ci`` for each figure with an interval (``fold.folding.uncertainty``)."""
+    """``<figure>_ci`` for each figure with an interval (``fold.folding.uncertainty``), and
+    ``<figure>_reach`` beside it: what ``±`` shows."""
     per_request: Mapping[str, Any] | None = None
     """``fold.folding.per_request``'s figures (None: no requests, or no steps)."""
     by_output_position: Mapping[str, Any] | None = None

@@ -192,7 +192,17 @@ def group_split(
         figures[f"{part}_share"] = None if value is None or step_ns <= 0 else value / step_ns
     figures["tolerance_s"] = tolerance_ns / _NS
     figures["adds_up"] = rest_ns >= -tolerance_ns
+    figures["parts_by_share"] = by_share(
+        {part: figures[f"{part}_share"] for part in (*PARTS, "rest")}
+    )
     return figures
+
+
+def by_share(shares: Mapping[str, float | None]) -> list[str]:
+    """The parts with a share, the largest first (ties keep the order given): the order the
+    presenters show them in."""
+    shown = {part: share for part, share in shares.items() if share is not None}
+    return sorted(shown, key=lambda part: -shown[part])
 
 
 def fold_step_split(

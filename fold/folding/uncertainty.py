@@ -364,3 +364,12 @@ def decode_steps_per_s(
         seed,
     )["legs"]
     return point, replicates.interval("decode_steps_per_s")
+
+
+def reach(value: float | None, interval: Sequence[float] | None) -> float | None:
+    """What ``±`` shows beside a figure: the larger distance from it to either end of its
+    interval (0 when it lies outside), so figure ± reach covers the interval; None without
+    the figure or the interval. Written beside each shown interval as ``<figure>_reach``."""
+    if value is None or interval is None:
+        return None
+    return max(value - interval[0], interval[1] - value, 0.0)

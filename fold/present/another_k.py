@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fold.folding.another_k import FEW_STEPS
 from fold.present.cadence import duration
 from fold.present.chart import PALETTE, Chart
 from fold.present.table import NOT_DEFINED, length, percent, plus_minus, rate
@@ -20,7 +21,6 @@ TITLE = "Another k: the warm legs' drafts cut at k'"
 HEADERS = ("k'", "P", "A", "A/P", "±", "1+A/S", "±", "steps needed")
 TIMED = ("step time", "tok/s")
 NOT_MEASURED = "not measured"
-FEW_STEPS = 30
 """A draft length's step time measured from fewer intervals than this is called out: the
 tok/s of a k' that cuts steps to it rests on few."""
 
@@ -46,9 +46,9 @@ def rows(found: Mapping[str, Any]) -> list[tuple[str, ...]]:
                 str(row["proposed"]),
                 str(row["accepted"]),
                 percent(row["accept_rate"]),
-                plus_minus(row["accept_rate"], row["accept_rate_ci"], "percent"),
+                plus_minus(row["accept_rate_reach"], "percent"),
                 length(row["tokens_per_step"]),
-                plus_minus(row["tokens_per_step"], row["tokens_per_step_ci"], "length"),
+                plus_minus(row["tokens_per_step_reach"], "length"),
                 rate(row["steps_needed"]),
                 *timed,
             )
@@ -71,14 +71,14 @@ def notes(found: Mapping[str, Any]) -> list[str]:
                 for time in found["step_times"]
             )
         )
-        few = [time["proposed"] for time in found["step_times"] if time["intervals"] < FEW_STEPS]
+        few = found["few_steps_lengths"]
         if few:
             said.append(
                 f"fewer than {FEW_STEPS} steps timed at draft length "
                 + ", ".join(map(str, few))
                 + ": the tok/s of a k' that cuts steps to it rests on few"
             )
-    unmeasured = sorted({k for row in found["rows"] for k in row["unmeasured_lengths"]})
+    unmeasured = found["unmeasured_lengths"]
     if unmeasured:
         said.append(
             "no step time in the log at draft length "
@@ -204,7 +204,7 @@ def another_k_chart(document: Mapping[str, Any]) -> Chart:
             other.set_ylabel("modelled tok/s")
             other.spines["right"].set_visible(True)
             other.grid(False)
-            handles = axes.get_lines()[:1] + other.get_lines()
+            handles = [*axes.get_lines()[:1], *other.get_lines()]
             axes.legend(handles, [line.get_label() for line in handles], loc="lower right")
         else:
             axes.set_title(f"step time per k': {NOT_MEASURED}", fontsize=8, loc="right")

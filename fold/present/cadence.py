@@ -103,10 +103,9 @@ def time_cells(cadence: dict[str, Any]) -> tuple[str, ...]:
 def decode_rate(cadence: dict[str, Any]) -> str:
     """The pooled decode steps/s with its 95% interval as ``±`` when it has one: '23.57 ±1.21'."""
     value = cadence["decode_steps_per_s"]
-    interval = cadence.get("decode_steps_per_s_ci")
-    if value is None or interval is None:
+    reach = cadence.get("decode_steps_per_s_reach")
+    if value is None or reach is None:
         return rate(value)
-    reach = max(value - interval[0], interval[1] - value, 0.0)
     shown = rate(value)
     return f"{shown} ±{same_decimals(reach, shown)}"
 

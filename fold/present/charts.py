@@ -210,89 +210,65 @@ def _per_leg(document: dict[str, Any]) -> Chart:
     return Chart("per-leg", "Per-leg throughput and acceptance", caption, draw)
 
 
+_BAR_LABELS = {
+    "acceptance": "acceptance",
+    "slower_steps": "slower steps",
+    "faster_steps": "faster steps",
+    "before_first_step": "start-up",
+    "stalls": "stalls",
+    "tail": "tail",
+    "rest": "rest",
+    "speed": "speed",
+    "ratio": "r",
+}
+_BAR_COLOURS = {"total": "#444444", "gain": "#2e8b57", "cost": "#c0392b"}
+
+
 def _waterfall(document: dict[str, Any]) -> Chart:
     block = document.get("comparison") or {}
-    gaps = block.get("gaps") or {}
-    speeds = block.get("speed") or {}
+    waterfalls = block.get("waterfalls") or {}
     caption = (
         "The throughput ratio r to each oracle as a product, on a log scale: acceptance, then "
         "speed split into slower steps, start-up, stalls and tail; bars below 1 cost us, and "
         "whiskers are 95% intervals where the inputs give them."
     )
-    if not gaps:
+    if not waterfalls:
         return Chart("gap", "Where the gap goes", caption, None, "needs an oracle (--vs)")
 
     def draw(figure) -> None:
-        columns = figure.subplots(1, len(gaps), squeeze=False)[0]
-        for axes, (name, gap) in zip(columns, gaps.items(), strict=True):
-            steps = _gap_steps(gap, speeds.get(name))
-            level = 1.0
-            reach = [1.0]  # every bar's ends and whisker ends, for the axis
-            for position, (label, factor, interval) in enumerate(steps):
-                if factor is None:
+        columns = figure.subplots(1, len(waterfalls), squeeze=False)[0]
+        for axes, (name, found) in zip(columns, waterfalls.items(), strict=True):
+            bars = found["bars"]
+            for position, bar in enumerate(bars):
+                if bar["factor"] is None:
                     continue
-                is_total = label == "r"
-                low, high = (1.0, factor) if is_total else (level, level * factor)
-                colour = "#444444" if is_total else ("#2e8b57" if factor >= 1 else "#c0392b")
                 axes.bar(
                     position,
-                    max(low, high) - min(low, high),
-                    bottom=min(low, high),
-                    color=colour,
+                    bar["height"],
+                    bottom=bar["bottom"],
+                    color=_BAR_COLOURS[bar["kind"]],
                     width=0.6,
                     gid=f"bar-{position}",
                 )
-                reach += [low, high]
-                if interval:
-                    centre = high if is_total else level * factor
-                    scale = 1.0 if is_total else level
+                if bar["whisker"]:
+                    below, above = bar["whisker"]
                     axes.errorbar(
                         position,
-                        centre,
-                        yerr=[[centre - scale * interval[0]], [scale * interval[1] - centre]],
+                        bar["top"],
+                        yerr=[[below], [above]],
                         color="black",
                         capsize=3,
                         linewidth=0.8,
                     )
-                    reach += [scale * interval[0], scale * interval[1]]
-                if not is_total:
-                    level *= factor
             axes.axhline(1.0, color="black", linewidth=0.6)
-            shown = [value for value in reach if value > 0 and math.isfinite(value)]
-            log_axis(axes, min(shown), max(shown))
-            axes.set_xticks(range(len(steps)), [label for label, _, _ in steps], rotation=30)
+            log_axis(axes, *found["axis"])
+            axes.set_xticks(
+                range(len(bars)), [_BAR_LABELS[bar["part"]] for bar in bars], rotation=30
+            )
             axes.set_title(f"ours vs {name}", fontsize=9)
         columns[0].set_ylabel("factor (log scale)")
 
     return Chart("gap", "Where the gap goes", caption, draw)
-
-
-def _gap_steps(
-    gap: dict[str, Any], speed: dict[str, Any] | None
-) -> list[tuple[str, float | None, list[float] | None]]:
-    """(label, factor, interval) bars: acceptance, the speed parts (or speed whole), then r."""
-    steps: list[tuple[str, float | None, list[float] | None]] = [
-        ("acceptance", gap.get("acceptance_factor"), gap.get("acceptance_factor_ci"))
-    ]
-    factors = (speed or {}).get("part_factors")
-    if factors:
-        for key, label in (
-            ("steps", "slower steps"),
-            ("before_first_step", "start-up"),
-            ("stalls", "stalls"),
-            ("tail", "tail"),
-            ("rest", "rest"),
-        ):
-            if key == "rest" and key not in factors:
-                continue  # only against a run of ours with step times (fold.compare.speed)
-            factor = factors.get(key)
-            if key == "steps" and factor is not None and factor > 1:
-                label = "faster steps"
-            steps.append((label, factor, None))
-    else:
-        steps.append(("speed", gap.get("speed_factor"), gap.get("speed_factor_ci")))
-    steps.append(("r", gap.get("ratio"), gap.get("ratio_ci")))
-    return steps
 
 
 def _intervals(document: dict[str, Any]) -> Chart:

@@ -187,18 +187,18 @@ def comparison_table(document: Mapping[str, Any], *, details: bool = True) -> Fi
         )
         if gap.get("ci_basis"):
             spread = Text(
-                plus_minus(gap["acceptance_factor"], gap["acceptance_factor_ci"], "three_decimals"),
+                plus_minus(gap["acceptance_factor_reach"], "three_decimals"),
                 style="dim",
             )
             add(
                 Text(_ratio_label(gap["ci_basis"]), style="dim"),
                 Text(""),
                 [
-                    Text(plus_minus(gap["ratio"], gap["ratio_ci"], "three_decimals"), style="dim"),
+                    Text(plus_minus(gap["ratio_reach"], "three_decimals"), style="dim"),
                     Text("") if in_sglang_unit else spread,
                     Text(""),
                     Text(
-                        plus_minus(gap["speed_factor"], gap["speed_factor_ci"], "three_decimals"),
+                        plus_minus(gap["speed_factor_reach"], "three_decimals"),
                         "dim",
                     ),
                     spread if in_sglang_unit else Text(""),
@@ -218,10 +218,7 @@ def _arm_interval_row(add: Callable[..., None], row: Row) -> None:
         why = "totals" if "totals" in (row.get("ci_note") or "") else "1 leg"
         add(Text("  ±", style="dim"), Text(""), [Text(why, style="dim italic"), *[Text("")] * 4])
         return
-    cells = [
-        plus_minus(row[figure], interval, form)
-        for (figure, form), interval in zip(ROW_FIGURES, found, strict=True)
-    ]
+    cells = [plus_minus(row[f"{figure}_reach"], form) for figure, form in ROW_FIGURES]
     add(Text("  ±", style="dim"), Text(""), [Text(cell, style="dim") for cell in cells])
 
 

@@ -38,7 +38,7 @@ def _one(found: Mapping[str, Any]) -> str:
             f"resampling {found['resampling_text']}"
         )
     if found["pair_summary"]:
-        lines.append(f"- {pair_summary_text(found['pair_summary'])}")
+        lines.append(f"- {pair_summary_text(found)}")
     lines.append(f"- {name}'s lines: {found['lines']}")
     sections = ["\n".join(lines)]
     if found["per_position"] is None or found["histogram"] is None:

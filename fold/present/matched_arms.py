@@ -44,7 +44,7 @@ def setting_text(check: Check) -> str | None:
 def detail_texts(check: Check) -> list[str]:
     found = setting_text(check)
     texts = [found] if found is not None else []
-    return texts + list(check["notes"])
+    return [*texts, *check["notes"]]
 
 
 def matched_lines(block: Mapping[str, Any], name: str, *, details: bool) -> list[Text]:

@@ -185,7 +185,7 @@ def answer(document: dict[str, Any]) -> str:
     for row in block["rows"]:
         population = row.get("population") or ""
         cells = [
-            _figure(shown(row[key]), row.get(f"{key}_ci"), row[key], form, intervals)
+            _figure(shown(row[key]), row.get(f"{key}_reach"), form, intervals)
             for key, _, shown, form in _COLUMNS
         ]
         rows.append(
@@ -198,21 +198,19 @@ def answer(document: dict[str, Any]) -> str:
         split = gap["ratio"] is not None and gap["acceptance_factor"] is not None
         factor = _figure(
             fmt_factor(gap["acceptance_factor"]) if split else NOT_RECORDED,
-            gap["acceptance_factor_ci"],
-            gap["acceptance_factor"],
+            gap["acceptance_factor_reach"],
             "three_decimals",
             intervals,
         )
         in_sglang_unit = gap["unit"] == SGLANG_UNIT
         cells = [
-            _figure(fmt_factor(gap["ratio"]), gap["ratio_ci"], gap["ratio"], "three_decimals",
+            _figure(fmt_factor(gap["ratio"]), gap["ratio_reach"], "three_decimals",
                     intervals),
             "<td></td>" if in_sglang_unit else factor,
             "<td></td>",
             _figure(
                 fmt_factor(gap["speed_factor"]) if split else NOT_RECORDED,
-                gap["speed_factor_ci"],
-                gap["speed_factor"],
+                gap["speed_factor_reach"],
                 "three_decimals",
                 intervals,
             ),
@@ -277,10 +275,10 @@ def attention(document: dict[str, Any]) -> str:
     )
 
 
-def _figure(shown: str, interval: Any, value: Any, form: str, intervals: bool) -> str:
+def _figure(shown: str, reach: Any, form: str, intervals: bool) -> str:
     if shown == NOT_RECORDED:
         return f'<td class="na">{NOT_RECORDED}</td>'
-    spread = plus_minus(value, interval, form) if intervals else ""
+    spread = plus_minus(reach, form) if intervals else ""
     extra = f' <span class="pm">{html.escape(spread)}</span>' if spread else ""
     return f"<td>{html.escape(shown)}{extra}</td>"
 

@@ -67,7 +67,7 @@ def runs_lines(found: Mapping[str, Any], *, details: bool = True) -> list[Render
         if found["pairs"] is not None:
             lines.append(pairs_table(found["pairs"], name))
             if found["pair_summary"]:
-                lines.append(Text("  " + pair_summary_text(found["pair_summary"]), style="dim"))
+                lines.append(Text("  " + pair_summary_text(found), style="dim"))
         lines.append(Text(f"  {name}'s lines: {found['lines']}", style="dim"))
     flagged = [leg for leg in found["fold"]["legs"] if leg["flags"]]
     for leg in flagged:
@@ -102,7 +102,7 @@ def position_table(rows: Sequence[dict[str, Any]], name: str, which: str) -> Ren
             percent(row["ours"], NOT_RECORDED),
             percent(row["other"], NOT_RECORDED),
             signed_percent(row["difference"]),
-            plus_minus(row["difference"], row["difference_ci"], "percent"),
+            plus_minus(row["difference_reach"], "percent"),
         )
         for row in rows
     ]
@@ -138,25 +138,25 @@ def pairs_table(pairs: Sequence[dict[str, Any]], name: str) -> RenderableType:
     return fit(table)
 
 
-def pair_summary_text(summary: dict[str, dict[str, float | None]]) -> str:
-    """'warm pairs (6): Δ A/P median -3.1% [-4.0%, -2.2%]; ...': median and range."""
+def pair_summary_text(found: Mapping[str, Any]) -> str:
+    """'warm pairs (6): Δ A/P median -3.1% [-4.0%, -2.2%]; ...': median and range, from a run
+    of ours's ``pair_summary`` and ``warm_pairs``."""
+    summary = found["pair_summary"]
     parts = []
-    count = 0
     for figure, label, shown in (
         ("accept_rate", "Δ A/P", signed_percent),
         ("mean_acceptance_length", "Δ 1+A/S", lambda value: signed(value, 2)),
         ("tok_s", "Δ tok/s", lambda value: signed(value, 3)),
     ):
-        found = summary[figure]
-        count = max(count, int(found["pairs"] or 0))
-        if found["median"] is None:
+        spread = summary[figure]
+        if spread["median"] is None:
             parts.append(f"{label} {NOT_RECORDED}")
             continue
         parts.append(
-            f"{label} median {shown(found['median'])} (range {shown(found['min'])} to "
-            f"{shown(found['max'])})"
+            f"{label} median {shown(spread['median'])} (range {shown(spread['min'])} to "
+            f"{shown(spread['max'])})"
         )
-    return f"warm pairs ({count}): " + "; ".join(parts)
+    return f"warm pairs ({found['warm_pairs']}): " + "; ".join(parts)
 
 
 def signed_percent(value: float | None) -> str:

@@ -10,8 +10,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from fold.inputs.oracles.figures import DERIVED_SOURCE, NOT_RECORDED_SOURCE
 from fold.inputs.populations import POPULATION_TEXT
-from fold.present.table import NOT_RECORDED
 
 Row = Mapping[str, Any]
 
@@ -25,7 +25,6 @@ _FIGURE_LABELS = (
     ("mean_acceptance_length", "mean len"),
     ("accept_rate", "rate"),
 )
-_DERIVED = {"mean_acceptance_length": "1 + A/S", "accept_rate": "A/P"}
 
 
 def sources_table(rows: Sequence[Row]) -> Table:
@@ -46,9 +45,10 @@ def sources_table(rows: Sequence[Row]) -> Table:
             source = row["sources"].get(key)
             if source is None:
                 continue
-            if _DERIVED.get(key) == source:
+            kind = row["source_kinds"][key]
+            if kind == DERIVED_SOURCE:
                 continue  # derived as always; only another origin is worth a line
-            style = "dim" if source.startswith(NOT_RECORDED) else ""
+            style = "dim" if kind == NOT_RECORDED_SOURCE else ""
             table.add_row(Text(name, style="bold"), label, Text(source, style=style))
             name = ""
         for note in row["notes"]:

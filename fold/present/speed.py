@@ -31,7 +31,8 @@ def speed_summary(split: Row) -> str | None:
     slower = steady is not None and steady < 1
     labels = {"steps": "slower steps" if slower else "faster steps", **_PART_LABELS}
     phrases = []
-    for name, part in sorted(parts.items(), key=lambda item: -item[1]):
+    for name in split["parts_by_share"]:
+        part = parts[name]
         share = round(abs(part) * 100)
         phrases.append(
             f"{share}% {labels[name]}" if part >= 0 else f"{labels[name]} offset {share}%"

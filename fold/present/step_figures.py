@@ -31,6 +31,15 @@ CAPTION = (
 )
 
 
+NO_ARMS = {"max_draft": 0, "windows": 0, "buckets_of": None, "beside": False}
+"""How far the step figures reach without a comparison: no arm, nothing set beside."""
+
+
+def _extent(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The comparison's ``step_figures``: how far the arms' step figures reach."""
+    return (document.get("comparison") or {}).get("step_figures") or NO_ARMS
+
+
 def _arms(document: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any] | None]]:
     comparison = document.get("comparison") or {}
     return [(row["name"], row.get("step_figures")) for row in comparison.get("rows", [])]
@@ -75,7 +84,7 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
     names = [name for name, _ in arms]
     found = [figures for _, figures in arms]
     missing = (NOT_RECORDED, "")
-    k = max((figures["max_draft"] for figures in found if figures), default=0)
+    k = _extent(document)["max_draft"]
     table: list[tuple[str, list[tuple[str, str]]]] = []
     for key, label in _FORMS:
         cells = [
@@ -89,9 +98,9 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
         ]
         if key == "per_position_conditional" and cells:
             table.append(("pos 1, given none", list(cells[0])))
-            table += _collapsed(label, cells[1:], 2)
+            table.extend(_collapsed(label, cells[1:], 2))
         else:
-            table += _collapsed(label, cells, 1)
+            table.extend(_collapsed(label, cells, 1))
     shares = [
         tuple(
             missing
@@ -101,8 +110,8 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
         )
         for j in range(k + 1)
     ]
-    table += _collapsed("accepted exactly {i}", shares, 0)
-    count = max((len(figures["windows"] or []) for figures in found if figures), default=0)
+    table.extend(_collapsed("accepted exactly {i}", shares, 0))
+    count = _extent(document)["windows"]
     windows: list[tuple[tuple[str, str], ...]] = []
     for w in range(count):
         window_cells: list[tuple[str, str]] = []
@@ -113,7 +122,7 @@ def rows(document: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[t
             )
             window_cells.append(missing if shown is None else shown)
         windows.append(tuple(window_cells))
-    table += _collapsed("window {i}, A/P", windows, 1)
+    table.extend(_collapsed("window {i}, A/P", windows, 1))
     return names, table
 
 
@@ -213,8 +222,10 @@ def request_rows(
     spreads = [figures.get("per_request") for figures in found]
     positions = [figures.get("by_output_position") for figures in found]
     # Bucket edges are fixed, so the arm with the most buckets names them for every arm.
-    longest: list[Any] = max(
-        (p["buckets"] for p in positions if p is not None), key=len, default=[]
+    named = _extent(document)["buckets_of"]
+    longest: list[Any] = next(
+        (p["buckets"] for (name, _), p in zip(arms, positions, strict=True) if p and name == named),
+        [],
     )
     count = len(longest)
     labels = [
@@ -224,7 +235,7 @@ def request_rows(
         "falling",
     ]
     columns = [
-        _request_cells(spread) + _position_cells(position, count)
+        [*_request_cells(spread), *_position_cells(position, count)]
         for spread, position in zip(spreads, positions, strict=True)
     ]
     return names, [(label, [column[row] for column in columns]) for row, label in enumerate(labels)]
@@ -268,8 +279,7 @@ def about_lines(document: Mapping[str, Any]) -> list[str]:
 
 def has_step_figures(document: Mapping[str, Any]) -> bool:
     """Whether any arm beside ours has steps: only then is there something to set beside."""
-    arms = _arms(document)
-    return sum(figures is not None for _, figures in arms) >= 2
+    return bool(_extent(document)["beside"])
 
 
 Made = tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]

@@ -113,13 +113,11 @@ def step_split_table(document: Mapping[str, Any]) -> Fitted:
 def summary_line(split: Split) -> str:
     """'our warm step 4.12ms: verifying 70.1% [68.0%, 72.3%], drafting 19.7% [...], rest 10.2%
     [...]', the largest part first."""
+    labels = dict(PARTS)
     parts = [
-        (split[f"{part}_share"], f"{label} {share_with_interval(split, part)}")
-        for part, label in PARTS
-        if split[f"{part}_share"] is not None
+        f"{labels[part]} {share_with_interval(split, part)}" for part in split["parts_by_share"]
     ]
-    parts.sort(key=lambda item: -item[0])
-    text = f"our warm step {duration(split['step_s'])}: " + ", ".join(p for _, p in parts)
+    text = f"our warm step {duration(split['step_s'])}: " + ", ".join(parts)
     left_out = left_out_text(split)
     if left_out:
         text += f" ({left_out})"

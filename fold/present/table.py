@@ -79,16 +79,14 @@ def recorded_cell(text: str) -> Text:
     return Text(text, style="dim italic") if text == NOT_RECORDED else Text(text)
 
 
-def plus_minus(
-    value: float | None, interval: list[float] | tuple[float, float] | None, form: str
-) -> str:
-    """An interval as ``±`` the larger distance from the figure to either end: '±0.04'.
+def plus_minus(reach: float | None, form: str) -> str:
+    """An interval as ``±`` its reach (``<figure>_reach``: the larger distance from the figure
+    to either end, worked out where the interval is): '±0.04'.
 
     ``form`` is ``percent``, ``length`` or ``three_decimals``; empty when there is none.
     """
-    if value is None or interval is None:
+    if reach is None:
         return ""
-    reach = max(value - interval[0], interval[1] - value, 0.0)
     if form == "percent":
         return f"±{100 * reach:.1f}%"
     return f"±{reach:.2f}" if form == "length" else f"±{reach:.3f}"
@@ -226,8 +224,7 @@ def fold_table(document: dict[str, Any]) -> Table:
             length(fold["completion_tokens_per_step"]),
         )
         spreads = [
-            plus_minus(fold[figure], fold.get(f"{figure}_ci"), form)
-            for figure, form in _FOLD_INTERVALS
+            plus_minus(fold.get(f"{figure}_reach"), form) for figure, form in _FOLD_INTERVALS
         ]
         if any(spreads):
             table.add_row("±", "", "", "", "", *spreads, style="dim")

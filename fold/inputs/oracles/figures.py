@@ -37,6 +37,24 @@ from fold.inputs.oracles.vllm_speculative import SpeculativeSetting
 OURS_KIND = "ours"
 
 
+NOT_RECORDED_SOURCE, DERIVED_SOURCE, RECORDED_SOURCE = "not_recorded", "derived", "recorded"
+"""What a figure's source is, a code (``source_kinds`` beside the ``sources`` sentences)."""
+SOURCE_FIGURES = {
+    "tok_s": "output_throughput_tok_s",
+    "steps": "steps",
+    "proposed": "proposed",
+    "accepted": "accepted",
+    "per_position": "per_position",
+    "completion_tokens_per_step": "completion_tokens_per_step",
+    "mean_acceptance_length": "mean_acceptance_length",
+    "accept_rate": "accept_rate",
+    "verify_steps_per_s": "verify_steps_per_s",
+}
+"""The arm's figure each key of ``sources`` speaks for."""
+DERIVED_OVER = {"accept_rate": "proposed", "mean_acceptance_length": "steps"}
+"""The figures worked out from the counts when they are there: A over P, and 1 + A over S."""
+
+
 @dataclass(frozen=True)
 class MatchedAs:
     """``--vs NAME:matched[@BASE]=PATH``: the arm was run at our acceptance, by the command
@@ -107,6 +125,21 @@ class ArmFigures:
     def approximate(self) -> bool:
         return bool(self.bounds)
 
+    def source_kinds(self) -> dict[str, str]:
+        """Per figure in ``sources``, a code the presenters choose on (the sentence beside it
+        says more): ``not_recorded`` (the arm has no such figure), ``derived`` (A/P or 1 + A/S
+        worked out from its counts, as always) or ``recorded`` (as the input gives it)."""
+        kinds = {}
+        for key in self.sources:
+            figure = getattr(self, SOURCE_FIGURES[key]) if key in SOURCE_FIGURES else ""
+            if figure is None:
+                kinds[key] = NOT_RECORDED_SOURCE
+            elif key in DERIVED_OVER and self.accepted and getattr(self, DERIVED_OVER[key]):
+                kinds[key] = DERIVED_SOURCE
+            else:
+                kinds[key] = RECORDED_SOURCE
+        return kinds
+
     def to_json(self) -> dict[str, Any]:
         """A plain dict for the ``oracles`` block: None where a figure is not recorded."""
         rates = self.per_position_rate
@@ -138,6 +171,7 @@ class ArmFigures:
                 else None
             ),
             "sources": dict(self.sources),
+            "source_kinds": self.source_kinds(),
             "notes": list(self.notes),
             **(
                 {} if self.draft_overhead is None else {"draft_overhead": dict(self.draft_overhead)}
