@@ -19,6 +19,7 @@ from fold.compare.arm_draws import (
     STEP_RATE_BASES,
     basis_code,
 )
+from fold.compare.row_intervals import INTERVAL_NOTES, interval_note
 from fold.compare.step_figures import SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,3 +99,16 @@ def test_the_schema_lists_what_a_measured_splits_intervals_rest_on():
 )
 def test_a_measured_splits_basis_code_says_which_arms_were_resampled(every, resampled, code):
     assert basis_code(every, resampled) == code
+
+
+def test_the_schema_lists_why_a_row_has_intervals_or_not():
+    """Each arm row's ``ci_note`` is one of the codes the comparison makes, its words beside it;
+    the terminal's ``±`` row decides on the code (``totals`` for an arm known by totals)."""
+    row = DEFS["row"]["properties"]
+    assert _enum(row["ci_note"]) == list(INTERVAL_NOTES)
+    assert row["ci_note_text"] == {"type": "string"}
+    # every branch of the rule, by hand
+    assert interval_note(0, {"accept_rate": (0.4, 0.5)}) == "no_bootstrap"
+    assert interval_note(1000, None) == "totals_only"
+    assert interval_note(1000, {"accept_rate": None}) == "one_leg"
+    assert interval_note(1000, {"accept_rate": (0.4, 0.5)}) == "over_legs"

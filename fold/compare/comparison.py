@@ -30,7 +30,13 @@ from fold.compare.gap_intervals import arm_replicates, split_intervals
 from fold.compare.matched_arms import MatchedCheck, check_matched_arms
 from fold.compare.measured_split import split_bases
 from fold.compare.our_runs import RunsComparison, compare_runs
-from fold.compare.row_intervals import ROW_FIGURES, interval_note, our_replicates, row_intervals
+from fold.compare.row_intervals import (
+    INTERVAL_NOTES,
+    ROW_FIGURES,
+    interval_note,
+    our_replicates,
+    row_intervals,
+)
 from fold.compare.speed import SpeedSplit, split_speeds
 from fold.compare.step_figures import fold_step_figures, oracle_step_figures, step_figures_extent
 from fold.compare.waterfall import Waterfall, waterfall
@@ -305,6 +311,7 @@ def compare(
             row.update({f"{figure}_ci": _pair(shown.get(figure)) for figure in ROW_FIGURES})
         row.update({f"{f}_reach": reach(row[f], row[f"{f}_ci"]) for f in ROW_FIGURES})
         row["ci_note"] = interval_note(resamples, shown)
+        row["ci_note_text"] = INTERVAL_NOTES[row["ci_note"]]
     step_folds, figures = _step_figures(result, ours, others, resamples, seed)
     for row in block["rows"]:
         row["step_figures"] = figures.get(row["name"])

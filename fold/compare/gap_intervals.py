@@ -32,8 +32,8 @@ OURS_ONLY = "ours_only"
 class SplitIntervals:
     """Intervals of r, the acceptance factor and the speed factor, and what each rests on.
 
-    ``basis[factor]`` is ``"both arms"`` when the oracle's side was resampled too, and
-    ``"ours only"`` when the oracle is known by totals and taken as exact.
+    ``basis[factor]`` is ``BOTH_ARMS`` when the oracle's side was resampled too, and
+    ``OURS_ONLY`` when the oracle is known by totals and taken as exact.
     """
 
     ratio: Interval | None

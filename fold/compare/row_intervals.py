@@ -50,12 +50,22 @@ def row_intervals(replicates: Replicates, row: ArmFigures) -> dict[str, Interval
     return found
 
 
+INTERVAL_NOTES = {
+    "no_bootstrap": "no interval: --bootstrap 0",
+    "totals_only": "no interval: known only by totals",
+    "one_leg": "no interval: one leg (or one request) says nothing about the spread",
+    "over_legs": "95% bootstrap interval over its legs",
+}
+"""Why an arm row has intervals or not: the JSON's ``ci_note`` codes and their sentences
+(``ci_note_text``)."""
+
+
 def interval_note(resamples: int, found: dict[str, Interval | None] | None) -> str:
-    """Why an arm row has intervals, or why not."""
+    """Why an arm row has intervals, or why not: a code of ``INTERVAL_NOTES``."""
     if not resamples:
-        return "no interval: --bootstrap 0"
+        return "no_bootstrap"
     if found is None:
-        return "no interval: known only by totals"
+        return "totals_only"
     if not any(found.values()):
-        return "no interval: one leg (or one request) says nothing about the spread"
-    return "95% bootstrap interval over its legs"
+        return "one_leg"
+    return "over_legs"

@@ -215,7 +215,7 @@ def _arm_interval_row(add: Callable[..., None], row: Row) -> None:
     """The ``±`` row under an arm: its 95% intervals, or why it has none."""
     found = [row.get(f"{figure}_ci") for figure, _ in ROW_FIGURES]
     if not any(found):
-        why = "totals" if "totals" in (row.get("ci_note") or "") else "1 leg"
+        why = "totals" if row.get("ci_note") == "totals_only" else "1 leg"
         add(Text("  ±", style="dim"), Text(""), [Text(why, style="dim italic"), *[Text("")] * 4])
         return
     cells = [plus_minus(row[f"{figure}_reach"], form) for figure, form in ROW_FIGURES]
