@@ -537,6 +537,15 @@ CASES: list[tuple[str, str, Any, str]] = [
      lambda t: _vllm_request(t, num_draft_tokens=2**63), "num_draft_tokens 9223372036854775808"),
     ("negative count", "vllm:requests",
      lambda t: _vllm_request(t, num_draft_tokens=-1), "num_draft_tokens -1"),
+    # a matched arm record's speculative config: its draft length is a count, as anywhere else
+    ("negative count", "vllm:arm_record",
+     lambda t: _oracle(t, "vllm-matched/standard.json",
+                       {'"num_speculative_tokens": 4': '"num_speculative_tokens": -1'}),
+     "speculative_config.num_speculative_tokens -1"),
+    ("count past 2^63 - 1", "vllm:arm_record",
+     lambda t: _oracle(t, "vllm-matched/standard.json",
+                       {'"num_speculative_tokens": 4': f'"num_speculative_tokens": {2**63}'}),
+     "speculative_config.num_speculative_tokens 9223372036854775808"),
     ("accepted above proposed", "vllm:requests",
      lambda t: _vllm_request(t, per_step_drafted=[2, 2, 1]),
      "step 2: per_step_accepted 2 exceeds per_step_drafted 1,"),
@@ -569,6 +578,7 @@ def _oracle(t: Path, fixture: str, edits: dict[str, str], kind: str | None = Non
         assert old in text, old
         text = text.replace(old, new, 1)
     oracle = t / fixture
+    oracle.parent.mkdir(parents=True, exist_ok=True)
     oracle.write_text(text)
     return [_our_arm(t), "--vs", f"x:{kind}={oracle}" if kind else f"x={oracle}"]
 

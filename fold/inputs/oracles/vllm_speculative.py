@@ -143,19 +143,18 @@ def _speculative_tokens(config: dict[str, Any], where: str) -> int | None:
         return None
     at = f"{where}: {FIELD}"
     k = config["num_speculative_tokens"]
-    if not limits.is_number(k):
+    lax = isinstance(k, float) and math.isfinite(k) and k.is_integer()
+    if not (limits.is_int(k) or lax):
+        # A value of the wrong kind (docs/command.md: exit 2), whatever it is.
         raise InputError(
             f"{at}.num_speculative_tokens = {limits.shown(k)} must be an integer; vLLM takes "
             f"no other type, null included ({SOURCE})"
         )
-    if isinstance(k, float):
-        if not (math.isfinite(k) and k.is_integer()):
-            raise RefusedError(
-                f"{at}.num_speculative_tokens = {k!r}: vLLM takes an integer above 0 "
-                f"({SOURCE}); the record does not hold the config its run was made with"
-            )
-        k = int(k)
-    if k <= 0:
+    k = int(k)
+    # A negative count is malformed (exit 2) as it is in every source; 0 is a count vLLM
+    # refuses, so a record holding it does not hold the config its run was made with.
+    limits.check_count(where, f"{FIELD}.num_speculative_tokens", k, "check the record")
+    if k == 0:
         raise RefusedError(
             f"{at}.num_speculative_tokens = {k!r}: vLLM takes an integer above 0 ({SOURCE}); "
             "the record does not hold the config its run was made with"
