@@ -451,7 +451,7 @@ def test_the_read_check_sees_inputs_reading():
     [
         ("fold/present/page.py", "def raw(path):\n    return open(path).read()\n"),
         ("fold/compare/matched.py", "def raw(path):\n    return path.read_text()\n"),
-        ("fold/folding/build.py", "def raw(path):\n    return path.read_bytes()\n"),
+        ("fold/folding/result.py", "def raw(path):\n    return path.read_bytes()\n"),
         ("fold/folding/windows.py", "def frame(path):\n    return pl.read_csv(path)\n"),
         ("fold/compare/our_runs.py", "def frame(path):\n    return pl.scan_parquet(path)\n"),
         ("fold/api.py", "def fd(path):\n    return os.open(path, os.O_RDONLY)\n"),
