@@ -4,8 +4,12 @@ presenters to reading their figures (``tests/test_presenters_compute.py`` for al
 
 A computation is arithmetic (``+ - * / // % **``), a negated name, an ordering comparison
 (``< <= > >=``), an augmented assignment, a call that counts, orders or sums (``sum``, ``len``,
-``abs``, ``min``, ``max``, ``round``, ``pow``, ``divmod``, ``sorted``), a call of ``math`` or
-``statistics`` or an import of either. Not a computation, whatever the names hold: text
+``abs``, ``min``, ``max``, ``round``, ``pow``, ``divmod``, ``sorted``, ``reduce``, ``Counter``,
+whatever module they are reached through: ``builtins.sum`` as well), a method that counts or
+orders in place (``.count(...)``, ``.sort(...)``), a dunder called by name (``x.__truediv__(y)``
+is ``x / y``), a call of a numeric module (``math``, ``statistics``, ``numpy`` as ``np``,
+``polars`` as ``pl``, ``operator``, ``functools``, ...) and an import of one (or of
+``collections.Counter``). Not a computation, whatever the names hold: text
 joined to text (a literal, an f-string, a string method's result, a rich ``Text``), and a list
 or tuple display joined to or repeated into another (``[""] * n`` is flagged for its ``n``
 only when ``n`` is worked out: ``len(headers)`` is a count).
@@ -16,7 +20,20 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-COUNTING = {"sum", "len", "abs", "min", "max", "round", "pow", "divmod", "sorted"}
+COUNTING = {
+    "sum", "len", "abs", "min", "max", "round", "pow", "divmod", "sorted", "reduce", "Counter",
+}  # fmt: skip
+"""Called by name, however it came in (``builtins.sum`` is caught as a numeric module's call)."""
+IN_PLACE = {"count", "sort"}
+"""Methods that count or order the object they are called on: ``rows.count(x)``, ``.sort(...)``."""
+NUMERIC = {
+    "math", "statistics", "numpy", "np", "polars", "pl", "operator", "functools", "itertools",
+    "fractions", "decimal", "heapq", "bisect", "scipy", "pandas", "builtins",
+}  # fmt: skip
+"""Modules (and their usual short names) whose calls and imports work numbers out: a presenter
+has no business with any of them (``builtins`` because ``builtins.sum`` is ``sum``)."""
+COUNTING_IMPORTS = {("collections", "Counter")}
+"""A name that counts, imported from a module that is otherwise fine (``collections.abc``)."""
 ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 TEXT_METHODS = {"join", "replace", "format", "upper", "strip", "rstrip", "removesuffix"}
@@ -106,23 +123,34 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        counts = isinstance(node.func, ast.Name) and node.func.id in COUNTING
-        if counts or (
-            isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in ("math", "statistics")
-        ):
+        func = node.func
+        if isinstance(func, ast.Name):
+            computes = func.id in COUNTING
+        elif isinstance(func, ast.Attribute):
+            computes = (
+                func.attr in IN_PLACE
+                or (func.attr.startswith("__") and func.attr.endswith("__"))
+                or (isinstance(func.value, ast.Name) and func.value.id in NUMERIC)
+            )
+        else:
+            computes = False
+        if computes:
             self._add(node)
         self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if alias.name in ("math", "statistics"):
+            if alias.name.split(".")[0] in NUMERIC:
                 self._add(node, f"imports {alias.name}")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.module in ("math", "statistics"):
-            self._add(node, f"imports {node.module}")
+        module = node.module or ""
+        if module.split(".")[0] in NUMERIC:
+            self._add(node, f"imports {module}")
+            return
+        for alias in node.names:
+            if (module, alias.name) in COUNTING_IMPORTS:
+                self._add(node, f"imports {module}.{alias.name}")
 
 
 def places(source: str) -> list[Place]:

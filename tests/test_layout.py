@@ -4,7 +4,9 @@ Every module of ``fold/`` is parsed (never imported) and each import is judged b
 a module imports only from its own stage or an earlier one, never an entry point, and never a
 name another module keeps private (a leading underscore). The imports, wherever they stand (at
 the top, inside a function, under ``if TYPE_CHECKING:``), make a graph that has no cycle; and
-no module is longer than a module should be.
+no module is longer than a module should be. One name means one thing: no two classes share a
+name. Files are read in inputs (every outside format) and the ledger (its own files) only,
+with the exceptions named in ``READ_EXCEPTIONS``, each an exact call with its reason.
 """
 
 from __future__ import annotations
@@ -320,3 +322,145 @@ def test_a_planted_long_module_is_caught(tmp_path: Path):
     at_limit.write_text("x = 1\n" * MAX_LINES)
     past.write_text("x = 1\n" * (MAX_LINES + 1))
     assert long_modules([at_limit, past]) == {"past.py": MAX_LINES + 1}
+
+
+def class_modules(sources: dict[str, str]) -> dict[str, list[str]]:
+    """Each class name defined in ``sources`` (module name to its text), with the modules that
+    define a class of that name, at any depth of their code."""
+    found: dict[str, list[str]] = {}
+    for module, source in sorted(sources.items()):
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(module)
+    return found
+
+
+def shared_class_names(sources: dict[str, str]) -> dict[str, list[str]]:
+    """The class names two or more classes share: one name must mean one thing."""
+    return {name: where for name, where in class_modules(sources).items() if len(where) > 1}
+
+
+def _sources() -> dict[str, str]:
+    return {module_name(path): path.read_text() for path in package_modules()}
+
+
+def test_one_name_for_one_thing():
+    """No two classes of ``fold/`` share a name; ``Document`` and ``OracleFile`` are each one."""
+    sources = _sources()
+    assert shared_class_names(sources) == {}
+    classes = class_modules(sources)
+    assert classes["Document"] == ["fold.folding.document"]
+    assert classes["OracleFile"] == ["fold.inputs.oracles.source"]
+
+
+def test_a_planted_second_class_of_a_name_is_caught():
+    sources = _sources()
+    copy = sources["fold.compare.arms"] + "\n\nclass Document:\n    pass\n"
+    found = shared_class_names({**sources, "fold.compare.arms": copy})
+    assert found == {"Document": ["fold.compare.arms", "fold.folding.document"]}
+
+
+READING_STAGES = ("fold/inputs/", "fold/ledger/")
+"""Where files are read: every outside format in inputs, the ledger's own files in ledger."""
+
+READ_CALLS = {"open", "read_text", "read_bytes", "pread", "glob", "rglob", "iglob"}
+"""Called by name or as a method: a file opened or read, a directory's names read."""
+READ_MODULE_CALLS = {
+    ("json", "load"),
+    ("orjson", "load"),
+    ("os", "open"),
+    ("os", "pread"),
+    ("os", "listdir"),
+    ("os", "scandir"),
+    ("np", "load"),
+    ("np", "fromfile"),
+    ("np", "memmap"),
+}
+"""A module's function that reads a file (``pl.read_*`` and ``pl.scan_*`` are matched apart)."""
+
+READ_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("fold/folding/native.py", "open(path, 'rb')"): "the native pass opens the step log again "
+    "to hand the lines it could not judge to inputs' exact parser (docs/code.md: for speed)",
+    ("fold/folding/native.py", "os.pread(handle.fileno(), length, offset)"): "the same: each "
+    "such line read at its offset, not the whole file again",
+    ("fold/folding/follow.py", "glob.glob(pattern)"): "the follower globs its patterns again "
+    "at every poll, for files that appeared since (docs/code.md); inputs read them",
+    ("fold/cli.py", "os.open(os.devnull, os.O_WRONLY)"): "not a read: stdout is pointed at "
+    "the null device, for writing, after its reader stopped early (a broken pipe)",
+}
+"""Reads outside inputs and ledger: exact calls in named modules, each with its reason."""
+
+
+def file_reads(source: str) -> list[str]:
+    """Every call in ``source`` that opens or reads a file, as its source text."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name):
+            reads = func.id in READ_CALLS
+        elif isinstance(func, ast.Attribute):
+            owner = func.value.id if isinstance(func.value, ast.Name) else None
+            reads = (
+                func.attr in READ_CALLS
+                or (owner, func.attr) in READ_MODULE_CALLS
+                or (owner in ("pl", "polars") and func.attr.startswith(("read_", "scan_")))
+            )
+        else:
+            reads = False
+        if reads:
+            found.append(ast.unparse(node))
+    return found
+
+
+def reads_outside_their_stages(sources: dict[str, str]) -> list[str]:
+    """Reads in modules (by path under the project) outside inputs and ledger and not named."""
+    return [
+        f"{path}: {call}"
+        for path, source in sorted(sources.items())
+        if not path.startswith(READING_STAGES)
+        for call in file_reads(source)
+        if (path, call) not in READ_EXCEPTIONS
+    ]
+
+
+def _sources_by_path() -> dict[str, str]:
+    return {path.relative_to(ROOT).as_posix(): path.read_text() for path in package_modules()}
+
+
+def test_files_are_read_only_in_inputs_and_ledger():
+    assert reads_outside_their_stages(_sources_by_path()) == []
+
+
+def test_every_read_exception_is_still_used():
+    sources = _sources_by_path()
+    used = {(path, call) for path, source in sources.items() for call in file_reads(source)}
+    assert set(READ_EXCEPTIONS) - used == set()
+
+
+def test_the_read_check_sees_inputs_reading():
+    """It is not blind: inputs and the ledger read, and their reads are found."""
+    sources = _sources_by_path()
+    assert file_reads(sources["fold/inputs/reader.py"])
+    assert any(file_reads(sources[path]) for path in sources if path.startswith("fold/ledger/"))
+
+
+@pytest.mark.parametrize(
+    ("path", "planted"),
+    [
+        ("fold/present/page.py", "def raw(path):\n    return open(path).read()\n"),
+        ("fold/compare/matched.py", "def raw(path):\n    return path.read_text()\n"),
+        ("fold/folding/result.py", "def raw(path):\n    return path.read_bytes()\n"),
+        ("fold/folding/windows.py", "def frame(path):\n    return pl.read_csv(path)\n"),
+        ("fold/compare/our_runs.py", "def frame(path):\n    return pl.scan_parquet(path)\n"),
+        ("fold/api.py", "def fd(path):\n    return os.open(path, os.O_RDONLY)\n"),
+        ("fold/folding/native.py", "def at(fd):\n    return os.pread(fd, 10, 0)\n"),
+        ("fold/present/output.py", "def doc(handle):\n    return json.load(handle)\n"),
+        ("fold/command/__init__.py", "def doc(path):\n    return path.open().read()\n"),
+    ],
+)
+def test_a_planted_read_outside_inputs_and_ledger_is_caught(path: str, planted: str):
+    sources = _sources_by_path()
+    copy = {**sources, path: sources[path] + "\n\n" + planted}
+    assert reads_outside_their_stages(copy) != []

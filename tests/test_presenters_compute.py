@@ -1,15 +1,21 @@
 """Presenters read, never compute: no presenter of ``fold/present/`` works a figure out.
 
 The check reads each module's syntax tree (``tests/computing.py``: arithmetic, negation,
-ordering, augmented assignment, counting and ordering calls, ``math``) and fails on every place
-not in the allow-list below. The allow-list is narrow and says why for each entry: what is
-left is formatting and layout, never a figure. Three kinds:
+ordering, augmented assignment, counting and ordering calls by name or through a module
+(``builtins.sum``, ``functools.reduce``), ``.count(...)`` and ``.sort(...)``, dunders called by
+name (``x.__truediv__(y)``), calls and imports of numeric modules (``math``,
+``statistics``, numpy, polars, ``operator``, ``functools``, ...) and ``collections.Counter``)
+and fails on every place not in the allow-list below. The allow-list is narrow and says why
+for each entry: what is left is formatting and layout, never a figure. Three kinds:
 
 * **kits** (whole modules that are handed widths, texts and axis ends, never the document):
   ``chart.py`` (the charts' axes and ticks), ``table_layout.py`` (column widths),
   ``markdown_table.py`` (a pipe table's rule), and ``timeline.py`` (it draws the attributed
-  step lines, which no document holds: the named exception of ``docs/code.md``);
-* **formats** (whole functions of one number in and its text out): a fraction shown as a
+  step lines, which no document holds: the named exception of ``docs/code.md``; it is the
+  one presenter that imports ``math`` and polars, ``TIMELINE_IMPORTS`` below, and a test
+  holds it to exactly those);
+* **formats** (functions of one number in and its text out, each with the exact expressions
+  it holds, so a computation added inside one is still found): a fraction shown as a
   percentage is ``100 x`` the fraction (the document keeps fractions; the percentage is how
   people read them), seconds shown as ms or us, a fraction as a spark level;
 * **places** (exact expressions in a named function): a chart's pixel geometry (subplots
@@ -42,24 +48,48 @@ KITS = {
 }
 """Modules that lay out or draw what they are handed, never the document's figures."""
 
-FORMATS = {
-    ("table.py", "percent"): "a fraction as a percentage: 100 x, one decimal",
-    ("table.py", "points"): "a difference of fractions in points: 100 x",
-    ("table.py", "signed_points"): "the same with its sign",
-    ("table.py", "fmt_share"): "a share as a whole percentage; a rounded zero never -0%",
-    ("table.py", "rate"): "a rate to four significant digits: its size picks the digits",
-    ("table.py", "plus_minus"): "an interval's reach (the document's) as ±, in percent or not",
-    ("table.py", "same_decimals"): "a reach to as many decimals as the figure beside it shows",
-    ("table.py", "sparkline"): "a fraction as one of eight spark levels",
-    ("cadence.py", "duration"): "seconds as s, ms or us, its size picking the unit",
-    ("runs.py", "signed_percent"): "a difference of fractions in percent with its sign",
-    ("runs.py", "signed"): "a difference with its sign, rounded so -0.0 reads +0.0",
-    ("step_split.py", "signed_duration"): "a duration that may be below 0, with its sign",
-    ("page.py", "_rate"): "a fraction as a percentage",
-    ("step_figures.py", "_points"): "a difference of fractions in points",
-    ("live.py", "_clock"): "a time stamp in ns as the clock time it reads",
+TIMELINE_IMPORTS = {
+    "imports math": "the slices' widths: how many steps one slice of the trace holds",
+    "imports polars": "the attributed step lines it draws come as a polars frame "
+    "(``TraceLines``), which no document holds",
 }
-"""Functions of one number in and its text out: how people read a figure, not a new one."""
+"""The numeric imports of ``timeline.py``, a kit: each named, so a new one is still found."""
+
+FORMATS: dict[tuple[str, str], tuple[str, set[str]]] = {
+    ("table.py", "percent"): ("a fraction as a percentage: 100 x, one decimal", {
+        "100 * value"}),
+    ("table.py", "points"): ("a difference of fractions in points: 100 x", {
+        "100 * value"}),
+    ("table.py", "signed_points"): ("the same with its sign", {
+        "100 * value"}),
+    ("table.py", "fmt_share"): ("a share as a whole percentage; a rounded zero never -0%", {
+        "round(value * 100)", "round(value * 100) + 0", "value * 100"}),
+    ("table.py", "rate"): ("a rate to four significant digits: its size picks the digits", {
+        "value < 1", "value >= 999.95"}),
+    ("table.py", "plus_minus"): ("an interval's reach (the document's) as ±, in percent or not", {
+        "100 * reach"}),
+    ("table.py", "same_decimals"): ("a reach to as many decimals as the figure beside it shows", {
+        "len(shown.partition('.')[2].rstrip('%'))"}),
+    ("table.py", "sparkline"): ("a fraction as one of eight spark levels", {
+        "len(SPARK_LEVELS)", "len(SPARK_LEVELS) - 1", "value * len(SPARK_LEVELS)",
+        "min(len(SPARK_LEVELS) - 1, int(value * len(SPARK_LEVELS)))"}),
+    ("cadence.py", "duration"): ("seconds as s, ms or us, its size picking the unit", {
+        "seconds / scale", "seconds >= scale", "value >= 100"}),
+    ("runs.py", "signed_percent"): ("a difference of fractions in percent with its sign", {
+        "round(value * 100, 1)", "round(value * 100, 1) + 0.0", "value * 100"}),
+    ("runs.py", "signed"): ("a difference with its sign, rounded so -0.0 reads +0.0", {
+        "round(value, decimals)", "round(value, decimals) + 0.0"}),
+    ("step_split.py", "signed_duration"): ("a duration that may be below 0, with its sign", {
+        "-seconds", "seconds < 0"}),
+    ("page.py", "_rate"): ("a fraction as a percentage", {
+        "100 * value"}),
+    ("step_figures.py", "_points"): ("a difference of fractions in points", {
+        "100 * value"}),
+    ("live.py", "_clock"): ("a time stamp in ns as the clock time it reads", {
+        "t_ns / 1000000000.0"}),
+}  # fmt: skip
+"""Functions of one number in and its text out: how people read a figure, not a new one. Each
+names the exact expressions it holds, so a computation added inside a format is still found."""
 
 GEOMETRY = "a chart's geometry: subplots per run or arm, a colour per arm, bar and box widths"
 PERCENT_AXIS = "a fraction drawn on a percent axis: 100 x"
@@ -160,7 +190,7 @@ def unexplained(name: str, source: str) -> list[Place]:
     found = []
     for place in places(source):
         key = (name, place.function)
-        if key in FORMATS:
+        if key in FORMATS and place.text in FORMATS[key][1]:
             continue
         if key in PLACES and place.text in PLACES[key][1]:
             continue
@@ -189,9 +219,29 @@ def test_every_allowance_is_still_used():
         for place in places(source):
             used[(name, place.function)].add(place.text)
     assert set(KITS) <= set(modules)
-    assert [key for key in FORMATS if not used[key]] == []
-    stale = {key: texts - used[key] for key, (_, texts) in PLACES.items() if texts - used[key]}
+    allowed = {**FORMATS, **PLACES}
+    stale = {key: texts - used[key] for key, (_, texts) in allowed.items() if texts - used[key]}
     assert stale == {}
+
+
+def test_the_timeline_imports_only_its_named_numeric_modules():
+    """The timeline is a kit (passed whole), so its numeric imports are named one by one."""
+    found = {
+        place.text
+        for place in places((PRESENT / "timeline.py").read_text())
+        if place.text.startswith("imports ")
+    }
+    assert found == set(TIMELINE_IMPORTS)
+
+
+def test_no_other_presenter_imports_a_numeric_module():
+    imports = {
+        name: texts
+        for name, source in _modules().items()
+        if name != "timeline.py"
+        and (texts := {p.text for p in places(source) if p.text.startswith("imports ")})
+    }
+    assert imports == {"chart.py": {"imports math"}, "charts.py": {"imports math"}}
 
 
 PLANTED = [
@@ -209,6 +259,26 @@ PLANTED = [
     ("live.py", "import statistics\n"),
     ("comparison.py", "def ratio(rows):\n    return math.prod(r['factor'] for r in rows)\n"),
     ("history.py", "def runs(history):\n    return len(history['runs'])\n"),
+    # numeric modules imported: each is a way to work a figure out without an operator
+    ("table.py", "import numpy as np\n"),
+    ("runs.py", "import polars as pl\n"),
+    ("speed.py", "import operator\n"),
+    ("charts.py", "import functools\n"),
+    ("page.py", "from functools import reduce\n"),
+    ("markdown.py", "from collections import Counter\n"),
+    ("step_figures.py", "from statistics import fmean\n"),
+    ("comparison.py", "from operator import truediv\n"),
+    # calls that compute without an operator or a counting name
+    ("table.py", "def rate(f):\n    return np.divide(f['accepted'], f['proposed'])\n"),
+    ("runs.py", "def total(legs):\n    return np.sum([leg['steps'] for leg in legs])\n"),
+    ("live.py", "def misses(files):\n    return files.count(None)\n"),
+    ("sources.py", "def order(rows):\n    rows.sort(key=lambda r: r['steps'])\n"),
+    ("speed.py", "def product(parts):\n    return functools.reduce(lambda a, b: a, parts)\n"),
+    ("page.py", "def rate(f):\n    return operator.truediv(f['accepted'], f['proposed'])\n"),
+    ("markdown.py", "def total(legs):\n    return builtins.sum(legs)\n"),
+    ("cadence.py", "def rate(c):\n    return c['steps'].__truediv__(c['seconds'])\n"),
+    ("matched.py", "def tally(arms):\n    return Counter(arm['engine'] for arm in arms)\n"),
+    ("history.py", "def product(rows):\n    return reduce(lambda a, b: a, rows)\n"),
 ]  # fmt: skip
 
 
@@ -223,8 +293,11 @@ def test_a_planted_computation_in_a_presenter_is_found(name, planted):
     [
         # inside a function that may do chart geometry: only its own expressions pass
         ("charts.py", "def draw(figure) -> None:\n", "x = gap['ratio'] / gap['acceptance_factor']"),
-        # inside a format: the kit's functions are one number in, so a new function is needed
-        # to compute, and a new function is not a format
+        # inside a format: only the expressions it names pass, not the function whole
+        ("table.py", "def percent(", "value = value / 2"),
+        ("cadence.py", "def duration(", "seconds = seconds * 2"),
+        ("runs.py", "def signed(", "value = value - 1"),
+        ("live.py", "def _clock(", "t_ns = t_ns // 2"),
         ("table.py", "def fold_table(", "x = fold['accepted'] / fold['proposed']"),
         ("speed.py", "def speed_summary(", "x = split['leg_factor'] ** 0.5"),
     ],
