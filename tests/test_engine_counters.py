@@ -566,7 +566,9 @@ def test_a_malformed_block_is_an_input_error(tmp_path):
     document = example()
     document["spec_acceptance"]["drafts_accepted"] = 29.5
     arm = pair(tmp_path, document, log=False)[0]
-    with pytest.raises(InputError, match=r"spec_acceptance.drafts_accepted must be a count"):
+    with pytest.raises(
+        InputError, match=r"spec_acceptance: drafts_accepted 29.5 is not an integer"
+    ):
         fold_acceptance(arm, [], resamples=0)
 
 

@@ -231,10 +231,10 @@ HEAD = b'{"v":1,"w":"a","n":0,"t_ns":1,"pid":1,"seq":1,'
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        (HEAD + b'"proposed":"3","accepted":1}\n', "'proposed' must be an integer"),
-        (HEAD + b'"proposed":3.0,"accepted":1}\n', "'proposed' must be an integer"),
-        (HEAD + b'"accepted":1}\n', "'proposed' must be an integer"),
-        (HEAD.replace(b'"a"', b"7") + b'"proposed":3,"accepted":1}\n', "'w' must be a string"),
+        (HEAD + b'"proposed":"3","accepted":1}\n', "'proposed' \"3\" is not an integer"),
+        (HEAD + b'"proposed":3.0,"accepted":1}\n', "'proposed' 3.0 is not an integer"),
+        (HEAD + b'"accepted":1}\n', "'proposed' is missing or null, not an integer"),
+        (HEAD.replace(b'"a"', b"7") + b'"proposed":3,"accepted":1}\n', "'w' 7 is not a string"),
         (HEAD.replace(b":1,", b":2,", 1) + b'"proposed":3,"accepted":1}\n', "format version 2"),
         (b"\n", "empty line"),
         (b"[1]\n", "not an object"),
@@ -409,9 +409,9 @@ def test_lost_lines_and_a_log_read_twice(tmp_path):
 
 
 def test_arm_record_errors_name_the_leg_and_field():
-    with pytest.raises(InputError, match="leg 1 field 'tok_s' must be a finite number"):
+    with pytest.raises(InputError, match="leg 1: 'tok_s' \"fast\" is not a finite number"):
         arm([leg(1, 0, 1), {**leg(2, 2, 3), "tok_s": "fast"}])
-    with pytest.raises(InputError, match="leg 0 field 'run' must be an integer, found missing"):
+    with pytest.raises(InputError, match="leg 0: 'run' is missing or null, not an integer"):
         arm([{key: value for key, value in leg(1, 0, 1).items() if key != "run"}])
     with pytest.raises(InputError, match=r"ends .* before it starts"):
         arm([leg(1, 5, 1)])

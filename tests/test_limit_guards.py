@@ -1,6 +1,7 @@
-"""No module of ``fold/`` but ``fold/inputs/limits.py`` writes a limit or the bool-excluding type
-test itself, in any of the forms either can take (the step rule's comparison of accepted against
-proposed has its guard in ``test_step_rule_guard.py``).
+"""No module of ``fold/`` but those of ``fold/inputs/limits/`` writes a limit or the
+bool-excluding type test itself, in any of the forms either can take (the step rule's comparison
+of accepted against proposed has its guard in ``test_step_rule_guard.py``), and no reader words a
+value of the wrong kind itself.
 
 Each guard reads every module's syntax tree; planted sources, fed to the same checker, show it
 finds each form it is meant to find: a limit as a power, a shift, a sum or difference of those,
@@ -28,7 +29,7 @@ def modules_but_limits() -> list[Path]:
     return [
         path
         for path in sorted((ROOT / "fold").rglob("*.py"))
-        if path.relative_to(ROOT).as_posix() != "fold/inputs/limits.py"
+        if not path.relative_to(ROOT).as_posix().startswith("fold/inputs/limits/")
     ]
 
 
@@ -42,7 +43,7 @@ LIMIT_VALUES = {
     18_446_744_073_709_551_615,  # 2^64 - 1, the largest request id
     -9_223_372_036_854_775_808,  # -(2^63)
 }
-"""The limits ``fold/inputs/limits.py`` names, written out by hand; a copy of one anywhere else
+"""The limits ``fold/inputs/limits/`` names, written out by hand; a copy of one anywhere else
 is a second rule."""
 
 NEAR = 0.03
@@ -204,8 +205,8 @@ def test_no_module_but_limits_writes_a_limit_or_the_bool_test():
         if (found := limit_copies(path.read_text()))
     }
     assert copies == {}
-    # limits.py itself writes them: the checker reads it as it reads every other module
-    assert len(limit_copies((ROOT / "fold" / "inputs" / "limits.py").read_text())) >= 4
+    # limits itself writes them: the checker reads it as it reads every other module
+    assert len(limit_copies((ROOT / "fold" / "inputs" / "limits" / "values.py").read_text())) >= 4
     assert {"MAX_COUNT", "MAX_STEP_TOKENS", "MAX_STEP_NS", "MAX_REQUEST_ID"} <= LIMIT_NAMES
     assert [limits.is_int(v) for v in (0, 2**80, -1, True, 1.0, "1")] == [
         True, True, True, False, False, False,
@@ -313,3 +314,62 @@ def test_the_folding_of_constants_is_the_definitions():
     assert [is_limit(v) for v in (9.2e18, 9.4e18, 1.8e19, 8.9e18, 65536.0, 65537.0, 1e19)] == [
         True, True, True, False, True, False, False,
     ]  # fmt: skip
+
+
+# -- a value of the wrong kind, worded by a reader -----------------------------------------------
+
+KIND_WORDING = re.compile(
+    r"must be (an integer|a count|a string|a number|a non-negative integer)"
+    r"|is not a (count|whole count|number|leg index)\b"
+)
+"""The wordings readers gave a value of the wrong kind before ``limits.WrongKind`` was the one:
+``must be an integer, found str "4"``, ``is not a count``, ``is not a whole count``, ..."""
+
+
+def kind_wordings(source: str) -> list[str]:
+    """Each string constant (an f-string's parts too) that words a wrong kind by hand; a
+    docstring is prose about the code, not a message, and is passed over."""
+    tree = ast.parse(source)
+    prose = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            match = KIND_WORDING.search(node.value)
+            if match:
+                found.append(f"{node.lineno}: {match.group(0)}")
+    return found
+
+
+def test_no_reader_words_a_value_of_the_wrong_kind_itself():
+    """Every reader of another program's output (``fold/inputs/``) refuses a value of the wrong
+    kind through ``limits`` (``integer``, ``count``, ``string``, ``finite_number``,
+    ``decimal_count``, ``printed_number``: ``WrongKind``), so the words and the exit code are
+    one. A command-line value (``--stall-factor``) is no reader's and has its own words."""
+    found = [
+        f"{path.relative_to(ROOT)}:{where}"
+        for path in modules_but_limits()
+        if path.relative_to(ROOT).as_posix().startswith("fold/inputs/")
+        for where in kind_wordings(path.read_text())
+    ]
+    assert found == []
+
+
+def test_the_wording_guard_finds_the_wordings_it_replaced():
+    """Planted copies of the old readers' words are found; the one wording is not."""
+    planted = (
+        'raise InputError(f"{where}: {key} = {value!r} is not a count")\n'
+        "raise _BadLine(f\"field 'v' must be an integer, found {shown}\")\n"
+        'raise InputError(f"{where} = {value!r} is not a whole count")\n'
+        'raise InputError(f"{where}: leg = {v} is not a leg index (0, 1, ...)")\n'
+        'raise InputError(f"{place} must be a count (a non-negative integer)")\n'
+        'raise InputError(f"{at} = {v} must be a number")\n'
+    )
+    assert [found.split(": ", 1)[0] for found in kind_wordings(planted)] == [
+        "1", "2", "3", "4", "5", "6",
+    ]  # fmt: skip
+    assert kind_wordings('x = f"{field} {spelled} is not {wanted}"\ny = "is not an integer"') == []
+    assert kind_wordings('def f():\n    """A value that is not a count is refused."""') == []

@@ -480,7 +480,7 @@ def test_non_finite_numbers_are_read_but_never_taken_as_figures() -> None:
     )
     with pytest.raises(InputError, match="output_throughput = nan must be a finite"):
         read_oracle("s", bad)
-    with pytest.raises(InputError, match="not a count"):
+    with pytest.raises(InputError, match="count NaN is not an integer"):
         read_oracle("v", "vllm:spec_decode_num_drafts_total NaN\n")
 
 

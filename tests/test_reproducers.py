@@ -92,7 +92,7 @@ def test_a_huge_number_in_a_known_field_is_a_bad_line_both_ways(tmp_path: Path):
     log.write_bytes(line(0) + line(1).replace(b'"n":1', b'"n":1e999') + line(2))
     error = both_ways(log)
     assert error[0] == "InputError"
-    assert "steps.jsonl:2: field 'n' must be an integer, found a number beyond" in error[1]
+    assert "steps.jsonl:2: field 'n' a number beyond a double's range is not an integer" in error[1]
     skipped = both_ways(log, skip_bad_lines=True, resamples=0)
     assert skipped["skipped_lines"] == 1
 

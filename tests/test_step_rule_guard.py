@@ -1,4 +1,4 @@
-"""No module of ``fold/`` but ``fold/inputs/limits.py`` writes the step rule's comparison of
+"""No module of ``fold/`` but those of ``fold/inputs/limits/`` writes the step rule's comparison of
 accepted against proposed itself (``limits.accepted_above_proposed``).
 
 The guard reads every module's syntax tree; planted sources, fed to the same checker, show it
@@ -181,8 +181,8 @@ def test_no_module_but_limits_orders_accepted_against_proposed():
         if (found := step_rule_copies(path.read_text()))
     }
     assert copies == {}
-    # the one comparison is in limits.py (accepted_above_proposed), which the checker finds
-    in_limits = step_rule_copies((ROOT / "fold" / "inputs" / "limits.py").read_text())
+    # the one comparison is in limits (accepted_above_proposed), which the checker finds
+    in_limits = step_rule_copies((ROOT / "fold" / "inputs" / "limits" / "steps.py").read_text())
     assert [found.split(": ", 1)[1] for found in in_limits] == ["accepted > proposed"]
 
 

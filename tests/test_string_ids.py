@@ -154,7 +154,7 @@ def test_a_seq_that_is_neither_is_a_bad_line_both_ways(tmp_path: Path):
     for native in (True, False):
         with native_switch(native), pytest.raises(InputError) as error:
             fold_acceptance(arm, [str(log)], resamples=0)
-        assert "steps.jsonl:2: field 'seq' must be an integer or a string, found list" in str(
+        assert "steps.jsonl:2: field 'seq' [\"a\"] is not an integer or a string" in str(
             error.value
         )
 

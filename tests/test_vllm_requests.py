@@ -233,7 +233,7 @@ def _mutated(**changes) -> dict:
         ({"per_step_drafted": None}, InputError, "per_step_accepted without per_step_drafted"),
         ({"num_spec_tokens": 0, "acceptance_histogram": [3]}, RefusedError, "num_spec_tokens = 0"),
         ({"num_spec_steps": -1}, InputError, "num_spec_steps -1 is negative"),
-        ({"num_spec_steps": 2.5}, InputError, "num_spec_steps = 2.5 is not a count"),
+        ({"num_spec_steps": 2.5}, InputError, "num_spec_steps 2.5 is not an integer"),
         ({"acceptance_histogram": None}, InputError, "acceptance_histogram is missing"),
         ({"mean_acceptance_length": float("nan")}, InputError, "not a finite number"),
     ],
@@ -525,7 +525,7 @@ def test_a_long_run_of_equal_positions_is_one_row():
         ("run", 0, "run 0 is below 1: runs count from 1"),
         ("leg", 10**30, "leg 1000000000000000000000000000000 is past 2^63 - 1, the largest count"),
         ("leg", -1, "leg -1 is negative: counts, request ids and durations are unsigned"),
-        ("leg", 1.5, "leg = 1.5 is not a leg index (0, 1, ...)"),
+        ("leg", 1.5, "leg 1.5 is not an integer"),
     ],
 )
 def test_a_run_or_leg_past_any_index_is_refused_by_its_place(capsys, tmp_path, field, value, words):
@@ -545,5 +545,5 @@ def test_a_run_or_leg_past_any_index_is_refused_by_its_place(capsys, tmp_path, f
 def test_a_count_given_as_a_string_is_shown_as_one(tmp_path):
     path = tmp_path / "requests.jsonl"
     path.write_text(json.dumps(_mutated(num_draft_tokens="36")) + "\n")
-    with pytest.raises(InputError, match=r"num_draft_tokens = '36' is not a count"):
+    with pytest.raises(InputError, match=r'num_draft_tokens "36" is not an integer'):
         load_oracle("v", path)

@@ -12,12 +12,12 @@ import polars as pl
 from fold.errors import InputError
 from fold.inputs import limits
 from fold.inputs.arm_counters import EngineCounters, read_counters
-from fold.inputs.limits import is_finite_number, is_int
+from fold.inputs.limits import is_int
 
 _REQUIRED_NUMBERS = ("secs", "tok_s", "generate_start_unix", "generate_end_unix")
 _REQUIRED_INTS = ("run", "prompt_tokens", "completion_tokens")
 _SUMMED_INTS = ("prompt_tokens", "completion_tokens")
-_NO_SUCH_LEG = "no benchmark leg generates this many tokens; take the record again from the gate"
+_NO_SUCH_LEG = "take the record again from the gate"
 _RUNS_FROM_ONE = "the gate numbers each prompt's runs 1, 2, ...; take the record again from it"
 
 
@@ -130,26 +130,17 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
     if not isinstance(leg, dict):
         raise InputError(f"{where}: leg {index} is not an object")
     row: dict[str, Any] = {"index": index}
+    place = f"{where}: leg {index}"
     for field in _REQUIRED_INTS:
-        value = leg.get(field)
-        if not is_int(value):
-            raise InputError(_field_problem(where, index, field, value, "an integer"))
-        limits.check_count(f"{where}: leg {index}", f"'{field}'", value, _NO_SUCH_LEG)
-        row[field] = value
+        row[field] = limits.count(place, f"'{field}'", leg.get(field), _NO_SUCH_LEG)
     limits.check_run(f"{where}: leg {index}", "'run'", row["run"], _RUNS_FROM_ONE)
     for field in _REQUIRED_NUMBERS:
-        value = leg.get(field)
-        if not is_finite_number(value):
-            raise InputError(_field_problem(where, index, field, value, "a finite number"))
-        row[field] = float(value)
-    finish_reason = leg.get("finish_reason")
-    if not isinstance(finish_reason, str):
-        raise InputError(_field_problem(where, index, "finish_reason", finish_reason, "a string"))
-    row["finish_reason"] = finish_reason
+        row[field] = limits.finite_number(place, f"'{field}'", leg.get(field), _NO_SUCH_LEG)
+    row["finish_reason"] = limits.string(
+        place, "'finish_reason'", leg.get("finish_reason"), _NO_SUCH_LEG
+    )
     label = leg.get("leg")
-    if label is not None and not isinstance(label, str):
-        raise InputError(_field_problem(where, index, "leg", label, "a string label"))
-    row["leg"] = label
+    row["leg"] = None if label is None else limits.string(place, "'leg'", label, _NO_SUCH_LEG)
     for key, value in leg.items():
         # A field the fold does not read is kept only when a 64-bit column can hold it.
         if (
@@ -182,11 +173,6 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
     return row
 
 
-def _field_problem(where: str, index: int, field: str, value: Any, wanted: str) -> str:
-    found = "missing" if value is None else f"{type(value).__name__} {value!r}"
-    return f"{where}: leg {index} field '{field}' must be {wanted}, found {found}"
-
-
 def _is_scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool))
 
@@ -194,18 +180,13 @@ def _is_scalar(value: Any) -> bool:
 def _optional_number(value: Any, where: str, field: str) -> float | None:
     if value is None:
         return None
-    if not is_finite_number(value):
-        raise InputError(f"{where}: '{field}' must be a finite number, found {value!r}")
-    return float(value)
+    return limits.finite_number(where, f"'{field}'", value, "take the record again from the gate")
 
 
 def _optional_count(value: Any, where: str, field: str) -> int | None:
     if value is None:
         return None
-    if not is_int(value):
-        raise InputError(f"{where}: '{field}' must be a non-negative integer, found {value!r}")
-    limits.check_count(where, f"'{field}'", value, "take the record again from the gate")
-    return value
+    return limits.count(where, f"'{field}'", value, "take the record again from the gate")
 
 
 def _recorded_warm_legs(value: Any, where: str) -> int | list[int] | None:

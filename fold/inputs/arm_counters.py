@@ -17,7 +17,7 @@ from typing import Any
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
-from fold.inputs.limits import is_finite_number, is_int
+from fold.inputs.limits import is_int
 
 COUNTER_FIELDS = {
     "steps": "spec_drafted_request_steps",
@@ -34,7 +34,7 @@ BLOCK_COUNTS = {
 }
 BLOCK_RATIOS = ("accept_rate", "mean_acceptance_length")
 
-TAKE_AGAIN = "no leg of a benchmark counts this many; take the record again from the gate"
+TAKE_AGAIN = "take the record again from the gate"
 
 PROMPT_SHOWN = 40
 """Characters of a prompt's text shown when a message names the prompt a leg ran."""
@@ -190,12 +190,7 @@ def _leg_counts(
         )
     place = f"{where}: {names.describe(index)}"
     for ours, value in present.items():
-        if not is_int(value):
-            raise InputError(
-                f"{place} field '{COUNTER_FIELDS[ours]}' must be a count (a non-negative "
-                f"integer), found {type(value).__name__} {value!r}"
-            )
-        limits.check_count(place, f"'{COUNTER_FIELDS[ours]}'", value, TAKE_AGAIN)
+        limits.count(place, f"'{COUNTER_FIELDS[ours]}'", value, TAKE_AGAIN)
     counts = LegCounts(**present)
     limits.check_accepted(
         place,
@@ -232,10 +227,7 @@ def _block(raw: Any, where: str) -> RecordedAcceptance:
     place = f"{where}: spec_acceptance"
     if not isinstance(raw, Mapping):
         raise InputError(f"{place} must be an object or null, found {type(raw).__name__}")
-    warm_legs = raw.get("warm_legs")
-    if not is_int(warm_legs):
-        raise InputError(f"{place}.warm_legs must be a count, found {warm_legs!r}")
-    limits.check_count(place, "warm_legs", warm_legs, TAKE_AGAIN)
+    warm_legs = limits.count(place, "warm_legs", raw.get("warm_legs"), TAKE_AGAIN)
     per_leg_raw = raw.get("per_leg")
     per_leg = None
     if per_leg_raw is not None:
@@ -253,20 +245,14 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
         raise InputError(f"{place} must be an object, found {type(raw).__name__}")
     counts: dict[str, int] = {}
     for ours, key in BLOCK_COUNTS.items():
-        value = raw.get(key)
-        if not is_int(value):
-            raise InputError(f"{place}.{key} must be a count, found {value!r}")
-        limits.check_count(place, key, value, TAKE_AGAIN)
-        counts[ours] = value
+        counts[ours] = limits.count(place, key, raw.get(key), TAKE_AGAIN)
     ratios: dict[str, float | None] = {}
     for key in BLOCK_RATIOS:
         value = raw.get(key)
-        if value is not None and not is_finite_number(value):
-            raise InputError(f"{place}.{key} must be a number or null, found {value!r}")
-        ratios[key] = None if value is None else float(value)
+        ratios[key] = None if value is None else limits.finite_number(place, key, value, TAKE_AGAIN)
     run = raw.get("run") if with_run else None
-    if with_run and not is_int(run):
-        raise InputError(f"{place}.run must be the leg's run (an integer), found {run!r}")
+    if with_run:
+        run = limits.integer(place, "run", run, "give the leg's run (1 is the cold one)")
     return BlockFigures(
         counts["steps"], counts["proposed"], counts["accepted"], ratios["accept_rate"],
         ratios["mean_acceptance_length"], run=run, where=place,

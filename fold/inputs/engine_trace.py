@@ -215,7 +215,9 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
             # words every source refuses it with; anything else is no integer at all.
             text = values[key]
             if not _SIGNED.fullmatch(text):
-                _bad(path, number, f"field '{key}' must be a count, found {text!r}", counts, skip)
+                wanted = "an integer"
+                error = limits.WrongKind(path, f"field '{key}'", None, wanted, _FIX, written=text)
+                _bad(path, number, error.reason, counts, skip)
                 return None
             read = limits.decimal_request_id if key == "req" else limits.decimal_count
             try:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import glob
 import json
-import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,46 +230,42 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     obj = _loads(raw)
     if not isinstance(obj, dict):
         raise _BadLine(f"a JSON {type(obj).__name__}, not an object")
-    version = obj.get("v")
-    if not is_int(version):
-        raise _BadLine(f"field 'v' must be an integer, found {_describe(version)}")
+    version = _value(obj, "v", limits.integer)
     if version != FORMAT_VERSION:
         raise _BadLine(
             f"format version {version}; this reader knows version {FORMAT_VERSION} "
             "(upgrade fold-acceptance)"
         )
-    row: dict[str, Any] = {}
-    writer = obj.get("w")
-    if not isinstance(writer, str):
-        raise _BadLine(f"field 'w' must be a string, found {_describe(writer)}")
-    row["w"] = writer
+    row: dict[str, Any] = {"w": _value(obj, "w", limits.string)}
     seq = obj.get("seq")
     row["sid"] = seq if isinstance(seq, str) else None
     for name in _REQUIRED_INTS:
         if name == "seq" and row["sid"] is not None:
             row["seq"] = 0
             continue
-        kind = "an integer or a string" if name == "seq" else "an integer"
-        row[name] = _integer(obj.get(name), name, kind)
+        row[name] = _integer(obj.get(name), name)
     emitted = obj.get("emitted")
-    row["emitted"] = None if emitted is None else _integer(emitted, "emitted", "an integer")
+    row["emitted"] = None if emitted is None else _integer(emitted, "emitted")
     for name in DURATIONS:
         value = obj.get(name)
-        row[name] = None if value is None else _integer(value, name, "an integer (nanoseconds)")
+        row[name] = None if value is None else _integer(value, name)
     label = obj.get("leg")
-    if label is not None and not isinstance(label, str):
-        raise _BadLine(f"field 'leg' must be a string, found {_describe(label)}")
-    row["label"] = label
+    row["label"] = None if label is None else _value(obj, "leg", limits.string)
     return row
 
 
-def _integer(value: Any, name: str, kind: str) -> int:
+def _value(obj: dict[str, Any], name: str, kind: Callable[[str, str, Any, str], Any]) -> Any:
+    """A field's value as ``kind`` (a ``limits`` check) reads it; the line is malformed when
+    the value is of another kind."""
+    try:
+        return kind("a step line", f"field '{name}'", obj.get(name), _FIX_LINE)
+    except limits.WrongKind as error:  # the line is named, and maybe skipped, by the caller
+        raise _BadLine(error.reason) from None
+
+
+def _integer(value: Any, name: str) -> int:
     """An integer field's value, within its field's range (``fold.inputs.limits``: a count, the
     request id, a duration); outside it, or not an integer, the line is malformed."""
-    if limits.past_64_bits(value):
-        value = int(value)  # orjson reads an integer literal beyond 64 bits as a float
-    elif not is_int(value):
-        raise _BadLine(f"field '{name}' must be {kind}, found {_describe(value)}")
     check = (
         limits.check_request_id
         if name == "seq"
@@ -278,11 +273,18 @@ def _integer(value: Any, name: str, kind: str) -> int:
         if name in DURATIONS
         else limits.check_count
     )
+    wanted = "an integer or a string" if name == "seq" else "an integer"
     try:
-        check("a step line", f"field '{name}'", value, "fix or remove the line")
-    except limits.OutOfRange as error:  # the line is named, and maybe skipped, by the caller
+        if not (limits.past_64_bits(value) or is_int(value)):
+            raise limits.WrongKind("a step line", f"field '{name}'", value, wanted, _FIX_LINE)
+        value = int(value)  # orjson reads an integer literal beyond 64 bits as a float
+        check("a step line", f"field '{name}'", value, _FIX_LINE)
+    except (limits.OutOfRange, limits.WrongKind) as error:  # named, maybe skipped, by the caller
         raise _BadLine(error.reason) from None
     return value
+
+
+_FIX_LINE = "fix or remove the line"
 
 
 def _loads(raw: bytes) -> Any:
@@ -334,14 +336,6 @@ def _has_lone_surrogate(value: Any) -> bool:
     if isinstance(value, list):
         return any(_has_lone_surrogate(item) for item in value)
     return False
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (missing or null)"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "a number beyond a double's range"
-    return f"{type(value).__name__} {orjson.dumps(value).decode()[:40]}"
 
 
 MISCOUNTING = (

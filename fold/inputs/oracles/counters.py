@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fold.errors import InputError, RefusedError
+from fold.inputs import limits
+from fold.inputs.oracles.count_checks import ORACLE_COUNT_WHAT_TO_DO
 from fold.inputs.oracles.figures import ArmFigures, arm_from_counts
 from fold.inputs.oracles.prometheus import Sample, Scrape, SeriesKey
 from fold.inputs.oracles.source import count
@@ -255,7 +257,9 @@ def _labels_text(labels: tuple[tuple[str, str], ...]) -> str:
 
 def _whole(sample: Sample, where: str) -> int:
     if not math.isfinite(sample.value):
-        raise InputError(f"{where} = {sample.text} is not a count")
+        raise limits.WrongKind(
+            where, "count", None, "an integer", ORACLE_COUNT_WHAT_TO_DO, written=sample.text
+        )
     return count(round(sample.value) if "e" in sample.text.lower() else sample.value, where)
 
 

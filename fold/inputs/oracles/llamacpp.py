@@ -49,8 +49,10 @@ RECORD_WITHOUT_LEGS = (
 PER_SEQUENCE = "one sequence's decode speed (the 'decoded ... speed' line)"
 
 # The lines may carry a log prefix (timestamp, level) before the name.
-_DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(-?\d+)\s*$", re.M)
-_ACCEPT_N_RE = re.compile(r"^.*?\bn_accept\s*=\s*(-?\d+)\s*$", re.M)
+# A count is captured as printed, whatever it holds, so a line with a value of the wrong kind is
+# refused by limits.decimal_count rather than passed over.
+_DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(-?\d\S*)\s*$", re.M)
+_ACCEPT_N_RE = re.compile(r"^.*?\bn_accept\s*=\s*(-?\d\S*)\s*$", re.M)
 _ACCEPT_PCT_RE = re.compile(r"^.*?\baccept\s*=\s*([0-9.]+|nan|inf)%\s*$", re.M)
 _DECODED_RE = re.compile(
     r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+|inf|nan) t/s"
@@ -71,7 +73,7 @@ _DRAFT_DURATIONS_RE = re.compile(
 )
 
 _SERVER_LOG_RE = re.compile(
-    r"draft acceptance = (-?[0-9.]+|nan) \(\s*(-?\d+) accepted /\s*(-?\d+) generated\), "
+    r"draft acceptance = (-?[0-9.]+|nan) \(\s*(-?\d\S*) accepted /\s*(-?\d\S*) generated\), "
     r"mean len =\s*([0-9.]+)"
 )
 

@@ -54,6 +54,9 @@ def sum_printed_lines(
             )
         )
         length = match[groups[2]]
+        limits.printed_number(
+            length, f"{where}:{lineno}", "mean acceptance length", "give the lines as printed"
+        )
         totals = ((fields[1], p), (fields[0], a))
         limits.check_accepted(f"{where}:{lineno}", totals, ENGINE_MISCOUNTS)
         accepted, proposed, count = accepted + a, proposed + p, count + 1

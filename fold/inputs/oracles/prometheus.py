@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from fold.errors import InputError
+from fold.inputs import limits
 
 Labels = tuple[tuple[str, str], ...]
 SeriesKey = tuple[str, Labels]
@@ -112,8 +113,9 @@ def parse_scrapes(text: str, *, where: str = "<input>", most: int = 2) -> list[S
         try:
             value = _VALUE_WORDS.get(text_value.lower()) or float(text_value)
         except ValueError:
-            raise InputError(
-                f"{where}:{lineno}: {name} has value {text_value!r}, not a number"
+            fix = "give the /metrics scrape as served"
+            raise limits.WrongKind(
+                f"{where}:{lineno}", name, None, "a finite number", fix, written=text_value
             ) from None
         key = (name, labels)
         if current is None or key in current.samples:

@@ -193,19 +193,12 @@ def runs_of(doc: OracleFile, is_run: Any, workload_keys: Sequence[str]) -> list[
 
 def count(value: Any, where: str) -> int:
     """A counter's value as an int: whole floats (``310.0``) are fine, fractions are not."""
-    if not is_number(value):
-        raise InputError(f"{where} = {value!r} is not a number; counters are non-negative counts")
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise InputError(f"{where} = {value!r} is not a whole count")
-        value = int(value)
-    limits.check_count(where, "count", value, ORACLE_COUNT_WHAT_TO_DO)
-    return value
+    return limits.count(where, "count", value, ORACLE_COUNT_WHAT_TO_DO, whole_floats=True)
 
 
 def positive(value: Any, where: str) -> float:
     if not is_number(value):
-        raise InputError(f"{where} = {value!r} is not a number")
+        raise limits.WrongKind(where, "", value, "a finite number", "give the figure as printed")
     try:
         value = float(value)
     except OverflowError:  # an integer past any float: no rate is that large
@@ -245,9 +238,7 @@ def run_number(record: Mapping[str, Any], where: str) -> int | None:
     run = record.get("run")
     if run is None:
         return None
-    if not limits.is_int(run):
-        raise InputError(f"{where}: run = {run!r} must be an integer (1 is the cold leg)")
-    return run
+    return limits.integer(where, "run", run, "number the runs 1, 2, ... (1 is the cold leg)")
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ _BENCH_KEYS = (
 _WORKLOAD_KEYS = ("model_id", "backend", "max_concurrency", "request_rate", "num_prompts")
 _LOG_RE = re.compile(
     r"SpecDecoding metrics: Mean acceptance length: (?P<length>[0-9.]+).*?"
-    r"Accepted: (?P<accepted>-?\d+) tokens, Drafted: (?P<drafted>-?\d+) tokens"
+    r"Accepted: (?P<accepted>-?\d\S*) tokens, Drafted: (?P<drafted>-?\d\S*) tokens"
 )
 
 

@@ -22,28 +22,17 @@ _RATIO_SLACK = 1e-9
 FIX = "the record is not vLLM's output as written; take it again"
 
 
-def _as_json(value: Any) -> str:
-    """A value as the record wrote it, shortened: a string keeps its quotes ("36" is not 36)."""
-    return limits.shown(repr(value) if isinstance(value, str) else value)
-
-
 def _count_field(metrics: Mapping[str, Any], key: str, where: str) -> int:
     if key not in metrics:
         raise InputError(f"{where}: {key} is missing; vLLM's to_dict() always writes it")
-    value = metrics[key]
-    if not limits.is_int(value):
-        raise InputError(f"{where}: {key} = {_as_json(value)} is not a count")
-    limits.check_count(where, key, value, "no engine counts this many; check the record")
-    return value
+    return limits.count(where, key, metrics[key], "check the record")
 
 
 def _int_list(value: Any, where: str, key: str, cap: int | None) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise InputError(f"{where}: {key} must be a list of counts, not {type(value).__name__}")
     for i, item in enumerate(value):
-        if not limits.is_int(item):
-            raise InputError(f"{where}: {key}[{i}] = {_as_json(item)} is not a count")
-        limits.check_count(where, f"{key}[{i}]", item, "no engine counts this many")
+        limits.count(where, f"{key}[{i}]", item, "check the record")
         if cap is not None and item > cap:
             raise RefusedError(
                 f"{where}: {key}[{i}] = {item} exceeds num_spec_tokens = {cap}: no step drafts "
@@ -55,10 +44,7 @@ def _int_list(value: Any, where: str, key: str, cap: int | None) -> tuple[int, .
 def _ratio(metrics: Mapping[str, Any], key: str, where: str) -> float:
     if key not in metrics:
         raise InputError(f"{where}: {key} is missing; vLLM's to_dict() always writes it")
-    value = metrics[key]
-    if not limits.is_finite_number(value):
-        raise InputError(f"{where}: {key} = {value!r} is not a finite number")
-    return float(value)
+    return limits.finite_number(where, key, metrics[key], FIX)
 
 
 def _agrees(given: float, derived: float) -> bool:

@@ -91,7 +91,7 @@ def _request_id(record: Mapping[str, Any], where: str) -> str:
             continue
         if isinstance(value, str) or limits.is_int(value):
             return str(value)
-        raise InputError(f"{where}: {key} = {value!r} must be a string or an integer")
+        raise limits.WrongKind(where, key, value, "a string or an integer", "give the request's id")
     raise InputError(
         f"{where}: no request_id (offline output) or id (response body); every request must "
         "be named so none is counted twice"
@@ -191,20 +191,16 @@ def _leg_key(record: Mapping[str, Any], where: str, position: int) -> int:
     value = record.get("leg")
     if value is None:
         return position
-    if not limits.is_int(value):
-        raise InputError(f"{where}: leg = {limits.shown(value)} is not a leg index (0, 1, ...)")
-    limits.check_count(where, "leg", value, _LEG_WHAT_TO_DO)
-    return value
+    return limits.count(where, "leg", value, _LEG_WHAT_TO_DO)
 
 
 def _run(record: Mapping[str, Any], where: str) -> int | None:
     value = record.get("run")
     if value is None:
         return None
-    if not limits.is_int(value):
-        raise InputError(f"{where}: run = {limits.shown(value)} is not a run (1, 2, ...)")
-    limits.check_run(where, "run", value, _LEG_WHAT_TO_DO)
-    return value
+    run = limits.integer(where, "run", value, _LEG_WHAT_TO_DO)
+    limits.check_run(where, "run", run, _LEG_WHAT_TO_DO)
+    return run
 
 
 def _optional_positive(record: Mapping[str, Any], key: str, where: str) -> float | None:

@@ -93,15 +93,14 @@ def read_setting(record: dict[str, Any], where: str) -> SpeculativeSetting | Non
             f"{at} must be an object (the config passed to vLLM), not {type(config).__name__}"
         )
     method = config.get("method")
-    if method is not None and not isinstance(method, str):
-        raise InputError(f"{at}.method = {method!r} must be a string or absent")
+    if method is not None:
+        limits.string(where, f"{FIELD}.method", method, "give the drafter's name or leave it out")
     k = _speculative_tokens(config, where)
     rejection = config.get("rejection_sample_method", "standard")
-    if not isinstance(rejection, str):
-        raise InputError(
-            f"{at}.rejection_sample_method = {limits.shown(rejection)} must be a string, one of "
-            f"{', '.join(METHODS)}; vLLM takes no other type ({SOURCE})"
-        )
+    rejection = limits.string(
+        where, f"{FIELD}.rejection_sample_method", rejection,
+        f"vLLM takes one of {', '.join(METHODS)} and no other type ({SOURCE})",
+    )  # fmt: skip
     if rejection not in METHODS:
         raise RefusedError(
             f"{at}.rejection_sample_method = {rejection!r}: vLLM takes one of "
@@ -130,7 +129,7 @@ def read_setting(record: dict[str, Any], where: str) -> SpeculativeSetting | Non
     if rates_value is not None:
         rates = _rates(rates_value, k, f"{at}.synthetic_acceptance_rates")
         return SpeculativeSetting(where, method, k, rejection, rates=rates, resolved_rates=rates)
-    length = _length(length_value, k, f"{at}.synthetic_acceptance_length")
+    length = _length(length_value, k, where)
     return SpeculativeSetting(
         where, method, k, rejection, length=length, resolved_rates=length_to_rates(length, k)
     )
@@ -142,15 +141,11 @@ def _speculative_tokens(config: dict[str, Any], where: str) -> int | None:
     if "num_speculative_tokens" not in config:
         return None
     at = f"{where}: {FIELD}"
-    k = config["num_speculative_tokens"]
-    lax = isinstance(k, float) and math.isfinite(k) and k.is_integer()
-    if not (limits.is_int(k) or lax):
-        # A value of the wrong kind (docs/command.md: exit 2), whatever it is.
-        raise InputError(
-            f"{at}.num_speculative_tokens = {limits.shown(k)} must be an integer; vLLM takes "
-            f"no other type, null included ({SOURCE})"
-        )
-    k = int(k)
+    # vLLM takes no other type, null included; a whole float is an integer to its pydantic
+    k = limits.integer(
+        where, f"{FIELD}.num_speculative_tokens", config["num_speculative_tokens"],
+        f"vLLM takes an integer above 0 ({SOURCE})", whole_floats=True,
+    )  # fmt: skip
     # A negative count is malformed (exit 2) as it is in every source; 0 is a count vLLM
     # refuses, so a record holding it does not hold the config its run was made with.
     limits.check_count(where, f"{FIELD}.num_speculative_tokens", k, "check the record")
@@ -192,9 +187,11 @@ def _rates(value: Any, k: int, at: str) -> tuple[float, ...]:
     return tuple(float(rate) for rate in value)
 
 
-def _length(value: Any, k: int, at: str) -> float:
+def _length(value: Any, k: int, where: str) -> float:
+    at = f"{where}: {FIELD}.synthetic_acceptance_length"
     if not limits.is_number(value):
-        raise InputError(f"{at} = {limits.shown(value)} must be a number")
+        field = f"{FIELD}.synthetic_acceptance_length"
+        raise limits.WrongKind(where, field, value, "a finite number", f"vLLM takes one ({SOURCE})")
     if not _within(value, 1, k + 1):
         raise RefusedError(
             f"{at} = {limits.shown(value)} is outside [1, {k + 1}] (1 to num_speculative_tokens "

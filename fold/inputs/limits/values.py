@@ -1,29 +1,17 @@
-"""What a step and a counter may be, whatever source they come from, and how a value past a
-limit is refused.
-
-Every reader (the hook's log in both readers, the engine's trace, the arm record's counters,
-the oracles' counters, other runs of ours through the same readers) checks its values here, so
-one value is refused in one wording wherever it comes from::
-
-    <where>: <field> <value> <the limit>: <what to do>
-
-``<where>`` is ``file:line``, ``file: leg N (run r)`` or an oracle file's place. Each rule has
-one error class, so one exit code (``docs/command.md``): one value outside its field's range
-(a count, a request id, a duration) is malformed, InputError; values that cannot be true
-together (a step's counts, a sum) are refused, RefusedError. The native reader's constants
-(``fold/inputs/native_src/fold_pass.h``) and the instrument's (``instrument/dflash_step_log.h``)
-are held to these by the tests, and so is its numbering of the step's rule (``StepRule``).
+"""One value: what a count, a request id, a duration, a run or a leg's window may be, and the
+kind each field's value must be; how one outside its range or of the wrong kind is refused
+(InputError, exit 2). The package's docstring (``fold.inputs.limits``) says how these are used.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import IntEnum
+import re
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from fold.errors import InputError, RefusedError
+from fold.errors import InputError
 
 MAX_STEP_TOKENS = 2**16
 """The most tokens one step of one request may propose or emit (instrument/FORMAT.md). No
@@ -54,6 +42,9 @@ nanoseconds (at most 2^63 - 1 of them), with a millisecond to spare for the slac
 MAX_DIGITS = len(str(MAX_REQUEST_ID))
 """Digits of the longest integer any limit allows: a longer decimal is past every limit and is
 refused before it is converted (Python will not convert a number of more than 4300 digits)."""
+
+_DECIMAL = re.compile(r"-?[0-9]+")
+"""A decimal as engines print counts (with a sign, which only a miscount carries)."""
 
 LAST_EPOCH_SECOND = MAX_STEP_NS // 1_000_000_000
 """Step times are nanoseconds since the epoch below 2^63 (FORMAT.md: every integer but seq), so
@@ -122,6 +113,22 @@ def shown(value: Any) -> str:
     return text
 
 
+def json_shown(value: Any) -> str:
+    """A parsed value as its input spelled it (``true``, ``"4"``, ``2.5``, ``null``), shortened
+    as ``shown`` shortens: a message about a value of the wrong kind shows which kind it was."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number beyond a double's range"
+    if is_int(value):
+        return shown(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > 2 * MAX_DIGITS:
+        return f"{text[: 2 * MAX_DIGITS]}... ({len(text)} characters)"
+    return text
+
+
 def refusal(where: str, field: str, value: Any, limit: str, what_to_do: str) -> str:
     """The one wording of a value past a limit."""
     return f"{where}: {field} {shown(value)} {limit}: {what_to_do}"
@@ -173,6 +180,68 @@ class OutOfRange(InputError):
         super().__init__(refusal(where, field, value, words, what_to_do))
 
 
+class WrongKind(InputError):
+    """A value of the wrong kind for its field (a string, a fraction, a bool, an object where
+    an integer belongs; not a finite number where a number does): malformed (exit 2), in one
+    wording from every reader, the value spelled as its input spelled it. ``reason`` is as
+    ``OutOfRange``'s, for the line readers."""
+
+    def __init__(
+        self, where: str, field: str, value: Any, wanted: str, what_to_do: str,
+        written: str | None = None,
+    ) -> None:  # fmt: skip
+        if value is None and written is None:
+            self.reason = f"{field or 'the value'} is missing or null, not {wanted}"
+        else:
+            spelled = json_shown(value) if written is None else shown(written)
+            self.reason = f"{field} {spelled} is not {wanted}".lstrip()
+        super().__init__(f"{where}: {self.reason}: {what_to_do}")
+
+
+def integer(
+    where: str, field: str, value: Any, what_to_do: str, *, whole_floats: bool = False
+) -> int:
+    """A parsed value as an integer, or WrongKind. An integer literal past 64 bits, which orjson
+    reads as a float, is an integer (its range is the field's check's to refuse); with
+    ``whole_floats`` so is a finite whole float (``310.0``: a counter printed as a float)."""
+    if past_64_bits(value) or (
+        whole_floats and isinstance(value, float) and math.isfinite(value) and value.is_integer()
+    ):
+        return int(value)
+    if not is_int(value):
+        raise WrongKind(where, field, value, "an integer", what_to_do)
+    return value
+
+
+def count(
+    where: str, field: str, value: Any, what_to_do: str, *, whole_floats: bool = False
+) -> int:
+    """A parsed value as a count: WrongKind when it is not an integer (``integer``),
+    OutOfRange when it is outside 0 .. 2^63 - 1 (``check_count``)."""
+    checked = integer(where, field, value, what_to_do, whole_floats=whole_floats)
+    check_count(where, field, checked, what_to_do)
+    return checked
+
+
+def string(where: str, field: str, value: Any, what_to_do: str) -> str:
+    """A parsed value as a string, or WrongKind."""
+    if not isinstance(value, str):
+        raise WrongKind(where, field, value, "a string", what_to_do)
+    return value
+
+
+def finite_number(where: str, field: str, value: Any, what_to_do: str) -> float:
+    """A parsed value as a finite float, or WrongKind (a bool, a string, an infinity)."""
+    if is_int(value):
+        try:
+            return float(value)
+        except OverflowError:  # an integer past any float
+            raise WrongKind(where, field, value, "a finite number", what_to_do) from None
+    if not is_finite_number(value):
+        raise WrongKind(where, field, value, "a finite number", what_to_do)
+    return float(value)
+
+
 def _check_range(
     problem: Callable[[int], str | None],
     place: tuple[str, str],
@@ -219,9 +288,13 @@ def check_duration(where: str, field: str, value: int, what_to_do: str) -> None:
     _check_range(duration_problem, (where, field), value, what_to_do)
 
 
-def _decimal(text: str, past: int) -> int:
+def _decimal(text: str, past: int, place: tuple[str, str], what_to_do: str) -> int:
     """A decimal's value; its length decides first, so a decimal of any size is read at once:
-    one past every limit is ``past``, and a negative of any length is negative."""
+    one past every limit is ``past``, and a negative of any length is negative. Text that is
+    no decimal (``868.5``, ``12k``) is WrongKind, shown as written."""
+    if not _DECIMAL.fullmatch(text):
+        where, field = place
+        raise WrongKind(where, field, None, "an integer", what_to_do, written=text)
     value = past if past_every_limit(text) else int(text)
     if text.startswith("-") and value != 0:
         value = min(value, -1)
@@ -231,148 +304,26 @@ def _decimal(text: str, past: int) -> int:
 def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
     """A count printed as a decimal, checked as ``check_count`` checks it (a sign, which no
     engine prints, makes it negative) and refused showing the decimal as written."""
-    value = _decimal(text, MAX_COUNT + 1)
+    value = _decimal(text, MAX_COUNT + 1, (where, field), what_to_do)
     _check_range(count_problem, (where, field), value, what_to_do, text)
+    return value
+
+
+def printed_number(text: str, where: str, field: str, what_to_do: str) -> float:
+    """A finite number as an engine printed it (``2.35``), or WrongKind shown as written
+    (``2.3.5``, ``nan``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise WrongKind(where, field, None, "a finite number", what_to_do, written=text)
     return value
 
 
 def decimal_request_id(text: str, where: str, field: str, what_to_do: str) -> int:
     """An integer request id printed as a decimal, checked as ``check_request_id`` checks it
     and refused showing the decimal as written."""
-    value = _decimal(text, MAX_REQUEST_ID + 1)
+    value = _decimal(text, MAX_REQUEST_ID + 1, (where, field), what_to_do)
     _check_range(request_id_problem, (where, field), value, what_to_do, text)
     return value
-
-
-# -- several values: a step, a sum ------------------------------------------------------------
-#
-# Counts that are each well formed but cannot be true together, or of one step, are refused
-# (RefusedError, exit 1): the source miscounts, no figure made from it would be right, and
-# ``--skip-bad-lines`` does not skip them.
-
-
-class StepRule(IntEnum):
-    """Which part of a step's rule, ``accepted <= proposed <= 65536`` and ``emitted <= 65536``,
-    a step breaks; the first in this order is the one reported. The native reader
-    (``native_src/fold_pass.h``, ``StepRule``) reports a line's by the same numbers."""
-
-    ACCEPTED_ABOVE_PROPOSED = 1
-    PROPOSED_PAST_CAP = 2
-    EMITTED_PAST_CAP = 3
-
-
-@dataclass(frozen=True)
-class StepFields:
-    """How a source names a step's three counts in its messages."""
-
-    proposed: str = "'proposed'"
-    accepted: str = "'accepted'"
-    emitted: str = "'emitted'"
-
-
-def accepted_above_proposed(proposed: float, accepted: float) -> bool:
-    """Whether more draft tokens were accepted than proposed: the one comparison of A against P,
-    for a step and for any total of steps (floats: counts widened by their rounding)."""
-    return accepted > proposed
-
-
-def step_problem(proposed: int, accepted: int, emitted: int | None = None) -> StepRule | None:
-    """The rule a step's counts break, or None. The counts are counts already (each within
-    0 .. 2^63 - 1, ``count_problem``): a negative one is malformed, not an impossible step."""
-    if accepted_above_proposed(proposed, accepted):
-        return StepRule.ACCEPTED_ABOVE_PROPOSED
-    if proposed > MAX_STEP_TOKENS:
-        return StepRule.PROPOSED_PAST_CAP
-    if emitted is not None and emitted > MAX_STEP_TOKENS:
-        return StepRule.EMITTED_PAST_CAP
-    return None
-
-
-def accepted_words(proposed_field: str, proposed: Any) -> str:
-    """The limit words of accepted counts above the proposed ones."""
-    return f"exceeds {proposed_field} {shown(proposed)}, more draft tokens accepted than proposed"
-
-
-def step_refusal(
-    rule: StepRule,
-    where: str,
-    counts: tuple[Any, Any, Any],
-    what_to_do: str,
-    fields: StepFields = StepFields(),
-) -> RefusedError:
-    """The one refusal of a step that breaks ``rule``; ``counts`` are its (proposed, accepted,
-    emitted) as the source wrote them."""
-    proposed, accepted, emitted = counts
-    if rule is StepRule.ACCEPTED_ABOVE_PROPOSED:
-        words = accepted_words(fields.proposed, proposed)
-        return RefusedError(refusal(where, fields.accepted, accepted, words, what_to_do))
-    if rule is StepRule.PROPOSED_PAST_CAP:
-        return step_cap(where, fields.proposed, proposed, what_to_do)
-    return step_cap(where, fields.emitted, emitted, what_to_do)
-
-
-def check_step(
-    where: str,
-    counts: tuple[int, int, int | None],
-    what_to_do: str,
-    fields: StepFields = StepFields(),
-) -> None:
-    """RefusedError (``step_refusal``) when a step's (proposed, accepted, emitted) break the
-    step's rule."""
-    rule = step_problem(*counts)
-    if rule is not None:
-        raise step_refusal(rule, where, counts, what_to_do, fields)
-
-
-def check_accepted(
-    where: str, totals: tuple[tuple[str, float], tuple[str, float]], what_to_do: str
-) -> None:
-    """RefusedError when a total of accepted draft tokens exceeds the total proposed, worded as
-    a step's; ``totals`` are ((proposed field, P), (accepted field, A)), or a rate A/P against
-    1 (a rate above 1 is more accepted than proposed)."""
-    (proposed_field, proposed), (accepted_field, accepted) = totals
-    if accepted_above_proposed(proposed, accepted):
-        words = accepted_words(proposed_field, proposed)
-        raise RefusedError(refusal(where, accepted_field, accepted, words, what_to_do))
-
-
-def step_cap(where: str, field: str, value: Any, what_to_do: str) -> RefusedError:
-    """The refusal of a step's (or a setting's draft length's) token count past the cap.
-
-    Every source refuses it with this error: the value is well formed, but no drafter verifies
-    that many tokens in one step, so the input miscounts and the fold cannot stand behind it
-    (exit 1, ``docs/command.md``)."""
-    return RefusedError(refusal(where, field, value, STEP_CAP_WORDS, what_to_do))
-
-
-def check_step_tokens(where: str, field: str, value: int, what_to_do: str) -> None:
-    """``step_cap`` when a setting's draft length (the tokens each of its steps may propose)
-    is past the cap."""
-    if value > MAX_STEP_TOKENS:
-        raise step_cap(where, field, value, what_to_do)
-
-
-def check_total(where: str, field: str, value: int, what_to_do: str) -> None:
-    """RefusedError when a sum of counts (or of durations), taken whole, is past 2^63 - 1."""
-    if past_total(value):
-        raise RefusedError(refusal(where, field, value, TOTAL_WORDS, what_to_do))
-
-
-def past_total(value: Any) -> Any:
-    """Whether a sum taken whole is past 2^63 - 1: a bool for an int, and for a column of sums
-    (a polars expression) the column of answers, so a table finds its rows that break the rule
-    by this one comparison; ``check_total`` refuses the one it names."""
-    return value > MAX_COUNT
-
-
-def check_sums(places: Iterable[tuple[str, str, int]], what_to_do: str) -> dict[str, int]:
-    """The exact sum per field of ``(where, field, value)`` counts, in order; RefusedError
-    naming the first place whose value takes its field's running sum past 2^63 - 1 (each value
-    may be below it, the sum is not)."""
-    totals: dict[str, int] = {}
-    for where, field, value in places:
-        check_count(where, field, value, what_to_do)
-        totals[field] = totals.get(field, 0) + value
-        if totals[field] > MAX_COUNT:
-            raise RefusedError(refusal(where, field, value, SUM_WORDS, what_to_do))
-    return totals

@@ -1,0 +1,147 @@
+"""What a step and a counter may be, whatever source they come from, and how a value past a
+limit is refused.
+
+Every reader (the hook's log in both readers, the engine's trace, the arm record's counters,
+the oracles' counters, other runs of ours through the same readers) checks its values here, so
+one value is refused in one wording wherever it comes from::
+
+    <where>: <field> <value> <the limit>: <what to do>
+    <where>: <field> <value as the input spelled it> is not <the kind>: <what to do>
+
+``<where>`` is ``file:line``, ``file: leg N (run r)`` or an oracle file's place. Each rule has
+one error class, so one exit code (``docs/command.md``): one value of the wrong kind
+(``WrongKind``) or outside its field's range (``OutOfRange``: a count, a request id, a
+duration) is malformed, InputError; values that cannot be true together (a step's counts, a
+sum) are refused, RefusedError. One value's rules are in ``values``, several values' in
+``steps``; callers import the package. The native reader's constants
+(``fold/inputs/native_src/fold_pass.h``) and the instrument's (``instrument/dflash_step_log.h``)
+are held to these by the tests, and so is its numbering of the step's rule (``StepRule``).
+"""
+
+from __future__ import annotations
+
+from fold.inputs.limits.steps import (
+    StepFields,
+    StepRule,
+    accepted_above_proposed,
+    accepted_words,
+    check_accepted,
+    check_step,
+    check_step_tokens,
+    check_sums,
+    check_total,
+    past_total,
+    step_cap,
+    step_problem,
+    step_refusal,
+)
+from fold.inputs.limits.values import (
+    COUNT_WORDS,
+    DURATION_WORDS,
+    LAST_EPOCH_SECOND,
+    MAX_COUNT,
+    MAX_DIGITS,
+    MAX_REQUEST_ID,
+    MAX_STEP_NS,
+    MAX_STEP_TOKENS,
+    MAX_WINDOW_SECONDS,
+    NEGATIVE_WORDS,
+    REQUEST_ID_WORDS,
+    RUN_WORDS,
+    STEP_CAP_WORDS,
+    SUM_WORDS,
+    TOTAL_WORDS,
+    WINDOW_WORDS,
+    OutOfRange,
+    WrongKind,
+    check_count,
+    check_duration,
+    check_request_id,
+    check_run,
+    check_window,
+    count,
+    count_problem,
+    decimal_count,
+    decimal_request_id,
+    duration_problem,
+    finite_number,
+    in_orjson_int_range,
+    integer,
+    is_count,
+    is_epoch_seconds,
+    is_finite_number,
+    is_int,
+    is_number,
+    json_shown,
+    past_64_bits,
+    past_every_limit,
+    printed_number,
+    refusal,
+    request_id_problem,
+    run_problem,
+    shown,
+    string,
+    window_problem,
+)
+
+__all__ = [
+    "COUNT_WORDS",
+    "DURATION_WORDS",
+    "LAST_EPOCH_SECOND",
+    "MAX_COUNT",
+    "MAX_DIGITS",
+    "MAX_REQUEST_ID",
+    "MAX_STEP_NS",
+    "MAX_STEP_TOKENS",
+    "MAX_WINDOW_SECONDS",
+    "NEGATIVE_WORDS",
+    "REQUEST_ID_WORDS",
+    "RUN_WORDS",
+    "STEP_CAP_WORDS",
+    "SUM_WORDS",
+    "TOTAL_WORDS",
+    "WINDOW_WORDS",
+    "OutOfRange",
+    "StepFields",
+    "StepRule",
+    "WrongKind",
+    "accepted_above_proposed",
+    "accepted_words",
+    "check_accepted",
+    "check_count",
+    "check_duration",
+    "check_request_id",
+    "check_run",
+    "check_step",
+    "check_step_tokens",
+    "check_sums",
+    "check_total",
+    "check_window",
+    "count",
+    "count_problem",
+    "decimal_count",
+    "decimal_request_id",
+    "duration_problem",
+    "finite_number",
+    "in_orjson_int_range",
+    "integer",
+    "is_count",
+    "is_epoch_seconds",
+    "is_finite_number",
+    "is_int",
+    "is_number",
+    "json_shown",
+    "past_64_bits",
+    "past_every_limit",
+    "past_total",
+    "printed_number",
+    "refusal",
+    "request_id_problem",
+    "run_problem",
+    "shown",
+    "step_cap",
+    "step_problem",
+    "step_refusal",
+    "string",
+    "window_problem",
+]
