@@ -37,6 +37,7 @@ def modules_but_limits() -> list[Path]:
 
 LIMIT_VALUES = {
     65_536,  # 2^16, the most tokens one step may carry
+    65_535,  # 2^16 - 1: ``x > 65535`` is the same cap
     9_223_372_036_854_775_808,  # 2^63
     9_223_372_036_854_775_807,  # 2^63 - 1, the largest count and duration
     18_446_744_073_709_551_616,  # 2^64
@@ -64,7 +65,9 @@ _BETWEEN = re.compile(r"(^|_)(is|in|check|within)_(between|range|bounds)($|_)")
 
 def constant_value(node: ast.AST) -> int | float | None:
     """The number a constant expression is (an integer or a float literal in any base; ``-x``,
-    ``+x``; ``x ** y``, ``x << y``, ``x - y``, ``x + y`` of such), else None."""
+    ``+x``; ``x ** y``, ``pow(x, y)``, ``x << y``, ``x - y``, ``x + y`` of such), else None."""
+    if isinstance(node, ast.Call) and _called(node) == "pow" and len(node.args) == 2:
+        node = ast.BinOp(node.args[0], ast.Pow(), node.args[1])
     if isinstance(node, ast.Constant):
         return node.value if type(node.value) in (int, float) else None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -86,6 +89,32 @@ def constant_value(node: ast.AST) -> int | float | None:
             return left**right
         return left << right if type(left) is int else None
     return None
+
+
+def _called(node: ast.Call) -> str | None:
+    """The name a call calls (``pow``, ``math.pow``, ``np.greater``: its last part)."""
+    func = node.func
+    return (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
+    )
+
+
+_ORDER_CALLS = {"greater", "greater_equal", "less", "less_equal", "gt", "ge", "lt", "le"}
+"""numpy's and operator's order comparisons, written as calls."""
+
+
+def _bit_width_test(node: ast.AST) -> bool:
+    """``x.bit_length() > 63`` (or 64, either way round): the 64-bit limits by their width."""
+    if not isinstance(node, ast.Compare):
+        return False
+    sides = [node.left, *node.comparators]
+    return any(
+        isinstance(side, ast.Call) and _called(side) == "bit_length" for side in sides
+    ) and any(constant_value(side) in (63, 64) for side in sides)
 
 
 def is_limit(value: int | float | None) -> bool:
@@ -183,11 +212,15 @@ def limit_copies(source: str) -> list[str]:
             isinstance(node, ast.Compare)
             and any(isinstance(op, _ORDER) for op in node.ops)
             and any(_reads_limit(side, made) for side in (node.left, *node.comparators))
+        ) or (
+            isinstance(node, ast.Call)
+            and _called(node) in _ORDER_CALLS
+            and any(_reads_limit(arg, made) for arg in node.args)
         )
         named = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and bool(
             _BETWEEN.search(node.name)
         )
-        if held or _type_test(node):
+        if held or _type_test(node) or _bit_width_test(node):
             found.append(f"line {getattr(node, 'lineno', 0)}: {ast.unparse(node)}")
         elif named:
             found.append(f"line {getattr(node, 'lineno', 0)}: def {getattr(node, 'name', '')}")
@@ -268,6 +301,14 @@ def test_no_module_but_limits_writes_a_limit_or_the_bool_test():
         "LAST = limits.MAX_COUNT // 10**9\nSTOP = LAST - 1\nok = 0 <= t < STOP\n",
         "def is_between(low, value, high):\n    return low <= value <= high\n",
         "def _in_range(value):\n    return True\n",
+        # the forms a cold review found the guard missed
+        "TOP = pow(2, 63)\n",
+        "TOP = math.pow(2, 64) - 1\n",
+        "if value > 65535:\n    pass\n",
+        "if value.bit_length() > 63:\n    pass\n",
+        "ok = 64 >= n.bit_length()\n",
+        "bad = np.greater(values, limits.MAX_COUNT)\n",
+        "bad = operator.gt(value, MAX_STEP_TOKENS)\n",
     ],
 )
 def test_a_planted_limit_or_bool_test_is_found(source: str):

@@ -180,6 +180,8 @@ def test_rates_are_the_warm_per_position_rates_and_what_vllm_takes(tmp_path_fact
         ([0.5, 0.4], 3, "one per draft position"),
         ([1.2, 0.4], 2, r"in \[0, 1\]"),
         ([0.5, -0.1], 2, r"in \[0, 1\]"),
+        ([True, 0.5], 2, r"is True: .* in \[0, 1\]"),  # JSON's true is no rate, not 1
+        ([0.5, float("nan")], 2, r"in \[0, 1\]"),
         ([], 0, "above zero"),
     ],
 )

@@ -69,3 +69,14 @@ def test_no_intervals_without_the_fold_s_bootstrap(tmp_path, capsys):
     document = fold_document(tmp_path, capsys, "--bootstrap", "0")
     rows = [row for row in figure_rows(document) if row.position is not None]
     assert rows and all(row.ci_low is None for row in rows)
+
+
+def test_a_bootstrap_recorded_as_true_draws_no_intervals(tmp_path, capsys):
+    """A saved document whose resamples or seed is JSON's true (a hand edit) is no bootstrap of
+    one draw: the ledger draws no intervals from it, as from --bootstrap 0."""
+    document = fold_document(tmp_path, capsys)
+    assert any(row.ci_low is not None for row in figure_rows(document) if row.position)
+    for key in ("resamples", "seed"):
+        edited = {**document, "bootstrap": {**document["bootstrap"], key: True}}
+        rows = [row for row in figure_rows(edited) if row.position is not None]
+        assert rows and all(row.ci_low is None for row in rows), key

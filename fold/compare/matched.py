@@ -44,7 +44,7 @@ from fold.compare.matched_warm import WarmSteps, cannot_carry, position_interval
 from fold.errors import InputError, RefusedError
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.inputs.defaults import ENGINES
-from fold.inputs.limits import is_int
+from fold.inputs.limits import is_int, is_number
 from fold.wording import figure
 
 DEFAULT_METHOD = "ngram"
@@ -196,7 +196,7 @@ def check_rates(rates: Sequence[float], k: int, engine: str = "vllm") -> None:
             "one per draft position (as many rates as draft tokens)"
         )
     for position, rate in enumerate(rates, start=1):
-        if not (isinstance(rate, (int, float)) and 0.0 <= rate <= 1.0):
+        if not (is_number(rate) and 0.0 <= rate <= 1.0):
             raise RefusedError(
                 f"--matched {engine}: the rate at draft position {position} is "
                 f"{rate!r}: {name} takes each in [0, 1]"

@@ -15,7 +15,7 @@ from typing import Any
 
 from fold.errors import InputError
 from fold.folding.position_intervals import position_intervals
-from fold.inputs.limits import is_number
+from fold.inputs.limits import is_int, is_number
 from fold.inputs.populations import ALL_LEGS, WARM_LEGS
 
 DOCUMENT_FORMAT = "fold-acceptance/4"
@@ -121,7 +121,7 @@ def _position_intervals(document: dict[str, Any]) -> dict[tuple[str, str], list]
     drawn = document.get("bootstrap") or {}
     legs = document.get("legs") or []
     resamples, seed = drawn.get("resamples"), drawn.get("seed")
-    if not isinstance(resamples, int) or resamples < 1 or not isinstance(seed, int) or not legs:
+    if not is_int(resamples) or resamples < 1 or not is_int(seed) or not legs:
         return {}
     if any(not isinstance(leg.get("histogram"), list) for leg in legs):
         return {}
