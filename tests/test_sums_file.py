@@ -129,16 +129,17 @@ def test_each_requests_durations_are_the_sums_of_its_lines(tmp_path, capsys):
 def test_the_file_names_its_format_and_keeps_the_documented_columns(tmp_path, capsys):
     _, table = fold(tmp_path, [STEPS], "whole")
     metadata = pl.read_parquet_metadata(tmp_path / "whole.parquet")
-    assert metadata[SUMS_FORMAT_KEY] == SUMS_FORMAT == "fold-acceptance-sums/1"
+    assert metadata[SUMS_FORMAT_KEY] == SUMS_FORMAT == "fold-acceptance-sums/2"
     assert table.schema == pl.Schema(FILE_SCHEMA)
-    documented = re.findall(r"^\| `([a-z_0-9`, ]+)` \| (\w+) \|", DOC.read_text(), re.M)
+    documented = re.findall(r"^\| `([a-z_0-9`, ]+)` \| ([\w\[\]]+) \|", DOC.read_text(), re.M)
     columns = [
         (name.strip("` "), kind)
         for names, kind in documented
         for name in names.replace("`", "").split(",")
     ]
     types = {"int64": pl.Int64, "uint64": pl.UInt64, "string": pl.String,
-             "bool": pl.Boolean, "float64": pl.Float64}  # fmt: skip
+             "bool": pl.Boolean, "float64": pl.Float64,
+             "int64[]": pl.List(pl.Int64)}  # fmt: skip
     assert [(name.strip(), types[kind]) for name, kind in columns] == list(FILE_SCHEMA.items())
 
 
@@ -166,7 +167,7 @@ def test_the_docs_queries_over_hosts_files_give_the_whole_logs_figures(tmp_path,
         assert log.stat().st_size > 0
         fold(tmp_path, [log], f"host-{host}")
         (tmp_path / f"host-{host}.parquet").rename(hosts / f"host-{host}.parquet")
-    per_leg, warm = _queries()
+    per_leg, warm, per_leg_positions, warm_positions = _queries()
     legs = {leg["index"]: leg for leg in whole["legs"]}
     found = _run(per_leg, hosts)
     assert [row[0] for row in found] == sorted(index for index, leg in legs.items() if leg["steps"])
@@ -184,6 +185,18 @@ def test_the_docs_queries_over_hosts_files_give_the_whole_logs_figures(tmp_path,
     )  # fmt: skip
     assert rate == whole["warm"]["accept_rate"]
     assert length == whole["warm"]["mean_acceptance_length"]
+    # the per-position rates, per leg and warm, exactly the whole log's (the fold makes them
+    # from each leg's histogram of (proposed, accepted), not from these lists)
+    found = _run(per_leg_positions, hosts)
+    for index, leg in legs.items():
+        rows = [row for row in found if row[0] == index]
+        assert [row[1] for row in rows] == list(range(len(leg["per_position"])))
+        assert [row[2] for row in rows] == leg["per_position"]
+        assert [row[3] for row in rows] == leg["per_position_of_proposed"]
+    found = _run(warm_positions, hosts)
+    assert [row[0] for row in found] == list(range(len(whole["warm"]["per_position"])))
+    assert [row[1] for row in found] == whole["warm"]["per_position"]
+    assert [row[2] for row in found] == whole["warm"]["per_position_of_proposed"]
 
 
 def test_string_ids_are_in_sid_and_integer_ids_in_seq(tmp_path, capsys):
@@ -275,3 +288,15 @@ def test_the_sums_file_is_readable_by_others_as_any_new_file(tmp_path, capsys):
     mask = os.umask(0)
     os.umask(mask)
     assert (tmp_path / "mode.parquet").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_followed_fold_writes_the_same_sums_file_as_a_one_shot_fold(tmp_path, capsys):
+    """--follow --sums: the final fold is asked for the steps by draft position too."""
+    once = tmp_path / "once.parquet"
+    followed = tmp_path / "followed.parquet"
+    assert cli([str(ARM), str(STEPS), "--sums", str(once), "--quiet"]) == 0
+    argv = [str(ARM), str(STEPS), "--follow", "--idle", "0.3", "--sums", str(followed)]
+    assert cli([*argv, "--quiet"]) == 0
+    written = pl.read_parquet(followed)
+    assert written["accepted_past"].null_count() == 0
+    assert written.equals(pl.read_parquet(once))

@@ -214,6 +214,7 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
             arguments.logs,
             predicate=arguments.warm,
             progress=progress.advance,
+            draft_positions=arguments.sums is not None,
             **fold_options(arguments),
         )
     finally:
@@ -237,6 +238,7 @@ def _follow(arguments: argparse.Namespace, stderr: Console) -> Document:
         prefill_tokens=arguments.prefill_tokens,
         resamples=arguments.bootstrap,
         seed=arguments.seed,
+        draft_positions=arguments.sums is not None,
     )
     with Live(console=stderr, refresh_per_second=4, transient=True) as live:
         outcome = run_follow(

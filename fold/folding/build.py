@@ -76,12 +76,14 @@ def build_result(
     seed: int = DEFAULT_SEED,
     step_source: str = STEP_LOG,
     lines: LineFigures | None = None,
+    draft_positions: bool = False,
 ) -> FoldResult:
     """``prefill_tokens``: output tokens per request not emitted by a verify step, when the
     user states it; None learns it from the arm (see ``_prefill_convention``). ``resamples``
     above 0 puts 95% bootstrap intervals beside the pooled figures (``add_intervals``).
     ``lines``: the partial's ``settle_lines``, when the caller computed them first (and let
-    the lines go); else computed here."""
+    the lines go); else computed here. ``draft_positions``: each request's steps by draft
+    position too, for the sums file (``fold.folding.request_positions``)."""
     stall_factor = check_stall_factor(stall_factor)
     check_resamples(resamples, seed)
     if lines is None:
@@ -93,6 +95,7 @@ def build_result(
             resamples=resamples,
             seed=seed,
             step_source=step_source,
+            draft_positions=draft_positions,
         )
     cadence = lines.cadence
     # The bootstrap's draws run without the GIL (the extension, numpy) and need only the
@@ -104,7 +107,10 @@ def build_result(
         )
         timed = untimed(step_source) is None
         requests = request_tables(
-            partial.requests, cadence.requests if timed else None, partial.durations
+            partial.requests,
+            cadence.requests if timed else None,
+            partial.durations,
+            lines.draft_positions,
         )
         drafts = _acceptance_drafts(
             arm_legs, partial, requests, read_counts, check, window_steps, prefill_tokens
@@ -294,6 +300,7 @@ def settle_lines(
     resamples: int = 0,
     seed: int = DEFAULT_SEED,
     step_source: str = STEP_LOG,
+    draft_positions: bool = False,
 ) -> LineFigures:
     """The figures that read the partial's lines (``fold.folding.line_figures``), as
     ``build_result`` takes them: after this, nothing in the fold needs ``partial.step_times``."""
@@ -313,6 +320,7 @@ def settle_lines(
             seed=seed,
             position=position,
             no_times=untimed(step_source),
+            draft_positions=draft_positions,
         )
 
 

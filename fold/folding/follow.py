@@ -131,6 +131,7 @@ class Follower:
         seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
         prefill_tokens: int | None = None,
+        draft_positions: bool = False,
     ) -> None:
         if window_steps < 1:
             raise InputError(f"--window must be at least 1 step, got {window_steps}")
@@ -150,6 +151,8 @@ class Follower:
             "stall_factor": check_stall_factor(stall_factor),
             "prefill_tokens": prefill_tokens,
         }
+        # The final fold's only: the live views never write a sums file.
+        self.draft_positions = draft_positions
         self._tails: dict[str, _Tail] = {}
         self._arm = _ArmState()
         self._failure: FoldError | None = None
@@ -189,7 +192,12 @@ class Follower:
             raise InputError(f"{', '.join(self.log_patterns)}: no step log appeared")
         for tail in self._tails.values():
             tail.reader.finish()
-        return self._fold(arm).result(self.predicate, self.window_steps, **self.result_options)
+        return self._fold(arm).result(
+            self.predicate,
+            self.window_steps,
+            **self.result_options,
+            draft_positions=self.draft_positions,
+        )
 
     def _advance(self, notices: list[Notice]) -> int:
         if self._reload_arm(notices):

@@ -22,6 +22,7 @@ import polars as pl
 
 from fold.folding.by_position import fold_positions
 from fold.folding.cadence import Cadence, fold_cadence
+from fold.folding.request_positions import request_positions
 from fold.folding.step_lengths import StepTimes, step_time_by_length
 
 
@@ -35,6 +36,8 @@ class LineFigures:
     """The warm legs' figures by output position (``fold_positions``), intervals included."""
     step_lengths: StepTimes | None
     """The warm legs' step time per draft length; None where the steps have no times."""
+    draft_positions: pl.DataFrame | None = None
+    """Each request's steps by draft position (``request_positions``), when asked for."""
 
 
 def line_figures(
@@ -47,11 +50,13 @@ def line_figures(
     seed: int,
     position: str,
     no_times: str | None,
+    draft_positions: bool = False,
 ) -> LineFigures:
     """The three figures of ``step_times`` over the arm's legs (``index``, ``start_ns``,
     ``end_ns``); ``warm_legs`` in the arm's order (the bootstrap's). ``no_times``: why the
     steps have no times (then no cadence and no step time per length), or None. ``position``:
-    what a step's position counts, for the figures by position."""
+    what a step's position counts, for the figures by position. ``draft_positions``: also
+    each request's steps by draft position (for the sums file)."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         # Steps in order without times (an oracle's, numbered) give no cadence: none is made.
         timed = step_times if no_times is None else step_times.clear()
@@ -61,4 +66,5 @@ def line_figures(
         cadence = pool.submit(fold_cadence, timed, arm_legs, stall_factor, groups)
         positions = pool.submit(fold_positions, step_times, warm_legs, resamples, seed, position)
         lengths = None if no_times is not None else step_time_by_length(step_times, warm_legs)
-        return LineFigures(cadence.result(), positions.result(), lengths)
+        by_request = request_positions(step_times) if draft_positions else None
+        return LineFigures(cadence.result(), positions.result(), lengths, by_request)

@@ -111,9 +111,11 @@ class LogFold:
         resamples: int = DEFAULT_RESAMPLES,
         seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
+        draft_positions: bool = False,
     ) -> Document:
         """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out), refused
-        unless it agrees with the engine's own counters where the record carries them."""
+        unless it agrees with the engine's own counters where the record carries them.
+        ``draft_positions``: each request's steps by draft position too (the sums file)."""
         return self._document(
             check_arm(self.arm, predicate),
             window_steps,
@@ -122,6 +124,7 @@ class LogFold:
             seed=seed,
             stall_factor=stall_factor,
             lines=None,
+            draft_positions=draft_positions,
         )
 
     def _document(
@@ -134,6 +137,7 @@ class LogFold:
         seed: int,
         stall_factor: float,
         lines: LineFigures | None,
+        draft_positions: bool = False,
     ) -> Document:
         result = build_result(
             self.arm.legs,
@@ -147,6 +151,7 @@ class LogFold:
             seed=seed,
             step_source=self.step_source,
             lines=lines,
+            draft_positions=draft_positions,
         )
         return Document(result, check_counters(result, self.arm.counters))
 
@@ -164,6 +169,7 @@ def fold_acceptance(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     stall_factor: float = DEFAULT_STALL_FACTOR,
+    draft_positions: bool = False,
 ) -> Document:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
@@ -172,6 +178,9 @@ def fold_acceptance(
 
     ``prefill_tokens``: output tokens per request that no verify step emits (1 for servers, 0
     for llama.cpp's speculative-simple); None learns it from the arm.
+
+    ``draft_positions``: each request's steps by draft position too, which only the sums file
+    holds (``Document.fold.sums_table``; ``--sums``); without it those columns are null.
 
     The warm predicate and the recorded throughput fold are checked before any log is read, so
     a mismatch is refused without the cost of reading.
@@ -216,6 +225,7 @@ def fold_acceptance(
         resamples=resamples,
         seed=seed,
         step_source=fold.step_source,
+        draft_positions=draft_positions,
     )
     # This fold is the call's alone and takes no more files: its lines (16 bytes each) go
     # before the rest of the result is built, which never reads them.

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from fold.folding.accumulate import DURATION_SUMS, REQUEST_KEY
+from fold.folding.request_positions import POSITION_LISTS
 
 _NS = 1e9
 _ROWS_AT_ONCE = 50_000
@@ -61,9 +62,11 @@ SCHEMA: dict[str, pl.DataType] = {
     "timed": pl.Boolean(),
     **{name: dtype() for name, dtype in CADENCE_NS.items()},
     **{name: pl.Int64() for name in (*DURATION_SUMS, *FIRST_DURATIONS)},
+    **{name: pl.List(pl.Int64()) for name in POSITION_LISTS},
 }
 """A leg's request table. ``seq`` and ``sid`` hold the id as ``fold.folding.accumulate`` keys
-it; ``timed``: the steps had times (else no cadence at all: the JSON's None)."""
+it; ``timed``: the steps had times (else no cadence at all: the JSON's None); the steps by draft
+position are null unless the fold was asked for them (``fold.folding.request_positions``)."""
 
 CADENCE_JSON = (
     "lines",
@@ -98,11 +101,15 @@ def _ratios() -> list[pl.Expr]:
 
 
 def request_tables(
-    requests: pl.DataFrame, cadence: pl.DataFrame | None, durations: pl.DataFrame
+    requests: pl.DataFrame,
+    cadence: pl.DataFrame | None,
+    durations: pl.DataFrame,
+    draft_positions: pl.DataFrame | None = None,
 ) -> dict[int, RequestRows]:
     """Each leg's requests (a partial fold's ``requests``: ``REQUEST_KEY`` and ``SUMS``) with
     their ratios, their cadence (``fold.folding.cadence.Cadence.requests``; None when the
-    steps have no times) and their step durations (a partial fold's ``durations``), in
+    steps have no times), their step durations (a partial fold's ``durations``) and, when
+    given, their steps by draft position (``fold.folding.request_positions``), in
     ``REQUEST_KEY`` order."""
     table = requests.sort(REQUEST_KEY).with_columns(_ratios())
     if cadence is None:
@@ -123,6 +130,10 @@ def request_tables(
     table = table.join(
         durations, on=REQUEST_KEY, how="left", nulls_equal=True, maintain_order="left"
     )
+    if draft_positions is not None:
+        table = table.join(
+            draft_positions, on=REQUEST_KEY, how="left", nulls_equal=True, maintain_order="left"
+        )
     whole = table.select(
         "leg",
         *(
@@ -284,7 +295,7 @@ def _json_rows(table: pl.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-SUMS_FORMAT = "fold-acceptance-sums/1"
+SUMS_FORMAT = "fold-acceptance-sums/2"
 """The sums file's format, in its Parquet key-value metadata under ``SUMS_FORMAT_KEY``."""
 SUMS_FORMAT_KEY = "fold-acceptance.format"
 FILE_SCHEMA: dict[str, pl.DataType] = {
@@ -297,6 +308,7 @@ FILE_SCHEMA: dict[str, pl.DataType] = {
     **{name: pl.Int64() for name in SUMS},
     **{name: dtype() for name, dtype in CADENCE_NS.items()},
     **{name: pl.Int64() for name in (*DURATION_SUMS, *FIRST_DURATIONS)},
+    **{name: pl.List(pl.Int64()) for name in POSITION_LISTS},
 }
 """The sums file's columns (``docs/sums.md``): a row per request of every leg with steps.
 ``seq`` is an integer id and ``sid`` null, or ``sid`` a string id and ``seq`` null; the cadence
