@@ -459,6 +459,18 @@ def _trace(tmp_path: Path, old: str, new: str) -> list[str]:
     return [_our_arm(tmp_path), *traces(tmp_path, old, new)]
 
 
+def _trace_run_line(tmp_path: Path, old: str, new: str) -> list[str]:
+    """The arm and the four prompts' stderr, prompt 0's first run line holding ``old`` (line
+    25: ``vllm-cli: run=1/5 ... completion_tokens=64 secs=8.829 tok_s=7.249``) edited."""
+    arguments = _trace(tmp_path, "k=7", "k=7")
+    first = Path(arguments[1])
+    lines = first.read_text().split("\n")
+    assert lines[24].startswith("vllm-cli: run=1/5") and old in lines[24]
+    lines[24] = lines[24].replace(old, new, 1)
+    first.write_text("\n".join(lines))
+    return arguments
+
+
 def _vllm_request(tmp_path: Path, **metrics: Any) -> list[str]:
     bad = json.loads(json.dumps(VLLM_REQUEST))
     bad["spec_decode_metrics"].update(metrics)
@@ -524,6 +536,18 @@ CASES: list[tuple[str, str, Any, str]] = [
      "field 'req' -1"),
     ("count of the wrong kind", "engine_trace", lambda t: _trace(t, "k=7", "k=7.5"),
      "field 'k' 7.5"),
+    # the run lines the gate copies into the record: read as the gate reads them
+    ("count of the wrong kind", "engine_trace",
+     lambda t: _trace_run_line(t, "completion_tokens=64", "completion_tokens=64.0"),
+     "prompt-0.log:25: completion_tokens 64.0"),
+    ("count of the wrong kind", "engine_trace",
+     lambda t: _trace_run_line(t, "completion_tokens=64", "completion_tokens=+64"),
+     "prompt-0.log:25: completion_tokens +64"),
+    ("negative count", "engine_trace",
+     lambda t: _trace_run_line(t, "completion_tokens=64", "completion_tokens=-64"),
+     "prompt-0.log:25: completion_tokens -64"),
+    ("number of the wrong kind", "engine_trace",
+     lambda t: _trace_run_line(t, "tok_s=7.249", "tok_s=nan"), "prompt-0.log:25: tok_s nan"),
     ("count of the wrong kind", "record_counters",
      lambda t: [_our_arm(t, {"spec_drafts_proposed": "147"})], "'spec_drafts_proposed' \"147\""),
     ("count of the wrong kind", "record_counters",
@@ -652,6 +676,7 @@ TWO63 = 2**63  # written by hand below where the message shows it: 9223372036854
 VLLM_P = 'model_name="meta-llama/Llama-3.1-8B-Instruct"} 280.0'
 VLLM_A2 = 'model_name="meta-llama/Llama-3.1-8B-Instruct"} 1121.0'
 SERVER_LINE = "  301 accepted /   448 generated"
+VLLM_LENGTH_4 = "Mean acceptance length: 4.23, Accepted throughput: 4"  # line 4's
 CASES += [
     # vLLM: /metrics scrapes (prometheus_client prints a counter as a float), the periodic log
     # line, `vllm bench serve --save-result`
@@ -801,12 +826,34 @@ CASES += [
      "llamacpp:spec_decode_num_accepted_tokens (cumulative) 801 exceeds "
      "llamacpp:spec_decode_num_draft_tokens (cumulative) 800,"),
     # a count of the wrong kind, as each format would carry one
+    ("count of the wrong kind", "vllm:arm_record",
+     lambda t: _oracle(t, "vllm-gate-arm.json", {'"warm_legs": 6': '"warm_legs": "6"'}),
+     'vllm-gate-arm.json: warm_legs "6"'),
+    ("count of the wrong kind", "vllm:arm_record",
+     lambda t: _oracle(t, "vllm-gate-arm.json",
+                       {'"cold_legs_discarded": 3': '"cold_legs_discarded": true'}),
+     "vllm-gate-arm.json: cold_legs_discarded true"),
+    ("number of the wrong kind", "sglang:responses",
+     lambda t: _sglang_response(t, spec_accept_rate="0.46"),
+     'sglang-generate-0.5.23.json: [0]: spec_accept_rate "0.46"'),
     ("count of the wrong kind", "vllm:scrapes",
      lambda t: _oracle(t, "vllm-scrapes.prom", {VLLM_P: VLLM_P.replace("280.0", "280.5")}),
      'Instruct"}: count 280.5'),
     ("count of the wrong kind", "vllm:log",
      lambda t: _oracle(t, "vllm-log.txt", {"Drafted: 868 tokens": "Drafted: 868.5 tokens"}),
      "vllm-log.txt:4: draft tokens (P) 868.5"),
+    ("count of the wrong kind", "vllm:log",
+     lambda t: _oracle(t, "vllm-log.txt", {"Accepted: 400 tokens": "Accepted: abc tokens"}),
+     "vllm-log.txt:4: accepted tokens (A) abc"),
+    ("count of the wrong kind", "vllm:log",
+     lambda t: _oracle(t, "vllm-log.txt", {"Accepted: 400 tokens": "Accepted: +400 tokens"}),
+     "vllm-log.txt:4: accepted tokens (A) +400"),
+    ("number of the wrong kind", "vllm:log",
+     lambda t: _oracle(t, "vllm-log.txt", {VLLM_LENGTH_4: VLLM_LENGTH_4.replace("4.23", "x")}),
+     "vllm-log.txt:4: mean acceptance length x"),
+    ("mean acceptance length below 1", "vllm:log",
+     lambda t: _oracle(t, "vllm-log.txt", {VLLM_LENGTH_4: VLLM_LENGTH_4.replace("4.23", "-4.23")}),
+     "vllm-log.txt:4: mean acceptance length = -4.23"),
     ("count of the wrong kind", "vllm:bench",
      lambda t: _oracle(t, "vllm-bench-serve.json", {
          '"spec_decode_draft_tokens": 2170': '"spec_decode_draft_tokens": "2170"'}),
@@ -833,6 +880,16 @@ CASES += [
      lambda t: _oracle(t, "llamacpp-speculative-simple.txt",
                        {"n_drafted = 640": "n_drafted = 640.0"}, "llamacpp"),
      "llamacpp-speculative-simple.txt: run 1: n_drafted 640.0"),
+    ("count of the wrong kind", "llamacpp:server_log",
+     lambda t: _oracle(t, "llamacpp-server.log", {SERVER_LINE: "  abc accepted /   448 generated"}),
+     "llamacpp-server.log:7: accepted tokens (A) abc"),
+    ("number of the wrong kind", "llamacpp:server_log",
+     lambda t: _oracle(t, "llamacpp-server.log", {"mean len =  3.35": "mean len =  x"}),
+     "llamacpp-server.log:7: mean acceptance length x"),
+    ("count of the wrong kind", "llamacpp:speculative_simple",
+     lambda t: _oracle(t, "llamacpp-speculative-simple.txt",
+                       {"n_drafted = 640": "n_drafted = abc"}, "llamacpp"),
+     "llamacpp-speculative-simple.txt: run 1: n_drafted abc"),
     ("count of the wrong kind", "llamacpp:server_log",
      lambda t: _oracle(t, "llamacpp-server.log", {SERVER_LINE: "  301 accepted /   4e2 generated"}),
      "llamacpp-server.log:7: draft tokens (P) 4e2"),
@@ -1015,3 +1072,62 @@ def test_a_negative_count_in_a_printed_output_is_refused_not_skipped(
     err = capsys.readouterr().err
     assert "is negative: counts, request ids and durations are unsigned" in err
     assert str(path) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("fixture", "old", "new", "marker", "kind"),
+    [
+        ("vllm-log.txt", ", Drafted: 868 tokens", "", "SpecDecoding metrics:", None),
+        ("llamacpp-server.log", "), mean len =  3.35", "", "draft acceptance = ", None),
+    ],
+)
+def test_an_engines_line_that_cannot_be_read_is_refused_not_passed_over(
+    tmp_path, capsys, fixture, old, new, marker, kind
+):
+    """A line that begins as the engine's (its marker) but does not read as one, cut or
+    edited, is malformed (exit 2) by file and line: passing it over would drop its counts
+    from the sums without a word."""
+    status = main([*_oracle(tmp_path, fixture, {old: new}, kind), "--bootstrap", "0", "--quiet"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert status == MALFORMED, err
+    line = next(
+        number
+        for number, text in enumerate((ORACLES / fixture).read_text().splitlines(), start=1)
+        if old in text
+    )
+    assert f"{fixture}:{line}: a {marker!r} line that cannot be read" in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        # an oracle's legs number their runs from 1 too (a leg of run 0 folded as a cold one)
+        (("vllm-gate-arm.json", '{"run": 2, "record": 0', '{"run": 0, "record": 0'),
+         f"run 0 {limits.RUN_WORDS}"),
+        (("sglang-legs.jsonl", '"run": 2', '"run": -3'), f"run -3 {NEGATIVE}"),
+    ],
+)  # fmt: skip
+def test_an_oracles_run_below_1_is_refused_as_ours_is(tmp_path, capsys, edit, named):
+    fixture, old, new = edit
+    status = main([*_oracle(tmp_path, fixture, {old: new}), "--bootstrap", "0", "--quiet"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert status == MALFORMED, err
+    assert named in err and fixture in err, err
+
+
+@pytest.mark.parametrize(
+    ("edit", "named", "words"),
+    [
+        ({"warm_legs": [1, -1]}, "'warm_legs'[1] -1", NEGATIVE),
+        ({"warm_legs": [1, "2"]}, "'warm_legs'[1] \"2\"", "is not an integer"),
+    ],
+)
+def test_our_records_warm_leg_indices_are_counts(tmp_path, capsys, edit, named, words):
+    document = record()
+    document.update(edit)
+    arm = tmp_path / "our-arm.json"
+    arm.write_text(json.dumps(document))
+    assert main([str(arm), "--bootstrap", "0", "--quiet"]) == MALFORMED
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{named} {words}" in err, err

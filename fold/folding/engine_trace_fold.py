@@ -36,6 +36,7 @@ from fold.folding.accumulate import (
     request_sums,
     step_histogram,
 )
+from fold.inputs import limits
 from fold.inputs.arm import ArmRecord
 from fold.inputs.engine_trace import RUN_PREFIX, EngineTrace, RunLines
 from fold.inputs.limits import is_int
@@ -153,29 +154,24 @@ def _match_leg(path: str, lines: RunLines, leg: dict[str, Any], runs: int, promp
         if name not in printed or leg.get(name) is None:
             continue
         text, recorded = printed[name], leg[name]
-        same = _same(name, text, recorded)
-        if same is None:
-            raise RefusedError(
-                f"{path}:{lines.line_of(name)}: {name}={text} cannot be read as the record's "
-                f"{type(recorded).__name__}"
-            )
-        if not same:
+        if not _same(f"{path}:{lines.line_of(name)}", name, text, recorded):
             raise RefusedError(
                 f"{path}:{lines.line_of(name)}: run={lines.run}/{lines.runs} prints "
                 f"{name}={text}, but {where} records {recorded}: {_WHAT_TO_CHECK}"
             )
 
 
-def _same(name: str, text: str, recorded: Any) -> bool | None:
-    """Whether the printed value is the recorded one (the gate parses the same text: int() for
-    counts, float() for the times and rates); None when the text cannot be read so."""
-    try:
-        if name in _INTEGER_FIELDS:
-            return int(text) == recorded
-        if name in _NUMBER_FIELDS:
-            return float(text) == float(recorded)
-    except ValueError:
-        return None
+_FIX_RUN_LINE = "give the engine's stderr as it printed it"
+
+
+def _same(where: str, name: str, text: str, recorded: Any) -> bool:
+    """Whether the printed value is the recorded one (the gate parses the same text: a count as
+    a decimal, the times and rates as numbers); a printed value of the wrong kind, or a count
+    outside its range, is malformed (``limits``: exit 2), as in every source."""
+    if name in _INTEGER_FIELDS:
+        return bool(limits.decimal_count(text, where, name, _FIX_RUN_LINE) == recorded)
+    if name in _NUMBER_FIELDS:
+        return limits.printed_number(text, where, name, _FIX_RUN_LINE) == float(recorded)
     return text == str(recorded)
 
 

@@ -192,7 +192,6 @@ def _optional_count(value: Any, where: str, field: str) -> int | None:
 def _recorded_warm_legs(value: Any, where: str) -> int | list[int] | None:
     """The gate records either how many legs were warm or which ones (0-based indices)."""
     if isinstance(value, list):
-        if not all(is_int(item) for item in value):
-            raise InputError(f"{where}: 'warm_legs' as a list must hold leg indices")
-        return sorted(value)
+        fix = "give the warm legs' indices (0, 1, ...) or their count"
+        return sorted(limits.count(where, f"'warm_legs'[{i}]", v, fix) for i, v in enumerate(value))
     return _optional_count(value, where, "warm_legs")

@@ -83,9 +83,11 @@ def is_finite_number(value: object) -> TypeGuard[int | float]:
 
 
 def past_64_bits(value: object) -> bool:
-    """A float orjson made of an integer literal too large for 64 bits (it reads such a
-    literal as a float): past every count and id, refused by the field's own words."""
-    return isinstance(value, float) and value.is_integer() and abs(value) >= 2**63
+    """A float orjson may have made of an integer literal too large for 64 bits (it reads an
+    integer literal from -2^63 to 2^64 - 1 as an int, and one beyond as a float): past every
+    count and id, refused by the field's own words. A whole float within that range was
+    written as a float (``1e19``, ``3.0``): a value of the wrong kind where an integer belongs."""
+    return isinstance(value, float) and value.is_integer() and (value >= 2**64 or value < -(2**63))
 
 
 def in_orjson_int_range(value: int) -> bool:

@@ -22,11 +22,15 @@ from fold.inputs import limits
 from fold.inputs.oracles import counter_arms, counters
 from fold.inputs.oracles.count_checks import ENGINE_MISCOUNTS
 from fold.inputs.oracles.figures import (
-    ORACLE_COUNT_WHAT_TO_DO,
     ArmFigures,
     arm_from_counts,
 )
 from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
+from fold.inputs.oracles.llamacpp_simple import (
+    ACCEPT_N_RE,
+    DRAFTED_RE,
+    read_speculative_simple,
+)
 from fold.inputs.oracles.printed import sum_printed_lines
 from fold.inputs.oracles.prometheus import Sample, looks_like_scrape
 from fold.inputs.oracles.source import OracleFile, Record, arm_tok_s, count, legs_of, positive, warm
@@ -46,35 +50,10 @@ RECORD_WITHOUT_LEGS = (
     "one request's generation speed (an arm record without legs, as the llama.cpp gate wrote "
     "the median predicted_per_second before it kept its legs)"
 )
-PER_SEQUENCE = "one sequence's decode speed (the 'decoded ... speed' line)"
 
-# The lines may carry a log prefix (timestamp, level) before the name.
-# A count is captured as printed, whatever it holds, so a line with a value of the wrong kind is
-# refused by limits.decimal_count rather than passed over.
-_DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(-?\d\S*)\s*$", re.M)
-_ACCEPT_N_RE = re.compile(r"^.*?\bn_accept\s*=\s*(-?\d\S*)\s*$", re.M)
-_ACCEPT_PCT_RE = re.compile(r"^.*?\baccept\s*=\s*([0-9.]+|nan|inf)%\s*$", re.M)
-_DECODED_RE = re.compile(
-    r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+|inf|nan) t/s"
-)
-# The drafters' statistics line (common_speculative_print_stats, a trace-level line: -lv 4):
-# calls to begin, generate and accept, then the milliseconds spent in each, as totals. 0.3.36
-# prints the durations with std::fixed and precision 3 ("18.843"; "inf", "nan", "-nan" for a
-# value that is none); a printf of another version may write "%g" or "%e" forms ("1.8843e+04").
-# A line naming #calls(b,g,a) or dur(b,g,a) is held to this shape: read, or refused by file
-# and line. A line without dur(b,g,a) (a drafter that keeps no timings) carries no time.
-_DRAFT_STATS_MARK = re.compile(r"#calls\(b,g,a\)|dur\(b,g,a\)")
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)(?:\([^)]*\))?"
-_DRAFT_STATS_RE = re.compile(
-    r"statistics\s+(\S+): #calls\(b,g,a\) =\s*(\d+)\s+(\d+)\s+(\d+),(.*)$", re.I
-)
-_DRAFT_DURATIONS_RE = re.compile(
-    rf",\s*dur\(b,g,a\) = ({_NUMBER}), ({_NUMBER}), ({_NUMBER}) ms\s*$", re.I
-)
-
+_SERVER_LOG_MARKER = "draft acceptance = "
 _SERVER_LOG_RE = re.compile(
-    r"draft acceptance = (-?[0-9.]+|nan) \(\s*(-?\d\S*) accepted /\s*(-?\d\S*) generated\), "
-    r"mean len =\s*([0-9.]+)"
+    r"draft acceptance = (\S+) \(\s*(\S+) accepted /\s*(\S+) generated\), mean len =\s*(\S+)"
 )
 
 
@@ -94,8 +73,8 @@ def sniff(doc: OracleFile) -> bool:
     if doc.form == "text":
         return (
             looks_like_scrape(doc.text, (PREFIX,))
-            or bool(_DRAFTED_RE.search(doc.text) and _ACCEPT_N_RE.search(doc.text))
-            or bool(_SERVER_LOG_RE.search(doc.text))
+            or bool(DRAFTED_RE.search(doc.text) and ACCEPT_N_RE.search(doc.text))
+            or _SERVER_LOG_MARKER in doc.text
         )
     for record, _ in doc.records:
         if str(record.get("engine", "")).strip().lower() in ALIASES:
@@ -121,8 +100,8 @@ def read(name: str, doc: OracleFile) -> ArmFigures:
             return counter_arms.read_scrapes(
                 name, doc.text, doc.where, kind=KIND, prefix=PREFIX, bound=rounded
             )
-        if _DRAFTED_RE.search(doc.text):
-            return _read_speculative_simple(name, doc)
+        if DRAFTED_RE.search(doc.text):
+            return read_speculative_simple(name, doc, KIND)
         return _read_server_log(name, doc)
     first = doc.record
     if any(isinstance(record.get("timings"), dict) for record, _ in doc.records):
@@ -283,129 +262,6 @@ def _partial_chunk(record: dict[str, Any]) -> bool:
     )
 
 
-def _read_speculative_simple(name: str, doc: OracleFile) -> ArmFigures:
-    """``llama-speculative-simple`` / ``llama-speculative``: ``n_drafted`` (P), ``n_accept``
-    (A) and the ``decoded ... speed: X t/s`` line, per run printed; several runs are pooled."""
-    drafted, accepted = (
-        [
-            limits.decimal_count(text, f"{doc.where}: run {i + 1}", key, ORACLE_COUNT_WHAT_TO_DO)
-            for i, text in enumerate(pattern.findall(doc.text))
-        ]
-        for pattern, key in ((_DRAFTED_RE, "n_drafted"), (_ACCEPT_N_RE, "n_accept"))
-    )
-    speeds = _DECODED_RE.findall(doc.text)
-    if len(drafted) != len(accepted):
-        raise InputError(
-            f"{doc.where}: {len(drafted)} n_drafted lines but {len(accepted)} n_accept lines; "
-            "give the program's complete output"
-        )
-    for i, (p, a) in enumerate(zip(drafted, accepted, strict=True)):
-        totals = (("n_drafted", p), ("n_accept", a))
-        limits.check_accepted(f"{doc.where}: run {i + 1}", totals, ENGINE_MISCOUNTS)
-    for i, (text_pct, p, a) in enumerate(
-        zip(_ACCEPT_PCT_RE.findall(doc.text), drafted, accepted, strict=False)
-    ):
-        if p and abs(float(text_pct) - 100 * a / p) > 0.001:
-            raise RefusedError(
-                f"{doc.where}: run {i + 1}: accept = {text_pct}% but 100 x n_accept / n_drafted "
-                f"= {100 * a / p:.3f}%: the lines come from different runs"
-            )
-    runs = len(drafted)
-    tok_s = None
-    tok_source = "not recorded: no 'decoded N tokens in T seconds, speed: X t/s' line"
-    if speeds:
-        if len(speeds) != runs:
-            raise InputError(
-                f"{doc.where}: {len(speeds)} 'decoded' lines but {runs} n_drafted lines; give "
-                "the program's complete output"
-            )
-        tok_s = statistics.median(float(speed) for _, _, speed in speeds)
-        tok_source = (
-            "the 'decoded ... speed' line (printed to 3 decimals)"
-            if runs == 1
-            else f"median of the 'decoded ... speed' lines of {runs} runs (3 decimals each)"
-        )
-    of = "" if runs == 1 else f" summed over {runs} runs"
-    figures = arm_from_counts(
-        name,
-        KIND,
-        tok_s=tok_s,
-        proposed=sum(drafted),
-        accepted=sum(accepted),
-        sources={
-            "tok_s": tok_source,
-            "proposed": f"n_drafted{of}",
-            "accepted": f"n_accept{of}",
-            "steps": "not recorded: the program prints no verify-step count",
-            "per_position": "not recorded: the program prints no per-position counts",
-        },
-        notes=[]
-        if tok_s is None
-        else [
-            "tok/s is one sequence's decode speed (the 'decoded ... speed' line, prompt "
-            "processing excluded), not a leg's completion tokens over its wall time as a "
-            "gate's legs give ours: r and the speed factor against this arm compare the two kinds"
-        ],
-        where=doc.where,
-        population=REQUESTS,
-        population_detail=f"the {runs} run(s) printed",
-    )
-    return replace(
-        figures,
-        draft_overhead=_draft_overhead(doc),
-        tok_s_kind=None if tok_s is None else PER_SEQUENCE,
-    )
-
-
-def _draft_overhead(doc: OracleFile) -> dict[str, Any] | None:
-    """The drafters' generate time and calls, summed over the statistics lines printed (one
-    per drafter per run); None when the output has none (printed at -lv 4 or more only)."""
-    calls, milliseconds, lines = 0, 0.0, 0
-    for number, text in enumerate(doc.text.splitlines(), 1):
-        if not _DRAFT_STATS_MARK.search(text):
-            continue
-        where = f"{doc.where}:{number}"
-        found = _DRAFT_STATS_RE.search(text)
-        if found is None:
-            raise InputError(
-                f"{where}: a drafter statistics line (-lv 4) of a shape this reader does not "
-                "know: want 'statistics NAME: #calls(b,g,a) = B G A, ..., dur(b,g,a) = B, G, A "
-                "ms' (llama.cpp's common_speculative_print_stats)"
-            )
-        rest = found.group(5)
-        if "dur(b,g,a)" not in rest:
-            continue  # the drafter keeps no timings: nothing to add
-        durations = _DRAFT_DURATIONS_RE.search(rest)
-        if durations is None:
-            raise InputError(
-                f"{where}: the drafter statistics line's dur(b,g,a) does not read: want "
-                "'dur(b,g,a) = B, G, A ms', three numbers of milliseconds"
-            )
-        generate_ms = durations.group(2)
-        value = float(generate_ms.split("(")[0])
-        if not math.isfinite(value) or value < 0:
-            raise InputError(
-                f"{where}: dur g = {generate_ms} ms is not a duration (a finite number of "
-                "milliseconds, 0 or more)"
-            )
-        calls += limits.decimal_count(
-            found.group(3), f"{where}: drafter statistics", "#calls g", ORACLE_COUNT_WHAT_TO_DO
-        )
-        milliseconds += value
-        lines += 1
-    if not lines or calls == 0:
-        return None
-    if not math.isfinite(milliseconds):
-        raise InputError(f"{doc.where}: the drafters' dur g lines sum past any finite duration")
-    return {
-        "draft_s": milliseconds / 1e3,
-        "draft_calls": calls,
-        "draft_s_per_call": milliseconds / 1e3 / calls,
-        "source": f"the generate time of {lines} drafter statistics line(s) (-lv 4): "
-        "without the draft model's pass over the verified batch",
-    }
-
-
 def _read_server_log(name: str, doc: OracleFile) -> ArmFigures:
     """``draft acceptance = R (A accepted / P generated), mean len = L`` per request: A and P
     summed; S from the whole step counts for which 1 + A/S rounds to L (two decimals)."""
@@ -414,6 +270,7 @@ def _read_server_log(name: str, doc: OracleFile) -> ArmFigures:
         _SERVER_LOG_RE,
         (2, 3, 4),
         doc.where,
+        marker=_SERVER_LOG_MARKER,
         fields=("accepted", "generated"),
         no_fit="no whole number of verify steps up to {p} gives mean len = {length} with {a} "
         "accepted: the line is not llama-server's",

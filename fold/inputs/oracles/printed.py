@@ -8,9 +8,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from fold.errors import RefusedError
+from fold.errors import InputError, RefusedError
 from fold.inputs import limits
-from fold.inputs.oracles.count_checks import ENGINE_MISCOUNTS
+from fold.inputs.oracles.count_checks import ENGINE_MISCOUNTS, check_acceptance_length
 from fold.inputs.oracles.figures import ORACLE_COUNT_WHAT_TO_DO
 
 _PRINTED_HALF_UNIT = 0.005  # the engines print mean acceptance lengths with two decimals
@@ -33,20 +33,32 @@ def sum_printed_lines(
     groups: tuple[int | str, int | str, int | str],
     where: str,
     *,
+    marker: str,
     fields: tuple[str, str],
     no_fit: str,
 ) -> PrintedSums:
-    """Every line of ``text`` that ``pattern`` matches, its ``groups`` being A, P and the mean
-    acceptance length as printed: A and P summed exactly; S as the middle of the summed ranges
-    of whole step counts whose ``1 + A/S`` rounds to each printed length, with the distance to
-    either end as its bound (None when a line accepted nothing: any S fits it). A line with
-    A > P is refused by the step rule (``limits.check_accepted``), its counts named by
-    ``fields``, (A, P) as the engine prints them; ``no_fit`` words the refusal of a line no
-    whole S fits, in the engine's own terms (``{a}``, ``{p}`` and ``{length}`` filled in)."""
+    """Every line of ``text`` that holds ``marker`` (the engine's words that begin its line),
+    read by ``pattern``, its ``groups`` being A, P and the mean acceptance length as printed,
+    each captured whatever it holds so that a value of the wrong kind is refused by ``limits``
+    (``WrongKind``), never passed over; a marked line ``pattern`` cannot read is malformed
+    (exit 2), and a mean acceptance length below 1 is refused as in every source. A and P are
+    summed exactly; S is the middle of the summed ranges of whole step counts whose
+    ``1 + A/S`` rounds to each printed length, with the distance to either end as its bound
+    (None when a line accepted nothing: any S fits it). A line with A > P is refused by the
+    step rule (``limits.check_accepted``), its counts named by ``fields``, (A, P) as the engine
+    prints them; ``no_fit`` words the refusal of a line no whole S fits, in the engine's own
+    terms (``{a}``, ``{p}`` and ``{length}`` filled in)."""
     accepted = proposed = count = low = high = 0
     steps_known = True
-    for match in pattern.finditer(text):
-        lineno = text.count("\n", 0, match.start()) + 1
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if marker not in line:
+            continue
+        match = pattern.search(line)
+        if match is None:
+            raise InputError(
+                f"{where}:{lineno}: a {marker!r} line that cannot be read ({limits.shown(line)}); "
+                "give the engine's lines as printed"
+            )
         a, p = (
             limits.decimal_count(match[group], f"{where}:{lineno}", field, ORACLE_COUNT_WHAT_TO_DO)
             for group, field in zip(
@@ -54,13 +66,14 @@ def sum_printed_lines(
             )
         )
         length = match[groups[2]]
-        limits.printed_number(
+        printed_length = limits.printed_number(
             length, f"{where}:{lineno}", "mean acceptance length", "give the lines as printed"
         )
+        check_acceptance_length(f"{where}:{lineno}", "mean acceptance length", printed_length)
         totals = ((fields[1], p), (fields[0], a))
         limits.check_accepted(f"{where}:{lineno}", totals, ENGINE_MISCOUNTS)
         accepted, proposed, count = accepted + a, proposed + p, count + 1
-        found = steps_range(a, p, float(length), _PRINTED_HALF_UNIT)
+        found = steps_range(a, p, printed_length, _PRINTED_HALF_UNIT)
         if found is None:
             steps_known = False
             continue

@@ -21,7 +21,6 @@ from typing import Any
 from fold.errors import InputError, RefusedError
 from fold.inputs import acceptance as formulas
 from fold.inputs import limits
-from fold.inputs.limits import is_number
 from fold.inputs.oracles.count_checks import check_accept_rate, check_acceptance_length
 from fold.inputs.oracles.figures import (
     ArmFigures,
@@ -207,12 +206,13 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
         totals = ((f"{proposed_key}", proposed), (f"{accepted_key}", accepted))
         limits.check_accepted(where, totals, _MISCOUNTED)
     rate = rec.get("spec_accept_rate")
-    if is_number(rate):
+    if rate is not None:
+        rate = limits.finite_number(where, "spec_accept_rate", rate, "give it as SGLang wrote it")
         # with counts or without: a rate above 1 is no request's, whatever else it carries
         check_accept_rate(where, "spec_accept_rate", rate, _MISCOUNTED)
     # SGLang writes it as accepted / proposed of the same request
     if (
-        is_number(rate)
+        rate is not None
         and accepted is not None
         and proposed
         and not math.isclose(rate, accepted / proposed, rel_tol=1e-6, abs_tol=1e-9)

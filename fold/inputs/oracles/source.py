@@ -238,7 +238,10 @@ def run_number(record: Mapping[str, Any], where: str) -> int | None:
     run = record.get("run")
     if run is None:
         return None
-    return limits.integer(where, "run", run, "number the runs 1, 2, ... (1 is the cold leg)")
+    fix = "number the runs 1, 2, ... (1 is the cold leg)"
+    checked = limits.integer(where, "run", run, fix)
+    limits.check_run(where, "run", checked, fix)
+    return checked
 
 
 @dataclass(frozen=True)
@@ -341,12 +344,12 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
     how = how.replace("records", "legs")
     # Leg counts are checked only where the legs say which are warm (a run field on each).
     counts = selection.by_run
-    warm_legs, cold = record.get("warm_legs"), record.get("cold_legs_discarded")
+    warm_legs = _warm_legs(record.get("warm_legs"), where)
+    cold = record.get("cold_legs_discarded")
+    if cold is not None:
+        cold = limits.count(where, "cold_legs_discarded", cold, _TAKE_AGAIN)
     recorded_fold = RecordedFold(
-        recorded,
-        str(key),
-        warm_legs if counts and (_whole(warm_legs) or _wholes(warm_legs)) else None,
-        cold if counts and _whole(cold) else None,
+        recorded, str(key), warm_legs if counts else None, cold if counts else None
     )
     warm_indices = [
         i for i, (leg, _) in enumerate(legs) if not counts or (run_number(leg, "") or 0) > 1
@@ -370,11 +373,17 @@ def arm_tok_s(record: Mapping[str, Any], where: str) -> tuple[float | None, str]
     return median, how
 
 
-def _whole(value: Any) -> bool:
-    """A count as a record writes it: an integer, not a bool."""
-    return limits.is_int(value)
+_TAKE_AGAIN = "take the record again from the gate"
 
 
-def _wholes(value: Any) -> bool:
-    """Leg indices as a record writes them: a list of integers."""
-    return isinstance(value, list) and all(_whole(item) for item in value)
+def _warm_legs(value: Any, where: str) -> int | list[int] | None:
+    """A record's ``warm_legs``: how many legs were warm, or which (0-based indices); each a
+    count, so one of the wrong kind or negative is malformed as anywhere else."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [
+            limits.count(where, f"warm_legs[{i}]", item, _TAKE_AGAIN)
+            for i, item in enumerate(value)
+        ]
+    return limits.count(where, "warm_legs", value, _TAKE_AGAIN)

@@ -52,15 +52,17 @@ _BENCH_KEYS = (
 )
 # Keys of a bench result that define its workload: runs pooled from one file must share them.
 _WORKLOAD_KEYS = ("model_id", "backend", "max_concurrency", "request_rate", "num_prompts")
+_LOG_MARKER = "SpecDecoding metrics:"
+# Each value is captured as printed, whatever it holds: limits refuses one of the wrong kind.
 _LOG_RE = re.compile(
-    r"SpecDecoding metrics: Mean acceptance length: (?P<length>[0-9.]+).*?"
-    r"Accepted: (?P<accepted>-?\d\S*) tokens, Drafted: (?P<drafted>-?\d\S*) tokens"
+    r"SpecDecoding metrics: Mean acceptance length: (?P<length>[^,\s]+),.*?"
+    r"Accepted: (?P<accepted>\S+) tokens, Drafted: (?P<drafted>\S+) tokens"
 )
 
 
 def sniff(doc: OracleFile) -> bool:
     if doc.form == "text":
-        return looks_like_scrape(doc.text, (PREFIX,)) or bool(_LOG_RE.search(doc.text))
+        return looks_like_scrape(doc.text, (PREFIX,)) or _LOG_MARKER in doc.text
     return any(_claims(record) for record, _ in doc.records)
 
 
@@ -311,6 +313,7 @@ def _read_log(name: str, doc: OracleFile) -> ArmFigures:
         _LOG_RE,
         ("accepted", "drafted", "length"),
         doc.where,
+        marker=_LOG_MARKER,
         fields=("Accepted", "Drafted"),
         no_fit="no whole number of drafts up to {p} gives a mean acceptance length of {length} "
         "with Accepted: {a}: the line is not vLLM's",
