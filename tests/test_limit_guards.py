@@ -414,3 +414,74 @@ def test_the_wording_guard_finds_the_wordings_it_replaced():
     ]  # fmt: skip
     assert kind_wordings('x = f"{field} {spelled} is not {wanted}"\ny = "is not an integer"') == []
     assert kind_wordings('def f():\n    """A value that is not a count is refused."""') == []
+
+
+# -- a kind test followed by a refusal of the reader's own -------------------------------------
+
+KIND_TESTS = {"isinstance", "is_int", "is_number", "is_finite_number", "is_count", "isfinite",
+              "isnan"}  # fmt: skip
+"""The calls that test a value's kind."""
+
+OWN_REFUSALS_ALLOWED = {
+    # a sum of well-formed durations past a double: the sum rule's, not a value's kind
+    ("fold/inputs/oracles/llamacpp_simple.py", "InputError"),
+    # the Python writer's API: a caller passing a str for an int is the caller's bug (TypeError,
+    # ValueError), not an input of another program (docs/api.md)
+    ("fold/inputs/steplog.py", "TypeError"),
+    ("fold/inputs/steplog.py", "ValueError"),
+}
+
+
+def _name(node: ast.AST) -> str | None:
+    node = node.func if isinstance(node, ast.Call) else node
+    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+
+
+def own_kind_refusals(source: str) -> list[str]:
+    """Each ``raise`` directly under an ``if`` that tests a value's kind, whose error is not
+    made by ``limits`` (``WrongKind``, ``OutOfRange``): a reader refusing a wrong kind in
+    words of its own, whatever the words."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.If):
+            continue
+        if not any(isinstance(n, ast.Call) and _name(n) in KIND_TESTS for n in ast.walk(node.test)):
+            continue
+        for statement in node.body:
+            if not isinstance(statement, ast.Raise) or statement.exc is None:
+                continue
+            made = {_name(n) for n in ast.walk(statement.exc) if isinstance(n, ast.Call)}
+            if not made & {"WrongKind", "OutOfRange"}:
+                found.append(f"{statement.lineno}: {_name(statement.exc)}")
+    return found
+
+
+def test_no_reader_refuses_a_value_of_the_wrong_kind_in_its_own_words():
+    """Structurally, not by phrase: a kind test whose refusal is not ``limits``' fails, so a
+    reader cannot word a wrong kind itself in any words (the review planted
+    ``raise InputError(f"... = {value!r} is wrong")`` under ``not isinstance(value, int)``)."""
+    readers = [*(ROOT / "fold" / "inputs").rglob("*.py"),
+               ROOT / "fold" / "folding" / "engine_trace_fold.py"]  # fmt: skip
+    found = {
+        (path.relative_to(ROOT).as_posix(), where.split(": ")[1]): where
+        for path in readers
+        if "limits" not in path.parts
+        for where in own_kind_refusals(path.read_text())
+    }
+    assert set(found) - OWN_REFUSALS_ALLOWED == set()
+    assert set(found) >= OWN_REFUSALS_ALLOWED  # no stale entry
+
+
+def test_the_kind_refusal_guard_finds_a_planted_refusal():
+    planted = (
+        "def f(value, where):\n"
+        "    if not isinstance(value, int) or isinstance(value, float):\n"
+        "        raise InputError(f'{where} = {value!r} is wrong')\n"
+        "    if not is_number(value):\n"
+        "        raise RefusedError('no')\n"
+        "    if not is_int(value):\n"
+        "        raise limits.WrongKind(where, 'x', value, 'an integer', 'fix')\n"
+        "    if not isinstance(value, dict):\n"
+        "        raise _BadLine(limits.WrongKind('w', '', value, 'an object', 'fix').reason)\n"
+    )
+    assert own_kind_refusals(planted) == ["3: InputError", "5: RefusedError"]

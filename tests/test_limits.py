@@ -1131,3 +1131,30 @@ def test_our_records_warm_leg_indices_are_counts(tmp_path, capsys, edit, named, 
     assert main([str(arm), "--bootstrap", "0", "--quiet"]) == MALFORMED
     err = " ".join(capsys.readouterr().err.split())
     assert f"{named} {words}" in err, err
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"tok_s": -5.0}, "leg 2: 'tok_s' -5.0 is negative"),
+        ({"secs": -1}, "leg 2: 'secs' -1 is negative"),
+        ({"tok_s": "fast"}, "leg 2: 'tok_s' \"fast\" is not a finite number"),
+    ],
+)
+def test_a_legs_negative_time_or_rate_is_refused_not_printed(tmp_path, capsys, edit, said):
+    """A leg's seconds and tokens per second are never negative: a record holding one is
+    refused (exit 2), never folded into a throughput of -5.00 tok/s."""
+    assert main([_our_arm(tmp_path, edit), "--bootstrap", "0", "--quiet"]) == MALFORMED
+    err = " ".join(capsys.readouterr().err.split())
+    assert said in err, err
+
+
+def test_an_arm_records_metrics_of_the_wrong_kind_is_refused(tmp_path, capsys):
+    for metrics, shown in (([], "[]"), (0, "0"), ("", '""')):
+        document = record()
+        document["metrics"] = metrics
+        arm = tmp_path / "our-arm.json"
+        arm.write_text(json.dumps(document))
+        assert main([str(arm), "--bootstrap", "0", "--quiet"]) == MALFORMED
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"'metrics' {shown} is not an object" in err, err

@@ -126,8 +126,9 @@ REFUSED_CONFIGS = [
     ({"synthetic_acceptance_rates": [0.7, 0.8, 0.2, 0.1]}, "[1] = 0.8 exceeds", RefusedError),
     ({"synthetic_acceptance_rates": [1.2, 0.8, 0.2, 0.1]}, "[0] = 1.2 is outside", RefusedError),
     ({"synthetic_acceptance_rates": [0.7, -0.1, -0.2, -0.3]}, "[1] = -0.1", RefusedError),
-    ({"synthetic_acceptance_rates": "0.7"}, "must be a list", InputError),
-    ({"synthetic_acceptance_rates": [0.7, True, 0.2, 0.1]}, "must be a list", InputError),
+    ({"synthetic_acceptance_rates": "0.7"}, '"0.7" is not a list', InputError),
+    ({"synthetic_acceptance_rates": [0.7, True, 0.2, 0.1]}, "[1] true is not a finite number",
+     InputError),
     ({"synthetic_acceptance_length": 2.0}, "exactly one of", RefusedError),
     ({"synthetic_acceptance_rates": _DROP}, "exactly one of", RefusedError),
     ({"synthetic_acceptance_rates": _DROP, "synthetic_acceptance_length": 5.5}, "[1, 5]",
@@ -196,7 +197,9 @@ def test_a_config_that_is_not_an_object_is_refused(tmp_path):
     record["speculative_config"] = '{"method": "ngram"}'
     path = tmp_path / "m.json"
     path.write_text(json.dumps(record))
-    with pytest.raises(InputError, match="speculative_config must be an object"):
+    with pytest.raises(
+        InputError, match=r'speculative_config "\{\\"method\\": \\"ngram\\"\}" is not an object'
+    ):
         load_oracle("m", path)
 
 

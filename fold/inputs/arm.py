@@ -86,15 +86,18 @@ def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
         legs_raw, metrics, top = document, {}, {}
     elif isinstance(document, dict):
         found = document.get("legs")
-        if not isinstance(found, list):
+        if found is not None and not isinstance(found, list):
+            raise limits.WrongKind(where, "'legs'", found, "a list of legs", _NO_SUCH_LEG)
+        if found is None:
             raise InputError(
                 f"{where}: no 'legs' list; the arm record must hold the gate's legs "
                 "(an object with 'legs', or a list of legs)"
             )
         legs_raw = found
-        metrics = document.get("metrics") or {}
-        if not isinstance(metrics, dict):
-            raise InputError(f"{where}: 'metrics' must be an object")
+        given = document.get("metrics")
+        if given is not None and not isinstance(given, dict):
+            raise limits.WrongKind(where, "'metrics'", given, "an object", _NO_SUCH_LEG)
+        metrics = given or {}
         top = document
     else:
         raise InputError(f"{where}: the arm record must be a JSON object or a list of legs")
@@ -128,7 +131,7 @@ def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
 
 def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
     if not isinstance(leg, dict):
-        raise InputError(f"{where}: leg {index} is not an object")
+        raise limits.WrongKind(where, f"leg {index}", leg, "an object", _NO_SUCH_LEG)
     row: dict[str, Any] = {"index": index}
     place = f"{where}: leg {index}"
     for field in _REQUIRED_INTS:
@@ -170,6 +173,10 @@ def _validated_leg(leg: Any, index: int, where: str) -> dict[str, Any]:
             f"{where}: leg {index} ends ({row['generate_end_unix']}) before it starts "
             f"({row['generate_start_unix']}); check generate_start_unix/generate_end_unix"
         )
+    for field in ("secs", "tok_s"):  # after the window's checks, which say more
+        if row[field] < 0:  # no leg lasts, or generates at, a negative time or rate
+            shown = limits.json_shown(leg[field])
+            raise InputError(f"{place}: '{field}' {shown} is negative: {_NO_SUCH_LEG}")
     return row
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fold.errors import InputError, RefusedError
+from fold.errors import RefusedError
 from fold.inputs import limits
 from fold.inputs.limits import is_int
 
@@ -226,13 +226,13 @@ def impossible(steps: int, proposed: int) -> str | None:
 def _block(raw: Any, where: str) -> RecordedAcceptance:
     place = f"{where}: spec_acceptance"
     if not isinstance(raw, Mapping):
-        raise InputError(f"{place} must be an object or null, found {type(raw).__name__}")
+        raise limits.WrongKind(where, "spec_acceptance", raw, "an object or null", TAKE_AGAIN)
     warm_legs = limits.count(place, "warm_legs", raw.get("warm_legs"), TAKE_AGAIN)
     per_leg_raw = raw.get("per_leg")
     per_leg = None
     if per_leg_raw is not None:
         if not isinstance(per_leg_raw, list):
-            raise InputError(f"{place}.per_leg must be a list of the warm legs' figures")
+            raise limits.WrongKind(place, "per_leg", per_leg_raw, "a list", TAKE_AGAIN)
         per_leg = tuple(
             _figures(entry, f"{place}.per_leg[{position}]", with_run=True)
             for position, entry in enumerate(per_leg_raw)
@@ -242,7 +242,7 @@ def _block(raw: Any, where: str) -> RecordedAcceptance:
 
 def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
     if not isinstance(raw, Mapping):
-        raise InputError(f"{place} must be an object, found {type(raw).__name__}")
+        raise limits.WrongKind(place, "", raw, "an object", TAKE_AGAIN)
     counts: dict[str, int] = {}
     for ours, key in BLOCK_COUNTS.items():
         counts[ours] = limits.count(place, key, raw.get(key), TAKE_AGAIN)

@@ -216,8 +216,8 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
             text = values[key]
             if not _SIGNED.fullmatch(text):
                 wanted = "an integer"
-                error = limits.WrongKind(path, f"field '{key}'", None, wanted, _FIX, written=text)
-                _bad(path, number, error.reason, counts, skip)
+                kind = limits.WrongKind(path, f"field '{key}'", None, wanted, _FIX, written=text)
+                _bad(path, number, kind.reason, counts, skip)
                 return None
             read = limits.decimal_request_id if key == "req" else limits.decimal_count
             try:
@@ -227,12 +227,15 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
                 return None
     for key in _LIST_FIELDS:
         if key in values and not values[key].startswith("["):
-            _bad(path, number, f"field '{key}' must be a [...] list", counts, skip)
+            wanted, field, text = "a [...] list", f"field '{key}'", values[key]
+            kind = limits.WrongKind(path, field, None, wanted, _FIX, written=text)
+            _bad(path, number, kind.reason, counts, skip)
             return None
     emitted = values["emit"][1:-1].split()
     if not all(_INTEGER.fullmatch(token) for token in emitted):
-        _bad(path, number, "field 'emit' must list token ids, found "
-                    f"{values['emit']!r}", counts, skip)  # fmt: skip
+        wanted, text = "a list of token ids", values["emit"]
+        kind = limits.WrongKind(path, "field 'emit'", None, wanted, _FIX, written=text)
+        _bad(path, number, kind.reason, counts, skip)
         return None
     step = TraceStep(number, numbers["req"], numbers["k"], numbers["acc"], len(emitted))
     _check_counts(path, number, step, numbers.get("ns"))

@@ -229,7 +229,7 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
         raise _BadLine("empty line")
     obj = _loads(raw)
     if not isinstance(obj, dict):
-        raise _BadLine(f"a JSON {type(obj).__name__}, not an object")
+        raise _BadLine(limits.WrongKind("a step line", "", obj, "an object", _FIX_LINE).reason)
     version = _value(obj, "v", limits.integer)
     if version != FORMAT_VERSION:
         raise _BadLine(

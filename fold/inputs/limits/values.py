@@ -118,6 +118,8 @@ def shown(value: Any) -> str:
 def json_shown(value: Any) -> str:
     """A parsed value as its input spelled it (``true``, ``"4"``, ``2.5``, ``null``), shortened
     as ``shown`` shortens: a message about a value of the wrong kind shows which kind it was."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
     if isinstance(value, float) and not math.isfinite(value):
         return "a number beyond a double's range"
     if is_int(value):

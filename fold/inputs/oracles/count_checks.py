@@ -58,9 +58,9 @@ def check_rates(
          True),
         (names.get("accept_rate", "acceptance rate"), rates["accept_rate"], False),
     ):  # fmt: skip
-        if number is not None and (
-            not math.isfinite(number) or number < 0 or (positive and not number)
-        ):
+        if number is not None and not math.isfinite(number):
+            raise limits.WrongKind(where, what, number, "a finite number", "fix the input")
+        if number is not None and (number < 0 or (positive and not number)):
             raise InputError(
                 f"{where}: {what} = {number!r} must be a finite "
                 f"{'positive' if positive else 'non-negative'} number; fix the input or leave "

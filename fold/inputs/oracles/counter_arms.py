@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from fold.errors import InputError
+from fold.inputs import limits
 from fold.inputs.oracles import counters
 from fold.inputs.oracles.figures import ArmFigures
 from fold.inputs.oracles.legs import leg_tok_s, oracle_legs
@@ -108,7 +109,8 @@ def _read_record(
     if metrics is None:
         metrics = {}
     if not isinstance(metrics, dict):
-        raise InputError(f"{mwhere} must be an object of counters or a Prometheus text string")
+        wanted = "an object of counters or a Prometheus text string"
+        raise limits.WrongKind(mwhere, "", metrics, wanted, "give the counters as scraped")
     if set(metrics) >= {"before", "after"} and not counters.mentions(metrics, prefix):
         halves: list[tuple[Scrape | None, counters.Counts | None]] = []
         for half in ("before", "after"):
@@ -120,7 +122,8 @@ def _read_record(
             elif isinstance(value, dict):
                 halves.append((None, counters.from_mapping(value, prefix, hwhere)))
             else:
-                raise InputError(f"{hwhere} must be an object of counters or a scrape text")
+                wanted = "an object of counters or a scrape text"
+                raise limits.WrongKind(hwhere, "", value, wanted, "give the counters as scraped")
         if halves[0][0] is not None and halves[1][0] is not None:
             counts = counters.from_scrapes([halves[0][0], halves[1][0]], prefix, mwhere, bound)
         elif halves[0][1] is not None and halves[1][1] is not None:

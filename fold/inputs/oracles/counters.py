@@ -64,19 +64,13 @@ def _per_pos_list(value: Any, where: str) -> list[int]:
     if isinstance(value, dict):
         by_pos: dict[int, int] = {}
         for key, item in value.items():
-            try:
-                pos = int(key)
-            except (TypeError, ValueError):
-                raise InputError(
-                    f"{where}: position {key!r} is not an integer; give {{position: count}}"
-                ) from None
+            pos = limits.decimal_count(str(key), where, "position", "give {position: count}")
             if pos in by_pos:
                 raise InputError(f"{where}: position {pos} is given twice")
             by_pos[pos] = count(item, f"{where}[{key!r}]")
         return positions_to_list(by_pos, where)
-    raise InputError(
-        f"{where} must be a list of counts, a {{position: count}} object, or null (not recorded)"
-    )
+    wanted = "a list of counts, a {position: count} object, or null (not recorded)"
+    raise limits.WrongKind(where, "", value, wanted, "give the counts by position")
 
 
 def positions_to_list(by_pos: Mapping[int, int], where: str) -> list[int]:
@@ -200,12 +194,9 @@ def from_scrapes(
             position = dict(labels).get("position")
             if position is None:
                 raise InputError(f"{swhere}: a per-position sample without a position label")
-            try:
-                pos = int(position)
-            except ValueError:
-                raise InputError(
-                    f"{swhere}: position label {position!r} is not an integer"
-                ) from None
+            pos = limits.decimal_count(
+                position, swhere, "position label", "give the scrape as served"
+            )
             per_pos[pos] = per_pos.get(pos, 0) + value
         else:
             summed = counts.values.get(base)  # a scalar counter: only PER_POS holds a list

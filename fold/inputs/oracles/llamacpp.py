@@ -136,7 +136,11 @@ def _read_completions(
     # finished); only its last one has the timings.
     finals = [(r, w) for r, w in records if not _partial_chunk(r)]
     for record, where in finals:
-        if not isinstance(record.get("timings"), dict):
+        timings = record.get("timings")
+        if timings is not None and not isinstance(timings, dict):
+            fix = "give the response as llama-server wrote it"
+            raise limits.WrongKind(where, "timings", timings, "an object", fix)
+        if timings is None:
             raise InputError(
                 f"{where}: a record without timings among /completion responses; give the "
                 "final response of each request (a streamed request's last chunk)"

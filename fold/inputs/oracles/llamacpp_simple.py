@@ -149,12 +149,10 @@ def _draft_overhead(doc: OracleFile) -> dict[str, Any] | None:
                 "'dur(b,g,a) = B, G, A ms', three numbers of milliseconds"
             )
         generate_ms = durations.group(2)
-        value = float(generate_ms.split("(")[0])
-        if not math.isfinite(value) or value < 0:
-            raise InputError(
-                f"{where}: dur g = {generate_ms} ms is not a duration (a finite number of "
-                "milliseconds, 0 or more)"
-            )
+        fix = "give the statistics line as printed"
+        value = limits.printed_number(generate_ms.split("(")[0], where, "dur g", fix)
+        if value < 0:
+            raise InputError(f"{where}: dur g = {generate_ms} ms is negative; {fix}")
         calls += limits.decimal_count(
             found.group(3), f"{where}: drafter statistics", "#calls g", ORACLE_COUNT_WHAT_TO_DO
         )

@@ -60,6 +60,7 @@ _ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_tok
 _PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 _HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 _VERIFY = ("spec_verify_ct",)
+_AS_WRITTEN = "give it as SGLang wrote it"
 _MISCOUNTED = "the fields come from different requests, or the engine miscounts; take it again"
 _SPECIFIC = (*_ACCEPT_LENGTH, *_ACCEPTED, *_PROPOSED, *_HISTOGRAM, *_VERIFY, "spec_accept_rate")
 _BENCH_MARKERS = ("backend", "completed", "duration", "server_info", "total_output_tokens")
@@ -173,7 +174,9 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
     histogram = None
     if histogram_value is not None:
         if not isinstance(histogram_value, list):
-            raise InputError(f"{where}: {histogram_key} must be a list of step counts")
+            raise limits.WrongKind(
+                where, str(histogram_key), histogram_value, "a list of step counts", _AS_WRITTEN
+            )
         histogram = [
             count(v, f"{where}: {histogram_key}[{i}]") for i, v in enumerate(histogram_value)
         ]
@@ -207,7 +210,7 @@ def _request(raw: Mapping[str, Any], where: str) -> _Request:
         limits.check_accepted(where, totals, _MISCOUNTED)
     rate = rec.get("spec_accept_rate")
     if rate is not None:
-        rate = limits.finite_number(where, "spec_accept_rate", rate, "give it as SGLang wrote it")
+        rate = limits.finite_number(where, "spec_accept_rate", rate, _AS_WRITTEN)
         # with counts or without: a rate above 1 is no request's, whatever else it carries
         check_accept_rate(where, "spec_accept_rate", rate, _MISCOUNTED)
     # SGLang writes it as accepted / proposed of the same request

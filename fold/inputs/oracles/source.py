@@ -9,7 +9,6 @@ Also here: the warm selection and throughput check every engine's legs share.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,6 @@ import orjson
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
-from fold.inputs.limits import is_number
 from fold.inputs.oracles.figures import ORACLE_COUNT_WHAT_TO_DO
 from fold.inputs.populations import ALL_LEGS, WARM_LEGS
 from fold.inputs.recorded_fold import RecordedFold, disagreements
@@ -96,7 +94,7 @@ def parse_oracle_file(text: str, where: str = "<input>") -> OracleFile:
         records = []
         for i, item in enumerate(value):
             if not isinstance(item, dict):
-                raise InputError(f"{where}: [{i}] is {type(item).__name__}, not an object")
+                raise limits.WrongKind(where, f"[{i}]", item, "an object", _ONE_RECORD_EACH)
             records.append((item, f"{where}: [{i}]"))
         if not records:
             raise InputError(f"{where}: an empty list; give at least one record")
@@ -142,7 +140,7 @@ def _jsonl(text: str, where: str) -> list[Record]:
                 "JSON array, or JSON objects one after another (JSONL)"
             ) from exc
         if not isinstance(item, dict):
-            raise InputError(f"{where}:{lineno}: {type(item).__name__}, not a JSON object")
+            raise limits.WrongKind(f"{where}:{lineno}", "", item, "an object", _ONE_RECORD_EACH)
         records.append((item, f"{where}:{lineno}"))
         position = end
 
@@ -191,21 +189,19 @@ def runs_of(doc: OracleFile, is_run: Any, workload_keys: Sequence[str]) -> list[
     ]
 
 
+_ONE_RECORD_EACH = "give each record (a request, a leg, a run) as a JSON object"
+
+
 def count(value: Any, where: str) -> int:
     """A counter's value as an int: whole floats (``310.0``) are fine, fractions are not."""
     return limits.count(where, "count", value, ORACLE_COUNT_WHAT_TO_DO, whole_floats=True)
 
 
 def positive(value: Any, where: str) -> float:
-    if not is_number(value):
-        raise limits.WrongKind(where, "", value, "a finite number", "give the figure as printed")
-    try:
-        value = float(value)
-    except OverflowError:  # an integer past any float: no rate is that large
-        value = math.inf
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{where} = {value!r} must be a finite positive number")
-    return value
+    number = limits.finite_number(where, "", value, "give the figure as printed")
+    if number <= 0:
+        raise InputError(f"{where} = {limits.json_shown(value)} must be positive")
+    return number
 
 
 def pick(record: Mapping[str, Any], keys: Sequence[str], where: str) -> tuple[Any, str | None]:
@@ -309,8 +305,11 @@ def legs_of(record: Mapping[str, Any], where: str) -> list[Record] | None:
     legs = record.get("legs")
     if legs is None:
         return None
-    if not isinstance(legs, list) or not all(isinstance(leg, dict) for leg in legs):
-        raise InputError(f"{where}: legs must be a list of objects")
+    if not isinstance(legs, list):
+        raise limits.WrongKind(where, "legs", legs, "a list of objects", _ONE_RECORD_EACH)
+    for i, leg in enumerate(legs):
+        if not isinstance(leg, dict):
+            raise limits.WrongKind(where, f"legs[{i}]", leg, "an object", _ONE_RECORD_EACH)
     if not legs:
         raise InputError(f"{where}: legs is empty")
     return [(leg, f"{where}: legs[{i}]") for i, leg in enumerate(legs)]

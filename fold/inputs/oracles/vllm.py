@@ -17,7 +17,7 @@ import statistics
 from typing import Any
 
 from fold.errors import InputError
-from fold.inputs.limits import is_number
+from fold.inputs import limits
 from fold.inputs.oracles import counter_arms, counters
 from fold.inputs.oracles.figures import (
     ArmFigures,
@@ -271,11 +271,11 @@ def _percent(record: dict[str, Any], where: str) -> float | None:
     value = record.get("spec_decode_acceptance_rate")
     if value is None:
         return None
-    if not is_number(value) or not 0 <= value <= 100:
-        raise InputError(
-            f"{where}: spec_decode_acceptance_rate = {value!r} must be a percentage in 0..100"
-        )
-    return value / 100
+    field = "spec_decode_acceptance_rate"
+    percent = limits.finite_number(where, field, value, "give the result as vLLM wrote it")
+    if not 0 <= percent <= 100:
+        raise InputError(f"{where}: {field} = {limits.json_shown(value)} is outside 0..100")
+    return percent / 100
 
 
 def _positions(record: dict[str, Any], steps: int, where: str) -> list[int] | None:
@@ -283,12 +283,14 @@ def _positions(record: dict[str, Any], steps: int, where: str) -> list[int] | No
     if rates is None:
         return None
     key = f"{where}: spec_decode_per_position_acceptance_rates"
+    fix = "give the result as vLLM wrote it"
     if not isinstance(rates, list):
-        raise InputError(f"{key} must be a list of fractions")
+        raise limits.WrongKind(key, "", rates, "a list of fractions", fix)
     counts = []
-    for i, rate in enumerate(rates):
-        if not is_number(rate) or not 0 <= rate <= 1:
-            raise InputError(f"{key}[{i}] = {rate!r} is not a fraction in 0..1")
+    for i, given in enumerate(rates):
+        rate = limits.finite_number(key, f"[{i}]", given, fix)
+        if not 0 <= rate <= 1:
+            raise InputError(f"{key}[{i}] = {limits.json_shown(given)} is outside 0..1")
         exact = rate * steps
         whole = round(exact)
         # vLLM divides a whole count by S; anything else is not its output.

@@ -30,7 +30,7 @@ def _count_field(metrics: Mapping[str, Any], key: str, where: str) -> int:
 
 def _int_list(value: Any, where: str, key: str, cap: int | None) -> tuple[int, ...]:
     if not isinstance(value, list):
-        raise InputError(f"{where}: {key} must be a list of counts, not {type(value).__name__}")
+        raise limits.WrongKind(where, key, value, "a list of counts", FIX)
     for i, item in enumerate(value):
         limits.count(where, f"{key}[{i}]", item, "check the record")
         if cap is not None and item > cap:
@@ -55,7 +55,7 @@ def read_metrics(metrics: Any, where: str) -> dict[str, Any]:
     """One ``to_dict()`` checked against vLLM's definitions: S, P, A, k, the histogram and the
     per-step arrays (None at the summary level). ``where`` names the record and the field."""
     if not isinstance(metrics, dict):
-        raise InputError(f"{where} must be an object, not {type(metrics).__name__}")
+        raise limits.WrongKind(where, "", metrics, "an object", FIX)
     steps, accepted, proposed, k = (_count_field(metrics, key, where) for key in _COUNTS)
     if k < 1:
         raise RefusedError(

@@ -89,9 +89,7 @@ def read_setting(record: dict[str, Any], where: str) -> SpeculativeSetting | Non
         return None
     at = f"{where}: {FIELD}"
     if not isinstance(config, dict):
-        raise InputError(
-            f"{at} must be an object (the config passed to vLLM), not {type(config).__name__}"
-        )
+        raise limits.WrongKind(where, FIELD, config, "an object", "give the config passed to vLLM")
     method = config.get("method")
     if method is not None:
         limits.string(where, f"{FIELD}.method", method, "give the drafter's name or leave it out")
@@ -167,8 +165,12 @@ def _within(value: int | float, low: float, high: float) -> bool:
 
 
 def _rates(value: Any, k: int, at: str) -> tuple[float, ...]:
-    if not isinstance(value, list) or not all(limits.is_number(rate) for rate in value):
-        raise InputError(f"{at} must be a list of numbers, one per speculative token")
+    if not isinstance(value, list):
+        raise limits.WrongKind(at, "", value, "a list", f"give one rate per draft token ({SOURCE})")
+    for i, rate in enumerate(value):
+        if not limits.is_number(rate):  # a number of any size is the range check's below
+            fix = f"vLLM takes one ({SOURCE})"
+            raise limits.WrongKind(at, f"[{i}]", rate, "a finite number", fix)
     if len(value) != k:
         raise RefusedError(
             f"{at} has {len(value)} entries but num_speculative_tokens is {k}: vLLM takes one "
