@@ -423,6 +423,11 @@ KIND_TESTS = {"isinstance", "is_int", "is_number", "is_finite_number", "is_count
 """The calls that test a value's kind."""
 
 OWN_REFUSALS_ALLOWED = {
+    # the ledger's own files: a document or a folder that is not the ledger's is named as such
+    ("fold/ledger/figures.py", "InputError"),
+    ("fold/ledger/folder.py", "InputError"),
+    # check_rates: the engine's own check on rates, worded as the engine's refusal (exit 1)
+    ("fold/compare/matched.py", "RefusedError"),
     # a sum of well-formed durations past a double: the sum rule's, not a value's kind
     ("fold/inputs/oracles/llamacpp_simple.py", "InputError"),
     # the Python writer's API: a caller passing a str for an int is the caller's bug (TypeError,
@@ -437,31 +442,85 @@ def _name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
 
 
+def _tests_kind(test: ast.AST, flags: set[str]) -> bool:
+    """Whether an ``if``'s test tests a value's kind: a kind call, ``type(x) is T``, or a name
+    bound to one of those (``ok = isinstance(v, int)``; ``if not ok``)."""
+    return any(
+        (isinstance(n, ast.Call) and _name(n) in KIND_TESTS)
+        or (isinstance(n, ast.Call) and _name(n) == "type" and len(n.args) == 1)
+        or (isinstance(n, ast.Name) and n.id in flags)
+        for n in ast.walk(test)
+    )
+
+
+def _is_kind_expression(node: ast.AST) -> bool:
+    """A kind test as a whole (``isinstance(v, int)``, ``not is_int(v)``, ``a and b`` of
+    those, ``type(v) is T``), not a value that merely uses one inside."""
+    if isinstance(node, ast.UnaryOp):
+        return _is_kind_expression(node.operand)
+    if isinstance(node, ast.BoolOp):
+        return all(_is_kind_expression(value) for value in node.values)
+    if isinstance(node, ast.Compare):
+        return any(
+            isinstance(side, ast.Call) and _name(side) == "type"
+            for side in (node.left, *node.comparators)
+        )
+    return isinstance(node, ast.Call) and _name(node) in KIND_TESTS
+
+
+def _own(statement: ast.stmt) -> bool:
+    """A ``raise`` whose error ``limits`` did not make."""
+    if not isinstance(statement, ast.Raise) or statement.exc is None:
+        return False
+    made = {_name(n) for n in ast.walk(statement.exc) if isinstance(n, ast.Call)}
+    return not made & {"WrongKind", "OutOfRange"}
+
+
+_CONVERSIONS = {"int", "float", "Decimal"}
+_CONVERSION_ERRORS = {"ValueError", "TypeError", "ArithmeticError"}
+
+
 def own_kind_refusals(source: str) -> list[str]:
-    """Each ``raise`` directly under an ``if`` that tests a value's kind, whose error is not
-    made by ``limits`` (``WrongKind``, ``OutOfRange``): a reader refusing a wrong kind in
-    words of its own, whatever the words."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.If):
-            continue
-        if not any(isinstance(n, ast.Call) and _name(n) in KIND_TESTS for n in ast.walk(node.test)):
-            continue
-        for statement in node.body:
-            if not isinstance(statement, ast.Raise) or statement.exc is None:
-                continue
-            made = {_name(n) for n in ast.walk(statement.exc) if isinstance(n, ast.Call)}
-            if not made & {"WrongKind", "OutOfRange"}:
-                found.append(f"{statement.lineno}: {_name(statement.exc)}")
-    return found
+    """Each ``raise`` of an error ``limits`` did not make (``WrongKind``, ``OutOfRange``) where
+    a reader refuses a value for its kind, in any words: directly under an ``if`` that tests a
+    value's kind, or in its ``else``; or in the ``except ValueError`` of a conversion
+    (``int(text)``, ``float(text)``)."""
+    tree = ast.parse(source)
+    flags = {  # names bound to a kind test itself, not to a value chosen by one
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _is_kind_expression(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found: list[tuple[int, str | None]] = []
+    for node in ast.walk(tree):
+        branches: list[ast.stmt] = []
+        if isinstance(node, ast.If) and _tests_kind(node.test, flags):
+            branches = [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try) and any(
+            isinstance(n, ast.Call) and _name(n) in _CONVERSIONS
+            for statement in node.body
+            for n in ast.walk(statement)
+        ):
+            branches = [
+                statement
+                for handler in node.handlers
+                if handler.type is not None
+                and {_name(n) for n in ast.walk(handler.type)} & _CONVERSION_ERRORS
+                for statement in handler.body
+            ]
+        found += [(s.lineno, _name(s.exc)) for s in branches if _own(s)]  # type: ignore[union-attr,arg-type]
+    return [f"{line}: {name}" for line, name in sorted(set(found))]
 
 
 def test_no_reader_refuses_a_value_of_the_wrong_kind_in_its_own_words():
     """Structurally, not by phrase: a kind test whose refusal is not ``limits``' fails, so a
     reader cannot word a wrong kind itself in any words (the review planted
     ``raise InputError(f"... = {value!r} is wrong")`` under ``not isinstance(value, int)``)."""
-    readers = [*(ROOT / "fold" / "inputs").rglob("*.py"),
-               ROOT / "fold" / "folding" / "engine_trace_fold.py"]  # fmt: skip
+    readers = [*(ROOT / "fold" / "inputs").rglob("*.py"), *(ROOT / "fold" / "ledger").rglob("*.py"),
+               ROOT / "fold" / "folding" / "engine_trace_fold.py",
+               ROOT / "fold" / "compare" / "matched.py"]  # fmt: skip
     found = {
         (path.relative_to(ROOT).as_posix(), where.split(": ")[1]): where
         for path in readers
@@ -485,3 +544,27 @@ def test_the_kind_refusal_guard_finds_a_planted_refusal():
         "        raise _BadLine(limits.WrongKind('w', '', value, 'an object', 'fix').reason)\n"
     )
     assert own_kind_refusals(planted) == ["3: InputError", "5: RefusedError"]
+    # the forms the second review planted past the first guard
+    planted = (
+        "def f(v, where, text):\n"
+        "    if type(v) is str:\n"
+        "        raise InputError(f'{where} = {v!r} is wrong')\n"
+        "    if isinstance(v, int):\n"
+        "        return v\n"
+        "    else:\n"
+        "        raise InputError(f'{where} = {v!r} is wrong')\n"
+        "    try:\n"
+        "        n = int(text)\n"
+        "    except ValueError:\n"
+        "        raise InputError(f'{where} = {text} is wrong') from None\n"
+        "    ok = isinstance(v, int)\n"
+        "    if not ok:\n"
+        "        raise InputError(f'{where} = {v!r} is wrong')\n"
+        "    try:\n"
+        "        n = lookup(text)\n"
+        "    except KeyError:\n"
+        "        raise InputError('no such key')\n"
+    )
+    assert own_kind_refusals(planted) == [
+        "3: InputError", "7: InputError", "11: InputError", "14: InputError",
+    ]  # fmt: skip

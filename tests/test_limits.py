@@ -522,6 +522,13 @@ CASES: list[tuple[str, str, Any, str]] = [
              "field 'verify_ns' -1"),
             ("count of the wrong kind", source,
              lambda t: _hook_log(t, '"proposed":7', '"proposed":"7"'), "field 'proposed' \"7\""),
+            # a float literal where orjson would read an integer literal as an int: a float,
+            # not an integer id; past 2^64 it could be either, and is past every id
+            ("count of the wrong kind", source,
+             lambda t: _hook_log(t, '"seq":0', '"seq":1e19'), "field 'seq' 1e+19"),
+            ("request id past 2^64 - 1", source,
+             lambda t: _hook_log(t, '"seq":0', '"seq":1e20'),
+             "field 'seq' 100000000000000000000"),
         ]
     ),
     ("count past 2^63 - 1", "engine_trace", lambda t: _trace(t, "k=7", f"k={2**63}"),
@@ -661,6 +668,15 @@ def _sglang_leg(t: Path, without: tuple[str, ...] = (), **meta: Any) -> list[str
     oracle = t / "sglang-legs.jsonl"
     oracle.write_text("\n".join(lines) + "\n")
     return [_our_arm(t), "--vs", f"x={oracle}"]
+
+
+def _our_record_edited(t: Path, top: dict[str, Any]) -> str:
+    """The example's arm record with its top-level keys updated by ``top``."""
+    document = record()
+    document.update(top)
+    arm = t / "our-arm.json"
+    arm.write_text(json.dumps(document))
+    return str(arm)
 
 
 def _other_run(t: Path, legs: dict[str, int]) -> list[str]:
@@ -836,6 +852,28 @@ CASES += [
     ("number of the wrong kind", "sglang:responses",
      lambda t: _sglang_response(t, spec_accept_rate="0.46"),
      'sglang-generate-0.5.23.json: [0]: spec_accept_rate "0.46"'),
+    # Python's float() takes 1_0.0 and other scripts' digits; no engine prints them
+    ("number of the wrong kind", "vllm:scrapes",
+     lambda t: _oracle(t, "vllm-scrapes.prom", {VLLM_P: VLLM_P.replace("280.0", "2_80.0")}),
+     "vllm:spec_decode_num_draft_tokens_total 2_80.0"),
+    ("number of the wrong kind", "vllm:log",
+     lambda t: _oracle(t, "vllm-log.txt", {VLLM_LENGTH_4: VLLM_LENGTH_4.replace("4.23", "4_23")}),
+     "vllm-log.txt:4: mean acceptance length 4_23"),
+    ("number of the wrong kind", "llamacpp:speculative_simple",
+     lambda t: _oracle(t, "llamacpp-speculative-simple.txt",
+                       {"speed:   80.012 t/s": "speed:   x t/s"}, "llamacpp"),
+     "llamacpp-speculative-simple.txt:9: speed x"),
+    ("count of the wrong kind", "llamacpp:speculative_simple",
+     lambda t: _oracle(t, "llamacpp-speculative-simple.txt",
+                       {"decoded  257 tokens": "decoded  2.5e2 tokens"}, "llamacpp"),
+     "llamacpp-speculative-simple.txt:9: decoded tokens 2.5e2"),
+    ("count of the wrong kind", "llamacpp:speculative_simple",
+     lambda t: _oracle(t, "llamacpp-speculative-simple.txt",
+                       {"n_drafted = 640": "n_drafted = +640"}, "llamacpp"),
+     "llamacpp-speculative-simple.txt: run 1: n_drafted +640"),
+    ("count of the wrong kind", "record_counters",
+     lambda t: [_our_record_edited(t, {"workload": {"repeat": "5"}})],
+     'workload.repeat "5"'),
     ("count of the wrong kind", "vllm:scrapes",
      lambda t: _oracle(t, "vllm-scrapes.prom", {VLLM_P: VLLM_P.replace("280.0", "280.5")}),
      'Instruct"}: count 280.5'),
@@ -1158,3 +1196,13 @@ def test_an_arm_records_metrics_of_the_wrong_kind_is_refused(tmp_path, capsys):
         assert main([str(arm), "--bootstrap", "0", "--quiet"]) == MALFORMED
         err = " ".join(capsys.readouterr().err.split())
         assert f"'metrics' {shown} is not an object" in err, err
+
+
+def test_a_vllm_requests_finish_reason_of_the_wrong_kind_is_refused(tmp_path, capsys):
+    """A finish_reason of 5 was taken as none; the figures by request read it."""
+    oracle = tmp_path / "requests.jsonl"
+    oracle.write_text(json.dumps({**VLLM_REQUEST, "finish_reason": 5}) + "\n")
+    argv = [*_trace(tmp_path, "k=7", "k=7"), "--vs", f"vllm={oracle}", "--bootstrap", "0"]
+    assert main([*argv, "--quiet"]) == MALFORMED
+    err = " ".join(capsys.readouterr().err.split())
+    assert "requests.jsonl: finish_reason 5 is not a string" in err, err

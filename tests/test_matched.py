@@ -241,12 +241,24 @@ def test_refuses_counters_without_per_position_but_sglang_needs_none(capsys):
     [
         ("not json", 2, "not JSON"),
         ('{"method": "ngram", "x": NaN}', 2, "NaN is not a JSON number"),
-        ("[1, 2]", 2, "JSON object"),
+        ("[1, 2]", 2, "--matched-config [1, 2] is not an object"),
         ('{"num_speculative_tokens": 4}', 2, "no method"),
         ('{"method": "ngram", "synthetic_acceptance_rates": [1, 1, 1, 1]}', 2, "leave them out"),
         ('{"method": "ngram", "rejection_sample_method": "standard"}', 2, "synthetic"),
         ('{"method": "ngram", "synthetic_acceptance_length": 2.0}', 1, "exactly one"),
         ('{"method": "ngram", "num_speculative_tokens": 7}', 1, "a k our warm steps"),
+        # of the wrong kind: malformed, in limits' words, not "a k our warm steps do not have"
+        (
+            '{"method": "ngram", "num_speculative_tokens": "7"}',
+            2,
+            'num_speculative_tokens "7" is not an integer',
+        ),
+        (
+            '{"method": "ngram", "num_speculative_tokens": true}',
+            2,
+            "num_speculative_tokens true is not an integer",
+        ),
+        ('{"method": 5}', 2, "method 5 is not a string"),
     ],
 )
 def test_matched_config_refusals(tmp_path, capsys, config, code, says):

@@ -43,6 +43,7 @@ from typing import Any
 from fold.compare.matched_warm import WarmSteps, cannot_carry, position_intervals, warm_figures
 from fold.errors import InputError, RefusedError
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
+from fold.inputs import limits
 from fold.inputs.defaults import ENGINES
 from fold.inputs.limits import is_int, is_number
 from fold.wording import figure
@@ -143,7 +144,8 @@ def parse_base_config(text: str | None) -> dict[str, Any] | None:
             '\'{"method": "eagle", "model": "DRAFT"}\''
         ) from None
     if not isinstance(value, dict):
-        raise InputError("--matched-config must be a JSON object (vLLM's speculative_config)")
+        wanted = "an object (vLLM's speculative_config)"
+        raise limits.WrongKind("--matched-config", "", value, wanted, "give the config as JSON")
     return value
 
 
@@ -234,12 +236,19 @@ def _vllm(
             "--matched-config sets synthetic_acceptance_length: vLLM takes exactly one of it "
             "and synthetic_acceptance_rates, and the setting gives the rates"
         )
+    if "method" in base:
+        limits.string("--matched-config", "method", base["method"], "name the oracle's drafter")
     if "method" not in base:
         raise InputError(
             "--matched-config has no method: name the oracle's drafter "
             '("ngram", "eagle", "draft_model", ...)'
         )
     wanted = base.get("num_speculative_tokens", k)
+    # vLLM takes a whole float as its int (its config's pydantic field); no other kind
+    wanted = limits.integer(
+        "--matched-config", "num_speculative_tokens", wanted, "give k as an integer",
+        whole_floats=True,
+    )  # fmt: skip
     if wanted != k:
         raise RefusedError(
             f"--matched vllm: num_speculative_tokens {wanted!r} is a k our warm steps do not "

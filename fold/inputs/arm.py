@@ -100,7 +100,8 @@ def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
         metrics = given or {}
         top = document
     else:
-        raise InputError(f"{where}: the arm record must be a JSON object or a list of legs")
+        wanted = "an object or a list of legs"
+        raise limits.WrongKind(where, "the arm record", document, wanted, _NO_SUCH_LEG)
     if not legs_raw:
         raise InputError(f"{where}: the arm record has no legs")
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from fold.errors import RefusedError
 from fold.inputs import limits
-from fold.inputs.limits import is_int
 
 COUNTER_FIELDS = {
     "steps": "spec_drafted_request_steps",
@@ -140,7 +139,7 @@ def read_counters(
             if isinstance(prompts, list) and all(isinstance(p, str) for p in prompts)
             else None
         ),
-        _repeat(top, runs),
+        _repeat(top, runs, where),
     )
     counts = tuple(_leg_counts(leg, index, where, names) for index, leg in enumerate(legs))
     # Each fold sums a counter over legs (all of them, in the all-legs fold): the record is
@@ -164,10 +163,14 @@ def read_counters(
     return EngineCounters(counts, block, state, names, where)
 
 
-def _repeat(top: Mapping[str, Any], runs: tuple[int, ...]) -> int | None:
+def _repeat(top: Mapping[str, Any], runs: tuple[int, ...], where: str) -> int | None:
     workload = top.get("workload")
     repeat = workload.get("repeat") if isinstance(workload, Mapping) else None
-    if not is_int(repeat) or repeat < 1:
+    if repeat is None:
+        return None
+    # a count when given ("5" or 5.0 would silently fall back to splitting at run 1)
+    repeat = limits.count(where, "workload.repeat", repeat, TAKE_AGAIN)
+    if repeat < 1:
         return None
     if any(run != index % repeat + 1 for index, run in enumerate(runs)):
         return None

@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from fold.errors import InputError
-from fold.inputs.limits import is_int
+from fold.inputs import limits
 from fold.ledger.schema import (
     LEDGER_KIND,
     SCHEMA_VERSION,
@@ -93,9 +93,9 @@ def read_identity(target: Path) -> dict[str, str] | None:
             f"ledger's {LEDGER_FILE} has {', '.join(IDENTITY_KEYS)}); restore it or name "
             "another folder"
         )
-    schema = identity.get("schema")
-    if not is_int(schema) or schema < 1:
-        raise InputError(f"{path}: its schema {schema!r} is not a schema number")
+    schema = limits.integer(str(path), "schema", identity.get("schema"), "restore the file")
+    if schema < 1:
+        raise InputError(f"{path}: its schema {schema} is not a schema number")
     if schema > SCHEMA_VERSION:
         raise InputError(
             f"{target}: a ledger of schema {schema}, newer than this fold-acceptance "

@@ -44,6 +44,9 @@ MAX_DIGITS = len(str(MAX_REQUEST_ID))
 refused before it is converted (Python will not convert a number of more than 4300 digits)."""
 
 _DECIMAL = re.compile(r"-?[0-9]+")
+_PRINTED_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+"""A number as C's printf and Python's repr print one, in ASCII digits: ``float()`` alone also
+takes ``1_0.0`` and other scripts' digits, which no engine prints."""
 """A decimal as engines print counts (with a sign, which only a miscount carries)."""
 
 LAST_EPOCH_SECOND = MAX_STEP_NS // 1_000_000_000
@@ -316,13 +319,15 @@ def decimal_count(text: str, where: str, field: str, what_to_do: str) -> int:
 def printed_number(text: str, where: str, field: str, what_to_do: str) -> float:
     """A finite number as an engine printed it (``2.35``), or WrongKind shown as written
     (``2.3.5``, ``nan``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = float(text) if is_printed_number(text) else math.nan
     if not math.isfinite(value):
         raise WrongKind(where, field, None, "a finite number", what_to_do, written=text)
     return value
+
+
+def is_printed_number(text: str) -> bool:
+    """Whether ``text`` is a finite number as engines print one (``2.35``, ``1.24938e+06``)."""
+    return _PRINTED_NUMBER.fullmatch(text) is not None
 
 
 def decimal_request_id(text: str, where: str, field: str, what_to_do: str) -> int:

@@ -26,9 +26,8 @@ PER_SEQUENCE = "one sequence's decode speed (the 'decoded ... speed' line)"
 DRAFTED_RE = re.compile(r"^.*?\bn_drafted\s*=\s*(\S+)\s*$", re.M)
 ACCEPT_N_RE = re.compile(r"^.*?\bn_accept\s*=\s*(\S+)\s*$", re.M)
 _ACCEPT_PCT_RE = re.compile(r"^.*?\baccept\s*=\s*(\S+)%\s*$", re.M)
-_DECODED_RE = re.compile(
-    r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+|inf|nan) t/s"
-)
+_DECODED_MARK = re.compile(r"\bdecoded\s.*\bspeed:")
+_DECODED_RE = re.compile(r"decoded\s+(\S+) tokens in\s+(\S+) seconds, speed:\s+(\S+) t/s")
 # The drafters' statistics line (common_speculative_print_stats, a trace-level line: -lv 4):
 # calls to begin, generate and accept, then the milliseconds spent in each, as totals. 0.3.36
 # prints the durations with std::fixed and precision 3 ("18.843"; "inf", "nan", "-nan" for a
@@ -45,6 +44,25 @@ _DRAFT_DURATIONS_RE = re.compile(
 )
 
 
+def _speeds(doc: OracleFile) -> list[float]:
+    """Each ``decoded N tokens in T seconds, speed: X t/s`` line's speed. A line that begins as
+    one (``decoded ... speed:``) but does not read as one, or whose values are not numbers as
+    printed, is refused by file and line (exit 2), never passed over."""
+    fix = "give the program's output as printed"
+    speeds = []
+    for number, line in enumerate(doc.text.splitlines(), start=1):
+        if not _DECODED_MARK.search(line):
+            continue
+        where = f"{doc.where}:{number}"
+        found = _DECODED_RE.search(line)
+        if found is None:
+            raise InputError(f"{where}: a 'decoded' line that cannot be read: {fix}")
+        limits.decimal_count(found.group(1), where, "decoded tokens", fix)
+        limits.printed_number(found.group(2), where, "seconds", fix)
+        speeds.append(limits.printed_number(found.group(3), where, "speed", fix))
+    return speeds
+
+
 def read_speculative_simple(name: str, doc: OracleFile, kind: str) -> ArmFigures:
     """``llama-speculative-simple`` / ``llama-speculative``: ``n_drafted`` (P), ``n_accept``
     (A) and the ``decoded ... speed: X t/s`` line, per run printed; several runs are pooled."""
@@ -55,7 +73,7 @@ def read_speculative_simple(name: str, doc: OracleFile, kind: str) -> ArmFigures
         ]
         for pattern, key in ((DRAFTED_RE, "n_drafted"), (ACCEPT_N_RE, "n_accept"))
     )
-    speeds = _DECODED_RE.findall(doc.text)
+    speeds = _speeds(doc)
     if len(drafted) != len(accepted):
         raise InputError(
             f"{doc.where}: {len(drafted)} n_drafted lines but {len(accepted)} n_accept lines; "
@@ -86,7 +104,7 @@ def read_speculative_simple(name: str, doc: OracleFile, kind: str) -> ArmFigures
                 f"{doc.where}: {len(speeds)} 'decoded' lines but {runs} n_drafted lines; give "
                 "the program's complete output"
             )
-        tok_s = statistics.median(float(speed) for _, _, speed in speeds)
+        tok_s = statistics.median(speeds)
         tok_source = (
             "the 'decoded ... speed' line (printed to 3 decimals)"
             if runs == 1

@@ -56,7 +56,8 @@ def sum_printed_lines(
         match = pattern.search(line)
         if match is None:
             raise InputError(
-                f"{where}:{lineno}: a {marker!r} line that cannot be read ({limits.shown(line)}); "
+                f"{where}:{lineno}: a {marker!r} line that cannot be read "
+                f"({line if len(line) <= 80 else line[:80] + '...'}); "
                 "give the engine's lines as printed"
             )
         a, p = (

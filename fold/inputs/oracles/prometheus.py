@@ -111,7 +111,11 @@ def parse_scrapes(text: str, *, where: str = "<input>", most: int = 2) -> list[S
         labels = _parse_labels(match["labels"] or "", f"{where}:{lineno}")
         text_value = match["value"]
         try:
-            value = _VALUE_WORDS.get(text_value.lower()) or float(text_value)
+            value = _VALUE_WORDS.get(text_value.lower())
+            if value is None:
+                if not limits.is_printed_number(text_value):
+                    raise ValueError(text_value)
+                value = float(text_value)
         except ValueError:
             fix = "give the /metrics scrape as served"
             raise limits.WrongKind(

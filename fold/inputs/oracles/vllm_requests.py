@@ -112,12 +112,14 @@ def _completion_tokens(record: Mapping[str, Any], where: str) -> int:
     return count(value, f"{where}: {key}")
 
 
-def _finish_reason(record: Mapping[str, Any]) -> str | None:
+def _finish_reason(record: Mapping[str, Any], where: str) -> str | None:
     reason = record.get("finish_reason")
     choices = record.get("choices")
     if reason is None and isinstance(choices, list) and choices and isinstance(choices[0], dict):
         reason = choices[0].get("finish_reason")
-    return reason if isinstance(reason, str) else None
+    if reason is None:
+        return None
+    return limits.string(where, "finish_reason", reason, "give it as vLLM wrote it")
 
 
 def _request(record: Mapping[str, Any], where: str) -> tuple[OracleRequest, int]:
@@ -143,7 +145,7 @@ def _request(record: Mapping[str, Any], where: str) -> tuple[OracleRequest, int]
         accepted=None if per_step is None else per_step[0],
         drafted=None if per_step is None else per_step[1],
         completion_tokens=completion,
-        finish_reason=_finish_reason(record),
+        finish_reason=_finish_reason(record, where),
     )
     return request, found["k"]
 
