@@ -241,7 +241,7 @@ def test_refuses_counters_without_per_position_but_sglang_needs_none(capsys):
     [
         ("not json", 2, "not JSON"),
         ('{"method": "ngram", "x": NaN}', 2, "NaN is not a JSON number"),
-        ("[1, 2]", 2, "--matched-config [1, 2] is not an object"),
+        ("[1, 2]", 2, "--matched-config: [1, 2] is not an object"),
         ('{"num_speculative_tokens": 4}', 2, "no method"),
         ('{"method": "ngram", "synthetic_acceptance_rates": [1, 1, 1, 1]}', 2, "leave them out"),
         ('{"method": "ngram", "rejection_sample_method": "standard"}', 2, "synthetic"),
