@@ -1117,6 +1117,14 @@ def test_a_negative_count_in_a_printed_output_is_refused_not_skipped(
     [
         ("vllm-log.txt", ", Drafted: 868 tokens", "", "SpecDecoding metrics:", None),
         ("llamacpp-server.log", "), mean len =  3.35", "", "draft acceptance = ", None),
+        # the rate is not read, but a line with no rate there is not llama-server's
+        (
+            "llamacpp-server.log",
+            "draft acceptance = 0.67188",
+            "draft acceptance = x",
+            "draft acceptance = ",
+            None,
+        ),
     ],
 )
 def test_an_engines_line_that_cannot_be_read_is_refused_not_passed_over(

@@ -52,8 +52,11 @@ RECORD_WITHOUT_LEGS = (
 )
 
 _SERVER_LOG_MARKER = "draft acceptance = "
+# The rate is not read (A and P are), but it must be one as printed ("%.5f", nan when nothing
+# was generated): a line with anything else there is not llama-server's and is refused.
 _SERVER_LOG_RE = re.compile(
-    r"draft acceptance = (\S+) \(\s*(\S+) accepted /\s*(\S+) generated\), mean len =\s*(\S+)"
+    r"draft acceptance = (-?nan|[0-9]+\.[0-9]+) \(\s*(\S+) accepted /\s*(\S+) generated\), "
+    r"mean len =\s*(\S+)"
 )
 
 
