@@ -473,7 +473,7 @@ def _own(statement: ast.stmt) -> bool:
     if not isinstance(statement, ast.Raise) or statement.exc is None:
         return False
     made = {_name(n) for n in ast.walk(statement.exc) if isinstance(n, ast.Call)}
-    return not made & {"WrongKind", "OutOfRange"}
+    return not made & {"WrongKind", "OutOfRange", "kind_reason"}
 
 
 _CONVERSIONS = {"int", "float", "Decimal"}
@@ -481,10 +481,10 @@ _CONVERSION_ERRORS = {"ValueError", "TypeError", "ArithmeticError"}
 
 
 def own_kind_refusals(source: str) -> list[str]:
-    """Each ``raise`` of an error ``limits`` did not make (``WrongKind``, ``OutOfRange``) where
-    a reader refuses a value for its kind, in any words: directly under an ``if`` that tests a
-    value's kind, or in its ``else``; or in the ``except ValueError`` of a conversion
-    (``int(text)``, ``float(text)``)."""
+    """Each ``raise`` of an error ``limits`` did not make or word (``WrongKind``, ``OutOfRange``,
+    ``kind_reason``) where a reader refuses a value for its kind, in any words: directly under
+    an ``if`` that tests a value's kind, or in its ``else``; or in the ``except ValueError`` of
+    a conversion (``int(text)``, ``float(text)``)."""
     tree = ast.parse(source)
     flags = {  # names bound to a kind test itself, not to a value chosen by one
         target.id
@@ -542,6 +542,8 @@ def test_the_kind_refusal_guard_finds_a_planted_refusal():
         "        raise limits.WrongKind(where, 'x', value, 'an integer', 'fix')\n"
         "    if not isinstance(value, dict):\n"
         "        raise _BadLine(limits.WrongKind('w', '', value, 'an object', 'fix').reason)\n"
+        "    if not isinstance(value, list):\n"
+        "        raise _BadLine(limits.kind_reason('', value, 'a list'))\n"
     )
     assert own_kind_refusals(planted) == ["3: InputError", "5: RefusedError"]
     # the forms the second review planted past the first guard

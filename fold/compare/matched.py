@@ -236,13 +236,12 @@ def _vllm(
             "--matched-config sets synthetic_acceptance_length: vLLM takes exactly one of it "
             "and synthetic_acceptance_rates, and the setting gives the rates"
         )
-    if "method" in base:
-        limits.string("--matched-config", "method", base["method"], "name the oracle's drafter")
     if "method" not in base:
         raise InputError(
             "--matched-config has no method: name the oracle's drafter "
             '("ngram", "eagle", "draft_model", ...)'
         )
+    limits.string("--matched-config", "method", base["method"], "name the oracle's drafter")
     wanted = base.get("num_speculative_tokens", k)
     # vLLM takes a whole float as its int (its config's pydantic field); no other kind
     wanted = limits.integer(

@@ -255,8 +255,7 @@ def _figures(raw: Any, place: str, *, with_run: bool) -> BlockFigures:
         ratios[key] = None if value is None else limits.finite_number(place, key, value, TAKE_AGAIN)
     run = raw.get("run") if with_run else None
     if with_run:
-        run = limits.integer(place, "run", run, "give the leg's run (1 is the cold one)")
-        limits.check_run(place, "run", run, "give the leg's run (1 is the cold one)")
+        run = limits.run(place, "run", run, "give the leg's run (1 is the cold one)")
     return BlockFigures(
         counts["steps"], counts["proposed"], counts["accepted"], ratios["accept_rate"],
         ratios["mean_acceptance_length"], run=run, where=place,

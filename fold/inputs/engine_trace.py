@@ -215,9 +215,8 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
             # words every source refuses it with; anything else is no integer at all.
             text = values[key]
             if not _SIGNED.fullmatch(text):
-                wanted = "an integer"
-                kind = limits.WrongKind(path, f"field '{key}'", None, wanted, _FIX, written=text)
-                _bad(path, number, kind.reason, counts, skip)
+                reason = limits.kind_reason(f"field '{key}'", None, "an integer", text)
+                _bad(path, number, reason, counts, skip)
                 return None
             read = limits.decimal_request_id if key == "req" else limits.decimal_count
             try:
@@ -227,15 +226,13 @@ def _step(path: str, number: int, rest: str, counts: ReadCounts, skip: bool) -> 
                 return None
     for key in _LIST_FIELDS:
         if key in values and not values[key].startswith("["):
-            wanted, field, text = "a [...] list", f"field '{key}'", values[key]
-            kind = limits.WrongKind(path, field, None, wanted, _FIX, written=text)
-            _bad(path, number, kind.reason, counts, skip)
+            reason = limits.kind_reason(f"field '{key}'", None, "a [...] list", values[key])
+            _bad(path, number, reason, counts, skip)
             return None
     emitted = values["emit"][1:-1].split()
     if not all(_INTEGER.fullmatch(token) for token in emitted):
-        wanted, text = "a list of token ids", values["emit"]
-        kind = limits.WrongKind(path, "field 'emit'", None, wanted, _FIX, written=text)
-        _bad(path, number, kind.reason, counts, skip)
+        reason = limits.kind_reason("field 'emit'", None, "a list of token ids", values["emit"])
+        _bad(path, number, reason, counts, skip)
         return None
     step = TraceStep(number, numbers["req"], numbers["k"], numbers["acc"], len(emitted))
     _check_counts(path, number, step, numbers.get("ns"))

@@ -25,7 +25,6 @@ import polars as pl
 
 from fold.errors import InputError
 from fold.inputs import limits
-from fold.inputs.limits import is_int
 
 FORMAT_VERSION = 1
 DEFAULT_BLOCK_BYTES = 32 * 1024 * 1024
@@ -229,7 +228,7 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
         raise _BadLine("empty line")
     obj = _loads(raw)
     if not isinstance(obj, dict):
-        raise _BadLine(limits.WrongKind("a step line", "", obj, "an object", _FIX_LINE).reason)
+        raise _BadLine(limits.kind_reason("", obj, "an object"))
     version = _value(obj, "v", limits.integer)
     if version != FORMAT_VERSION:
         raise _BadLine(
@@ -274,11 +273,11 @@ def _integer(value: Any, name: str) -> int:
         else limits.check_count
     )
     wanted = "an integer or a string" if name == "seq" else "an integer"
+    field = f"field '{name}'"
     try:
-        if not (limits.past_64_bits(value) or is_int(value)):
-            raise limits.WrongKind("a step line", f"field '{name}'", value, wanted, _FIX_LINE)
-        value = int(value)  # orjson reads an integer literal beyond 64 bits as a float
-        check("a step line", f"field '{name}'", value, _FIX_LINE)
+        # an integer literal past 64 bits (orjson reads it as a float) is one; its range is not
+        value = limits.integer("a step line", field, value, _FIX_LINE, wanted=wanted)
+        check("a step line", field, value, _FIX_LINE)
     except (limits.OutOfRange, limits.WrongKind) as error:  # named, maybe skipped, by the caller
         raise _BadLine(error.reason) from None
     return value

@@ -197,26 +197,38 @@ class WrongKind(InputError):
         self, where: str, field: str, value: Any, wanted: str, what_to_do: str,
         written: str | None = None,
     ) -> None:  # fmt: skip
-        if value is None and written is None:
-            self.reason = f"{field or 'the value'} is missing or null, not {wanted}"
-        else:
-            spelled = json_shown(value) if written is None else shown(written)
-            self.reason = f"{field} {spelled} is not {wanted}".lstrip()
+        self.reason = kind_reason(field, value, wanted, written)
         super().__init__(f"{where}: {self.reason}: {what_to_do}")
 
 
+def kind_reason(field: str, value: Any, wanted: str, written: str | None = None) -> str:
+    """``WrongKind``'s words without the place and what to do: a line reader names the line
+    itself and may skip it (``--skip-bad-lines``). ``written``: the value as printed text."""
+    if value is None and written is None:
+        return f"{field or 'the value'} is missing or null, not {wanted}"
+    spelled = json_shown(value) if written is None else shown(written)
+    return f"{field} {spelled} is not {wanted}".lstrip()
+
+
 def integer(
-    where: str, field: str, value: Any, what_to_do: str, *, whole_floats: bool = False
+    where: str,
+    field: str,
+    value: Any,
+    what_to_do: str,
+    *,
+    whole_floats: bool = False,
+    wanted: str = "an integer",
 ) -> int:
-    """A parsed value as an integer, or WrongKind. An integer literal past 64 bits, which orjson
-    reads as a float, is an integer (its range is the field's check's to refuse); with
-    ``whole_floats`` so is a finite whole float (``310.0``: a counter printed as a float)."""
+    """A parsed value as an integer, or WrongKind (saying the field wants ``wanted``). An
+    integer literal past 64 bits, which orjson reads as a float, is an integer (its range is
+    the field's check's to refuse); with ``whole_floats`` so is a finite whole float
+    (``310.0``: a counter printed as a float)."""
     if past_64_bits(value) or (
         whole_floats and isinstance(value, float) and math.isfinite(value) and value.is_integer()
     ):
         return int(value)
     if not is_int(value):
-        raise WrongKind(where, field, value, "an integer", what_to_do)
+        raise WrongKind(where, field, value, wanted, what_to_do)
     return value
 
 
@@ -227,6 +239,14 @@ def count(
     OutOfRange when it is outside 0 .. 2^63 - 1 (``check_count``)."""
     checked = integer(where, field, value, what_to_do, whole_floats=whole_floats)
     check_count(where, field, checked, what_to_do)
+    return checked
+
+
+def run(where: str, field: str, value: Any, what_to_do: str) -> int:
+    """A parsed value as a run number: WrongKind when it is not an integer (``integer``),
+    OutOfRange when it is outside 1 .. 2^63 - 1 (``check_run``)."""
+    checked = integer(where, field, value, what_to_do)
+    check_run(where, field, checked, what_to_do)
     return checked
 
 

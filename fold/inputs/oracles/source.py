@@ -234,10 +234,7 @@ def run_number(record: Mapping[str, Any], where: str) -> int | None:
     run = record.get("run")
     if run is None:
         return None
-    fix = "number the runs 1, 2, ... (1 is the cold leg)"
-    checked = limits.integer(where, "run", run, fix)
-    limits.check_run(where, "run", checked, fix)
-    return checked
+    return limits.run(where, "run", run, "number the runs 1, 2, ... (1 is the cold leg)")
 
 
 @dataclass(frozen=True)

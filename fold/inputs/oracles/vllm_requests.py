@@ -200,9 +200,7 @@ def _run(record: Mapping[str, Any], where: str) -> int | None:
     value = record.get("run")
     if value is None:
         return None
-    run = limits.integer(where, "run", value, _LEG_WHAT_TO_DO)
-    limits.check_run(where, "run", run, _LEG_WHAT_TO_DO)
-    return run
+    return limits.run(where, "run", value, _LEG_WHAT_TO_DO)
 
 
 def _optional_positive(record: Mapping[str, Any], key: str, where: str) -> float | None:
