@@ -34,6 +34,7 @@ from fold.errors import InputError, RefusedError
 from fold.folding.accumulate import SCHEMAS
 from fold.folding.another_k import MAX_CUT_K, another_k, cut_sums
 from fold.folding.step_lengths import reference_step_lengths, step_time_by_length
+from fold.inputs.acceptance import Counts
 from fold.inputs.arm import arm_from_document
 from fold.inputs.limits import MAX_STEP_TOKENS
 from fold.present.another_k import another_k_markdown
@@ -196,17 +197,18 @@ def test_cut_figures_keep_their_order_in_k(joint, data):
     rows = found.rows
     assert [row.k for row in rows] == list(range(1, found.largest_k + 1))
     for before, after in pairwise(rows):
-        assert after.tokens_per_step >= before.tokens_per_step
-        assert after.accepted >= before.accepted and after.proposed > before.proposed
+        assert after.counts.mean_acceptance_length >= before.counts.mean_acceptance_length
+        assert after.counts.accepted >= before.counts.accepted
+        assert after.counts.proposed > before.counts.proposed
         assert after.steps_needed <= before.steps_needed
     last = rows[-1]
     assert last.recorded and not any(row.recorded for row in rows[:-1])
-    assert (last.steps, last.proposed, last.accepted) == (steps, proposed, accepted)
+    assert last.counts == Counts(steps, proposed, accepted)
     assert last.steps_needed == steps  # exactly: (S + A) S / (S + A)
     for row in rows:
-        assert row.steps == steps
+        assert row.counts.steps == steps
         assert row.per_position == last.per_position[: row.k]
-        assert row.accept_rate == row.accepted / row.proposed
+        assert row.counts.accept_rate == row.counts.accepted / row.counts.proposed
 
 
 @given(joints(), st.floats(1, 1e4))
@@ -235,12 +237,7 @@ def test_the_point_figures_depend_only_on_the_pooled_counts(joint):
     apart = another_k(joint, list(joint))
     together = another_k({0: dict(pooled)}, [0])
     for one, other in zip(apart.rows, together.rows, strict=True):
-        assert (one.proposed, one.accepted, one.tokens_per_step, one.accept_rate) == (
-            other.proposed,
-            other.accepted,
-            other.tokens_per_step,
-            other.accept_rate,
-        )
+        assert one.counts == other.counts
 
 
 @given(joints(), st.integers(1, 12))
@@ -257,7 +254,7 @@ def test_cut_sums_from_the_definition(joint, k):
 def test_a_long_draft_gets_rows_up_to_the_cap_and_its_own():
     found = another_k({0: {(5000, 3): 2, (2, 1): 1}}, [0])
     assert [row.k for row in found.rows] == [*range(1, MAX_CUT_K + 1), 5000]
-    assert found.rows[-1].recorded and found.rows[-1].accepted == 7
+    assert found.rows[-1].recorded and found.rows[-1].counts.accepted == 7
 
 
 @given(joints(), st.integers(0, 2**32))

@@ -35,9 +35,13 @@ def test_no_part_of_a_built_document_can_be_changed(document: Document):
     with pytest.raises(dataclasses.FrozenInstanceError):
         document.fold.legs = ()  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        document.legs[0].steps = 0  # type: ignore[misc]
+        document.legs[0].counts = document.legs[0].counts  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        document.warm.accept_rate = 1.0  # type: ignore[misc]
+        document.legs[0].counts.steps = 0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        document.warm.counts.accepted = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        document.legs[0].from_steps.windows[0].steps = 0  # type: ignore[union-attr,misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         document.counter_check.summary = ""  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -201,9 +201,10 @@ def test_provisional_groups_until_the_record_appears(tmp_path):
     expected = [line(i) for i in range(20)]
     proposed = sum(json.loads(raw)["proposed"] for raw in expected)
     accepted = sum(json.loads(raw)["accepted"] for raw in expected)
-    assert (groups["L0"].proposed, groups["L0"].accepted) == (proposed, accepted)
-    assert groups["L0"].steps == sum(1 for raw in expected if json.loads(raw)["proposed"])
-    assert groups["L0"].accept_rate == pytest.approx(accepted / proposed)
+    counts = groups["L0"].counts
+    assert (counts.proposed, counts.accepted) == (proposed, accepted)
+    assert counts.steps == sum(1 for raw in expected if json.loads(raw)["proposed"])
+    assert counts.accept_rate == pytest.approx(accepted / proposed)
 
     arm_path.write_text('{"legs": [')  # the gate is still writing it
     view = follower.poll()

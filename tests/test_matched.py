@@ -91,7 +91,7 @@ def test_hand_built_log_gives_the_rates_counted_by_hand(tmp_path):
     assert expected_rates(HAND) == HAND_RATES
     setting = matched_settings(fold_acceptance(arm, [log]), ["vllm"]).settings[0]
     assert [rate.rate for rate in setting.rates] == HAND_RATES
-    assert setting.k == 4 and setting.steps == 5
+    assert setting.k == 4 and setting.counts.steps == 5
     assert setting.speculative_config == {
         "method": "ngram",
         "num_speculative_tokens": 4,
@@ -99,7 +99,7 @@ def test_hand_built_log_gives_the_rates_counted_by_hand(tmp_path):
         "synthetic_acceptance_rates": HAND_RATES,
     }
     # 1 + sum of the rates is 1 + A/S = 1 + 10/5: the tokens per step the run must reproduce
-    assert setting.mean_acceptance_length == 3.0 == pytest.approx(1 + sum(HAND_RATES))
+    assert setting.counts.mean_acceptance_length == 3.0 == pytest.approx(1 + sum(HAND_RATES))
     # short drafts (P = 17 < k S = 20): said, with the A/P a full-k run would read
     note = setting.cannot_carry[0]
     assert "3.4 tokens on average of k = 4" in note

@@ -99,7 +99,11 @@ def test_the_recorded_offline_run_sums_to_get_metrics():
     # and the fold of its steps, over all legs, gives the same counts
     fold = fold_oracle(read_steps(parse_oracle_file(OFFLINE.read_text(), str(OFFLINE))))
     assert fold is not None
-    assert (fold.all.steps, fold.all.proposed, fold.all.accepted) == (steps, proposed, accepted)
+    assert (fold.all["steps"], fold.all["proposed"], fold.all["accepted"]) == (
+        steps,
+        proposed,
+        accepted,
+    )
     histogram = fold.all.histogram
     assert [sum(histogram[i + 1 :]) for i in range(len(histogram) - 1)] == per_pos
 
@@ -176,7 +180,7 @@ def test_edge_cases_by_hand():
     assert (arm.steps, arm.proposed, arm.accepted) == (7, 21, 14)
     assert any("grammar" in note for note in arm.notes)
     fold = fold_oracle(arm.requests)
-    assert (fold.warm.steps, fold.warm.proposed, fold.warm.accepted) == (6, 21, 14)
+    assert (fold.warm["steps"], fold.warm["proposed"], fold.warm["accepted"]) == (6, 21, 14)
     # steps (a, d): (0,4) (1,2) (3,3) [(0,0) left out] (4,4) (2,4) (4,4)
     assert list(fold.warm.histogram) == [1, 1, 1, 1, 2]
     assert list(fold.warm.per_position) == [5 / 6, 4 / 6, 3 / 6, 2 / 6]

@@ -51,7 +51,11 @@ def test_offline_per_request_sums_equal_get_metrics(run):
     assert per_pos == own["num_accepted_tokens_per_pos"]
     arm = load_oracle("vllm", path)
     fold = fold_oracle(arm.requests)
-    assert (fold.all.steps, fold.all.proposed, fold.all.accepted) == (steps, proposed, accepted)
+    assert (fold.all["steps"], fold.all["proposed"], fold.all["accepted"]) == (
+        steps,
+        proposed,
+        accepted,
+    )
     histogram = fold.all.histogram
     assert [sum(histogram[i + 1 :]) for i in range(len(histogram) - 1)] == per_pos
 
@@ -69,4 +73,8 @@ def test_served_per_request_sums_equal_the_servers_counters(run, name):
     assert per_pos == [deltas["per_pos"][i] for i in sorted(deltas["per_pos"])]
     arm = load_oracle("vllm", path)
     fold = fold_oracle(arm.requests)
-    assert (fold.all.steps, fold.all.proposed, fold.all.accepted) == (steps, proposed, accepted)
+    assert (fold.all["steps"], fold.all["proposed"], fold.all["accepted"]) == (
+        steps,
+        proposed,
+        accepted,
+    )

@@ -44,6 +44,7 @@ from fold.compare.matched_warm import WarmSteps, cannot_carry, position_interval
 from fold.errors import InputError, RefusedError
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.inputs import limits
+from fold.inputs.acceptance import Counts
 from fold.inputs.defaults import ENGINES
 from fold.inputs.limits import is_int, is_number
 from fold.wording import figure
@@ -83,10 +84,7 @@ class MatchedSetting:
 
     engine: str
     k: int
-    steps: int
-    accepted: int
-    proposed: int
-    mean_acceptance_length: float
+    counts: Counts
     mean_acceptance_length_ci: tuple[float, float] | None
     rates: tuple[PositionRate, ...]
     speculative_config: Mapping[str, Any] | None
@@ -100,11 +98,11 @@ class MatchedSetting:
     def to_json(self) -> dict[str, Any]:
         return {
             "k": self.k,
-            "steps": self.steps,
-            "proposed": self.proposed,
-            "accepted": self.accepted,
-            "mean_draft": self.proposed / self.steps,
-            "mean_acceptance_length": self.mean_acceptance_length,
+            "steps": self.counts.steps,
+            "proposed": self.counts.proposed,
+            "accepted": self.counts.accepted,
+            "mean_draft": self.counts.proposed / self.counts.steps,
+            "mean_acceptance_length": self.counts.mean_acceptance_length,
             "mean_acceptance_length_ci": _pair(self.mean_acceptance_length_ci),
             "rates": [
                 {"position": rate.position, "rate": rate.rate, "ci": _pair(rate.interval)}
@@ -272,10 +270,7 @@ def _vllm(
     return MatchedSetting(
         engine="vllm",
         k=k,
-        steps=warm.steps,
-        accepted=warm.accepted,
-        proposed=warm.proposed,
-        mean_acceptance_length=warm.mean_acceptance_length,
+        counts=warm.counts,
         mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
         rates=_with_intervals(rates, intervals),
         speculative_config=config,
@@ -311,10 +306,7 @@ def _llamacpp(warm: WarmSteps, resamples: int, seed: int) -> MatchedSetting:
     return MatchedSetting(
         engine="llamacpp",
         k=k,
-        steps=warm.steps,
-        accepted=warm.accepted,
-        proposed=warm.proposed,
-        mean_acceptance_length=warm.mean_acceptance_length,
+        counts=warm.counts,
         mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
         rates=_with_intervals(rates, position_intervals(warm.legs, k, resamples, seed)),
         speculative_config=None,
@@ -348,7 +340,7 @@ def _with_intervals(
 
 def _sglang(warm: WarmSteps) -> MatchedSetting:
     # The largest draft of our warm steps; from the counters alone, P/S rounded up (at least).
-    k = len(warm.per_position) or math.ceil(warm.proposed / warm.steps)
+    k = len(warm.per_position) or math.ceil(warm.counts.proposed / warm.counts.steps)
     length = warm.mean_acceptance_length
     environment = {
         "SGLANG_SIMULATE_ACC_LEN": repr(length),
@@ -365,10 +357,7 @@ def _sglang(warm: WarmSteps) -> MatchedSetting:
     return MatchedSetting(
         engine="sglang",
         k=k,
-        steps=warm.steps,
-        accepted=warm.accepted,
-        proposed=warm.proposed,
-        mean_acceptance_length=length,
+        counts=warm.counts,
         mean_acceptance_length_ci=warm.mean_acceptance_length_ci,
         rates=(),
         speculative_config=None,

@@ -11,6 +11,7 @@ from typing import Any
 from fold.errors import RefusedError
 from fold.folding.uncertainty import bootstrap
 from fold.inputs import acceptance
+from fold.inputs.acceptance import Counts
 from fold.inputs.leg_sums import Leg
 from fold.wording import figure
 
@@ -19,13 +20,17 @@ from fold.wording import figure
 class WarmSteps:
     """The warm fold's counts and per-position rates, and the warm legs themselves."""
 
-    steps: int
-    proposed: int
-    accepted: int
+    counts: Counts
     per_position: list[float]
-    mean_acceptance_length: float
     mean_acceptance_length_ci: tuple[float, float] | None
     legs: tuple[Any, ...]
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """1 + A/S: never None here, since ``warm_figures`` refuses a warm fold with S = 0."""
+        length = self.counts.mean_acceptance_length
+        assert length is not None
+        return length
 
 
 def warm_figures(fold: Any, engine: str) -> WarmSteps:
@@ -50,11 +55,8 @@ def warm_figures(fold: Any, engine: str) -> WarmSteps:
         )
     interval = warm.get("mean_acceptance_length_ci")
     return WarmSteps(
-        steps=warm["steps"],
-        proposed=warm["proposed"],
-        accepted=warm["accepted"],
+        counts=Counts.of(warm),
         per_position=list(per_position or []),
-        mean_acceptance_length=warm["mean_acceptance_length"],
         mean_acceptance_length_ci=None if interval is None else (interval[0], interval[1]),
         legs=tuple(leg for leg in fold.legs if leg["warm"]),
     )
@@ -96,17 +98,18 @@ def position_intervals(
 
 
 def cannot_carry(warm: WarmSteps, k: int, engine: str) -> tuple[str, ...]:
-    mean_draft = warm.proposed / warm.steps
+    counts = warm.counts
+    mean_draft = counts.proposed / counts.steps
     notes = []
-    short = warm.proposed < k * warm.steps
+    short = counts.proposed < k * counts.steps
     if engine != "sglang" and short:
         notes.append(
             f"drafts of varying length: our warm steps drafted {figure(mean_draft, 3)} tokens "
             f"on average of k = {k}; the rates count an undrafted position as not accepted, "
             "so the run matches our tokens per step only if its drafter fills all k positions "
             "at every step, and then it verifies k tokens a step where we verified fewer (its "
-            f"A/P then reads {percent(warm.accepted / (k * warm.steps))}, ours "
-            f"{percent(warm.accepted / warm.proposed)}: compare 1 + A/S)"
+            f"A/P then reads {percent(counts.accepted / (k * counts.steps))}, ours "
+            f"{percent(counts.accepted / counts.proposed)}: compare 1 + A/S)"
         )
     elif short:
         notes.append(

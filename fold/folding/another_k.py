@@ -29,6 +29,7 @@ from fold.folding.accumulate import PartialFold
 from fold.folding.step_lengths import StepTimes
 from fold.folding.uncertainty import DEFAULT_SEED, bootstrap, reach
 from fold.inputs import acceptance
+from fold.inputs.acceptance import Counts
 from fold.inputs.leg_sums import Leg
 
 ASSUMPTION = (
@@ -75,11 +76,7 @@ class CutRow:
     k: int
     recorded: bool
     """k' is the largest draft length: the fold's own figures."""
-    steps: int
-    proposed: int
-    accepted: int
-    accept_rate: float | None
-    tokens_per_step: float | None
+    counts: Counts
     per_position: tuple[float, ...]
     steps_needed: float | None
     accept_rate_ci: tuple[float, float] | None
@@ -94,15 +91,18 @@ class CutRow:
         return {
             "k": self.k,
             "recorded": self.recorded,
-            "steps": self.steps,
-            "proposed": self.proposed,
-            "accepted": self.accepted,
-            "accept_rate": self.accept_rate,
+            "steps": self.counts.steps,
+            "proposed": self.counts.proposed,
+            "accepted": self.counts.accepted,
+            "accept_rate": self.counts.accept_rate,
             "accept_rate_ci": _pair(self.accept_rate_ci),
-            "accept_rate_reach": reach(self.accept_rate, self.accept_rate_ci),
-            "tokens_per_step": self.tokens_per_step,
+            "accept_rate_reach": reach(self.counts.accept_rate, self.accept_rate_ci),
+            # 1 + A/S at this k' (the format's name for it)
+            "tokens_per_step": self.counts.mean_acceptance_length,
             "tokens_per_step_ci": _pair(self.tokens_per_step_ci),
-            "tokens_per_step_reach": reach(self.tokens_per_step, self.tokens_per_step_ci),
+            "tokens_per_step_reach": reach(
+                self.counts.mean_acceptance_length, self.tokens_per_step_ci
+            ),
             "per_position": list(self.per_position),
             "steps_needed": self.steps_needed,
             "step_time_s": self.step_time_s,
@@ -213,8 +213,8 @@ def another_k(
     intervals = _intervals(joint, legs, shown, resamples, seed)
     rows = []
     for k in shown:
-        steps, proposed, accepted = cut_sums(pooled, k)
-        tokens = acceptance.mean_acceptance_length(accepted, steps)
+        counts = Counts(*cut_sums(pooled, k))
+        steps, accepted = counts.steps, counts.accepted
         histogram = [0] * (k + 1)
         for (_p, a), count in pooled.items():
             histogram[min(a, k)] += count
@@ -229,11 +229,7 @@ def another_k(
             CutRow(
                 k=k,
                 recorded=k == largest,
-                steps=steps,
-                proposed=proposed,
-                accepted=accepted,
-                accept_rate=acceptance.accept_rate(accepted, proposed),
-                tokens_per_step=tokens,
+                counts=counts,
                 per_position=tuple(acceptance.per_position(histogram, steps)),
                 steps_needed=needed,
                 accept_rate_ci=intervals.get((k, "accept_rate")),

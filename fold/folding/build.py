@@ -21,16 +21,17 @@ from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor
 from fold.folding.cadence import KEY as CADENCE_KEY
 from fold.folding.leg_figures import (
-    Histograms,
+    COUNT_NAMES,
     PooledFigures,
     bootstrap_leg,
     frozen,
-    pooled,
     stepped_figures,
     stepped_leg,
+    with_counts,
 )
 from fold.folding.line_figures import LineFigures, line_figures
 from fold.folding.per_request import with_request_figures
+from fold.folding.pooled import Histograms, pooled
 from fold.folding.request_rows import EMPTY, RequestRows, request_tables
 from fold.folding.result import (
     ENGINE_TRACE,
@@ -170,10 +171,12 @@ def finished_pooled(draft: dict[str, Any], replicates: Replicates | None) -> Poo
                 "decode_steps_per_s_reach": reach(cadence["decode_steps_per_s"], decode),
             }
         )
+    figures = with_counts(draft, draft)
     intervals: dict[str, Any] = interval_fields(replicates)
     for figure in POOLED_FIGURES:
-        intervals[f"{figure}_reach"] = reach(draft[figure], intervals[f"{figure}_ci"])
-    return PooledFigures(**draft, cadence=cadence, intervals=frozen(intervals))
+        value = getattr(figures["counts"], figure) if figure in COUNT_NAMES else figures[figure]
+        intervals[f"{figure}_reach"] = reach(value, intervals[f"{figure}_ci"])
+    return PooledFigures(**figures, cadence=cadence, intervals=frozen(intervals))
 
 
 @dataclass

@@ -19,12 +19,12 @@ from fold.errors import RefusedError
 from fold.folding.build import MAX_LEGS_NAMED
 from fold.folding.leg_figures import Figures, Named
 from fold.folding.result import ENGINE_TRACE, FoldResult
+from fold.inputs.acceptance import Counts
 from fold.inputs.arm_counters import (
     BLOCK_COUNTS,
     COUNTER_FIELDS,
     BlockFigures,
     EngineCounters,
-    LegCounts,
 )
 from fold.wording import figures_apart
 
@@ -182,7 +182,7 @@ def _hint(
     assert counts is not None
     if result.step_source == ENGINE_TRACE:  # no hook and no clock: the hints below do not apply
         return TRACE_WHAT_TO_CHECK[0].upper() + TRACE_WHAT_TO_CHECK[1:]
-    logged = LegCounts(figures["steps"], figures["proposed"], figures["accepted"])
+    logged = Counts(figures["steps"], figures["proposed"], figures["accepted"])
     if list(fields) == ["accepted"] and logged.accepted - counts.accepted == counts.steps:
         return (
             "The log's A exceeds the engine's by exactly S: the hook counts the bonus token "

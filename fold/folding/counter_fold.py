@@ -14,14 +14,13 @@ import polars as pl
 from fold.errors import RefusedError
 from fold.folding.build import MAX_LEGS_NAMED, finished_pooled
 from fold.folding.leg_figures import (
-    Histograms,
     LegFigures,
     PooledFigures,
     bootstrap_leg,
     counted_figures,
     frozen,
-    pooled,
 )
+from fold.folding.pooled import Histograms, pooled
 from fold.folding.result import (
     PREFILL_NEEDS_STEP_LOG,
     RECORD_COUNTERS,
@@ -30,7 +29,8 @@ from fold.folding.result import (
 )
 from fold.folding.uncertainty import Replicates, check_resamples, fold_replicates, method_note
 from fold.folding.warm import ThroughputCheck
-from fold.inputs.arm_counters import COUNTER_FIELDS, EngineCounters, LegCounts
+from fold.inputs.acceptance import Counts
+from fold.inputs.arm_counters import COUNTER_FIELDS, EngineCounters
 
 WHAT_TO_ADD = (
     "give the step log (DFLASH_STEP_LOG) as the second argument, or take the record from an "
@@ -92,7 +92,7 @@ def _pooled(legs: list[LegFigures], replicates: Replicates | None) -> PooledFigu
     return finished_pooled({**pooled(legs, Histograms()), "cadence": None}, replicates)
 
 
-def _every_leg_counted(counters: EngineCounters | None) -> list[LegCounts]:
+def _every_leg_counted(counters: EngineCounters | None) -> list[Counts]:
     if counters is None or not counters.carried:
         raise RefusedError(
             "no step log was given and no leg of the arm record carries the engine's counters "

@@ -5,9 +5,8 @@ for both, so the two folds cannot drift apart."""
 from __future__ import annotations
 
 import enum
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, Union
 
@@ -16,9 +15,9 @@ import numpy as np
 from fold.folding.frozen import freeze_fields
 from fold.folding.frozen import frozen as frozen  # where the document's builders import it
 from fold.folding.request_rows import RequestRows
-from fold.folding.warm import throughput_fold
 from fold.folding.windows import collapses, windows_from_bins
 from fold.inputs import acceptance
+from fold.inputs.acceptance import Counts
 from fold.inputs.arm import WINDOW_SLACK_NS
 from fold.inputs.leg_sums import Leg
 
@@ -35,7 +34,7 @@ NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG
 
 def plain(value: Any) -> Any:
     """``value`` with every read-only view and figure type made a dict again, for JSON."""
-    if isinstance(value, (Figures, RequestRows)):
+    if isinstance(value, (Figures, RequestRows, Counts)):
         return value.to_json()
     if isinstance(value, (MappingProxyType, dict)):
         return {key: plain(item) for key, item in value.items()}
@@ -107,7 +106,7 @@ class StepFigures:
     requests: RequestRows
     """Per request, its sums and figures and its cadence: one table, read as read-only
     mappings or by column."""
-    windows: tuple[Mapping[str, Any], ...]
+    windows: tuple[Counts, ...]
 
     def __post_init__(self) -> None:
         freeze_fields(
@@ -138,11 +137,7 @@ class LegFigures(Figures):
     window_secs: float
     window_start_ns: int
     window_end_ns: int
-    steps: int
-    proposed: int
-    accepted: int
-    accept_rate: float | None
-    mean_acceptance_length: float | None
+    counts: Counts
     completion_tokens_per_step: float | None
     step_rate: float | None
     from_steps: StepFigures | NeedsStepLog
@@ -152,7 +147,9 @@ class LegFigures(Figures):
     def _lookup(self, name: str) -> Any:
         if name in STEP_ONLY:
             return None if self.from_steps is NEEDS_STEP_LOG else getattr(self.from_steps, name)
-        if name == "from_steps":
+        if name in COUNT_NAMES:
+            return getattr(self.counts, name)
+        if name in ("from_steps", "counts"):
             raise AttributeError(name)
         return getattr(self, name)
 
@@ -160,8 +157,18 @@ class LegFigures(Figures):
         return LEG_JSON
 
 
+TRIPLE = ("steps", "proposed", "accepted")
+COUNT_NAMES = (*TRIPLE, "accept_rate", "mean_acceptance_length")
+"""A figure's counts and their ratios, read by name as its own (``leg["steps"]``): the JSON
+has them where the figure's ``counts`` stands."""
+
+
+def _in_json_order(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(part for name in names for part in (COUNT_NAMES if name == "counts" else (name,)))
+
+
 LEG_JSON = (
-    *(
+    *_in_json_order(
         item.name
         for item in fields(LegFigures)
         if item.name not in ("from_steps", "flags", "cadence")
@@ -178,11 +185,7 @@ class PooledFigures(Figures):
     ones when the fold was resampled."""
 
     legs: tuple[int, ...]
-    steps: int
-    proposed: int
-    accepted: int
-    accept_rate: float | None
-    mean_acceptance_length: float | None
+    counts: Counts
     completion_tokens_per_step: float | None
     output_throughput_tok_s: float | None
     step_rate: float | None
@@ -209,7 +212,9 @@ class PooledFigures(Figures):
     def _lookup(self, name: str) -> Any:
         if name in self.intervals:
             return self.intervals[name]
-        if name == "intervals":
+        if name in COUNT_NAMES:
+            return getattr(self.counts, name)
+        if name in ("intervals", "counts"):
             raise AttributeError(name)
         return getattr(self, name)
 
@@ -217,7 +222,9 @@ class PooledFigures(Figures):
         return (*POOLED_JSON, *self.intervals)
 
 
-POOLED_JSON = tuple(item.name for item in fields(PooledFigures) if item.name != "intervals")
+POOLED_JSON = _in_json_order(
+    item.name for item in fields(PooledFigures) if item.name != "intervals"
+)
 
 
 def counted_leg(
@@ -241,8 +248,6 @@ def counted_leg(
         "steps": steps,
         "proposed": proposed,
         "accepted": accepted,
-        "accept_rate": acceptance.accept_rate(accepted, proposed),
-        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
         "completion_tokens_per_step": acceptance.completion_tokens_per_step(
             leg["completion_tokens"], steps
         ),
@@ -271,14 +276,10 @@ def stepped_leg(
     per_position = acceptance.per_position(steps_by_accepted, steps)
     steps_by_proposed = acceptance.histogram(proposals, sums["max_proposed"])
     windows = windows_from_bins(bins, window_steps)
-    window_rates = [window.accept_rate for window in windows]
     flags = []
     if steps == 0:
         flags.append("no steps")
-    full_rates = [
-        rate for window, rate in zip(windows, window_rates, strict=True)
-        if window.steps >= window_steps
-    ]  # fmt: skip
+    full_rates = [window.accept_rate for window in windows if window.steps >= window_steps]
     if collapses(full_rates):
         flags.append("collapse")
     judged = requests.column("steps") >= window_steps
@@ -307,23 +308,28 @@ def stepped_leg(
         "prefill_tokens_per_request": prefill_tokens,
         "emitted_consistent": emitted_consistent,
         "requests": requests,
-        "windows": [
-            {
-                "steps": window.steps,
-                "proposed": window.proposed,
-                "accepted": window.accepted,
-                "accept_rate": rate,
-            }
-            for window, rate in zip(windows, window_rates, strict=True)
-        ],
+        "windows": windows,
         "flags": flags,
     }
 
 
-COUNTED = tuple(
-    item.name for item in fields(LegFigures) if item.name not in ("from_steps", "flags", "cadence")
+COUNTED = (
+    *(
+        item.name
+        for item in fields(LegFigures)
+        if item.name not in ("from_steps", "flags", "cadence", "counts")
+    ),
+    *TRIPLE,
 )
-"""The figures every leg has, whichever source its S, P and A came from (``counted_leg``)."""
+"""The figures every leg has, whichever source its S, P and A came from (``counted_leg``):
+its draft holds the counts by name, its figures as one ``Counts``."""
+
+
+def with_counts(draft: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """A draft's ``names``, its count triple made one ``Counts``."""
+    found = {name: draft[name] for name in names if name not in TRIPLE}
+    found["counts"] = Counts(*(draft[name] for name in TRIPLE))
+    return found
 
 
 def stepped_figures(draft: dict[str, Any]) -> LegFigures:
@@ -333,7 +339,7 @@ def stepped_figures(draft: dict[str, Any]) -> LegFigures:
         requests=draft["requests"],
     )
     return LegFigures(
-        **{name: draft[name] for name in COUNTED},
+        **with_counts(draft, COUNTED),
         from_steps=steps,
         flags=tuple(draft["flags"]),
         cadence=None if draft["cadence"] is None else frozen(draft["cadence"]),
@@ -346,7 +352,7 @@ def counted_figures(
     """A leg's figures from its counts alone (the record's counters): its step figures are
     ``NEEDS_STEP_LOG``, and it has no cadence."""
     return LegFigures(
-        **counted_leg(leg, warm, steps, proposed, accepted),
+        **with_counts(counted_leg(leg, warm, steps, proposed, accepted), COUNTED),
         from_steps=NEEDS_STEP_LOG,
         flags=("no steps",) if steps == 0 else (),
         cadence=None,
@@ -371,80 +377,3 @@ def bootstrap_leg(leg: dict[str, Any], requests: dict[str, Any], steps: int) -> 
         },
         tok_s=leg["tok_s"],
     )
-
-
-@dataclass
-class Histograms:
-    """Per leg, its drafted steps counted by drafts accepted and by drafts proposed: the two
-    sums of the fold's (leg, proposed, accepted) table."""
-
-    by_accepted: dict[int, dict[int, int]] = field(default_factory=dict)
-    by_proposed: dict[int, dict[int, int]] = field(default_factory=dict)
-
-    @classmethod
-    def of_rows(cls, rows: Iterable[tuple[int, int, int, int]]) -> Histograms:
-        """From (leg, proposed, accepted, count) rows, one per observed pair."""
-        by_accepted: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-        by_proposed: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-        for leg, proposed, accepted, count in rows:
-            by_accepted[leg][accepted] += count
-            by_proposed[leg][proposed] += count
-        return cls(
-            by_accepted={leg: dict(counts) for leg, counts in by_accepted.items()},
-            by_proposed={leg: dict(counts) for leg, counts in by_proposed.items()},
-        )
-
-
-def pooled(legs: Sequence[Named], histograms: Histograms) -> dict[str, Any]:
-    """Ratios of sums over ``legs``: never a mean of the legs' ratios."""
-    steps = sum(leg["steps"] for leg in legs)
-    proposed = sum(leg["proposed"] for leg in legs)
-    accepted = sum(leg["accepted"] for leg in legs)
-    # Only legs with verify steps: a leg without any has no tokens per step to pool, and its
-    # completion tokens over the other legs' steps would inflate their ratio.
-    completion = sum(leg["completion_tokens"] for leg in legs if leg["steps"])
-    # A leg recorded with no duration has no step rate; pool over the legs that have one.
-    timed = [leg for leg in legs if leg["window_secs"] > 0]
-    timed_steps = sum(leg["steps"] for leg in timed)
-    seconds = sum(leg["window_secs"] for leg in timed)
-    steps_by_accepted = _pooled_histogram(legs, histograms.by_accepted)
-    steps_by_proposed = _pooled_histogram(legs, histograms.by_proposed)
-    per_position = (
-        None if steps_by_accepted is None else acceptance.per_position(steps_by_accepted, steps)
-    )
-    return {
-        "legs": [leg["index"] for leg in legs],
-        "steps": steps,
-        "proposed": proposed,
-        "accepted": accepted,
-        "accept_rate": acceptance.accept_rate(accepted, proposed),
-        "mean_acceptance_length": acceptance.mean_acceptance_length(accepted, steps),
-        "completion_tokens_per_step": acceptance.completion_tokens_per_step(completion, steps),
-        "output_throughput_tok_s": throughput_fold([leg["tok_s"] for leg in legs]),
-        "step_rate": timed_steps / seconds if seconds > 0 else None,
-        "per_position": per_position,
-        "per_position_conditional": (
-            None if per_position is None else acceptance.per_position_conditional(per_position)
-        ),
-        "per_position_of_proposed": (
-            None
-            if steps_by_accepted is None or steps_by_proposed is None
-            else acceptance.per_position_of_proposed(steps_by_accepted, steps_by_proposed)
-        ),
-        "histogram": steps_by_accepted,
-    }
-
-
-def _pooled_histogram(
-    legs: Sequence[Named], histograms: dict[int, dict[int, int]]
-) -> list[int] | None:
-    """The legs' histograms (by accepted or by proposed) summed; None when a leg has none (its
-    counts came without steps)."""
-    if any(leg["histogram"] is None for leg in legs):
-        return None
-    counts: dict[int, int] = defaultdict(int)
-    for leg in legs:
-        for value, count in histograms.get(leg["index"], {}).items():
-            counts[value] += count
-    max_proposed = max((len(leg["histogram"]) - 1 for leg in legs), default=0)
-    return acceptance.histogram(dict(counts), max_proposed)

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from fold.inputs.acceptance import accept_rate, mean_acceptance_length
+from fold.inputs.acceptance import Counts
 
 DEFAULT_GAP_SECONDS = 2.0
 """A pause this long between a group's steps starts a new provisional group."""
@@ -43,19 +43,9 @@ class ProvisionalGroup:
     part: int
     """0, 1, ...: the group's place among the groups of the same label or writer."""
     lines: int
-    steps: int
-    proposed: int
-    accepted: int
+    counts: Counts
     first_ns: int
     last_ns: int
-
-    @property
-    def accept_rate(self) -> float | None:
-        return accept_rate(self.accepted, self.proposed)
-
-    @property
-    def mean_acceptance_length(self) -> float | None:
-        return mean_acceptance_length(self.accepted, self.steps)
 
     @property
     def seconds(self) -> float:
@@ -68,13 +58,13 @@ class ProvisionalGroup:
             "writer": self.writer,
             "part": self.part,
             "lines": self.lines,
-            "steps": self.steps,
-            "proposed": self.proposed,
-            "accepted": self.accepted,
+            "steps": self.counts.steps,
+            "proposed": self.counts.proposed,
+            "accepted": self.counts.accepted,
             "first_ns": self.first_ns,
             "seconds": self.seconds,
-            "accept_rate": self.accept_rate,
-            "mean_acceptance_length": self.mean_acceptance_length,
+            "accept_rate": self.counts.accept_rate,
+            "mean_acceptance_length": self.counts.mean_acceptance_length,
         }
 
 
@@ -154,9 +144,7 @@ class ProvisionalGroups:
                     writer=None if is_label else key[len(_WRITER_KEY) :],
                     part=row["group"],
                     lines=row["lines"],
-                    steps=row["steps"],
-                    proposed=row["proposed"],
-                    accepted=row["accepted"],
+                    counts=Counts.of(row),
                     first_ns=row["first_ns"],
                     last_ns=row["last_ns"],
                 )

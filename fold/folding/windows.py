@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from fold.inputs.acceptance import accept_rate
+from fold.inputs.acceptance import Counts
 
 # A window (or request) whose acceptance falls under this fraction of its leg's median is a
 # collapse: halving is far outside the window-to-window noise of a steady drafter at the
@@ -16,20 +16,7 @@ COLLAPSE_FRACTION = 0.5
 MIN_WINDOWS_FOR_COLLAPSE = 3
 
 
-class Window(NamedTuple):
-    """A window of a leg's steps. A named tuple: a leg of 10M lines has 512 of them, made
-    anew for every fold, and a frozen dataclass takes several times longer to make."""
-
-    steps: int
-    proposed: int
-    accepted: int
-
-    @property
-    def accept_rate(self) -> float | None:
-        return accept_rate(self.accepted, self.proposed)
-
-
-def windows_from_bins(bins: Iterable[tuple[int, int, int]], window_steps: int) -> list[Window]:
+def windows_from_bins(bins: Iterable[tuple[int, int, int]], window_steps: int) -> list[Counts]:
     """Consecutive windows of at least ``window_steps`` steps, from time-ordered bins.
 
     ``bins`` are (steps, proposed, accepted) of consecutive equal slices of a leg's window. A
@@ -43,10 +30,10 @@ def windows_from_bins(bins: Iterable[tuple[int, int, int]], window_steps: int) -
         proposed += bin_proposed
         accepted += bin_accepted
         if steps >= window_steps:
-            windows.append(Window(steps, proposed, accepted))
+            windows.append(Counts(steps, proposed, accepted))
             steps = proposed = accepted = 0
     if steps:
-        windows.append(Window(steps, proposed, accepted))
+        windows.append(Counts(steps, proposed, accepted))
     return windows
 
 
@@ -72,23 +59,17 @@ CHART_POOLS = 128
 legs stays small."""
 
 
-def window_pools(windows: Sequence[Mapping[str, Any]], most: int) -> list[dict[str, Any]]:
+def window_pools(windows: Sequence[Mapping[str, Any] | Counts], most: int) -> tuple[Counts, ...]:
     """At most ``most`` pools of consecutive windows, as even in size as their count allows,
-    each with its summed counts and their A/P: a pool's rate is still an exact ratio of sums, so
-    a collapse stays a dip instead of being sampled away."""
+    each with its summed counts: a pool's rate is still an exact ratio of sums, so a collapse
+    stays a dip instead of being sampled away."""
     groups = min(most, len(windows))
-    pools = []
-    for group in range(groups):
-        members = windows[group * len(windows) // groups : (group + 1) * len(windows) // groups]
-        steps, proposed, accepted = (
-            sum(window[key] for window in members) for key in ("steps", "proposed", "accepted")
+    return tuple(
+        Counts.total(
+            map(
+                Counts.of,
+                windows[group * len(windows) // groups : (group + 1) * len(windows) // groups],
+            )
         )
-        pools.append(
-            {
-                "steps": steps,
-                "proposed": proposed,
-                "accepted": accepted,
-                "accept_rate": accept_rate(accepted, proposed),
-            }
-        )
-    return pools
+        for group in range(groups)
+    )

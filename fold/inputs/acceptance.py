@@ -7,6 +7,10 @@ accepted, the bonus/correction token excluded. Every pooled figure is a ratio of
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
 DEFAULT_WINDOW_STEPS = 32
 """Steps per window of the within-leg shape (``--window``, ``fold.folding.windows``)."""
 
@@ -19,6 +23,65 @@ def accept_rate(accepted: int, proposed: int) -> float | None:
 def mean_acceptance_length(accepted: int, steps: int) -> float | None:
     """1 + A/S: tokens per verify step, bonus token included (vLLM, llama.cpp, TRT-LLM)."""
     return 1 + accepted / steps if steps else None
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """S, P and A of some steps (a window, a request, a leg, a set of legs, a cut at another
+    k), with the two ratios every figure takes from them: the one type that carries a count
+    triple, so no figure redeclares the counts or works a ratio out on its own."""
+
+    steps: int
+    proposed: int
+    accepted: int
+
+    @property
+    def accept_rate(self) -> float | None:
+        return accept_rate(self.accepted, self.proposed)
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        return mean_acceptance_length(self.accepted, self.steps)
+
+    _NAMES = ("steps", "proposed", "accepted", "accept_rate", "mean_acceptance_length")
+
+    def __getitem__(self, name: str) -> Any:
+        """Read by name, as every figure is (``window["accept_rate"]``)."""
+        if name not in Counts._NAMES:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.steps + other.steps,
+            self.proposed + other.proposed,
+            self.accepted + other.accepted,
+        )
+
+    @classmethod
+    def total(cls, parts: Iterable[Counts]) -> Counts:
+        """The parts' sums (none: zeros): a pooled figure is a ratio of these, never a mean
+        of the parts' ratios."""
+        steps = proposed = accepted = 0
+        for part in parts:
+            steps += part.steps
+            proposed += part.proposed
+            accepted += part.accepted
+        return cls(steps, proposed, accepted)
+
+    @classmethod
+    def of(cls, named: Any) -> Counts:
+        """The counts of anything read by name (a leg, a pool, a window read back from JSON)."""
+        return cls(named["steps"], named["proposed"], named["accepted"])
+
+    def to_json(self) -> dict[str, Any]:
+        """The counts and A/P: a window's or a pool's JSON."""
+        return {
+            "steps": self.steps,
+            "proposed": self.proposed,
+            "accepted": self.accepted,
+            "accept_rate": self.accept_rate,
+        }
 
 
 def completion_tokens_per_step(completion_tokens: int, steps: int) -> float | None:

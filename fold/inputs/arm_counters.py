@@ -17,6 +17,7 @@ from typing import Any
 
 from fold.errors import RefusedError
 from fold.inputs import limits
+from fold.inputs.acceptance import Counts
 
 COUNTER_FIELDS = {
     "steps": "spec_drafted_request_steps",
@@ -37,13 +38,6 @@ TAKE_AGAIN = "take the record again from the gate"
 
 PROMPT_SHOWN = 40
 """Characters of a prompt's text shown when a message names the prompt a leg ran."""
-
-
-@dataclass(frozen=True)
-class LegCounts:
-    steps: int
-    proposed: int
-    accepted: int
 
 
 @dataclass(frozen=True)
@@ -101,7 +95,7 @@ class EngineCounters:
     block, None when the record has it null or lacks it (``block_state`` says which).
     """
 
-    legs: tuple[LegCounts | None, ...]
+    legs: tuple[Counts | None, ...]
     spec_acceptance: RecordedAcceptance | None
     block_state: str
     """``recorded``, ``null`` (the key is there, its value null) or ``absent``."""
@@ -177,9 +171,7 @@ def _repeat(top: Mapping[str, Any], runs: tuple[int, ...], where: str) -> int | 
     return repeat
 
 
-def _leg_counts(
-    leg: Mapping[str, Any], index: int, where: str, names: LegNames
-) -> LegCounts | None:
+def _leg_counts(leg: Mapping[str, Any], index: int, where: str, names: LegNames) -> Counts | None:
     present = {ours: leg[field] for ours, field in COUNTER_FIELDS.items() if field in leg}
     if not present:
         return None
@@ -194,7 +186,7 @@ def _leg_counts(
     place = f"{where}: {names.describe(index)}"
     for ours, value in present.items():
         limits.count(place, f"'{COUNTER_FIELDS[ours]}'", value, TAKE_AGAIN)
-    counts = LegCounts(**present)
+    counts = Counts(**present)
     limits.check_accepted(
         place,
         ((f"'{COUNTER_FIELDS['proposed']}'", counts.proposed),

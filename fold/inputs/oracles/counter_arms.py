@@ -112,7 +112,7 @@ def _read_record(
         wanted = "an object of counters or a Prometheus text string"
         raise limits.WrongKind(mwhere, "", metrics, wanted, "give the counters as scraped")
     if set(metrics) >= {"before", "after"} and not counters.mentions(metrics, prefix):
-        halves: list[tuple[Scrape | None, counters.Counts | None]] = []
+        halves: list[tuple[Scrape | None, counters.CounterValues | None]] = []
         for half in ("before", "after"):
             value = metrics[half]
             hwhere = f"{mwhere}.{half}"

@@ -36,7 +36,7 @@ def exact(_sample: Sample) -> float:
 
 
 @dataclass
-class Counts:
+class CounterValues:
     """Counter values by base name; ``None`` = present but not recorded (a ``null``)."""
 
     values: dict[str, int | list[int] | None] = field(default_factory=dict)
@@ -81,9 +81,9 @@ def positions_to_list(by_pos: Mapping[int, int], where: str) -> list[int]:
     return [by_pos[i] for i in range(len(by_pos))]
 
 
-def from_mapping(mapping: Mapping[str, Any], prefix: str, where: str) -> Counts:
+def from_mapping(mapping: Mapping[str, Any], prefix: str, where: str) -> CounterValues:
     """``{"vllm:spec_decode_num_drafts": 310, ...}`` (``get_metrics()`` names or ``_total``)."""
-    counts = Counts()
+    counts = CounterValues()
     for key, value in mapping.items():
         base = base_name(key, prefix) if isinstance(key, str) else None
         if base is None:
@@ -103,7 +103,7 @@ def from_mapping(mapping: Mapping[str, Any], prefix: str, where: str) -> Counts:
     return counts
 
 
-def delta(before: Counts, after: Counts, where: str) -> Counts:
+def delta(before: CounterValues, after: CounterValues, where: str) -> CounterValues:
     """``after - before`` per counter; a counter only in ``after`` counts from 0."""
     only_before = sorted(before.names[b] for b in set(before.values) - set(after.values))
     if only_before:
@@ -111,7 +111,7 @@ def delta(before: Counts, after: Counts, where: str) -> Counts:
             f"{where}: {', '.join(only_before)} are in the before snapshot but not after: the "
             "snapshots come from different servers; take both from one"
         )
-    out = Counts(names=dict(after.names))
+    out = CounterValues(names=dict(after.names))
     for base, after_value in after.values.items():
         before_value = before.values.get(base, 0 if not isinstance(after_value, list) else [])
         name = after.names[base]
@@ -151,7 +151,7 @@ def refuse_decrease(where: str, name: str, before: float, after: float) -> None:
 
 def from_scrapes(
     scrapes: Sequence[Scrape], prefix: str, where: str, bound: Bound = exact
-) -> Counts:
+) -> CounterValues:
     """One scrape's counters, or the difference of two, series by series then summed.
 
     Series of one counter with other labels (``engine="0"``, ``engine="1"``) are summed; per
@@ -160,7 +160,7 @@ def from_scrapes(
     """
     after = _series(scrapes[-1], prefix)
     before = _series(scrapes[0], prefix) if len(scrapes) == 2 else {}
-    counts = Counts()
+    counts = CounterValues()
     missing = [key for key in after if len(scrapes) == 2 and key not in before]
     gone = [key for key in before if key not in after]
     if gone:
@@ -257,7 +257,7 @@ def _whole(sample: Sample, where: str) -> int:
 def figures(
     name: str,
     kind: str,
-    counts: Counts,
+    counts: CounterValues,
     how: str,
     where: str,
     *,
