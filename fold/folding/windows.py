@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from fold.inputs.acceptance import Counts
@@ -63,13 +64,9 @@ def window_pools(windows: Sequence[Mapping[str, Any] | Counts], most: int) -> tu
     """At most ``most`` pools of consecutive windows, as even in size as their count allows,
     each with its summed counts: a pool's rate is still an exact ratio of sums, so a collapse
     stays a dip instead of being sampled away."""
-    groups = min(most, len(windows))
-    return tuple(
-        Counts.total(
-            map(
-                Counts.of,
-                windows[group * len(windows) // groups : (group + 1) * len(windows) // groups],
-            )
-        )
-        for group in range(groups)
-    )
+    parts = [window if isinstance(window, Counts) else Counts.of(window) for window in windows]
+    groups = min(most, len(parts))
+    if not groups:
+        return ()
+    edges = [group * len(parts) // groups for group in range(groups + 1)]
+    return tuple(Counts.total(parts[start:end]) for start, end in pairwise(edges))
