@@ -75,15 +75,14 @@ def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
         sums = native.position_sums(step_times["t_ns"], step_times["tokens"], chosen).cast(
             {"request": pl.UInt32, **SUMS_SCHEMA}
         )
-        return _keyed(sums, step_times.select(REQUEST_KEY).with_row_index("request"))
-    times = step_times.filter(pl.col("leg").is_in(list(legs))).with_row_index("request")
-    return _keyed(_reference_sums(times), times)
+        return _keyed(sums, step_times)
+    return reference_bucket_sums(step_times, legs)
 
 
 def reference_bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
     """``bucket_sums`` in numpy over flat arrays, whole requests a pass."""
-    times = step_times.filter(pl.col("leg").is_in(list(legs))).with_row_index("request")
-    return _keyed(_reference_sums(times), times)
+    times = step_times.with_row_index("request").filter(pl.col("leg").is_in(list(legs)))
+    return _keyed(_reference_sums(times), step_times)
 
 
 def _reference_sums(times: pl.DataFrame) -> pl.DataFrame:
@@ -101,9 +100,11 @@ def _reference_sums(times: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
-def _keyed(sums: pl.DataFrame, times: pl.DataFrame) -> pl.DataFrame:
-    """The sums with each request's key (``REQUEST_KEY``) in place of its row."""
-    return sums.join(times.select("request", *REQUEST_KEY), on="request").drop("request")
+def _keyed(sums: pl.DataFrame, step_times: pl.DataFrame) -> pl.DataFrame:
+    """The sums with each request's key (``REQUEST_KEY``) beside its row in ``step_times``
+    (``request``), taken by row: no join."""
+    keys = step_times.select(REQUEST_KEY)[sums["request"].to_numpy()]
+    return pl.concat([keys, sums], how="horizontal")
 
 
 SUMS_SCHEMA = {"bucket": pl.Int64, "steps": pl.Int64, "proposed": pl.Int64, "accepted": pl.Int64}
@@ -279,23 +280,18 @@ def _bucket_replicates(
     figures pair resample by resample."""
     if not resamples:
         return None
-    requests = (
-        step_times.select(REQUEST_KEY)  # the keys only: the lines' lists are not copied
-        .filter(pl.col("leg").is_in(list(legs)))
-        .unique()
-        .sort(REQUEST_KEY, nulls_last=False)
-        .with_row_index("row")
-    )
-    placed = per_request.join(requests, on=REQUEST_KEY, nulls_equal=True)
+    # The legs' requests in key order, the bootstrap's: step_times holds a row per request,
+    # sorted by REQUEST_KEY (``PartialFold.step_times``), so its rows are that order already.
+    chosen = np.flatnonzero(step_times["leg"].is_in(list(legs)).fill_null(False).to_numpy())
     dense = {
-        name: np.zeros((count, requests.height), dtype=np.int64)
+        name: np.zeros((count, chosen.size), dtype=np.int64)
         for name in ("steps", "proposed", "accepted")
     }
-    bucket = placed["bucket"].to_numpy()
-    row = placed["row"].to_numpy().astype(np.int64)
+    bucket = per_request["bucket"].to_numpy()
+    row = np.searchsorted(chosen, per_request["request"].to_numpy().astype(np.int64))
     for name, values in dense.items():
-        values[bucket, row] = placed[name].to_numpy()
-    legs_of_rows = requests["leg"].to_numpy()
+        values[bucket, row] = per_request[name].to_numpy()
+    legs_of_rows = step_times["leg"].to_numpy()[chosen]
     arm = []
     for leg in legs:
         span = np.flatnonzero(legs_of_rows == leg)
