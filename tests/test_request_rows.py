@@ -116,3 +116,58 @@ def test_a_legs_plain_form_carries_its_rows():
     rows = [dict(row) | {"cadence": dict(row["cadence"])} for row in leg["requests"]]
     assert plain(leg)["requests"] == rows == leg.to_json()["requests"]
     assert len(rows) == 3 and dumps(leg)  # the leg writes as JSON, its requests in it
+
+
+# ----------------------------------------------------------------------------------------------
+# The cadence and the durations put beside the rows: in place when their rows are the table's,
+# by a left join otherwise; both give the same table
+# ----------------------------------------------------------------------------------------------
+
+
+def _cadence_of(requests: pl.DataFrame, seed: int) -> pl.DataFrame:
+    from fold.folding.cadence import RAW_SCHEMA
+
+    n = requests.height
+    return requests.select(REQUEST_KEY).with_columns(
+        pl.Series(name, [(i * 7919 + seed * 31 + k) % 1000 for i in range(n)]).cast(dtype)
+        for k, (name, dtype) in enumerate(RAW_SCHEMA.items())
+    )
+
+
+@given(
+    st.lists(request, max_size=30, unique_by=lambda r: (r[0], r[1] if r[2] is None else r[2])),
+    st.integers(0, 100),
+    st.randoms(use_true_random=False),
+)
+@settings(max_examples=60)
+def test_the_cadence_and_durations_land_on_their_own_rows_whatever_their_order(rows, seed, rng):
+    requests = pl.DataFrame([(0, *row) for row in rows], schema=REQUESTS, orient="row").sort(
+        REQUEST_KEY
+    )
+    cadence = _cadence_of(requests, seed)
+    kept = [i for i in range(requests.height) if rng.random() < 0.5]
+    durations = requests.select(REQUEST_KEY)[kept].with_columns(
+        pl.lit(i, dtype=pl.Int64).alias(name) for i, name in enumerate(DURATIONS, 1)
+    )
+    aligned = request_tables(requests, cadence, durations)
+    order = list(range(cadence.height))
+    rng.shuffle(order)
+    shuffled = request_tables(requests, cadence[order], durations[::-1])
+    fewer = request_tables(requests, cadence[kept], durations)
+    assert aligned.keys() == shuffled.keys() == fewer.keys()
+    for leg, found in aligned.items():
+        assert found == shuffled[leg]
+        # by hand: each row's cadence is the one made for its key; durations only where kept
+        table = found._table
+        assert table["intervals"].to_list() == cadence["intervals"].to_list()
+        assert table["interval_max_ns"].to_list() == cadence["max_ns"].to_list()
+        assert table["draft_ns"].to_list() == [
+            4 if i in kept else None for i in range(requests.height)
+        ]
+        missing = fewer[leg]._table
+        assert missing["intervals"].to_list() == [
+            cadence["intervals"][i] if i in kept else 0 for i in range(requests.height)
+        ]
+        assert missing["interval_max_ns"].to_list() == [
+            cadence["max_ns"][i] if i in kept else None for i in range(requests.height)
+        ]

@@ -115,25 +115,17 @@ def request_tables(
     if cadence is None:
         table = table.with_columns(pl.lit(False).alias("timed"))
     else:
-        table = table.join(
-            cadence.rename({"lines": "cadence_lines"}),
-            on=REQUEST_KEY,
-            how="left",
-            nulls_equal=True,
-            maintain_order="left",
-        ).with_columns(
+        table = _beside(table, cadence.rename({"lines": "cadence_lines"})).with_columns(
             pl.lit(True).alias("timed"),
             # A request the cadence did not see has no line and no interval in the window.
             pl.col("cadence_lines", "intervals").fill_null(0),
         )
     table = table.rename({k: v for k, v in _FROM_CADENCE.items() if k in table.columns})
-    table = table.join(
-        durations, on=REQUEST_KEY, how="left", nulls_equal=True, maintain_order="left"
-    )
+    # A column no table brought is null, as a left join with no match makes it (below).
+    if durations.height:
+        table = _beside(table, durations)
     if draft_positions is not None:
-        table = table.join(
-            draft_positions, on=REQUEST_KEY, how="left", nulls_equal=True, maintain_order="left"
-        )
+        table = _beside(table, draft_positions)
     whole = table.select(
         "leg",
         *(
@@ -151,6 +143,16 @@ def request_tables(
         tables[leg] = RequestRows(whole.slice(start, count).drop("leg"))
         start += count
     return tables
+
+
+def _beside(table: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
+    """``other``'s columns beside ``table``'s rows by ``REQUEST_KEY``, null where it has no
+    row (a left join). Most often ``other`` has the very rows of ``table`` in its order (the
+    cadence of every request, from step_times' rows): then its columns are put beside as they
+    are, which a join over 10^6 requests takes ten times longer to find out."""
+    if other.select(REQUEST_KEY).equals(table.select(REQUEST_KEY)):
+        return table.hstack(other.drop(REQUEST_KEY))
+    return table.join(other, on=REQUEST_KEY, how="left", nulls_equal=True, maintain_order="left")
 
 
 class RequestRows(Sequence[Mapping[str, Any]]):
