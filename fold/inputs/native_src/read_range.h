@@ -197,11 +197,20 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
 // in that order; the entries stay where they are (the lines' request places point at them).
 inline std::vector<std::uint32_t> request_order(const std::vector<Table<Request>::Entry>& entries,
                                                 const std::vector<std::string>& seq_ids) {
-  std::vector<std::uint32_t> order(entries.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
-  std::sort(order.begin(), order.end(), [&](std::uint32_t i, std::uint32_t j) {
-    const Key& x = entries[i].key;
-    const Key& y = entries[j].key;
+  // The keys copied beside their places and sorted there: an entry holds all of a request's
+  // sums, and a comparison reaching into 10^6 of them at random missed the cache (half of the
+  // sort's 0.2 s for a load test's requests).
+  struct Sorted {
+    Key key;
+    std::uint32_t place;
+  };
+  std::vector<Sorted> keys(entries.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = Sorted{entries[i].key, static_cast<std::uint32_t>(i)};
+  }
+  std::sort(keys.begin(), keys.end(), [&](const Sorted& left, const Sorted& right) {
+    const Key& x = left.key;
+    const Key& y = right.key;
     bool x_out = x.c < 0, y_out = y.c < 0;
     if (x_out != y_out) return y_out;
     if (x.c != y.c) return x.c < y.c;
@@ -212,6 +221,8 @@ inline std::vector<std::uint32_t> request_order(const std::vector<Table<Request>
     }
     return x.b < y.b;
   });
+  std::vector<std::uint32_t> order(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].place;
   return order;
 }
 
