@@ -11,11 +11,11 @@ from typing import Any
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from native_switch import native_switch
 from strategies import ONE_SECOND_LEG as LEG
-from strategies import canonical_line, leg_bounds_ns
+from strategies import canonical_line, fold_cases, leg_bounds_ns
 
 from fold.api import LogFold
 from fold.inputs.arm import arm_from_document
@@ -593,3 +593,88 @@ def test_the_long_requests_alone_tell_a_fall_within_requests_from_a_mix(tmp_path
         and "tokens 0-128: 75.0%, tokens 128-256: 75.0%, tokens 256-512: 25.0%" in found
         for found in lines
     )
+
+
+# -- the means' draws made in the positions' pass ------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=fold_cases(), native=st.booleans())
+def test_the_means_drawn_beside_the_positions_are_the_means_drawn_alone(
+    tmp_path_factory, case, native
+):
+    """The fold draws the per-request means' resamples in the positions' pass; drawn on their
+    own, over the legs' request tables, they give the very same intervals."""
+    from fold.errors import InputError, RefusedError
+    from fold.folding import per_request as module
+    from fold.folding.log_fold import fold_acceptance
+
+    log = tmp_path_factory.mktemp("means") / "steps.jsonl"
+    log.write_bytes(case.log.data())
+    used: list[bool] = []
+    made_from = module.MeanDraws.made_from
+
+    def watched(self, *args):
+        used.append(made_from(self, *args))
+        return used[-1]
+
+    try:
+        module.MeanDraws.made_from = watched  # type: ignore[method-assign]
+        with native_switch(native):
+            document = fold_acceptance(
+                arm_from_document(case.document),
+                [str(log)],
+                predicate=case.predicate.sql,
+                skip_bad_lines=case.skip_bad_lines,
+                block_bytes=case.block_bytes,
+                resamples=40,
+                seed=11,
+            )
+    except (InputError, RefusedError):
+        return
+    finally:
+        module.MeanDraws.made_from = made_from  # type: ignore[method-assign]
+    warm = document.warm
+    if warm["per_request"] is None:
+        return
+    legs = {leg["index"]: leg for leg in document.legs}
+    alone = module.per_request([(i, legs[i]["requests"]) for i in warm["legs"]], warm, 40, 11)
+    assert alone is not None
+    shown = dict(warm["per_request"]["per_request_mean"])
+    assert {k: list(v) if isinstance(v, tuple) else v for k, v in shown.items()} == alone[
+        "per_request_mean"
+    ]
+    event(f"drawn beside the positions: {used}")
+
+
+def test_draws_are_taken_only_for_the_requests_they_were_made_from():
+    import numpy as np
+
+    from fold.folding.per_request import MeanDraws, _means, mean_columns
+    from fold.folding.uncertainty import resampled_sums
+    from fold.inputs.leg_sums import Leg
+
+    counts = [
+        {"steps": np.array([3, 5, 2]), "proposed": np.array([12, 20, 8]),
+         "accepted": np.array([6, 11, 1])},
+        {"steps": np.array([4, 1]), "proposed": np.array([16, 4]),
+         "accepted": np.array([16, 0])},
+    ]  # fmt: skip
+    fresh = _means(counts, 50, 3)
+    sums = resampled_sums([Leg(requests=c) for c in mean_columns(counts)], 50, 3)
+    assert sums is not None
+    assert _means(counts, 50, 3, MeanDraws(tuple(counts), 50, 3, sums)) == fresh
+    # sums that are not these requests' draws: taken when the counts match (the path is
+    # live), never when anything they were made from differs
+    wrong = {name: values[::-1] * 0 + values.max() for name, values in sums.items()}
+    assert _means(counts, 50, 3, MeanDraws(tuple(counts), 50, 3, wrong)) != fresh
+    other = [dict(counts[0]), counts[1]]
+    other[0]["accepted"] = np.array([6, 11, 2])
+    for drawn in (
+        MeanDraws(tuple(other), 50, 3, wrong),
+        MeanDraws(tuple(counts), 49, 3, wrong),
+        MeanDraws(tuple(counts), 50, 4, wrong),
+        MeanDraws(tuple(counts[:1]), 50, 3, wrong),
+    ):
+        assert not drawn.made_from(counts, 50, 3)
+        assert _means(counts, 50, 3, drawn) == fresh

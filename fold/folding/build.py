@@ -125,6 +125,7 @@ def build_result(
             lines.positions,
             resamples,
             seed,
+            lines.mean_draws,
         )
         split = NO_SPLIT
         if timed:

@@ -19,6 +19,7 @@ import polars as pl
 
 from fold.folding import native
 from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK
+from fold.folding.per_request import MEAN_COLUMNS, MeanDraws, mean_columns
 from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
 from fold.inputs import acceptance
 from fold.inputs.leg_sums import Leg
@@ -159,12 +160,14 @@ def fold_positions(
     resamples: int,
     seed: int,
     position: str = POSITION,
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, MeanDraws | None]:
     """The figures by output position of ``legs`` from a partial fold's ``step_times``; None
     without lines in order (None) or without a drafted step. ``position`` says what a step's
-    position counts (``ORACLE_POSITION`` for an oracle's recorded steps)."""
+    position counts (``ORACLE_POSITION`` for an oracle's recorded steps). Beside them, the
+    per-request means' resampled sums of the same requests (``fold.folding.per_request``),
+    drawn in the same pass: the two bootstraps draw the very same requests."""
     if step_times is None:
-        return None
+        return None, None
     return by_output_position(
         bucket_sums(step_times, legs), step_times, legs, resamples, seed, position
     )
@@ -177,12 +180,13 @@ def by_output_position(
     resamples: int,
     seed: int,
     position: str = POSITION,
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, MeanDraws | None]:
     """The figures by output position of ``legs`` (their order is the bootstrap's) from
-    ``bucket_sums`` over them or more legs, or None when the legs have no drafted step."""
+    ``bucket_sums`` over them or more legs, or None when the legs have no drafted step; and
+    the per-request means' draws made beside them (``fold_positions``)."""
     per_request = sums.filter(pl.col("leg").is_in(list(legs)))
     if per_request.height == 0:
-        return None
+        return None, None
     count = int(per_request["bucket"].max()) + 1
     totals = (
         per_request.group_by("bucket")
@@ -193,7 +197,7 @@ def by_output_position(
         .sort("bucket")
     )
     found = {row["bucket"]: row for row in totals.iter_rows(named=True)}
-    replicates = _bucket_replicates(step_times, per_request, legs, count, resamples, seed)
+    replicates, means = _bucket_replicates(step_times, per_request, legs, count, resamples, seed)
     lows = edges(count + 1)
     buckets = []
     for bucket in range(count):
@@ -229,7 +233,7 @@ def by_output_position(
         "caveat": caveat,
         "caveat_text": None if caveat is None else CAVEAT_TEXT[caveat],
         "long_requests": _long_requests(per_request, count),
-    }
+    }, means
 
 
 def _long_requests(per_request: pl.DataFrame, count: int) -> dict[str, Any] | None:
@@ -274,12 +278,14 @@ def _bucket_replicates(
     count: int,
     resamples: int,
     seed: int,
-) -> list[Replicates] | None:
+) -> tuple[list[Replicates] | None, MeanDraws | None]:
     """Each bucket's A/P and 1 + A/S in every resample, all buckets from one set of draws
     over the legs and their requests (the project's two-stage bootstrap): the buckets'
-    figures pair resample by resample."""
+    figures pair resample by resample. The per-request means' columns of the same requests
+    are summed in the same pass (``MeanDraws``): a second bootstrap over 10^6 requests drew
+    them all again."""
     if not resamples:
-        return None
+        return None, None
     # The legs' requests in key order, the bootstrap's: step_times holds a row per request,
     # sorted by REQUEST_KEY (``PartialFold.step_times``), so its rows are that order already.
     chosen = np.flatnonzero(step_times["leg"].is_in(list(legs)).fill_null(False).to_numpy())
@@ -292,21 +298,31 @@ def _bucket_replicates(
     for name, values in dense.items():
         values[bucket, row] = per_request[name].to_numpy()
     legs_of_rows = step_times["leg"].to_numpy()[chosen]
-    arm = []
-    for leg in legs:
-        span = np.flatnonzero(legs_of_rows == leg)
-        arm.append(
-            Leg(
-                requests={
-                    f"{name} {b}": values[b, span]
-                    for name, values in dense.items()
-                    for b in range(count)
-                }
-            )
+    spans = [np.flatnonzero(legs_of_rows == leg) for leg in legs]
+    # A request's S, P and A are its drafted lines', summed over its buckets.
+    counts = tuple(
+        {name: values[:, span].sum(axis=0) for name, values in dense.items()} for span in spans
+    )
+    arm = [
+        Leg(
+            requests={
+                f"{name} {b}": values[b, span]
+                for name, values in dense.items()
+                for b in range(count)
+            }
+            | means
         )
+        for span, means in zip(spans, mean_columns(counts), strict=True)
+    ]
     sums = resampled_sums(arm, resamples, seed)
+    drawn = MeanDraws(
+        counts,
+        resamples,
+        seed,
+        None if sums is None else {name: sums[name] for name in MEAN_COLUMNS},
+    )
     if sums is None:
-        return None
+        return None, drawn
     return [
         Replicates(
             resamples,
@@ -316,7 +332,7 @@ def _bucket_replicates(
             },
         )
         for b in range(count)
-    ]
+    ], drawn
 
 
 def _slope(

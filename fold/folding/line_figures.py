@@ -22,6 +22,7 @@ import polars as pl
 
 from fold.folding.by_position import fold_positions
 from fold.folding.cadence import Cadence, fold_cadence
+from fold.folding.per_request import MeanDraws
 from fold.folding.request_positions import request_positions
 from fold.folding.step_lengths import StepTimes, step_time_by_length
 
@@ -38,6 +39,8 @@ class LineFigures:
     """The warm legs' step time per draft length; None where the steps have no times."""
     draft_positions: pl.DataFrame | None = None
     """Each request's steps by draft position (``request_positions``), when asked for."""
+    mean_draws: MeanDraws | None = None
+    """The warm requests' per-request means resampled in the positions' pass (``MeanDraws``)."""
 
 
 def line_figures(
@@ -67,4 +70,5 @@ def line_figures(
         positions = pool.submit(fold_positions, step_times, warm_legs, resamples, seed, position)
         lengths = None if no_times is not None else step_time_by_length(step_times, warm_legs)
         by_request = request_positions(step_times) if draft_positions else None
-        return LineFigures(cadence.result(), positions.result(), lengths, by_request)
+        by_position, means = positions.result()
+        return LineFigures(cadence.result(), by_position, lengths, by_request, means)

@@ -10,7 +10,7 @@ means, the spread or the lowest. Definitions: ``docs/per-request.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -34,10 +34,12 @@ def per_request(
     pooled: Named,
     resamples: int,
     seed: int,
+    drawn: MeanDraws | None = None,
 ) -> dict[str, Any] | None:
     """The per-request figures of ``legs`` (each a leg index and its requests' table, read by
     column); ``pooled`` holds the fold's own pooled figures and intervals (``accept_rate``,
-    ``accept_rate_ci``, ...), shown as they are. None when the legs have no request."""
+    ``accept_rate_ci``, ...), shown as they are. None when the legs have no request.
+    ``drawn``: the means' resampled sums, if drawn already (``MeanDraws``)."""
     columns = [
         {name: requests.column(name).astype(np.int64) for name in _COUNTS} for _, requests in legs
     ]
@@ -54,7 +56,7 @@ def per_request(
     drafted = np.flatnonzero(proposed > 0)
     rates = accepted[drafted] / proposed[drafted]
     lengths = 1 + accepted[drafted] / steps[drafted]
-    mean_rate, mean_length = _means(columns, resamples, seed)
+    mean_rate, mean_length = _means(columns, resamples, seed, drawn)
     # Only requests at or below the LOWEST_SHOWN-th lowest A/P can be among the lowest: the
     # full order's first ones are the first of theirs, sorted by the whole key.
     candidates = np.arange(len(drafted))
@@ -141,42 +143,87 @@ def _spread(values: np.ndarray) -> dict[str, float] | None:
     }
 
 
-def _means(
-    legs: Sequence[Mapping[str, np.ndarray]], resamples: int, seed: int
-) -> tuple[list[float] | None, list[float] | None]:
-    """The per-request means' 95% intervals from the project's two-stage bootstrap
-    (``resampled_sums``): a mean of per-request ratios is a ratio of sums, each request's
-    ratio over a count of 1 (0 over 0 for a request without drafts)."""
-    if not resamples:
-        return None, None
+MEAN_COLUMNS = ("rate", "length", "counted")
+"""The per-request columns whose resampled sums give the means' intervals."""
+
+
+def mean_columns(counts: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """Each leg's ``MEAN_COLUMNS`` from its requests' S, P and A (``counts``, a leg each): a
+    mean of per-request ratios is a ratio of sums, each request's ratio over a count of 1 (0
+    over 0 for a request without drafts)."""
     # Ratios in integer units of 1/2^32 (A/P <= 1) and 1/2^24 (A/S <= 2^16): the extension
     # draws and sums integer columns in one pass, several times faster than floats, and the
     # rounding moves a mean by under 1e-7. Floats where the sums could pass 2^62.
-    scales = (2.0**32, 2.0**24)
-    exact = sum(len(counts["steps"]) for counts in legs) * 2**40 < 2**62
-    arm = []
-    for counts in legs:
-        drafted = counts["proposed"] > 0
-        accepted = counts["accepted"].astype(np.float64)
-        proposed = np.maximum(counts["proposed"], 1).astype(np.float64)
-        steps = np.maximum(counts["steps"], 1).astype(np.float64)
-        arm.append(
-            Leg(
-                requests={
-                    name: np.rint(values * scale).astype(np.int64) if exact else values * scale
-                    for name, values, scale in (
-                        ("rate", np.where(drafted, accepted / proposed, 0.0), scales[0]),
-                        ("length", np.where(drafted, accepted / steps, 0.0), scales[1]),
-                    )
-                }
-                | {"counted": drafted.astype(np.int64)}
+    exact = sum(len(found["steps"]) for found in counts) * 2**40 < 2**62
+    columns = []
+    for found in counts:
+        drafted = found["proposed"] > 0
+        accepted = found["accepted"].astype(np.float64)
+        proposed = np.maximum(found["proposed"], 1).astype(np.float64)
+        steps = np.maximum(found["steps"], 1).astype(np.float64)
+        columns.append(
+            {
+                name: np.rint(values * scale).astype(np.int64) if exact else values * scale
+                for name, values, scale in (
+                    ("rate", np.where(drafted, accepted / proposed, 0.0), _SCALES[0]),
+                    ("length", np.where(drafted, accepted / steps, 0.0), _SCALES[1]),
+                )
+            }
+            | {"counted": drafted.astype(np.int64)}
+        )
+    return columns
+
+
+_SCALES = (2.0**32, 2.0**24)
+
+
+@dataclass(frozen=True)
+class MeanDraws:
+    """The means' columns' resampled sums, drawn in one pass with the columns of the figures
+    by output position (the same legs, requests and seed, so the very same draws), and what
+    they were made from: taken only for those very requests, resamples and seed."""
+
+    counts: tuple[Mapping[str, np.ndarray], ...]
+    """Per leg, its requests' S, P and A in the bootstrap's order."""
+    resamples: int
+    seed: int
+    sums: Mapping[str, np.ndarray] | None
+    """``MEAN_COLUMNS``' sums in every resample (None: too few requests to resample)."""
+
+    def made_from(
+        self, counts: Sequence[Mapping[str, np.ndarray]], resamples: int, seed: int
+    ) -> bool:
+        return (
+            (self.resamples, self.seed) == (resamples, seed)
+            and len(self.counts) == len(counts)
+            and all(
+                np.array_equal(mine[name], theirs[name])
+                for mine, theirs in zip(self.counts, counts, strict=True)
+                for name in _COUNTS
             )
         )
-    sums = resampled_sums(arm, resamples, seed)
+
+
+def _means(
+    legs: Sequence[Mapping[str, np.ndarray]],
+    resamples: int,
+    seed: int,
+    drawn: MeanDraws | None = None,
+) -> tuple[list[float] | None, list[float] | None]:
+    """The per-request means' 95% intervals from the project's two-stage bootstrap
+    (``resampled_sums``), or from ``drawn`` when its draws were made from these very
+    requests."""
+    if not resamples:
+        return None, None
+    if drawn is not None and drawn.made_from(legs, resamples, seed):
+        sums = drawn.sums
+    else:
+        arm = [Leg(requests=columns) for columns in mean_columns(legs)]
+        sums = resampled_sums(arm, resamples, seed)
     if sums is None:
         return None, None
-    rate = percentile_interval(ratio(sums["rate"] / scales[0], sums["counted"]))
-    length = percentile_interval(1 + ratio(sums["length"] / scales[1], sums["counted"]))
+    rate = percentile_interval(ratio(sums["rate"] / _SCALES[0], sums["counted"]))
+    length = percentile_interval(1 + ratio(sums["length"] / _SCALES[1], sums["counted"]))
     return (
         None if rate is None else [rate[0], rate[1]],
         None if length is None else [length[0], length[1]],
@@ -189,12 +236,14 @@ def with_request_figures(
     positions: Mapping[str, Any] | None,
     resamples: int,
     seed: int,
+    drawn: MeanDraws | None = None,
 ) -> PooledFigures:
     """``fold`` with its figures per request, from the legs' drafts (``index`` and
-    ``requests``), and by output position (``fold.folding.by_position.fold_positions``)."""
+    ``requests``), and by output position (``fold.folding.by_position.fold_positions``, and
+    the means' draws it made beside its own, ``drawn``)."""
     by_index = {leg["index"]: leg for leg in legs}
     chosen = [(index, by_index[index]["requests"]) for index in fold.legs]
-    spread = per_request(chosen, fold, resamples, seed)
+    spread = per_request(chosen, fold, resamples, seed, drawn)
     return replace(
         fold,
         per_request=None if spread is None else frozen(spread),
