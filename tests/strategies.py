@@ -215,6 +215,12 @@ def timestamps(draw: st.DrawFn, legs: list[dict[str, Any]]) -> int:
     return last + draw(st.integers(1, 10**9))
 
 
+STRING_IDS = ["a", "B", "", "é", "e\u0301", "日本", "\U0001f600", 'a"b', "0", "ab"]
+"""String request ids: unsigned byte order differs from code points and case (``"B" < "a"``,
+``"é"`` past ``"e\u0301"``), one needs an escape (a line the native pass defers), one is empty
+and one reads like a number."""
+
+
 def canonical_line(row: dict[str, Any]) -> bytes:
     """The writers' layout (FORMAT.md), built with the standard library's JSON encoder."""
     keys = ["v", "w", "n", "t_ns", "pid", "seq", "proposed", "accepted", "emitted", "draft_ns"]
@@ -312,12 +318,17 @@ def step_proposals(draw: st.DrawFn, extreme: int) -> st.SearchStrategy[int]:
 
 @st.composite
 def step_rows(
-    draw: st.DrawFn, legs: list[dict[str, Any]], *, seeded: bool = True
+    draw: st.DrawFn,
+    legs: list[dict[str, Any]],
+    *,
+    seeded: bool = True,
+    string_ids: bool = False,
 ) -> list[dict[str, Any]]:
     """Steps of 1-3 writers; each row's ``fate`` says whether it is written, lost or torn.
 
     ``seeded`` adds a step with a draft inside most legs, labelled with the leg's label, so that
-    warm legs usually have steps (the fold refuses a warm leg without one).
+    warm legs usually have steps (the fold refuses a warm leg without one). ``string_ids``
+    mixes string request ids (``STRING_IDS``) among the integer ones.
     """
     writer_ids = draw(
         st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=3, unique=True).map(
@@ -328,6 +339,7 @@ def step_rows(
     # One log in eight may hold counts at or past the cap on a step, or near 2^63 (refused
     # logs are drawn again by most properties, so they stay rare).
     extreme = int(draw(st.integers(0, 7)) == 0)
+    ids = st.integers(0, 4) | st.sampled_from(STRING_IDS) if string_ids else st.integers(0, 4)
     counters = dict.fromkeys(writer_ids, 0)
     # Most logs carry no durations (as every log before them); the others both on every line,
     # or each key on some lines only (a writer timing one part, or some forwards).
@@ -360,7 +372,7 @@ def step_rows(
             "n": counters[w],
             "t_ns": t_ns,
             "pid": pids[w],
-            "seq": draw(st.integers(0, 4)),
+            "seq": draw(ids),
             "proposed": proposed,
             "accepted": accepted,
             "emitted": emitted,
@@ -399,11 +411,12 @@ def step_logs(
     bad_lines: bool = False,
     seeded: bool = True,
     tears: bool = True,
+    string_ids: bool = False,
 ) -> StepLog:
     """A step log file over ``legs``: rows in any order, some in another writer's shape, lost
     lines (gaps in ``n``), torn fragments glued to the next line or left as a torn tail, and
     (with ``bad_lines``) lines that are not v1 steps."""
-    rows = draw(step_rows(legs, seeded=seeded))
+    rows = draw(step_rows(legs, seeded=seeded, string_ids=string_ids))
     rows = draw(st.permutations(rows))
     rng = random.Random(draw(st.integers(0, 2**32)))
     lines: list[bytes] = []
@@ -452,11 +465,17 @@ class FoldCase:
 
 
 @st.composite
-def fold_cases(draw: st.DrawFn, *, consistent: bool | None = True, tears: bool = True) -> FoldCase:
+def fold_cases(
+    draw: st.DrawFn,
+    *,
+    consistent: bool | None = True,
+    tears: bool = True,
+    string_ids: bool = False,
+) -> FoldCase:
     predicate = draw(st.sampled_from(PREDICATES))
     document = draw(arm_documents(predicate, consistent=consistent))
     skip = draw(st.booleans())
-    log = draw(step_logs(legs_of(document), bad_lines=skip, tears=tears))
+    log = draw(step_logs(legs_of(document), bad_lines=skip, tears=tears, string_ids=string_ids))
     return FoldCase(
         document=document,
         predicate=predicate,

@@ -38,10 +38,15 @@ def test_the_ratios_by_hand():
     assert found.mean_acceptance_length == 1 + 7 / 4 == 2.75
     assert (found["steps"], found["proposed"], found["accepted"]) == (4, 12, 7)
     assert found["accept_rate"] == 7 / 12
-    assert found["mean_acceptance_length"] == 2.75
     assert found.to_json() == {"steps": 4, "proposed": 12, "accepted": 7, "accept_rate": 7 / 12}
-    with pytest.raises(KeyError):
-        found["lines"]
+    # read by name it is its JSON, a read-only mapping (as a window was before it)
+    assert dict(found) == found.to_json()
+    assert list(found) == ["steps", "proposed", "accepted", "accept_rate"]
+    assert "steps" in found and "mean_acceptance_length" not in found and len(found) == 4
+    assert found.get("accept_rate") == 7 / 12 and found.get("lines") is None
+    for name in ("lines", "mean_acceptance_length"):
+        with pytest.raises(KeyError):
+            found[name]
 
 
 def test_no_steps_and_no_drafts_have_no_ratio():

@@ -21,6 +21,7 @@ from fold.folding.leg_figures import LegFigures, Named, PooledFigures, plain
 from fold.folding.result import ENGINE_TRACE, ORACLE_STEPS, STEP_LOG, FoldResult
 from fold.folding.uncertainty import Interval, ratio_replicates
 from fold.inputs import acceptance
+from fold.inputs.acceptance import Counts
 from fold.inputs.leg_sums import Leg
 from fold.inputs.oracles.request_steps import DETAILED, OracleSteps
 
@@ -143,17 +144,11 @@ def _window_shape(
     count = max((len(leg["windows"]) for leg in legs), default=0)
     for w in range(count):
         present = [leg["windows"][w] for leg in legs if len(leg["windows"]) > w]
-        steps = sum(window["steps"] for window in present)
-        proposed = sum(window["proposed"] for window in present)
-        accepted = sum(window["accepted"] for window in present)
         rows.append(
             {
                 "window": w,
                 "legs": len(present),
-                "steps": steps,
-                "proposed": proposed,
-                "accepted": accepted,
-                "accept_rate": acceptance.accept_rate(accepted, proposed),
+                **Counts.total(map(Counts.of, present)),
                 "accept_rate_ci": None,
             }
         )

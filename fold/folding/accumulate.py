@@ -175,7 +175,7 @@ class PartialFold:
     (``tokens``, ``packed_tokens``) in the same order. One row per request, the rows sorted by
     ``REQUEST_KEY`` (nulls first, as polars sorts): every path that makes or merges them does,
     and the bootstrap by output position takes its requests' order from the rows
-    (``tests/test_per_request.py`` holds every path to it)."""
+    (``tests/test_step_times_order.py`` holds every path to it)."""
     files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
     durations: pl.DataFrame = field(default_factory=lambda: _empty("durations"))
     """Per request in a leg that carried a duration on any line: ``DURATION_SUMS``. Empty

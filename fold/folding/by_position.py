@@ -21,7 +21,7 @@ from fold.folding import native
 from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK
 from fold.folding.per_request import MEAN_COLUMNS, MeanDraws, mean_columns
 from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
-from fold.inputs import acceptance
+from fold.inputs.acceptance import Counts
 from fold.inputs.leg_sums import Leg
 
 FIRST_EDGE = 128
@@ -202,20 +202,16 @@ def by_output_position(
     buckets = []
     for bucket in range(count):
         row = found.get(bucket, {"requests": 0, "steps": 0, "proposed": 0, "accepted": 0})
+        counts = Counts.of(row)
         drawn = replicates[bucket] if replicates else None
         buckets.append(
             {
                 "from": lows[bucket],
                 "to": lows[bucket + 1],
                 "requests": row["requests"],
-                "steps": row["steps"],
-                "proposed": row["proposed"],
-                "accepted": row["accepted"],
-                "accept_rate": acceptance.accept_rate(row["accepted"], row["proposed"]),
+                **counts,
                 "accept_rate_ci": _interval(drawn, "accept_rate"),
-                "mean_acceptance_length": acceptance.mean_acceptance_length(
-                    row["accepted"], row["steps"]
-                ),
+                "mean_acceptance_length": counts.mean_acceptance_length,
                 "mean_acceptance_length_ci": _interval(drawn, "mean_acceptance_length"),
             }
         )
@@ -254,15 +250,7 @@ def _long_requests(per_request: pl.DataFrame, count: int) -> dict[str, Any] | No
     }
     rates = []
     for bucket in range(min(count, last + 1)):
-        row = totals.get(bucket, {"steps": 0, "proposed": 0, "accepted": 0})
-        rates.append(
-            {
-                "steps": row["steps"],
-                "proposed": row["proposed"],
-                "accepted": row["accepted"],
-                "accept_rate": acceptance.accept_rate(row["accepted"], row["proposed"]),
-            }
-        )
+        rates.append(dict(Counts.of(totals.get(bucket, Counts(0, 0, 0)))))
     return {"requests": reached.height, "reach_bucket": last, "buckets": rates}
 
 

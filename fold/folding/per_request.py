@@ -18,7 +18,7 @@ import numpy as np
 from fold.folding.leg_figures import Named, PooledFigures, frozen
 from fold.folding.request_rows import RequestRows
 from fold.folding.uncertainty import percentile_interval, ratio, resampled_sums
-from fold.inputs import acceptance
+from fold.inputs.acceptance import Counts
 from fold.inputs.leg_sums import Leg
 
 LOWEST_SHOWN = 10
@@ -111,13 +111,8 @@ def per_request(
                 "leg": leg,
                 "w": w,
                 "seq": seq,
-                "steps": int(steps[at]),
-                "proposed": int(proposed[at]),
-                "accepted": int(accepted[at]),
-                "accept_rate": acceptance.accept_rate(int(accepted[at]), int(proposed[at])),
-                "mean_acceptance_length": acceptance.mean_acceptance_length(
-                    int(accepted[at]), int(steps[at])
-                ),
+                **(counts := Counts(int(steps[at]), int(proposed[at]), int(accepted[at]))),
+                "mean_acceptance_length": counts.mean_acceptance_length,
             }
             for at, leg, w, seq in lowest
         ],

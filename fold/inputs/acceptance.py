@@ -7,7 +7,7 @@ accepted, the bonus/correction token excluded. Every pooled figure is a ratio of
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +26,14 @@ def mean_acceptance_length(accepted: int, steps: int) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Counts:
+class Counts(Mapping[str, Any]):
     """S, P and A of some steps (a window, a request, a leg, a set of legs, a cut at another
     k), with the two ratios every figure takes from them: the one type that carries a count
-    triple, so no figure redeclares the counts or works a ratio out on its own."""
+    triple, so no figure redeclares the counts or works a ratio out on its own.
+
+    Read by name it is its JSON: a read-only mapping of ``steps``, ``proposed``, ``accepted``
+    and ``accept_rate`` (a window, a pool of windows); 1 + A/S is the attribute
+    ``mean_acceptance_length``, which a figure that shows it names beside these."""
 
     steps: int
     proposed: int
@@ -43,13 +47,16 @@ class Counts:
     def mean_acceptance_length(self) -> float | None:
         return mean_acceptance_length(self.accepted, self.steps)
 
-    _NAMES = ("steps", "proposed", "accepted", "accept_rate", "mean_acceptance_length")
-
     def __getitem__(self, name: str) -> Any:
-        """Read by name, as every figure is (``window["accept_rate"]``)."""
-        if name not in Counts._NAMES:
+        if name not in _COUNTS_JSON:
             raise KeyError(name)
         return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_COUNTS_JSON)
+
+    def __len__(self) -> int:
+        return len(_COUNTS_JSON)
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(
@@ -76,12 +83,10 @@ class Counts:
 
     def to_json(self) -> dict[str, Any]:
         """The counts and A/P: a window's or a pool's JSON."""
-        return {
-            "steps": self.steps,
-            "proposed": self.proposed,
-            "accepted": self.accepted,
-            "accept_rate": self.accept_rate,
-        }
+        return {name: getattr(self, name) for name in _COUNTS_JSON}
+
+
+_COUNTS_JSON = ("steps", "proposed", "accepted", "accept_rate")
 
 
 def completion_tokens_per_step(completion_tokens: int, steps: int) -> float | None:
