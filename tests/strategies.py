@@ -463,6 +463,20 @@ class FoldCase:
     def legs(self) -> list[dict[str, Any]]:
         return legs_of(self.document)
 
+    def fold(self, log: Any, **options: Any) -> Any:
+        """The case's log (written at ``log``) folded over its arm with its predicate, bad-line
+        rule and block size; ``options`` adds to or overrides ``fold_acceptance``'s."""
+        from fold.api import fold_acceptance
+        from fold.inputs.arm import arm_from_document
+
+        settings = {
+            "predicate": self.predicate.sql,
+            "skip_bad_lines": self.skip_bad_lines,
+            "block_bytes": self.block_bytes,
+            **options,
+        }
+        return fold_acceptance(arm_from_document(self.document), [str(log)], **settings)
+
 
 @st.composite
 def fold_cases(

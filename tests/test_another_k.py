@@ -35,7 +35,6 @@ from fold.folding.accumulate import SCHEMAS
 from fold.folding.another_k import MAX_CUT_K, another_k, cut_sums
 from fold.folding.step_lengths import reference_step_lengths, step_time_by_length
 from fold.inputs.acceptance import Counts
-from fold.inputs.arm import arm_from_document
 from fold.inputs.limits import MAX_STEP_TOKENS
 from fold.present.another_k import another_k_markdown
 from fold.present.charts import charts
@@ -304,14 +303,7 @@ def test_the_fold_equals_the_definition_over_the_lines(tmp_path_factory, case, n
         return
     try:
         with native_switch(native):
-            document = fold_acceptance(
-                arm_from_document(case.document),
-                [str(log)],
-                predicate=case.predicate.sql,
-                skip_bad_lines=case.skip_bad_lines,
-                block_bytes=case.block_bytes,
-                resamples=0,
-            ).to_json()
+            document = case.fold(log, resamples=0).to_json()
     except (InputError, RefusedError):
         return
     found = without_prose(document["warm"]["another_k"])

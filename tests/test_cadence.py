@@ -20,7 +20,7 @@ from fold.api import LogFold, fold_acceptance
 from fold.cli import main
 from fold.errors import InputError, RefusedError
 from fold.folding.uncertainty import decode_steps_per_s
-from fold.inputs.arm import arm_from_document, load_arm
+from fold.inputs.arm import load_arm
 from fold.present.cadence import cadence_view
 
 approx = pytest.approx
@@ -187,12 +187,7 @@ def test_cadence_invariants(case: FoldCase) -> None:
         path = Path(directory) / "steps.jsonl"
         path.write_bytes(case.log.data())
         try:
-            result = fold_acceptance(
-                arm_from_document(case.document),
-                [str(path)],
-                predicate=case.predicate.sql,
-                skip_bad_lines=case.skip_bad_lines,
-            )
+            result = case.fold(path)
         except (InputError, RefusedError):
             assume(False)
     for figures in result.legs:

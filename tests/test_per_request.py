@@ -607,7 +607,6 @@ def test_the_means_drawn_beside_the_positions_are_the_means_drawn_alone(
     own, over the legs' request tables, they give the very same intervals."""
     from fold.errors import InputError, RefusedError
     from fold.folding import per_request as module
-    from fold.folding.log_fold import fold_acceptance
 
     log = tmp_path_factory.mktemp("means") / "steps.jsonl"
     log.write_bytes(case.log.data())
@@ -621,15 +620,7 @@ def test_the_means_drawn_beside_the_positions_are_the_means_drawn_alone(
     try:
         module.MeanDraws.made_from = watched  # type: ignore[method-assign]
         with native_switch(native):
-            document = fold_acceptance(
-                arm_from_document(case.document),
-                [str(log)],
-                predicate=case.predicate.sql,
-                skip_bad_lines=case.skip_bad_lines,
-                block_bytes=case.block_bytes,
-                resamples=40,
-                seed=11,
-            )
+            document = case.fold(log, resamples=40, seed=11)
     except (InputError, RefusedError):
         return
     finally:
