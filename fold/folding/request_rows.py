@@ -115,7 +115,7 @@ def request_tables(
     if cadence is None:
         table = table.with_columns(pl.lit(False).alias("timed"))
     else:
-        table = _beside(table, cadence.rename({"lines": "cadence_lines"})).with_columns(
+        table = beside(table, cadence.rename({"lines": "cadence_lines"})).with_columns(
             pl.lit(True).alias("timed"),
             # A request the cadence did not see has no line and no interval in the window.
             pl.col("cadence_lines", "intervals").fill_null(0),
@@ -123,9 +123,9 @@ def request_tables(
     table = table.rename({k: v for k, v in _FROM_CADENCE.items() if k in table.columns})
     # A column no table brought is null, as a left join with no match makes it (below).
     if durations.height:
-        table = _beside(table, durations)
+        table = beside(table, durations)
     if draft_positions is not None:
-        table = _beside(table, draft_positions)
+        table = beside(table, draft_positions)
     whole = table.select(
         "leg",
         *(
@@ -145,7 +145,7 @@ def request_tables(
     return tables
 
 
-def _beside(table: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
+def beside(table: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     """``other``'s columns beside ``table``'s rows by ``REQUEST_KEY``, null where it has no
     row (a left join). Most often ``other`` has the very rows of ``table`` in its order (the
     cadence of every request, from step_times' rows): then its columns are put beside as they
