@@ -74,10 +74,6 @@ def test_a_total_is_the_sum_of_its_parts(parts):
         )
     total = Counts.total(parts)
     assert (total.steps, total.proposed, total.accepted) == (steps, proposed, accepted)
-    added = Counts(0, 0, 0)
-    for part in parts:
-        added = added + part
-    assert added == total
     # a pooled rate is the ratio of the sums, whatever the parts' own rates are
     if proposed:
         assert total.accept_rate == pytest.approx(float(Fraction(accepted, proposed)))
@@ -86,14 +82,14 @@ def test_a_total_is_the_sum_of_its_parts(parts):
 
 
 # A bin's steps each drafted at least one token: no drafts without a step.
-bins = st.lists(
+leg_bins = st.lists(
     st.tuples(st.integers(0, 50), st.integers(0, 8), st.integers(0, 8)).map(
         lambda b: (b[0], b[0] * b[1], b[0] * min(b[1], b[2]))
     )
 )
 
 
-@given(bins, st.integers(1, 40))
+@given(leg_bins, st.integers(1, 40))
 def test_windows_and_their_pools_read_alike_from_json(bins, window_steps):
     windows = windows_from_bins(bins, window_steps)
     # the windows keep every count of the bins

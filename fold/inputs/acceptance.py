@@ -58,13 +58,6 @@ class Counts(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(_COUNTS_JSON)
 
-    def __add__(self, other: Counts) -> Counts:
-        return Counts(
-            self.steps + other.steps,
-            self.proposed + other.proposed,
-            self.accepted + other.accepted,
-        )
-
     @classmethod
     def total(cls, parts: Iterable[Counts]) -> Counts:
         """The parts' sums (none: zeros): a pooled figure is a ratio of these, never a mean
