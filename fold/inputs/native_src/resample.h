@@ -40,6 +40,9 @@ void draw_and_sum(const std::int64_t* values, std::uint64_t requests, std::uint6
     std::uint64_t first = (first_row + row) * requests;
     for (std::uint64_t i = first; i < first + requests; ++i) {
       const std::int64_t* drawn = values + request_draw(key, i, requests) * kColumns;
+      // Unrolled, the sums stay in registers: at -O2 GCC kept them on the stack, and each
+      // draw's adds waited on the last draw's stores (1.8x slower at 5 columns).
+#pragma GCC unroll 8
       for (std::size_t column = 0; column < kColumns; ++column) {
         sums[column] += static_cast<std::uint64_t>(drawn[column]);
       }
