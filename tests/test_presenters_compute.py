@@ -93,12 +93,16 @@ names the exact expressions it holds, so a computation added inside a format is 
 
 GEOMETRY = "a chart's geometry: subplots per run or arm, a colour per arm, bar and box widths"
 PERCENT_AXIS = "a fraction drawn on a percent axis: 100 x"
+JSON_LAYOUT = "the JSON's indentation: two spaces a level of nesting"
 ROWS = "a table's rows and columns: their count, a 1-based label, the last row's rule"
 COUNTED = "the length of a list the document holds, shown as how many it lists"
 WORDS = "a word chosen by a figure's side of 0 or 1, or a count's plural"
 INLINE_PERCENT = "a fraction shown in percent or points inside a sentence: 100 x"
 
 PLACES: dict[tuple[str, str], tuple[str, set[str]]] = {
+    ("output.py", "_items_on_lines"): (JSON_LAYOUT, {"depth + 1"}),
+    ("output.py", "_flat_items"): (JSON_LAYOUT, {"depth + 1"}),
+    ("output.py", "_line_break"): (JSON_LAYOUT, {"b'\\n' + b'  ' * depth", "b'  ' * depth"}),
     ("another_k.py", "headers"): (ROWS, {
         "HEADERS + (TIMED if found['step_times'] is not None else ())"}),
     ("another_k.py", "another_k_chart.draw"): (GEOMETRY + ", ticks on at most 16 k'", {

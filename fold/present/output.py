@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,78 @@ import orjson
 
 from fold.errors import InputError
 from fold.folding.leg_figures import plain
+from fold.inputs.acceptance import Counts
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def dumps(document: Any) -> bytes:
-    """Every JSON file the command writes goes through here."""
+    """Every JSON file the command writes goes through here: indented, but an array of flat
+    objects (each value a scalar) has one object a line, written compactly."""
     return orjson.dumps(
-        document, default=plain, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+        _items_on_lines(document, 0),
+        default=plain,
+        option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE,
     )
+
+
+def _items_on_lines(value: Any, depth: int) -> Any:
+    """``value`` (at ``depth`` in the document) with each array of flat objects made
+    compact JSON of its own, an object a line, indented as orjson indents the rest.
+
+    A leg's windows (512 of them by default), its pools and its buckets are arrays of flat
+    objects: indented, each object took six lines and three times the bytes (50 legs'
+    windows made a document of 4.9 MB instead of 3.0). The JSON's content is the same: only
+    where the lines break changes."""
+    if isinstance(value, dict):
+        return {key: _items_on_lines(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        kinds = _value_types(value)
+        if kinds is not None and kinds.issubset(_SCALARS):
+            return orjson.Fragment(_flat_items(value, depth, str not in kinds))
+        if _SCALARS.issuperset(map(type, value)):
+            return value  # a scalar a line, as before
+        return [_items_on_lines(item, depth + 1) for item in value]
+    if isinstance(value, tuple) or (isinstance(value, Mapping) and not isinstance(value, Counts)):
+        return _items_on_lines(plain(value), depth)
+    return value
+
+
+def _value_types(items: list[Any]) -> set[type] | None:
+    """The types of the values of ``items`` when every item is an object (typed count
+    triples read as ints and floats), else None."""
+    kinds: set[type] = set()
+    keys: set[str] = set()
+    for item in items:
+        if type(item) is dict:
+            kinds.update(map(type, item.values()))
+            keys.update(item)
+        elif isinstance(item, Counts):
+            kinds.update((int, float, type(None)))
+        else:
+            return None
+    if any("}" in key for key in keys):
+        kinds.add(str)  # a key that could read as an object's end: written object by object
+    return kinds if items else None
+
+
+def _flat_items(items: list[Any], depth: int, numbers_only: bool) -> bytes:
+    """An array of flat objects at ``depth``: each object compact on a line of its own."""
+    inner = _line_break(depth + 1)
+    if numbers_only:
+        # No string value, and no key with a "}": "},{" can only be where one object ends and
+        # the next begins, so one orjson call writes them all (a call per object cost 30 ms
+        # for 50 legs' windows).
+        compact = orjson.dumps(items, default=plain)[1:-1]
+        body = compact.replace(b"},{", b"".join((b"},", inner, b"{")))
+    else:
+        body = b"".join((b",", inner)).join(orjson.dumps(item, default=plain) for item in items)
+    return b"".join((b"[", inner, body, _line_break(depth), b"]"))
+
+
+def _line_break(depth: int) -> bytes:
+    """A new line indented as orjson indents a value at ``depth``."""
+    return b"\n" + b"  " * depth
 
 
 def write_atomically(path: str | Path, data: bytes) -> None:

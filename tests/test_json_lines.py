@@ -1,0 +1,116 @@
+"""The one JSON writer (``fold.present.output.dumps``) puts each object of an array of flat
+objects on a line of its own: the content is what orjson writes indented, byte for byte as a
+second, simpler writer lays it out, and only the line breaks differ from plain indentation."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fold.folding.leg_figures import plain
+from fold.folding.log_fold import fold_acceptance
+from fold.inputs.acceptance import Counts
+from fold.present.output import dumps
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+INDENTED = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+
+
+def reference(document: Any) -> bytes:
+    """The same layout by a second route: each flat object of an array handed to orjson as a
+    fragment of its own compact JSON, and orjson left to indent everything around it."""
+
+    def flat(item: Any) -> bool:
+        if isinstance(item, Counts):
+            return True
+        return isinstance(item, dict) and all(
+            isinstance(value, (str, int, float, bool, type(None))) for value in item.values()
+        )
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: walk(item) for key, item in value.items()}
+        if isinstance(value, list):
+            if value and all(flat(item) for item in value):
+                return [orjson.Fragment(orjson.dumps(item, default=plain)) for item in value]
+            return [walk(item) for item in value]
+        return value
+
+    return orjson.dumps(walk(document), default=plain, option=INDENTED)
+
+
+# Keys and strings that look like JSON's own punctuation, or hold escapes and other scripts.
+text = st.one_of(
+    st.sampled_from(["", "}", "},{", "{", "]", "[", '"', "\\", "\n", "a},{b", 'wärm "b"']),
+    st.text(max_size=8),
+)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    text,
+)
+flat_objects = st.dictionaries(text, scalars, max_size=4)
+counts = st.builds(
+    lambda s, p, a: Counts(s, p, min(a, p)),
+    st.integers(0, 10**6),
+    st.integers(0, 10**6),
+    st.integers(0, 10**6),
+)
+documents = st.recursive(
+    scalars | st.lists(flat_objects, max_size=5) | st.lists(counts, max_size=3),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(documents)
+@settings(max_examples=400, deadline=None)
+def test_the_layout_is_the_simple_writers_and_the_content_orjsons(document: Any) -> None:
+    written = dumps(document)
+    assert written == reference(document)
+    assert orjson.loads(written) == orjson.loads(orjson.dumps(document, default=plain))
+    assert written.endswith(b"\n")
+
+
+@given(st.lists(flat_objects, min_size=1, max_size=6), st.integers(0, 4))
+@settings(max_examples=200, deadline=None)
+def test_each_flat_object_is_one_line_at_its_depth(objects: list[dict[str, Any]], depth: int):
+    document: Any = {"items": objects}
+    for level in range(depth):
+        document = {f"level {level}": document}
+    # Split at "\n" only: str.splitlines() also breaks at U+0085 and U+2028, which JSON
+    # strings may hold raw.
+    lines = dumps(document).decode().split("\n")
+    opening = next(i for i, line in enumerate(lines) if line.endswith('"items": ['))
+    pad = " " * (2 * (depth + 2))
+    for offset, item in enumerate(objects, start=1):
+        line = lines[opening + offset]
+        assert line.startswith(pad + "{") and not line.startswith(pad + " ")
+        assert orjson.loads(line.strip().rstrip(",")) == orjson.loads(orjson.dumps(item))
+    assert lines[opening + len(objects) + 1] == " " * (2 * (depth + 1)) + "]"
+
+
+def test_a_legs_windows_take_a_line_each_and_the_document_reads_the_same() -> None:
+    result = fold_acceptance(str(FIXTURES / "our-arm.json"), [str(FIXTURES / "steps.jsonl")])
+    document = result.to_json()
+    written = dumps(document)
+    assert orjson.loads(written) == orjson.loads(orjson.dumps(document, option=INDENTED))
+    lines = written.decode().split("\n")
+    windows = document["legs"][0]["windows"]
+    assert windows, "the fixture's first leg has windows"
+    opening = lines.index('      "windows": [')
+    for offset, window in enumerate(windows, start=1):
+        assert orjson.loads(lines[opening + offset].strip().rstrip(",")) == window
+    assert len(written) < len(orjson.dumps(document, option=INDENTED))
+
+
+def test_nan_and_infinity_are_null_as_orjson_writes_them() -> None:
+    document = {"rows": [{"rate": math.nan, "other": math.inf, "n": 1}]}
+    assert orjson.loads(dumps(document)) == {"rows": [{"rate": None, "other": None, "n": 1}]}
