@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 namespace fold_native {
@@ -67,6 +68,17 @@ class Table {
   };
   std::vector<Entry>& entries() { return entries_; }
   const std::vector<Entry>& entries() const { return entries_; }
+
+  // Room for `count` entries before the first move: a large table then fills its pages once
+  // instead of copying itself on every doubling. Only a wish: false without the room.
+  bool reserve_entries(std::size_t count) {
+    try {
+      entries_.reserve(count);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    return true;
+  }
 
  private:
   void grow() {

@@ -42,6 +42,12 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
   // Capped, and only a wish: without the room the arrays grow as vectors do.
   constexpr std::int64_t kMostReserved = std::int64_t{1} << 26;
   auto most_lines = static_cast<std::size_t>(std::min((end - begin) / 80 + 1, kMostReserved));
+  // A request has a line at least: its table gets the same wish, capped lower (an entry is
+  // about 170 bytes). Filled in place, a load test's 10^6 requests no longer copy the table
+  // on every doubling (a fifth of the fold's page faults).
+  constexpr std::int64_t kMostRequests = std::int64_t{1} << 22;
+  fold.requests.reserve_entries(
+      static_cast<std::size_t>(std::min<std::int64_t>(most_lines, kMostRequests)));
   try {
     fold.line_request.reserve(most_lines);
     fold.line_t.reserve(most_lines);
