@@ -3,7 +3,7 @@
 // and sums, the cadence and the bootstrap's redraws.
 //
 // Functions: fold_range (below, kDoc); cadence (native_src/cadence_module.h);
-// resample_sums (below, the bootstrap's draws and sums of native_src/resample.h). The other
+// resample_sums (native_src/resample_module.h, over resample.h's draws and sums). The other
 // parts under native_src/: json_scan.h and json_line.h parse a line, fold_pass.h folds it into
 // fold_tables.h's tables, read_range.h reads a range on threads, arrow_export.h hands tables to
 // polars, python_values.h converts arguments, cadence.h computes the cadence, hash_table.h.
@@ -61,6 +61,7 @@
 #include "inputs/native_src/python_values.h"
 #include "inputs/native_src/read_range.h"
 #include "inputs/native_src/resample.h"
+#include "inputs/native_src/resample_module.h"
 #include "inputs/native_src/step_lengths.h"
 
 namespace {
@@ -154,9 +155,18 @@ PyObject* build_result(RangeResult& result) {
   FilledInPlace times(static_cast<std::size_t>(offsets.back()));
   FilledInPlace tokens(static_cast<std::size_t>(offsets.back()));
   std::vector<std::int64_t> token_offsets = offsets;  // one per request: the lists align
+  bool out_of_memory = false;
   Py_BEGIN_ALLOW_THREADS;
-  export_times(result, starts, times, tokens);
+  try {
+    export_times(result, starts, times, tokens);
+  } catch (const std::bad_alloc&) {
+    out_of_memory = true;  // with the thread state back, below
+  }
   Py_END_ALLOW_THREADS;
+  if (out_of_memory) {
+    Py_XDECREF(durations);
+    return PyErr_NoMemory();
+  }
   std::vector<std::int64_t> hist_leg, hist_proposed, hist_accepted, hist_count;
   for (const auto& entry : fold.hist.entries()) {
     hist_leg.push_back(static_cast<std::int64_t>(entry.key.a));
@@ -355,67 +365,11 @@ PyObject* fold_range_py(PyObject*, PyObject* args) {
     return nullptr;
   }
   if (!opened) return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_bytes);
-  return build_result(*result);
-}
-
-// -- bootstrap -------------------------------------------------------------------------------
-
-const char kResampleDoc[] =
-    "resample_sums(values, key, first_row, out) -> None\n\n"
-    "The bootstrap's stage-2 resamples of one leg: values a C-contiguous int64 buffer of shape\n"
-    "(requests, columns), key the leg's stream, out an int64 buffer (rows, columns) filled with\n"
-    "resamples first_row ... first_row + rows - 1, each row every column's sum over the\n"
-    "requests drawn for it (fold.folding.uncertainty.request_draws gives the same draws).";
-
-// A read-only or writable view of a C-contiguous 2-D buffer of 8-byte integers.
-bool int64_matrix(PyObject* object, Py_buffer& view, bool writable, const char* name) {
-  int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-  if (PyObject_GetBuffer(object, &view, flags) != 0) return false;
-  // Integers only ('l' or 'q', signed or not): a float buffer must not be read as integers.
-  const char* format = view.format == nullptr ? "B" : view.format;
-  while (*format == '@' || *format == '=' || *format == '<') ++format;
-  bool integers = format[0] != '\0' && format[1] == '\0' && std::strchr("lLqQ", format[0]);
-  if (view.ndim != 2 || view.itemsize != 8 || !integers) {
-    PyErr_Format(PyExc_ValueError, "resample_sums: %s must be 2-D with 8-byte integers", name);
-    PyBuffer_Release(&view);
-    return false;
+  try {
+    return build_result(*result);
+  } catch (const std::bad_alloc&) {  // the columns' vectors, made with the GIL held
+    return PyErr_NoMemory();
   }
-  return true;
-}
-
-PyObject* resample_sums_py(PyObject*, PyObject* args) {
-  PyObject *values_object, *out_object;
-  unsigned long long key, first_row;
-  if (!PyArg_ParseTuple(args, "OKKO:resample_sums", &values_object, &key, &first_row,
-                        &out_object)) {
-    return nullptr;
-  }
-  Py_buffer values, out;
-  if (!int64_matrix(values_object, values, false, "values")) return nullptr;
-  if (!int64_matrix(out_object, out, true, "out")) {
-    PyBuffer_Release(&values);
-    return nullptr;
-  }
-  auto requests = static_cast<std::uint64_t>(values.shape[0]);
-  auto columns = static_cast<std::size_t>(values.shape[1]);
-  auto rows = static_cast<std::size_t>(out.shape[0]);
-  bool shapes = static_cast<std::size_t>(out.shape[1]) == columns;
-  bool ok = false;
-  if (shapes) {
-    Py_BEGIN_ALLOW_THREADS;
-    ok = resample_sums(static_cast<const std::int64_t*>(values.buf), requests, columns, key,
-                       first_row, rows, static_cast<std::uint64_t*>(out.buf));
-    Py_END_ALLOW_THREADS;
-  }
-  PyBuffer_Release(&values);
-  PyBuffer_Release(&out);
-  if (!ok) {
-    PyErr_SetString(PyExc_ValueError,
-                    shapes ? "resample_sums: 1 to 8 columns and 1 to 2^32 - 1 requests"
-                           : "resample_sums: values and out differ in columns");
-    return nullptr;
-  }
-  Py_RETURN_NONE;
 }
 
 PyMethodDef kMethods[] = {

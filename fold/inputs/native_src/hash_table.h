@@ -70,14 +70,12 @@ class Table {
   const std::vector<Entry>& entries() const { return entries_; }
 
   // Room for `count` entries before the first move: a large table then fills its pages once
-  // instead of copying itself on every doubling. Only a wish: false without the room.
-  bool reserve_entries(std::size_t count) {
+  // instead of copying itself on every doubling. Only a wish: without the room it grows.
+  void reserve_entries(std::size_t count) {
     try {
       entries_.reserve(count);
     } catch (const std::bad_alloc&) {
-      return false;
     }
-    return true;
   }
 
  private:

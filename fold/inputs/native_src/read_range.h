@@ -42,12 +42,14 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
   // Capped, and only a wish: without the room the arrays grow as vectors do.
   constexpr std::int64_t kMostReserved = std::int64_t{1} << 26;
   auto most_lines = static_cast<std::size_t>(std::min((end - begin) / 80 + 1, kMostReserved));
-  // A request has a line at least: its table gets the same wish, capped lower (an entry is
-  // about 170 bytes). Filled in place, a load test's 10^6 requests no longer copy the table
-  // on every doubling (a fifth of the fold's page faults).
+  // The requests' table gets a wish too, sized like the line arrays' per byte read (an entry
+  // is 176 bytes: one per 640 bytes, eight of the shortest lines) and capped: a load test's
+  // 10^6 requests of ten lines then fill its pages once instead of copying the table on every
+  // doubling. More requests than that grow it as before.
+  constexpr std::int64_t kBytesPerRequest = 640;
   constexpr std::int64_t kMostRequests = std::int64_t{1} << 22;
-  fold.requests.reserve_entries(
-      static_cast<std::size_t>(std::min<std::int64_t>(most_lines, kMostRequests)));
+  fold.requests.reserve_entries(static_cast<std::size_t>(
+      std::min((end - begin) / kBytesPerRequest + 1, kMostRequests)));
   try {
     fold.line_request.reserve(most_lines);
     fold.line_t.reserve(most_lines);
@@ -279,6 +281,25 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
   return lines;
 }
 
+// One range's lines put in their requests' lists (export_times).
+inline void place_lines(Fold& range, bool first, const std::vector<std::int64_t>& starts,
+                        FilledInPlace& times, FilledInPlace& tokens) {
+  // The times, then the counts: each line array is freed as soon as it is placed, so the
+  // two are never all held twice at once (the peak of a large fold's memory).
+  for (auto* column : {&range.line_t, &range.line_tokens}) {
+    FilledInPlace& out = column == &range.line_t ? times : tokens;
+    std::vector<std::int64_t> placed(range.requests.entries().size(), 0);
+    for (std::size_t line = 0; line < column->size(); ++line) {
+      std::uint32_t own = range.line_request[line];
+      std::uint32_t place = first ? own : range.merged_place[own];
+      std::int64_t before = first ? 0 : range.merged_before[own];
+      out[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = (*column)[line];
+    }
+    std::vector<std::int64_t>().swap(*column);
+  }
+  std::vector<std::uint32_t>().swap(range.line_request);
+}
+
 // Every merged range's attributed lines' times put in their request's list (`starts`: where
 // each request's list begins, by its place in the first range's table), in file order within
 // a request: a range's times follow those of the ranges before it. `tokens` gets each line's
@@ -287,23 +308,15 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
 inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
                          FilledInPlace& times, FilledInPlace& tokens) {
   std::vector<Fold*> ranges = merged_ranges(result);
+  // Out of memory on any thread: every thread is joined first, then the caller hears it (an
+  // exception leaving a thread would end the process).
+  std::vector<char> failed(ranges.size(), 0);
   auto place_range = [&](std::size_t index) {
-    Fold& range = *ranges[index];
-    bool first = index == 0;
-    // The times, then the counts: each line array is freed as soon as it is placed, so the
-    // two are never all held twice at once (the peak of a large fold's memory).
-    for (auto* column : {&range.line_t, &range.line_tokens}) {
-      FilledInPlace& out = column == &range.line_t ? times : tokens;
-      std::vector<std::int64_t> placed(range.requests.entries().size(), 0);
-      for (std::size_t line = 0; line < column->size(); ++line) {
-        std::uint32_t own = range.line_request[line];
-        std::uint32_t place = first ? own : range.merged_place[own];
-        std::int64_t before = first ? 0 : range.merged_before[own];
-        out[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = (*column)[line];
-      }
-      std::vector<std::int64_t>().swap(*column);
+    try {
+      place_lines(*ranges[index], index == 0, starts, times, tokens);
+    } catch (const std::bad_alloc&) {
+      failed[index] = 1;
     }
-    std::vector<std::uint32_t>().swap(range.line_request);
   };
   std::vector<std::thread> threads;
   std::size_t index = 1;
@@ -317,6 +330,7 @@ inline void export_times(RangeResult& result, const std::vector<std::int64_t>& s
 #ifdef __GLIBC__
   malloc_trim(0);  // the line arrays' memory back to the system
 #endif
+  if (std::find(failed.begin(), failed.end(), 1) != failed.end()) throw std::bad_alloc();
 }
 
 }  // namespace fold_native

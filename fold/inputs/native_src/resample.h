@@ -42,7 +42,7 @@ void draw_and_sum(const std::int64_t* values, std::uint64_t requests, std::uint6
       const std::int64_t* drawn = values + request_draw(key, i, requests) * kColumns;
       // Unrolled, the sums stay in registers: at -O2 GCC kept them on the stack, and each
       // draw's adds waited on the last draw's stores (1.8x slower at 5 columns).
-#if defined(__clang__) || __GNUC__ >= 8  // older GCC does not know the pragma
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8)  // older GCC lacks it
 #pragma GCC unroll 8
 #endif
       for (std::size_t column = 0; column < kColumns; ++column) {

@@ -1,0 +1,63 @@
+// The export of a fold's lines (fold/inputs/native_src/read_range.h, export_times) when memory
+// runs out on a reading thread: the failure reaches the caller as std::bad_alloc once every
+// thread is joined, where an exception leaving a thread would end the process. Built and run
+// by tests/test_native_memory.py under a small stack limit, so that the thread starts and the
+// lists' counters are what fails. Exit 0: reported; 2: nothing failed; 3: no limit set.
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <new>
+#include <string>
+
+#include "inputs/native_src/read_range.h"
+
+using namespace fold_native;
+
+namespace {
+
+// The address space the process holds now (VmSize), in bytes.
+long long address_space() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoll(line.substr(7)) * 1024;
+  }
+  return -1;
+}
+
+void fill(Fold& fold, std::size_t requests) {
+  for (std::size_t i = 0; i < requests; ++i) fold.requests.index(Key{1, i, 0});
+  fold.line_request.push_back(0);
+  fold.line_t.push_back(1);
+  fold.line_tokens.push_back(1);
+}
+
+}  // namespace
+
+int main() {
+  constexpr std::size_t kRequests = 200000;  // each range's `placed`: 1.6 MB
+  RangeResult result;
+  fill(result.fold, kRequests);
+  result.others.resize(1);
+  Fold& other = result.others[0];
+  fill(other, kRequests);
+  other.merged = true;
+  other.merged_place.assign(kRequests, 0);
+  other.merged_before.assign(kRequests, 1);
+  std::vector<std::int64_t> starts(kRequests, 0);
+  FilledInPlace times(2), tokens(2);
+  // Room for a small thread stack (the caller sets `ulimit -s`), none for `placed`.
+  rlimit limit{};
+  limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(address_space() + (1 << 20));
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return 3;
+  try {
+    export_times(result, starts, times, tokens);
+  } catch (const std::bad_alloc&) {
+    std::puts("out of memory, reported");
+    return 0;
+  }
+  std::puts("no allocation failed");
+  return 2;
+}

@@ -1,0 +1,62 @@
+"""The native reader where memory is short: out of memory on a reading thread is reported,
+never the end of the process, and a table that outgrows the room reserved for it folds the
+same as one that did not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sysconfig
+from pathlib import Path
+
+from conftest import CPP, ROOT, compile_cxx
+from strategies import BASE_US
+from strategies import ONE_SECOND_LEG as LEG
+from test_native import assert_both_ways_agree, lists, raw_read
+
+from fold import _native  # noqa: F401  fails here when the extension was not built
+from fold.inputs.arm import arm_from_document
+
+
+def test_out_of_memory_on_a_reading_thread_is_reported_not_fatal(tmp_path: Path) -> None:
+    program = tmp_path / "export_out_of_memory"
+    include = sysconfig.get_paths()["include"]
+    compile_cxx(
+        ["-std=c++17", "-O1", "-pthread", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+         f"-I{ROOT / 'fold'}", f"-I{include}", str(CPP / "export_out_of_memory.cc"),
+         "-o", str(program)]
+    )  # fmt: skip
+    # A 256 KiB stack lets the second range's thread start under the address-space limit the
+    # program sets; its counters (1.6 MB) then cannot be had.
+    run = subprocess.run(
+        ["bash", "-c", f"ulimit -s 256 && exec {program}"], capture_output=True, text=True
+    )
+    assert (run.returncode, run.stdout.strip()) == (0, "out of memory, reported"), run.stderr
+
+
+def test_a_table_past_its_reserved_room_folds_the_same(tmp_path: Path) -> None:
+    """Each line its own request: the reading threads' tables hold more requests than the
+    room they reserve (one per 640 bytes), and the first grows past it again when the others
+    merge into it."""
+    arm = arm_from_document([LEG])
+    rows = [
+        json.dumps(
+            {"v": 1, "w": f"{i % 3:016x}", "n": 0, "t_ns": (BASE_US + 10) * 1000 + i,
+             "pid": 1, "seq": i, "proposed": 3, "accepted": i % 4},
+            separators=(",", ":"),
+        ).encode() + b"\n"
+        for i in range(4000)
+    ]  # fmt: skip
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(rows))
+    whole = raw_read(log, arm, bytes_per_thread=1 << 30)
+    split = raw_read(log, arm, block=4096, bytes_per_thread=1)
+    for key in ("lines", "folded", "attributed", "unattributed", "torn", "bad", "events"):
+        assert split[key] == whole[key], key
+    assert whole["attributed"] == 4000
+    # A column's capsule is taken once: polars moves its buffers out.
+    whole_times = lists(whole, "t_ns")
+    assert len(whole_times) == 4000
+    assert lists(split, "t_ns") == whole_times
+    assert lists(split, "step_tokens") == lists(whole, "step_tokens")
+    assert_both_ways_agree(arm, [str(log)])
