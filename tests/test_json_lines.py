@@ -5,9 +5,10 @@ second, simpler writer lays it out, and only the line breaks differ from plain i
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pytest
@@ -100,8 +101,45 @@ def test_a_count_triple_reads_the_same_in_a_tuple_and_in_a_list() -> None:
     assert orjson.loads(as_tuple) == orjson.loads(orjson.dumps({"w": (triple,)}, default=plain))
 
 
+class Triple(NamedTuple):
+    counts: Any
+
+
+class Lookup(Mapping[str, int]):
+    """A mapping that is neither a dict nor a read-only view: orjson refuses it."""
+
+    def __getitem__(self, key: str) -> int:
+        return {"a": 1}[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["a"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_tuple_subclasses_and_dataclasses_read_as_orjson_and_plain_write_them() -> None:
+    """orjson hands a named tuple to ``plain`` (which writes a count triple's accept_rate)
+    and writes a dataclass's fields itself: so does the layout, in and out of arrays."""
+    triple = Counts(3, 4, 2)
+    for document in (
+        {"w": Triple(triple)},
+        {"w": [Triple(triple)]},
+        {"w": triple},
+        {"w": [triple, {"steps": 1}], "v": MappingProxyType({"t": (triple,)})},
+    ):
+        assert orjson.loads(dumps(document)) == orjson.loads(orjson.dumps(document, default=plain))
+
+
 def test_what_orjson_refuses_is_still_refused_as_orjson_refuses_it() -> None:
-    for document in ({"rows": [{1: 2}]}, {"rows": [{"a": 2**70}]}, {"x": object()}):
+    for document in (
+        {"rows": [{1: 2}]},
+        {"rows": [{"a": 2**70}]},
+        {"x": object()},
+        {"x": Lookup()},
+        {"rows": [Lookup()]},
+        [MappingProxyType({2: "key not a string"})],
+    ):
         try:
             orjson.dumps(document, default=plain)
         except TypeError as expected:

@@ -46,25 +46,25 @@ def _items_on_lines(value: Any, depth: int) -> Any:
         if _SCALARS.issuperset(map(type, value)):
             return value  # a scalar a line, as before
         return [_items_on_lines(item, depth + 1) for item in value]
-    if isinstance(value, tuple):
+    if type(value) is tuple:
         return _items_on_lines(list(value), depth)  # orjson writes a tuple as its items
     if isinstance(value, MappingProxyType):
         # orjson cannot write one and hands it to ``plain``: so does this, first.
         return _items_on_lines(plain(value), depth)
-    return value  # what orjson writes natively, or hands to ``plain``, as before
+    return value  # what orjson writes natively, or hands to ``plain``, as before (a tuple
+    # subclass included)
 
 
 def _value_types(items: list[Any]) -> set[type] | None:
-    """The types of the values of ``items`` when every item is an object (a typed count
-    triple holds numbers only), else None."""
+    """The types of the values of ``items`` when every item is an object, else None."""
     kinds: set[type] = set()
     keys: set[Any] = set()
     for item in items:
         if isinstance(item, dict):
             kinds.update(map(type, item.values()))
             keys.update(item)
-        elif isinstance(item, Counts):
-            kinds.update((int, float, type(None)))
+        elif isinstance(item, Counts):  # orjson writes its three fields
+            kinds.update((type(item.steps), type(item.proposed), type(item.accepted)))
         else:
             return None
     if any(isinstance(key, str) and "}" in key for key in keys):
