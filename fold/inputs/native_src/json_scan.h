@@ -26,7 +26,8 @@ enum class Verdict { kOk, kBad, kDefer };
 // JSON's whitespace but '\n', which ends a line: space, tab and carriage return.
 struct SpaceTable {
   bool space[256];
-  constexpr SpaceTable() : space() { space[' '] = space['\t'] = space['\r'] = true; }
+  // By the bytes' values: a char subscript may be signed (clang's -Wchar-subscripts).
+  constexpr SpaceTable() : space() { space[0x20] = space[0x09] = space[0x0d] = true; }
 };
 inline constexpr SpaceTable kSpace{};
 
