@@ -20,6 +20,7 @@ setup(
                 "fold/inputs/native_src/hash_table.h",
                 "fold/inputs/native_src/json_line.h",
                 "fold/inputs/native_src/json_scan.h",
+                "fold/inputs/native_src/parallel.h",
                 "fold/inputs/native_src/position_sums.h",
                 "fold/inputs/native_src/python_values.h",
                 "fold/inputs/native_src/read_range.h",

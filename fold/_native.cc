@@ -6,7 +6,8 @@
 // resample_sums (native_src/resample_module.h, over resample.h's draws and sums). The other
 // parts under native_src/: json_scan.h and json_line.h parse a line, fold_pass.h folds it into
 // fold_tables.h's tables, read_range.h reads a range on threads, arrow_export.h hands tables to
-// polars, python_values.h converts arguments, cadence.h computes the cadence, hash_table.h.
+// polars, python_values.h converts arguments, cadence.h computes the cadence, parallel.h runs
+// work on threads, hash_table.h.
 //
 // fold_range: every line is parsed as JSON: keys in any order,
 // whitespace between tokens, unknown keys with any value skipped (validated as orjson would),

@@ -1,8 +1,10 @@
-// The export of a fold's lines (fold/inputs/native_src/read_range.h, export_times) when memory
-// runs out on a reading thread: the failure reaches the caller as std::bad_alloc once every
-// thread is joined, where an exception leaving a thread would end the process. Built and run
-// by tests/test_native_memory.py under a small stack limit, so that the thread starts and the
-// lists' counters are what fails. Exit 0: reported; 2: nothing failed; 3: no limit set.
+// Memory running out on a thread of the extension's own (native_src/parallel.h, in_parallel,
+// which the cadence and the export of a fold's lines run on): the failure reaches the caller
+// as std::bad_alloc once every thread is joined, where an exception leaving a thread would end
+// the process. First the export (read_range.h, export_times) under an address-space limit,
+// then a part that throws it outright. Built and run by tests/test_native_memory.py
+// under a small stack limit, so that the thread starts and the lists' counters are what
+// fails. Exit 0: reported; 2: nothing failed; 3: no limit set; 4: a thrown part unreported.
 
 #include <sys/resource.h>
 
@@ -54,10 +56,19 @@ int main() {
   if (setrlimit(RLIMIT_AS, &limit) != 0) return 3;
   try {
     export_times(result, starts, times, tokens);
+    std::puts("no allocation failed");
+    return 2;
   } catch (const std::bad_alloc&) {
-    std::puts("out of memory, reported");
-    return 0;
   }
-  std::puts("no allocation failed");
-  return 2;
+  // After the export: a thread started earlier would leave an arena behind for the export's
+  // thread to allocate from.
+  try {
+    in_parallel(3, [](std::size_t part) {
+      if (part == 1) throw std::bad_alloc();
+    });
+    return 4;
+  } catch (const std::bad_alloc&) {
+  }
+  std::puts("out of memory, reported");
+  return 0;
 }

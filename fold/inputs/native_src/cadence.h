@@ -10,10 +10,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
+
+#include "parallel.h"
 
 namespace fold_native {
 
@@ -54,19 +54,6 @@ struct RequestTimes {
   const std::int64_t* times;
   std::size_t count;
 };
-
-template <typename Work>
-void in_parallel(std::size_t parts, Work work) {
-  std::vector<std::thread> started;
-  std::size_t part = 1;
-  try {
-    for (; part < parts; ++part) started.emplace_back(work, part);
-  } catch (const std::system_error&) {  // no thread to be had: the rest on this one
-    for (; part < parts; ++part) work(part);
-  }
-  if (parts > 0) work(0);
-  for (auto& thread : started) thread.join();
-}
 
 // Shares of `requests` for `threads` threads, cut where the lines before reach each one's part.
 inline std::vector<std::size_t> shares(const std::vector<RequestTimes>& requests,

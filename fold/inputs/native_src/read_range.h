@@ -25,6 +25,7 @@
 #include "arrow_export.h"
 #include "fold_pass.h"
 #include "hash_table.h"
+#include "parallel.h"
 
 namespace fold_native {
 
@@ -308,29 +309,12 @@ inline void place_lines(Fold& range, bool first, const std::vector<std::int64_t>
 inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
                          FilledInPlace& times, FilledInPlace& tokens) {
   std::vector<Fold*> ranges = merged_ranges(result);
-  // Out of memory on any thread: every thread is joined first, then the caller hears it (an
-  // exception leaving a thread would end the process).
-  std::vector<char> failed(ranges.size(), 0);
-  auto place_range = [&](std::size_t index) {
-    try {
-      place_lines(*ranges[index], index == 0, starts, times, tokens);
-    } catch (const std::bad_alloc&) {
-      failed[index] = 1;
-    }
-  };
-  std::vector<std::thread> threads;
-  std::size_t index = 1;
-  try {
-    for (; index < ranges.size(); ++index) threads.emplace_back(place_range, index);
-  } catch (const std::system_error&) {  // no thread to be had: the rest on this one
-    for (; index < ranges.size(); ++index) place_range(index);
-  }
-  place_range(0);
-  for (auto& thread : threads) thread.join();
+  in_parallel(ranges.size(), [&](std::size_t index) {
+    place_lines(*ranges[index], index == 0, starts, times, tokens);
+  });
 #ifdef __GLIBC__
   malloc_trim(0);  // the line arrays' memory back to the system
 #endif
-  if (std::find(failed.begin(), failed.end(), 1) != failed.end()) throw std::bad_alloc();
 }
 
 }  // namespace fold_native
