@@ -193,6 +193,47 @@ def test_the_command_starts_one_blas_thread_and_the_library_leaves_the_process_a
     assert _blas_threads_after("import fold, fold.api\nfold.fold_acceptance", environment) == "None"
 
 
+_FREED_PAGES_PROBE = """
+import fold.command.process
+import polars as pl
+
+def anonymous_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) // 1024
+
+before = anonymous_mib()
+column = pl.int_range(0, 1 << 24, eager=True)  # 128 MiB, allocated by polars' jemalloc
+held = anonymous_mib() - before
+del column
+print(held, anonymous_mib() - before)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RssAnon from /proc")
+def test_the_command_has_polars_hand_freed_pages_back_at_once():
+    environment = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+
+    def held_then_kept(extra: dict[str, str]) -> tuple[int, int]:
+        done = subprocess.run(
+            [sys.executable, "-c", _FREED_PAGES_PROBE],
+            capture_output=True,
+            text=True,
+            env={**environment, **extra},
+            check=True,
+        )
+        held, kept = map(int, done.stdout.split())
+        return held, kept
+
+    # The command's setting: the column's 128 MiB are gone as soon as it is dropped (jemalloc
+    # purges in the free itself, so no timing is involved) ...
+    held, kept = held_then_kept({})
+    assert held >= 120 and kept <= 8
+    # ... and a value the user set is kept: here one that never hands pages back.
+    held, kept = held_then_kept({"_RJEM_MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1"})
+    assert held >= 120 and kept >= 120
+
+
 def test_a_long_trailing_run_of_one_value_prints_as_one_cell():
     from fold.present.table import position_cells
 
