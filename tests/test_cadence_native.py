@@ -8,6 +8,7 @@ skipped.
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -23,7 +24,8 @@ from strategies import scaled
 
 from fold import _native  # noqa: F401  fails here when the extension was not built
 from fold.folding import native
-from fold.folding.cadence import Cadence, fold_cadence, polars_cadence
+from fold.folding.accumulate import keys_increase
+from fold.folding.cadence import KEY, Cadence, fold_cadence, polars_cadence
 from fold.inputs.arm import WINDOW_SLACK_NS
 
 SECOND = 1_000_000_000
@@ -116,6 +118,57 @@ def test_native_cadence_equals_the_polars_reference(case) -> None:
     times, legs, groups, factor = case
     native, reference = both(times, legs, factor, groups)
     assert_same(native, reference, groups)
+
+
+@scaled(0.5)
+@given(cadence_logs())
+def test_rows_already_one_per_request_in_key_order_give_the_same_figures(case) -> None:
+    """A partial fold's own rows (one per request, in key order) skip the merge and the sort;
+    the figures are the same as from the reference, which always sorts."""
+    times, legs, groups, factor = case
+    merged = (
+        times.group_by(KEY)
+        .agg(pl.col("t_ns").list.explode(keep_nulls=False, empty_as_null=False))
+        .sort(KEY)
+        .select(times.columns)
+    )
+    assert keys_increase(merged)
+    native, reference = both(merged, legs, factor, groups)
+    assert_same(native, reference, groups)
+    assert_same(native, both(times, legs, factor, groups)[1], groups)
+
+
+def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row's KEY as polars sorts it: each field nulls first (str order is UTF-8 byte order)."""
+    return tuple((value is not None, value if value is not None else 0) for value in row)
+
+
+key_rows = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.integers(0, 2)),
+        st.sampled_from(["0000000000000001", "00000000000000ff", "ffffffffffffffff"]),
+        st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "é", "\u00ff", "z"])),
+        st.integers(0, 3),
+    ),
+    max_size=8,
+)
+
+
+@given(key_rows, st.booleans())
+def test_the_key_order_check_agrees_with_a_sort_written_out(rows, sort_first) -> None:
+    if sort_first:
+        rows = sorted(rows, key=_sort_key)
+    frame = pl.DataFrame(
+        rows,
+        schema={"leg": pl.Int64, "w": pl.String, "sid": pl.String, "seq": pl.UInt64},
+        orient="row",
+    ).select(KEY)
+    keys = [_sort_key(row) for row in frame.iter_rows()]
+    expected = all(before < after for before, after in itertools.pairwise(keys))
+    assert keys_increase(frame) is expected
+    # The same, from polars' own sort: in order and no key twice.
+    by_polars = frame.equals(frame.sort(KEY)) and not frame.is_duplicated().any()
+    assert expected is by_polars
 
 
 def test_the_extension_is_used_when_on(monkeypatch) -> None:

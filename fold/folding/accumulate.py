@@ -415,3 +415,22 @@ def _by_index(legs: pl.DataFrame, column: str) -> pl.Series:
     return pl.Series(column, [0] * size, dtype=pl.Int64).scatter(
         legs["index"], legs[column].cast(pl.Int64)
     )
+
+
+def keys_increase(frame: pl.DataFrame) -> bool:
+    """Whether each row's ``REQUEST_KEY`` comes strictly after the row before's, as polars
+    sorts them (nulls first): the rows are in key order with no request twice."""
+    if frame.height < 2:
+        return True
+
+    def after(name: str) -> pl.Expr:
+        now, before = pl.col(name), pl.col(name).shift(1)
+        return (now.is_not_null() & before.is_null()) | (now > before).fill_null(False)
+
+    def same(name: str) -> pl.Expr:
+        return pl.col(name).eq_missing(pl.col(name).shift(1))
+
+    later = pl.lit(False)
+    for name in reversed(REQUEST_KEY):
+        later = after(name) | same(name) & later
+    return bool(frame.select(later.slice(1).all()).item())
