@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fold.errors import InputError
+from fold.folding import native
 from fold.folding.accumulate import MERGE_EVERY, PartialFold, merge_all
 from fold.folding.build import build_result, settle_lines
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
@@ -230,6 +231,7 @@ def fold_acceptance(
     # This fold is the call's alone and takes no more files: its lines (16 bytes each) go
     # before the rest of the result is built, which never reads them.
     fold.partial = replace(fold.partial, step_times=fold.partial.step_times.clear())
+    native.release_memory()  # what the lines and the line figures' columns held
     return fold._document(
         check,
         window_steps,

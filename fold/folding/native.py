@@ -191,7 +191,10 @@ def read_range(
             partial = merge_all([partial, _unattributed_fold(frame, path)])
         if steps is not None:
             steps = pl.concat([steps, frame.select(steps.columns)])
-    return RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps, lines)
+    read = RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps, lines)
+    del raw  # the columns the partial fold did not take are freed with it, and handed back
+    _native.release_memory()
+    return read
 
 
 _LINES_SCHEMA = {
@@ -416,6 +419,14 @@ def position_sums(times: pl.Series, tokens: pl.Series, chosen: list[int]) -> pl.
         times.rechunk().__arrow_c_stream__(), tokens.rechunk().__arrow_c_stream__(), chosen
     )
     return pl.DataFrame([_series(name, capsules) for name, capsules in raw.items()])
+
+
+def release_memory() -> None:
+    """Hand back to the system what the extension's freed columns held (glibc keeps it for
+    its own next allocations, which the fold's later stages, allocating through polars and
+    numpy's larger arrays, mostly never make); nothing without the extension."""
+    if available():
+        _native.release_memory()
 
 
 def resample_sums(values: Any, key: int, first_row: int, out: Any) -> None:
