@@ -60,3 +60,35 @@ def test_a_table_past_its_reserved_room_folds_the_same(tmp_path: Path) -> None:
     assert lists(split, "t_ns") == whole_times
     assert lists(split, "step_tokens") == lists(whole, "step_tokens")
     assert_both_ways_agree(arm, [str(log)])
+
+
+def test_lines_placed_in_many_passes_keep_every_value(tmp_path: Path) -> None:
+    """The export hands the line arrays' pages back as their lines are placed (a pass at a
+    time, read_range.h place_lines): every range here has several passes' lines, and every
+    request's list must still hold each of its lines' time and counts, in file order. A page
+    handed back before its lines were placed would read as zeros."""
+    arm = arm_from_document([LEG])
+    count = 300_000
+    expected: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+    rows = []
+    for i in range(count):
+        writer, seq = i % 3, (i // 7) % 5
+        t_ns = (BASE_US + 10) * 1000 + i
+        proposed, accepted = 1 + i % 5, i % 2
+        rows.append(
+            json.dumps(
+                {"v": 1, "w": f"{writer:016x}", "n": i, "t_ns": t_ns, "pid": 1, "seq": seq,
+                 "proposed": proposed, "accepted": accepted},
+                separators=(",", ":"),
+            ).encode() + b"\n"
+        )  # fmt: skip
+        times, tokens = expected.setdefault((writer, seq), ([], []))
+        times.append(t_ns)
+        tokens.append(proposed | accepted << 17)  # no emitted: 0 in its bits
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(rows))
+    raw = raw_read(log, arm, bytes_per_thread=1 << 20)
+    assert raw["attributed"] == count
+    order = sorted(expected)  # requests in key order: writer, then seq
+    assert lists(raw, "t_ns") == [expected[key][0] for key in order]
+    assert lists(raw, "step_tokens") == [expected[key][1] for key in order]
