@@ -19,7 +19,8 @@ shapes of the same steps:
 Then the same job (read every line, attribute each step to the leg window holding its t_ns,
 sum S/P/A per leg) runs three ways per shape, each in a child process so that its peak
 anonymous memory (RssAnon, sampled from /proc every 10 ms) is its own, set up as the command
-sets up its process (``fold.command.process``: one BLAS thread) and with its imports loaded
+sets up its process (``fold.command.process``: one BLAS thread, polars handing freed pages
+back at once; set before polars loads) and with its imports loaded
 before the clock starts:
 
 - ``fold``: ``fold.api.fold_acceptance``, the whole fold (requests, histograms, windows, step
@@ -52,6 +53,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+if __name__ == "__main__" and "--child" in sys.argv:
+    # A contestant's process is set up as the command sets up its own (fold.command.process:
+    # one BLAS thread, polars' allocator handing freed pages back), before polars loads here.
+    importlib.import_module("fold.command.process")
 
 import polars as pl
 
@@ -295,10 +301,8 @@ BASELINE = "FOLD_SCALE_BASELINE"
 
 
 def _child(name: str, arm: str, log: str, shape: str) -> None:
-    # Every contestant runs in the process the command sets up (one BLAS thread, set before
-    # numpy loads; see fold.command.process), so none pays for OpenBLAS's idle spin.
-    importlib.import_module("fold.command.process")
-
+    # Every contestant runs in the process the command sets up (at the top of this module,
+    # before polars loads), so none pays for OpenBLAS's idle spin or a stage's freed pages.
     # Imports are not part of the job: load them before the clock starts.
     import orjson  # noqa: F401
 
