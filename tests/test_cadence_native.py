@@ -145,10 +145,18 @@ def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 key_rows = st.lists(
     st.tuples(
-        st.one_of(st.none(), st.integers(0, 2)),
-        st.sampled_from(["0000000000000001", "00000000000000ff", "ffffffffffffffff"]),
-        st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "é", "\u00ff", "z"])),
-        st.integers(0, 3),
+        st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.integers(0, 2)),
+        st.one_of(
+            st.none(),
+            st.sampled_from(["0000000000000001", "00000000000000ff", "ffffffffffffffff"]),
+        ),
+        st.one_of(
+            st.none(),
+            st.sampled_from(
+                ["", "a", "ab", "b", "é", "\u00ff", "\u0800", "\uffff", "\U0001f600", "\x00", "z"]
+            ),
+        ),
+        st.one_of(st.none(), st.integers(0, 2**64 - 1), st.integers(0, 3)),
     ),
     max_size=8,
 )

@@ -233,6 +233,19 @@ def test_the_command_has_polars_hand_freed_pages_back_at_once():
     held, kept = held_then_kept({"_RJEM_MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1"})
     assert held >= 120 and kept >= 120
 
+    # A program importing the library keeps its allocator as polars alone would set it up.
+    def setting_after(code: str) -> str:
+        probe = f"{code}\nimport os\nprint(os.environ.get('_RJEM_MALLOC_CONF'))"
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=environment,
+            check=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    library = setting_after("import fold, fold.api\nfold.fold_acceptance")
+    assert library == setting_after("import polars")
+    assert library != "dirty_decay_ms:0,muzzy_decay_ms:0"
+
 
 def test_a_long_trailing_run_of_one_value_prints_as_one_cell():
     from fold.present.table import position_cells

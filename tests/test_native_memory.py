@@ -5,10 +5,14 @@ same as one that did not."""
 from __future__ import annotations
 
 import json
+import os
+import platform
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
 from conftest import CPP, ROOT, compile_cxx
 from strategies import BASE_US
 from strategies import ONE_SECOND_LEG as LEG
@@ -28,10 +32,70 @@ def test_out_of_memory_on_a_reading_thread_is_reported_not_fatal(tmp_path: Path)
     )  # fmt: skip
     # A 256 KiB stack lets the second range's thread start under the address-space limit the
     # program sets; its counters (1.6 MB) then cannot be had.
+    # Not under a sanitizer the suite itself may be run with: its allocator runs out first.
+    environment = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     run = subprocess.run(
-        ["bash", "-c", f"ulimit -s 256 && exec {program}"], capture_output=True, text=True
+        ["bash", "-c", f"ulimit -s 256 && exec {program}"],
+        capture_output=True,
+        text=True,
+        env=environment,
     )
     assert (run.returncode, run.stdout.strip()) == (0, "out of memory, reported"), run.stderr
+
+
+def test_placed_lines_pages_go_back_and_every_line_lands(tmp_path: Path) -> None:
+    """The pages the export hands back are exactly the used-up whole pages of a line array
+    (mincore), and two merged ranges of several passes each, on threads of their own whatever
+    the cores, put every line at its place (tests/cpp/used_pages.cc)."""
+    program = tmp_path / "used_pages"
+    include = sysconfig.get_paths()["include"]
+    compile_cxx(
+        ["-std=c++17", "-O1", "-pthread", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+         f"-I{ROOT / 'fold'}", f"-I{include}", str(CPP / "used_pages.cc"), "-o", str(program)]
+    )  # fmt: skip
+    run = subprocess.run([str(program)], capture_output=True, text=True)
+    assert (run.returncode, run.stdout.strip()) == (0, "pages and lines as placed"), run.stdout
+
+
+_HEAP_PROBE = """
+import ctypes
+from fold import _native
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+
+def anonymous_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) // 1024
+
+before = anonymous_mib()
+# 96 MiB in blocks below glibc's mmap threshold, then one block above them that holds the
+# heap's top: freed, the 96 MiB are free memory in the middle of the heap, which glibc keeps.
+blocks = [libc.malloc(64 * 1024) for _ in range(1536)]
+for block in blocks:
+    ctypes.memset(block, 1, 64 * 1024)
+top = libc.malloc(64)
+for block in blocks:
+    libc.free(block)
+kept = anonymous_mib() - before
+_native.release_memory()
+print(kept, anonymous_mib() - before)
+libc.free(top)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_release_memory_hands_freed_heap_memory_back() -> None:
+    """glibc keeps freed memory inside its heap for its own next allocations; the fold's
+    stages after the read allocate through polars instead, so the read and the letting go of
+    the lines end with release_memory, which hands it back."""
+    run = subprocess.run(
+        [sys.executable, "-c", _HEAP_PROBE], capture_output=True, text=True, check=True
+    )
+    kept, after = map(int, run.stdout.split())
+    assert kept >= 64 and after <= 8, (kept, after)
 
 
 def test_a_table_past_its_reserved_room_folds_the_same(tmp_path: Path) -> None:
@@ -92,3 +156,16 @@ def test_lines_placed_in_many_passes_keep_every_value(tmp_path: Path) -> None:
     order = sorted(expected)  # requests in key order: writer, then seq
     assert lists(raw, "t_ns") == [expected[key][0] for key in order]
     assert lists(raw, "step_tokens") == [expected[key][1] for key in order]
+
+
+def test_a_fold_hands_freed_memory_back_after_the_read_and_the_lines(monkeypatch) -> None:
+    """The fold calls release_memory where what it freed is freed: after each read (whichever
+    way the read ends) and once its lines are let go."""
+    import fold._native
+    from fold.api import fold_acceptance
+
+    calls = []
+    real = fold._native.release_memory
+    monkeypatch.setattr(fold._native, "release_memory", lambda: calls.append(1) or real())
+    fold_acceptance(ROOT / "fixtures" / "our-arm.json", [str(ROOT / "fixtures" / "steps.jsonl")])
+    assert len(calls) == 2

@@ -165,36 +165,39 @@ def read_range(
         TIME_BINS_PER_LEG,
         *extra,
     )
-    if raw["overflow"]:
-        return None
-    met = ReadCounts()
-    rows = _judge_handed_back(path, raw, met, first_line, skip_bad_lines)
-    if raw["stopped"]:
-        # The pass stopped at a line the exact parser does not reject: the parser is the
-        # authority, and the polars reader reads the range.
-        return None
-    counts.torn_lines += met.torn_lines
-    counts.skipped_lines += met.skipped_lines
-    room = max(0, MAX_SKIPPED_EXAMPLES - len(counts.skipped_examples))
-    counts.skipped_examples.extend(met.skipped_examples[:room])
-    partial = _partial(path, raw)
-    steps = _steps(raw["steps_by_line"]) if want_steps else None
-    lines = _attributed_lines(raw) if want_lines else None
-    if rows:
-        frame = row_frame(rows)
-        if windows is not None and legs is not None and legs.height:
-            partial = merge_all([partial, partial_fold(frame, windows, legs, path)])
-            if lines is not None:
-                attributed = attribute(frame, windows).filter(pl.col("status") == ATTRIBUTED)
-                lines = pl.concat([lines, attributed.select(lines.columns).cast(lines.schema)])
-        else:
-            partial = merge_all([partial, _unattributed_fold(frame, path)])
-        if steps is not None:
-            steps = pl.concat([steps, frame.select(steps.columns)])
-    read = RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps, lines)
-    del raw  # the columns the partial fold did not take are freed with it, and handed back
-    _native.release_memory()
-    return read
+    try:
+        if raw["overflow"]:
+            return None
+        met = ReadCounts()
+        rows = _judge_handed_back(path, raw, met, first_line, skip_bad_lines)
+        if raw["stopped"]:
+            # The pass stopped at a line the exact parser does not reject: the parser is the
+            # authority, and the polars reader reads the range.
+            return None
+        counts.torn_lines += met.torn_lines
+        counts.skipped_lines += met.skipped_lines
+        room = max(0, MAX_SKIPPED_EXAMPLES - len(counts.skipped_examples))
+        counts.skipped_examples.extend(met.skipped_examples[:room])
+        partial = _partial(path, raw)
+        steps = _steps(raw["steps_by_line"]) if want_steps else None
+        lines = _attributed_lines(raw) if want_lines else None
+        if rows:
+            frame = row_frame(rows)
+            if windows is not None and legs is not None and legs.height:
+                partial = merge_all([partial, partial_fold(frame, windows, legs, path)])
+                if lines is not None:
+                    attributed = attribute(frame, windows).filter(pl.col("status") == ATTRIBUTED)
+                    lines = pl.concat([lines, attributed.select(lines.columns).cast(lines.schema)])
+            else:
+                partial = merge_all([partial, _unattributed_fold(frame, path)])
+            if steps is not None:
+                steps = pl.concat([steps, frame.select(steps.columns)])
+        return RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps, lines)
+    finally:
+        # The columns the partial fold did not take go with the result, and back to the
+        # system: glibc would keep them for allocations that after the read are mostly polars'.
+        del raw
+        _native.release_memory()
 
 
 _LINES_SCHEMA = {

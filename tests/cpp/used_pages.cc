@@ -1,0 +1,125 @@
+// The export's pages handed back as its lines are placed (native_src/read_range.h): UsedPages
+// hands back exactly the whole pages of an array's used bytes (mincore tells which are still
+// resident), and export_times places every line of two merged ranges, each of several passes,
+// at its place in its request's list. The two ranges run on threads of their own whatever the
+// machine's cores (in_parallel), which a fold of a file only does on two cores or more. Built
+// and run by tests/test_native_memory.py. Exit 0 and "pages and lines as placed": both hold;
+// otherwise the first difference is printed.
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "inputs/native_src/read_range.h"
+
+using namespace fold_native;
+
+namespace {
+
+bool resident(const unsigned char* page) {
+  unsigned char in_core = 0;
+  if (mincore(const_cast<unsigned char*>(page), 1, &in_core) != 0) return true;
+  return (in_core & 1) != 0;
+}
+
+int pages() {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t count = 8;
+  void* mapped = mmap(nullptr, count * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+  if (mapped == MAP_FAILED) return 10;
+  auto* base = static_cast<unsigned char*>(mapped);
+  std::memset(base, 1, count * page);
+  // An array from 100 bytes into page 0 to 100 bytes into page 6: pages 1 to 5 are its alone.
+  UsedPages used(base + 100, 6 * page);
+  used.before(base + 100);  // nothing used up yet
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!resident(base + i * page)) return std::printf("page %zu went too soon\n", i), 11;
+  }
+  used.before(base + 3 * page + 50);  // pages 1 and 2 used up; 3 only partly
+  const bool after_first[] = {true, false, false, true, true, true, true, true};
+  for (std::size_t i = 0; i < count; ++i) {
+    if (resident(base + i * page) != after_first[i]) {
+      return std::printf("page %zu: resident %d after the first pass\n", i, !after_first[i]), 12;
+    }
+  }
+  used.before(base + 8 * page);  // past the array's end: up to its last whole page only
+  const bool after_all[] = {true, false, false, false, false, false, true, true};
+  for (std::size_t i = 0; i < count; ++i) {
+    if (resident(base + i * page) != after_all[i]) {
+      return std::printf("page %zu: resident %d at the end\n", i, !after_all[i]), 13;
+    }
+  }
+  // An array within one page has no page of its own.
+  std::memset(base, 1, count * page);
+  UsedPages small(base + page + 8, page - 16);
+  small.before(base + 2 * page);
+  if (!resident(base + page)) return std::puts("a small array's page went"), 14;
+  munmap(mapped, count * page);
+  return 0;
+}
+
+// Range r's line i belongs to request (i % kRequests); its time is r * 10^9 + i, its counts
+// 7 * i. The second range's requests are the first's, in reverse order of place.
+int lines() {
+  constexpr std::size_t kRequests = 5;
+  constexpr std::size_t kLines = 3 * (std::size_t{1} << 16) + 123;  // several passes a range
+  RangeResult result;
+  result.others.resize(1);
+  Fold* ranges[] = {&result.fold, &result.others[0]};
+  for (Fold* range : ranges) {
+    for (std::size_t q = 0; q < kRequests; ++q) range->requests.index(Key{1, q, 0});
+    for (std::size_t i = 0; i < kLines; ++i) {
+      range->line_request.push_back(static_cast<std::uint32_t>(i % kRequests));
+    }
+  }
+  for (std::size_t r = 0; r < 2; ++r) {
+    for (std::size_t i = 0; i < kLines; ++i) {
+      ranges[r]->line_t.push_back(static_cast<std::int64_t>(r * 1000000000 + i));
+      ranges[r]->line_tokens.push_back(static_cast<std::int64_t>(7 * i));
+    }
+  }
+  Fold& other = result.others[0];
+  other.merged = true;
+  const std::size_t per_request = kLines / kRequests + 1;  // at most, each range
+  std::vector<std::int64_t> starts(kRequests), count(kRequests, 0);
+  for (std::size_t i = 0; i < kLines; ++i) ++count[i % kRequests];
+  for (std::size_t q = 0; q < kRequests; ++q) {
+    starts[q] = static_cast<std::int64_t>(q * 2 * per_request);
+    other.merged_place.push_back(static_cast<std::uint32_t>(kRequests - 1 - q));
+  }
+  for (std::size_t q = 0; q < kRequests; ++q) {
+    other.merged_before.push_back(count[kRequests - 1 - q]);
+  }
+  FilledInPlace times(2 * kRequests * per_request, -1), tokens(2 * kRequests * per_request, -1);
+  export_times(result, starts, times, tokens);
+  for (std::size_t r = 0; r < 2; ++r) {
+    std::vector<std::int64_t> placed(kRequests, 0);
+    for (std::size_t i = 0; i < kLines; ++i) {
+      std::size_t own = i % kRequests;
+      std::size_t place = r == 0 ? own : kRequests - 1 - own;
+      std::int64_t before = r == 0 ? 0 : count[place];
+      auto at = static_cast<std::size_t>(starts[place] + before + placed[own]++);
+      if (times[at] != static_cast<std::int64_t>(r * 1000000000 + i) ||
+          tokens[at] != static_cast<std::int64_t>(7 * i)) {
+        return std::printf("range %zu line %zu: %lld %lld\n", r, i,
+                           static_cast<long long>(times[at]),
+                           static_cast<long long>(tokens[at])),
+               20;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  if (int failed = pages()) return failed;
+  if (int failed = lines()) return failed;
+  std::puts("pages and lines as placed");
+  return 0;
+}
