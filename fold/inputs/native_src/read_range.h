@@ -7,9 +7,6 @@
 #define FOLD_NATIVE_READ_RANGE_H_
 
 #include <fcntl.h>
-#ifdef __GLIBC__
-#include <malloc.h>  // malloc_trim: hand freed memory back (glibc only; elsewhere a no-op)
-#endif
 #include <sys/mman.h>  // madvise: the placed lines' pages back as they are used
 #include <sys/stat.h>
 #include <unistd.h>
@@ -355,16 +352,14 @@ inline void place_lines(Fold& range, bool first, const std::vector<std::int64_t>
 // each request's list begins, by its place in the first range's table), in file order within
 // a request: a range's times follow those of the ranges before it. `tokens` gets each line's
 // packed counts at its time's place. One thread per range,
-// writing disjoint places; each range's line arrays are freed once placed.
+// writing disjoint places; each range's line arrays are freed once placed (what glibc keeps of
+// them goes back when the read ends: fold.folding.native.read_range).
 inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
                          FilledInPlace& times, FilledInPlace& tokens) {
   std::vector<Fold*> ranges = merged_ranges(result);
   in_parallel(ranges.size(), [&](std::size_t index) {
     place_lines(*ranges[index], index == 0, starts, times, tokens);
   });
-#ifdef __GLIBC__
-  malloc_trim(0);  // the line arrays' memory back to the system
-#endif
 }
 
 }  // namespace fold_native
