@@ -54,12 +54,14 @@ import threading
 import time
 from pathlib import Path
 
-if __name__ == "__main__" and "--child" in sys.argv:
+# This script run as one contestant (``measure``): ``--child NAME ARM LOG SHAPE``.
+CHILD = __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "--child"
+if CHILD:
     # A contestant's process is set up as the command sets up its own (fold.command.process:
     # one BLAS thread, polars' allocator handing freed pages back), before polars loads here.
     importlib.import_module("fold.command.process")
 
-import polars as pl
+import polars as pl  # noqa: E402  after the process setup of a contestant, above
 
 LEGS = 50
 WRITERS = 16
@@ -528,7 +530,7 @@ def print_table(rows: list[tuple[str, int, float, dict[str, dict]]]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+    if CHILD:
         _child(*sys.argv[2:])
     else:
         main()
