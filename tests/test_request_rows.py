@@ -171,3 +171,40 @@ def test_the_cadence_and_durations_land_on_their_own_rows_whatever_their_order(r
         assert missing["interval_max_ns"].to_list() == [
             cadence["max_ns"][i] if i in kept else None for i in range(requests.height)
         ]
+
+
+beside_keys = st.lists(
+    st.tuples(
+        st.integers(0, 2),
+        st.sampled_from(["0000000000000001", "00000000000000ff", "é"]),
+        st.one_of(st.none(), st.sampled_from(["", "7", "ࠀ"])),
+        st.one_of(st.none(), st.integers(0, 2**64 - 1), st.integers(0, 3)),
+    ),  # in REQUEST_KEY's order: leg, w, sid, seq
+    unique=True,
+    max_size=12,
+)
+
+
+@given(beside_keys, beside_keys, st.sampled_from(["drawn", "same", "empty table"]))
+def test_beside_is_a_left_join_by_the_whole_key(left, right, case):
+    """Whatever the two tables' keys (the same rows in the same order, some, none, or an empty
+    table), ``beside`` gives every row of the table once, in its order, with the other's value
+    for that very key (nulls matched as equal), else null: a left join written out here."""
+    if case == "same":
+        right = list(left)
+    elif case == "empty table":
+        left = []
+    key = {name: REQUESTS[name] for name in REQUEST_KEY}
+    table = pl.DataFrame(
+        [(*k, i) for i, k in enumerate(left)], schema={**key, "mine": pl.Int64}, orient="row"
+    )
+    other = pl.DataFrame(
+        [(*k, 100 + i) for i, k in enumerate(right)],
+        schema={**key, "theirs": pl.Int64},
+        orient="row",
+    )
+    found = request_rows.beside(table, other)
+    assert found.columns == [*REQUEST_KEY, "mine", "theirs"]
+    assert found.schema["theirs"] == pl.Int64
+    theirs = {k: 100 + i for i, k in enumerate(right)}
+    assert found.rows() == [(*k, i, theirs.get(k)) for i, k in enumerate(left)]

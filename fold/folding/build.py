@@ -131,7 +131,7 @@ def build_result(
         if timed:
             first = partial.requests.select(*REQUEST_KEY, "first_draft_ns", "first_verify_ns")
             split = from_fold(
-                partial.durations.join(first, on=REQUEST_KEY, how="left", nulls_equal=True),
+                beside(partial.durations, first),
                 cadence.requests,
                 arm_legs["index"].to_list(),
                 check.warm_legs,

@@ -41,6 +41,7 @@ import polars as pl
 from fold.folding.accumulate import REQUEST_KEY
 from fold.folding.frozen import freeze_fields
 from fold.folding.leg_figures import frozen
+from fold.folding.request_rows import beside
 from fold.folding.uncertainty import DEFAULT_SEED, Replicates, bootstrap, percentile_interval
 from fold.inputs.leg_sums import Leg
 
@@ -137,9 +138,13 @@ def split_requests(requests: pl.DataFrame, cadence_requests: pl.DataFrame) -> pl
     inside_ns = {
         part: pl.col(f"{part}_ns") - pl.col(f"first_{part}_ns").fill_null(0) for part in PARTS
     }
+    # Beside, not joined: the durations' rows are most often the cadence's, and a request
+    # without a cadence row (null decode_steps) fails the filter below as an inner join would.
     return (
-        requests.select(*REQUEST_KEY, *TIMED_SUMS, "first_draft_ns", "first_verify_ns")
-        .join(decode, on=REQUEST_KEY, how="inner", nulls_equal=True)
+        beside(
+            requests.select(*REQUEST_KEY, *TIMED_SUMS, "first_draft_ns", "first_verify_ns"),
+            decode,
+        )
         .with_columns(pl.col("decode_steps", "decode_ns", *TIMED_SUMS).cast(pl.Int64))
         .with_columns(inside[part].alias(f"{part}_inside") for part in PARTS)
         .filter(
