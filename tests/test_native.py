@@ -825,3 +825,44 @@ def test_the_traces_lines_refuse_a_duration_sum_past_64_bits_either_way(tmp_path
         native[0] == "RefusedError"
         and "'draft_ns' 9223372036854775808 is a sum past 2^63 - 1" in native[1]
     )
+
+
+def test_chosen_rows_read_the_same_as_a_buffer_or_a_sequence():
+    """The chosen rows and the legs go to the extension as an int64 buffer, read in place; any
+    other array (another width, a strided view) or a list is read item by item, and the
+    figures are the same whichever way they came. Floats are refused, not read as integers."""
+    import numpy as np
+    import polars as pl
+
+    from fold.folding import native as native_module
+    from fold.folding.accumulate import SCHEMAS
+
+    frame = pl.DataFrame(
+        {
+            "leg": [0, 1, 0, 2],
+            "w": ["a"] * 4,
+            "sid": [None] * 4,
+            "seq": [1, 2, 3, 4],
+            "t_ns": [[10, 30, 20], [5, 6], [7], [1, 2, 4, 8]],
+            "tokens": [[3 + (1 << 17)] * 3, [2] * 2, [4 + (4 << 17)], [1 + (1 << 17)] * 4],
+        },
+        schema={k: SCHEMAS["step_times"][k] for k in ("leg", "w", "sid", "seq", "t_ns", "tokens")},
+    )
+    wanted = [1, 0, 1, 1]
+    ways = [
+        np.array(wanted, dtype=np.int64),
+        list(wanted),
+        np.array(wanted, dtype=np.int32),
+        np.array([v for v in wanted for _ in (0, 1)], dtype=np.int64)[::2],
+    ]
+    figures = []
+    for chosen in ways:
+        sums = native_module.position_sums(frame["t_ns"], frame["tokens"], chosen)
+        lengths = native_module.step_lengths(frame["t_ns"], frame["tokens"], chosen)
+        figures.append((sorted(sums.rows()), lengths))
+    assert sorted({row[0] for row in figures[0][0]}) == [0, 2, 3]  # the chosen rows only
+    assert all(found == figures[0] for found in figures)
+    with pytest.raises(TypeError):
+        native_module.position_sums(
+            frame["t_ns"], frame["tokens"], np.array(wanted, dtype=np.float64)
+        )

@@ -72,7 +72,7 @@ def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
     if native.available() and step_times.height:
         # The lists are read where they are, with the chosen rows marked: filtering them would
         # copy every line of the legs (the peak of a large fold's memory).
-        chosen = step_times["leg"].is_in(list(legs)).fill_null(False).cast(pl.Int64).to_list()
+        chosen = step_times["leg"].is_in(list(legs)).fill_null(False).cast(pl.Int64).to_numpy()
         sums = native.position_sums(step_times["t_ns"], step_times["tokens"], chosen).cast(
             {"request": pl.UInt32, **SUMS_SCHEMA}
         )

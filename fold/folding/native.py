@@ -397,27 +397,32 @@ def cadence(
     """Each request's cadence from its step times (``times``, a list column read in place), in
     the extension: its figures in nanoseconds (columns as ``fold._native.cadence`` names them),
     and the pooled intervals of each of ``groups`` (``fold.folding.cadence.Pooled``)."""
+    # int64s without nulls go over as a buffer (10^6 Python ints would cost 36 MB)
+    plain = legs.dtype == pl.Int64 and not legs.null_count()
+    leg_values = legs.to_numpy() if plain else legs.to_list()
     columns, pooled = _native.cadence(
-        times.__arrow_c_stream__(), legs.to_list(), starts, ends, stall_factor, groups
+        times.__arrow_c_stream__(), leg_values, starts, ends, stall_factor, groups
     )
     frame = pl.DataFrame([_series(name, capsules) for name, capsules in columns.items()])
     return frame, pooled
 
 
-def step_lengths(times: pl.Series, tokens: pl.Series, chosen: list[bool]) -> dict:
+def step_lengths(times: pl.Series, tokens: pl.Series, chosen: Any) -> dict:
     """Per draft length, (intervals, their sum in ns) over the chosen requests' step times
-    (``times``, and ``tokens``, each line's packed counts: list columns read in place), in the
-    extension; the reference is ``fold.folding.step_lengths.reference_step_lengths``."""
+    (``chosen`` not 0, int64s as ``position_sums`` takes them; ``times``, and ``tokens``, each
+    line's packed counts: list columns read in place), in the extension; the reference is
+    ``fold.folding.step_lengths.reference_step_lengths``."""
     return _native.step_lengths(
         times.rechunk().__arrow_c_stream__(), tokens.rechunk().__arrow_c_stream__(), chosen
     )
 
 
-def position_sums(times: pl.Series, tokens: pl.Series, chosen: list[int]) -> pl.DataFrame:
-    """Per chosen request (its row in ``times``, ``chosen`` not 0) and bucket of output
-    position, the S, P and A of its drafted lines, from the step times (``times``, and
-    ``tokens``, each line's packed counts: list columns read in place), in the extension; the
-    reference is ``fold.folding.by_position.reference_bucket_sums``."""
+def position_sums(times: pl.Series, tokens: pl.Series, chosen: Any) -> pl.DataFrame:
+    """Per chosen request (its row in ``times``, ``chosen`` not 0: int64s, a numpy array read
+    in place or a sequence) and bucket of output position, the S, P and A of its drafted lines,
+    from the step times (``times``, and ``tokens``, each line's packed counts: list columns
+    read in place), in the extension; the reference is
+    ``fold.folding.by_position.reference_bucket_sums``."""
     raw = _native.position_sums(
         times.rechunk().__arrow_c_stream__(), tokens.rechunk().__arrow_c_stream__(), chosen
     )

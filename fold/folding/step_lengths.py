@@ -40,7 +40,7 @@ def step_time_by_length(step_times: pl.DataFrame, legs: Sequence[int]) -> StepTi
         return {}
     if native.available():
         # Read where they are, the chosen rows marked: a filter would copy the legs' lines.
-        chosen = marked.cast(pl.Int64).to_list()
+        chosen = marked.cast(pl.Int64).to_numpy()
         return native.step_lengths(step_times["t_ns"], step_times["tokens"], chosen)
     return reference_step_lengths(step_times.filter(marked))
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,7 +17,31 @@
 
 namespace fold_native {
 
+// A 1-D buffer of 8-byte signed integers (numpy's int64, as polars hands a column over) is
+// copied as it is: a list of 10^6 Python ints costs some 36 MB and a conversion per item.
+// False for anything else, read as a sequence of Python integers instead.
+inline bool read_int64_buffer(PyObject* object, std::vector<std::int64_t>& out) {
+  if (!PyObject_CheckBuffer(object)) return false;
+  Py_buffer view;
+  if (PyObject_GetBuffer(object, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+    PyErr_Clear();  // a strided view, say: read item by item
+    return false;
+  }
+  const char* format = view.format == nullptr ? "B" : view.format;
+  while (*format == '@' || *format == '=' || *format == '<') ++format;
+  bool int64s = view.ndim == 1 && view.itemsize == 8 && format[0] != '\0' &&
+                format[1] == '\0' && (format[0] == 'l' || format[0] == 'q');
+  if (int64s) {
+    auto count = static_cast<std::size_t>(view.shape[0]);
+    out.resize(count);
+    if (count != 0) std::memcpy(out.data(), view.buf, count * sizeof(std::int64_t));
+  }
+  PyBuffer_Release(&view);
+  return int64s;
+}
+
 inline bool read_int64s(PyObject* sequence, std::vector<std::int64_t>& out) {
+  if (read_int64_buffer(sequence, out)) return true;
   PyObject* fast = PySequence_Fast(sequence, "expected a sequence of integers");
   if (fast == nullptr) return false;
   Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
