@@ -487,9 +487,13 @@ def test_the_extension_and_numpy_sum_by_position_alike(requests, random, lines_p
                 tables.append(by_position.bucket_sums(frame, legs))
     finally:
         by_position.LINES_PER_PASS = saved
+    seqs = frame["seq"]
     for table in tables:
         assert table.schema == tables[0].schema
-        assert set(table.select(columns).iter_rows()) == wanted
+        # a row names its request by its row in the frame; the frame gives its id
+        assert table["leg"].to_list() == frame["leg"].gather(table["request"]).to_list()
+        keyed = table.with_columns(seqs.gather(table["request"]).alias("seq"))
+        assert set(keyed.select(columns).iter_rows()) == wanted
         assert table.height == len(wanted)
 
 
@@ -669,3 +673,20 @@ def test_draws_are_taken_only_for_the_requests_they_were_made_from():
     ):
         assert not drawn.made_from(counts, 50, 3)
         assert _means(counts, 50, 3, drawn) == fresh
+
+
+@given(st.lists(st.integers(0, 30), unique=True, max_size=12).map(sorted))
+def test_a_legs_rows_index_the_same_as_a_slice_or_as_rows(rows):
+    """The positions' bootstrap takes a leg's rows as a slice when they are consecutive (a
+    view, no copy): whichever form it picks, the rows it selects are the very rows."""
+    import numpy as np
+
+    from fold.folding.by_position import _span
+
+    values = np.arange(2 * 31, dtype=np.int64).reshape(2, 31) * 7
+    index = np.array(rows, dtype=np.int64)
+    span = _span(index)
+    consecutive = bool(rows) and rows[-1] - rows[0] + 1 == len(rows)
+    assert isinstance(span, slice) == consecutive
+    assert np.array_equal(values[:, span], values[:, index])
+    assert np.array_equal(values[1, span].sum(), values[1, index].sum())

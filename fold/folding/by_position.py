@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from fold.folding import native
-from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK
+from fold.folding.accumulate import TOKEN_BITS, TOKEN_MASK
 from fold.folding.per_request import MEAN_COLUMNS, MeanDraws, mean_columns
 from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
 from fold.inputs.acceptance import Counts
@@ -66,9 +66,9 @@ never holds them all unpacked at once (some 20 MB of arrays a pass)."""
 
 
 def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
-    """Per request of ``legs`` and bucket of position: its drafted steps' S, P and A. In the
-    extension when it is built (and not switched off), else ``reference_bucket_sums``, which
-    the tests hold it to."""
+    """Per request of ``legs`` (``request``, its row in ``step_times``, and its ``leg``) and
+    bucket of position: its drafted steps' S, P and A. In the extension when it is built (and
+    not switched off), else ``reference_bucket_sums``, which the tests hold it to."""
     if native.available() and step_times.height:
         # The lists are read where they are, with the chosen rows marked: filtering them would
         # copy every line of the legs (the peak of a large fold's memory).
@@ -102,10 +102,10 @@ def _reference_sums(times: pl.DataFrame) -> pl.DataFrame:
 
 
 def _keyed(sums: pl.DataFrame, step_times: pl.DataFrame) -> pl.DataFrame:
-    """The sums with each request's key (``REQUEST_KEY``) beside its row in ``step_times``
-    (``request``), taken by row: no join."""
-    keys = step_times.select(REQUEST_KEY)[sums["request"].to_numpy()]
-    return pl.concat([keys, sums], how="horizontal")
+    """The sums with each request's leg beside its row in ``step_times`` (``request``), taken
+    by row: no join. The row number is the request's key from here on: the writer and the id
+    are not copied (a load test's 10^6 string writers cost some 50 MB)."""
+    return sums.with_columns(step_times["leg"].gather(sums["request"]).alias("leg"))
 
 
 SUMS_SCHEMA = {"bucket": pl.Int64, "steps": pl.Int64, "proposed": pl.Int64, "accepted": pl.Int64}
@@ -184,7 +184,9 @@ def by_output_position(
     """The figures by output position of ``legs`` (their order is the bootstrap's) from
     ``bucket_sums`` over them or more legs, or None when the legs have no drafted step; and
     the per-request means' draws made beside them (``fold_positions``)."""
-    per_request = sums.filter(pl.col("leg").is_in(list(legs)))
+    # fold_positions' sums hold only these legs' requests: filtered, they would be copied
+    in_legs = sums["leg"].is_in(list(legs))
+    per_request = sums if in_legs.all() else sums.filter(in_legs)
     if per_request.height == 0:
         return None, None
     count = int(per_request["bucket"].max()) + 1
@@ -240,8 +242,8 @@ def _long_requests(per_request: pl.DataFrame, count: int) -> dict[str, Any] | No
     if drafted.height == 0 or drafted["bucket"].n_unique() < 2:
         return None
     last = int(drafted["bucket"].max())
-    reached = drafted.filter(pl.col("bucket") == last).select(REQUEST_KEY).unique()
-    mine = per_request.join(reached, on=REQUEST_KEY, how="semi", nulls_equal=True)
+    reached = drafted.filter(pl.col("bucket") == last)["request"].unique()
+    mine = per_request.filter(pl.col("request").is_in(reached))
     totals = {
         row["bucket"]: row
         for row in mine.group_by("bucket")
@@ -251,7 +253,7 @@ def _long_requests(per_request: pl.DataFrame, count: int) -> dict[str, Any] | No
     rates = []
     for bucket in range(min(count, last + 1)):
         rates.append(dict(Counts.of(totals.get(bucket, Counts(0, 0, 0)))))
-    return {"requests": reached.height, "reach_bucket": last, "buckets": rates}
+    return {"requests": reached.len(), "reach_bucket": last, "buckets": rates}
 
 
 def _interval(drawn: Replicates | None, figure: str) -> list[float] | None:
@@ -275,7 +277,7 @@ def _bucket_replicates(
     if not resamples:
         return None, None
     # The legs' requests in key order, the bootstrap's: step_times holds a row per request,
-    # sorted by REQUEST_KEY (``PartialFold.step_times``), so its rows are that order already.
+    # sorted by the request key (``PartialFold.step_times``), so its rows are that order already.
     chosen = np.flatnonzero(step_times["leg"].is_in(list(legs)).fill_null(False).to_numpy())
     dense = {
         name: np.zeros((count, chosen.size), dtype=np.int64)
@@ -286,7 +288,7 @@ def _bucket_replicates(
     for name, values in dense.items():
         values[bucket, row] = per_request[name].to_numpy()
     legs_of_rows = step_times["leg"].to_numpy()[chosen]
-    spans = [np.flatnonzero(legs_of_rows == leg) for leg in legs]
+    spans = [_span(np.flatnonzero(legs_of_rows == leg)) for leg in legs]
     # A request's S, P and A are its drafted lines', summed over its buckets.
     counts = tuple(
         {name: values[:, span].sum(axis=0) for name, values in dense.items()} for span in spans
@@ -321,6 +323,14 @@ def _bucket_replicates(
         )
         for b in range(count)
     ], drawn
+
+
+def _span(rows: np.ndarray) -> np.ndarray | slice:
+    """Rows as a slice when they are consecutive, as a leg's rows in key order are: indexing
+    with it takes a view where the rows themselves would copy (24 MB over 10^6 requests)."""
+    if rows.size and rows[-1] - rows[0] + 1 == rows.size:
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
 def _slope(
