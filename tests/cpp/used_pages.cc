@@ -2,7 +2,8 @@
 // hands back exactly the whole pages of an array's used bytes (mincore tells which are still
 // resident), and export_times places every line of two merged ranges, each of several passes,
 // at its place in its request's list. The two ranges run on threads of their own whatever the
-// machine's cores (in_parallel), which a fold of a file only does on two cores or more. Built
+// machine's cores (in_parallel), which a fold of a file only does on two cores or more; the
+// merged range has let its own request table go first, as the read's merge does. Built
 // and run by tests/test_native_memory.py. Exit 0 and "pages and lines as placed": both hold;
 // otherwise the first difference is printed.
 
@@ -93,6 +94,11 @@ int lines() {
   }
   for (std::size_t q = 0; q < kRequests; ++q) {
     other.merged_before.push_back(count[kRequests - 1 - q]);
+  }
+  // As fold_file_range leaves a merged range: its own tables gone, its lines and places kept.
+  release_merged_tables(other);
+  if (!other.requests.entries().empty() || other.line_t.size() != kLines) {
+    return std::puts("a merged range kept its table, or lost its lines"), 19;
   }
   FilledInPlace times(2 * kRequests * per_request, -1), tokens(2 * kRequests * per_request, -1);
   export_times(result, starts, times, tokens);
