@@ -38,16 +38,12 @@ import polars as pl
 from fold.errors import InputError
 from fold.folding import native
 from fold.folding.accumulate import REQUEST_KEY, keys_increase
+from fold.folding.cadence_groups import Pooled, group_figures
 from fold.inputs.arm import WINDOW_SLACK_NS
 from fold.inputs.defaults import DEFAULT_STALL_FACTOR
 from fold.inputs.limits import is_number
 
 KEY = REQUEST_KEY
-DURATIONS = ("first_step_s", "decode_s", "tail_s")
-INTERVALS = ("interval_median_s", "interval_p90_s", "interval_p99_s", "interval_max_s")
-REQUEST_FIGURES = (*DURATIONS, *INTERVALS, "stalls", "stall_s", "decode_steps_per_s")
-SHARES = ("before_first_step", "decode", "stalls", "tail")
-_NS = 1e9
 
 
 def check_stall_factor(factor: float) -> float:
@@ -107,10 +103,6 @@ RAW_SCHEMA = {
 }
 """A request's figures in nanoseconds, as both paths compute them (null where none)."""
 
-Pooled = tuple[int, int, int, int, int, int] | None
-"""The pooled intervals of the requests of some legs: (count, the two middle values, the
-nearest ranks 90 and 99, the largest), in nanoseconds; None without any."""
-
 
 def group_key(legs: Iterable[int]) -> tuple[int, ...]:
     """A group of legs as the cadence keys its pooled intervals: sorted, each leg once."""
@@ -135,135 +127,11 @@ class Cadence:
         return self.pooled[key]
 
     def groups(self, groups: list[Iterable[int]]) -> list[dict[str, Any]]:
-        """Median and pooled figures over the requests of each group of legs.
-
-        The groups of one leg are aggregated in one pass over the table, the others one filter
-        each: no request is copied once per group it belongs to (a load test's million requests
-        sit in their leg's group, the warm legs' and all legs')."""
+        """Median and pooled figures over the requests of each group of legs
+        (``fold.folding.cadence_groups``)."""
         chosen = [sorted(set(legs)) for legs in groups]
-        singles = sorted({legs[0] for legs in chosen if len(legs) == 1})
-        by_leg: dict[int, dict[str, Any]] = {}
-        if singles:
-            frame = self._figures(singles).group_by("leg").agg(_group_sums()).collect()
-            by_leg = {row["leg"]: row for row in frame.iter_rows(named=True)}
-        figures = []
-        for legs in chosen:
-            if len(legs) == 1:
-                sums = by_leg.get(legs[0])
-            else:
-                sums = self._figures(legs).select(_group_sums()).collect().row(0, named=True)
-            figures.append(_group_figures(sums, self.pooled_intervals(legs)))
-        return figures
-
-    def _figures(self, legs: list[int]) -> pl.LazyFrame:
-        """The requests of ``legs`` with their figures in seconds, unmade until collected."""
-        return (
-            self.requests.lazy()
-            .filter(pl.col("leg").is_in(legs))
-            .drop("w", "seq", "sid")
-            .with_columns(_request_columns())
-        )
-
-
-def _group_sums() -> list[pl.Expr]:
-    """A group's count, sums and medians over its requests (``_request_columns``)."""
-    timed = pl.col("window_ns") > 0
-    return [
-        pl.len().alias("requests"),
-        pl.col("lines", "intervals", "first_step_ns", "decode_ns", "tail_ns").sum(),
-        pl.col("stalls").is_not_null().sum().alias("judged"),
-        pl.col("stalls").sum(),
-        pl.col("stall_ns").sum(),
-        timed.sum().alias("timed"),
-        *(
-            pl.col(name).filter(timed).sum().alias(f"timed_{name}")
-            for name in ("window_ns", "first_step_ns", "decode_ns", "tail_ns")
-        ),
-        pl.col("stall_ns").filter(timed).fill_null(0.0).sum().alias("timed_stall_ns"),
-        *(pl.col(name).median().alias(f"median_{name}") for name in REQUEST_FIGURES),
-    ]
-
-
-def _request_columns() -> list[pl.Expr]:
-    """The figures of a request, in seconds, in the order the JSON shows them."""
-    decode_s = pl.col("decode_ns") / _NS
-    return [
-        pl.col("lines"),
-        pl.col("intervals"),
-        (pl.col("first_step_ns") / _NS).alias("first_step_s"),
-        decode_s.alias("decode_s"),
-        (pl.col("tail_ns") / _NS).alias("tail_s"),
-        (pl.col("median_ns") / _NS).alias("interval_median_s"),
-        (pl.col("p90_ns") / _NS).alias("interval_p90_s"),
-        (pl.col("p99_ns") / _NS).alias("interval_p99_s"),
-        (pl.col("max_ns") / _NS).alias("interval_max_s"),
-        pl.col("stalls"),
-        (pl.col("stall_ns") / _NS).alias("stall_s"),
-        pl.when(pl.col("decode_ns") > 0)
-        .then(pl.col("intervals") / decode_s)
-        .alias("decode_steps_per_s"),
-    ]
-
-
-def _time_split(figures: dict[str, Any]) -> dict[str, float] | None:
-    """A request's mean time before its first step, decoding outside stalls, in stalls and
-    after its last step, as shares of their sum (the warm legs' time chart); None without
-    times."""
-    first, decode, tail = figures["first_step_s"], figures["decode_s"], figures["tail_s"]
-    if first is None or decode is None or tail is None or not first + decode + tail > 0:
-        return None
-    total, stalled = first + decode + tail, figures["stall_s"] or 0.0
-    return {
-        "before_first_step": first / total,
-        "decoding": (decode - stalled) / total,
-        "stalls": stalled / total,
-        "tail": tail / total,
-    }
-
-
-def _group_figures(
-    sums: dict[str, Any] | None, pooled: tuple[int, int, int, int, int, int] | None
-) -> dict[str, Any]:
-    """A group's figures from its requests' sums and medians and its pooled intervals.
-
-    Durations are summed in whole nanoseconds, so no figure depends on the requests' order."""
-    count = sums["requests"] if sums else 0
-    if not count or sums is None:
-        return {
-            "requests": 0,
-            "lines": 0,
-            "intervals": 0,
-            **dict.fromkeys(REQUEST_FIGURES),
-            "shares": dict.fromkeys(SHARES),
-            "time_split": None,
-            "median": dict.fromkeys(REQUEST_FIGURES),
-        }
-    figures: dict[str, Any] = {
-        "requests": count,
-        "lines": sums["lines"],
-        "intervals": sums["intervals"],
-        **{name: sums[name[:-2] + "_ns"] / count / _NS for name in DURATIONS},
-        **_interval_figures(pooled),
-    }
-    judged = sums["judged"]
-    figures["stalls"] = sums["stalls"] if judged else None
-    figures["stall_s"] = (sums["stall_ns"] or 0.0) / judged / _NS if judged else None
-    decode_ns = sums["decode_ns"]
-    figures["decode_steps_per_s"] = sums["intervals"] / (decode_ns / _NS) if decode_ns else None
-    window_ns = sums["timed_window_ns"]
-    if sums["timed"] and window_ns > 0:
-        shares = {
-            share: sums[f"timed_{name}"] / window_ns
-            for share, name in zip(
-                SHARES, ("first_step_ns", "decode_ns", "stall_ns", "tail_ns"), strict=True
-            )
-        }
-    else:
-        shares = dict.fromkeys(SHARES)
-    figures["shares"] = shares
-    figures["time_split"] = _time_split(figures)
-    figures["median"] = {name: sums[f"median_{name}"] for name in REQUEST_FIGURES}
-    return figures
+        pooled = [self.pooled_intervals(legs) for legs in chosen]
+        return group_figures(self.requests, chosen, pooled)
 
 
 def fold_cadence(
@@ -423,15 +291,3 @@ def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
     return step_times.group_by(KEY).agg(
         pl.col("t_ns").list.explode(keep_nulls=False, empty_as_null=False)
     )
-
-
-def _interval_figures(pooled: tuple[int, int, int, int, int, int] | None) -> dict[str, Any]:
-    if pooled is None:
-        return dict.fromkeys(INTERVALS)
-    _count, lower, upper, p90, p99, largest = pooled
-    return {
-        "interval_median_s": (lower + upper) / 2 / _NS,
-        "interval_p90_s": p90 / _NS,
-        "interval_p99_s": p99 / _NS,
-        "interval_max_s": largest / _NS,
-    }
