@@ -61,6 +61,7 @@
 #include "inputs/native_src/position_sums.h"
 #include "inputs/native_src/python_values.h"
 #include "inputs/native_src/read_range.h"
+#include "inputs/native_src/request_columns.h"
 #include "inputs/native_src/resample.h"
 #include "inputs/native_src/resample_module.h"
 #include "inputs/native_src/step_lengths.h"
@@ -119,55 +120,18 @@ PyObject* build_result(RangeResult& result) {
   }
   Py_END_ALLOW_THREADS;
   if (out_of_memory) return PyErr_NoMemory();
-  std::vector<std::int64_t> leg, writer, seq, sid, lines, steps, proposed, accepted, emitted,
-      emitted_lines, max_proposed, max_n, pid, first_t, first_n, first_draft, first_verify;
-  for (auto* column : {&leg, &writer, &seq, &sid, &lines, &steps, &proposed, &accepted,
-                       &emitted, &emitted_lines, &max_proposed, &max_n, &pid, &first_t,
-                       &first_n, &first_draft, &first_verify}) {
-    column->reserve(count);
-  }
-  for (std::uint32_t place : order) {
-    const Key& key = requests[place].key;
-    const Request& r = requests[place].value;
-    leg.push_back(key.c);
-    writer.push_back(writer_of[place]);
-    seq.push_back(static_cast<std::int64_t>(key.b));
-    sid.push_back(static_cast<std::int64_t>(key.d) - 1);  // -1: an integer id
-    lines.push_back(r.lines);
-    steps.push_back(r.steps);
-    proposed.push_back(r.proposed);
-    accepted.push_back(r.accepted);
-    emitted.push_back(r.emitted);
-    emitted_lines.push_back(r.emitted_lines);
-    max_proposed.push_back(r.max_proposed);
-    max_n.push_back(r.max_n);
-    pid.push_back(r.max_pid);
-    first_t.push_back(r.first_t);
-    first_n.push_back(r.first_n);
-    first_draft.push_back(r.first_draft);  // -1: none
-    first_verify.push_back(r.first_verify);
-  }
-  // The durations per request, in the same order; none when no line carried one (old logs).
-  std::vector<std::int64_t> timed_steps, draft_steps, verify_steps, draft_ns, verify_ns;
-  if (fold.timed_lines > 0) {
-    for (auto* column : {&timed_steps, &draft_steps, &verify_steps, &draft_ns, &verify_ns}) {
-      column->reserve(count);
-    }
-    for (std::uint32_t place : order) {
-      const Request& r = requests[place].value;
-      timed_steps.push_back(r.timed_steps);
-      draft_steps.push_back(r.draft_steps);
-      verify_steps.push_back(r.verify_steps);
-      draft_ns.push_back(r.draft_ns);
-      verify_ns.push_back(r.verify_ns);
-    }
-  }
-  PyObject* durations = fold.timed_lines == 0 ? Py_NewRef(Py_None) : dict_of({
-      {"timed_steps", arrow_column(std::move(timed_steps), false)},
-      {"draft_steps", arrow_column(std::move(draft_steps), false)},
-      {"verify_steps", arrow_column(std::move(verify_steps), false)},
-      {"draft_ns", arrow_column(std::move(draft_ns), false)},
-      {"verify_ns", arrow_column(std::move(verify_ns), false)},
+  bool timed = fold.timed_lines > 0;  // else no duration columns (old logs)
+  std::vector<FilledInPlace> columns = request_columns(fold.requests, order, writer_of, timed);
+  auto column = [&columns](std::size_t index, bool is_unsigned = false) {
+    return arrow_column(std::move(columns[index]), is_unsigned);
+  };
+  namespace c = request_column;
+  PyObject* durations = !timed ? Py_NewRef(Py_None) : dict_of({
+      {"timed_steps", column(c::kTimedSteps)},
+      {"draft_steps", column(c::kDraftSteps)},
+      {"verify_steps", column(c::kVerifySteps)},
+      {"draft_ns", column(c::kDraftNs)},
+      {"verify_ns", column(c::kVerifyNs)},
   });
   std::vector<std::int64_t> hist_leg, hist_proposed, hist_accepted, hist_count;
   for (const auto& entry : fold.hist.entries()) {
@@ -233,24 +197,24 @@ PyObject* build_result(RangeResult& result) {
       {"io_error", PyBool_FromLong(result.io_error)},
       {"events", events},
       {"writer_ids", string_list(writer_ids)},
-      {"leg", arrow_column(std::move(leg), false)},
-      {"w", arrow_column(std::move(writer), false)},
-      {"seq", arrow_column(std::move(seq), true)},
-      {"sid", arrow_column(std::move(sid), false)},
+      {"leg", column(c::kLeg)},
+      {"w", column(c::kWriter)},
+      {"seq", column(c::kSeq, true)},
+      {"sid", column(c::kSid)},
       {"seq_ids", string_list(fold.seq_ids)},
-      {"lines_per_request", arrow_column(std::move(lines), false)},
-      {"steps", arrow_column(std::move(steps), false)},
-      {"proposed", arrow_column(std::move(proposed), false)},
-      {"accepted", arrow_column(std::move(accepted), false)},
-      {"emitted", arrow_column(std::move(emitted), false)},
-      {"emitted_lines", arrow_column(std::move(emitted_lines), false)},
-      {"max_proposed", arrow_column(std::move(max_proposed), false)},
-      {"max_n", arrow_column(std::move(max_n), false)},
-      {"pid", arrow_column(std::move(pid), false)},
-      {"first_t_ns", arrow_column(std::move(first_t), false)},
-      {"first_n", arrow_column(std::move(first_n), false)},
-      {"first_draft_ns", arrow_column(std::move(first_draft), false)},
-      {"first_verify_ns", arrow_column(std::move(first_verify), false)},
+      {"lines_per_request", column(c::kLines)},
+      {"steps", column(c::kSteps)},
+      {"proposed", column(c::kProposed)},
+      {"accepted", column(c::kAccepted)},
+      {"emitted", column(c::kEmitted)},
+      {"emitted_lines", column(c::kEmittedLines)},
+      {"max_proposed", column(c::kMaxProposed)},
+      {"max_n", column(c::kMaxN)},
+      {"pid", column(c::kPid)},
+      {"first_t_ns", column(c::kFirstT)},
+      {"first_n", column(c::kFirstN)},
+      {"first_draft_ns", column(c::kFirstDraft)},
+      {"first_verify_ns", column(c::kFirstVerify)},
       {"durations", durations},
       {"attributed_requests", PyLong_FromSize_t(offsets.size() - 1)},
       {"t_ns", arrow_column({}, false, &offsets, &times)},

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "inputs/native_src/read_range.h"
+#include "inputs/native_src/request_columns.h"
 
 using namespace fold_native;
 
@@ -121,11 +122,60 @@ int lines() {
   return 0;
 }
 
+// The requests' columns (request_columns): a table of several passes' entries, in an order
+// that is not the table's, each entry's key and sums at its rank, none read after its page
+// went back (those read as zeros, and every value here is not), and the table left empty.
+int columns() {
+  constexpr std::size_t kRequests = 3 * (std::size_t{1} << 14) + 77;
+  Table<Request> table;
+  for (std::size_t q = 0; q < kRequests; ++q) {
+    Request& r = table.at(Key{q + 1, 7 * q + 1, static_cast<std::int64_t>(q % 5) + 1, q + 1});
+    std::int64_t base = static_cast<std::int64_t>(q) * 32 + 1;
+    std::int64_t* sums[] = {&r.lines, &r.steps, &r.proposed, &r.accepted, &r.emitted,
+                            &r.emitted_lines, &r.max_proposed, &r.max_n, &r.max_pid,
+                            &r.first_t, &r.first_n, &r.first_draft, &r.first_verify,
+                            &r.timed_steps, &r.draft_steps, &r.verify_steps, &r.draft_ns,
+                            &r.verify_ns};
+    for (std::int64_t* sum : sums) *sum = base++;
+  }
+  // Key order here: the places reversed in blocks of 1000, so ranks jump back and forth.
+  std::vector<std::uint32_t> order;
+  for (std::size_t block = 0; block < kRequests; block += 1000) {
+    std::size_t end = std::min(kRequests, block + 1000);
+    for (std::size_t place = end; place > block; --place) {
+      order.push_back(static_cast<std::uint32_t>(kRequests - place));
+    }
+  }
+  std::vector<std::int64_t> writer_of(kRequests);
+  for (std::size_t q = 0; q < kRequests; ++q) writer_of[q] = static_cast<std::int64_t>(q) + 9;
+  std::vector<FilledInPlace> columns = request_columns(table, order, writer_of, true);
+  if (!table.entries().empty()) return std::puts("the table was kept"), 30;
+  if (columns.size() != kRequestColumns + kDurationColumns) return std::puts("columns"), 31;
+  for (std::size_t at = 0; at < kRequests; ++at) {
+    std::size_t q = order[at];
+    auto base = static_cast<std::int64_t>(q) * 32 + 1;
+    std::int64_t wanted[] = {static_cast<std::int64_t>(q % 5) + 1, static_cast<std::int64_t>(q) + 9,
+                             static_cast<std::int64_t>(7 * q + 1), static_cast<std::int64_t>(q)};
+    for (std::size_t column = 0; column < columns.size(); ++column) {
+      std::int64_t expected = column < 4 ? wanted[column]
+                                         : base + static_cast<std::int64_t>(column - 4);
+      if (columns[column][at] != expected) {
+        return std::printf("request %zu column %zu: %lld, not %lld\n", q, column,
+                           static_cast<long long>(columns[column][at]),
+                           static_cast<long long>(expected)),
+               32;
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main() {
   if (int failed = pages()) return failed;
   if (int failed = lines()) return failed;
+  if (int failed = columns()) return failed;
   std::puts("pages and lines as placed");
   return 0;
 }

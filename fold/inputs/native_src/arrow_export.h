@@ -147,7 +147,8 @@ inline ArrowArray* primitive_array(std::vector<std::int64_t>&& values,
 
 // (schema capsule, array capsule) of a 64-bit column ("l" signed, "L" unsigned), or of a
 // large list of int64 ("+L") when `offsets` is given: values are then the child's.
-// `filled`, when given with offsets, holds the list's values instead of `values`.
+// `filled`, when given, holds the column's (or with offsets the list's) values instead of
+// `values`.
 inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsigned,
                               std::vector<std::int64_t>* offsets = nullptr,
                               FilledInPlace* filled = nullptr) {
@@ -160,7 +161,8 @@ inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsign
   ArrowArray* array;
   if (offsets == nullptr) {
     schema->format = is_unsigned ? "L" : "l";
-    array = primitive_array(std::move(values));
+    array = filled != nullptr ? primitive_array(std::vector<std::int64_t>(), std::move(*filled))
+                              : primitive_array(std::move(values));
   } else {
     schema->format = "+L";
     schema->n_children = 1;
@@ -199,6 +201,11 @@ inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsign
   Py_DECREF(schema_capsule);
   Py_DECREF(array_capsule);
   return pair;
+}
+
+// A column filled in place (its pages written where its values land, not zeroed first).
+inline PyObject* arrow_column(FilledInPlace&& filled, bool is_unsigned) {
+  return arrow_column(std::vector<std::int64_t>(), is_unsigned, nullptr, &filled);
 }
 
 }  // namespace fold_native
