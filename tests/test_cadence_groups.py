@@ -79,3 +79,14 @@ def test_each_groups_medians_are_polars_over_its_requests(rows, groups):
         for name in REQUEST_FIGURES:
             wanted = mine[name].cast(pl.Float64).median() if mine.height else None
             assert medians[name] == wanted, (legs, name)
+
+
+def test_requests_out_of_leg_order_are_refused():
+    """A leg's rows are taken as one run of the key-ordered table: rows out of that order are
+    refused, not read as several legs."""
+    import pytest
+
+    rows = [{"leg": leg, **dict.fromkeys(RAW_SCHEMA, 1)} for leg in (1, 0, 1)]
+    requests = pl.DataFrame(rows, schema={"leg": pl.Int64, **RAW_SCHEMA})
+    with pytest.raises(ValueError, match="sorted by leg"):
+        group_medians(requests, [[0], [1]])

@@ -829,8 +829,9 @@ def test_the_traces_lines_refuse_a_duration_sum_past_64_bits_either_way(tmp_path
 
 def test_chosen_rows_read_the_same_as_a_buffer_or_a_sequence():
     """The chosen rows and the legs go to the extension as an int64 buffer, read in place; any
-    other array (another width, a strided view) or a list is read item by item, and the
-    figures are the same whichever way they came. Floats are refused, not read as integers."""
+    other array (another width, a strided view, another byte order, unsigned) or a list
+    is read item by item, and the figures are the same whichever way they came. Floats, and
+    unsigned values past int64, are refused, not read as other integers."""
     import numpy as np
     import polars as pl
 
@@ -855,6 +856,13 @@ def test_chosen_rows_read_the_same_as_a_buffer_or_a_sequence():
         np.array(wanted, dtype=np.int32),
         np.array([v for v in wanted for _ in (0, 1)], dtype=np.int64)[::2],
     ]
+    read_only = np.array(wanted, dtype=np.int64)
+    read_only.flags.writeable = False
+    ways += [
+        read_only,
+        np.array(wanted, dtype=">i8"),  # not the host's order: read item by item
+        np.array(wanted, dtype=np.uint64),
+    ]
     figures = []
     for chosen in ways:
         sums = native_module.position_sums(frame["t_ns"], frame["tokens"], chosen)
@@ -865,4 +873,23 @@ def test_chosen_rows_read_the_same_as_a_buffer_or_a_sequence():
     with pytest.raises(TypeError):
         native_module.position_sums(
             frame["t_ns"], frame["tokens"], np.array(wanted, dtype=np.float64)
+        )
+    # The legs are values, not flags: each way gives the cadence the same legs.
+    cadences = []
+    for legs in (
+        np.array([0, 1, 0, 2], dtype=np.int64),
+        [0, 1, 0, 2],
+        np.array([0, 1, 0, 2], dtype=">i8"),
+        np.array([0, 1, 0, 2], dtype=np.uint64),
+    ):
+        columns, pooled = native_module._native.cadence(
+            frame["t_ns"].__arrow_c_stream__(), legs, [0, 0, 0], [100] * 3, 4.0, [(0, 1, 2)]
+        )
+        found = pl.DataFrame([native_module._series(name, c) for name, c in columns.items()])
+        cadences.append((found.rows(), pooled))
+    assert all(found == cadences[0] for found in cadences)
+    # an unsigned 2^63 is no int64: refused, not read as a negative number
+    with pytest.raises(OverflowError):
+        native_module.position_sums(
+            frame["t_ns"], frame["tokens"], np.array([2**63, 0, 1, 1], dtype=np.uint64)
         )

@@ -422,3 +422,38 @@ def test_nothing_left_out_the_split_s_step_is_the_cadence_s():
         "warm": {"step_split": split.warm_json()},
     }
     assert "timed legs only" not in step_split_lines(document)[0]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=8, unique=True),
+    st.data(),
+)
+def test_only_requests_with_a_cadence_row_are_split(keys, data):
+    """A request whose durations have no cadence row beside them (a request the cadence did not
+    see in its leg) is not split, as an inner join of the two would leave it out; every other
+    request with a part inside its decode window is, with the cadence's own decode figures."""
+    from fold.folding.step_split import split_requests
+
+    key = {"leg": pl.Int64, "w": pl.String, "sid": pl.String, "seq": pl.UInt64}
+    ordered = sorted(keys)
+    requests = pl.DataFrame(
+        [
+            {"leg": leg, "w": "w", "sid": None, "seq": seq, "draft_steps": 3, "draft_ns": 30,
+             "verify_steps": 3, "verify_ns": 60, "first_draft_ns": 10, "first_verify_ns": 20}
+            for leg, seq in ordered
+        ],
+        schema={**key, "draft_steps": pl.Int64, "draft_ns": pl.Int64, "verify_steps": pl.Int64,
+                "verify_ns": pl.Int64, "first_draft_ns": pl.Int64, "first_verify_ns": pl.Int64},
+    )  # fmt: skip
+    seen = data.draw(st.lists(st.sampled_from(ordered), unique=True).map(sorted))
+    cadence = pl.DataFrame(
+        [
+            {"leg": leg, "w": "w", "sid": None, "seq": seq, "intervals": 2 + leg, "decode_ns": 7}
+            for leg, seq in seen
+        ],
+        schema={**key, "intervals": pl.Int64, "decode_ns": pl.Int64},
+    )
+    found = split_requests(requests, cadence)
+    assert found.select("leg", "seq").rows() == seen
+    assert found["decode_steps"].to_list() == [2 + leg for leg, _ in seen]
+    assert found["decode_ns"].to_list() == [7] * len(seen)

@@ -182,11 +182,9 @@ def by_output_position(
     position: str = POSITION,
 ) -> tuple[dict[str, Any] | None, MeanDraws | None]:
     """The figures by output position of ``legs`` (their order is the bootstrap's) from
-    ``bucket_sums`` over them or more legs, or None when the legs have no drafted step; and
-    the per-request means' draws made beside them (``fold_positions``)."""
-    # fold_positions' sums hold only these legs' requests: filtered, they would be copied
-    in_legs = sums["leg"].is_in(list(legs))
-    per_request = sums if in_legs.all() else sums.filter(in_legs)
+    ``bucket_sums`` over these very legs, or None when they have no drafted step; and the
+    per-request means' draws made beside them (``fold_positions``)."""
+    per_request = sums
     if per_request.height == 0:
         return None, None
     count = int(per_request["bucket"].max()) + 1
@@ -243,7 +241,7 @@ def _long_requests(per_request: pl.DataFrame, count: int) -> dict[str, Any] | No
         return None
     last = int(drafted["bucket"].max())
     reached = drafted.filter(pl.col("bucket") == last)["request"].unique()
-    mine = per_request.filter(pl.col("request").is_in(reached))
+    mine = per_request.filter(pl.col("request").is_in(reached.implode()))
     totals = {
         row["bucket"]: row
         for row in mine.group_by("bucket")

@@ -397,7 +397,7 @@ def cadence(
     """Each request's cadence from its step times (``times``, a list column read in place), in
     the extension: its figures in nanoseconds (columns as ``fold._native.cadence`` names them),
     and the pooled intervals of each of ``groups`` (``fold.folding.cadence.Pooled``)."""
-    # int64s without nulls go over as a buffer (10^6 Python ints would cost 36 MB)
+    # int64s without nulls go over as a buffer, not as 10^6 Python ints converted one by one
     plain = legs.dtype == pl.Int64 and not legs.null_count()
     leg_values = legs.to_numpy() if plain else legs.to_list()
     columns, pooled = _native.cadence(

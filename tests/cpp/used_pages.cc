@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -170,12 +171,59 @@ int columns() {
   return 0;
 }
 
+// A file read on two ranges (this needs two cores): the second range, merged into the first,
+// has let its request table, histogram, bins and string ids go, as the read's merge does, and
+// the first holds every request. Every line is in no leg here: a request is (writer, id).
+int merged_read() {
+  char path[] = "/tmp/used_pages_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return std::puts("no temporary file"), 40;
+  std::FILE* out = fdopen(fd, "w");
+  constexpr int kLines = 40000, kWriters = 4;
+  for (int i = 0; i < kLines; ++i) {
+    int request = i / 40;  // 1000 requests, each within one writer's lines
+    if (request % 2) {
+      std::fprintf(out, "{\"v\":1,\"w\":\"%016x\",\"n\":%d,\"t_ns\":%d,\"pid\":1,"
+                   "\"seq\":%d,\"proposed\":4,\"accepted\":1}\n", i % kWriters + 1, i, 1000 + i,
+                   request);
+    } else {
+      std::fprintf(out, "{\"v\":1,\"w\":\"%016x\",\"n\":%d,\"t_ns\":%d,\"pid\":1,"
+                   "\"seq\":\"r%d\",\"proposed\":4,\"accepted\":1}\n", i % kWriters + 1, i,
+                   1000 + i, request);
+    }
+  }
+  std::fclose(out);
+  Legs legs;  // no leg: one open segment, in none
+  legs.segment_status = {kUnattributed};
+  legs.segment_leg = {-1};
+  legs.segment_labels.resize(1);
+  RangeResult result;
+  bool read = fold_file_range(path, 0, -1, legs, false, PerLine::kNone, std::size_t{1} << 16,
+                              std::int64_t{1} << 16, result);
+  unlink(path);
+  if (!read || result.fold.lines != kLines) return std::puts("the file was not read"), 41;
+  if (result.others.empty()) return std::puts("one range only: this needs two cores"), 42;
+  for (const Fold& other : result.others) {
+    if (!other.merged) return std::puts("a range was not merged"), 43;
+    if (!other.requests.entries().empty() || !other.hist.entries().empty() ||
+        !other.bins.entries().empty() || !other.seq_ids.empty()) {
+      return std::puts("a merged range kept its tables"), 44;
+    }
+  }
+  // Each writer's lines of a request: 1000 requests, 4 writers each (i % 4 within 40 lines).
+  if (result.fold.requests.entries().size() != 4000) {
+    return std::printf("%zu requests\n", result.fold.requests.entries().size()), 45;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main() {
   if (int failed = pages()) return failed;
   if (int failed = lines()) return failed;
   if (int failed = columns()) return failed;
+  if (int failed = merged_read()) return failed;
   std::puts("pages and lines as placed");
   return 0;
 }

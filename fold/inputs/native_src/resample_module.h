@@ -27,7 +27,8 @@ inline bool int64_matrix(PyObject* object, Py_buffer& view, bool writable, const
   if (PyObject_GetBuffer(object, &view, flags) != 0) return false;
   // Integers only ('l' or 'q', signed or not): a float buffer must not be read as integers.
   const char* format = view.format == nullptr ? "B" : view.format;
-  while (*format == '@' || *format == '=' || *format == '<') ++format;
+  // '@' and '=' are native order; '<' only where the host is little-endian (Python's macro).
+  while (*format == '@' || *format == '=' || (*format == '<' && PY_LITTLE_ENDIAN)) ++format;
   bool integers = format[0] != '\0' && format[1] == '\0' && std::strchr("lLqQ", format[0]);
   if (view.ndim != 2 || view.itemsize != 8 || !integers) {
     PyErr_Format(PyExc_ValueError, "resample_sums: %s must be 2-D with 8-byte integers", name);
