@@ -61,6 +61,13 @@ if CHILD:
     # one BLAS thread, polars' allocator handing freed pages back), before polars loads here.
     importlib.import_module("fold.command.process")
 
+# polars puts its own allocator setting in the environment when it loads and finds none, and
+# a contestant inherits the environment: with it, the command's own setting (which it only
+# sets where none is) never applied, and freed pages lingered (the load test's peak: 537 MiB
+# against 483). Only a setting the user made before this script ran goes to a contestant.
+ALLOCATOR = "_RJEM_MALLOC_CONF"
+USER_ALLOCATOR = os.environ.get(ALLOCATOR)
+
 import polars as pl  # noqa: E402  after the process setup of a contestant, above
 
 LEGS = 50
@@ -337,14 +344,26 @@ def _rss_anon_kib(pid: int) -> int:
     return 0
 
 
-def measure(name: str, arm: Path, log: Path, shape: str) -> dict:
-    """Run one contestant in a child process, sampling its RssAnon every 10 ms."""
-    environment = dict(os.environ)
+def contestant_environment(
+    name: str, environment: dict[str, str], user_allocator: str | None
+) -> dict[str, str]:
+    """The environment a contestant runs in: this script's, without the native switch and
+    without the allocator setting polars put there (``user_allocator``: the user's own)."""
+    environment = dict(environment)
     environment.pop(NATIVE_SWITCH, None)
+    environment.pop(ALLOCATOR, None)
+    if user_allocator is not None:
+        environment[ALLOCATOR] = user_allocator
     if name == "fold-polars":
         environment[NATIVE_SWITCH] = "0"
     if name == "fold-baseline":
         environment["PYTHONPATH"] = environment[BASELINE]
+    return environment
+
+
+def measure(name: str, arm: Path, log: Path, shape: str) -> dict:
+    """Run one contestant in a child process, sampling its RssAnon every 10 ms."""
+    environment = contestant_environment(name, dict(os.environ), USER_ALLOCATOR)
     process = subprocess.Popen(
         [sys.executable, __file__, "--child", name, str(arm), str(log), shape],
         stdout=subprocess.PIPE,
