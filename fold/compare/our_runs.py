@@ -131,6 +131,9 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
     if found.paired:
         pairs = tuple(pair_legs(ours.legs, theirs.legs))
         summary = pair_summary([pair for pair in pairs if pair["warm"]])
+    # Made once: a run whose drafts reach FORMAT.md's 65,536 tokens has lists that long, and
+    # the JSON form of its document took seconds each time.
+    other_json = theirs.to_json()
     return RunsComparison(
         other=other.name,
         gap=gap,
@@ -145,8 +148,8 @@ def compare_runs(main: Arm, other: Arm, gap: GapAttribution, tolerance: float) -
         warm_pairs=None
         if summary is None
         else max((entry["pairs"] for entry in summary.values()), default=0),
-        other_fold=theirs.to_json(),
-        other_lines=lines_text(theirs.to_json()),
+        other_fold=other_json,
+        other_lines=lines_text(other_json),
         decode_factor=_decode_factor(ours.fold, theirs.fold),
         decode_factor_ci=_decode_factor_ci(ours.fold, theirs.fold),
     )

@@ -32,8 +32,15 @@ class NeedsStepLog(enum.Enum):
 NEEDS_STEP_LOG = NeedsStepLog.NEEDS_STEP_LOG
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any) -> Any:
     """``value`` with every read-only view and figure type made a dict again, for JSON."""
+    # Most values are numbers, as they are: asking first whether each is a RequestRows (an
+    # abstract Sequence) cost seconds on lists of 65,536 draft positions.
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, (Figures, RequestRows, Counts)):
         return value.to_json()
     if isinstance(value, (MappingProxyType, dict)):
