@@ -8,7 +8,7 @@ A gate script gets the command's numbers with::
     result.warm["mean_acceptance_length"], result.to_json()
 
 ``result`` is a ``fold.Document``: immutable, its figures readable by name, and ``to_json()``
-the JSON document ``--json`` writes (format ``fold-acceptance/4``, ``docs/document.md``).
+the JSON document ``--json`` writes (format ``fold-acceptance/5``, ``docs/document.md``).
 
 The names below load on first use, so that importing a part of the package (the command's
 process setup, ``fold.command.process``, above all) does not load numpy first.

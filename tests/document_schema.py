@@ -1,4 +1,4 @@
-"""The JSON document's schema (``docs/fold-acceptance-4.schema.json``), as the suite holds every
+"""The JSON document's schema (``docs/fold-acceptance-5.schema.json``), as the suite holds every
 document it makes to it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import orjson
 
-SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "fold-acceptance-4.schema.json"
+SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "fold-acceptance-5.schema.json"
 
 
 @functools.cache

@@ -30,11 +30,11 @@ def document(
     tok_s: float = 100.0,
     per_position: list[float] | None = None,
 ) -> dict[str, Any]:
-    """A minimal fold-acceptance/4 document with a warm fold's A/P (and its interval)."""
+    """A minimal fold-acceptance/5 document with a warm fold's A/P (and its interval)."""
     warm: dict[str, Any] = {
         "accept_rate": accept_rate,
         "accept_rate_ci": None if interval is None else list(interval),
         "output_throughput_tok_s": tok_s,
         "per_position": per_position or [accept_rate],
     }
-    return {"format": "fold-acceptance/4", "warm": warm, "all": dict(warm)}
+    return {"format": "fold-acceptance/5", "warm": warm, "all": dict(warm)}

@@ -358,6 +358,12 @@ def pools_of(windows: list[dict[str, Any]], most: int) -> list[dict[str, Any]]:
     return pools
 
 
+def by_column(parts: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """docs/document.md (format 5): a leg's windows and pools as an array per figure."""
+    return {key: [part[key] for part in parts] for key in ("steps", "proposed", "accepted",
+                                                            "accept_rate")}  # fmt: skip
+
+
 def windows_of(leg: Leg, steps: list[Step], window_steps: int) -> list[dict[str, Any]]:
     """Windows of at least ``window_steps`` drafted steps, closed on time-bin edges."""
     bins: dict[int, list[Step]] = {}
@@ -513,10 +519,13 @@ def leg_figures(
         "prefill_tokens_per_request": prefill,
         "emitted_consistent": consistent,
         "requests": requests,
-        "windows": windows,
+        "windows": by_column(windows),
         "request_count": len(requests),
         "lowest_request": lowest_of(requests),
-        "window_pools": {"shape": pools_of(windows, 10), "chart": pools_of(windows, 128)},
+        "window_pools": {
+            "shape": by_column(pools_of(windows, 10)),
+            "chart": by_column(pools_of(windows, 128)),
+        },
         "flags": flags,
         "cadence": group_cadence(members),
     }
@@ -753,7 +762,7 @@ def fold_records(
     for leg, figure in zip(legs, figures, strict=True):
         figure["step_split"] = step_split([leg], leg_steps)
     return {
-        "format": "fold-acceptance/4",
+        "format": "fold-acceptance/5",
         "predicate": predicate,
         "window_steps": window_steps,
         "stall_factor": stall_factor,

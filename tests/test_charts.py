@@ -132,6 +132,11 @@ def assert_per_position(document: dict, figure: Figure) -> None:
         assert list(line.get_xdata()) == list(range(1, len(line.get_ydata()) + 1)), line
 
 
+def by_row(columns: dict[str, list]) -> list[dict]:
+    """A leg's windows or pools (an array per figure, format 5) as an object per part."""
+    return [dict(zip(columns, part, strict=True)) for part in zip(*columns.values(), strict=True)]
+
+
 def _consecutive_runs(pools: list[dict], windows: list[dict]) -> bool:
     """Whether each pool sums a run of consecutive windows, in order, every window once."""
     keys = ("steps", "proposed", "accepted")
@@ -158,12 +163,12 @@ def assert_windows(document: dict, figure: Figure) -> None:
     assert len(panels) == len(folds)
     for axes, (_name, fold) in zip(panels, folds, strict=True):
         lines = {line.get_gid(): line for line in axes.get_lines()}
-        legs = [leg for leg in fold["legs"] if leg["windows"]]
+        legs = [leg for leg in fold["legs"] if leg["windows"] and leg["windows"]["steps"]]
         assert sorted(lines) == sorted(f"leg-{leg['index']}" for leg in legs)
         for leg in legs:
             line = lines[f"leg-{leg['index']}"]
-            pools = leg["window_pools"]["chart"]
-            assert _consecutive_runs(pools, leg["windows"]), leg["index"]
+            pools = by_row(leg["window_pools"]["chart"])
+            assert _consecutive_runs(pools, by_row(leg["windows"])), leg["index"]
             edges = [0]
             for pool in pools:
                 edges.append(edges[-1] + pool["steps"])

@@ -25,7 +25,7 @@ STEPS = str(FIXTURES / "steps.jsonl")
 def test_json_on_stdout_is_the_only_output(capsys):
     assert main([ARM, STEPS, "--json", "-"]) == 0
     document = orjson.loads(capsys.readouterr().out)
-    assert document["format"] == "fold-acceptance/4"
+    assert document["format"] == "fold-acceptance/5"
     contract_leg = {"index", "run", "warm", "steps", "proposed", "accepted", "accept_rate",
                     "mean_acceptance_length", "completion_tokens_per_step", "per_position",
                     "histogram"}  # fmt: skip

@@ -1,7 +1,7 @@
 """Codes in the JSON, words beside them: the schema lists every code a step-figures block or a
 matched check can hold, and the codes the modules make are the ones it lists.
 
-The schema is read as a reader would (``docs/fold-acceptance-4.schema.json``); the codes are
+The schema is read as a reader would (``docs/fold-acceptance-5.schema.json``); the codes are
 the modules' own constants, and the documents are made by the command."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from fold.compare.row_intervals import INTERVAL_NOTES, interval_note
 from fold.compare.step_figures import SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFS = json.loads((ROOT / "docs" / "fold-acceptance-4.schema.json").read_text())["$defs"]
+DEFS = json.loads((ROOT / "docs" / "fold-acceptance-5.schema.json").read_text())["$defs"]
 
 
 def _enum(node: dict) -> list[str]:

@@ -129,7 +129,7 @@ def test_the_document_is_what_orjson_writes_of_it(document: Document, tmp_path: 
     assert main([ARM, LOG, "--bootstrap", "50", "--json", str(out)]) == 0
     capsys.readouterr()
     written = orjson.loads(out.read_bytes())
-    assert written["format"] == "fold-acceptance/4"
+    assert written["format"] == "fold-acceptance/5"
     assert written == orjson.loads(orjson.dumps(document.to_json()))
     validate(out.read_bytes())
 
@@ -177,5 +177,5 @@ def test_the_suite_validates_what_to_json_returns(monkeypatch):
 def test_the_schema_is_a_valid_draft_2020_12_schema():
     schema = json.loads(SCHEMA.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert schema["properties"]["format"] == {"const": "fold-acceptance/4"}
+    assert schema["properties"]["format"] == {"const": "fold-acceptance/5"}
     assert schema["additionalProperties"] is False

@@ -33,7 +33,7 @@ def test_a_kept_run_holds_the_document_labels_and_inputs(tmp_path, capsys):
     assert code == 0
     assert f"kept in {ledger} as run 1" in capsys.readouterr().err
     written = orjson.loads(out.read_bytes())
-    assert written["format"] == "fold-acceptance/4"
+    assert written["format"] == "fold-acceptance/5"
     # the whole document, as --json wrote it, read as docs/ledger.md says: from its column
     with duckdb.connect(str(ledger), read_only=True) as connection:
         (kept,) = connection.execute("SELECT document FROM runs WHERE run_id = 1").fetchone()
@@ -356,3 +356,20 @@ def _read_only_ledger(path: Path, capsys) -> None:
     assert snapshot(path) == before
     capsys.readouterr()
     assert main(["ledger", str(path)]) == 0
+
+
+def test_a_saved_document_of_an_earlier_format_is_kept_and_an_older_one_refused():
+    """Formats 4 and 5 moved only what the ledger does not keep (the requests' rows, the
+    windows' layout), so a saved format-3 or format-4 document is kept as it is."""
+    from fold.errors import InputError
+    from fold.ledger.figures import check_document, figure_rows
+
+    for kept in ("fold-acceptance/3", "fold-acceptance/4", "fold-acceptance/5"):
+        saved = {**document(0.5, (0.4, 0.6)), "format": kept}
+        assert check_document(saved) is saved
+        assert [(row.fold, row.figure, row.value) for row in figure_rows(saved)][:2] == [
+            ("warm", "accept_rate", 0.5),
+            ("warm", "output_throughput_tok_s", 100.0),
+        ]
+    with pytest.raises(InputError, match="'fold-acceptance/2' document; this ledger keeps"):
+        check_document({**document(0.5, None), "format": "fold-acceptance/2"})

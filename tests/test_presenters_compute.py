@@ -113,7 +113,7 @@ PLACES: dict[tuple[str, str], tuple[str, set[str]]] = {
         "len(arms) // 4", "len(rates)", "len(rates) + 1"}),
     ("charts.py", "_windows"): (GEOMETRY, {"len(runs)"}),
     ("charts.py", "_windows.draw"): (GEOMETRY + ": each pool's step edge along the leg", {
-        "edges[-1] + pool['steps']"}),
+        "edges[-1] + steps"}),
     ("charts.py", "_per_leg.draw"): (GEOMETRY, {
         "column % len(PALETTE)", "len(PALETTE)", "len(runs)", "len(runs) > 1"}),
     ("charts.py", "_waterfall.draw"): (GEOMETRY, {"len(bars)", "len(waterfalls)"}),

@@ -125,10 +125,11 @@ def _shape_cells(text: str) -> list[str]:
 def test_the_shape_column_shows_the_documents_pools_not_the_windows(saved):
     document = copy.deepcopy(saved)
     for index, leg in enumerate(document["legs"]):
-        for pool in leg["window_pools"]["shape"]:
-            pool["accept_rate"] = 0.0 if index == 0 else 0.99  # the windows stay at ~45%
+        shape = leg["window_pools"]["shape"]
+        # the windows stay at ~45%
+        shape["accept_rate"] = [0.0 if index == 0 else 0.99] * len(shape["accept_rate"])
     cells = _shape_cells(terminal(document, width=100))
-    pools = len(document["legs"][0]["window_pools"]["shape"])
+    pools = len(document["legs"][0]["window_pools"]["shape"]["accept_rate"])
     assert cells[0] == "▁" * pools and set(cells[1:]) == {"█" * pools}
     record = markdown_record(document)
     assert f"`{'▁' * pools}`" in record and f"`{'█' * pools}`" in record
@@ -139,10 +140,12 @@ def test_the_shape_column_shows_the_documents_pools_not_the_windows(saved):
 def test_the_chart_along_each_leg_draws_the_documents_pools(saved):
     document = copy.deepcopy(saved)
     leg = document["legs"][0]
-    leg["window_pools"]["chart"] = [
-        {"steps": 7, "proposed": 1, "accepted": 1, "accept_rate": 0.25},
-        {"steps": 5, "proposed": 1, "accepted": 1, "accept_rate": 0.75},
-    ]
+    leg["window_pools"]["chart"] = {
+        "steps": [7, 5],
+        "proposed": [1, 1],
+        "accepted": [1, 1],
+        "accept_rate": [0.25, 0.75],
+    }
     chart = next(chart for chart in charts(document) if chart.name == "windows")
     figure = Figure()
     chart.draw(figure)

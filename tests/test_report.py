@@ -229,7 +229,13 @@ def test_windows_are_pooled_by_their_counts_past_the_cap():
     ]
     # three pools of four windows: sizes 1, 1, 2 (as even as four allows, the last the larger)
     assert [p["steps"] for p in window_pools(windows, 3)] == [10, 10, 8]
-    assert window_pools([], 10) == ()
+    assert len(window_pools([], 10)) == 0
+    assert window_pools([], 10).to_json() == {
+        "steps": [],
+        "proposed": [],
+        "accepted": [],
+        "accept_rate": [],
+    }
 
 
 OURS_VS_OURS = ROOT / "fixtures" / "ours-vs-ours"

@@ -32,7 +32,7 @@ from fold.present.page import page
 from fold.present.terminal import terminal
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = json.loads((ROOT / "docs" / "fold-acceptance-4.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "docs" / "fold-acceptance-5.schema.json").read_text())
 DEFS = SCHEMA["$defs"]
 PREFILL = SCHEMA["properties"]["prefill_tokens"]["properties"]
 POSITIONS = DEFS["by_output_position"]["anyOf"][0]["properties"]

@@ -5,7 +5,7 @@ The fold builds its part (``fold.folding.result.FoldResult``), the counter check
 the runs of ours inside it (``fold.compare.comparison.Comparison``). A document holds them
 side by side and changes none: ``with_comparison`` makes a new document. ``to_json`` is the
 documented machine-readable form (``docs/document.md``, schema in
-``docs/fold-acceptance-4.schema.json``).
+``docs/fold-acceptance-5.schema.json``).
 
 It lives in the fold's stage, not the comparison's, so the fold can hand back a document of its
 own; the comparison is held by what it promises (``ComparisonPart``), not by its type.
@@ -72,7 +72,7 @@ class Document:
         return replace(self, matched=matched)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form ``--json`` writes (``docs/fold-acceptance-4.schema.json``): plain
+        """The JSON form ``--json`` writes (``docs/fold-acceptance-5.schema.json``): plain
         dicts, lists and numbers, which every presenter reads."""
         # The fold's part is plain already (its per-request records are most of a large
         # document): only the parts built of read-only views are made plain here.

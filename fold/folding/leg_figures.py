@@ -17,7 +17,7 @@ from fold.folding.frozen import frozen as frozen  # where the document's builder
 from fold.folding.request_rows import RequestRows
 from fold.folding.windows import collapses, windows_from_bins
 from fold.inputs import acceptance
-from fold.inputs.acceptance import Counts
+from fold.inputs.acceptance import CountColumns, Counts
 from fold.inputs.arm import WINDOW_SLACK_NS
 from fold.inputs.leg_sums import Leg
 
@@ -41,7 +41,7 @@ def plain(value: Any) -> Any:
     # abstract Sequence) cost seconds on lists of 65,536 draft positions.
     if type(value) in _SCALARS:
         return value
-    if isinstance(value, (Figures, RequestRows, Counts)):
+    if isinstance(value, (Figures, RequestRows, Counts, CountColumns)):
         return value.to_json()
     if isinstance(value, (MappingProxyType, dict)):
         return {key: plain(item) for key, item in value.items()}
@@ -113,13 +113,13 @@ class StepFigures:
     requests: RequestRows
     """Per request, its sums and figures and its cadence: one table, read as read-only
     mappings or by column."""
-    windows: tuple[Counts, ...]
+    windows: CountColumns
 
     def __post_init__(self) -> None:
         freeze_fields(
             self,
             ("per_position", "per_position_conditional", "per_position_of_proposed",
-             "histogram", "windows"),
+             "histogram"),
         )  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from fold.folding.windows import CHART_POOLS, SHAPE_POOLS, window_pools
 from fold.inputs.engine_trace import NO_TIME_STAMPS
 from fold.inputs.reader import SkippedLine
 
-JSON_FORMAT = "fold-acceptance/4"
+JSON_FORMAT = "fold-acceptance/5"
 """The JSON document's format (``docs/document.md``); the annotated record's block says it too."""
 # Where a fold's counts came from (FoldResult.step_source): stable codes, which presenters and
 # scripts decide on; the words beside them are what people read and may be reworded.

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from fold.inputs.acceptance import Counts
+from fold.inputs.acceptance import CountColumns, Counts
 
 # A window (or request) whose acceptance falls under this fraction of its leg's median is a
 # collapse: halving is far outside the window-to-window noise of a steady drafter at the
@@ -17,7 +17,7 @@ COLLAPSE_FRACTION = 0.5
 MIN_WINDOWS_FOR_COLLAPSE = 3
 
 
-def windows_from_bins(bins: Iterable[tuple[int, int, int]], window_steps: int) -> list[Counts]:
+def windows_from_bins(bins: Iterable[tuple[int, int, int]], window_steps: int) -> CountColumns:
     """Consecutive windows of at least ``window_steps`` steps, from time-ordered bins.
 
     ``bins`` are (steps, proposed, accepted) of consecutive equal slices of a leg's window. A
@@ -35,7 +35,7 @@ def windows_from_bins(bins: Iterable[tuple[int, int, int]], window_steps: int) -
             steps = proposed = accepted = 0
     if steps:
         windows.append(Counts(steps, proposed, accepted))
-    return windows
+    return CountColumns.of(windows)
 
 
 def collapses(rates: list[float | None], at_least: int = MIN_WINDOWS_FOR_COLLAPSE) -> list[int]:
@@ -60,13 +60,13 @@ CHART_POOLS = 128
 legs stays small."""
 
 
-def window_pools(windows: Sequence[Mapping[str, Any] | Counts], most: int) -> tuple[Counts, ...]:
+def window_pools(windows: Sequence[Mapping[str, Any] | Counts], most: int) -> CountColumns:
     """At most ``most`` pools of consecutive windows, as even in size as their count allows,
     each with its summed counts: a pool's rate is still an exact ratio of sums, so a collapse
     stays a dip instead of being sampled away."""
     parts = [window if isinstance(window, Counts) else Counts.of(window) for window in windows]
     groups = min(most, len(parts))
     if not groups:
-        return ()
+        return CountColumns((), (), ())
     edges = [group * len(parts) // groups for group in range(groups + 1)]
-    return tuple(Counts.total(parts[start:end]) for start, end in pairwise(edges))
+    return CountColumns.of(Counts.total(parts[start:end]) for start, end in pairwise(edges))

@@ -7,9 +7,9 @@ accepted, the bonus/correction token excluded. Every pooled figure is a ratio of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 DEFAULT_WINDOW_STEPS = 32
 """Steps per window of the within-leg shape (``--window``, ``fold.folding.windows``)."""
@@ -80,6 +80,58 @@ class Counts(Mapping[str, Any]):
 
 
 _COUNTS_JSON = ("steps", "proposed", "accepted", "accept_rate")
+
+
+@dataclass(frozen=True, slots=True)
+class CountColumns(Sequence[Counts]):
+    """Consecutive parts' counts (a leg's windows, their pools), held by column: read in the
+    library as a sequence of ``Counts`` (``windows[w].accept_rate``), and in the JSON as one
+    array per figure (``windows.accept_rate[w]``): 50 legs of 512 windows took 2.0 MB as an
+    object each, and take 0.85 MB so."""
+
+    steps: tuple[int, ...]
+    proposed: tuple[int, ...]
+    accepted: tuple[int, ...]
+
+    @classmethod
+    def of(cls, parts: Iterable[Counts]) -> CountColumns:
+        held = list(parts)
+        return cls(
+            tuple(part.steps for part in held),
+            tuple(part.proposed for part in held),
+            tuple(part.accepted for part in held),
+        )
+
+    @property
+    def accept_rate(self) -> tuple[float | None, ...]:
+        return tuple(map(accept_rate, self.accepted, self.proposed))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @overload
+    def __getitem__(self, index: int) -> Counts: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> CountColumns: ...
+
+    def __getitem__(self, index: int | slice) -> Counts | CountColumns:
+        if isinstance(index, slice):
+            return CountColumns(self.steps[index], self.proposed[index], self.accepted[index])
+        return Counts(self.steps[index], self.proposed[index], self.accepted[index])
+
+    def __iter__(self) -> Iterator[Counts]:
+        return map(Counts, self.steps, self.proposed, self.accepted)
+
+    def to_json(self) -> dict[str, Any]:
+        """An array per figure, the parts in order: ``steps``, ``proposed``, ``accepted`` and
+        ``accept_rate`` (null where a part proposed nothing)."""
+        return {
+            "steps": list(self.steps),
+            "proposed": list(self.proposed),
+            "accepted": list(self.accepted),
+            "accept_rate": list(self.accept_rate),
+        }
 
 
 def completion_tokens_per_step(completion_tokens: int, steps: int) -> float | None:

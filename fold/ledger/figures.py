@@ -18,10 +18,11 @@ from fold.folding.position_intervals import position_intervals
 from fold.inputs.limits import is_int, is_number
 from fold.inputs.populations import ALL_LEGS, WARM_LEGS
 
-DOCUMENT_FORMAT = "fold-acceptance/4"
-DOCUMENT_FORMATS = ("fold-acceptance/3", DOCUMENT_FORMAT)
-"""Formats whose figures the ledger keeps: 4 moved the requests' rows out of the document, and
-the ledger keeps no request's row, so a saved format-3 document is kept as it is."""
+DOCUMENT_FORMAT = "fold-acceptance/5"
+DOCUMENT_FORMATS = ("fold-acceptance/3", "fold-acceptance/4", DOCUMENT_FORMAT)
+"""Formats whose figures the ledger keeps: 4 moved the requests' rows out of the document and 5
+holds a leg's windows by column, and the ledger keeps neither, so a saved format-3 or format-4
+document is kept as it is."""
 FOLDS = ("warm", "all")
 FOLD_FIGURES = (
     "accept_rate",

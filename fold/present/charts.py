@@ -111,7 +111,9 @@ def _windows(document: dict[str, Any]) -> Chart:
         for name, fold in runs_of_ours(document)
         if (
             legs := [
-                leg for leg in fold.get("legs", []) if (leg["window_pools"] or {}).get("chart")
+                leg
+                for leg in fold.get("legs", [])
+                if leg["window_pools"] and leg["window_pools"]["chart"]["steps"]
             ]
         )
     ]
@@ -132,9 +134,9 @@ def _windows(document: dict[str, Any]) -> Chart:
                 # each window is a flat segment from its first step to the next window's
                 pools = leg["window_pools"]["chart"]
                 edges = [0]
-                for pool in pools:
-                    edges.append(edges[-1] + pool["steps"])
-                rates = [pool["accept_rate"] for pool in pools]
+                for steps in pools["steps"]:
+                    edges.append(edges[-1] + steps)
+                rates = pools["accept_rate"]
                 axes.plot(
                     edges,
                     percent([*rates, rates[-1]]),

@@ -233,7 +233,7 @@ def _legs(document: dict[str, Any]) -> str:
 def _shape(pools: dict[str, Any] | None) -> str:
     if pools is None:
         return NEEDS_STEP_LOG
-    return f"`{sparkline(pools['shape'])}`" if pools["shape"] else ""
+    return f"`{sparkline(pools['shape'])}`" if pools["shape"]["steps"] else ""
 
 
 def _cadence_row(name: Any, cadence: dict[str, Any]) -> tuple[Any, ...]:

@@ -14,14 +14,15 @@ import orjson
 
 from fold.errors import InputError
 from fold.folding.leg_figures import plain
-from fold.inputs.acceptance import Counts
+from fold.inputs.acceptance import CountColumns, Counts
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def dumps(document: Any) -> bytes:
     """Every JSON file the command writes goes through here: indented, but an array of flat
-    objects (each value a scalar) has one object a line, written compactly."""
+    objects (each value a scalar) has one object a line, written compactly, and an array of
+    scalars is written on one line."""
     return orjson.dumps(
         _items_on_lines(document, 0),
         default=plain,
@@ -44,10 +45,15 @@ def _items_on_lines(value: Any, depth: int) -> Any:
         if kinds is not None and kinds.issubset(_SCALARS):
             return orjson.Fragment(_flat_items(value, depth, str not in kinds))
         if _SCALARS.issuperset(map(type, value)):
-            return value  # a scalar a line, as before
+            # On one line: a leg's windows are an array per figure (512 numbers each), which a
+            # number a line made 2,048 lines a leg.
+            return orjson.Fragment(orjson.dumps(value))
         return [_items_on_lines(item, depth + 1) for item in value]
     if type(value) is tuple:
         return _items_on_lines(list(value), depth)  # orjson writes a tuple as its items
+    if isinstance(value, CountColumns):
+        # orjson would write a dataclass's fields itself, without the rates
+        return _items_on_lines(value.to_json(), depth)
     if isinstance(value, MappingProxyType):
         # orjson cannot write one and hands it to ``plain``: so does this, first.
         return _items_on_lines(plain(value), depth)

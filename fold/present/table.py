@@ -109,12 +109,11 @@ def same_decimals(reach: float, shown: str) -> str:
     return f"{reach:.{decimals}f}"
 
 
-def sparkline(pools: list[dict[str, Any]]) -> str:
+def sparkline(pools: dict[str, Any]) -> str:
     """A leg's shape: the A/P of each pool of its windows (``window_pools.shape``, pooled by
-    the fold) on an absolute 0..100% scale, a character each."""
+    the fold, a column per figure) on an absolute 0..100% scale, a character each."""
     characters = []
-    for pool in pools:
-        value = pool["accept_rate"]
+    for value in pools["accept_rate"]:
         characters.append(
             " "
             if value is None
