@@ -372,3 +372,47 @@ def test_where_an_arms_step_figures_came_from_is_the_documents_sentence(with_ora
     untouched = _words(terminal(with_oracle_steps, width=100, details=True))
     assert "ours: step log, " in untouched
     assert "vllm: vLLM's per-request spec_decode_metrics (detailed), " in untouched
+
+
+def _flagged(saved: dict, legs: list[int]) -> dict:
+    """The saved document with ``legs`` flagged "emitted != completion", leg 7 "no steps", and
+    each flagged leg's expected tokens its completion tokens + 100 + its index."""
+    document = copy.deepcopy(saved)
+    for leg in document["legs"]:
+        leg["flags"] = []
+    for index in legs:
+        leg = document["legs"][index]
+        leg["flags"] = ["emitted != completion"]
+        leg["expected_completion_tokens"] = leg["completion_tokens"] + 100 + index
+    document["legs"][7]["flags"] = ["no steps"]
+    return document
+
+
+def _flag_text(document: dict, *, details: bool = False) -> str:
+    text = _words(terminal(document, width=400, details=details))
+    return text[text.index("Acceptance per leg") : text.index("Fold (warm")]
+
+
+def test_many_flagged_legs_print_a_line_a_flag_and_details_a_line_a_leg(saved):
+    """Past four flagged legs, a flag's legs share a line that names them and describes the
+    first (a load test's 50 legs flagged alike took 150 lines before the fold); --details
+    and a few flagged legs keep a line a leg."""
+    legs = saved["legs"]
+    document = _flagged(saved, [0, 1, 2, 4, 5])
+    first = legs[0]["completion_tokens"]
+    shown = _flag_text(document)
+    assert (
+        "legs 0-2, 4-5! (5 legs; leg 0 shown, --details lists each) emitted != completion: "
+        f"completion_tokens {first}, but the log's verify steps emitted"
+    ) in shown
+    assert f"that makes {first + 100} (state" in shown
+    assert "leg 7! no verify step with a draft in this leg's window" in shown
+    assert "leg 1! " not in shown and "leg 5! " not in shown
+    each = _flag_text(document, details=True)
+    for index in (0, 1, 2, 4, 5):
+        expected = legs[index]["completion_tokens"] + 100 + index
+        assert f"leg {index}! emitted != completion" in each
+        assert f"that makes {expected} (state" in each
+    assert "legs 0-2" not in each
+    few = _flag_text(_flagged(saved, [1, 4, 5]))  # four flagged legs in all: a line each
+    assert [f"leg {i}! " in few for i in (1, 4, 5, 7)] == [True] * 4 and "legs " not in few

@@ -167,14 +167,47 @@ def legs_table(document: dict[str, Any]) -> Table:
     return table
 
 
-def flag_lines(document: dict[str, Any]) -> Text:
+FLAGGED_LEGS_EACH = 4
+"""Up to this many flagged legs, each gets a line; more get a line per flag, naming the legs and
+describing the first of them (``each_leg``: every leg's line). A load test's 50 legs, all
+flagged alike, took 150 lines before the fold's table."""
+
+
+def flag_lines(document: dict[str, Any], *, each_leg: bool = False) -> Text:
     """The legs marked ``!`` in the table, and why."""
     text = Text()
-    for leg in document["legs"]:
-        if leg["flags"]:
+    flagged = [leg for leg in document["legs"] if leg["flags"]]
+    if each_leg or len(flagged) <= FLAGGED_LEGS_EACH:
+        for leg in flagged:
             text.append(f"leg {leg['index']}! ", style="bold red")
             text.append(", ".join(_describe_flag(flag, leg) for flag in leg["flags"]) + "\n")
+        return text
+    by_flag: dict[str, list[dict[str, Any]]] = {}
+    for leg in flagged:
+        for flag in leg["flags"]:
+            by_flag.setdefault(flag, []).append(leg)
+    for flag, legs in by_flag.items():
+        if len(legs) == 1:
+            text.append(f"leg {legs[0]['index']}! ", style="bold red")
+            text.append(f"{_describe_flag(flag, legs[0])}\n")
+            continue
+        text.append(f"legs {index_ranges([leg['index'] for leg in legs])}! ", style="bold red")
+        text.append(
+            f"({len(legs)} legs; leg {legs[0]['index']} shown, --details lists each) "
+            f"{_describe_flag(flag, legs[0])}\n"
+        )
     return text
+
+
+def index_ranges(indices: list[int]) -> str:
+    """Ascending indices with each run of consecutive ones as its ends: '0-3, 5, 7-9'."""
+    runs: list[list[int]] = []
+    for index in indices:
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _describe_flag(flag: str, leg: dict[str, Any]) -> str:
@@ -394,7 +427,7 @@ def report(document: dict[str, Any], *, details: bool = False) -> RenderableType
     counts came from when not from the hook's step log)."""
     parts: list[RenderableType] = [
         fit(legs_table(document), give_way=("shape", "steps/s", "run")),
-        flag_lines(document),
+        flag_lines(document, each_leg=details),
         fit(fold_table(document), give_way=("completion/S",)),
     ]
     if details:
