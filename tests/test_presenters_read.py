@@ -416,3 +416,10 @@ def test_many_flagged_legs_print_a_line_a_flag_and_details_a_line_a_leg(saved):
     assert "legs 0-2" not in each
     few = _flag_text(_flagged(saved, [1, 4, 5]))  # four flagged legs in all: a line each
     assert [f"leg {i}! " in few for i in (1, 4, 5, 7)] == [True] * 4 and "legs " not in few
+
+
+def test_the_warm_legs_read_as_ranges_of_consecutive_indices(saved):
+    document = copy.deepcopy(saved)
+    document["warm"]["legs"] = [1, 2, 3, 5, 7, 8]
+    assert "warm legs: 1-3, 5, 7-8" in _words(terminal(document, width=200, details=True))
+    assert "(1-3, 5, 7-8)" in markdown_record(document)

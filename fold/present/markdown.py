@@ -26,6 +26,7 @@ from fold.present.step_split import step_split_lines, step_split_markdown
 from fold.present.table import (
     NOT_RECORDED,
     from_log,
+    index_ranges,
     length,
     no_times,
     percent,
@@ -63,7 +64,7 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
 
 def _heading(document: dict[str, Any], arm_path: str | None) -> str:
     warm = document["warm"]
-    about = [f"warm legs: `{document['predicate']}` ({', '.join(map(str, warm['legs']))})"]
+    about = [f"warm legs: `{document['predicate']}` ({index_ranges(list(warm['legs']))})"]
     if arm_path:
         about.insert(0, f"arm record: `{arm_path}`")
     if from_log(document):

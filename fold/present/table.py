@@ -337,7 +337,7 @@ def distribution_lines(document: dict[str, Any]) -> Text:
             text.append(NEEDS_STEP_LOG, style="dim")
         else:
             text.append(position_cells([show(value) for value in warm[key]]))
-    text.append(f"\nwarm legs: {', '.join(str(index) for index in warm['legs'])}")
+    text.append(f"\nwarm legs: {index_ranges(list(warm['legs']))}")
     return text
 
 
