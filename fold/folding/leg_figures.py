@@ -286,12 +286,19 @@ def stepped_leg(
     flags = []
     if steps == 0:
         flags.append("no steps")
-    full_rates = [window.accept_rate for window in windows if window.steps >= window_steps]
+    full_rates = [
+        rate
+        for count, rate in zip(windows.steps, windows.accept_rate, strict=True)
+        if count >= window_steps
+    ]
     if collapses(full_rates):
         flags.append("collapse")
     judged = requests.column("steps") >= window_steps
     rates = requests.column("accept_rate")[judged]
-    if collapses([None if np.isnan(rate) else float(rate) for rate in rates], at_least=2):
+    # Only whether any request collapses is asked: a request without a rate (NaN) is left
+    # out as collapses() leaves out None, in one numpy pass (a float per request in Python
+    # took 0.1 s on 45,600 requests).
+    if collapses(rates[~np.isnan(rates)].tolist(), at_least=2):
         flags.append("request collapse")
     emitted_consistent = None
     expected_completion = None
