@@ -24,6 +24,7 @@ setup(
                 "fold/inputs/native_src/position_sums.h",
                 "fold/inputs/native_src/python_values.h",
                 "fold/inputs/native_src/read_range.h",
+                "fold/inputs/native_src/request_columns.h",
                 "fold/inputs/native_src/resample.h",
                 "fold/inputs/native_src/resample_module.h",
                 "fold/inputs/native_src/step_lengths.h",

@@ -124,11 +124,14 @@ int lines() {
 }
 
 // The requests' columns (request_columns): a table of several passes' entries, in an order
-// that is not the table's, each entry's key and sums at its rank, none read after its page
-// went back (those read as zeros, and every value here is not), and the table left empty.
-int columns() {
+// that is not the table's, each entry's key and sums at its rank in the column of that name,
+// none read after its page went back (those read as zeros, and every value here is not), and
+// the table left empty. Passes of 7 and 13 entries end at many places within a page (a real
+// table starts anywhere in one; 2^14 entries of 176 bytes end on the same place each time).
+int columns(std::size_t entries_a_pass) {
   constexpr std::size_t kRequests = 3 * (std::size_t{1} << 14) + 77;
   Table<Request> table;
+  std::vector<Request> made(kRequests);
   for (std::size_t q = 0; q < kRequests; ++q) {
     Request& r = table.at(Key{q + 1, 7 * q + 1, static_cast<std::int64_t>(q % 5) + 1, q + 1});
     std::int64_t base = static_cast<std::int64_t>(q) * 32 + 1;
@@ -138,6 +141,7 @@ int columns() {
                             &r.timed_steps, &r.draft_steps, &r.verify_steps, &r.draft_ns,
                             &r.verify_ns};
     for (std::int64_t* sum : sums) *sum = base++;
+    made[q] = r;
   }
   // Key order here: the places reversed in blocks of 1000, so ranks jump back and forth.
   std::vector<std::uint32_t> order;
@@ -149,23 +153,42 @@ int columns() {
   }
   std::vector<std::int64_t> writer_of(kRequests);
   for (std::size_t q = 0; q < kRequests; ++q) writer_of[q] = static_cast<std::int64_t>(q) + 9;
-  std::vector<FilledInPlace> columns = request_columns(table, order, writer_of, true);
+  std::vector<FilledInPlace> columns =
+      request_columns(table, order, writer_of, true, entries_a_pass);
   if (!table.entries().empty()) return std::puts("the table was kept"), 30;
   if (columns.size() != kRequestColumns + kDurationColumns) return std::puts("columns"), 31;
+  namespace c = request_column;
+  struct Named {
+    std::size_t column;
+    std::int64_t Request::*field;
+  };
+  const Named named[] = {
+      {c::kLines, &Request::lines}, {c::kSteps, &Request::steps},
+      {c::kProposed, &Request::proposed}, {c::kAccepted, &Request::accepted},
+      {c::kEmitted, &Request::emitted}, {c::kEmittedLines, &Request::emitted_lines},
+      {c::kMaxProposed, &Request::max_proposed}, {c::kMaxN, &Request::max_n},
+      {c::kPid, &Request::max_pid}, {c::kFirstT, &Request::first_t},
+      {c::kFirstN, &Request::first_n}, {c::kFirstDraft, &Request::first_draft},
+      {c::kFirstVerify, &Request::first_verify}, {c::kTimedSteps, &Request::timed_steps},
+      {c::kDraftSteps, &Request::draft_steps}, {c::kVerifySteps, &Request::verify_steps},
+      {c::kDraftNs, &Request::draft_ns}, {c::kVerifyNs, &Request::verify_ns}};
   for (std::size_t at = 0; at < kRequests; ++at) {
     std::size_t q = order[at];
-    auto base = static_cast<std::int64_t>(q) * 32 + 1;
-    std::int64_t wanted[] = {static_cast<std::int64_t>(q % 5) + 1, static_cast<std::int64_t>(q) + 9,
-                             static_cast<std::int64_t>(7 * q + 1), static_cast<std::int64_t>(q)};
-    for (std::size_t column = 0; column < columns.size(); ++column) {
-      std::int64_t expected = column < 4 ? wanted[column]
-                                         : base + static_cast<std::int64_t>(column - 4);
-      if (columns[column][at] != expected) {
-        return std::printf("request %zu column %zu: %lld, not %lld\n", q, column,
-                           static_cast<long long>(columns[column][at]),
-                           static_cast<long long>(expected)),
-               32;
-      }
+    auto check = [&](std::size_t column, std::int64_t expected) {
+      if (columns[column][at] == expected) return false;
+      std::printf("pass of %zu: request %zu column %zu: %lld, not %lld\n", entries_a_pass, q,
+                  column, static_cast<long long>(columns[column][at]),
+                  static_cast<long long>(expected));
+      return true;
+    };
+    if (check(c::kLeg, static_cast<std::int64_t>(q % 5) + 1) ||
+        check(c::kWriter, static_cast<std::int64_t>(q) + 9) ||
+        check(c::kSeq, static_cast<std::int64_t>(7 * q + 1)) ||
+        check(c::kSid, static_cast<std::int64_t>(q))) {
+      return 32;
+    }
+    for (const Named& each : named) {
+      if (check(each.column, made[q].*each.field)) return 32;
     }
   }
   return 0;
@@ -214,6 +237,22 @@ int merged_read() {
   if (result.fold.requests.entries().size() != 4000) {
     return std::printf("%zu requests\n", result.fold.requests.entries().size()), 45;
   }
+  // The read's own table (on the heap, starting anywhere in a page) made into its columns in
+  // passes of 7 entries: each of a writer's shares of a request is 10 lines, 40 drafted tokens
+  // and 10 accepted, its lines 4 apart from its first (t_ns = 1000 + n) to its last n.
+  auto& entries = result.fold.requests.entries();
+  std::vector<std::uint32_t> order = request_order(entries, result.fold.seq_ids);
+  std::vector<std::int64_t> writer_of(entries.size(), 0);
+  std::vector<FilledInPlace> columns =
+      request_columns(result.fold.requests, order, writer_of, false, 7);
+  namespace c = request_column;
+  for (std::size_t at = 0; at < 4000; ++at) {
+    if (columns[c::kLines][at] != 10 || columns[c::kSteps][at] != 10 ||
+        columns[c::kProposed][at] != 40 || columns[c::kAccepted][at] != 10 ||
+        columns[c::kMaxN][at] - (columns[c::kFirstT][at] - 1000) != 36) {
+      return std::printf("request at rank %zu: its columns are not its lines'\n", at), 46;
+    }
+  }
   return 0;
 }
 
@@ -222,7 +261,9 @@ int merged_read() {
 int main() {
   if (int failed = pages()) return failed;
   if (int failed = lines()) return failed;
-  if (int failed = columns()) return failed;
+  for (std::size_t pass : {std::size_t{7}, std::size_t{13}, std::size_t{1} << 14}) {
+    if (int failed = columns(pass)) return failed;
+  }
   if (int failed = merged_read()) return failed;
   std::puts("pages and lines as placed");
   return 0;

@@ -34,11 +34,13 @@ constexpr std::size_t kDurationColumns = request_column::kVerifyNs + 1 - kReques
 // request, 22 with durations) are then never both held whole, as they were at a load test's
 // read's peak (10^6 requests). The columns' pages come as they are written, so a log whose
 // key order follows the table's (requests met in time order, as writers log them) holds
-// little more than the larger of the two. The table is empty afterwards.
-inline std::vector<FilledInPlace> request_columns(Table<Request>& table,
-                                                  const std::vector<std::uint32_t>& order,
-                                                  const std::vector<std::int64_t>& writer_of,
-                                                  bool timed) {
+// little more than the larger of the two. The table is empty afterwards. The entries' pages
+// go back every `entries_a_pass` entries (a parameter so that a test can make the passes end
+// at many places within a page, as a real table, which starts anywhere in one, does).
+inline std::vector<FilledInPlace> request_columns(
+    Table<Request>& table, const std::vector<std::uint32_t>& order,
+    const std::vector<std::int64_t>& writer_of, bool timed,
+    std::size_t entries_a_pass = std::size_t{1} << 14) {
   auto& entries = table.entries();
   std::size_t count = entries.size();
   std::vector<std::uint32_t> rank(count);
@@ -46,7 +48,6 @@ inline std::vector<FilledInPlace> request_columns(Table<Request>& table,
   std::vector<FilledInPlace> columns(kRequestColumns + (timed ? kDurationColumns : 0));
   for (auto& column : columns) column.resize(count);  // not zeroed: written below, each once
   UsedPages read(entries.data(), count * sizeof(entries[0]));
-  constexpr std::size_t kEntriesAPass = std::size_t{1} << 14;
   for (std::size_t place = 0; place < count; ++place) {
     const Key& key = entries[place].key;
     const Request& r = entries[place].value;
@@ -61,7 +62,7 @@ inline std::vector<FilledInPlace> request_columns(Table<Request>& table,
     for (std::size_t column = 0; column < columns.size(); ++column) {
       columns[column][at] = values[column];
     }
-    if ((place + 1) % kEntriesAPass == 0) read.before(entries.data() + place + 1);
+    if ((place + 1) % entries_a_pass == 0) read.before(entries.data() + place + 1);
   }
   table = Table<Request>();
   return columns;
