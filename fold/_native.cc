@@ -121,7 +121,7 @@ PyObject* build_result(RangeResult& result) {
   Py_END_ALLOW_THREADS;
   if (out_of_memory) return PyErr_NoMemory();
   bool timed = fold.timed_lines > 0;  // else no duration columns (old logs)
-  // The table is empty from here on: `requests` and `count` describe what it was.
+  // The table is empty from here on (`requests`, its entries, too); `count` is what it held.
   std::vector<FilledInPlace> columns = request_columns(fold.requests, order, writer_of, timed);
   auto column = [&columns](std::size_t index, bool is_unsigned = false) {
     return arrow_column(std::move(columns[index]), is_unsigned);

@@ -96,7 +96,9 @@ def test_windows_and_their_pools_read_alike_from_json(bins, window_steps):
     # the windows keep every count of the bins
     sums = [sum(column) for column in zip(*bins, strict=True)] if bins else [0, 0, 0]
     assert Counts.total(windows) == Counts(*sums)
-    read_back = json.loads(json.dumps([window.to_json() for window in windows]))
+    written = json.loads(dumps(windows))
+    read_back = CountColumns(written["steps"], written["proposed"], written["accepted"])
+    assert read_back == windows
     for most in (1, 3, 10):
         pools = window_pools(windows, most)
         assert pools == window_pools(read_back, most)
@@ -111,6 +113,12 @@ def test_counts_by_column_read_as_the_parts_and_write_an_array_per_figure(parts,
     assert list(held) == parts
     assert [held[i] for i in range(-len(parts), len(parts))] == parts + parts
     assert list(held[a:b]) == parts[a:b] and isinstance(held[a:b], CountColumns)
+    assert list(held[::2]) == parts[::2] and list(held[::-1]) == parts[::-1]
+    assert held[a:b:3] == tuple(parts[a:b:3]) == held[a:b:3]
+    # equal to the same Counts in a tuple or a list, hashed alike, and to nothing else
+    assert held == tuple(parts) and tuple(parts) == held and held == list(parts)
+    assert hash(held) == hash(tuple(parts))
+    assert held != (*parts, Counts(1, 1, 1)) and held != "steps"
     with pytest.raises(IndexError):
         held[len(parts)]
     # the JSON: an array per figure, part i at index i of each, A/P by the definition
@@ -126,6 +134,13 @@ def test_counts_by_column_read_as_the_parts_and_write_an_array_per_figure(parts,
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
         held.steps = ()  # type: ignore[misc]
+
+
+def test_counts_by_column_are_tuples_of_one_length():
+    held = CountColumns([1, 2], [4, 8], [0, 3])  # lists handed in are held as tuples
+    assert (held.steps, held.proposed, held.accepted) == ((1, 2), (4, 8), (0, 3))
+    with pytest.raises(ValueError, match="differ in length"):
+        CountColumns((1, 2), (4,), (0, 3))
 
 
 def test_the_json_keeps_the_counts_where_they_were():

@@ -150,6 +150,24 @@ BROKEN = {
     "a request's rows back in a leg": lambda d: d["legs"][1].update(requests=[]),
     "a leg without its request count": lambda d: d["legs"][1].pop("request_count"),
     "a writer without its lost lines": lambda d: d["writers"][0].pop("lost"),
+    "the windows an object each (format 4)": lambda d: d["legs"][1].update(
+        windows=[
+            dict(zip(d["legs"][1]["windows"], part, strict=True))
+            for part in zip(*d["legs"][1]["windows"].values(), strict=True)
+        ]
+    ),
+    "the shape pools an object each (format 4)": lambda d: d["legs"][1]["window_pools"].update(
+        shape=[{"steps": 1, "proposed": 2, "accepted": 1, "accept_rate": 0.5}]
+    ),
+    "a windows figure the format has not": lambda d: d["legs"][1]["windows"].update(lines=[]),
+    "a window's steps a fraction": lambda d: d["legs"][1]["windows"]["steps"].append(1.5),
+    "windows without their rates": lambda d: d["legs"][1]["windows"].pop("accept_rate"),
+    "more than 10 shape pools": lambda d: d["legs"][1]["window_pools"]["shape"].update(
+        steps=[1] * 11
+    ),
+    "more than 128 chart pools": lambda d: d["legs"][1]["window_pools"]["chart"].update(
+        accept_rate=[0.5] * 129
+    ),
 }
 
 

@@ -371,5 +371,6 @@ def test_a_saved_document_of_an_earlier_format_is_kept_and_an_older_one_refused(
             ("warm", "accept_rate", 0.5),
             ("warm", "output_throughput_tok_s", 100.0),
         ]
-    with pytest.raises(InputError, match="'fold-acceptance/2' document; this ledger keeps"):
+    kept = "'fold-acceptance/3', 'fold-acceptance/4' and 'fold-acceptance/5' documents"
+    with pytest.raises(InputError, match=f"'fold-acceptance/2' document; this ledger keeps {kept}"):
         check_document({**document(0.5, None), "format": "fold-acceptance/2"})

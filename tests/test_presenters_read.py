@@ -137,6 +137,27 @@ def test_the_shape_column_shows_the_documents_pools_not_the_windows(saved):
     assert "▁" * pools not in untouched and "█" * pools not in untouched
 
 
+def test_the_shape_column_draws_the_pools_in_their_order_and_an_empty_shape_blank(saved):
+    """Pool i is character i (eight levels over 0..100%: 0.0 the lowest, 0.99 the highest,
+    None a space); a leg without windows has an empty shape, in the markdown too."""
+    document = copy.deepcopy(saved)
+    document["legs"][0]["window_pools"]["shape"] = {
+        "steps": [1, 1, 1, 1],
+        "proposed": [1, 1, 1, 0],
+        "accepted": [0, 1, 0, 0],
+        "accept_rate": [0.0, 0.99, 0.5, None],
+    }
+    document["legs"][1]["window_pools"]["shape"] = dict.fromkeys(
+        ("steps", "proposed", "accepted", "accept_rate"), ()
+    )
+    text = terminal(document, width=100)
+    assert _shape_cells(text)[0] == "▁█▅"  # the last pool's space is the cell's padding
+    legs = markdown_record(document).split("## Legs", 1)[1].split("\n## ", 1)[0]
+    first, second = (line for line in legs.splitlines() if re.match(r"^\| [01] \|", line))
+    assert first.split(" | ")[10] == "`▁█▅ `"
+    assert second.split(" | ")[10] == ""  # no windows: no shape, not an empty code span
+
+
 def test_the_chart_along_each_leg_draws_the_documents_pools(saved):
     document = copy.deepcopy(saved)
     leg = document["legs"][0]
@@ -423,3 +444,20 @@ def test_the_warm_legs_read_as_ranges_of_consecutive_indices(saved):
     document["warm"]["legs"] = [1, 2, 3, 5, 7, 8]
     assert "warm legs: 1-3, 5, 7-8" in _words(terminal(document, width=200, details=True))
     assert "(1-3, 5, 7-8)" in markdown_record(document)
+
+
+def test_the_page_groups_many_flagged_legs_and_folds_every_legs_line_below(saved):
+    document = _flagged(saved, [0, 1, 2, 4, 5])
+    shown = page(document).decode()
+    section = re.search(r'<section id="attention">(.*?)</section>', shown, re.DOTALL)
+    assert section is not None
+    grouped, _, folded = section[1].partition("<details>")
+    assert "legs 0-2, 4-5! (5 legs; leg 0 shown, every leg below) emitted != completion" in grouped
+    assert "--details" not in section[1]
+    assert "<summary>Every flagged leg (6)</summary>" in folded
+    for index in (0, 1, 2, 4, 5, 7):
+        assert f"<li>leg {index}! " in folded
+    few = re.search(
+        r'<section id="attention">(.*?)</section>', page(_flagged(saved, [1])).decode(), re.DOTALL
+    )
+    assert few is not None and "<details>" not in few[1] and "leg 1! emitted" in few[1]

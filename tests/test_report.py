@@ -209,13 +209,9 @@ def test_without_matplotlib_the_command_names_the_extra(tmp_path, monkeypatch, c
 
 def test_windows_are_pooled_by_their_counts_past_the_cap():
     from fold.folding.windows import window_pools
+    from fold.inputs.acceptance import Counts
 
-    windows = [
-        {"steps": 10, "proposed": 70, "accepted": 30},
-        {"steps": 10, "proposed": 70, "accepted": 10},
-        {"steps": 5, "proposed": 35, "accepted": 35},
-        {"steps": 3, "proposed": 0, "accepted": 0},
-    ]
+    windows = [Counts(10, 70, 30), Counts(10, 70, 10), Counts(5, 35, 35), Counts(3, 0, 0)]
     # by hand: two pools of two windows; four pools of one, the last with nothing proposed
     assert [(p["steps"], p["accept_rate"]) for p in window_pools(windows, 2)] == [
         (20, 40 / 140),
@@ -229,7 +225,7 @@ def test_windows_are_pooled_by_their_counts_past_the_cap():
     ]
     # three pools of four windows: sizes 1, 1, 2 (as even as four allows, the last the larger)
     assert [p["steps"] for p in window_pools(windows, 3)] == [10, 10, 8]
-    assert len(window_pools([], 10)) == 0
+    assert window_pools([], 10) == ()
     assert window_pools([], 10).to_json() == {
         "steps": [],
         "proposed": [],

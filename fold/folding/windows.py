@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import pairwise
-from typing import Any
 
 from fold.inputs.acceptance import CountColumns, Counts
 
@@ -60,11 +59,11 @@ CHART_POOLS = 128
 legs stays small."""
 
 
-def window_pools(windows: Sequence[Mapping[str, Any] | Counts], most: int) -> CountColumns:
+def window_pools(windows: Sequence[Counts], most: int) -> CountColumns:
     """At most ``most`` pools of consecutive windows, as even in size as their count allows,
     each with its summed counts: a pool's rate is still an exact ratio of sums, so a collapse
     stays a dip instead of being sampled away."""
-    parts = [window if isinstance(window, Counts) else Counts.of(window) for window in windows]
+    parts = list(windows)
     groups = min(most, len(parts))
     if not groups:
         return CountColumns((), (), ())

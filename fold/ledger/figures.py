@@ -75,7 +75,8 @@ def check_document(document: Any) -> dict[str, Any]:
     if not isinstance(document, dict) or "format" not in document:
         raise InputError("the run to keep is not a fold-acceptance JSON document")
     if document["format"] not in DOCUMENT_FORMATS:
-        kept = " and ".join(repr(name) for name in DOCUMENT_FORMATS)
+        names = [repr(name) for name in DOCUMENT_FORMATS]
+        kept = f"{', '.join(names[:-1])} and {names[-1]}"
         raise InputError(
             f"the run to keep is a {document['format']!r} document; this ledger keeps "
             f"{kept} documents (fold the run again with this fold-acceptance)"

@@ -34,10 +34,10 @@ def _items_on_lines(value: Any, depth: int) -> Any:
     """``value`` (at ``depth`` in the document) with each array of flat objects made
     compact JSON of its own, an object a line, indented as orjson indents the rest.
 
-    A leg's windows (512 of them by default), its pools and its buckets are arrays of flat
-    objects: indented, each object took six lines and about three times the bytes (50
-    legs' windows made a document of about 5 MB instead of 3). The JSON's content is the same: only
-    where the lines break changes."""
+    The files, the writers and the lowest requests are arrays of flat objects: indented, each
+    object took a line a value (a leg's 512 windows, an object each until format 5, made a
+    document of 50 legs about 5 MB instead of 3). The JSON's content is the same: only where
+    the lines break changes."""
     if isinstance(value, dict):
         return {key: _items_on_lines(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from fold.compare.gap import SGLANG_UNIT
 from fold.errors import InputError
 from fold.present.chart import Chart, render
@@ -37,6 +39,7 @@ from fold.present.step_split import step_split_html
 from fold.present.table import (
     NOT_RECORDED,
     flag_lines,
+    flags_grouped,
     fmt_factor,
     fmt_length,
     fmt_rate,
@@ -261,18 +264,32 @@ def answer(document: dict[str, Any]) -> str:
 
 def attention(document: dict[str, Any]) -> str:
     """What the terminal never hides, in its words: the flagged legs and the lines that are in
-    no leg (outside every leg, ambiguous, torn, skipped, lost); nothing when all is well."""
-    items = [line for line in flag_lines(document).plain.splitlines() if line.strip()]
+    no leg (outside every leg, ambiguous, torn, skipped, lost); nothing when all is well. Many
+    flagged legs are a line per flag, as on the terminal, with every leg's line folded below."""
+    grouped = flags_grouped(document)
+    items = _lines(flag_lines(document, more=", every leg below" if grouped else ""))
     problems = line_problems(document)
     if problems is not None:
         items.append(problems.plain)
     if not items:
         return ""
     listed = "".join(f'<li class="warn">{html.escape(item)}</li>' for item in items)
+    each = ""
+    if grouped:
+        every = _lines(flag_lines(document, each_leg=True))
+        each = (
+            f"<details><summary>Every flagged leg ({len(every)})</summary>"
+            f'<ul class="verdicts">{"".join(f"<li>{html.escape(line)}</li>" for line in every)}'
+            "</ul></details>"
+        )
     return (
         '<section id="attention"><h2>What needs a look?</h2>'
-        f'<ul class="verdicts">{listed}</ul></section>'
+        f'<ul class="verdicts">{listed}</ul>{each}</section>'
     )
+
+
+def _lines(text: Text) -> list[str]:
+    return [line for line in text.plain.splitlines() if line.strip()]
 
 
 def _figure(shown: str, reach: Any, form: str, intervals: bool) -> str:

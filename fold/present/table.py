@@ -173,11 +173,14 @@ describing the first of them (``each_leg``: every leg's line). A load test's 50 
 flagged alike, took 150 lines before the fold's table."""
 
 
-def flag_lines(document: dict[str, Any], *, each_leg: bool = False) -> Text:
-    """The legs marked ``!`` in the table, and why."""
+def flag_lines(
+    document: dict[str, Any], *, each_leg: bool = False, more: str = ", --details lists each"
+) -> Text:
+    """The legs marked ``!`` in the table, and why; ``more`` says where every leg's line is
+    when they are grouped."""
     text = Text()
     flagged = [leg for leg in document["legs"] if leg["flags"]]
-    if each_leg or len(flagged) <= FLAGGED_LEGS_EACH:
+    if each_leg or not flags_grouped(document):
         for leg in flagged:
             text.append(f"leg {leg['index']}! ", style="bold red")
             text.append(", ".join(_describe_flag(flag, leg) for flag in leg["flags"]) + "\n")
@@ -193,10 +196,16 @@ def flag_lines(document: dict[str, Any], *, each_leg: bool = False) -> Text:
             continue
         text.append(f"legs {index_ranges([leg['index'] for leg in legs])}! ", style="bold red")
         text.append(
-            f"({len(legs)} legs; leg {legs[0]['index']} shown, --details lists each) "
+            f"({len(legs)} legs; leg {legs[0]['index']} shown{more}) "
             f"{_describe_flag(flag, legs[0])}\n"
         )
     return text
+
+
+def flags_grouped(document: dict[str, Any]) -> bool:
+    """Whether ``flag_lines`` groups the flagged legs (more than ``FLAGGED_LEGS_EACH``)."""
+    flagged = [leg for leg in document["legs"] if leg["flags"]]
+    return len(flagged) > FLAGGED_LEGS_EACH
 
 
 def index_ranges(indices: list[int]) -> str:

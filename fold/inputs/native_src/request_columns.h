@@ -48,6 +48,7 @@ inline std::vector<FilledInPlace> request_columns(
   std::vector<FilledInPlace> columns(kRequestColumns + (timed ? kDurationColumns : 0));
   for (auto& column : columns) column.resize(count);  // not zeroed: written below, each once
   UsedPages read(entries.data(), count * sizeof(entries[0]));
+  std::size_t pass = entries_a_pass > 0 ? entries_a_pass : 1;
   for (std::size_t place = 0; place < count; ++place) {
     const Key& key = entries[place].key;
     const Request& r = entries[place].value;
@@ -62,7 +63,7 @@ inline std::vector<FilledInPlace> request_columns(
     for (std::size_t column = 0; column < columns.size(); ++column) {
       columns[column][at] = values[column];
     }
-    if ((place + 1) % entries_a_pass == 0) read.before(entries.data() + place + 1);
+    if ((place + 1) % pass == 0) read.before(entries.data() + place + 1);
   }
   table = Table<Request>();
   return columns;
