@@ -15,7 +15,7 @@ from fold.api import LogFold, fold_acceptance
 from fold.errors import InputError, RefusedError
 from fold.inputs.arm import arm_from_document
 from fold.inputs.steplog import format_line
-from fold.present.table import distribution_lines
+from fold.present.fold_lines import distribution_lines
 
 BASE_S = 1_800_000_000  # epoch seconds of the first leg's start
 NS = 1_000_000_000

@@ -180,8 +180,8 @@ PLACES: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("step_split.py", "left_out_text"): (WORDS, {"len(legs)", "len(legs) > 1"}),
     ("step_split.py", "_markdown_table"): (ROWS, {"len(HEADERS)", "len(HEADERS) - 1"}),
     ("table.py", "fold_table"): (COUNTED, {"len(fold['legs'])"}),
-    ("table.py", "flag_lines"): (COUNTED + ": a flag's legs", {"len(legs)"}),
-    ("table.py", "flags_grouped"): (COUNTED + ": the flagged legs, a line each up to four", {
+    ("fold_lines.py", "flag_lines"): (COUNTED + ": a flag's legs", {"len(legs)"}),
+    ("fold_lines.py", "flags_grouped"): (COUNTED + ": the flagged legs, a line each up to four", {
         "len(flagged)", "len(flagged) > FLAGGED_LEGS_EACH"}),
     ("page.py", "attention"): (COUNTED + ": every flagged leg's line", {"len(every)"}),
     ("table.py", "index_ranges"): (ROWS + ": consecutive legs' indices as one range", {

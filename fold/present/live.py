@@ -16,7 +16,8 @@ from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fold.present.table import length, percent, report
+from fold.present.fold_lines import report
+from fold.present.table import length, percent
 
 View = dict[str, Any]
 """One poll of ``--follow`` as JSON (``fold.folding.follow.FollowView.to_json``)."""

@@ -29,6 +29,7 @@ from fold.present.comparison import (
     tolerance_of,
 )
 from fold.present.comparison_columns import recorded_columns
+from fold.present.fold_lines import flag_lines, flags_grouped, line_problems
 from fold.present.matched import matched_html
 from fold.present.matched_arms import matched_arm_html
 from fold.present.measured_split import ALWAYS_SHOWN, factors_text, gap_texts, measured_of
@@ -38,13 +39,10 @@ from fold.present.step_figures_page import ours_only_html, step_figures_html
 from fold.present.step_split import step_split_html
 from fold.present.table import (
     NOT_RECORDED,
-    flag_lines,
-    flags_grouped,
     fmt_factor,
     fmt_length,
     fmt_rate,
     fmt_tok_s,
-    line_problems,
     plus_minus,
 )
 

@@ -17,11 +17,11 @@ from rich.text import Text
 
 from fold.present.another_k import another_k_view
 from fold.present.cadence import cadence_view
+from fold.present.fold_lines import report
 from fold.present.matched import matched_terminal
 from fold.present.per_request import details_view, falling_flag
 from fold.present.step_figures import about_text, has_step_figures, step_figures_view
 from fold.present.step_split import step_split_view
-from fold.present.table import report
 
 
 def terminal_view(document: dict[str, Any], *, details: bool = False) -> RenderableType:

@@ -248,6 +248,7 @@ int merged_read() {
   std::vector<std::int64_t> writer_of(entries.size(), 0);
   std::vector<FilledInPlace> columns =
       request_columns(result.fold.requests, order, writer_of, false, 7);
+  if (columns.size() != kRequestColumns) return std::puts("columns without durations"), 47;
   namespace c = request_column;
   for (std::size_t at = 0; at < 4000; ++at) {
     if (columns[c::kLines][at] != 10 || columns[c::kSteps][at] != 10 ||
