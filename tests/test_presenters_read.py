@@ -461,3 +461,16 @@ def test_the_page_groups_many_flagged_legs_and_folds_every_legs_line_below(saved
         r'<section id="attention">(.*?)</section>', page(_flagged(saved, [1])).decode(), re.DOTALL
     )
     assert few is not None and "<details>" not in few[1] and "leg 1! emitted" in few[1]
+
+
+def test_leg_lists_in_the_step_figures_and_the_step_split_read_as_ranges(saved):
+    from fold.present.step_figures import about_lines
+    from fold.present.step_split import left_out_text
+
+    document = copy.deepcopy(saved)
+    row = next(row for row in document["comparison"]["rows"] if row.get("step_figures"))
+    row["step_figures"]["flags"] = {"collapse": [0, 1, 2, 5], "request collapse": []}
+    (line,) = (line for line in about_lines(document) if line.startswith(f"{row['name']}:"))
+    assert "; collapse in legs 0-2, 5" in line and "request collapse" not in line
+    split = {"untimed_legs": [1, 2, 3, 7], "untimed_requests": 0, "cadence_step_s": 0.001}
+    assert "legs 1-3, 7 carried no duration" in left_out_text(split)

@@ -15,7 +15,14 @@ from rich.text import Text
 
 from fold.inputs.populations import POPULATION_TEXT
 from fold.present.markdown_table import table
-from fold.present.table import NOT_RECORDED, length, percent, position_label, value_runs
+from fold.present.table import (
+    NOT_RECORDED,
+    index_ranges,
+    length,
+    percent,
+    position_label,
+    value_runs,
+)
 
 TITLE = "Step figures side by side"
 _FORMS = (
@@ -270,7 +277,9 @@ def about_lines(document: Mapping[str, Any]) -> list[str]:
             text += f"; intervals over {figures['interval_over']}"
         flagged = {flag: legs for flag, legs in figures["flags"].items() if legs}
         if flagged:
-            text += "; " + ", ".join(f"{flag} in legs {legs}" for flag, legs in flagged.items())
+            text += "; " + ", ".join(
+                f"{flag} in legs {index_ranges(list(legs))}" for flag, legs in flagged.items()
+            )
         for key, why in figures["not_recorded"].items():
             text += f"; {key.replace('_', ' ')}: {why}"
         lines.append(text)

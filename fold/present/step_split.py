@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fold.present.cadence import duration
-from fold.present.table import NOT_DEFINED, percent
+from fold.present.table import NOT_DEFINED, index_ranges, percent
 from fold.present.table_layout import Fitted, fit
 
 Split = Mapping[str, Any]
@@ -137,7 +137,7 @@ def left_out_text(split: Split) -> str:
     if not legs and not requests:
         return ""
     if legs:
-        named = ", ".join(str(index) for index in legs)
+        named = index_ranges(legs)
         plural = "s" if len(legs) > 1 else ""
         text = f"over the timed legs only: leg{plural} {named} carried no duration"
     else:
