@@ -174,7 +174,7 @@ def fold_positions(
 
 
 def by_output_position(
-    sums: pl.DataFrame,
+    per_request: pl.DataFrame,
     step_times: pl.DataFrame,
     legs: Sequence[int],
     resamples: int,
@@ -182,9 +182,8 @@ def by_output_position(
     position: str = POSITION,
 ) -> tuple[dict[str, Any] | None, MeanDraws | None]:
     """The figures by output position of ``legs`` (their order is the bootstrap's) from
-    ``bucket_sums`` over these very legs, or None when they have no drafted step; and the
-    per-request means' draws made beside them (``fold_positions``)."""
-    per_request = sums
+    ``bucket_sums`` over these very legs (``per_request``), or None when they have no drafted
+    step; and the per-request means' draws made beside them (``fold_positions``)."""
     if per_request.height == 0:
         return None, None
     count = int(per_request["bucket"].max()) + 1

@@ -51,7 +51,7 @@ def flag_lines(
             text.append(f"leg {legs[0]['index']}! ", style="bold red")
             text.append(f"{_describe_flag(flag, legs[0])}\n")
             continue
-        text.append(f"legs {index_ranges([leg['index'] for leg in legs])}! ", style="bold red")
+        text.append(f"legs {index_ranges(leg['index'] for leg in legs)}! ", style="bold red")
         text.append(
             f"({len(legs)} legs; leg {legs[0]['index']} shown{more}) "
             f"{_describe_flag(flag, legs[0])}\n"
@@ -114,7 +114,7 @@ def distribution_lines(document: dict[str, Any]) -> Text:
             text.append(NEEDS_STEP_LOG, style="dim")
         else:
             text.append(position_cells([show(value) for value in warm[key]]))
-    text.append(f"\nwarm legs: {index_ranges(list(warm['legs']))}")
+    text.append(f"\nwarm legs: {index_ranges(warm['legs'])}")
     return text
 
 

@@ -64,7 +64,7 @@ def markdown_record(document: dict[str, Any], *, arm_path: str | None = None) ->
 
 def _heading(document: dict[str, Any], arm_path: str | None) -> str:
     warm = document["warm"]
-    about = [f"warm legs: `{document['predicate']}` ({index_ranges(list(warm['legs']))})"]
+    about = [f"warm legs: `{document['predicate']}` ({index_ranges(warm['legs'])})"]
     if arm_path:
         about.insert(0, f"arm record: `{arm_path}`")
     if from_log(document):

@@ -278,7 +278,7 @@ def about_lines(document: Mapping[str, Any]) -> list[str]:
         flagged = {flag: legs for flag, legs in figures["flags"].items() if legs}
         if flagged:
             text += "; " + ", ".join(
-                f"{flag} in legs {index_ranges(list(legs))}" for flag, legs in flagged.items()
+                f"{flag} in legs {index_ranges(legs)}" for flag, legs in flagged.items()
             )
         for key, why in figures["not_recorded"].items():
             text += f"; {key.replace('_', ' ')}: {why}"

@@ -6,6 +6,7 @@ Every function takes the document ``--json`` writes (``FoldResult.to_json()``), 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich import box
@@ -166,7 +167,7 @@ def legs_table(document: dict[str, Any]) -> Table:
     return table
 
 
-def index_ranges(indices: list[int]) -> str:
+def index_ranges(indices: Iterable[int]) -> str:
     """Ascending indices with each run of consecutive ones as its ends: '0-3, 5, 7-9'."""
     runs: list[list[int]] = []
     for index in indices:
