@@ -48,6 +48,7 @@ two modules that hold the options' defaults (neither imports anything)."""
 NOT_FOR_A_PLAIN_FOLD = (
     "matplotlib",
     "duckdb",
+    "numpy.ma",  # 20 ms: numpy.quantile and a polars Series made from numpy import it
     "fold.compare",  # the comparison and the matched settings: --vs, --matched
     "fold.inputs.oracles",  # the oracles' readers: --vs
     "fold.folding.follow",  # --follow

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from fold.folding.leg_figures import Named, PooledFigures, frozen
+from fold.folding.quantiles import linear_quantiles
 from fold.folding.request_rows import RequestRows
 from fold.folding.uncertainty import percentile_interval, ratio, resampled_sums
 from fold.inputs.acceptance import Counts
@@ -130,7 +131,7 @@ def _mean(values: np.ndarray) -> float | None:
 def _spread(values: np.ndarray) -> dict[str, float] | None:
     if not values.size:
         return None
-    found = np.percentile(values, PERCENTILES)
+    found = linear_quantiles(values, [p / 100 for p in PERCENTILES])
     return {
         "min": float(values.min()),
         **{f"p{p}": float(value) for p, value in zip(PERCENTILES, found, strict=True)},

@@ -25,6 +25,7 @@ import numpy as np
 
 from fold.errors import InputError
 from fold.folding.frozen import freeze_fields
+from fold.folding.quantiles import linear_quantiles, row_medians
 from fold.folding.request_redraws import (
     Pools,
     occurrence_rank,
@@ -112,8 +113,8 @@ def percentile_interval(values: np.ndarray, level: float = LEVEL) -> Interval | 
     if defined.size == 0 or defined.size * 2 < values.size:
         return None
     tail = (1 - level) / 2
-    low, high = np.quantile(defined, [tail, 1 - tail])
-    return float(low), float(high)
+    low, high = linear_quantiles(defined, [tail, 1 - tail])
+    return low, high
 
 
 def bootstrap(
@@ -258,7 +259,7 @@ def ratio_replicates(
 def _median(drawn: np.ndarray) -> np.ndarray:
     """Each resample's median tok/s; legs without a speed take no part (NaN where none has)."""
     if not np.isnan(drawn).any():
-        return np.median(drawn, axis=1)
+        return row_medians(drawn)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a resample that drew no timed leg
         return np.nanmedian(drawn, axis=1)
