@@ -63,9 +63,15 @@ def window_pools(windows: Sequence[Counts], most: int) -> CountColumns:
     """At most ``most`` pools of consecutive windows, as even in size as their count allows,
     each with its summed counts: a pool's rate is still an exact ratio of sums, so a collapse
     stays a dip instead of being sampled away."""
-    parts = list(windows)
-    groups = min(most, len(parts))
+    # By column: a Counts a window and one a pool cost 0.09 s of a 50-leg fold's JSON.
+    held = windows if isinstance(windows, CountColumns) else CountColumns.of(windows)
+    groups = min(most, len(held))
     if not groups:
         return CountColumns((), (), ())
-    edges = [group * len(parts) // groups for group in range(groups + 1)]
-    return CountColumns.of(Counts.total(parts[start:end]) for start, end in pairwise(edges))
+    edges = [group * len(held) // groups for group in range(groups + 1)]
+    return CountColumns(
+        *(
+            tuple(sum(column[start:end]) for start, end in pairwise(edges))
+            for column in (held.steps, held.proposed, held.accepted)
+        )
+    )
