@@ -42,7 +42,6 @@ def row_medians(rows: np.ndarray) -> np.ndarray:
     ``numpy.median(rows, axis=1)`` gives it: the middle value, or the mean of the middle two."""
     width = rows.shape[1]
     half = width // 2
-    if width % 2:
-        return np.partition(rows, half, axis=1)[:, half].astype(np.float64)
-    middle = np.partition(rows, [half - 1, half], axis=1)[:, half - 1 : half + 1]
-    return middle.mean(axis=1)
+    middle = [half] if width % 2 else [half - 1, half]
+    # numpy's own last step, the mean of the middle one or two (so -0.0 alone gives 0.0).
+    return np.partition(rows, middle, axis=1)[:, middle[0] : half + 1].mean(axis=1)
