@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -261,10 +262,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fold.command.run import run_fold as run
     from rich.console import Console
 
-    stdout = Console(highlight=False)
     stderr = Console(stderr=True, highlight=False)
+    if sys.stdout is None:  # started with it closed (`>&-`): the answer would go nowhere
+        stderr.print(
+            "fold-acceptance: error: standard output is closed, and the answer is printed "
+            "there; give it one (> fold.txt, or > /dev/null with --json PATH)",
+            markup=False,
+            soft_wrap=True,
+        )
+        return EXIT_USAGE
+    stdout = Console(highlight=False)
     try:
-        return run(arguments, stdout, stderr)
+        status = run(arguments, stdout, stderr)
+        sys.stdout.flush()  # a full disk shows here, not in the interpreter's flush at exit
+        return status
     except FoldError as error:
         label = "refused" if error.exit_code == EXIT_REFUSED else "error"
         stderr.print(f"fold-acceptance: {label}: {error}", markup=False, soft_wrap=True)
@@ -272,11 +283,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader of stdout stopped early (`| head`): what it asked for was printed. Later
         # writes, the interpreter's own flush at exit included, go nowhere instead of failing.
-        with contextlib.suppress(OSError, ValueError):  # a stdout without a descriptor
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _stdout_to_nowhere()
         return EXIT_OK
+    except OSError as error:
+        if error.filename is not None or error.errno not in _CANNOT_WRITE:
+            return _unexpected(error, stderr)
+        # Standard output's own write failed (a file names itself in its errors).
+        stderr.print(
+            f"fold-acceptance: error: cannot write to standard output: {error.strerror}",
+            markup=False,
+            soft_wrap=True,
+        )
+        _stdout_to_nowhere()
+        return EXIT_USAGE
     except Exception as error:  # the one place no traceback may pass
         return _unexpected(error, stderr)
+
+
+_CANNOT_WRITE = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF}
+"""Errors of a write to standard output that are the machine's, not an input's or a bug."""
+
+
+def _stdout_to_nowhere() -> None:
+    """Later writes to stdout, the interpreter's own flush at exit included, go to /dev/null
+    instead of failing again."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout without a descriptor
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _unexpected(error: Exception, stderr: Console) -> int:

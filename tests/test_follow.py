@@ -10,12 +10,15 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from fold.api import fold_acceptance
+from fold.cli import main
 from fold.errors import InputError, RefusedError
 from fold.folding.follow import Follower, FollowView, run_follow
 from fold.inputs.steplog import format_line
@@ -302,3 +305,37 @@ def test_run_follow_ends_when_idle_and_on_ctrl_c(tmp_path):
     assert outcome.result.to_json() == one_shot(arm, [str(log)])
     text = Console(file=open(os.devnull, "w"), width=160)  # noqa: SIM115
     text.print(live_view(rendered[-1].to_json()))
+
+
+def _later(seconds: float, action) -> threading.Thread:
+    def run() -> None:
+        time.sleep(seconds)
+        action()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("at_start", ["absent", "half written"])
+def test_the_command_follows_before_the_record_is_written(tmp_path, capsys, at_start):
+    """docs/live.md: until the gate writes its record, steps are provisional; the command must
+    reach the follower instead of refusing the record it has not read yet. With --vs, the
+    other arm is folded against the record once it is there."""
+    root = Path(__file__).resolve().parent.parent
+    arm, steps = root / "fixtures" / "our-arm.json", root / "fixtures" / "steps.jsonl"
+    vllm = root / "fixtures" / "oracles" / "vllm-gate-arm.json"
+    late = tmp_path / "our-arm.json"
+    if at_start == "half written":
+        late.write_bytes(arm.read_bytes()[:200])
+    once, followed = tmp_path / "once.json", tmp_path / "followed.json"
+    assert main([str(arm), str(steps), "--vs", f"vllm={vllm}", "--json", str(once)]) == 0
+    writer = _later(1.0, lambda: late.write_bytes(arm.read_bytes()))
+    argv = [str(late), str(steps), "--vs", f"vllm={vllm}", "--follow", "--idle", "2.5"]
+    assert main([*argv, "--json", str(followed), "--quiet"]) == 0, capsys.readouterr().err
+    writer.join()
+    expected, found = json.loads(once.read_text()), json.loads(followed.read_text())
+    for document in (expected, found):  # the record's path is the one thing that differs
+        document.pop("inputs", None)
+    assert found == expected
+    assert found["comparison"]["rows"]  # the other arm was folded against the late record

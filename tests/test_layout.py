@@ -387,6 +387,8 @@ READ_EXCEPTIONS: dict[tuple[str, str], str] = {
     "at every poll, for files that appeared since (docs/code.md); inputs read them",
     ("fold/cli.py", "os.open(os.devnull, os.O_WRONLY)"): "not a read: stdout is pointed at "
     "the null device, for writing, after its reader stopped early (a broken pipe)",
+    ("fold/present/output.py", "open(target, 'wb')"): "not a read: an output that names a "
+    "device or a pipe (/dev/null, a FIFO) is written in place, not renamed over",
 }
 """Reads outside inputs and ledger: exact calls in named modules, each with its reason."""
 

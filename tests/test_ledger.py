@@ -374,3 +374,20 @@ def test_a_saved_document_of_an_earlier_format_is_kept_and_an_older_one_refused(
     kept = "'fold-acceptance/3', 'fold-acceptance/4' and 'fold-acceptance/5' documents"
     with pytest.raises(InputError, match=f"'fold-acceptance/2' document; this ledger keeps {kept}"):
         check_document({**document(0.5, None), "format": "fold-acceptance/2"})
+
+
+def test_a_run_compared_with_another_run_of_ours_is_kept(tmp_path, capsys):
+    """The inputs the ledger records include a --vs NAME:ours arm and its --vs-log: listing
+    them once took ':ours' for an engine's kind and refused the run after its fold."""
+    runs = Path(__file__).resolve().parent.parent / "fixtures" / "ours-vs-ours"
+    ledger = tmp_path / "gates.duckdb"
+    argv = [str(runs / "after" / "our-arm.json"), str(runs / "after" / "steps.jsonl"),
+            f"--vs=before:ours={runs / 'before' / 'our-arm.json'}",
+            f"--vs-log=before={runs / 'before' / 'steps.jsonl'}", "--bootstrap", "20",
+            "--ledger", str(ledger), "--quiet"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["ledger", str(ledger), "--json", "-"]) == 0
+    (run,) = orjson.loads(capsys.readouterr().out)["runs"]
+    assert run["inputs"] == 4  # the arm, its log, the other run's arm and its log
+    assert run["versus"] == ["before"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from fold.command.outputs import check_outputs
 from fold.errors import InputError
 from fold.ledger.check import DEFAULT_MIN_BASELINE, DEFAULT_WINDOW
 from fold.ledger.schema import Kept
@@ -183,6 +184,15 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         raise InputError("ledger needs the ledger's path: fold-acceptance ledger PATH")
     if arguments.json == "-" and arguments.markdown == "-":
         raise InputError("--json - and --markdown - both want stdout; write one to a file")
+    check_outputs(
+        [
+            ("--json", arguments.json),
+            ("--markdown", arguments.markdown),
+            ("--html", arguments.html),
+            ("--export", arguments.export),
+        ],
+        [("ledger", arguments.path)],
+    )
     if arguments.wait < 0:
         raise InputError(f"--wait must be 0 or more seconds, got {arguments.wait:g}")
     where = parse_labels(arguments.where, "--where")

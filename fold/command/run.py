@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from fold.folding.document import Document
+    from fold.inputs.arm import ArmRecord
 
 # The library, rich and the presenters are imported where a run needs them, not here: a plain
 # fold loads no comparison, chart or ledger (docs/performance.md, "Start-up";
@@ -38,7 +39,6 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
                 f"{wanted} needs a step log: it reads the log's steps, which the "
                 "record's counters do not hold; name the step log(s) after the arm record"
             )
-    _check_outputs(arguments)
     if arguments.matched_config is not None and "vllm" not in arguments.matched:
         raise InputError("--matched-config goes with --matched vllm")
     from fold.inputs.arm import load_arm
@@ -53,24 +53,19 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
 
         require_matplotlib()
     labels = _check_ledger(arguments)
-    arm = load_arm(arguments.arm)
-    oracles = []
-    if arguments.vs or arguments.vs_log:
-        from fold.compare.vs_arms import TAKEN_NAMES, fold_vs_arms
-        from fold.inputs.vs_arms import read_vs_arms
-
-        read = read_vs_arms(arguments.vs, arguments.vs_log, taken=TAKEN_NAMES)
-        oracles = fold_vs_arms(
-            read,
-            main=arm,
-            predicate=arguments.warm,
-            fold_options=fold_options(arguments),
-            paired=arguments.paired,
-        )
+    _check_outputs(arguments)  # after the ledger's own check: a folder that is none is named so
+    # Followed, the gate may write its record only when its last leg ends: until then the
+    # follower shows provisional groups, and the other arms are folded against it after.
     if arguments.follow:
+        written = _record_now(arguments.arm)
+        oracles = [] if written is None else _other_arms(arguments, written)
         result = _follow(arguments, stderr)
-        arm = load_arm(arguments.arm)  # the gate writes its record when its last leg ends
+        arm = load_arm(arguments.arm)  # as written when the follow ended
+        if written is None:
+            oracles = _other_arms(arguments, arm)
     else:
+        arm = load_arm(arguments.arm)
+        oracles = _other_arms(arguments, arm)
         result = _fold_once(arm, arguments, stderr)
     if oracles:
         from fold.compare.comparison import compare
@@ -138,9 +133,38 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     return EXIT_OK
 
 
+def _record_now(path: str) -> ArmRecord | None:
+    """The arm record as it is now, or None where the gate has not (wholly) written it yet."""
+    from fold.inputs.arm import load_arm
+
+    if not os.path.exists(path):
+        return None
+    try:
+        return load_arm(path)
+    except InputError:  # half written: the follower reads it again as it grows
+        return None
+
+
+def _other_arms(arguments: argparse.Namespace, arm: ArmRecord) -> list:
+    """The --vs and --vs-log arms folded against ``arm`` (none without either)."""
+    if not (arguments.vs or arguments.vs_log):
+        return []
+    from fold.compare.vs_arms import TAKEN_NAMES, fold_vs_arms
+    from fold.inputs.vs_arms import read_vs_arms
+
+    read = read_vs_arms(arguments.vs, arguments.vs_log, taken=TAKEN_NAMES)
+    return fold_vs_arms(
+        read,
+        main=arm,
+        predicate=arguments.warm,
+        fold_options=fold_options(arguments),
+        paired=arguments.paired,
+    )
+
+
 def _check_outputs(arguments: argparse.Namespace) -> None:
     """The files the run will write, refused before the fold when they cannot be: the sums
-    file's path, and any output that names an input (it would be overwritten)."""
+    file's path, and any output that would overwrite an input or another output."""
     if arguments.sums is not None:
         sums = arguments.sums
         if sums in ("", "-"):
@@ -153,16 +177,28 @@ def _check_outputs(arguments: argparse.Namespace) -> None:
         folder = os.path.dirname(sums) or "."
         if not os.path.isdir(folder):
             raise InputError(f"--sums {sums}: no folder {folder} to write it in")
-    inputs = [arguments.arm, *(arguments.logs or ())]
-    for flag, out in (("--sums", arguments.sums), ("--json", arguments.json)):
-        if out in (None, "", "-") or not os.path.exists(out):
-            continue
-        for path in inputs:
-            if os.path.exists(path) and os.path.samefile(out, path):
-                raise InputError(
-                    f"{flag} {out}: it would overwrite {path}, an input this run reads; "
-                    "name another file"
-                )
+    outputs = [
+        ("--json", arguments.json),
+        ("--sums", arguments.sums),
+        ("--markdown", arguments.markdown),
+        ("--html", arguments.html),
+        ("--plots", arguments.plots),
+        ("--trace", arguments.trace),
+        ("--annotate", arguments.annotate),
+        ("--ledger", arguments.ledger),
+    ]
+    if all(path in (None, "", "-") for _, path in outputs):
+        return
+    from fold.command.outputs import check_outputs
+    from fold.inputs.reader import logs_present, run_inputs
+
+    logs = list(arguments.logs or ())
+    if arguments.follow:  # the logs there now: a followed one may appear later
+        logs = logs_present(logs)
+    inputs = run_inputs(arguments.arm, logs, arguments.vs, arguments.vs_log)
+    if arguments.ledger:
+        inputs.append(("ledger", arguments.ledger))
+    check_outputs(outputs, inputs)
 
 
 def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:

@@ -41,6 +41,7 @@ from fold.folding.warm import DEFAULT_PREDICATE, check_arm
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.arm import ArmRecord, load_arm
 from fold.inputs.engine_trace import looks_like_engine_trace
+from fold.inputs.reader import require_regular_file
 
 DEFAULT_INTERVAL_SECONDS = 0.25
 """How often ``run_follow`` polls: a few refreshes a second at most."""
@@ -267,6 +268,7 @@ class Follower:
         return _Tail(path, _identity(path), self._new_reader(path))
 
     def _new_reader(self, path: str) -> LogFile:
+        require_regular_file(path)
         if looks_like_engine_trace(path):
             # Its steps get legs from run lines printed after them, once a leg is over.
             raise InputError(

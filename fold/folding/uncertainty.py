@@ -38,6 +38,9 @@ from fold.inputs.leg_sums import Leg
 from fold.inputs.limits import is_count
 
 LEVEL = 0.95
+MAX_RESAMPLES = 100_000
+"""The most resamples ``--bootstrap`` takes: past it, memory and time, not the intervals, grow
+(10^8 asked for some 24 GB before the process was killed)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,12 @@ def check_resamples(resamples: int, seed: int = DEFAULT_SEED) -> int:
     if not is_count(resamples):
         raise InputError(
             f"--bootstrap {resamples!r}: give a number of resamples (0 for no intervals)"
+        )
+    if resamples > MAX_RESAMPLES:
+        raise InputError(
+            f"--bootstrap {resamples}: at most {MAX_RESAMPLES:,} resamples; a 95% interval's "
+            f"digits settle long before (the default is {DEFAULT_RESAMPLES:,}), and the "
+            "draws' memory and time grow with the count"
         )
     if not is_count(seed):
         raise InputError(f"--seed {seed!r}: give a whole number, 0 or more")

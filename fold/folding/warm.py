@@ -17,7 +17,8 @@ def warm_mask(legs: pl.DataFrame, predicate: str = DEFAULT_PREDICATE) -> pl.Seri
     """Which legs are warm under ``predicate``, a polars SQL expression over the leg fields."""
     try:
         expression = pl.sql_expr(predicate)
-        mask = legs.select(expression.alias("warm")).to_series()
+        # with_columns: a constant predicate ('true') holds for every leg, not for one row
+        mask = legs.with_columns(expression.alias("warm"))["warm"]
     except Exception as error:  # polars raises several kinds for a bad SQL expression
         fields = ", ".join(column for column in legs.columns if column != "index")
         raise InputError(

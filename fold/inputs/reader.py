@@ -14,7 +14,8 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,8 +102,56 @@ def expand_log_paths(patterns: list[str]) -> list[str]:
         for match in matches:
             if os.path.isdir(match):
                 raise InputError(f"{match}: is a directory; name the step-log files or a glob")
+            require_regular_file(match)
             seen.setdefault(os.path.realpath(match), match)
     return list(seen.values())
+
+
+def logs_present(patterns: Sequence[str]) -> list[str]:
+    """The files ``patterns`` name now: a followed log may appear later, so none is missing."""
+    return [
+        found
+        for pattern in patterns
+        for found in (sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern])
+        if os.path.exists(found)
+    ]
+
+
+def require_regular_file(path: str) -> None:
+    """InputError for a step log that is a pipe or a device: it is read from offsets (in ranges
+    on every core, and again where --follow left off), so a pipe would read as empty and its
+    lines would be lost without a word."""
+    if not os.path.isfile(path):
+        raise InputError(
+            f"{path}: not a regular file (a pipe or a device); a step log is read from offsets "
+            "in the file: save it to a file first (zcat steps.jsonl.gz > steps.jsonl)"
+        )
+
+
+SWEEP_RUN = re.compile(r"(.+)#[1-9][0-9]*")
+"""``PATH#N`` in ``--vs NAME=PATH#N``: run N of a sweep file."""
+
+
+def run_inputs(
+    arm: str, logs: Sequence[str] = (), vs: Sequence[str] = (), vs_logs: Sequence[str] = ()
+) -> list[tuple[str, str]]:
+    """The files a run reads, as (role, path), as its command line names them (globs
+    expanded): the ledger records them, and no output of the run may overwrite one."""
+    found = [("arm", arm)]
+    found += [("log", path) for path in expand_log_paths(list(logs))] if logs else []
+    if vs:
+        from fold.inputs.vs_arms import split_spec
+
+        for spec in vs:
+            parsed = split_spec(spec)  # a run of ours or a matched arm: read like any other
+            run = SWEEP_RUN.fullmatch(parsed.path)
+            path = run.group(1) if run and not Path(parsed.path).exists() else parsed.path
+            found.append((f"vs:{parsed.name}", path))
+    for spec in vs_logs:
+        name, _, pattern = spec.partition("=")
+        if pattern:  # NAME=LOG; a malformed spec is the --vs-log reader's to name
+            found += [(f"vs-log:{name}", path) for path in expand_log_paths([pattern])]
+    return found
 
 
 class StepLogReader:

@@ -38,7 +38,6 @@ from fold.ledger.schema import (
 )
 
 DEFAULT_WAIT_SECONDS = 30.0
-_SWEEP_RUN = re.compile(r"(.+)#[1-9][0-9]*")
 _FIRST_RETRY_SECONDS = 0.02
 _LONGEST_RETRY_SECONDS = 0.5
 
@@ -88,22 +87,9 @@ def input_files(
     arm: str, logs: Sequence[str], vs: Sequence[str] = (), vs_logs: Sequence[str] = ()
 ) -> list[InputFile]:
     """The files a run reads, as its command line names them (globs expanded)."""
-    from fold.inputs.oracles import parse_vs
-    from fold.inputs.reader import expand_log_paths
+    from fold.inputs.reader import run_inputs
 
-    found = [_input("arm", arm)]
-    found += [_input("log", path) for path in expand_log_paths(list(logs))] if logs else []
-    for spec in vs:
-        parsed = parse_vs(spec)  # a matched arm's spec too: its file is read like any other
-        name, path = parsed.name, parsed.path
-        run = _SWEEP_RUN.fullmatch(path)  # NAME=PATH#N: run N of a sweep file
-        found.append(
-            _input(f"vs:{name}", run.group(1) if run and not Path(path).exists() else path)
-        )
-    for spec in vs_logs:
-        name, _, pattern = spec.partition("=")
-        found += [_input(f"vs-log:{name}", path) for path in expand_log_paths([pattern])]
-    return found
+    return [_input(role, path) for role, path in run_inputs(arm, logs, vs, vs_logs)]
 
 
 def _input(role: str, path: str) -> InputFile:

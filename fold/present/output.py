@@ -98,17 +98,30 @@ def _line_break(depth: int) -> bytes:
 
 
 def write_atomically(path: str | Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
+    """Write to a temporary file beside ``path``, then rename: readers never see half a file.
+
+    A symbolic link stays a link: the file it points to is written. A device or a pipe
+    (``/dev/null``, ``/dev/stdout``, a FIFO) is written in place, as a shell's ``>`` would:
+    a rename would replace it with a file (run as root, ``--json /dev/null`` replaced the
+    device node)."""
     target = Path(path)
     if target.is_dir():  # else the rename's "Device or resource busy" or "Is a directory"
         raise InputError(f"{target}: a folder, not a file: name a file to write")
-    directory = target.parent if str(target.parent) else Path(".")
+    if target.exists() and not target.is_file():  # followed through links: /dev/stdout
+        try:
+            with open(target, "wb") as handle:
+                handle.write(data)
+        except OSError as error:
+            raise InputError(f"{path}: cannot write: {error.strerror}") from error
+        return
+    target = Path(os.path.realpath(target))
+    directory = target.parent
     try:
         descriptor, temporary = tempfile.mkstemp(
             dir=directory, prefix=f".{target.name}.", suffix=".tmp"
         )
     except OSError as error:
-        raise InputError(f"{target}: cannot write here: {error.strerror}") from error
+        raise InputError(f"{path}: cannot write here: {error.strerror}") from error
     try:
         # mkstemp makes the file private (0600); an output is shipped and shared, so it gets
         # the mode any new file of this process gets (0644 under the usual umask)
@@ -120,4 +133,4 @@ def write_atomically(path: str | Path, data: bytes) -> None:
         os.replace(temporary, target)
     except OSError as error:
         Path(temporary).unlink(missing_ok=True)
-        raise InputError(f"{target}: cannot write: {error.strerror}") from error
+        raise InputError(f"{path}: cannot write: {error.strerror}") from error
