@@ -146,3 +146,25 @@ def test_an_option_loads_its_part_when_given(tmp_path):
 def test_a_planted_import_is_caught(plant, arguments, caught):
     _, modules = loaded(arguments, plant=plant)
     assert caught(modules)
+
+
+@pytest.mark.parametrize(("call", "frozen"), [("main()", True), ("main(sys.argv[1:])", False)])
+def test_only_the_commands_own_process_freezes_its_objects_at_the_end(call, frozen):
+    """The console script calls main() with no arguments and exits: its objects are frozen so
+    the interpreter's exit skips a collection over them. A caller passing arguments (the
+    suite, a script) keeps its collector untouched."""
+    code = (
+        "import gc, io, sys, contextlib\n"
+        "from fold.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    status = {call}\n"
+        "print(status, gc.get_freeze_count() > 0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *FIXTURE, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.stdout.split() == ["0", str(frozen)], done.stderr[-2000:]
