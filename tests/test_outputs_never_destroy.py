@@ -177,3 +177,13 @@ def test_a_constant_warm_predicate_holds_for_every_leg():
     assert warm_mask(legs, "true").to_list() == [True, True, True]
     assert warm_mask(legs, "false").to_list() == [False, False, False]
     assert warm_mask(legs, "run > 1").to_list() == [False, True, True]
+
+
+@pytest.mark.parametrize("flag", ["--html", "--plots", "--trace", "--annotate"])
+def test_a_file_output_given_as_stdout_is_refused_not_written_to_a_file_named_dash(
+    tmp_path, capsys, monkeypatch, flag
+):
+    monkeypatch.chdir(tmp_path)
+    assert main([str(ARM), str(STEPS), flag, "-", "--quiet"]) == 2
+    assert f"{flag} -: it writes a file" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()

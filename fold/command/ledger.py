@@ -184,6 +184,9 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         raise InputError("ledger needs the ledger's path: fold-acceptance ledger PATH")
     if arguments.json == "-" and arguments.markdown == "-":
         raise InputError("--json - and --markdown - both want stdout; write one to a file")
+    for flag, given in (("--html", arguments.html), ("--export", arguments.export)):
+        if given == "-":  # only --json and --markdown go to stdout
+            raise InputError(f"{flag} -: it writes files, not standard output; name one")
     check_outputs(
         [
             ("--json", arguments.json),

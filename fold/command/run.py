@@ -177,6 +177,14 @@ def _check_outputs(arguments: argparse.Namespace) -> None:
         folder = os.path.dirname(sums) or "."
         if not os.path.isdir(folder):
             raise InputError(f"--sums {sums}: no folder {folder} to write it in")
+    for flag, given in (
+        ("--html", arguments.html),
+        ("--plots", arguments.plots),
+        ("--trace", arguments.trace),
+        ("--annotate", arguments.annotate),
+    ):
+        if given == "-":  # only --json and --markdown go to stdout
+            raise InputError(f"{flag} -: it writes a file, not standard output; name one")
     outputs = [
         ("--json", arguments.json),
         ("--sums", arguments.sums),
