@@ -431,3 +431,28 @@ def test_the_command_without_matched_config_notes_the_default(tmp_path, capsys):
     assert main([arm, log, "--matched", "vllm"]) == 0
     out = capsys.readouterr().out
     assert "note: no method given (--matched-config), so the default ngram" in out
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_words_wrap_to_the_screen_and_what_is_copied_stays_whole(tmp_path_factory, width):
+    """Every line fits ``width`` but the config and the command lines, which are copied and
+    so are printed whole, each on one line."""
+    fold = hand_fold(tmp_path_factory)
+    document = fold.with_matched(matched_settings(fold, ["vllm", "sglang", "llamacpp"])).to_json()
+    text = matched_terminal(document, width=width)
+    copied = set()
+    for setting in document["matched"].values():
+        copied |= {f"  {command['line']}" for command in setting["commands"]}
+        if setting["speculative_config"] is not None:
+            config = json.dumps(setting["speculative_config"], separators=(", ", ": "))
+            copied.add(f"speculative_config: {config}")
+        for name, value in (setting["environment"] or {}).items():
+            copied.add(f"  {name}={value}")
+    lines = text.splitlines()
+    assert copied <= set(lines)  # whole, each on a line of its own
+    assert [line for line in lines if len(line) > width and line not in copied] == []
+    # The words are all there, only wrapped: every cannot-carry note, joined back.
+    joined = " ".join(line.strip() for line in lines)
+    for setting in document["matched"].values():
+        for note in setting["cannot_carry"]:
+            assert f"- {note}" in joined

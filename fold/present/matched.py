@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,37 +57,53 @@ _RUNS_ON = {
 }
 
 
-def _setting_lines(engine: str, setting: Mapping[str, Any]) -> list[str]:
-    lines = [f"note: {note}" for note in setting.get("notes") or ()]
+def _setting_lines(engine: str, setting: Mapping[str, Any], width: int) -> list[str]:
+    """The setting's lines: what is copied (the config, the environment, the commands) whole,
+    the words around it wrapped to ``width`` with a hanging indent."""
+
+    def words(text: str, indent: str = "") -> list[str]:
+        return textwrap.wrap(
+            text,
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+
+    lines = []
+    if setting["speculative_config"] is not None:
+        config = json.dumps(setting["speculative_config"], separators=(", ", ": "))
+        lines.append(f"speculative_config: {config}")
+    for note in setting.get("notes") or ():
+        lines += words(f"note: {note}")
     if setting["environment"] is not None:
         lines.append("environment:")
         lines += [f"  {name}={value}" for name, value in setting["environment"].items()]
-    lines.append(f"to run it ({_RUNS_ON[engine]}):")
+    lines += words(f"to run it ({_RUNS_ON[engine]}):")
     lines += [f"  {command['line']}" for command in setting["commands"]]
     lines.append("what the setting cannot carry:")
-    lines += [f"  - {note}" for note in setting["cannot_carry"]]
-    lines.append(f"sources read: {setting['checked']}")
+    for note in setting["cannot_carry"]:
+        lines += words(f"- {note}", "  ")
+    lines += words(f"sources read: {setting['checked']}")
     return lines
 
 
 def matched_terminal(document: Mapping[str, Any], *, width: int = 80) -> str:
-    """The ``matched`` block as terminal text ('' when the document has none)."""
+    """The ``matched`` block as terminal text ('' when the document has none): the words
+    wrapped to ``width``, the config and the commands whole on their lines, to be copied."""
     blocks = []
     for engine, setting in (document.get("matched") or {}).items():
         out = io.StringIO()
         console = Console(file=out, width=width, color_system=None, highlight=False)
-        console.print(_summary(engine, setting), soft_wrap=True)
+        console.print(_summary(engine, setting))
         if setting["rates"]:
             console.print(_rates_table(setting))
             console.print(
                 "rate i: the share of warm steps that accepted draft positions 1..i, a position "
-                "a short draft did not reach counted as not accepted (vLLM's unit)",
-                soft_wrap=True,
+                "a short draft did not reach counted as not accepted (vLLM's unit)"
             )
-        lines = _setting_lines(engine, setting)
-        if setting["speculative_config"] is not None:
-            config = json.dumps(setting["speculative_config"], separators=(", ", ": "))
-            lines.insert(0, f"speculative_config: {config}")
+        lines = _setting_lines(engine, setting, width)
         blocks.append(out.getvalue() + "\n".join(lines) + "\n")
     return "\n".join(blocks)
 
