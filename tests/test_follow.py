@@ -339,3 +339,40 @@ def test_the_command_follows_before_the_record_is_written(tmp_path, capsys, at_s
         document.pop("inputs", None)
     assert found == expected
     assert found["comparison"]["rows"]  # the other arm was folded against the late record
+
+
+def test_an_output_may_not_name_a_followed_input_not_written_yet(tmp_path, capsys):
+    """The record and the logs a follow waits for count as inputs already: an output naming
+    one, or matching a followed glob, would be overwritten once it appears or read as a log."""
+    root = Path(__file__).resolve().parent.parent
+    arm, steps = root / "fixtures" / "our-arm.json", root / "fixtures" / "steps.jsonl"
+    late_arm, late_log = tmp_path / "our-arm.json", tmp_path / "steps.jsonl"
+    cases = [
+        ([str(late_arm), str(steps)], str(late_arm), "the arm record"),
+        ([str(arm), str(late_log)], str(late_log), "a step log"),
+        ([str(arm), str(tmp_path / "steps-*.jsonl")], str(tmp_path / "steps-a.jsonl"), "matches"),
+    ]
+    for argv, out, words in cases:
+        for flag in ("--json", "--sums"):
+            assert main([*argv, "--follow", "--idle", "1", flag, out, "--quiet"]) == 2
+            assert words in capsys.readouterr().err
+            assert not Path(out).exists()
+
+
+def test_a_follow_refuses_what_it_can_before_it_starts(tmp_path, capsys):
+    """A bad --vs file, or a whole record that is not one, is refused at once, not after a
+    follow that may last hours."""
+    root = Path(__file__).resolve().parent.parent
+    arm, steps = root / "fixtures" / "our-arm.json", root / "fixtures" / "steps.jsonl"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    started = time.monotonic()
+    argv = [str(tmp_path / "not-yet.json"), str(steps), "--follow", "--idle", "30"]
+    assert main([*argv, "--vs", f"vllm={bad}", "--quiet"]) == 2
+    assert str(bad) in capsys.readouterr().err
+    not_a_record = tmp_path / "legs.json"
+    not_a_record.write_text('{"legs": 5}')
+    assert main([str(not_a_record), str(steps), "--follow", "--idle", "30", "--quiet"]) == 2
+    assert str(not_a_record) in capsys.readouterr().err
+    assert time.monotonic() - started < 20  # neither waited for the idle 30 s
+    assert arm.exists()

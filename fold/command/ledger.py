@@ -174,6 +174,13 @@ def run_ledger(arguments: argparse.Namespace, stdout: Console, stderr: Console) 
         raise
 
 
+def _an_export_file(name: str) -> bool:
+    """A name ``--export`` writes in its folder (docs/ledger.md: one Parquet file a table)."""
+    from fold.ledger.export import EXPORTED
+
+    return name in {f"{table}.parquet" for table in EXPORTED}
+
+
 def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int:
     from fold.ledger.export import export_ledger
     from fold.ledger.history import figure_history, parse_figure, run_list, select
@@ -195,6 +202,7 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
             ("--export", arguments.export),
         ],
         [("ledger", arguments.path)],
+        folders=[("--export", arguments.export, _an_export_file)],
     )
     if arguments.wait < 0:
         raise InputError(f"--wait must be 0 or more seconds, got {arguments.wait:g}")

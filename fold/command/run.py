@@ -5,6 +5,7 @@ once, kept in the ledger, and every output the arguments ask for drawn from it."
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 
     from fold.folding.document import Document
     from fold.inputs.arm import ArmRecord
+    from fold.inputs.oracles import ArmFigures
+    from fold.inputs.vs_arms import OurRun
 
 # The library, rich and the presenters are imported where a run needs them, not here: a plain
 # fold loads no comparison, chart or ledger (docs/performance.md, "Start-up";
@@ -56,16 +59,19 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     _check_outputs(arguments)  # after the ledger's own check: a folder that is none is named so
     # Followed, the gate may write its record only when its last leg ends: until then the
     # follower shows provisional groups, and the other arms are folded against it after.
+    read = _read_other_arms(arguments)  # their files refused now, not after a long follow
     if arguments.follow:
-        written = _record_now(arguments.arm)
-        oracles = [] if written is None else _other_arms(arguments, written)
+        from fold.inputs.arm import load_arm_if_written
+
+        written = load_arm_if_written(arguments.arm)
+        oracles = [] if written is None else _fold_other_arms(arguments, read, written)
         result = _follow(arguments, stderr)
         arm = load_arm(arguments.arm)  # as written when the follow ended
         if written is None:
-            oracles = _other_arms(arguments, arm)
+            oracles = _fold_other_arms(arguments, read, arm)
     else:
         arm = load_arm(arguments.arm)
-        oracles = _other_arms(arguments, arm)
+        oracles = _fold_other_arms(arguments, read, arm)
         result = _fold_once(arm, arguments, stderr)
     if oracles:
         from fold.compare.comparison import compare
@@ -133,26 +139,24 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     return EXIT_OK
 
 
-def _record_now(path: str) -> ArmRecord | None:
-    """The arm record as it is now, or None where the gate has not (wholly) written it yet."""
-    from fold.inputs.arm import load_arm
-
-    if not os.path.exists(path):
-        return None
-    try:
-        return load_arm(path)
-    except InputError:  # half written: the follower reads it again as it grows
-        return None
-
-
-def _other_arms(arguments: argparse.Namespace, arm: ArmRecord) -> list:
-    """The --vs and --vs-log arms folded against ``arm`` (none without either)."""
+def _read_other_arms(arguments: argparse.Namespace) -> list[ArmFigures | OurRun] | None:
+    """The --vs and --vs-log arms read (None without either)."""
     if not (arguments.vs or arguments.vs_log):
-        return []
-    from fold.compare.vs_arms import TAKEN_NAMES, fold_vs_arms
+        return None
+    from fold.compare.vs_arms import TAKEN_NAMES
     from fold.inputs.vs_arms import read_vs_arms
 
-    read = read_vs_arms(arguments.vs, arguments.vs_log, taken=TAKEN_NAMES)
+    return read_vs_arms(arguments.vs, arguments.vs_log, taken=TAKEN_NAMES)
+
+
+def _fold_other_arms(
+    arguments: argparse.Namespace, read: list[ArmFigures | OurRun] | None, arm: ArmRecord
+) -> list:
+    """The arms ``_read_other_arms`` read, folded against ``arm`` (none without any)."""
+    if read is None:
+        return []
+    from fold.compare.vs_arms import fold_vs_arms
+
     return fold_vs_arms(
         read,
         main=arm,
@@ -201,12 +205,27 @@ def _check_outputs(arguments: argparse.Namespace) -> None:
     from fold.inputs.reader import logs_present, run_inputs
 
     logs = list(arguments.logs or ())
-    if arguments.follow:  # the logs there now: a followed one may appear later
+    followed = []
+    if arguments.follow:  # a followed log may appear later: its path or glob counts already
+        followed = [pattern for pattern in logs if glob.has_magic(pattern)]
+        absent = [path for path in logs if path not in followed and not os.path.exists(path)]
         logs = logs_present(logs)
     inputs = run_inputs(arguments.arm, logs, arguments.vs, arguments.vs_log)
+    if arguments.follow:
+        inputs += [("log", path) for path in absent]
     if arguments.ledger:
         inputs.append(("ledger", arguments.ledger))
-    check_outputs(outputs, inputs)
+    check_outputs(
+        outputs,
+        inputs,
+        followed=followed,
+        folders=[("--plots", arguments.plots, _a_chart_file)],
+    )
+
+
+def _a_chart_file(name: str) -> bool:
+    """A name ``--plots`` may write in its folder (a chart as NAME.png and NAME.svg)."""
+    return name.endswith((".png", ".svg"))
 
 
 def _check_ledger(arguments: argparse.Namespace) -> dict[str, str]:

@@ -79,6 +79,23 @@ def load_arm(path: str | Path) -> ArmRecord:
     return arm_from_document(document, where)
 
 
+def load_arm_if_written(path: str | Path) -> ArmRecord | None:
+    """The arm record at ``path``, or None while the gate has not written it whole: absent,
+    or not yet all of its JSON. A whole record that is not one is refused as ``load_arm``
+    refuses it, at once (a follow may last hours)."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the arm record: {error.strerror}") from error
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None  # still being written
+    return arm_from_document(document, str(path))
+
+
 def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
     metrics: dict[str, Any]
     top: dict[str, Any]

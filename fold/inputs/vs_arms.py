@@ -11,6 +11,7 @@ about it starts with ``--vs NAME:``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,11 @@ def read_vs_arms(
         if name in taken or name in seen:
             raise InputError(f"--vs {text!r}: the name {name!r} is taken; give each arm its own")
         seen.add(name)
+        if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+            raise InputError(
+                f"--vs {text!r}: {path} is not a regular file (a pipe or a device); an arm's "
+                "file is read more than once (its kind, then its figures): save it to a file"
+            )
         if kind is None and name not in logs and looks_like_our_arm(path):
             also = _oracle_kind(path)
             if also is not None:

@@ -76,16 +76,16 @@ def _setting_lines(engine: str, setting: Mapping[str, Any], width: int) -> list[
         config = json.dumps(setting["speculative_config"], separators=(", ", ": "))
         lines.append(f"speculative_config: {config}")
     for note in setting.get("notes") or ():
-        lines += words(f"note: {note}")
+        lines.extend(words(f"note: {note}"))
     if setting["environment"] is not None:
         lines.append("environment:")
         lines += [f"  {name}={value}" for name, value in setting["environment"].items()]
-    lines += words(f"to run it ({_RUNS_ON[engine]}):")
+    lines.extend(words(f"to run it ({_RUNS_ON[engine]}):"))
     lines += [f"  {command['line']}" for command in setting["commands"]]
     lines.append("what the setting cannot carry:")
     for note in setting["cannot_carry"]:
-        lines += words(f"- {note}", "  ")
-    lines += words(f"sources read: {setting['checked']}")
+        lines.extend(words(f"- {note}", "  "))
+    lines.extend(words(f"sources read: {setting['checked']}"))
     return lines
 
 

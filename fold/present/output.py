@@ -5,6 +5,7 @@ compact JSON of its own) is written whole by ``write_atomically``."""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from types import MappingProxyType
@@ -105,16 +106,20 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     a rename would replace it with a file (run as root, ``--json /dev/null`` replaced the
     device node)."""
     target = Path(path)
-    if target.is_dir():  # else the rename's "Device or resource busy" or "Is a directory"
-        raise InputError(f"{target}: a folder, not a file: name a file to write")
-    if target.exists() and not target.is_file():  # followed through links: /dev/stdout
-        try:
+    try:
+        descriptor = _open_descriptor(str(path))
+        if descriptor is not None:  # /dev/stdout: the descriptor the shell opened, as it is
+            _write_all(descriptor, data)
+            return
+        if target.is_dir():  # else the rename's "Device or resource busy" or "Is a directory"
+            raise InputError(f"{target}: a folder, not a file: name a file to write")
+        if target.exists() and not target.is_file():  # a device or a pipe, through any link
             with open(target, "wb") as handle:
                 handle.write(data)
-        except OSError as error:
-            raise InputError(f"{path}: cannot write: {error.strerror}") from error
-        return
-    target = Path(os.path.realpath(target))
+            return
+        target = Path(os.path.realpath(target))
+    except OSError as error:  # a name too long, a full device, a pipe with no reader left
+        raise InputError(f"{path}: cannot write: {error.strerror}") from error
     directory = target.parent
     try:
         descriptor, temporary = tempfile.mkstemp(
@@ -134,3 +139,21 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     except OSError as error:
         Path(temporary).unlink(missing_ok=True)
         raise InputError(f"{path}: cannot write: {error.strerror}") from error
+
+
+_DESCRIPTOR = re.compile(r"/(?:dev|proc/self)/fd/([0-9]+)")
+_NAMED_DESCRIPTORS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _open_descriptor(path: str) -> int | None:
+    """The descriptor a path names (``/dev/stdout``, ``/dev/fd/3``), or None. Opened again by
+    name, a regular file behind it would be truncated or renamed over, where the shell opened
+    it for appending (``>> history.txt``)."""
+    found = _DESCRIPTOR.fullmatch(path)
+    return int(found.group(1)) if found else _NAMED_DESCRIPTORS.get(path)
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
