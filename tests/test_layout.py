@@ -383,8 +383,6 @@ READ_EXCEPTIONS: dict[tuple[str, str], str] = {
     "to hand the lines it could not judge to inputs' exact parser (docs/code.md: for speed)",
     ("fold/folding/native.py", "os.pread(handle.fileno(), length, offset)"): "the same: each "
     "such line read at its offset, not the whole file again",
-    ("fold/folding/follow.py", "glob.glob(pattern)"): "the follower globs its patterns again "
-    "at every poll, for files that appeared since (docs/code.md); inputs read them",
     ("fold/cli.py", "os.open(os.devnull, os.O_WRONLY)"): "not a read: stdout is pointed at "
     "the null device, for writing, after its reader stopped early (a broken pipe)",
     ("fold/present/output.py", "open(target, 'wb')"): "not a read: an output that names a "

@@ -20,7 +20,6 @@ its clock and sleep are injectable, so tests need not wait in real time.
 
 from __future__ import annotations
 
-import glob
 import os
 import time
 from collections.abc import Callable
@@ -41,7 +40,7 @@ from fold.folding.warm import DEFAULT_PREDICATE, check_arm
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.arm import ArmRecord, load_arm
 from fold.inputs.engine_trace import looks_like_engine_trace
-from fold.inputs.reader import require_regular_file
+from fold.inputs.reader import logs_present, require_regular_file
 
 DEFAULT_INTERVAL_SECONDS = 0.25
 """How often ``run_follow`` polls: a few refreshes a second at most."""
@@ -256,13 +255,7 @@ class Follower:
         return found
 
     def _matches(self) -> list[str]:
-        matches: list[str] = []
-        for pattern in self.log_patterns:
-            if glob.has_magic(pattern):
-                matches.extend(sorted(glob.glob(pattern)))
-            elif os.path.exists(pattern):
-                matches.append(pattern)
-        return matches
+        return logs_present(self.log_patterns)
 
     def _open_tail(self, path: str) -> _Tail:
         return _Tail(path, _identity(path), self._new_reader(path))

@@ -108,7 +108,8 @@ def expand_log_paths(patterns: list[str]) -> list[str]:
 
 
 def logs_present(patterns: Sequence[str]) -> list[str]:
-    """The files ``patterns`` name now: a followed log may appear later, so none is missing."""
+    """The files ``patterns`` name now, each glob's sorted: a followed log may appear later,
+    so none is missing (the follower asks again at every poll, for files that appeared)."""
     return [
         found
         for pattern in patterns
