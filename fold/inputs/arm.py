@@ -67,11 +67,7 @@ def load_arm(path: str | Path) -> ArmRecord:
     """
     where = str(path)
     try:
-        raw = Path(path).read_bytes()
-    except OSError as error:
-        raise InputError(f"{where}: cannot read the arm record: {error.strerror}") from error
-    try:
-        document = orjson.loads(raw)
+        document = orjson.loads(_record_bytes(path))
     except orjson.JSONDecodeError as error:
         raise InputError(
             f"{where}: not valid JSON ({error}); expected the gate's arm record"
@@ -83,17 +79,20 @@ def load_arm_if_written(path: str | Path) -> ArmRecord | None:
     """The arm record at ``path``, or None while the gate has not written it whole: absent,
     or not yet all of its JSON. A whole record that is not one is refused as ``load_arm``
     refuses it, at once (a follow may last hours)."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
+    if not Path(path).exists():
         return None
-    except OSError as error:
-        raise InputError(f"{path}: cannot read the arm record: {error.strerror}") from error
     try:
-        document = orjson.loads(raw)
+        document = orjson.loads(_record_bytes(path))
     except orjson.JSONDecodeError:
         return None  # still being written
     return arm_from_document(document, str(path))
+
+
+def _record_bytes(path: str | Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the arm record: {error.strerror}") from error
 
 
 def arm_from_document(document: Any, where: str = "<arm record>") -> ArmRecord:
