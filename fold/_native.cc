@@ -55,16 +55,15 @@
 #include "inputs/native_src/arrow_export.h"
 #include "inputs/native_src/cadence.h"
 #include "inputs/native_src/cadence_module.h"
+#include "inputs/native_src/collect.h"
 #include "inputs/native_src/fold_pass.h"
 #include "inputs/native_src/hash_table.h"
 #include "inputs/native_src/json_line.h"
-#include "inputs/native_src/position_sums.h"
 #include "inputs/native_src/python_values.h"
 #include "inputs/native_src/read_range.h"
 #include "inputs/native_src/request_columns.h"
 #include "inputs/native_src/resample.h"
 #include "inputs/native_src/resample_module.h"
-#include "inputs/native_src/step_lengths.h"
 
 namespace {
 
@@ -109,17 +108,32 @@ PyObject* build_result(RangeResult& result) {
   // freed as they are placed, so the columns (17 integers a request) are never held beside
   // them (a load test's 10^6 requests: 120 MiB off the read's peak).
   FilledInPlace times(static_cast<std::size_t>(offsets.back()));
-  FilledInPlace tokens(static_cast<std::size_t>(offsets.back()));
-  std::vector<std::int64_t> token_offsets = offsets;  // one per request: the lists align
   bool out_of_memory = false;
   Py_BEGIN_ALLOW_THREADS;
   try {
-    export_times(result, starts, times, tokens);
+    export_times(result, starts, times);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;  // with the thread state back, below
   }
   Py_END_ALLOW_THREADS;
   if (out_of_memory) return PyErr_NoMemory();
+  // Attributed requests by row, the unattributed -1 (they come last in `order`).
+  std::vector<std::int64_t> row_of(count, -1);
+  for (std::size_t rank = 0; rank + 1 < offsets.size(); ++rank) {
+    row_of[order[rank]] = static_cast<std::int64_t>(rank);
+  }
+  PyObject* seeds_out = Py_NewRef(Py_None);
+  if (result.keep_seeds) {
+    SeedColumns state = seed_columns(fold, row_of, offsets.size() - 1);
+    Py_DECREF(seeds_out);
+    seeds_out = dict_of({
+        {"last_t", arrow_column(std::move(state.last_t), false)},
+        {"last_packed", arrow_column(std::move(state.last_packed), false)},
+        {"emitted_before", arrow_column(std::move(state.emitted_before), false)},
+        {"bucket", arrow_column(std::move(state.bucket), false)},
+    });
+  }
+  OrderRows order_figures = order_rows(fold, row_of);
   bool timed = fold.timed_lines > 0;  // else no duration columns (old logs)
   // The table is empty from here on (`requests`, its entries, too); `count` is what it held.
   std::vector<FilledInPlace> columns = request_columns(fold.requests, order, writer_of, timed);
@@ -216,10 +230,23 @@ PyObject* build_result(RangeResult& result) {
       {"first_n", column(c::kFirstN)},
       {"first_draft_ns", column(c::kFirstDraft)},
       {"first_verify_ns", column(c::kFirstVerify)},
+      {"first_offset", column(c::kFirstOffset)},
+      {"last_end", column(c::kLastEnd)},
+      {"unordered", column(c::kUnordered)},
+      {"seeded", column(c::kSeeded)},
+      {"seeds", seeds_out},
+      {"bucket_row", arrow_column(std::move(order_figures.bucket_row), false)},
+      {"bucket", arrow_column(std::move(order_figures.bucket), false)},
+      {"bucket_steps", arrow_column(std::move(order_figures.steps), false)},
+      {"bucket_proposed", arrow_column(std::move(order_figures.proposed), false)},
+      {"bucket_accepted", arrow_column(std::move(order_figures.accepted), false)},
+      {"length_row", arrow_column(std::move(order_figures.length_row), false)},
+      {"length", arrow_column(std::move(order_figures.length), false)},
+      {"length_intervals", arrow_column(std::move(order_figures.intervals), false)},
+      {"length_ns", arrow_column(std::move(order_figures.ns), false)},
       {"durations", durations},
       {"attributed_requests", PyLong_FromSize_t(offsets.size() - 1)},
       {"t_ns", arrow_column({}, false, &offsets, &times)},
-      {"step_tokens", arrow_column({}, false, &token_offsets, &tokens)},
       {"hist_leg", arrow_column(std::move(hist_leg), false)},
       {"hist_proposed", arrow_column(std::move(hist_proposed), false)},
       {"hist_accepted", arrow_column(std::move(hist_accepted), false)},
@@ -250,25 +277,35 @@ const char kDoc[] =
     "'durations': None when no line carried draft_ns or verify_ns, else per request (in the\n"
     "order of the other columns) timed_steps, draft_steps, verify_steps, draft_ns, verify_ns.";
 
-PyObject* fold_range_py(PyObject*, PyObject* args) {
+PyObject* fold_range_py(PyObject*, PyObject* args, PyObject* keywords) {
   PyObject* path_bytes = nullptr;
   long long begin, end, bins_per_leg;
   int skip_bad, per_line;
   PyObject *points, *segment_leg, *segment_status, *segment_labels, *leg_start, *leg_span;
   Py_ssize_t block = kDefaultBlock;
   Py_ssize_t bytes_per_thread = kDefaultBytesPerThread;
-  if (!PyArg_ParseTuple(args, "O&LLpiOOOOOOL|nn:fold_range", PyUnicode_FSConverter, &path_bytes,
-                        &begin, &end, &skip_bad, &per_line, &points, &segment_leg,
-                        &segment_status, &segment_labels, &leg_start, &leg_span, &bins_per_leg,
-                        &block, &bytes_per_thread)) {
+  int threads = 0;
+  PyObject* seed_columns_in = Py_None;
+  int keep_seeds = 0;
+  static const char* kKeywords[] = {
+      "path", "begin", "end", "skip_bad", "per_line", "points", "segment_leg", "segment_status",
+      "segment_labels", "leg_start", "leg_span", "bins_per_leg", "block", "bytes_per_thread",
+      "threads", "seeds", "keep_seeds", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(
+          args, keywords, "O&LLpiOOOOOOL|nn$iOp:fold_range", const_cast<char**>(kKeywords),
+          PyUnicode_FSConverter, &path_bytes, &begin, &end, &skip_bad, &per_line, &points,
+          &segment_leg, &segment_status, &segment_labels, &leg_start, &leg_span, &bins_per_leg,
+          &block, &bytes_per_thread, &threads, &seed_columns_in, &keep_seeds)) {
     return nullptr;
   }
   std::unique_ptr<PyObject, void (*)(PyObject*)> path_owner(path_bytes,
                                                            [](PyObject* o) { Py_DECREF(o); });
-  if (block < 1 || bytes_per_thread < 1 || bins_per_leg < 1 || begin < 0) {
+  if (block < 1 || bytes_per_thread < 1 || bins_per_leg < 1 || begin < 0 || threads < 0) {
     PyErr_SetString(PyExc_ValueError, "block, bytes_per_thread, bins_per_leg must be positive");
     return nullptr;
   }
+  Seeds seeds;
+  if (seed_columns_in != Py_None && !read_seeds(seed_columns_in, seeds)) return nullptr;
   Legs legs;
   legs.bins_per_leg = bins_per_leg;
   if (!read_int64s(points, legs.points) || !read_int64s(segment_leg, legs.segment_leg) ||
@@ -312,6 +349,7 @@ PyObject* fold_range_py(PyObject*, PyObject* args) {
   }
   auto result = std::make_unique<RangeResult>();
   result->per_line = static_cast<PerLine>(per_line);
+  result->keep_seeds = keep_seeds != 0;
   bool opened = false;
   bool out_of_memory = false;
   bool no_thread = false;
@@ -319,7 +357,8 @@ PyObject* fold_range_py(PyObject*, PyObject* args) {
   Py_BEGIN_ALLOW_THREADS;
   try {
     opened = fold_file_range(path, begin, end, legs, skip_bad, result->per_line,
-                             static_cast<std::size_t>(block), bytes_per_thread, *result);
+                             static_cast<std::size_t>(block), bytes_per_thread,
+                             static_cast<unsigned>(threads), &seeds, *result);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;
   } catch (const std::system_error&) {
@@ -357,11 +396,11 @@ PyObject* release_memory_py(PyObject*, PyObject*) {
 
 PyMethodDef kMethods[] = {
     {"release_memory", release_memory_py, METH_NOARGS, kReleaseDoc},
-    {"fold_range", fold_range_py, METH_VARARGS, kDoc},
+    {"fold_range", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fold_range_py)),
+     METH_VARARGS | METH_KEYWORDS, kDoc},
     {"cadence", cadence_py, METH_VARARGS, kCadenceDoc},
+    {"collect_lines", collect_lines_py, METH_VARARGS, kCollectDoc},
     {"resample_sums", resample_sums_py, METH_VARARGS, kResampleDoc},
-    {"step_lengths", step_lengths_py, METH_VARARGS, kStepLengthsDoc},
-    {"position_sums", position_sums_py, METH_VARARGS, kPositionSumsDoc},
     {nullptr, nullptr, 0, nullptr},
 };
 

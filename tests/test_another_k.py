@@ -31,9 +31,8 @@ from strategies import FoldCase, fold_cases, scaled
 from fold.api import fold_acceptance
 from fold.cli import main as cli
 from fold.errors import InputError, RefusedError
-from fold.folding.accumulate import SCHEMAS
 from fold.folding.another_k import MAX_CUT_K, another_k, cut_sums
-from fold.folding.step_lengths import reference_step_lengths, step_time_by_length
+from fold.folding.step_lengths import ordered_length_sums, step_time_by_length
 from fold.inputs.acceptance import Counts
 from fold.inputs.limits import MAX_STEP_TOKENS
 from fold.present.another_k import another_k_markdown
@@ -464,34 +463,33 @@ request_lines = st.lists(
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), request_lines), min_size=1, max_size=8))
-def test_the_extension_and_numpy_group_step_times_alike(requests):
+def test_the_step_time_per_length_against_the_definition(requests):
     """Per draft length, the count and exact sum of intervals to a line of that length, each
-    request's lines taken in (time, proposed) order: worked out here one request at a time."""
-    frame = pl.DataFrame(
+    request's lines taken in (time, proposed) order: worked out here one request at a time.
+    (The native pass's rows are held to these in tests/test_line_rows.py.)"""
+    lines = pl.DataFrame(
         {
-            "leg": [index for index, _ in requests],
-            "w": ["00000000000000a1"] * len(requests),
-            "seq": list(range(len(requests))),
-            "sid": [None] * len(requests),
+            "request": list(range(len(requests))),
             "t_ns": [[t for t, _ in lines] for _, lines in requests],
             # Each line's counts packed (accepted and emitted do not enter the step time).
             "tokens": [[p for _, p in lines] for _, lines in requests],
         },
-        schema=SCHEMAS["step_times"],
+        schema={"request": pl.UInt32, "t_ns": pl.List(pl.Int64), "tokens": pl.List(pl.Int64)},
     )
+    step_times = pl.DataFrame({"leg": [index for index, _ in requests]})
     legs = [0, 2, 3]
     expected: dict[int, list[int]] = defaultdict(list)
-    for index, lines in requests:
-        if index not in legs:
-            continue
-        ordered = sorted(lines)
-        for (before, _), (after, proposed) in pairwise(ordered):
+    by_request: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for row, (index, request) in enumerate(requests):
+        for (before, _), (after, proposed) in pairwise(sorted(request)):
             if proposed:
-                expected[proposed].append(after - before)
+                by_request[(row, proposed)].append(after - before)
+                if index in legs:
+                    expected[proposed].append(after - before)
+    sums = ordered_length_sums(lines)
+    assert {
+        (row["request"], row["length"]): (row["intervals"], row["ns"])
+        for row in sums.iter_rows(named=True)
+    } == {key: (len(gaps), sum(gaps)) for key, gaps in by_request.items()}
     wanted = {p: (len(gaps), sum(gaps)) for p, gaps in expected.items()}
-    with native_switch(True):
-        assert step_time_by_length(frame, legs) == wanted
-    with native_switch(False):
-        assert step_time_by_length(frame, legs) == wanted
-    chosen = frame.filter(pl.col("leg").is_in(legs))
-    assert reference_step_lengths(chosen) == wanted
+    assert step_time_by_length(sums, step_times, legs) == wanted

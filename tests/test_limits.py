@@ -999,8 +999,8 @@ def test_a_duration_sum_past_2_63_exits_alike_from_either_reader(tmp_path, capsy
     met: list[bool] = []
     fold_range = native._native.fold_range
 
-    def spied(*args: Any) -> dict[str, Any]:
-        found = fold_range(*args)
+    def spied(*args: Any, **options: Any) -> dict[str, Any]:
+        found = fold_range(*args, **options)
         met.append(found["overflow"])
         return found
 

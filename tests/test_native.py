@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sysconfig
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +44,14 @@ from strategies import ONE_SECOND_LEG as LEG
 
 import fold.folding.accumulate
 import fold.folding.logfile
+import fold.folding.merge
 import fold.folding.native
 import fold.folding.timeline_lines
 from fold import _native  # fails here when the extension was not built
 from fold.api import LogFold, fold_acceptance
 from fold.errors import InputError, RefusedError
 from fold.folding.accumulate import PartialFold
+from fold.folding.line_rows import draft_counts, line_rows
 from fold.folding.logfile import Legs
 from fold.inputs import limits
 from fold.inputs.arm import arm_from_document, load_arm
@@ -82,25 +85,27 @@ def folded(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
 
 
 def sorted_times(table: pl.DataFrame) -> pl.DataFrame:
-    """Each request's lines ordered by (time, packed counts): the lists come in any order,
-    but the two stay aligned."""
-    times, tokens = [], []
-    for row_times, row_tokens in table.select("t_ns", "tokens").iter_rows():
-        pairs = sorted(zip(row_times, row_tokens, strict=True))
-        times.append([time for time, _ in pairs])
-        tokens.append([token for _, token in pairs])
-    return table.with_columns(
-        pl.Series("t_ns", times, dtype=pl.List(pl.Int64)),
-        pl.Series("tokens", tokens, dtype=pl.List(pl.Int64)),
-    )
+    """Each request's times in order: the lists come in any order."""
+    return table.with_columns(pl.col("t_ns").list.sort())
 
 
-def assert_same_partials(native: PartialFold, reference: PartialFold) -> None:
+def assert_same_partials(native: PartialFold, reference: PartialFold, arm: Any) -> None:
+    """Every table the two readers share, and the rows by output position, per draft length
+    and by draft position that each makes from its lines (the native pass's, folded as it
+    read; the reference's, from the lines it held)."""
     for name in TABLES:
         left, right = getattr(native, name), getattr(reference, name)
         if name == "step_times":
             left, right = sorted_times(left), sorted_times(right)
         assert_frame_equal(left, right, check_row_order=name != "files")
+    legs = Legs.of(arm.legs).native
+    with native_switch(True):
+        native_rows = line_rows(native, legs)
+        native_counts = draft_counts(native, legs)
+    reference_rows = line_rows(reference, legs)
+    assert_frame_equal(native_rows.buckets, reference_rows.buckets)
+    assert_frame_equal(native_rows.lengths, reference_rows.lengths)
+    assert_frame_equal(native_counts, draft_counts(reference, legs))
 
 
 def assert_both_ways_agree(arm: Any, paths: list[str], **options: Any) -> Any:
@@ -110,7 +115,7 @@ def assert_both_ways_agree(arm: Any, paths: list[str], **options: Any) -> Any:
         assert native == reference
         return native
     assert not isinstance(native[0], str), native
-    assert_same_partials(native[0], reference[0])
+    assert_same_partials(native[0], reference[0], arm)
     assert native[1] == reference[1]
     return native
 
@@ -118,10 +123,14 @@ def assert_both_ways_agree(arm: Any, paths: list[str], **options: Any) -> Any:
 def raw_read(path: Path, arm: Any, **options: Any) -> dict[str, Any]:
     """The extension's own result for the whole file (events, counts), without Python's part."""
     legs = Legs.of(arm.legs)
-    extra = [options.pop(name) for name in ("block", "bytes_per_thread") if name in options]
+    extra = {
+        name: options.pop(name)
+        for name in ("block", "bytes_per_thread", "threads")
+        if name in options
+    }
     return _native.fold_range(
         str(path), 0, -1, options.get("skip_bad", True), False, *legs.native.arguments, 512,
-        *extra,
+        **extra,
     )  # fmt: skip
 
 
@@ -525,16 +534,27 @@ def test_a_file_split_across_threads_and_blocks_folds_the_same(tmp_path: Path):
     log = tmp_path / "steps.jsonl"
     log.write_bytes(b"".join(rows))
     whole = raw_read(log, arm)
-    whole_lists = {name: lists(whole, name) for name in ("t_ns", "step_tokens")}
+    whole_lists = {name: lists(whole, name) for name in ORDER_ROWS}
     assert sum(map(len, whole_lists["t_ns"])) > 0
-    for block, bytes_per_thread in [(200, 1), (1000, 30_000), (4096, 100_000), (1 << 20, 1)]:
-        split = raw_read(log, arm, block=block, bytes_per_thread=bytes_per_thread)
+    assert len(whole_lists["bucket_row"]) > 0 and len(whole_lists["length_row"]) > 0
+    for block, bytes_per_thread, threads in [
+        (200, 1, 0), (1000, 30_000, 0), (4096, 100_000, 0), (1 << 20, 1, 0), (300, 1, 5),
+        (64, 1, 8),
+    ]:  # fmt: skip
+        split = raw_read(log, arm, block=block, bytes_per_thread=bytes_per_thread, threads=threads)
         for key in ("lines", "folded", "attributed", "unattributed", "torn", "bad", "events"):
             assert split[key] == whole[key], key
-        # Each request's times and packed counts, in file order, whatever the threads.
-        assert lists(split, "t_ns") == whole_lists["t_ns"]
-        assert lists(split, "step_tokens") == whole_lists["step_tokens"]
+        # Each request's times in file order, and its rows by output position and draft
+        # length, whatever the threads: a request a later range continued is read again.
+        for name in ORDER_ROWS:
+            assert lists(split, name) == whole_lists[name], name
     assert_both_ways_agree(arm, [str(log)])
+
+
+ORDER_ROWS = (
+    "t_ns", "bucket_row", "bucket", "bucket_steps", "bucket_proposed", "bucket_accepted",
+    "length_row", "length", "length_intervals", "length_ns", "unordered",
+)  # fmt: skip
 
 
 class Capsules:
@@ -546,8 +566,8 @@ class Capsules:
 
 
 def lists(raw: dict[str, Any], name: str) -> list[list[int]]:
-    """A list column of the extension's result, as Python lists (its capsules are used up:
-    once per result)."""
+    """A column of the extension's result, as a Python list (its capsules are used up: once per
+    result)."""
     return pl.Series(Capsules(raw[name])).to_list()
 
 
@@ -586,9 +606,9 @@ def test_window_edges_are_closed(tmp_path: Path):
 
 @given(legs=disjoint_or_overlapping_legs(), data=st.data())
 def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
-    """One row per (leg, writer, seq) with the t_ns of each line attributed to it, and beside
-    each its line's proposed, computed here from the reference's parse and attribution, the
-    same both ways."""
+    """One row per (leg, writer, seq) with the t_ns of each line attributed to it, and per
+    request and draft length the intervals to its drafted lines in (time, proposed) order,
+    computed here from the reference's parse and attribution, the same both ways."""
     log_bytes = data.draw(any_shape_logs(legs), label="log")
     log = tmp_path_factory.mktemp("times") / "steps.jsonl"
     log.write_bytes(log_bytes)
@@ -607,15 +627,29 @@ def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
         _, leg = attribute(step, reference_legs)
         if leg is not None:
             expected.setdefault((leg, step.w, step.seq), []).append((step.t_ns, step.proposed))
+    lengths: dict[tuple[Any, int], list[int]] = {}
+    for key, lines in expected.items():
+        ordered = sorted(lines)
+        for (before, _), (after, proposed) in pairwise(ordered):
+            if proposed:
+                lengths.setdefault((key, proposed), []).append(after - before)
+    index = Legs.of(arm.legs).native
     for native in (True, False):
         partial, _ = folded(arm, [str(log)], native=native, skip_bad_lines=True)
-        actual = {
-            (row["leg"], row["w"], row["seq"] if row["sid"] is None else row["sid"]): sorted(
-                zip(row["t_ns"], [token & (2**17 - 1) for token in row["tokens"]], strict=True)
-            )
+        keys = [
+            (row["leg"], row["w"], row["seq"] if row["sid"] is None else row["sid"])
             for row in partial.step_times.iter_rows(named=True)
-        }
-        assert actual == {key: sorted(times) for key, times in expected.items()}
+        ]
+        actual = dict(
+            zip(keys, [sorted(times) for times in partial.step_times["t_ns"]], strict=True)
+        )
+        assert actual == {key: sorted(t for t, _ in lines) for key, lines in expected.items()}
+        with native_switch(native):
+            rows = line_rows(partial, index).lengths
+        assert {
+            (keys[row["request"]], row["length"]): (row["intervals"], row["ns"])
+            for row in rows.iter_rows(named=True)
+        } == {key: (len(gaps), sum(gaps)) for key, gaps in lengths.items()}
 
 
 def test_step_times_merge_by_concatenation(tmp_path: Path):
@@ -626,11 +660,19 @@ def test_step_times_merge_by_concatenation(tmp_path: Path):
                       + b"\n")  # fmt: skip
     second.write_bytes(good_line(n=2, t_ns=start + 3, proposed=0, accepted=0) + b"\n")
     partial, _ = folded(arm, [str(first), str(second)], native=True)
-    # Each line's counts beside its time: proposed + accepted * 2^17 + (emitted + 1) * 2^34.
-    drafted, undrafted = 7 + 3 * 2**17 + 5 * 2**34, 0 + 0 + 5 * 2**34
     assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None,
-                                          [start + 5, start + 1, start + 3],
-                                          [drafted, drafted, undrafted])]  # fmt: skip
+                                          [start + 5, start + 1, start + 3])]  # fmt: skip
+    # The request's lines span both files, the first's out of order: a piece of each, and its
+    # rows made from its lines read back from both, in (time, counts) order: start + 1 (at
+    # position 0), start + 3 (undrafted, emitted 4), start + 5 (at position 4 + 4 = 8).
+    assert partial.line_spans.select("path", "unseeded", "unordered").rows() == [
+        (str(first), 1, True), (str(second), 1, False)
+    ]  # fmt: skip
+    with native_switch(True):
+        rows = line_rows(partial, Legs.of(arm.legs).native)
+    assert rows.buckets.rows() == [(0, 0, 2, 14, 6)]
+    # intervals to drafted lines: start + 3 -> start + 5 (2 ns) under 7; start + 1 has none
+    assert rows.lengths.rows() == [(0, 7, 1, 2)]
 
 
 def test_progress_reports_the_file_size(tmp_path: Path):
@@ -692,9 +734,9 @@ def test_following_reads_a_backlog_in_pieces(tmp_path: Path, monkeypatch):
     assert len(pieces) > 3
     assert sum(steps.height for _, steps in pieces) == 4
     assert (piecewise.lines_read, piecewise.counts.torn_lines) == (4, 1)
-    merged = fold.folding.accumulate.merge_all([partial for partial, _ in pieces])
+    merged = fold.folding.merge.merge_all([partial for partial, _ in pieces])
     whole, counts = folded(arm, [str(log)], native=False)
-    assert_same_partials(merged, whole)
+    assert_same_partials(merged, whole, arm)
     assert counts[str(log)] == piecewise.counts
 
 
@@ -827,53 +869,19 @@ def test_the_traces_lines_refuse_a_duration_sum_past_64_bits_either_way(tmp_path
     )
 
 
-def test_chosen_rows_read_the_same_as_a_buffer_or_a_sequence():
-    """The chosen rows and the legs go to the extension as an int64 buffer, read in place; any
-    other array (another width, a strided view, another byte order, unsigned) or a list
-    is read item by item, and the figures are the same whichever way they came. Floats, and
-    unsigned values past int64, are refused, not read as other integers."""
+def test_legs_read_the_same_as_a_buffer_or_a_sequence():
+    """The legs go to the cadence as an int64 buffer, read in place; any other array (another
+    byte order, unsigned) or a list is read item by item, and the figures are the same
+    whichever way they came."""
     import numpy as np
     import polars as pl
 
     from fold.folding import native as native_module
-    from fold.folding.accumulate import SCHEMAS
 
     frame = pl.DataFrame(
-        {
-            "leg": [0, 1, 0, 2],
-            "w": ["a"] * 4,
-            "sid": [None] * 4,
-            "seq": [1, 2, 3, 4],
-            "t_ns": [[10, 30, 20], [5, 6], [7], [1, 2, 4, 8]],
-            "tokens": [[3 + (1 << 17)] * 3, [2] * 2, [4 + (4 << 17)], [1 + (1 << 17)] * 4],
-        },
-        schema={k: SCHEMAS["step_times"][k] for k in ("leg", "w", "sid", "seq", "t_ns", "tokens")},
+        {"t_ns": [[10, 30, 20], [5, 6], [7], [1, 2, 4, 8]]},
+        schema={"t_ns": pl.List(pl.Int64)},
     )
-    wanted = [1, 0, 1, 1]
-    ways = [
-        np.array(wanted, dtype=np.int64),
-        list(wanted),
-        np.array(wanted, dtype=np.int32),
-        np.array([v for v in wanted for _ in (0, 1)], dtype=np.int64)[::2],
-    ]
-    read_only = np.array(wanted, dtype=np.int64)
-    read_only.flags.writeable = False
-    ways += [
-        read_only,
-        np.array(wanted, dtype=">i8"),  # not the host's order: read item by item
-        np.array(wanted, dtype=np.uint64),
-    ]
-    figures = []
-    for chosen in ways:
-        sums = native_module.position_sums(frame["t_ns"], frame["tokens"], chosen)
-        lengths = native_module.step_lengths(frame["t_ns"], frame["tokens"], chosen)
-        figures.append((sorted(sums.rows()), lengths))
-    assert sorted({row[0] for row in figures[0][0]}) == [0, 2, 3]  # the chosen rows only
-    assert all(found == figures[0] for found in figures)
-    with pytest.raises(TypeError):
-        native_module.position_sums(
-            frame["t_ns"], frame["tokens"], np.array(wanted, dtype=np.float64)
-        )
     # The legs are values, not flags: each way gives the cadence the same legs.
     cadences = []
     for legs in (
@@ -885,11 +893,6 @@ def test_chosen_rows_read_the_same_as_a_buffer_or_a_sequence():
         columns, pooled = native_module._native.cadence(
             frame["t_ns"].__arrow_c_stream__(), legs, [0, 0, 0], [100] * 3, 4.0, [(0, 1, 2)]
         )
-        found = pl.DataFrame([native_module._series(name, c) for name, c in columns.items()])
+        found = pl.DataFrame([native_module.series(name, c) for name, c in columns.items()])
         cadences.append((found.rows(), pooled))
     assert all(found == cadences[0] for found in cadences)
-    # an unsigned 2^63 is no int64: refused, not read as a negative number
-    with pytest.raises(OverflowError):
-        native_module.position_sums(
-            frame["t_ns"], frame["tokens"], np.array([2**63, 0, 1, 1], dtype=np.uint64)
-        )

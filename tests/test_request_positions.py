@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fold.api import fold_acceptance
-from fold.folding.accumulate import SCHEMAS, TOKEN_BITS
+from fold.folding.accumulate import SCHEMAS, TOKEN_BITS, PartialFold
+from fold.folding.line_rows import draft_counts
+from fold.folding.native import NativeLegs
 from fold.folding.request_positions import POSITION_LISTS, request_positions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,26 +24,35 @@ def packed(proposed: int, accepted: int, emitted: int | None = None) -> int:
     return proposed + (accepted << TOKEN_BITS) + ((0 if emitted is None else emitted + 1) << 34)
 
 
-def step_times(requests: list[list[tuple[int, int]]]) -> pl.DataFrame:
-    """A partial fold's ``step_times``: request r (writer "w", seq r, leg r % 2) with the
-    (proposed, accepted) of its lines."""
-    return pl.DataFrame(
+def positions(requests: list[list[tuple[int, int]]]) -> pl.DataFrame:
+    """``request_positions`` of requests held by the polars reference: request r (writer "w",
+    seq r, leg r % 2) with the (proposed, accepted) of its lines, counted by ``draft_counts``."""
+    step_times = pl.DataFrame(
         {
             "leg": [r % 2 for r in range(len(requests))],
             "w": ["w"] * len(requests),
             "seq": list(range(len(requests))),
             "sid": [None] * len(requests),
             "t_ns": [list(range(len(lines))) for lines in requests],
-            "tokens": [[packed(p, a, a + 1) for p, a in lines] for lines in requests],
         },
         schema=SCHEMAS["step_times"],
     )
+    held = pl.DataFrame(
+        {
+            "request": list(range(len(requests))),
+            "t_ns": [list(range(len(lines))) for lines in requests],
+            "tokens": [[packed(p, a, a + 1) for p, a in lines] for lines in requests],
+        },
+        schema=SCHEMAS["held_lines"],
+    )
+    partial = PartialFold(step_times=step_times, held_lines=held)
+    return request_positions(step_times, draft_counts(partial, NativeLegs.of(None, None)))
 
 
 def test_by_hand():
     # steps (3, 1), (3, 3), (2, 0): accepted past 0 by 2 of them, past 1 and 2 by one (the 3);
     # proposed past 0 and 1 by all three, past 2 by the two that proposed 3
-    found = request_positions(step_times([[(3, 1), (3, 3), (2, 0)], [(0, 0)], []]))
+    found = positions([[(3, 1), (3, 3), (2, 0)], [(0, 0)], []])
     assert found["accepted_past"].to_list() == [[2, 1, 1], [], []]
     assert found["proposed_past"].to_list() == [[3, 3, 2], [], []]
     assert found.select("leg", "w", "seq").rows() == [(0, "w", 0), (1, "w", 1), (0, "w", 2)]
@@ -60,7 +71,7 @@ steps = st.integers(0, 9).flatmap(lambda p: st.tuples(st.just(p), st.integers(0,
 
 @given(st.lists(st.lists(steps, max_size=12), max_size=8))
 def test_each_request_against_the_definition(requests):
-    found = request_positions(step_times(requests))
+    found = positions(requests)
     assert found["seq"].to_list() == list(range(len(requests)))
     for lines, accepted_past, proposed_past in zip(
         requests, found["accepted_past"].to_list(), found["proposed_past"].to_list(), strict=True

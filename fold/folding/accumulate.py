@@ -2,8 +2,11 @@
 
 A partial fold holds counts and sums keyed by leg (and by request, histogram bucket (proposed,
 accepted), time bin, writer, file), and per request the times of its attributed lines
-(``step_times``: 8 bytes a line, for the step cadence, and beside each time its line's
-``proposed`` in 4, for the step time per draft length), never the lines themselves. Folding a
+(``step_times``: 8 bytes a line, for the step cadence). What the figures by output position and
+per draft length take from a request's lines in order is folded as the native pass reads them
+(``position_rows``, ``length_rows``, with the bytes the lines span in ``line_spans``); the
+polars reference keeps each line's time and counts instead (``held_lines``), and
+``fold.folding.line_rows`` makes both into the same rows. Folding a
 log in blocks, in any order, split across any files, and merging the partials gives exactly the
 fold of the whole log; this is what lets the fold follow a growing file and run on both cores.
 """
@@ -94,7 +97,32 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "seq": pl.UInt64(),
         "sid": pl.String(),
         "t_ns": pl.List(pl.Int64()),
+    },
+    "held_lines": {
+        "request": pl.UInt32(),
+        "t_ns": pl.List(pl.Int64()),
         "tokens": pl.List(pl.Int64()),
+    },
+    "position_rows": {
+        "request": pl.UInt32(),
+        "bucket": pl.Int64(),
+        "steps": pl.Int64(),
+        "proposed": pl.Int64(),
+        "accepted": pl.Int64(),
+    },
+    "length_rows": {
+        "request": pl.UInt32(),
+        "length": pl.Int64(),
+        "intervals": pl.Int64(),
+        "ns": pl.Int128(),
+    },
+    "line_spans": {
+        "request": pl.UInt32(),
+        "path": pl.Categorical(),
+        "first_offset": pl.Int64(),
+        "last_end": pl.Int64(),
+        "unseeded": pl.Int64(),
+        "unordered": pl.Boolean(),
     },
     "files": {
         "path": pl.String(),
@@ -124,8 +152,9 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "tokens": pl.List(pl.Int64()),
 }
 LINE_LISTS = ("t_ns", "tokens")
-"""The per-request lists of ``step_times``, a value per attributed line, aligned: merged by
-concatenation, so their order is arbitrary but the same in both."""
+"""The per-request lists of ``held_lines`` (and ``t_ns`` of ``step_times``), a value per
+attributed line, aligned: merged by concatenation, so their order is arbitrary but the same in
+both."""
 
 # A line's counts packed in one int64 of ``step_times.tokens`` (``fold.folding.by_position``
 # unpacks them): each count is at most fold.inputs.limits.MAX_STEP_TOKENS = 2^16 < 2^17, and
@@ -144,93 +173,57 @@ def packed_tokens() -> pl.Expr:
     ).alias("tokens")
 
 
-# How each non-key column merges: counts add up, maxima take the max.
-_MAX_COLUMNS = {"max_proposed", "max_n", "pid"}
-_KEYS = {
+TABLE_KEYS = {
     "legs": ["leg"],
     "histogram": ["leg", "proposed", "accepted"],
     "requests": REQUEST_KEY,
     "bins": ["leg", "bin"],
     "writers": ["w"],
     "step_times": REQUEST_KEY,
+    "held_lines": ["request"],
+    "position_rows": ["request", "bucket"],
+    "length_rows": ["request", "length"],
+    "line_spans": ["request", "path"],
     "files": ["path"],
     "durations": REQUEST_KEY,
 }
 
 
-def _empty(name: str) -> pl.DataFrame:
+def empty_table(name: str) -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMAS[name])
 
 
 @dataclass
 class PartialFold:
-    legs: pl.DataFrame = field(default_factory=lambda: _empty("legs"))
-    histogram: pl.DataFrame = field(default_factory=lambda: _empty("histogram"))
-    requests: pl.DataFrame = field(default_factory=lambda: _empty("requests"))
-    bins: pl.DataFrame = field(default_factory=lambda: _empty("bins"))
-    writers: pl.DataFrame = field(default_factory=lambda: _empty("writers"))
-    step_times: pl.DataFrame = field(default_factory=lambda: _empty("step_times"))
+    legs: pl.DataFrame = field(default_factory=lambda: empty_table("legs"))
+    histogram: pl.DataFrame = field(default_factory=lambda: empty_table("histogram"))
+    requests: pl.DataFrame = field(default_factory=lambda: empty_table("requests"))
+    bins: pl.DataFrame = field(default_factory=lambda: empty_table("bins"))
+    writers: pl.DataFrame = field(default_factory=lambda: empty_table("writers"))
+    step_times: pl.DataFrame = field(default_factory=lambda: empty_table("step_times"))
     """Per request (leg, writer, seq): the t_ns of every line attributed to it, proposed = 0
-    included, in no particular order (consumers sort), and beside each its counts packed
-    (``tokens``, ``packed_tokens``) in the same order. One row per request, the rows sorted by
+    included, in no particular order (consumers sort). One row per request, the rows sorted by
     ``REQUEST_KEY`` (nulls first, as polars sorts): every path that makes or merges them does,
     and the bootstrap by output position takes its requests' order from the rows
     (``tests/test_step_times_order.py`` holds every path to it)."""
-    files: pl.DataFrame = field(default_factory=lambda: _empty("files"))
-    durations: pl.DataFrame = field(default_factory=lambda: _empty("durations"))
+    held_lines: pl.DataFrame = field(default_factory=lambda: empty_table("held_lines"))
+    """Per request (its row in ``step_times``), the lines the polars reference read (each
+    line's time, and its counts packed as ``packed_tokens`` packs them, in the same order): a
+    native pass keeps none."""
+    position_rows: pl.DataFrame = field(default_factory=lambda: empty_table("position_rows"))
+    """Per request and bucket of output position, its drafted lines' S, P and A, as the native
+    pass folded them in file order (``fold.folding.line_rows`` says when they stand)."""
+    length_rows: pl.DataFrame = field(default_factory=lambda: empty_table("length_rows"))
+    """Per request and draft length, the intervals to its drafted lines and their sum, as the
+    native pass folded them."""
+    line_spans: pl.DataFrame = field(default_factory=lambda: empty_table("line_spans"))
+    """Per request and file the native pass read: the bytes its lines span (from the first's
+    start to the last's end), how many reads met it without continuing it from an earlier
+    read of the file (``unseeded``), and whether a line came out of (t_ns, counts) order."""
+    files: pl.DataFrame = field(default_factory=lambda: empty_table("files"))
+    durations: pl.DataFrame = field(default_factory=lambda: empty_table("durations"))
     """Per request in a leg that carried a duration on any line: ``DURATION_SUMS``. Empty
     for a log without durations (every log before them), so those fold as they did."""
-
-    def merge(self, other: PartialFold) -> PartialFold:
-        return merge_all([self, other])
-
-
-def merge_all(partials: list[PartialFold]) -> PartialFold:
-    """One partial fold of many: one concat and one group-by per table, whatever their number.
-
-    Folding a large log merges its blocks' partials a batch at a time with this, rather than
-    one at a time (each merge re-sorts the tables gathered so far).
-    """
-    return PartialFold(
-        **{name: _merge(name, [getattr(partial, name) for partial in partials]) for name in _KEYS}
-    )
-
-
-def _merge(name: str, tables: list[pl.DataFrame]) -> pl.DataFrame:
-    tables = [table for table in tables if table.height]
-    if not tables:
-        return _empty(name)
-    if len(tables) == 1:
-        return tables[0]
-    keys = _KEYS[name]
-    values = [column for column in SCHEMAS[name] if column not in keys]
-    if name == "durations":  # sums of values up to 2^63 each: exact, then checked
-        merged = (
-            pl.concat(tables)
-            .group_by(keys)
-            .agg(
-                pl.col(column).cast(pl.Int128).sum() if column.endswith("_ns") else _merged(column)
-                for column in values
-            )
-        )
-        return checked_durations(merged).sort(keys).select(list(SCHEMAS[name]))
-    return (
-        pl.concat(tables)
-        .group_by(keys)
-        .agg(_merged(column) for column in values)
-        .sort(keys)
-        .select(list(SCHEMAS[name]))
-    )
-
-
-def _merged(column: str) -> pl.Expr:
-    if column in FIRST_STEP:
-        return first_line(column)
-    if column in _MAX_COLUMNS:
-        return pl.col(column).max()
-    if column in LINE_LISTS:
-        return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False)
-    return pl.col(column).sum()
 
 
 def partial_fold(
@@ -368,24 +361,29 @@ def assemble(
     bins: pl.DataFrame,
     files: pl.DataFrame,
     step_times: pl.DataFrame | None = None,
+    native_rows: dict[str, pl.DataFrame] | None = None,
 ) -> PartialFold:
     """The partial fold of per-request sums (``PER_REQUEST_SCHEMA``, and ``DURATION_SUMS``
-    when the fold path kept them). The step times come from the per-request ``t_ns`` lists, or
-    ready-made and sorted (the native pass's, uncopied)."""
+    when the fold path kept them). The step times come from the per-request ``t_ns`` lists (and
+    the held lines with ``tokens`` beside them), or ready-made and sorted (the native pass's,
+    uncopied, with its ``native_rows``: ``position_rows``, ``length_rows``, ``line_spans``)."""
     writers = (
         per_request.group_by("w")
         .agg(pl.col("pid").max(), pl.col("lines").sum(), pl.col("max_n").max())
         .sort("w")
     )
+    held_lines = empty_table("held_lines")
     if step_times is None:
-        step_times = (
+        lines = (
             per_request.filter(pl.col("leg").is_not_null())
-            .select(list(SCHEMAS["step_times"]))
+            .select(*REQUEST_KEY, *LINE_LISTS)
             .sort(REQUEST_KEY)
         )
+        step_times = lines.select(list(SCHEMAS["step_times"]))
+        held_lines = lines.select(*LINE_LISTS).with_row_index("request")
         per_request = per_request.drop(*LINE_LISTS)
     in_legs = per_request.filter(pl.col("leg").is_not_null())
-    durations = _empty("durations")
+    durations = empty_table("durations")
     if "timed_steps" in in_legs.columns:
         timed = (pl.col("draft_steps") + pl.col("verify_steps")) > 0
         durations = in_legs.filter(timed).sort(REQUEST_KEY).select(list(SCHEMAS["durations"]))
@@ -399,9 +397,11 @@ def assemble(
     )
     return PartialFold(
         legs=leg_sums.select(list(SCHEMAS["legs"])),
-        histogram=histogram.sort(_KEYS["histogram"]).select(list(SCHEMAS["histogram"])),
+        histogram=histogram.sort(TABLE_KEYS["histogram"]).select(list(SCHEMAS["histogram"])),
         requests=in_legs.sort(REQUEST_KEY).select(list(SCHEMAS["requests"])),
         step_times=step_times.select(list(SCHEMAS["step_times"])).cast(SCHEMAS["step_times"]),
+        held_lines=held_lines.cast(SCHEMAS["held_lines"]),
+        **(native_rows or {}),
         bins=bins.sort("leg", "bin").select(list(SCHEMAS["bins"])),
         writers=writers.select(list(SCHEMAS["writers"])),
         files=files,

@@ -307,7 +307,8 @@ def settle_lines(
     draft_positions: bool = False,
 ) -> LineFigures:
     """The figures that read the partial's lines (``fold.folding.line_figures``), as
-    ``build_result`` takes them: after this, nothing in the fold needs ``partial.step_times``."""
+    ``build_result`` takes them: after this, nothing in the fold needs the partial's lines
+    (``step_times``, ``held_lines``) or its rows from them."""
     warm_legs = [index for index in arm_legs["index"].to_list() if index in check.warm_legs]
     # Steps without times (the engine's trace, an oracle's) keep their order, numbered in
     # place of times, which is all the figures by position need.
@@ -316,7 +317,7 @@ def settle_lines(
     )
     with _no_cycle_collection():  # the cadence builds a dict per request
         return line_figures(
-            partial.step_times,
+            partial,
             arm_legs,
             warm_legs,
             stall_factor=check_stall_factor(stall_factor),

@@ -4,9 +4,10 @@ its request had already generated, pooled over requests, with intervals; a falli
 The position of a step is the sum, over the request's earlier lines (in time order), of the
 tokens each emitted: ``emitted`` where the line carries it, else ``accepted + 1`` (the accepted
 drafts and the token the target itself produced). The prompt and any token sampled at prefill
-are not counted. Lines come from a partial fold's ``step_times`` (every attributed line's time
-and packed counts, in any order): ordered by (t_ns, counts), so lines of one request that share
-a time are ordered the same whichever block folded them. Definitions: ``docs/per-request.md``.
+are not counted. A request's lines are ordered by (t_ns, counts), so lines of one request that
+share a time are ordered the same whichever block folded them; the native pass folds them so
+as it reads, and ``ordered_bucket_sums`` is the definition over lines in any order
+(``fold.folding.line_rows`` makes every request's rows). Definitions: ``docs/per-request.md``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fold.folding import native
 from fold.folding.accumulate import TOKEN_BITS, TOKEN_MASK
 from fold.folding.per_request import MEAN_COLUMNS, MeanDraws, mean_columns
 from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
@@ -65,28 +65,10 @@ LINES_PER_PASS = 1 << 18
 never holds them all unpacked at once (some 20 MB of arrays a pass)."""
 
 
-def bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
-    """Per request of ``legs`` (``request``, its row in ``step_times``, and its ``leg``) and
-    bucket of position: its drafted steps' S, P and A. In the extension when it is built (and
-    not switched off), else ``reference_bucket_sums``, which the tests hold it to."""
-    if native.available() and step_times.height:
-        # The lists are read where they are, with the chosen rows marked: filtering them would
-        # copy every line of the legs (the peak of a large fold's memory).
-        chosen = step_times["leg"].is_in(list(legs)).fill_null(False).cast(pl.Int64).to_numpy()
-        sums = native.position_sums(step_times["t_ns"], step_times["tokens"], chosen).cast(
-            {"request": pl.UInt32, **SUMS_SCHEMA}
-        )
-        return _keyed(sums, step_times)
-    return reference_bucket_sums(step_times, legs)
-
-
-def reference_bucket_sums(step_times: pl.DataFrame, legs: Sequence[int]) -> pl.DataFrame:
-    """``bucket_sums`` in numpy over flat arrays, whole requests a pass."""
-    times = step_times.with_row_index("request").filter(pl.col("leg").is_in(list(legs)))
-    return _keyed(_reference_sums(times), step_times)
-
-
-def _reference_sums(times: pl.DataFrame) -> pl.DataFrame:
+def ordered_bucket_sums(times: pl.DataFrame) -> pl.DataFrame:
+    """Per request (``request``) and bucket of position: S, P and A of its drafted lines, from
+    each request's lines (``t_ns`` and packed ``tokens`` lists, in any order), put in order;
+    in numpy over flat arrays, whole requests a pass."""
     sizes = times["t_ns"].list.len().to_numpy()
     ends = np.cumsum(sizes)
     parts, first = [], 0
@@ -101,18 +83,11 @@ def _reference_sums(times: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
-def _keyed(sums: pl.DataFrame, step_times: pl.DataFrame) -> pl.DataFrame:
-    """The sums with each request's leg beside its row in ``step_times`` (``request``), taken
-    by row: no join. The row number is the request's key from here on: the writer and the id
-    are not copied (a load test's 10^6 string writers cost some 50 MB)."""
-    return sums.with_columns(step_times["leg"].gather(sums["request"]).alias("leg"))
-
-
 SUMS_SCHEMA = {"bucket": pl.Int64, "steps": pl.Int64, "proposed": pl.Int64, "accepted": pl.Int64}
 
 
 def _ordered_sums(times: pl.DataFrame) -> pl.DataFrame:
-    """Per request (``request``) and bucket: S, P and A of its lines put in order.
+    """``ordered_bucket_sums`` of one pass's requests.
 
     In numpy over the flat lines: a request's lines are contiguous and, as a writer logs them,
     mostly in time order already; only a chunk with a request out of order (or two lines of
@@ -155,22 +130,24 @@ def _ordered_sums(times: pl.DataFrame) -> pl.DataFrame:
 
 
 def fold_positions(
-    step_times: pl.DataFrame | None,
+    buckets: pl.DataFrame,
+    step_times: pl.DataFrame,
     legs: Sequence[int],
     resamples: int,
     seed: int,
     position: str = POSITION,
 ) -> tuple[dict[str, Any] | None, MeanDraws | None]:
-    """The figures by output position of ``legs`` from a partial fold's ``step_times``; None
-    without lines in order (None) or without a drafted step. ``position`` says what a step's
-    position counts (``ORACLE_POSITION`` for an oracle's recorded steps). Beside them, the
-    per-request means' resampled sums of the same requests (``fold.folding.per_request``),
-    drawn in the same pass: the two bootstraps draw the very same requests."""
-    if step_times is None:
-        return None, None
-    return by_output_position(
-        bucket_sums(step_times, legs), step_times, legs, resamples, seed, position
+    """The figures by output position of ``legs`` from every request's bucket sums
+    (``fold.folding.line_rows.LineRows.buckets``, by row of ``step_times``); None without a
+    drafted step. ``position`` says what a step's position counts (``ORACLE_POSITION`` for an
+    oracle's recorded steps). Beside them, the per-request means' resampled sums of the same
+    requests (``fold.folding.per_request``), drawn in the same pass: the two bootstraps draw
+    the very same requests."""
+    leg_of = step_times["leg"]
+    chosen = buckets.with_columns(leg_of.gather(buckets["request"]).alias("leg")).filter(
+        pl.col("leg").is_in(list(legs))
     )
+    return by_output_position(chosen, step_times, legs, resamples, seed, position)
 
 
 def by_output_position(

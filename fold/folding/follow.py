@@ -29,11 +29,12 @@ from typing import Any, TypedDict
 import polars as pl
 
 from fold.errors import FoldError, InputError
-from fold.folding.accumulate import PartialFold, merge_all
+from fold.folding.accumulate import PartialFold
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.folding.document import Document
 from fold.folding.log_fold import LogFold
 from fold.folding.logfile import Legs, LogFile
+from fold.folding.merge import merge_all
 from fold.folding.provisional import DEFAULT_GAP_SECONDS, ProvisionalGroup, ProvisionalGroups
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.folding.warm import DEFAULT_PREDICATE, check_arm
@@ -268,7 +269,9 @@ class Follower:
                 f"{path}: the engine's trace (VT_SPEC_TRACE stderr) is folded once the gate is "
                 "done, without --follow; --follow reads the hook's step logs"
             )
-        return LogFile(path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes)
+        return LogFile(
+            path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes, keep_seeds=True
+        )
 
     def _check_tails(self, notices: list[Notice]) -> bool:
         """True when a file was truncated or replaced (everything is then read again)."""

@@ -1,13 +1,13 @@
 """The figures that read each attributed line, computed together and before any other.
 
-Three of a fold's figures need the lines themselves (``PartialFold.step_times``: each
-attributed line's time and packed counts), not sums: the step cadence (every request's and
-every leg's intervals), the figures by output position of the warm legs, and the warm legs'
-step time per draft length. Every other figure is sums. ``line_figures`` computes the three
-first, so a fold that owns its partial can let the lines go before the rest of the result is
-built: the lines (16 bytes each) are then never held beside the result's own work (the
-per-request drafts, the bootstrap's draws), which is where a large fold's memory used to peak
-(``docs/performance.md``). Nothing after them reads a line.
+Three of a fold's figures need more of a request's lines than sums: the step cadence (every
+request's and every leg's intervals, from ``PartialFold.step_times``: each attributed line's
+time), and the figures by output position and the step time per draft length of the warm
+legs, from each request's rows in line order (``fold.folding.line_rows``). Every other figure
+is sums. ``line_figures`` computes the three first, so a fold that owns its partial can let the
+times go before the rest of the result is built: they (8 bytes a line) are then never held
+beside the result's own work (the per-request drafts, the bootstrap's draws), which is where a
+large fold's memory used to peak (``docs/performance.md``). Nothing after them reads a line.
 """
 
 from __future__ import annotations
@@ -18,8 +18,12 @@ from typing import Any
 
 import polars as pl
 
+from fold.folding import native
+from fold.folding.accumulate import PartialFold
+from fold.folding.attribute import leg_windows
 from fold.folding.by_position import fold_positions
 from fold.folding.cadence import Cadence, fold_cadence
+from fold.folding.line_rows import draft_counts, line_rows
 from fold.folding.per_request import MeanDraws
 from fold.folding.request_positions import request_positions
 from fold.folding.step_lengths import StepTimes, step_time_by_length
@@ -42,7 +46,7 @@ class LineFigures:
 
 
 def line_figures(
-    step_times: pl.DataFrame,
+    partial: PartialFold,
     arm_legs: pl.DataFrame,
     warm_legs: Sequence[int],
     *,
@@ -53,7 +57,7 @@ def line_figures(
     no_times: str | None,
     draft_positions: bool = False,
 ) -> LineFigures:
-    """The three figures of ``step_times`` over the arm's legs (``index``, ``start_ns``,
+    """The three figures of the partial's lines over the arm's legs (``index``, ``start_ns``,
     ``end_ns``); ``warm_legs`` in the arm's order (the bootstrap's). ``no_times``: why the
     steps have no times (then no cadence and no step time per length), or None. ``position``:
     what a step's position counts, for the figures by position. ``draft_positions``: also
@@ -63,13 +67,23 @@ def line_figures(
     # where the cadence keeps a row per request. Side by side, their working memory met on
     # top of the lines: on a load test's 10^6 requests 603 MiB against 479 one after the
     # other, which costs 0.2 to 0.6 s of about 9 (a few 0.1 s on the writers' layout).
-    by_position, means = fold_positions(step_times, warm_legs, resamples, seed, position)
+    step_times = partial.step_times
+    legs = native.NativeLegs.of(arm_legs, leg_windows(arm_legs)) if arm_legs.height else None
+    rows = line_rows(partial, legs or native.NativeLegs.of(None, None))
+    by_position, means = fold_positions(
+        rows.buckets, step_times, warm_legs, resamples, seed, position
+    )
     # Steps in order without times (an oracle's, numbered) give no cadence: none is made.
     timed = step_times if no_times is None else step_times.clear()
     # The groups the result pools: each leg, the warm legs, all legs.
     every_leg = arm_legs["index"].to_list()
     groups = [[leg] for leg in every_leg] + [list(warm_legs), every_leg]
     cadence = fold_cadence(timed, arm_legs, stall_factor, groups)
-    lengths = None if no_times is not None else step_time_by_length(step_times, warm_legs)
-    by_request = request_positions(step_times) if draft_positions else None
+    lengths = (
+        None if no_times is not None else step_time_by_length(rows.lengths, step_times, warm_legs)
+    )
+    by_request = None
+    if draft_positions:
+        counted = draft_counts(partial, legs or native.NativeLegs.of(None, None))
+        by_request = request_positions(step_times, counted)
     return LineFigures(cadence, by_position, lengths, by_request, means)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fold.errors import InputError
 from fold.folding import native
-from fold.folding.accumulate import MERGE_EVERY, PartialFold, merge_all
+from fold.folding.accumulate import MERGE_EVERY, PartialFold
 from fold.folding.build import build_result, settle_lines
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.folding.counter_check import check_counters
@@ -18,6 +18,7 @@ from fold.folding.document import Document
 from fold.folding.engine_trace_fold import engine_trace_fold
 from fold.folding.line_figures import LineFigures
 from fold.folding.logfile import Legs, LogFile
+from fold.folding.merge import ROW_TABLES, merge_all
 from fold.folding.result import ENGINE_TRACE, STEP_LOG
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
 from fold.folding.warm import DEFAULT_PREDICATE, ThroughputCheck, check_arm
@@ -100,7 +101,9 @@ class LogFold:
         if overlap:
             raise InputError(f"{sorted(overlap)[0]}: the same step log is in both folds")
         return LogFold(
-            self.arm, self.partial.merge(other.partial), {**self.read_counts, **other.read_counts}
+            self.arm,
+            merge_all([self.partial, other.partial]),
+            {**self.read_counts, **other.read_counts},
         )
 
     def result(
@@ -228,9 +231,12 @@ def fold_acceptance(
         step_source=fold.step_source,
         draft_positions=draft_positions,
     )
-    # This fold is the call's alone and takes no more files: its lines (16 bytes each) go
-    # before the rest of the result is built, which never reads them.
-    fold.partial = replace(fold.partial, step_times=fold.partial.step_times.clear())
+    # This fold is the call's alone and takes no more files: its times and rows from the lines
+    # go before the rest of the result is built, which never reads them.
+    fold.partial = replace(
+        fold.partial,
+        **{name: getattr(fold.partial, name).clear() for name in ("step_times", *ROW_TABLES)},
+    )
     native.release_memory()  # what the lines and the line figures' columns held
     return fold._document(
         check,

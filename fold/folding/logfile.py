@@ -17,7 +17,7 @@ import polars as pl
 
 from fold.errors import InputError
 from fold.folding import native
-from fold.folding.accumulate import PartialFold, partial_fold
+from fold.folding.accumulate import REQUEST_KEY, PartialFold, partial_fold
 from fold.folding.attribute import LegWindows, leg_windows
 from fold.inputs.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader
 
@@ -46,9 +46,19 @@ class LogFile:
     """One file; ``read_available`` folds what was appended since the last call."""
 
     def __init__(
-        self, path: str, *, skip_bad_lines: bool = False, block_bytes: int = DEFAULT_BLOCK_BYTES
+        self,
+        path: str,
+        *,
+        skip_bad_lines: bool = False,
+        block_bytes: int = DEFAULT_BLOCK_BYTES,
+        keep_seeds: bool = False,
     ) -> None:
+        """``keep_seeds``: each native read goes on from where the last left the requests
+        (``fold.folding.native.read_range``'s seeds), so that a file read in many pieces (a
+        follower's) needs none of its lines read again (``fold.folding.line_rows``)."""
         self.path = path
+        self.keep_seeds = keep_seeds
+        self._seeds: pl.DataFrame | None = None
         self.skip_bad_lines = skip_bad_lines
         self.block_bytes = block_bytes
         self.counts = ReadCounts()
@@ -112,6 +122,8 @@ class LogFile:
                 return False
             self.lines_read += read.lines
             self._seen = max(self._seen, read.end)
+            if self.keep_seeds:
+                self._keep(read.seeds)
             advanced = read.consumed > self._consumed
             self._consumed = read.consumed
             yield (None if legs is None else read.partial), read.steps
@@ -119,6 +131,16 @@ class LogFile:
                 break
             chunk = chunk if advanced else 2 * chunk  # a line longer than the chunk
         return True
+
+    def _keep(self, seeds: pl.DataFrame | None) -> None:
+        """The requests' seeds after a read: its own, over those of the reads before."""
+        if seeds is None:  # none may go on from this read: every request starts anew
+            self._seeds = None
+        elif self._seeds is None or not self._seeds.height:
+            self._seeds = seeds
+        else:
+            older = self._seeds.join(seeds, on=REQUEST_KEY, how="anti", nulls_equal=True)
+            self._seeds = pl.concat([older, seeds])
 
     def _native_range(
         self, legs: Legs | None, end: int, want_steps: bool
@@ -134,6 +156,8 @@ class LogFile:
             first_line=self.lines_read + 1,
             skip_bad_lines=self.skip_bad_lines,
             want_steps=want_steps,
+            seeds=self._seeds,
+            keep_seeds=self.keep_seeds,
         )
 
     def _polars_reader(self) -> StepLogReader:

@@ -39,10 +39,18 @@ from fold.folding.accumulate import (
     TIME_BINS_PER_LEG,
     PartialFold,
     assemble,
-    merge_all,
     partial_fold,
 )
 from fold.folding.attribute import ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.folding.merge import merge_all
+from fold.folding.native_rows import (
+    line_rows_of,
+    lookup,
+    seed_columns,
+    seeds_of,
+    series,
+    steps_of,
+)
 from fold.inputs.limits import StepRule
 from fold.inputs.reader import (
     MAX_SKIPPED_EXAMPLES,
@@ -86,21 +94,10 @@ class RangeRead:
     """With ``want_lines``: every attributed line's ``leg``, ``w``, ``seq``, ``t_ns``, ``pid``,
     ``proposed``, ``accepted`` and ``emitted`` (null where absent), in file order but for
     lines the exact parser judged (last); for the trace."""
-
-
-class _ArrowColumn:
-    """A column handed over by the extension (Arrow PyCapsule interface): polars takes its
-    buffers without a copy."""
-
-    def __init__(self, capsules: tuple[object, object]) -> None:
-        self._capsules = capsules
-
-    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
-        return self._capsules
-
-
-def _series(name: str, capsules: tuple[object, object]) -> pl.Series:
-    return pl.Series(_ArrowColumn(capsules)).alias(name)
+    seeds: pl.DataFrame | None = None
+    """With ``keep_seeds``: where the read left each request it met (``native_rows``'
+    ``SEED_SCHEMA``), for the next read of the same file to go on from; None when no read may
+    go on from this one."""
 
 
 @dataclass(frozen=True)
@@ -144,8 +141,14 @@ def read_range(
     want_lines: bool = False,
     block: int | None = None,
     bytes_per_thread: int | None = None,
+    seeds: pl.DataFrame | None = None,
+    keep_seeds: bool = False,
 ) -> RangeRead | None:
     """Fold the whole lines of ``path[begin:end]``; what reading met goes into ``counts``.
+
+    ``seeds``: where earlier reads of the file left its requests (``RangeRead.seeds``): each
+    request goes on from there, so that the rows of reads in pieces add up. ``keep_seeds``:
+    hand back where this read leaves them.
 
     A last line without its newline is left unread (``consumed`` stops before it): the caller
     counts it torn when the file is complete, or reads it again once its newline arrives.
@@ -164,6 +167,8 @@ def read_range(
         *native_legs.arguments,
         TIME_BINS_PER_LEG,
         *extra,
+        seeds=None if seeds is None or not seeds.height else seed_columns(seeds),
+        keep_seeds=keep_seeds,
     )
     try:
         if raw["overflow"]:
@@ -179,7 +184,7 @@ def read_range(
         room = max(0, MAX_SKIPPED_EXAMPLES - len(counts.skipped_examples))
         counts.skipped_examples.extend(met.skipped_examples[:room])
         partial = _partial(path, raw)
-        steps = _steps(raw["steps_by_line"]) if want_steps else None
+        steps = steps_of(raw["steps_by_line"]) if want_steps else None
         lines = _attributed_lines(raw) if want_lines else None
         if rows:
             frame = row_frame(rows)
@@ -192,7 +197,10 @@ def read_range(
                 partial = merge_all([partial, _unattributed_fold(frame, path)])
             if steps is not None:
                 steps = pl.concat([steps, frame.select(steps.columns)])
-        return RangeRead(partial, raw["consumed"], raw["size"], raw["lines"], steps, lines)
+        left = seeds_of(raw, partial) if keep_seeds else None
+        return RangeRead(
+            partial, raw["consumed"], raw["size"], raw["lines"], steps, lines, seeds=left
+        )
     finally:
         # The columns the partial fold did not take go with the result, and back to the
         # system: glibc would keep them for allocations that after the read are mostly polars'.
@@ -217,7 +225,7 @@ def _attributed_lines(raw: dict[str, Any]) -> pl.DataFrame:
     """The pass's attributed lines (``trace_lines``) with writer ids and null for no emitted."""
     columns = raw["trace_lines"]
     writers = pl.Series("w", raw["writer_ids"], dtype=pl.String)
-    frame = pl.DataFrame([_series(name, columns[name]) for name in _LINES_SCHEMA])
+    frame = pl.DataFrame([series(name, columns[name]) for name in _LINES_SCHEMA])
     return frame.with_columns(
         pl.lit(writers).gather(pl.col("w")).alias("w"),
         _string_ids(raw),
@@ -228,7 +236,7 @@ def _attributed_lines(raw: dict[str, Any]) -> pl.DataFrame:
 def _string_ids(raw: dict[str, Any]) -> pl.Expr:
     """The ``sid`` column from the pass's indices into its string ids (-1: an integer id)."""
     ids = pl.Series("sid", raw["seq_ids"], dtype=pl.String)
-    return _lookup(ids, pl.when(pl.col("sid") >= 0).then(pl.col("sid"))).alias("sid")
+    return lookup(ids, pl.when(pl.col("sid") >= 0).then(pl.col("sid"))).alias("sid")
 
 
 def _judge_handed_back(
@@ -274,9 +282,9 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     sums_schema = {
         name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS
     }
-    columns = [_series(name, raw[keys.get(name, name)]) for name in names]
+    columns = [series(name, raw[keys.get(name, name)]) for name in names]
     if raw["durations"] is not None:  # some line carried a duration
-        columns += [_series(name, raw["durations"][name]) for name in DURATION_SUMS]
+        columns += [series(name, raw["durations"][name]) for name in DURATION_SUMS]
         sums_schema |= {name: pl.Int64() for name in DURATION_SUMS}
     per_request = (
         pl.DataFrame(columns)
@@ -292,25 +300,25 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
         .cast(sums_schema)
     )
     # The pass puts the attributed requests first, sorted: their times need no copy.
-    step_times = per_request.head(raw["attributed_requests"]).select(REQUEST_KEY)
-    step_times = step_times.with_columns(
-        _series("t_ns", raw["t_ns"]), _series("tokens", raw["step_tokens"])
-    )
+    attributed = raw["attributed_requests"]
+    step_times = per_request.head(attributed).select(REQUEST_KEY)
+    step_times = step_times.with_columns(series("t_ns", raw["t_ns"]))
+    native_rows = line_rows_of(path, raw, attributed)
     histogram = pl.DataFrame(
         [
-            _series("leg", raw["hist_leg"]),
-            _series("proposed", raw["hist_proposed"]),
-            _series("accepted", raw["hist_accepted"]),
-            _series("count", raw["hist_count"]),
+            series("leg", raw["hist_leg"]),
+            series("proposed", raw["hist_proposed"]),
+            series("accepted", raw["hist_accepted"]),
+            series("count", raw["hist_count"]),
         ]
     )
     bins = pl.DataFrame(
         [
-            _series("leg", raw["bin_leg"]),
-            _series("bin", raw["bin"]),
-            _series("steps", raw["bin_steps"]),
-            _series("proposed", raw["bin_proposed"]),
-            _series("accepted", raw["bin_accepted"]),
+            series("leg", raw["bin_leg"]),
+            series("bin", raw["bin"]),
+            series("steps", raw["bin_steps"]),
+            series("proposed", raw["bin_proposed"]),
+            series("accepted", raw["bin_accepted"]),
         ]
     )
     files = pl.DataFrame(
@@ -323,7 +331,7 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
         },
         schema=SCHEMAS["files"],
     )
-    return assemble(per_request, histogram, bins, files, step_times)
+    return assemble(per_request, histogram, bins, files, step_times, native_rows)
 
 
 def _unattributed_fold(frame: pl.DataFrame, path: str) -> PartialFold:
@@ -342,48 +350,35 @@ def _unattributed_fold(frame: pl.DataFrame, path: str) -> PartialFold:
     return partial_fold(frame, windows, legs, path)
 
 
-_STEPS_SCHEMA = {
-    "w": pl.String(),
-    "label": pl.String(),
-    "t_ns": pl.Int64(),
-    "proposed": pl.Int64(),
-    "accepted": pl.Int64(),
-}
-
-
-def _steps(raw: dict[str, Any] | None) -> pl.DataFrame:
-    if raw is None:
-        return pl.DataFrame(schema=_STEPS_SCHEMA)
-    key = _series("key", raw["key"])
-    labels = pl.Series("label", raw["labels"], dtype=pl.String)
-    writers = pl.Series("w", raw["writers"], dtype=pl.String)
-    frame = pl.DataFrame(
-        [
-            key,
-            _series("t_ns", raw["t_ns"]),
-            _series("proposed", raw["proposed"]),
-            _series("accepted", raw["accepted"]),
-        ]
+def collect_lines(
+    path: str,
+    begin: int,
+    end: int,
+    native_legs: NativeLegs,
+    requests: pl.DataFrame,
+    *,
+    counts: bool = False,
+) -> pl.DataFrame:
+    """The lines of ``path[begin:end]`` the native pass folds into ``requests``
+    (``REQUEST_KEY``), read again: per line its request (row in ``requests``), ``t_ns`` and
+    packed ``tokens``, in file order; with ``counts``, per (request, proposed, accepted) the
+    lines met. An ``OSError`` when the file cannot be read, or changed under the read."""
+    writer = (
+        requests["w"].str.to_integer(base=16, dtype=pl.UInt64).cast(pl.Int64, wrap_numerical=True)
     )
-    # Labelled steps carry their label's index, unlabelled ones -1 - their writer's.
-    return frame.select(
-        _lookup(writers, pl.when(pl.col("key") < 0).then(-1 - pl.col("key"))).alias("w"),
-        _lookup(labels, pl.when(pl.col("key") >= 0).then(pl.col("key"))).alias("label"),
-        "t_ns",
-        "proposed",
-        "accepted",
-    ).cast(_STEPS_SCHEMA)
-
-
-def _lookup(values: pl.Series, index: pl.Expr) -> pl.Expr:
-    if values.len() == 0:
-        return pl.lit(None, dtype=pl.String)
-    return (
-        pl.lit(values)
-        .gather(index.fill_null(0))
-        .alias("x")
-        .pipe(lambda found: pl.when(index.is_not_null()).then(found))
+    seq = requests["seq"].fill_null(0).cast(pl.Int64, wrap_numerical=True)
+    points, segment_leg, segment_status, labels = native_legs.arguments[:4]
+    raw = _native.collect_lines(
+        path, begin, end, points, segment_leg, segment_status, labels,
+        writer.to_numpy(), seq.to_numpy(), requests["sid"].to_list(),
+        requests["leg"].cast(pl.Int64).to_numpy(), counts,
+    )  # fmt: skip
+    if not raw["complete"]:
+        raise OSError(f"{path} changed while its lines were read again")
+    names = (
+        ("request", "proposed", "accepted", "count") if counts else ("request", "t_ns", "tokens")
     )
+    return pl.DataFrame([series(name, raw[name]) for name in names])
 
 
 def cadence(
@@ -403,30 +398,8 @@ def cadence(
     columns, pooled = _native.cadence(
         times.__arrow_c_stream__(), leg_values, starts, ends, stall_factor, groups
     )
-    frame = pl.DataFrame([_series(name, capsules) for name, capsules in columns.items()])
+    frame = pl.DataFrame([series(name, capsules) for name, capsules in columns.items()])
     return frame, pooled
-
-
-def step_lengths(times: pl.Series, tokens: pl.Series, chosen: Any) -> dict:
-    """Per draft length, (intervals, their sum in ns) over the chosen requests' step times
-    (``chosen`` not 0, int64s as ``position_sums`` takes them; ``times``, and ``tokens``, each
-    line's packed counts: list columns read in place), in the extension; the reference is
-    ``fold.folding.step_lengths.reference_step_lengths``."""
-    return _native.step_lengths(
-        times.rechunk().__arrow_c_stream__(), tokens.rechunk().__arrow_c_stream__(), chosen
-    )
-
-
-def position_sums(times: pl.Series, tokens: pl.Series, chosen: Any) -> pl.DataFrame:
-    """Per chosen request (its row in ``times``, ``chosen`` not 0: int64s, a numpy array read
-    in place or a sequence) and bucket of output position, the S, P and A of its drafted lines,
-    from the step times (``times``, and ``tokens``, each line's packed counts: list columns
-    read in place), in the extension; the reference is
-    ``fold.folding.by_position.reference_bucket_sums``."""
-    raw = _native.position_sums(
-        times.rechunk().__arrow_c_stream__(), tokens.rechunk().__arrow_c_stream__(), chosen
-    )
-    return pl.DataFrame([_series(name, capsules) for name, capsules in raw.items()])
 
 
 def release_memory() -> None:

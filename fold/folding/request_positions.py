@@ -7,36 +7,32 @@ drafted position i (``per_position_of_proposed``), so a union of sums files give
 ``GROUP BY`` (``docs/sums.md``). A request's lists are as long as its largest proposal; they
 sum to its A and its P (each step counts once at every position below its count).
 
-They are made from the lines (``PartialFold.step_times``), so only when a fold is asked for
-them (``--sums``): a list per request is memory the other figures do not need.
+They are made from each request's lines counted by (proposed, accepted)
+(``fold.folding.line_rows.draft_counts``: the lines the native pass read are counted again
+from their bytes), so only when a fold is asked for them (``--sums``): a list per request is
+memory, and the count a pass over the log, that the other figures do not need.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK
+from fold.folding.accumulate import REQUEST_KEY
 
 POSITION_LISTS = ("accepted_past", "proposed_past")
 """The two lists, by position: steps with accepted > i, steps with proposed > i."""
 
 
-def request_positions(step_times: pl.DataFrame) -> pl.DataFrame:
+def request_positions(step_times: pl.DataFrame, counted: pl.DataFrame) -> pl.DataFrame:
     """``REQUEST_KEY`` and each request's ``POSITION_LISTS`` (Int64 lists), a row per request
-    of ``step_times`` (``REQUEST_KEY``, ``tokens``: each line's packed counts)."""
-    numbered = step_times.select(*REQUEST_KEY, "tokens").with_row_index("r")
-    # A request by its row number, so the lines carry 4 bytes of key, not the writer's name.
-    counts = (
-        numbered.select("r", "tokens")
-        .explode("tokens")
-        .drop_nulls("tokens")
-        .select(
-            "r",
-            (pl.col("tokens") & TOKEN_MASK).alias("proposed"),
-            ((pl.col("tokens") // (1 << TOKEN_BITS)) & TOKEN_MASK).alias("accepted"),
-        )
-        .group_by("r", "proposed", "accepted")
-        .len()
+    of ``step_times``, from its lines counted by (proposed, accepted) (``counted``: ``request``,
+    its row in ``step_times``, ``proposed``, ``accepted``, ``count``)."""
+    numbered = step_times.select(*REQUEST_KEY).with_row_index("r")
+    counts = counted.select(
+        pl.col("request").cast(pl.UInt32).alias("r"),
+        "proposed",
+        "accepted",
+        pl.col("count").alias("len"),
     )
     lengths = counts.group_by("r").agg(pl.col("proposed").max().alias("length"))
     positions = lengths.select("r", pl.int_ranges(0, "length").alias("i")).explode("i")
@@ -58,8 +54,7 @@ def request_positions(step_times: pl.DataFrame) -> pl.DataFrame:
     )
     empty = pl.lit([], dtype=pl.List(pl.Int64))
     return (
-        numbered.drop("tokens")
-        .join(lists, on="r", how="left")
+        numbered.join(lists, on="r", how="left")
         .sort("r")
         .select(*REQUEST_KEY, *(pl.col(name).fill_null(empty) for name in POSITION_LISTS))
     )

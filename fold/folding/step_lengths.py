@@ -6,11 +6,10 @@ interval goes to the draft length of the step it ends at: the forward that draft
 verified that step. A request's first line has no interval. Lines of one request with the
 same ``t_ns`` are ordered by their proposed (the interval between them is 0 either way).
 
-Both fold paths keep each line's counts beside its time (``PartialFold.step_times``,
-``tokens``, packed by ``fold.folding.accumulate.packed_tokens``: proposed in the low bits);
-this is the one definition that groups them, run by the extension in one
-pass over the lists (a request's lines are usually in time order already, as a writer
-appends them; a request is sorted only when they are not), or by numpy over flat arrays.
+The native pass sums them per request and draft length as it reads each request's lines in
+order; ``ordered_length_sums`` is the same definition over lines in any order (sorted only when
+they are not in order), and ``fold.folding.line_rows`` makes every request's rows from one or
+the other; the figure pools them over the legs asked for.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from fold.folding import native
 from fold.folding.accumulate import TOKEN_BITS
 
 _PROPOSED_MASK = (1 << TOKEN_BITS) - 1
@@ -28,59 +26,80 @@ _PROPOSED_MASK = (1 << TOKEN_BITS) - 1
 StepTimes = dict[int, tuple[int, int]]
 """Per draft length (a step's proposed, > 0): (intervals, their sum in nanoseconds)."""
 
-_EXACT_IN_FLOAT = 2**53
+
+_EXACT_BOUND = 2**62
+
+LENGTH_SUMS = {"request": pl.UInt32, "length": pl.Int64, "intervals": pl.Int64, "ns": pl.Int128}
 
 
-def step_time_by_length(step_times: pl.DataFrame, legs: Sequence[int]) -> StepTimes:
-    """Per draft length, the intervals ending at a drafted step of the legs ``legs``: in the
-    extension when it is built (and not switched off), else ``reference_step_lengths``, which
-    the tests hold it to."""
-    marked = step_times["leg"].is_in(list(legs)).fill_null(False)
-    if not marked.any():
-        return {}
-    if native.available():
-        # Read where they are, the chosen rows marked: a filter would copy the legs' lines.
-        chosen = marked.cast(pl.Int64).to_numpy()
-        return native.step_lengths(step_times["t_ns"], step_times["tokens"], chosen)
-    return reference_step_lengths(step_times.filter(marked))
+def step_time_by_length(
+    lengths: pl.DataFrame, step_times: pl.DataFrame, legs: Sequence[int]
+) -> StepTimes:
+    """Per draft length, the intervals ending at a drafted step of the legs ``legs``, from every
+    request's rows (``fold.folding.line_rows.LineRows.lengths``, by row of ``step_times``)."""
+    leg_of = step_times["leg"]
+    chosen = lengths.with_columns(leg_of.gather(lengths["request"]).alias("leg")).filter(
+        pl.col("leg").is_in(list(legs))
+    )
+    pooled = (
+        chosen.group_by("length")
+        .agg(pl.col("intervals").sum(), pl.col("ns").cast(pl.Int128).sum())
+        .filter(pl.col("intervals") > 0)
+        .sort("length")
+    )
+    return {
+        int(length): (int(intervals), int(ns))
+        for length, intervals, ns in pooled.select("length", "intervals", "ns").iter_rows()
+    }
 
 
-def reference_step_lengths(chosen: pl.DataFrame) -> StepTimes:
-    """The same over flat arrays with numpy: every request's lines in (time, proposed) order
-    (sorted only when some are not), each interval counted under its later line's proposed."""
-    if not chosen.height:
-        return {}
-    counts = chosen["t_ns"].list.len().to_numpy().astype(np.int64)
-    times = chosen["t_ns"].explode().drop_nulls().to_numpy().astype(np.int64)
-    tokens = chosen["tokens"].explode().drop_nulls().to_numpy().astype(np.int64)
+def ordered_length_sums(lines: pl.DataFrame) -> pl.DataFrame:
+    """Per request (``request``) and draft length: the intervals to its drafted lines and their
+    sum, from each request's lines (``t_ns`` and packed ``tokens`` lists, in any order): its
+    lines in (time, proposed) order (sorted only when some are not), each interval counted under
+    its later line's proposed."""
+    if not lines.height:
+        return pl.DataFrame(schema=LENGTH_SUMS)
+    counts = lines["t_ns"].list.len().to_numpy().astype(np.int64)
+    times = lines["t_ns"].explode().drop_nulls().to_numpy().astype(np.int64)
+    tokens = lines["tokens"].explode().drop_nulls().to_numpy().astype(np.int64)
     proposals = tokens & _PROPOSED_MASK
-    request = np.repeat(np.arange(counts.size), counts)
+    request = np.repeat(lines["request"].to_numpy().astype(np.int64), counts)
     if not _in_order(request, times, proposals):
         order = np.lexsort((proposals, times, request))
         request, times, proposals = request[order], times[order], proposals[order]
     follows = request[1:] == request[:-1]
-    to = proposals[1:][follows]
-    gaps = (times[1:] - times[:-1])[follows]
-    drafted = to > 0
-    to, gaps = to[drafted], gaps[drafted]
-    if not to.size:
-        return {}
-    intervals = np.bincount(to)
-    lengths = np.flatnonzero(intervals)
-    if int(gaps.max()) * to.size < _EXACT_IN_FLOAT:
-        # Every partial sum is a whole number below 2^53: the float sums are exact.
-        sums = np.bincount(to, weights=gaps)
-        totals = {int(p): int(sums[p]) for p in lengths}
-    else:  # sums past 2^53 (times far apart): Python's integers, exactly
-        totals = dict.fromkeys(map(int, lengths), 0)
-        for p, gap in zip(to.tolist(), gaps.tolist(), strict=True):
-            totals[p] += gap
-    return {int(p): (int(intervals[p]), totals[int(p)]) for p in lengths}
+    drafted = follows & (proposals[1:] > 0)
+    owner, to = request[1:][drafted], proposals[1:][drafted]
+    later, earlier = times[1:][drafted], times[:-1][drafted]
+    if not owner.size:
+        return pl.DataFrame(schema=LENGTH_SUMS)
+    key = owner * (_PROPOSED_MASK + 1) + to
+    order = np.argsort(key, kind="stable")
+    key, later, earlier = key[order], later[order], earlier[order]
+    runs = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    if np.abs(later).max() < _EXACT_BOUND and np.abs(earlier).max() < _EXACT_BOUND:
+        # Each gap, and each request's sum of them (at most its last time less its first),
+        # fits in 64 bits.
+        totals = np.add.reduceat(later - earlier, runs).tolist()
+    else:  # times near the int64 limits: Python's integers, exactly
+        gaps = [int(b) - int(a) for a, b in zip(earlier.tolist(), later.tolist(), strict=True)]
+        ends = [*runs.tolist()[1:], len(gaps)]
+        totals = [sum(gaps[start:stop]) for start, stop in zip(runs.tolist(), ends, strict=True)]
+    return pl.DataFrame(
+        {
+            "request": key[runs] // (_PROPOSED_MASK + 1),
+            "length": key[runs] % (_PROPOSED_MASK + 1),
+            "intervals": np.diff(np.r_[runs, key.size]),
+            "ns": pl.Series(totals, dtype=pl.Int128),
+        },
+        schema=LENGTH_SUMS,
+    )
 
 
 def _in_order(request: np.ndarray, times: np.ndarray, proposals: np.ndarray) -> bool:
     """Whether each request's lines are already in (time, proposed) order."""
     same = request[1:] == request[:-1]
-    step = times[1:] - times[:-1]
-    ordered = (step > 0) | ((step == 0) & (proposals[1:] >= proposals[:-1]))
+    later, earlier = times[1:], times[:-1]
+    ordered = (later > earlier) | ((later == earlier) & (proposals[1:] >= proposals[:-1]))
     return bool(np.all(ordered | ~same))

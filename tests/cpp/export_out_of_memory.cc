@@ -33,7 +33,6 @@ void fill(Fold& fold, std::size_t requests) {
   for (std::size_t i = 0; i < requests; ++i) fold.requests.index(Key{1, i, 0});
   fold.line_request.push_back(0);
   fold.line_t.push_back(1);
-  fold.line_tokens.push_back(1);
 }
 
 }  // namespace
@@ -49,13 +48,13 @@ int main() {
   other.merged_place.assign(kRequests, 0);
   other.merged_before.assign(kRequests, 1);
   std::vector<std::int64_t> starts(kRequests, 0);
-  FilledInPlace times(2), tokens(2);
+  FilledInPlace times(2);
   // Room for a small thread stack (the caller sets `ulimit -s`), none for `placed`.
   rlimit limit{};
   limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(address_space() + (1 << 20));
   if (setrlimit(RLIMIT_AS, &limit) != 0) return 3;
   try {
-    export_times(result, starts, times, tokens);
+    export_times(result, starts, times);
     std::puts("no allocation failed");
     return 2;
   } catch (const std::bad_alloc&) {

@@ -83,7 +83,6 @@ int lines() {
   for (std::size_t r = 0; r < 2; ++r) {
     for (std::size_t i = 0; i < kLines; ++i) {
       ranges[r]->line_t.push_back(static_cast<std::int64_t>(r * 1000000000 + i));
-      ranges[r]->line_tokens.push_back(static_cast<std::int64_t>(7 * i));
     }
   }
   Fold& other = result.others[0];
@@ -103,8 +102,8 @@ int lines() {
   if (!other.requests.entries().empty() || other.line_t.size() != kLines) {
     return std::puts("a merged range kept its table, or lost its lines"), 19;
   }
-  FilledInPlace times(2 * kRequests * per_request, -1), tokens(2 * kRequests * per_request, -1);
-  export_times(result, starts, times, tokens);
+  FilledInPlace times(2 * kRequests * per_request, -1);
+  export_times(result, starts, times);
   for (std::size_t r = 0; r < 2; ++r) {
     std::vector<std::int64_t> placed(kRequests, 0);
     for (std::size_t i = 0; i < kLines; ++i) {
@@ -112,11 +111,9 @@ int lines() {
       std::size_t place = r == 0 ? own : kRequests - 1 - own;
       std::int64_t before = r == 0 ? 0 : count[place];
       auto at = static_cast<std::size_t>(starts[place] + before + placed[own]++);
-      if (times[at] != static_cast<std::int64_t>(r * 1000000000 + i) ||
-          tokens[at] != static_cast<std::int64_t>(7 * i)) {
-        return std::printf("range %zu line %zu: %lld %lld\n", r, i,
-                           static_cast<long long>(times[at]),
-                           static_cast<long long>(tokens[at])),
+      if (times[at] != static_cast<std::int64_t>(r * 1000000000 + i)) {
+        return std::printf("range %zu line %zu: %lld\n", r, i,
+                           static_cast<long long>(times[at])),
                20;
       }
     }
@@ -224,7 +221,7 @@ int merged_read() {
   legs.segment_labels.resize(1);
   RangeResult result;
   bool read = fold_file_range(path, 0, -1, legs, false, PerLine::kNone, std::size_t{1} << 16,
-                              std::int64_t{1} << 16, result);
+                              std::int64_t{1} << 16, 0, nullptr, result);
   unlink(path);
   if (!read || result.fold.lines != kLines) return std::puts("the file was not read"), 41;
   bool one_core = std::thread::hardware_concurrency() < 2;

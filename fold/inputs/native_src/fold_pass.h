@@ -1,6 +1,6 @@
-// The fold of parsed lines: attribution to leg windows, filling the tables of fold_tables.h
-// (per request, histogram, time bins, the lines handed back to Python), and the merge of two
-// threads' folds.
+// The fold of a range's lines (Folder): filling the tables of fold_tables.h (per request, its
+// lines in order, histogram, time bins, the lines handed back to Python); the merge of two
+// threads' folds, and the requests a later range continues (Continuation).
 // Part of fold/_native.cc, its only includer.
 
 #ifndef FOLD_NATIVE_FOLD_PASS_H_
@@ -20,28 +20,23 @@
 #include "fold_tables.h"
 #include "hash_table.h"
 #include "json_line.h"
+#include "line_order.h"
+#include "line_parse.h"
+#include "request_keys.h"
 
 namespace fold_native {
 
-// -- attribution and folding ----------------------------------------------------------------
-
-// Leg windows as fold.folding.attribute cuts them: sorted distinct end points; segment 2k+1 is the
-// point k, segment 2k the open stretch before it; per segment the one leg covering it (or -1)
-// and its status; for segments several legs cover, the labels that name exactly one of them.
-struct Legs {
-  std::vector<std::int64_t> points;
-  std::vector<std::int64_t> segment_leg;
-  std::vector<std::int64_t> segment_status;
-  std::vector<std::vector<std::pair<std::string, std::int64_t>>> segment_labels;
-  std::vector<std::int64_t> leg_start;  // by leg index
-  std::vector<std::int64_t> leg_span;   // end - start + 1, by leg index
-  std::int64_t bins_per_leg = 1;
-};
 
 class Folder {
  public:
-  Folder(const Legs& legs, bool skip_bad, PerLine per_line, Fold& fold)
-      : legs_(legs), skip_bad_(skip_bad), per_line_(per_line), fold_(fold) {}
+  Folder(const Legs& legs, bool skip_bad, PerLine per_line, Fold& fold,
+         const Seeds* seeds = nullptr)
+      : legs_(legs),
+        skip_bad_(skip_bad),
+        per_line_(per_line),
+        fold_(fold),
+        attribution_(legs),
+        seeds_(seeds != nullptr && !seeds->keys.empty() ? seeds : nullptr) {}
 
   // Folds the whole lines in [p, end); end[-1] is '\n'. `base` is the file offset of p.
   // False: stop reading (the range stopped, or a sum overflowed).
@@ -49,39 +44,18 @@ class Folder {
     const char* begin = p;
     while (p < end) {
       std::int64_t number = fold_.lines++;
-      // Most lines are valid and end where their object does: only the others are searched
-      // for their newline and judged again.
-      const char* stop = p;
-      Verdict verdict = parse_object(stop, step_, order_);
-      const char* newline = stop;
-      if (verdict != Verdict::kOk || *stop != '\n') {
-        newline = static_cast<const char*>(
-            std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
-        verdict = parse_line(p, newline, step_, order_);
-      }
-      if (!line(verdict, p, newline, number, base + (p - begin))) return false;
+      const char* newline;
+      bool glued;
+      Verdict verdict = read_line(p, end, step_, order_, newline, glued);
+      if (!line(verdict, glued, newline - p, number, base + (p - begin))) return false;
       p = newline + 1;
     }
     return true;
   }
 
  private:
-  bool line(Verdict verdict, const char* p, const char* end, std::int64_t number,
+  bool line(Verdict verdict, bool glued, std::int64_t length, std::int64_t number,
             std::int64_t offset) {
-    bool glued = false;
-    if (verdict == Verdict::kBad) {
-      const char* start = find_last_line_start(p, end);
-      if (start != nullptr) {
-        Verdict rest = parse_line(start, end, step_, order_);
-        if (rest == Verdict::kOk) {
-          glued = true;
-          verdict = Verdict::kOk;
-        } else if (rest == Verdict::kDefer) {
-          verdict = Verdict::kDefer;
-        }
-      }
-    }
-    std::int64_t length = end - p;
     if (verdict == Verdict::kDefer) {
       fold_.events.push_back(Event{number, offset, length, Kind::kDeferred});
       if (++fold_.deferred > kMaxDeferred) {
@@ -102,66 +76,22 @@ class Folder {
       }
       return true;
     }
-    StepRule rule = step_rule();
+    StepRule rule = step_rule(step_);
     if (rule != StepRule::kNone) {
       fold_.events.push_back(Event{number, offset, length, Kind::kRefused, rule});
       fold_.stopped = true;
       return false;
     }
     fold_.torn += glued;
-    if (!add_step()) {
+    if (!add_step(offset, offset + length + 1)) {
       fold_.overflow = true;
       return false;
     }
     return true;
   }
 
-  // fold.inputs.limits.step_problem, in its order: the counts are counts already (a signed
-  // one is deferred to the exact parser, which calls it malformed).
-  StepRule step_rule() const {
-    if (step_.accepted > step_.proposed) return StepRule::kAcceptedAboveProposed;
-    if (step_.proposed > kMaxStepTokens) return StepRule::kProposedPastCap;
-    if (step_.has_emitted && step_.emitted > kMaxStepTokens) return StepRule::kEmittedPastCap;
-    return StepRule::kNone;
-  }
-
-  static const char* find_last_line_start(const char* p, const char* end) {
-    static const char kStart[] = "{\"v\":";
-    for (const char* q = end - (sizeof kStart - 1); q > p; --q) {
-      if (*q == '{' && std::memcmp(q, kStart, sizeof kStart - 1) == 0) return q;
-    }
-    return nullptr;
-  }
-
-  // (status, leg or -1) of the current step.
-  std::pair<std::int64_t, std::int64_t> attribute() {
-    std::int64_t t = step_.t_ns;
-    std::size_t segment = last_segment_;
-    if (!(t >= last_low_ && t <= last_high_)) {
-      const auto& points = legs_.points;
-      std::size_t position = static_cast<std::size_t>(
-          std::lower_bound(points.begin(), points.end(), t) - points.begin());
-      bool at_point = position < points.size() && points[position] == t;
-      segment = 2 * position + at_point;
-      // Consecutive lines are close in time: the segment's bounds answer the next one.
-      constexpr std::int64_t kLowest = INT64_MIN, kHighest = INT64_MAX;
-      last_low_ = at_point ? t : position > 0 ? points[position - 1] + 1 : kLowest;
-      last_high_ = at_point ? t : position < points.size() ? points[position] - 1 : kHighest;
-      last_segment_ = segment;
-    }
-    std::int64_t status = legs_.segment_status[segment];
-    std::int64_t leg = legs_.segment_leg[segment];
-    if (status == kAmbiguous && step_.has_label) {
-      std::string_view label = label_of(step_, scratch_);
-      for (const auto& [candidate, owner] : legs_.segment_labels[segment]) {
-        if (label == candidate) return {kAttributed, owner};
-      }
-    }
-    return {status, status == kAttributed ? leg : -1};
-  }
-
-  bool add_step() {
-    auto [status, leg] = attribute();
+  bool add_step(std::int64_t offset, std::int64_t end) {
+    auto [status, leg] = attribution_.of(step_);
     ++fold_.folded;
     fold_.attributed += status == kAttributed;
     fold_.unattributed += status == kUnattributed;
@@ -200,10 +130,14 @@ class Folder {
       request.max_pid = std::max(request.max_pid, step_.pid);
     }
     if (leg < 0) return true;
+    bool first = request.lines == 1;
+    if (first && seeds_ != nullptr) first = !seed(request.order, leg);
+    if (!follow_line(fold_, static_cast<std::uint32_t>(place), request.order, step_, offset, end,
+                     first)) {
+      return false;
+    }
     fold_.line_request.push_back(static_cast<std::uint32_t>(place));
     fold_.line_t.push_back(step_.t_ns);
-    fold_.line_tokens.push_back(step_.proposed | step_.accepted << kTokenBits |
-                                (step_.has_emitted ? step_.emitted + 1 : 0) << 2 * kTokenBits);
     if (per_line_ == PerLine::kTrace) {
       fold_.line_pid.push_back(step_.pid);
       fold_.line_proposed.push_back(step_.proposed);
@@ -228,6 +162,20 @@ class Folder {
     Bin& sums = *last_bin_;
     sums.steps += 1;
     return add(sums.proposed, step_.proposed) && add(sums.accepted, step_.accepted);
+  }
+
+  // A request's first line here continues where an earlier read left it, if one did.
+  bool seed(LineOrder& order, std::int64_t leg) {
+    std::int64_t at = seeds_->keys.find(step_, leg, seq_scratch_, key_scratch_);
+    if (at < 0) return false;
+    auto i = static_cast<std::size_t>(at);
+    order.last_t = seeds_->last_t[i];
+    order.last_packed = seeds_->last_packed[i];
+    order.emitted_before = seeds_->emitted_before[i];
+    order.bucket = static_cast<std::int8_t>(std::clamp<std::int64_t>(seeds_->bucket[i], -1, 63));
+    order.unordered = seeds_->unordered[i] != 0;
+    order.seeded = true;
+    return true;
   }
 
   // The current step's string id in the fold's ids. A request's lines come in runs, so the
@@ -303,12 +251,15 @@ class Folder {
   bool skip_bad_;
   PerLine per_line_;
   Fold& fold_;
+  Attribution attribution_;
+  const Seeds* seeds_;
+  std::string key_scratch_;
   Step step_;
+  KeyOrder order_;
   std::string scratch_;      // an unescaped label
   std::string seq_scratch_;  // an unescaped string id
   std::string last_seq_id_;
   std::uint64_t last_seq_key_ = 0;
-  KeyOrder order_;
   struct CachedRequest {
     Key key{0, 0, 0};
     std::size_t index = 0;
@@ -325,11 +276,24 @@ class Folder {
   Key last_bin_key_{0, 0, 0};
   std::size_t last_bins_size_ = 0;
   std::unordered_map<std::uint64_t, std::size_t> writer_slots_;
-  std::int64_t last_low_ = 1, last_high_ = 0;  // empty: no segment cached yet
-  std::size_t last_segment_ = 0;
 };
 
-inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
+// A request of a later range that an earlier range met too: its place in the merged fold and
+// the bytes its lines span in the later range. Its LineOrder there started from nothing, so
+// its lines are folded again from those bytes, after the earlier range's (Continuation).
+struct Crossing {
+  std::uint32_t place;
+  std::int64_t first_offset, last_end;
+};
+
+struct KeyHash {
+  std::size_t operator()(const Key& key) const { return key.hash(); }
+};
+
+// Merges range `from` into `into` (the ranges before it, merged): sums add, the requests new
+// to `into` keep their LineOrder, and the requests both met are returned, to be continued.
+inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
+                       std::vector<Crossing>& crossing) {
   into.lines += from.lines;
   into.folded += from.folded;
   into.attributed += from.attributed;
@@ -351,6 +315,12 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
     std::size_t place = into.requests.index(key);
     Request& target = into.requests.entries()[place].value;
     Request& source = entry.value;
+    if (target.lines == 0) {
+      target.order = source.order;
+    } else if (key.c >= 0) {
+      crossing.push_back(Crossing{static_cast<std::uint32_t>(place), source.order.first_offset,
+                                  source.order.last_end});
+    }
     from.merged_place.push_back(static_cast<std::uint32_t>(place));
     from.merged_before.push_back(target.lines);
     if (!add(target.lines, source.lines) || !add(target.steps, source.steps) ||
@@ -370,6 +340,24 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
     target.max_n = fresh ? source.max_n : std::max(target.max_n, source.max_n);
     target.max_pid = fresh ? source.max_pid : std::max(target.max_pid, source.max_pid);
   }
+  // The side rows of `from`'s requests new to `into`, at their places there; a continued
+  // request's are made again by its continuation.
+  std::vector<char> continued(from.requests.entries().size(), 0);
+  for (std::size_t own = 0; own < continued.size(); ++own) {
+    const Request& source = from.requests.entries()[own].value;
+    continued[own] = into.requests.entries()[from.merged_place[own]].value.lines != source.lines;
+  }
+  for (BucketRow row : from.done_buckets) {
+    if (continued[row.place]) continue;
+    row.place = from.merged_place[row.place];
+    into.done_buckets.push_back(row);
+  }
+  for (const auto& entry : from.other_lengths.entries()) {
+    if (continued[entry.key.a]) continue;
+    into.other_lengths.at(Key{from.merged_place[entry.key.a], entry.key.b, 0}) = entry.value;
+  }
+  std::vector<BucketRow>().swap(from.done_buckets);
+  from.other_lengths = Table<StepLengthSums>();
   for (const auto& entry : from.hist.entries()) into.hist.at(entry.key) += entry.value;
   for (const auto& entry : from.bins.entries()) {
     Bin& target = into.bins.at(entry.key);
@@ -380,6 +368,61 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base) {
   }
   return true;
 }
+
+// Folds the lines of continued requests (Crossing) again, from the bytes they span in a later
+// range, into the merged fold's LineOrder: only their order-dependent figures, as each line
+// would have been folded had one thread read the ranges one after the other. Every line is
+// parsed and attributed as the range's fold did; the others, and lines not folded there
+// (deferred, bad, refused), pass by.
+class Continuation {
+ public:
+  Continuation(const Legs& legs, Fold& into, const std::vector<Crossing>& crossing)
+      : attribution_(legs), into_(into) {
+    for (const Crossing& request : crossing) {
+      places_.emplace(into.requests.entries()[request.place].key, request.place);
+    }
+  }
+
+  // As Folder::lines; false: a sum overflowed.
+  bool lines(const char* p, const char* end, std::int64_t base) {
+    const char* begin = p;
+    while (p < end) {
+      const char* newline;
+      bool glued;
+      Verdict verdict = read_line(p, end, step_, order_, newline, glued);
+      std::int64_t offset = base + (p - begin);
+      if (verdict == Verdict::kOk && step_rule(step_) == StepRule::kNone &&
+          !line(offset, offset + (newline - p) + 1)) {
+        return false;
+      }
+      p = newline + 1;
+    }
+    return true;
+  }
+
+ private:
+  bool line(std::int64_t offset, std::int64_t end) {
+    std::int64_t leg = attribution_.of(step_).second;
+    if (leg < 0) return true;
+    Key key{step_.writer, step_.seq, leg};
+    if (step_.seq_is_string) {
+      auto found = into_.seq_index.find(std::string(seq_id_of(step_, scratch_)));
+      if (found == into_.seq_index.end()) return true;
+      key.d = found->second;
+    }
+    auto found = places_.find(key);
+    if (found == places_.end()) return true;
+    Request& request = into_.requests.entries()[found->second].value;
+    return follow_line(into_, found->second, request.order, step_, offset, end, false);
+  }
+
+  Attribution attribution_;
+  Fold& into_;
+  std::unordered_map<Key, std::uint32_t, KeyHash> places_;
+  Step step_;
+  KeyOrder order_;
+  std::string scratch_;
+};
 
 }  // namespace fold_native
 

@@ -20,6 +20,8 @@ constexpr std::size_t kMaxExamples = 5;         // bad lines whose place is hand
 constexpr std::size_t kMaxDeferred = 1 << 20;   // beyond: the caller reads the file in Python
 constexpr std::int64_t kMaxStepTokens = 1 << 16;  // fold.inputs.limits.MAX_STEP_TOKENS
 constexpr int kTokenBits = 17;  // fold.folding.accumulate.TOKEN_BITS: each count < 2^17
+constexpr std::int64_t kTokenMask = (std::int64_t{1} << kTokenBits) - 1;
+constexpr int kFirstEdgeBits = 7;  // fold.folding.by_position.FIRST_EDGE = 2^7
 
 // Attribution outcomes, as fold.folding.attribute numbers them.
 constexpr std::int64_t kAttributed = 0;
@@ -42,6 +44,29 @@ enum class StepRule : std::int64_t {
 // its time and request (the trace).
 enum class PerLine : int { kNone = 0, kGroups = 1, kTrace = 2 };
 
+// An attributed request's lines as the fold met them, in file order: what the figures by
+// output position (fold.folding.by_position) and the step time per draft length
+// (fold.folding.step_lengths) need of them, folded line by line. Both are defined over a
+// request's lines in (t_ns, counts) order; a file holds a writer's lines in that order, and a
+// line out of it marks the request `unordered`: its figures are then made from its lines
+// again, read from the bytes they span (`first_offset` to `last_end`).
+struct LineOrder {
+  std::int64_t last_t = 0, last_packed = 0;  // the last line's time and packed counts
+  std::int64_t emitted_before = 0;           // the next line's output position
+  std::int64_t first_offset = -1, last_end = -1;
+  // The intervals to drafted lines of the first draft length met, and their sum (others in
+  // Fold::other_lengths).
+  std::int64_t length_ns = 0;
+  std::int32_t length_proposed = 0, length_intervals = 0;
+  // The drafted lines' S, P and A in the position bucket of the last drafted line (the
+  // buckets before it are in Fold::done_buckets: positions only grow). 32 bits keep a load
+  // test's requests small; a sum past them stops the pass as any overflow does.
+  std::int32_t bucket_steps = 0, bucket_proposed = 0, bucket_accepted = 0;
+  std::int8_t bucket = -1;
+  bool unordered = false;
+  bool seeded = false;  // continued from where an earlier read left it (Seeds)
+};
+
 struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time per line
   std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
@@ -50,6 +75,7 @@ struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time
   // The request's first line, by (t_ns, n, then its durations, none first), and its durations
   // (-1: none): the first step's parts come before its decode window (accumulate.FIRST_STEP).
   std::int64_t first_t = INT64_MAX, first_n = INT64_MAX, first_draft = -1, first_verify = -1;
+  LineOrder order;
 
   bool earlier(std::int64_t t, std::int64_t n, std::int64_t draft, std::int64_t verify) const {
     return std::tie(t, n, draft, verify) < std::tie(first_t, first_n, first_draft, first_verify);
@@ -61,6 +87,15 @@ struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time
     first_draft = draft;
     first_verify = verify;
   }
+};
+
+struct BucketRow {  // a request's sums in a bucket of output position it has left
+  std::uint32_t place;
+  std::int64_t bucket, steps, proposed, accepted;
+};
+
+struct StepLengthSums {  // per (request place, draft length) past the first length
+  std::int64_t intervals = 0, ns = 0;
 };
 
 struct Bin {  // per (leg, time bin)
@@ -95,14 +130,15 @@ struct Fold {
   std::size_t deferred = 0;
   bool stopped = false;     // a bad line (without skip_bad) or a refusal ended the range
   bool overflow = false;    // a sum beyond 64 bits, or too many deferred lines
-  // Every attributed line's time, in file order, with its request's place in `requests`:
-  // two flat arrays grow far more cheaply than a vector per request, and the export puts
-  // each time in its request's list in one pass (export_times).
+  // Every attributed line's time, in file order, with its request's place in `requests`
+  // (for the step cadence): two flat arrays grow far more cheaply than a vector per request,
+  // and the export puts each time in its request's list in one pass (export_times).
   std::vector<std::uint32_t> line_request;
   std::vector<std::int64_t> line_t;
-  // Beside each time, the line's counts packed as fold.folding.accumulate.packed_tokens packs
-  // them (for the figures by output position, which need each request's lines in order).
-  std::vector<std::int64_t> line_tokens;
+  // Beside the requests' LineOrder: the buckets they have left, and their draft lengths past
+  // the first (rare: a drafter that changes its k), keyed (place, proposed).
+  std::vector<BucketRow> done_buckets;
+  Table<StepLengthSums> other_lengths;
   // With PerLine::kTrace, beside each: its pid and counts (emitted -1 where it has none).
   std::vector<std::int64_t> line_pid, line_proposed, line_accepted, line_emitted;
   // Once merged into the first range's fold: each request's place there, and how many of

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fold_pass.h"
+#include "request_keys.h"
 
 namespace fold_native {
 
@@ -85,6 +86,73 @@ inline bool read_segment_labels(PyObject* sequence, Legs& legs) {
         std::string(label, static_cast<std::size_t>(length)), leg);
   }
   Py_DECREF(fast);
+  return true;
+}
+
+// Requests named by columns (writer as int64 bits of its 64-bit id, seq as int64 bits, sid: a
+// sequence of str or None, leg), into `keys` in their order.
+inline bool read_request_keys(PyObject* writer, PyObject* seq, PyObject* sid, PyObject* leg,
+                              RequestKeys& keys) {
+  std::vector<std::int64_t> writers, seqs, legs;
+  if (!read_int64s(writer, writers) || !read_int64s(seq, seqs) || !read_int64s(leg, legs)) {
+    return false;
+  }
+  PyObject* fast = PySequence_Fast(sid, "expected a sequence of str or None");
+  if (fast == nullptr) return false;
+  Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
+  if (static_cast<std::size_t>(count) != writers.size() || seqs.size() != writers.size() ||
+      legs.size() != writers.size()) {
+    Py_DECREF(fast);
+    PyErr_SetString(PyExc_ValueError, "request key columns of different lengths");
+    return false;
+  }
+  std::string id;
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(fast, i);
+    const std::string* sid_of = nullptr;
+    if (item != Py_None) {
+      Py_ssize_t length;
+      const char* text = PyUnicode_AsUTF8AndSize(item, &length);
+      if (text == nullptr) {
+        Py_DECREF(fast);
+        return false;
+      }
+      id.assign(text, static_cast<std::size_t>(length));
+      sid_of = &id;
+    }
+    auto at = static_cast<std::size_t>(i);
+    keys.add(static_cast<std::uint64_t>(writers[at]), static_cast<std::uint64_t>(seqs[at]),
+             sid_of, legs[at]);
+  }
+  Py_DECREF(fast);
+  if (keys.size() != writers.size()) {
+    PyErr_SetString(PyExc_ValueError, "a request named twice");
+    return false;
+  }
+  return true;
+}
+
+// Seeds: a tuple (w, seq, sid, leg, last_t, last_packed, emitted_before, bucket, unordered).
+inline bool read_seeds(PyObject* tuple, Seeds& seeds) {
+  PyObject *w, *seq, *sid, *leg, *last_t, *last_packed, *emitted_before, *bucket, *unordered;
+  if (!PyArg_ParseTuple(tuple, "OOOOOOOOO:seeds", &w, &seq, &sid, &leg, &last_t, &last_packed,
+                        &emitted_before, &bucket, &unordered)) {
+    return false;
+  }
+  if (!read_request_keys(w, seq, sid, leg, seeds.keys) || !read_int64s(last_t, seeds.last_t) ||
+      !read_int64s(last_packed, seeds.last_packed) ||
+      !read_int64s(emitted_before, seeds.emitted_before) || !read_int64s(bucket, seeds.bucket) ||
+      !read_int64s(unordered, seeds.unordered)) {
+    return false;
+  }
+  std::size_t count = seeds.keys.size();
+  for (auto* column : {&seeds.last_t, &seeds.last_packed, &seeds.emitted_before, &seeds.bucket,
+                       &seeds.unordered}) {
+    if (column->size() != count) {
+      PyErr_SetString(PyExc_ValueError, "seed columns of different lengths");
+      return false;
+    }
+  }
   return true;
 }
 

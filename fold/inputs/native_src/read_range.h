@@ -30,32 +30,13 @@ namespace fold_native {
 
 constexpr std::size_t kPad = 64;  // readable slack after the parsed bytes
 static_assert(kPad >= KeyOrder::kValueMemo, "a remembered value is compared in the slack");
-// Folds the bytes [begin, end) of the file, whole lines only: begin is a line start. Returns
-// the offset after the last newline read. Lines longer than a block grow the buffer.
-inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, const Legs& legs,
-                               bool skip_bad, PerLine per_line, std::size_t block, Fold& fold,
-                               std::vector<std::string>& writer_names, bool& io_error) {
+// Hands the whole lines of the bytes [begin, end) of the file to `handler.lines(p, end, base)`
+// (false: stop), a block at a time: begin is a line start. Returns the offset after the last
+// newline read. Lines longer than a block grow the buffer.
+template <class Handler>
+std::int64_t read_lines(int fd, std::int64_t begin, std::int64_t end, std::size_t block,
+                        Handler& handler, bool& io_error) {
   std::vector<char> buffer(2 * block + kPad);
-  Folder folder(legs, skip_bad, per_line, fold);
-  // Room for a time per line of the shortest valid lines (about 90 bytes), so the arrays do
-  // not move as they grow (0.04 s of 0.49 at 10M lines); it is address space until written.
-  // Capped, and only a wish: without the room the arrays grow as vectors do.
-  constexpr std::int64_t kMostReserved = std::int64_t{1} << 26;
-  auto most_lines = static_cast<std::size_t>(std::min((end - begin) / 80 + 1, kMostReserved));
-  // The requests' table gets a wish too, sized like the line arrays' per byte read (an entry
-  // is 176 bytes: one per 640 bytes, eight of the shortest lines) and capped: a load test's
-  // 10^6 requests of ten lines then fill its pages once instead of copying the table on every
-  // doubling. More requests than that grow it as before.
-  constexpr std::int64_t kBytesPerRequest = 640;
-  constexpr std::int64_t kMostRequests = std::int64_t{1} << 22;
-  fold.requests.reserve_entries(static_cast<std::size_t>(
-      std::min((end - begin) / kBytesPerRequest + 1, kMostRequests)));
-  try {
-    fold.line_request.reserve(most_lines);
-    fold.line_t.reserve(most_lines);
-    fold.line_tokens.reserve(most_lines);
-  } catch (const std::bad_alloc&) {
-  }
   std::size_t carried = 0;
   std::int64_t offset = begin;
   std::int64_t consumed = begin;
@@ -77,14 +58,69 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
       continue;
     }
     std::size_t cut = static_cast<const char*>(last) - data + 1;
-    bool going = folder.lines(data, data + cut, consumed);
+    bool going = handler.lines(data, data + cut, consumed);
     consumed += static_cast<std::int64_t>(cut);
     if (!going) break;
     carried = filled - cut;
     std::memmove(data, data + cut, carried);
   }
+  return consumed;
+}
+
+// Folds the bytes [begin, end) of the file, whole lines only: begin is a line start. Returns
+// the offset after the last newline read.
+inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, const Legs& legs,
+                               bool skip_bad, PerLine per_line, std::size_t block,
+                               const Seeds* seeds, Fold& fold,
+                               std::vector<std::string>& writer_names, bool& io_error) {
+  Folder folder(legs, skip_bad, per_line, fold, seeds);
+  // Room for a time per line of the shortest valid lines (about 90 bytes), so the arrays do
+  // not move as they grow (0.04 s of 0.49 at 10M lines); it is address space until written.
+  // Capped, and only a wish: without the room the arrays grow as vectors do.
+  constexpr std::int64_t kMostReserved = std::int64_t{1} << 26;
+  auto most_lines = static_cast<std::size_t>(std::min((end - begin) / 80 + 1, kMostReserved));
+  // The requests' table gets a wish too, sized like the line arrays' per byte read (an entry
+  // is 176 bytes: one per 640 bytes, eight of the shortest lines) and capped: a load test's
+  // 10^6 requests of ten lines then fill its pages once instead of copying the table on every
+  // doubling. More requests than that grow it as before.
+  constexpr std::int64_t kBytesPerRequest = 640;
+  constexpr std::int64_t kMostRequests = std::int64_t{1} << 22;
+  fold.requests.reserve_entries(static_cast<std::size_t>(
+      std::min((end - begin) / kBytesPerRequest + 1, kMostRequests)));
+  try {
+    fold.line_request.reserve(most_lines);
+    fold.line_t.reserve(most_lines);
+  } catch (const std::bad_alloc&) {
+  }
+  std::int64_t consumed = read_lines(fd, begin, end, block, folder, io_error);
   writer_names = std::move(folder.writer_names_);
   return consumed;
+}
+
+// The requests a merged range continues (merge_into) folded again from the bytes their lines
+// span there, after the ranges before it. False: a sum overflowed.
+inline bool continue_requests(int fd, const Legs& legs, std::size_t block, Fold& into,
+                              const std::vector<Crossing>& crossing, bool& io_error) {
+  if (crossing.empty()) return true;
+  std::int64_t begin = INT64_MAX, end = 0;
+  for (const Crossing& request : crossing) {
+    if (request.first_offset < 0) continue;  // no attributed line in the range
+    begin = std::min(begin, request.first_offset);
+    end = std::max(end, request.last_end);
+  }
+  if (begin >= end) return true;
+  Continuation continuation(legs, into, crossing);
+  struct Counting {  // stops at the first overflow
+    Continuation& continuation;
+    bool overflow = false;
+    bool lines(const char* p, const char* stop, std::int64_t base) {
+      overflow = !continuation.lines(p, stop, base);
+      return !overflow;
+    }
+  } handler{continuation};
+  std::int64_t read = read_lines(fd, begin, end, block, handler, io_error);
+  io_error = io_error || read < end;  // the file shrank under the read
+  return !handler.overflow;
 }
 
 // The offset just after the first '\n' at or after `from`, or -1.
@@ -106,6 +142,7 @@ struct RangeResult {
   std::int64_t size = 0;      // the end of the range that was read
   std::vector<std::string> writer_names;  // for PerLine::kGroups keys
   PerLine per_line = PerLine::kNone;
+  bool keep_seeds = false;  // hand back where each request was left (seed_columns)
   bool io_error = false;
   std::vector<Fold> others;  // the other threads' folds: their step times are exported
 };
@@ -125,7 +162,8 @@ inline void release_merged_tables(Fold& range) {
 // Folds [begin, end) of `path` (end < 0: to the end of the file).
 inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t end,
                             const Legs& legs, bool skip_bad, PerLine per_line, std::size_t block,
-                            std::int64_t bytes_per_thread, RangeResult& result) {
+                            std::int64_t bytes_per_thread, unsigned most_threads,
+                            const Seeds* seeds, RangeResult& result) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   struct Closer {
@@ -142,7 +180,9 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
   if (begin == end) return true;
   posix_fadvise(fd, begin, end - begin, POSIX_FADV_SEQUENTIAL);
 
-  unsigned cores = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
+  unsigned cores = most_threads > 0
+                       ? most_threads
+                       : std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
   // The follower's groups keep the order lines were read in: one thread.
   std::int64_t shares = std::min<std::int64_t>(cores, (end - begin) / bytes_per_thread);
   unsigned parts = per_line == PerLine::kGroups
@@ -158,7 +198,7 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
   bounds.push_back(end);
   std::size_t ranges = bounds.size() - 1;
   if (ranges == 1) {
-    result.consumed = fold_range(fd, begin, end, legs, skip_bad, per_line, block,
+    result.consumed = fold_range(fd, begin, end, legs, skip_bad, per_line, block, seeds,
                                  result.fold, result.writer_names, result.io_error);
     return true;
   }
@@ -173,7 +213,7 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
     bool io_error = false;
     try {
       consumed[i] = fold_range(fd, bounds[i], bounds[i + 1], legs, skip_bad, per_line, block,
-                               fold, names[i], io_error);
+                               seeds, fold, names[i], io_error);
     } catch (const std::bad_alloc&) {
       failed[i] = 1;
     }
@@ -196,7 +236,11 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
   for (std::size_t i = 1; i < ranges; ++i) {
     // A range that stopped early (a bad line, a refusal, a short read) ends the file there.
     if (result.fold.stopped || result.fold.overflow || result.consumed != bounds[i]) break;
-    if (!merge_into(result.fold, folds[i - 1], result.fold.lines)) {
+    std::vector<Crossing> crossing;
+    bool reread_failed = false;  // the file changed under the read: the pass gives it up
+    if (!merge_into(result.fold, folds[i - 1], result.fold.lines, crossing) ||
+        !continue_requests(fd, legs, block, result.fold, crossing, reread_failed) ||
+        reread_failed) {
       result.fold.overflow = true;
       break;
     }
@@ -332,50 +376,44 @@ class UsedPages {
   std::uintptr_t page_, next_, end_;
 };
 
-// One range's lines put in their requests' lists (export_times).
+// One range's lines' times put in their requests' lists (export_times). The times' and the
+// places' pages go as their lines are placed, so the arrays and the lists are never both held
+// whole (the peak of a large fold's memory).
 inline void place_lines(Fold& range, bool first, const std::vector<std::int64_t>& starts,
-                        FilledInPlace& times, FilledInPlace& tokens) {
-  // The times, then the counts: each line array's pages go as its lines are placed, and the
-  // places' with the second, so the arrays and the lists are never all held at once (the
-  // peak of a large fold's memory).
+                        FilledInPlace& times) {
   constexpr std::size_t kLinesAPass = std::size_t{1} << 16;
   std::vector<std::uint32_t>& request = range.line_request;
+  std::vector<std::int64_t>& column = range.line_t;
   UsedPages request_pages(request.data(), request.size() * sizeof(std::uint32_t));
-  for (auto* column : {&range.line_t, &range.line_tokens}) {
-    bool last = column == &range.line_tokens;
-    FilledInPlace& out = last ? tokens : times;
-    // A merged range's own table is gone (release_merged_tables): it had a place per request
-    std::vector<std::int64_t> placed(
-        first ? range.requests.entries().size() : range.merged_place.size(), 0);
-    UsedPages column_pages(column->data(), column->size() * sizeof(std::int64_t));
-    for (std::size_t from = 0; from < column->size(); from += kLinesAPass) {
-      std::size_t to = std::min(column->size(), from + kLinesAPass);
-      for (std::size_t line = from; line < to; ++line) {
-        std::uint32_t own = request[line];
-        std::uint32_t place = first ? own : range.merged_place[own];
-        std::int64_t before = first ? 0 : range.merged_before[own];
-        out[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = (*column)[line];
-      }
-      column_pages.before(column->data() + to);
-      if (last) request_pages.before(request.data() + to);
+  UsedPages column_pages(column.data(), column.size() * sizeof(std::int64_t));
+  // A merged range's own table is gone (release_merged_tables): it had a place per request
+  std::vector<std::int64_t> placed(
+      first ? range.requests.entries().size() : range.merged_place.size(), 0);
+  for (std::size_t from = 0; from < column.size(); from += kLinesAPass) {
+    std::size_t to = std::min(column.size(), from + kLinesAPass);
+    for (std::size_t line = from; line < to; ++line) {
+      std::uint32_t own = request[line];
+      std::uint32_t place = first ? own : range.merged_place[own];
+      std::int64_t before = first ? 0 : range.merged_before[own];
+      times[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = column[line];
     }
-    std::vector<std::int64_t>().swap(*column);
+    column_pages.before(column.data() + to);
+    request_pages.before(request.data() + to);
   }
+  std::vector<std::int64_t>().swap(column);
   std::vector<std::uint32_t>().swap(request);
 }
 
 // Every merged range's attributed lines' times put in their request's list (`starts`: where
 // each request's list begins, by its place in the first range's table), in file order within
-// a request: a range's times follow those of the ranges before it. `tokens` gets each line's
-// packed counts at its time's place. One thread per range,
+// a request: a range's times follow those of the ranges before it. One thread per range,
 // writing disjoint places; each range's line arrays are freed once placed (what glibc keeps of
 // them goes back when the read ends: fold.folding.native.read_range).
 inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
-                         FilledInPlace& times, FilledInPlace& tokens) {
+                         FilledInPlace& times) {
   std::vector<Fold*> ranges = merged_ranges(result);
-  in_parallel(ranges.size(), [&](std::size_t index) {
-    place_lines(*ranges[index], index == 0, starts, times, tokens);
-  });
+  in_parallel(ranges.size(),
+              [&](std::size_t index) { place_lines(*ranges[index], index == 0, starts, times); });
 }
 
 }  // namespace fold_native

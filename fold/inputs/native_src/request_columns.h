@@ -6,6 +6,7 @@
 #define FOLD_NATIVE_REQUEST_COLUMNS_H_
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -21,7 +22,7 @@ namespace request_column {
 enum : std::size_t {
   kLeg, kWriter, kSeq, kSid, kLines, kSteps, kProposed, kAccepted, kEmitted, kEmittedLines,
   kMaxProposed, kMaxN, kPid, kFirstT, kFirstN, kFirstDraft, kFirstVerify,
-  kTimedSteps, kDraftSteps, kVerifySteps, kDraftNs, kVerifyNs,
+  kFirstOffset, kLastEnd, kUnordered, kSeeded, kTimedSteps, kDraftSteps, kVerifySteps, kDraftNs, kVerifyNs,
 };
 }  // namespace request_column
 constexpr std::size_t kRequestColumns = request_column::kTimedSteps;
@@ -58,6 +59,8 @@ inline std::vector<FilledInPlace> request_columns(
         r.lines, r.steps, r.proposed, r.accepted, r.emitted, r.emitted_lines, r.max_proposed,
         r.max_n, r.max_pid, r.first_t, r.first_n,
         r.first_draft, r.first_verify,  // -1: none
+        r.order.first_offset, r.order.last_end, r.order.unordered,  // -1, -1, 0: unattributed
+        r.order.seeded,
         r.timed_steps, r.draft_steps, r.verify_steps, r.draft_ns, r.verify_ns};
     std::size_t at = rank[place];
     for (std::size_t column = 0; column < columns.size(); ++column) {
@@ -66,6 +69,99 @@ inline std::vector<FilledInPlace> request_columns(
     if ((place + 1) % pass == 0) read.before(entries.data() + place + 1);
   }
   table = Table<Request>();
+  return columns;
+}
+
+// The order-dependent figures of the attributed requests that are in order (LineOrder), by
+// their rows in the result's key order (`row_of`, by place: a row, or -1 for a request not
+// exported with lines): per (row, bucket of output position) the drafted lines' S, P and A,
+// and per (row, draft length) the intervals to drafted lines and their sum; each sorted.
+struct OrderRows {
+  std::vector<std::int64_t> bucket_row, bucket, steps, proposed, accepted;
+  std::vector<std::int64_t> length_row, length, intervals, ns;
+};
+
+inline OrderRows order_rows(Fold& fold, const std::vector<std::int64_t>& row_of) {
+  const auto& entries = fold.requests.entries();
+  auto in_order = [&](std::size_t place) {
+    return row_of[place] >= 0 && !entries[place].value.order.unordered;
+  };
+  struct Row {
+    std::int64_t row, key, steps_or_intervals, proposed_or_ns, accepted;
+  };
+  std::vector<Row> buckets, lengths;
+  for (const BucketRow& done : fold.done_buckets) {
+    if (in_order(done.place)) {
+      buckets.push_back(
+          Row{row_of[done.place], done.bucket, done.steps, done.proposed, done.accepted});
+    }
+  }
+  for (std::size_t place = 0; place < entries.size(); ++place) {
+    if (!in_order(place)) continue;
+    const LineOrder& order = entries[place].value.order;
+    if (order.bucket_steps > 0) {
+      buckets.push_back(Row{row_of[place], order.bucket, order.bucket_steps,
+                            order.bucket_proposed, order.bucket_accepted});
+    }
+    if (order.length_intervals > 0) {
+      lengths.push_back(Row{row_of[place], order.length_proposed, order.length_intervals,
+                            order.length_ns, 0});
+    }
+  }
+  for (const auto& entry : fold.other_lengths.entries()) {
+    auto place = static_cast<std::size_t>(entry.key.a);
+    if (in_order(place)) {
+      lengths.push_back(Row{row_of[place], static_cast<std::int64_t>(entry.key.b),
+                            entry.value.intervals, entry.value.ns, 0});
+    }
+  }
+  std::vector<BucketRow>().swap(fold.done_buckets);
+  fold.other_lengths = Table<StepLengthSums>();
+  auto by_row = [](const Row& x, const Row& y) {
+    return x.row != y.row ? x.row < y.row : x.key < y.key;
+  };
+  std::sort(buckets.begin(), buckets.end(), by_row);
+  std::sort(lengths.begin(), lengths.end(), by_row);
+  OrderRows rows;
+  for (const Row& row : buckets) {
+    rows.bucket_row.push_back(row.row);
+    rows.bucket.push_back(row.key);
+    rows.steps.push_back(row.steps_or_intervals);
+    rows.proposed.push_back(row.proposed_or_ns);
+    rows.accepted.push_back(row.accepted);
+  }
+  for (const Row& row : lengths) {
+    rows.length_row.push_back(row.row);
+    rows.length.push_back(row.key);
+    rows.intervals.push_back(row.steps_or_intervals);
+    rows.ns.push_back(row.proposed_or_ns);
+  }
+  return rows;
+}
+
+// Where this read leaves each attributed request (by row, as order_rows), for the next read of
+// the same file to continue from (Seeds).
+struct SeedColumns {
+  std::vector<std::int64_t> last_t, last_packed, emitted_before, bucket;
+};
+
+inline SeedColumns seed_columns(const Fold& fold, const std::vector<std::int64_t>& row_of,
+                                std::size_t rows) {
+  SeedColumns columns;
+  for (auto* column : {&columns.last_t, &columns.last_packed, &columns.emitted_before,
+                       &columns.bucket}) {
+    column->assign(rows, 0);
+  }
+  const auto& entries = fold.requests.entries();
+  for (std::size_t place = 0; place < entries.size(); ++place) {
+    if (row_of[place] < 0) continue;
+    auto row = static_cast<std::size_t>(row_of[place]);
+    const LineOrder& order = entries[place].value.order;
+    columns.last_t[row] = order.last_t;
+    columns.last_packed[row] = order.last_packed;
+    columns.emitted_before[row] = order.emitted_before;
+    columns.bucket[row] = order.bucket;
+  }
   return columns;
 }
 

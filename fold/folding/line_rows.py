@@ -1,0 +1,189 @@
+"""Each request's rows by output position and by draft length: what those figures take from a
+request's lines in (t_ns, counts) order, made once per fold, before any figure.
+
+The native pass folds them line by line as it reads (``PartialFold.position_rows``,
+``length_rows``), keeping no line: a file holds each writer's lines in time order, so a request's
+lines reach the pass in the order the definitions put them in. Those rows stand for a request
+when one read of one file met all its lines in order (``line_spans``: one piece not continued
+from an earlier read, none out of order) and no line of it went another way (``held_lines``).
+Any other request (its lines out of order, in two files, some deferred to the exact parser, or
+read by the polars reference) is made again from its lines: read back from the bytes they span
+(``fold.folding.native.collect_lines``) beside those held, put in order, and folded by the
+reference definitions (``fold.folding.by_position``, ``fold.folding.step_lengths``). Reads of
+one file in pieces (a follower's polls) continue each request from where the last left it, so
+their rows add up and nothing is read again.
+
+The steps by draft position (the sums file's lists) need only counts, in any order: they are
+counted from the same two sources, the lines read back in counting mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from fold.errors import InputError
+from fold.folding import native
+from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK, PartialFold
+from fold.folding.by_position import ordered_bucket_sums
+from fold.folding.step_lengths import ordered_length_sums
+
+BUCKETS = {
+    "request": pl.UInt32(),
+    "bucket": pl.Int64(),
+    "steps": pl.Int64(),
+    "proposed": pl.Int64(),
+    "accepted": pl.Int64(),
+}
+LENGTHS = {
+    "request": pl.UInt32(),
+    "length": pl.Int64(),
+    "intervals": pl.Int64(),
+    "ns": pl.Int128(),
+}
+DRAFT_COUNTS = {
+    "request": pl.UInt32(),
+    "proposed": pl.Int64(),
+    "accepted": pl.Int64(),
+    "count": pl.Int64(),
+}
+
+
+@dataclass(frozen=True)
+class LineRows:
+    """Per request, by its row in the partial's ``step_times`` (``request``): its drafted
+    lines' S, P and A per bucket of output position (``buckets``, sorted by request and
+    bucket), and per draft length the intervals to its drafted lines and their sum
+    (``lengths``). Every request with lines has its rows here, however its lines were read."""
+
+    buckets: pl.DataFrame
+    lengths: pl.DataFrame
+
+
+def line_rows(partial: PartialFold, legs: native.NativeLegs) -> LineRows:
+    """The rows of every request of ``partial`` (see the module), reading back the lines of
+    those the pass could not fold in order; ``legs``: the arm's legs as the pass took them."""
+    if _all_standing(partial):  # one read of one file, in order: the pass's rows as they are
+        return LineRows(partial.position_rows.cast(BUCKETS), partial.length_rows.cast(LENGTHS))
+    standing = _standing(partial)
+    kept = partial.position_rows.filter(pl.col("request").is_in(standing.implode()))
+    lengths = partial.length_rows.filter(pl.col("request").is_in(standing.implode()))
+    every = pl.Series("request", range(partial.step_times.height), dtype=pl.UInt32)
+    again = every.filter(~every.is_in(standing.implode()))
+    if again.len():
+        lines = _lines_again(partial, again, legs)
+        kept = pl.concat([kept.cast(BUCKETS), ordered_bucket_sums(lines).cast(BUCKETS)])
+        lengths = pl.concat([lengths.cast(LENGTHS), ordered_length_sums(lines).cast(LENGTHS)])
+    buckets = (
+        kept.group_by("request", "bucket")
+        .agg(pl.col("steps", "proposed", "accepted").sum())
+        .sort("request", "bucket")
+    )
+    lengths = (
+        lengths.group_by("request", "length")
+        .agg(pl.col("intervals").sum(), pl.col("ns").sum())
+        .sort("request", "length")
+    )
+    return LineRows(buckets.cast(BUCKETS), lengths.cast(LENGTHS))
+
+
+def draft_counts(partial: PartialFold, legs: native.NativeLegs) -> pl.DataFrame:
+    """Per request (its row in ``step_times``) and (proposed, accepted), the lines met: from
+    the held lines, and the lines the pass read, counted again from their bytes."""
+    parts = [_held_counts(partial.held_lines)]
+    for path, spans in _by_path(partial.line_spans):
+        found = _read_back(path, spans, partial.step_times, legs, counts=True)
+        parts.append(found.with_columns(spans["request"].gather(found["request"])))
+    counted = (
+        pl.concat([part.cast(DRAFT_COUNTS) for part in parts])
+        .group_by("request", "proposed", "accepted")
+        .agg(pl.col("count").sum())
+        .sort("request", "proposed", "accepted")
+    )
+    return counted.cast(DRAFT_COUNTS)
+
+
+def _all_standing(partial: PartialFold) -> bool:
+    """Whether every request's native rows stand, each named once (the rows of a fold of one
+    file read at once, whose lines came in order: as a table, not request by request)."""
+    spans = partial.line_spans
+    return (
+        partial.held_lines.height == 0
+        and spans.height == partial.step_times.height
+        and spans["request"].is_unique().all()
+        and bool((spans["unseeded"] == 1).all())
+        and not spans["unordered"].any()
+    )
+
+
+def _standing(partial: PartialFold) -> pl.Series:
+    """The requests whose native rows stand: one piece of one read (not continued from an
+    earlier read), none out of order, and no held line."""
+    spans = partial.line_spans
+    pieces = spans.group_by("request").agg(pl.col("unseeded").sum(), pl.col("unordered").any())
+    standing = pieces.filter((pl.col("unseeded") == 1) & ~pl.col("unordered"))["request"]
+    return standing.filter(~standing.is_in(partial.held_lines["request"].implode()))
+
+
+def _by_path(spans: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    return [
+        (str(path), table)
+        for (path,), table in spans.partition_by("path", as_dict=True, maintain_order=True).items()
+    ]
+
+
+def _lines_again(partial: PartialFold, again: pl.Series, legs: native.NativeLegs) -> pl.DataFrame:
+    """The lines of the requests ``again`` (rows in ``step_times``), a row per request:
+    ``request``, ``t_ns`` and ``tokens`` lists (held lines and lines read back)."""
+    held = partial.held_lines.filter(pl.col("request").is_in(again.implode())).explode(
+        "t_ns", "tokens"
+    )
+    parts = [held.drop_nulls("t_ns").select("request", "t_ns", "tokens")]
+    spans = partial.line_spans.filter(pl.col("request").is_in(again.implode()))
+    for path, named in _by_path(spans):
+        found = _read_back(path, named, partial.step_times, legs, counts=False)
+        parts.append(
+            found.with_columns(named["request"].gather(found["request"])).select(
+                "request", "t_ns", "tokens"
+            )
+        )
+    lines = pl.concat(
+        [part.cast({"request": pl.UInt32, "t_ns": pl.Int64, "tokens": pl.Int64}) for part in parts]
+    )
+    return lines.group_by("request").agg("t_ns", "tokens").sort("request")
+
+
+def _read_back(
+    path: str,
+    spans: pl.DataFrame,
+    step_times: pl.DataFrame,
+    legs: native.NativeLegs,
+    *,
+    counts: bool,
+) -> pl.DataFrame:
+    """The requests' lines (or their counts) read back from the bytes their spans cover in
+    ``path``, once over the smallest range that holds them all; ``request`` in the result is
+    the row in ``spans``."""
+    begin = int(spans["first_offset"].min())
+    end = int(spans["last_end"].max())
+    keys = step_times.select(REQUEST_KEY)[spans["request"]]
+    try:
+        return native.collect_lines(path, begin, end, legs, keys, counts=counts)
+    except OSError as error:
+        raise InputError(
+            f"{path}: cannot read the step log again for its requests' lines in order: {error}"
+        ) from error
+
+
+def _held_counts(held: pl.DataFrame) -> pl.DataFrame:
+    lines = held.select("request", "tokens").explode("tokens").drop_nulls("tokens")
+    return (
+        lines.select(
+            "request",
+            (pl.col("tokens") & TOKEN_MASK).alias("proposed"),
+            ((pl.col("tokens") // (1 << TOKEN_BITS)) & TOKEN_MASK).alias("accepted"),
+        )
+        .group_by("request", "proposed", "accepted")
+        .len("count")
+    )

@@ -1,0 +1,161 @@
+"""The native pass's columns as polars takes them (``series``, ``lookup``, the follower's
+steps), and what the pass folds of each request's lines in order (``fold.folding.line_rows``):
+its rows by output position and draft length, the bytes its lines span, and where a read
+leaves it for the next read of the file to go on from (seeds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from fold.folding.accumulate import REQUEST_KEY, SCHEMAS, PartialFold
+
+
+class ArrowColumn:
+    """A column handed over by the extension (Arrow PyCapsule interface): polars takes its
+    buffers without a copy."""
+
+    def __init__(self, capsules: tuple[object, object]) -> None:
+        self._capsules = capsules
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        return self._capsules
+
+
+def series(name: str, capsules: tuple[object, object]) -> pl.Series:
+    return pl.Series(ArrowColumn(capsules)).alias(name)
+
+
+SEED_SCHEMA = {
+    "leg": pl.Int64(),
+    "w": pl.String(),
+    "seq": pl.UInt64(),
+    "sid": pl.String(),
+    "last_t": pl.Int64(),
+    "last_packed": pl.Int64(),
+    "emitted_before": pl.Int64(),
+    "bucket": pl.Int64(),
+    "unordered": pl.Int64(),
+}
+
+
+def seeds_of(raw: dict[str, Any], partial: PartialFold) -> pl.DataFrame | None:
+    """Where the read left each attributed request it met natively (``SEED_SCHEMA``); None
+    when lines the exact parser folded joined the read's (its rows no longer match the
+    pass's): no read may go on from there."""
+    attributed = raw["attributed_requests"]
+    state = raw["seeds"]
+    keys = partial.step_times.select(REQUEST_KEY)
+    if partial.step_times.height != attributed or partial.held_lines.height:
+        return None
+    return pl.concat(
+        [
+            keys,
+            pl.DataFrame(
+                [
+                    *(series(name, state[name]) for name in ("last_t", "last_packed")),
+                    *(series(name, state[name]) for name in ("emitted_before", "bucket")),
+                    partial.line_spans["unordered"].cast(pl.Int64),
+                ]
+            ),
+        ],
+        how="horizontal",
+    ).cast(SEED_SCHEMA)
+
+
+def seed_columns(seeds: pl.DataFrame) -> tuple[Any, ...]:
+    """``seeds`` as the extension takes them."""
+    writer = seeds["w"].str.to_integer(base=16, dtype=pl.UInt64, strict=False)
+    known = seeds.filter(writer.is_not_null())  # a writer the pass never folds: no seed
+    writer = writer.drop_nulls().cast(pl.Int64, wrap_numerical=True)
+    return (
+        writer.to_numpy(),
+        known["seq"].fill_null(0).cast(pl.Int64, wrap_numerical=True).to_numpy(),
+        known["sid"].to_list(),
+        known["leg"].to_numpy(),
+        *(known[name].to_numpy() for name in ("last_t", "last_packed", "emitted_before")),
+        known["bucket"].to_numpy(),
+        known["unordered"].to_numpy(),
+    )
+
+
+def line_rows_of(path: str, raw: dict[str, Any], attributed: int) -> dict[str, pl.DataFrame]:
+    """The pass's rows by output position and draft length, and each attributed request's
+    span of bytes, naming requests by their row in the step times."""
+    positions = pl.DataFrame(
+        [
+            series("request", raw["bucket_row"]),
+            series("bucket", raw["bucket"]),
+            series("steps", raw["bucket_steps"]),
+            series("proposed", raw["bucket_proposed"]),
+            series("accepted", raw["bucket_accepted"]),
+        ]
+    )
+    lengths = pl.DataFrame(
+        [
+            series("request", raw["length_row"]),
+            series("length", raw["length"]),
+            series("intervals", raw["length_intervals"]),
+            series("ns", raw["length_ns"]),
+        ]
+    )
+    spans = pl.DataFrame(
+        [
+            series("first_offset", raw["first_offset"]).head(attributed),
+            series("last_end", raw["last_end"]).head(attributed),
+            (1 - series("unseeded", raw["seeded"]).head(attributed)).alias("unseeded"),
+            series("unordered", raw["unordered"]).head(attributed).cast(pl.Boolean),
+        ]
+    ).with_row_index("request")
+    return {
+        "position_rows": positions.cast(SCHEMAS["position_rows"]),
+        "length_rows": lengths.cast(SCHEMAS["length_rows"]),
+        "line_spans": spans.with_columns(pl.lit(path, pl.Categorical).alias("path"))
+        .select(list(SCHEMAS["line_spans"]))
+        .cast(SCHEMAS["line_spans"]),
+    }
+
+
+_STEPS_SCHEMA = {
+    "w": pl.String(),
+    "label": pl.String(),
+    "t_ns": pl.Int64(),
+    "proposed": pl.Int64(),
+    "accepted": pl.Int64(),
+}
+
+
+def steps_of(raw: dict[str, Any] | None) -> pl.DataFrame:
+    if raw is None:
+        return pl.DataFrame(schema=_STEPS_SCHEMA)
+    key = series("key", raw["key"])
+    labels = pl.Series("label", raw["labels"], dtype=pl.String)
+    writers = pl.Series("w", raw["writers"], dtype=pl.String)
+    frame = pl.DataFrame(
+        [
+            key,
+            series("t_ns", raw["t_ns"]),
+            series("proposed", raw["proposed"]),
+            series("accepted", raw["accepted"]),
+        ]
+    )
+    # Labelled steps carry their label's index, unlabelled ones -1 - their writer's.
+    return frame.select(
+        lookup(writers, pl.when(pl.col("key") < 0).then(-1 - pl.col("key"))).alias("w"),
+        lookup(labels, pl.when(pl.col("key") >= 0).then(pl.col("key"))).alias("label"),
+        "t_ns",
+        "proposed",
+        "accepted",
+    ).cast(_STEPS_SCHEMA)
+
+
+def lookup(values: pl.Series, index: pl.Expr) -> pl.Expr:
+    if values.len() == 0:
+        return pl.lit(None, dtype=pl.String)
+    return (
+        pl.lit(values)
+        .gather(index.fill_null(0))
+        .alias("x")
+        .pipe(lambda found: pl.when(index.is_not_null()).then(found))
+    )

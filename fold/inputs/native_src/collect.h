@@ -1,0 +1,150 @@
+// Reading named requests' lines back from a step log (collect_lines): each line of [begin,
+// end) that the fold would fold into one of the requests, parsed and attributed as the fold
+// does, handed back as its request's index, time and packed counts; or, for the steps by
+// draft position, only counted per (request, proposed, accepted). Part of fold/_native.cc, its
+// only includer.
+
+#ifndef FOLD_NATIVE_COLLECT_H_
+#define FOLD_NATIVE_COLLECT_H_
+
+#include <Python.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "arrow_export.h"
+#include "fold_pass.h"
+#include "python_values.h"
+#include "read_range.h"
+#include "request_keys.h"
+
+namespace fold_native {
+
+class Collector {
+ public:
+  Collector(const Legs& legs, const RequestKeys& keys, bool counts)
+      : attribution_(legs), keys_(keys), counts_(counts) {}
+
+  std::vector<std::int64_t> request, t_ns, tokens;  // the lines, in file order
+  Table<std::int64_t> tally;  // with counts: key (request, proposed, accepted)
+
+  bool lines(const char* p, const char* end, std::int64_t) {
+    while (p < end) {
+      const char* newline;
+      bool glued;
+      Verdict verdict = read_line(p, end, step_, order_, newline, glued);
+      if (verdict == Verdict::kOk && step_rule(step_) == StepRule::kNone) line();
+      p = newline + 1;
+    }
+    return true;
+  }
+
+ private:
+  void line() {
+    std::int64_t leg = attribution_.of(step_).second;
+    if (leg < 0) return;
+    std::int64_t at = keys_.find(step_, leg, scratch_, key_);
+    if (at < 0) return;
+    if (counts_) {
+      tally.at(Key{static_cast<std::uint64_t>(at), static_cast<std::uint64_t>(step_.proposed),
+                   step_.accepted}) += 1;
+      return;
+    }
+    request.push_back(at);
+    t_ns.push_back(step_.t_ns);
+    tokens.push_back(packed_tokens(step_));
+  }
+
+  Attribution attribution_;
+  const RequestKeys& keys_;
+  bool counts_;
+  Step step_;
+  KeyOrder order_;
+  std::string scratch_, key_;
+};
+
+inline const char kCollectDoc[] =
+    "collect_lines(path, begin, end, points, segment_leg, segment_status, segment_labels,\n"
+    "              w, seq, sid, leg, counts) -> dict\n\n"
+    "The lines of path[begin:end] (whole lines; begin a line start) that the fold folds into\n"
+    "the named requests (w and seq as int64 bits, sid str or None, leg), parsed and attributed\n"
+    "as fold_range does (lines it does not fold pass by). counts false: 'request' (index),\n"
+    "'t_ns', 'tokens' (packed) per line in file order; true: 'request', 'proposed',\n"
+    "'accepted', 'count' per combination met. 'complete': the whole range was read.";
+
+inline PyObject* collect_lines_py(PyObject*, PyObject* args) {
+  PyObject* path_bytes = nullptr;
+  long long begin, end;
+  PyObject *points, *segment_leg, *segment_status, *segment_labels, *w, *seq, *sid, *leg;
+  int counts;
+  if (!PyArg_ParseTuple(args, "O&LLOOOOOOOOp:collect_lines", PyUnicode_FSConverter,
+                        &path_bytes, &begin, &end, &points, &segment_leg, &segment_status,
+                        &segment_labels, &w, &seq, &sid, &leg, &counts)) {
+    return nullptr;
+  }
+  std::unique_ptr<PyObject, void (*)(PyObject*)> path_owner(path_bytes,
+                                                           [](PyObject* o) { Py_DECREF(o); });
+  Legs legs;
+  RequestKeys keys;
+  if (!read_int64s(points, legs.points) || !read_int64s(segment_leg, legs.segment_leg) ||
+      !read_int64s(segment_status, legs.segment_status) ||
+      !read_segment_labels(segment_labels, legs) || !read_request_keys(w, seq, sid, leg, keys)) {
+    return nullptr;
+  }
+  if (legs.segment_leg.size() != 2 * legs.points.size() + 1 ||
+      legs.segment_status.size() != legs.segment_leg.size() || begin < 0 || end < begin) {
+    PyErr_SetString(PyExc_ValueError, "segments do not match the points, or a bad range");
+    return nullptr;
+  }
+  const char* path = PyBytes_AS_STRING(path_bytes);
+  Collector collector(legs, keys, counts != 0);
+  bool opened = false, out_of_memory = false, io_error = false;
+  std::int64_t read = begin;
+  Py_BEGIN_ALLOW_THREADS;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    opened = true;
+    try {
+      read = read_lines(fd, begin, end, std::size_t{1} << 20, collector, io_error);
+    } catch (const std::bad_alloc&) {
+      out_of_memory = true;
+    }
+    close(fd);
+  }
+  Py_END_ALLOW_THREADS;
+  if (out_of_memory) return PyErr_NoMemory();
+  if (!opened) return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_bytes);
+  PyObject* complete = PyBool_FromLong(!io_error && read >= end);
+  if (counts == 0) {
+    return dict_of({
+        {"request", arrow_column(std::move(collector.request), false)},
+        {"t_ns", arrow_column(std::move(collector.t_ns), false)},
+        {"tokens", arrow_column(std::move(collector.tokens), false)},
+        {"complete", complete},
+    });
+  }
+  std::vector<std::int64_t> request, proposed, accepted, count;
+  for (const auto& entry : collector.tally.entries()) {
+    request.push_back(static_cast<std::int64_t>(entry.key.a));
+    proposed.push_back(static_cast<std::int64_t>(entry.key.b));
+    accepted.push_back(entry.key.c);
+    count.push_back(entry.value);
+  }
+  return dict_of({
+      {"request", arrow_column(std::move(request), false)},
+      {"proposed", arrow_column(std::move(proposed), false)},
+      {"accepted", arrow_column(std::move(accepted), false)},
+      {"count", arrow_column(std::move(count), false)},
+      {"complete", complete},
+  });
+}
+
+}  // namespace fold_native
+
+#endif  // FOLD_NATIVE_COLLECT_H_
