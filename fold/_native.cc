@@ -117,14 +117,9 @@ PyObject* build_result(RangeResult& result) {
   }
   Py_END_ALLOW_THREADS;
   if (out_of_memory) return PyErr_NoMemory();
-  // Attributed requests by row, the unattributed -1 (they come last in `order`).
-  std::vector<std::int64_t> row_of(count, -1);
-  for (std::size_t rank = 0; rank + 1 < offsets.size(); ++rank) {
-    row_of[order[rank]] = static_cast<std::int64_t>(rank);
-  }
   PyObject* seeds_out = Py_NewRef(Py_None);
   if (result.keep_seeds) {
-    SeedColumns state = seed_columns(fold, row_of, offsets.size() - 1);
+    SeedColumns state = seed_columns(fold, order, offsets.size() - 1);
     Py_DECREF(seeds_out);
     seeds_out = dict_of({
         {"last_t", arrow_column(std::move(state.last_t), false)},
@@ -133,7 +128,7 @@ PyObject* build_result(RangeResult& result) {
         {"bucket", arrow_column(std::move(state.bucket), false)},
     });
   }
-  OrderRows order_figures = order_rows(fold, row_of);
+  OrderRows order_figures = order_rows(fold, order, offsets.size() - 1);
   bool timed = fold.timed_lines > 0;  // else no duration columns (old logs)
   // The table is empty from here on (`requests`, its entries, too); `count` is what it held.
   std::vector<FilledInPlace> columns = request_columns(fold.requests, order, writer_of, timed);

@@ -307,9 +307,13 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
     event.line += line_base;
     into.events.push_back(event);
   }
-  from.merged_place.reserve(from.requests.entries().size());
-  from.merged_before.reserve(from.requests.entries().size());
-  for (auto& entry : from.requests.entries()) {
+  auto& entries = from.requests.entries();
+  from.merged_place.reserve(entries.size());
+  from.merged_before.reserve(entries.size());
+  // A request the ranges before met too goes on from them (Continuation); its rows here go.
+  std::vector<char> continued(entries.size(), 0);
+  for (std::size_t own = 0; own < entries.size(); ++own) {
+    auto& entry = entries[own];
     Key key = entry.key;
     if (key.d != 0) key.d = into.seq_id_key(from.seq_ids[key.d - 1]);  // into's own numbering
     std::size_t place = into.requests.index(key);
@@ -317,9 +321,12 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
     Request& source = entry.value;
     if (target.lines == 0) {
       target.order = source.order;
-    } else if (key.c >= 0) {
-      crossing.push_back(Crossing{static_cast<std::uint32_t>(place), source.order.first_offset,
-                                  source.order.last_end});
+    } else {
+      continued[own] = 1;
+      if (key.c >= 0) {
+        crossing.push_back(Crossing{static_cast<std::uint32_t>(place),
+                                    source.order.first_offset, source.order.last_end});
+      }
     }
     from.merged_place.push_back(static_cast<std::uint32_t>(place));
     from.merged_before.push_back(target.lines);
@@ -342,11 +349,6 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
   }
   // The side rows of `from`'s requests new to `into`, at their places there; a continued
   // request's are made again by its continuation.
-  std::vector<char> continued(from.requests.entries().size(), 0);
-  for (std::size_t own = 0; own < continued.size(); ++own) {
-    const Request& source = from.requests.entries()[own].value;
-    continued[own] = into.requests.entries()[from.merged_place[own]].value.lines != source.lines;
-  }
   for (BucketRow row : from.done_buckets) {
     if (continued[row.place]) continue;
     row.place = from.merged_place[row.place];
