@@ -31,6 +31,7 @@ import fold.folding.native
 import fold.folding.native_rows
 from fold import _native  # fails here when the extension was not built
 from fold.api import LogFold
+from fold.errors import InputError
 from fold.folding.line_rows import LineRows, line_rows
 from fold.folding.logfile import Legs, LogFile
 from fold.folding.merge import merge_all
@@ -257,3 +258,23 @@ def test_a_deferred_line_in_a_request_is_held_and_the_rest_read_back(tmp_path: P
     assert keyed(line_rows(fold.partial, Legs.of(arm.legs).native), fold.partial.step_times) == (
         by_definition(lines)
     )
+
+
+def test_a_log_changed_before_its_lines_are_read_again_is_refused(tmp_path: Path):
+    """A request out of time order is read again after the read; if the file no longer holds
+    the lines first read there (rewritten in between), the fold is refused, not made from
+    other lines."""
+    lines: list[Line] = [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (50, 10, 30)]
+    log = tmp_path / "steps.jsonl"
+    write(log, lines)
+    arm = arm_from_document(legs())
+    with native_switch(True):
+        fold = LogFold(arm)
+        fold.add_file(str(log))
+    assert fold.partial.line_spans["unordered"].to_list() == [True]
+    write(log, [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (51, 10, 30)])
+    with pytest.raises(InputError, match="changed while it was read"):
+        line_rows(fold.partial, Legs.of(arm.legs).native)
+    write(log, lines)  # as it was: read again, the same lines
+    rows = line_rows(fold.partial, Legs.of(arm.legs).native)
+    assert keyed(rows, fold.partial.step_times) == by_definition(lines)

@@ -151,7 +151,22 @@ def _lines_again(partial: PartialFold, again: pl.Series, legs: native.NativeLegs
     lines = pl.concat(
         [part.cast({"request": pl.UInt32, "t_ns": pl.Int64, "tokens": pl.Int64}) for part in parts]
     )
-    return lines.group_by("request").agg("t_ns", "tokens").sort("request")
+    found = lines.group_by("request").agg("t_ns", "tokens").sort("request")
+    _check_read_back(found, partial.step_times, again)
+    return found
+
+
+def _check_read_back(found: pl.DataFrame, step_times: pl.DataFrame, again: pl.Series) -> None:
+    """Each request's lines read back and held are the lines the read met (their times, as a
+    multiset), or the file changed between the two reads: refused, not folded."""
+    met = step_times.select(pl.col("t_ns").list.sort())[again]
+    read = found.select(pl.col("t_ns").list.sort())
+    if found["request"].to_list() != again.to_list() or not met.equals(read):
+        raise InputError(
+            "a step log changed while it was read: its lines read again for their order are "
+            "not the lines first read (was it rewritten, or truncated and written again?); "
+            "fold it again once its writer is done"
+        )
 
 
 def _read_back(
