@@ -44,6 +44,7 @@ from fold.folding.accumulate import (
 from fold.folding.attribute import ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
 from fold.folding.merge import merge_all
 from fold.folding.native_rows import (
+    frame_of,
     line_rows_of,
     lookup,
     seed_columns,
@@ -304,23 +305,16 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     step_times = per_request.head(attributed).select(REQUEST_KEY)
     step_times = step_times.with_columns(series("t_ns", raw["t_ns"]))
     native_rows = line_rows_of(path, raw, attributed)
-    histogram = pl.DataFrame(
-        [
-            series("leg", raw["hist_leg"]),
-            series("proposed", raw["hist_proposed"]),
-            series("accepted", raw["hist_accepted"]),
-            series("count", raw["hist_count"]),
-        ]
-    )
-    bins = pl.DataFrame(
-        [
-            series("leg", raw["bin_leg"]),
-            series("bin", raw["bin"]),
-            series("steps", raw["bin_steps"]),
-            series("proposed", raw["bin_proposed"]),
-            series("accepted", raw["bin_accepted"]),
-        ]
-    )
+    histogram = frame_of(
+        raw,
+        {"leg": "hist_leg", "proposed": "hist_proposed", "accepted": "hist_accepted",
+         "count": "hist_count"},
+    )  # fmt: skip
+    bins = frame_of(
+        raw,
+        {"leg": "bin_leg", "bin": "bin", "steps": "bin_steps", "proposed": "bin_proposed",
+         "accepted": "bin_accepted"},
+    )  # fmt: skip
     files = pl.DataFrame(
         {
             "path": [path],

@@ -27,6 +27,11 @@ def series(name: str, capsules: tuple[object, object]) -> pl.Series:
     return pl.Series(ArrowColumn(capsules)).alias(name)
 
 
+def frame_of(raw: dict[str, Any], columns: dict[str, str]) -> pl.DataFrame:
+    """The result's columns ``columns`` (name in the frame: key in ``raw``) as one frame."""
+    return pl.DataFrame([series(name, raw[key]) for name, key in columns.items()])
+
+
 SEED_SCHEMA = {
     "leg": pl.Int64(),
     "w": pl.String(),
@@ -83,23 +88,21 @@ def seed_columns(seeds: pl.DataFrame) -> tuple[Any, ...]:
 def line_rows_of(path: str, raw: dict[str, Any], attributed: int) -> dict[str, pl.DataFrame]:
     """The pass's rows by output position and draft length, and each attributed request's
     span of bytes, naming requests by their row in the step times."""
-    positions = pl.DataFrame(
-        [
-            series("request", raw["bucket_row"]),
-            series("bucket", raw["bucket"]),
-            series("steps", raw["bucket_steps"]),
-            series("proposed", raw["bucket_proposed"]),
-            series("accepted", raw["bucket_accepted"]),
-        ]
+    positions = frame_of(
+        raw,
+        {
+            "request": "bucket_row",
+            "bucket": "bucket",
+            "steps": "bucket_steps",
+            "proposed": "bucket_proposed",
+            "accepted": "bucket_accepted",
+        },
     )
-    lengths = pl.DataFrame(
-        [
-            series("request", raw["length_row"]),
-            series("length", raw["length"]),
-            series("intervals", raw["length_intervals"]),
-            series("ns", raw["length_ns"]),
-        ]
-    )
+    lengths = frame_of(
+        raw,
+        {"request": "length_row", "length": "length", "intervals": "length_intervals",
+         "ns": "length_ns"},
+    )  # fmt: skip
     spans = pl.DataFrame(
         [
             series("first_offset", raw["first_offset"]).head(attributed),
