@@ -32,7 +32,7 @@ import fold.folding.native_rows
 from fold import _native  # fails here when the extension was not built
 from fold.api import LogFold
 from fold.errors import InputError
-from fold.folding.line_rows import LineRows, line_rows
+from fold.folding.line_rows import LineRows, draft_counts, line_rows
 from fold.folding.logfile import Legs, LogFile
 from fold.folding.merge import merge_all
 from fold.inputs.arm import arm_from_document
@@ -173,6 +173,10 @@ def test_one_file_both_ways_against_the_definition(tmp_path_factory, lines):
     wanted = by_definition(lines)
     assert folded_rows([log], native=True) == wanted
     assert folded_rows([log], native=False) == wanted
+    # Requests read back each on their own (however close their bytes): the same rows.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fold.folding.line_rows, "READ_BACK_GAP", -1)
+        assert folded_rows([log], native=True) == wanted
 
 
 @settings(max_examples=100, deadline=None)
@@ -262,19 +266,87 @@ def test_a_deferred_line_in_a_request_is_held_and_the_rest_read_back(tmp_path: P
 
 def test_a_log_changed_before_its_lines_are_read_again_is_refused(tmp_path: Path):
     """A request out of time order is read again after the read; if the file no longer holds
-    the lines first read there (rewritten in between), the fold is refused, not made from
-    other lines."""
+    the lines first read there (rewritten in between), the fold is refused, naming the file,
+    not made from other lines."""
     lines: list[Line] = [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (50, 10, 30)]
+    log = tmp_path / "steps.jsonl"
+    write(log, lines)
+    arm = arm_from_document(legs())
+    index = Legs.of(arm.legs)
+    with native_switch(True):  # one read, as LogFold's: its partial before the lines are held
+        partial = merge_all([piece for piece, _ in LogFile(str(log)).read_available(index)])
+    assert partial.line_spans["unordered"].to_list() == [True]
+    write(log, [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (51, 10, 30)])
+    with pytest.raises(InputError, match=f"{log}: the step log changed while it was read"):
+        line_rows(partial, index.native)
+    write(log, lines)  # as it was: read again, the same lines
+    rows = line_rows(partial, index.native)
+    assert keyed(rows, partial.step_times) == by_definition(lines)
+
+
+def test_lines_out_of_order_are_held_while_the_file_is_there(tmp_path: Path):
+    """A fold that may go on (a ``LogFold``, a follower) reads back the lines of a request it
+    could not fold in order as soon as it has read the file: the file removed afterwards, the
+    fold is still made, and the same as the reference's."""
+    lines: list[Line] = [
+        *[(WRITERS[0], 1, 0, offset, 4, 2, 3) for offset in (50, 10, 30)],
+        *[(WRITERS[1], 2, 0, offset, 4, 1, None) for offset in (5, 15, 25)],
+    ]
     log = tmp_path / "steps.jsonl"
     write(log, lines)
     arm = arm_from_document(legs())
     with native_switch(True):
         fold = LogFold(arm)
         fold.add_file(str(log))
-    assert fold.partial.line_spans["unordered"].to_list() == [True]
-    write(log, [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (51, 10, 30)])
-    with pytest.raises(InputError, match="changed while it was read"):
-        line_rows(fold.partial, Legs.of(arm.legs).native)
-    write(log, lines)  # as it was: read again, the same lines
+    # the request out of order is held (3 lines), the other stands as the pass folded it
+    assert fold.partial.held_lines["t_ns"].list.len().to_list() == [3]
+    assert fold.partial.line_spans.height == 1
+    log.unlink()
     rows = line_rows(fold.partial, Legs.of(arm.legs).native)
     assert keyed(rows, fold.partial.step_times) == by_definition(lines)
+
+
+def test_a_log_rewritten_before_its_lines_are_counted_again_is_refused(tmp_path: Path):
+    """The steps by draft position count the pass's lines again from the file: a file whose
+    lines changed in between (same length, other counts) is refused, naming it."""
+    lines: list[Line] = [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (10, 20, 30)]
+    log = tmp_path / "steps.jsonl"
+    write(log, lines)
+    arm = arm_from_document(legs())
+    with native_switch(True):
+        fold = LogFold(arm)
+        fold.add_file(str(log))
+    index = Legs.of(arm.legs).native
+    counted = draft_counts(fold.partial, index)
+    assert counted.rows() == [(0, 4, 2, 3)]
+    write(log, [(WRITERS[0], 1, 0, offset, 4, 1, None) for offset in (10, 20, 30)])
+    with pytest.raises(InputError, match=f"{log}: the step log changed while it was read"):
+        draft_counts(fold.partial, index)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_followed_log_removed_stays_in_the_fold_out_of_order_lines_and_all(
+    tmp_path: Path, native: bool
+):
+    """follow.py: a log removed while followed keeps what was read in the fold. Its request
+    out of time order was read back and held when it was read, so the fold is the same as
+    before the file went, both ways."""
+    from fold.folding.follow import Follower
+
+    lines: list[Line] = [
+        *[(WRITERS[0], 1, leg, offset, 4, 2, 3) for leg in (0, 1) for offset in (50, 10, 30)],
+        *[(WRITERS[1], 2, leg, offset, 4, 1, None) for leg in (0, 1) for offset in (5, 15)],
+    ]
+    log = tmp_path / "steps.jsonl"
+    write(log, lines)
+    arm_path = tmp_path / "arm.json"
+    arm_path.write_text(json.dumps({"legs": legs()}))
+    with native_switch(native):
+        follower = Follower(str(arm_path), [str(log)])
+        before = follower.poll()
+        log.rename(tmp_path / "moved.jsonl")
+        after = follower.poll()
+        final = follower.finish()
+    assert before.result is not None and after.result is not None, after.status
+    assert after.result.to_json() == before.result.to_json()
+    assert final.to_json()["warm"] == before.result.to_json()["warm"]

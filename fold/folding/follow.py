@@ -32,6 +32,7 @@ from fold.errors import FoldError, InputError
 from fold.folding.accumulate import PartialFold
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
 from fold.folding.document import Document
+from fold.folding.line_rows import hold_unsure
 from fold.folding.log_fold import LogFold
 from fold.folding.logfile import Legs, LogFile
 from fold.folding.merge import merge_all
@@ -330,8 +331,10 @@ class Follower:
         if steps is not None:
             self._lines += steps.height
             self._provisional.add(steps)
-        if partial is not None:
-            self._partial = merge_all([self._partial, partial])
+        if partial is not None and self._arm.legs is not None:
+            # Lines the reads cannot fold in order are held while the file is there to read.
+            merged = merge_all([self._partial, partial])
+            self._partial = hold_unsure(merged, self._arm.legs.native)
 
     # -- the view ----------------------------------------------------------------------------
 

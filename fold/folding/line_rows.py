@@ -19,13 +19,13 @@ counted from the same two sources, the lines read back in counting mode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from fold.errors import InputError
 from fold.folding import native
-from fold.folding.accumulate import REQUEST_KEY, TOKEN_BITS, TOKEN_MASK, PartialFold
+from fold.folding.accumulate import REQUEST_KEY, SCHEMAS, TOKEN_BITS, TOKEN_MASK, PartialFold
 from fold.folding.by_position import ordered_bucket_sums
 from fold.folding.step_lengths import ordered_length_sums
 
@@ -88,6 +88,35 @@ def line_rows(partial: PartialFold, legs: native.NativeLegs) -> LineRows:
     return LineRows(buckets.cast(BUCKETS), lengths.cast(LENGTHS))
 
 
+def hold_unsure(partial: PartialFold, legs: native.NativeLegs) -> PartialFold:
+    """``partial`` with the lines of every request whose pass rows do not stand read back now
+    and held (``held_lines``), their spans and pass rows dropped: a fold that goes on reading
+    (a follower's, a ``LogFold`` given more files) makes them from lines it holds, whatever
+    becomes of the files later (removed, rewritten). A log the hook wrote has none."""
+    if _all_standing(partial):
+        return partial
+    standing = _standing(partial)
+    unsure = partial.line_spans.filter(~pl.col("request").is_in(standing.implode()))
+    if not unsure.height:
+        return partial
+    again = unsure["request"].unique().sort()
+    lines = _lines_again(partial, again, legs)
+    held = pl.concat(
+        [partial.held_lines.filter(~pl.col("request").is_in(again.implode())), lines]
+    ).sort("request")
+
+    def kept(table: pl.DataFrame) -> pl.DataFrame:
+        return table.filter(~pl.col("request").is_in(again.implode()))
+
+    return replace(
+        partial,
+        held_lines=held.cast(SCHEMAS["held_lines"]),
+        line_spans=kept(partial.line_spans),
+        position_rows=kept(partial.position_rows),
+        length_rows=kept(partial.length_rows),
+    )
+
+
 def draft_counts(partial: PartialFold, legs: native.NativeLegs) -> pl.DataFrame:
     """Per request (its row in ``step_times``) and (proposed, accepted), the lines met: from
     the held lines, and the lines the pass read, counted again from their bytes."""
@@ -101,7 +130,34 @@ def draft_counts(partial: PartialFold, legs: native.NativeLegs) -> pl.DataFrame:
         .agg(pl.col("count").sum())
         .sort("request", "proposed", "accepted")
     )
+    _check_counts(counted, partial, _paths(partial.line_spans))
     return counted.cast(DRAFT_COUNTS)
+
+
+def _check_counts(counted: pl.DataFrame, partial: PartialFold, paths: str) -> None:
+    """The lines counted again are the lines the read met: per request as many, and as many
+    tokens proposed and accepted, or the file changed between the two reads."""
+    totals = counted.group_by("request").agg(
+        pl.col("count").sum().alias("lines"),
+        (pl.col("proposed") * pl.col("count")).sum().alias("proposed"),
+        (pl.col("accepted") * pl.col("count")).sum().alias("accepted"),
+    )
+    rows = partial.step_times.select(REQUEST_KEY).with_row_index("request")
+    met = rows.join(
+        partial.requests.select(*REQUEST_KEY, "lines", "proposed", "accepted"),
+        on=REQUEST_KEY,
+        how="left",
+        nulls_equal=True,
+    ).select("request", "lines", "proposed", "accepted")
+    compared = met.join(totals, on="request", how="full", suffix="_counted", coalesce=True)
+    differs = compared.filter(
+        (pl.col("lines") != pl.col("lines_counted"))
+        | (pl.col("proposed") != pl.col("proposed_counted"))
+        | (pl.col("accepted") != pl.col("accepted_counted"))
+        | pl.any_horizontal(pl.all().is_null())
+    )
+    if differs.height:
+        raise _changed(paths, "its lines counted again for the steps by draft position differ")
 
 
 def _all_standing(partial: PartialFold) -> bool:
@@ -152,21 +208,35 @@ def _lines_again(partial: PartialFold, again: pl.Series, legs: native.NativeLegs
         [part.cast({"request": pl.UInt32, "t_ns": pl.Int64, "tokens": pl.Int64}) for part in parts]
     )
     found = lines.group_by("request").agg("t_ns", "tokens").sort("request")
-    _check_read_back(found, partial.step_times, again)
+    _check_read_back(found, partial.step_times, again, _paths(spans))
     return found
 
 
-def _check_read_back(found: pl.DataFrame, step_times: pl.DataFrame, again: pl.Series) -> None:
+def _check_read_back(
+    found: pl.DataFrame, step_times: pl.DataFrame, again: pl.Series, paths: str
+) -> None:
     """Each request's lines read back and held are the lines the read met (their times, as a
     multiset), or the file changed between the two reads: refused, not folded."""
     met = step_times.select(pl.col("t_ns").list.sort())[again]
     read = found.select(pl.col("t_ns").list.sort())
     if found["request"].to_list() != again.to_list() or not met.equals(read):
-        raise InputError(
-            "a step log changed while it was read: its lines read again for their order are "
-            "not the lines first read (was it rewritten, or truncated and written again?); "
-            "fold it again once its writer is done"
-        )
+        raise _changed(paths, "its lines read again for their order are not the lines first read")
+
+
+def _changed(paths: str, what: str) -> InputError:
+    return InputError(
+        f"{paths}: the step log changed while it was read: {what} (was it rewritten, or "
+        "truncated and written again?); fold it again once its writer is done"
+    )
+
+
+def _paths(spans: pl.DataFrame) -> str:
+    return ", ".join(sorted({str(path) for path in spans["path"].unique().to_list()}))
+
+
+READ_BACK_GAP = 64 << 20
+"""Spans of requests read back closer than this many bytes are read in one go; farther ones
+apart, so that two requests at either end of a large log do not read all of it again."""
 
 
 def _read_back(
@@ -178,17 +248,33 @@ def _read_back(
     counts: bool,
 ) -> pl.DataFrame:
     """The requests' lines (or their counts) read back from the bytes their spans cover in
-    ``path``, once over the smallest range that holds them all; ``request`` in the result is
+    ``path``, spans less than ``READ_BACK_GAP`` apart in one read; ``request`` in the result is
     the row in ``spans``."""
-    begin = int(spans["first_offset"].min())
-    end = int(spans["last_end"].max())
+    ordered = spans.with_row_index("row").sort("first_offset")
+    starts = ordered["first_offset"].to_list()
+    ends = ordered["last_end"].to_list()
+    groups: list[tuple[int, int, list[int]]] = []  # (begin, end, rows of spans)
+    for index, (begin, end) in enumerate(zip(starts, ends, strict=True)):
+        if groups and begin <= groups[-1][1] + READ_BACK_GAP:
+            first, last, members = groups[-1]
+            groups[-1] = (first, max(last, end), [*members, index])
+        else:
+            groups.append((begin, end, [index]))
     keys = step_times.select(REQUEST_KEY)[spans["request"]]
-    try:
-        return native.collect_lines(path, begin, end, legs, keys, counts=counts)
-    except OSError as error:
-        raise InputError(
-            f"{path}: cannot read the step log again for its requests' lines in order: {error}"
-        ) from error
+    rows = ordered["row"]
+    parts = []
+    for begin, end, members in groups:
+        chosen = rows.gather(members)
+        try:
+            found = native.collect_lines(path, begin, end, legs, keys[chosen], counts=counts)
+        except OSError as error:
+            raise InputError(
+                f"{path}: cannot read the step log again for its requests' lines in order: {error}"
+            ) from error
+        parts.append(
+            found.with_columns(chosen.cast(pl.Int64).gather(found["request"]).alias("request"))
+        )
+    return pl.concat(parts)
 
 
 def _held_counts(held: pl.DataFrame) -> pl.DataFrame:

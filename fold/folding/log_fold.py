@@ -17,6 +17,7 @@ from fold.folding.counter_fold import fold_counters
 from fold.folding.document import Document
 from fold.folding.engine_trace_fold import engine_trace_fold
 from fold.folding.line_figures import LineFigures
+from fold.folding.line_rows import hold_unsure
 from fold.folding.logfile import Legs, LogFile
 from fold.folding.merge import ROW_TABLES, merge_all
 from fold.folding.result import ENGINE_TRACE, STEP_LOG
@@ -85,7 +86,8 @@ class LogFold:
             if progress is not None and log.offset > reported:
                 progress(log.offset - reported)
                 reported = log.offset
-        self.partial = merge_all([self.partial, *pending])
+        # Lines the read could not fold in order are held now, while the file is there.
+        self.partial = hold_unsure(merge_all([self.partial, *pending]), self.legs().native)
         log.finish()
         self.read_counts[path] = log.counts
 

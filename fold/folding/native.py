@@ -368,7 +368,7 @@ def collect_lines(
         requests["leg"].cast(pl.Int64).to_numpy(), counts,
     )  # fmt: skip
     if not raw["complete"]:
-        raise OSError(f"{path} changed while its lines were read again")
+        raise OSError("it is shorter than when it was read")
     names = (
         ("request", "proposed", "accepted", "count") if counts else ("request", "t_ns", "tokens")
     )
