@@ -135,14 +135,17 @@ def draft_counts(partial: PartialFold, legs: native.NativeLegs) -> pl.DataFrame:
 
 
 def _check_counts(counted: pl.DataFrame, partial: PartialFold, paths: str) -> None:
-    """The lines counted again are the lines the read met: per request as many, and as many
-    tokens proposed and accepted, or the file changed between the two reads."""
+    """The lines counted again are the lines the read met: per request read back, as many, and
+    as many tokens proposed and accepted, or the file changed between the two reads."""
+    read_back = partial.line_spans["request"].unique().implode()
+    counted = counted.filter(pl.col("request").is_in(read_back))
     totals = counted.group_by("request").agg(
         pl.col("count").sum().alias("lines"),
         (pl.col("proposed") * pl.col("count")).sum().alias("proposed"),
         (pl.col("accepted") * pl.col("count")).sum().alias("accepted"),
     )
     rows = partial.step_times.select(REQUEST_KEY).with_row_index("request")
+    rows = rows.filter(pl.col("request").is_in(read_back))
     met = rows.join(
         partial.requests.select(*REQUEST_KEY, "lines", "proposed", "accepted"),
         on=REQUEST_KEY,
