@@ -5,7 +5,8 @@ Each input is a step log (bytes, any bytes). It is folded over ``fuzz/arm.json``
 the fold, the JSON on stdout, the error handling) four times: native and reference, each with
 and without ``--skip-bad-lines``. A finding is any of:
 
-- the two readers differ in exit status, stdout or stderr;
+- the two readers differ in exit status, stdout or stderr, or the native reader differs from
+  itself read on several threads (a share of ``THREAD_SHARE`` bytes);
 - an exit status other than 0, 1 or 2, or the command's "this is a bug" line (an unexpected
   exception: ``fold.cli`` turns those into a message instead of a traceback);
 - a negative count in the JSON, or a histogram or per-position list longer than the format's
@@ -52,13 +53,29 @@ class Finding(AssertionError):
     """What the fuzzer reports: the input breaks one of the rules above."""
 
 
-def _command(log: str, *, native: bool, skip: bool) -> tuple[int, bytes, str]:
+THREAD_SHARE = 97
+"""Bytes a reading thread takes in the third fold of each input: a log of a few lines is read
+on every core, so a request two ranges share is folded again from its bytes (the one path
+only logs of many MiB take otherwise)."""
+
+
+def _command(
+    log: str, *, native: bool, skip: bool, bytes_per_thread: int | None = None
+) -> tuple[int, bytes, str]:
     """(exit status, stdout, stderr) of ``fold-acceptance ARM LOG --json -`` in this process,
-    run as every target runs the command (``harness.run``)."""
+    run as every target runs the command (``harness.run``); ``bytes_per_thread``: the native
+    reader's thread share for this run."""
     arguments = [ARM, log, "--json", "-", "--bootstrap", "0", "--quiet"]
     if skip:
         arguments.append("--skip-bad-lines")
-    outcome = run(arguments, native=native)
+    import fold.folding.native as native_reader
+
+    saved = native_reader.BYTES_PER_THREAD
+    native_reader.BYTES_PER_THREAD = bytes_per_thread
+    try:
+        outcome = run(arguments, native=native)
+    finally:
+        native_reader.BYTES_PER_THREAD = saved
     return outcome.status, outcome.stdout, outcome.stderr
 
 
@@ -92,6 +109,12 @@ def check(data: bytes, directory: str) -> None:
             raise Finding(
                 f"the readers differ (skip_bad_lines={skip}):\n  native    {native!r}\n"
                 f"  reference {reference!r}"
+            )
+        threaded = _command(log, native=True, skip=skip, bytes_per_thread=THREAD_SHARE)
+        if threaded != native:
+            raise Finding(
+                f"the native reader differs on several threads (skip_bad_lines={skip}):\n"
+                f"  threads   {threaded!r}\n  one       {native!r}"
             )
         status, stdout, stderr = native
         if status not in (0, 1, 2):

@@ -68,6 +68,11 @@ except ImportError:  # built without a compiler or Python headers: the polars re
     _native = None
 
 ENVIRONMENT_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
+
+BYTES_PER_THREAD: int | None = None
+"""Bytes of a range per reading thread when a read does not say; None: the extension's own
+(8 MiB). The differential fuzzer sets it small, so that its small logs are read on several
+threads and the requests a later range continues are read again."""
 _DEFERRED, _BAD, _REFUSED = 0, 1, 2
 _PER_LINE_GROUPS, _PER_LINE_TRACE = 1, 2  # what fold_range keeps per line beside its sums
 
@@ -157,7 +162,12 @@ def read_range(
     order that calls for one. None when the pass cannot take the range (a sum beyond 64 bits,
     or more than a million deferred lines): the caller reads it with the polars reader.
     """
-    extra = [value for value in (block, bytes_per_thread) if value is not None]
+    share = bytes_per_thread if bytes_per_thread is not None else BYTES_PER_THREAD
+    extra = {
+        name: value
+        for name, value in (("block", block), ("bytes_per_thread", share))
+        if value is not None
+    }
     per_line = _PER_LINE_GROUPS if want_steps else _PER_LINE_TRACE if want_lines else 0
     raw = _native.fold_range(
         path,
@@ -167,7 +177,7 @@ def read_range(
         per_line,
         *native_legs.arguments,
         TIME_BINS_PER_LEG,
-        *extra,
+        **extra,
         seeds=None if seeds is None or not seeds.height else seed_columns(seeds),
         keep_seeds=keep_seeds,
     )
