@@ -32,9 +32,11 @@ import fold.folding.native_rows
 from fold import _native  # fails here when the extension was not built
 from fold.api import LogFold
 from fold.errors import InputError
+from fold.folding.accumulate import PartialFold
 from fold.folding.line_rows import LineRows, draft_counts, line_rows
 from fold.folding.logfile import Legs, LogFile
 from fold.folding.merge import merge_all
+from fold.folding.native import NativeLegs
 from fold.inputs.arm import arm_from_document
 
 WRITERS = ["00000000000000a1", "00000000000000b2", "00000000000000c3"]
@@ -151,14 +153,22 @@ def keyed(rows: LineRows, step_times: pl.DataFrame) -> tuple[set[tuple], set[tup
     )
 
 
-def folded_rows(paths: list[str], *, native: bool) -> tuple[set[tuple], set[tuple]]:
+def folded(paths: list[str], *, native: bool = True) -> tuple[PartialFold, NativeLegs]:
+    """The partial fold of the files over ``legs()`` (a ``LogFold``'s), and the legs as the
+    pass takes them."""
     arm = arm_from_document(legs())
     with native_switch(native):
         fold = LogFold(arm)
         for path in paths:
             fold.add_file(path)
-        rows = line_rows(fold.partial, Legs.of(arm.legs).native)
-    return keyed(rows, fold.partial.step_times)
+    return fold.partial, Legs.of(arm.legs).native
+
+
+def folded_rows(paths: list[str], *, native: bool) -> tuple[set[tuple], set[tuple]]:
+    partial, index = folded(paths, native=native)
+    with native_switch(native):
+        rows = line_rows(partial, index)
+    return keyed(rows, partial.step_times)
 
 
 def write(path: Path, lines: list[Line]) -> str:
@@ -254,14 +264,9 @@ def test_a_deferred_line_in_a_request_is_held_and_the_rest_read_back(tmp_path: P
     body[2] = body[2].replace(b'"accepted": 2', b'"accepted": 0, "accepted": 2')
     log = tmp_path / "steps.jsonl"
     log.write_bytes(b"".join(body))
-    arm = arm_from_document(legs())
-    with native_switch(True):
-        fold = LogFold(arm)
-        fold.add_file(str(log))
-    assert fold.partial.held_lines.height == 1  # the deferred line's request
-    assert keyed(line_rows(fold.partial, Legs.of(arm.legs).native), fold.partial.step_times) == (
-        by_definition(lines)
-    )
+    partial, index = folded([str(log)])
+    assert partial.held_lines.height == 1  # the deferred line's request
+    assert keyed(line_rows(partial, index), partial.step_times) == by_definition(lines)
 
 
 def test_a_log_changed_before_its_lines_are_read_again_is_refused(tmp_path: Path):
@@ -294,16 +299,12 @@ def test_lines_out_of_order_are_held_while_the_file_is_there(tmp_path: Path):
     ]
     log = tmp_path / "steps.jsonl"
     write(log, lines)
-    arm = arm_from_document(legs())
-    with native_switch(True):
-        fold = LogFold(arm)
-        fold.add_file(str(log))
+    partial, index = folded([str(log)])
     # the request out of order is held (3 lines), the other stands as the pass folded it
-    assert fold.partial.held_lines["t_ns"].list.len().to_list() == [3]
-    assert fold.partial.line_spans.height == 1
+    assert partial.held_lines["t_ns"].list.len().to_list() == [3]
+    assert partial.line_spans.height == 1
     log.unlink()
-    rows = line_rows(fold.partial, Legs.of(arm.legs).native)
-    assert keyed(rows, fold.partial.step_times) == by_definition(lines)
+    assert keyed(line_rows(partial, index), partial.step_times) == by_definition(lines)
 
 
 def test_a_log_rewritten_before_its_lines_are_counted_again_is_refused(tmp_path: Path):
@@ -312,16 +313,11 @@ def test_a_log_rewritten_before_its_lines_are_counted_again_is_refused(tmp_path:
     lines: list[Line] = [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (10, 20, 30)]
     log = tmp_path / "steps.jsonl"
     write(log, lines)
-    arm = arm_from_document(legs())
-    with native_switch(True):
-        fold = LogFold(arm)
-        fold.add_file(str(log))
-    index = Legs.of(arm.legs).native
-    counted = draft_counts(fold.partial, index)
-    assert counted.rows() == [(0, 4, 2, 3)]
+    partial, index = folded([str(log)])
+    assert draft_counts(partial, index).rows() == [(0, 4, 2, 3)]
     write(log, [(WRITERS[0], 1, 0, offset, 4, 1, None) for offset in (10, 20, 30)])
     with pytest.raises(InputError, match=f"{log}: the step log changed while it was read"):
-        draft_counts(fold.partial, index)
+        draft_counts(partial, index)
 
 
 @pytest.mark.parametrize("native", [True, False])

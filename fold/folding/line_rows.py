@@ -122,8 +122,7 @@ def draft_counts(partial: PartialFold, legs: native.NativeLegs) -> pl.DataFrame:
     the held lines, and the lines the pass read, counted again from their bytes."""
     parts = [_held_counts(partial.held_lines)]
     for path, spans in _by_path(partial.line_spans):
-        found = _read_back(path, spans, partial.step_times, legs, counts=True)
-        parts.append(found.with_columns(spans["request"].gather(found["request"])))
+        parts.append(_read_back(path, spans, partial.step_times, legs, counts=True))
     counted = (
         pl.concat([part.cast(DRAFT_COUNTS) for part in parts])
         .group_by("request", "proposed", "accepted")
@@ -201,12 +200,7 @@ def _lines_again(partial: PartialFold, again: pl.Series, legs: native.NativeLegs
     parts = [held.drop_nulls("t_ns").select("request", "t_ns", "tokens")]
     spans = partial.line_spans.filter(pl.col("request").is_in(again.implode()))
     for path, named in _by_path(spans):
-        found = _read_back(path, named, partial.step_times, legs, counts=False)
-        parts.append(
-            found.with_columns(named["request"].gather(found["request"])).select(
-                "request", "t_ns", "tokens"
-            )
-        )
+        parts.append(_read_back(path, named, partial.step_times, legs, counts=False))
     lines = pl.concat(
         [part.cast({"request": pl.UInt32, "t_ns": pl.Int64, "tokens": pl.Int64}) for part in parts]
     )
@@ -252,7 +246,7 @@ def _read_back(
 ) -> pl.DataFrame:
     """The requests' lines (or their counts) read back from the bytes their spans cover in
     ``path``, spans less than ``READ_BACK_GAP`` apart in one read; ``request`` in the result is
-    the row in ``spans``."""
+    the request's row in ``step_times``, as in ``spans``."""
     ordered = spans.with_row_index("row").sort("first_offset")
     starts = ordered["first_offset"].to_list()
     ends = ordered["last_end"].to_list()
@@ -265,6 +259,7 @@ def _read_back(
             groups.append((begin, end, [index]))
     keys = step_times.select(REQUEST_KEY)[spans["request"]]
     rows = ordered["row"]
+    requests = spans["request"]
     parts = []
     for begin, end, members in groups:
         chosen = rows.gather(members)
@@ -274,9 +269,7 @@ def _read_back(
             raise InputError(
                 f"{path}: cannot read the step log again for its requests' lines in order: {error}"
             ) from error
-        parts.append(
-            found.with_columns(chosen.cast(pl.Int64).gather(found["request"]).alias("request"))
-        )
+        parts.append(found.with_columns(requests.gather(chosen.gather(found["request"]))))
     return pl.concat(parts)
 
 

@@ -48,7 +48,7 @@ def merge_all(partials: list[PartialFold]) -> PartialFold:
             for partial, rows in zip(partials, renumbered, strict=True)
             if rows is not None and getattr(partial, name).height
         ]
-        tables[name] = _merge(name, pieces) if len(pieces) != 1 else pieces[0]
+        tables[name] = _merge(name, pieces)
     return PartialFold(step_times=step_times, **tables)
 
 

@@ -45,6 +45,7 @@ from fold.folding.attribute import ATTRIBUTED, UNATTRIBUTED, LegWindows, attribu
 from fold.folding.merge import merge_all
 from fold.folding.native_rows import (
     frame_of,
+    key_columns,
     line_rows_of,
     lookup,
     seed_columns,
@@ -367,16 +368,9 @@ def collect_lines(
     (``REQUEST_KEY``), read again: per line its request (row in ``requests``), ``t_ns`` and
     packed ``tokens``, in file order; with ``counts``, per (request, proposed, accepted) the
     lines met. An ``OSError`` when the file cannot be read, or changed under the read."""
-    writer = (
-        requests["w"].str.to_integer(base=16, dtype=pl.UInt64).cast(pl.Int64, wrap_numerical=True)
-    )
-    seq = requests["seq"].fill_null(0).cast(pl.Int64, wrap_numerical=True)
-    points, segment_leg, segment_status, labels = native_legs.arguments[:4]
     raw = _native.collect_lines(
-        path, begin, end, points, segment_leg, segment_status, labels,
-        writer.to_numpy(), seq.to_numpy(), requests["sid"].to_list(),
-        requests["leg"].cast(pl.Int64).to_numpy(), counts,
-    )  # fmt: skip
+        path, begin, end, *native_legs.arguments[:4], *key_columns(requests), counts
+    )
     if not raw["complete"]:
         raise OSError("it is shorter than when it was read")
     names = (

@@ -69,16 +69,29 @@ def seeds_of(raw: dict[str, Any], partial: PartialFold) -> pl.DataFrame | None:
     ).cast(SEED_SCHEMA)
 
 
+def writer_bits(requests: pl.DataFrame) -> pl.Series:
+    """Each request's writer as the extension keys it: its 16 hex digits' 64 bits, as int64
+    (null for a writer not in that form, which the pass never folds)."""
+    writer = requests["w"].str.to_integer(base=16, dtype=pl.UInt64, strict=False)
+    return writer.cast(pl.Int64, wrap_numerical=True)
+
+
+def key_columns(requests: pl.DataFrame) -> tuple[Any, ...]:
+    """Requests (``REQUEST_KEY``, every writer in the pass's form) named as the extension
+    takes them: writer and integer id as int64 bits, the string id or None, the leg."""
+    return (
+        writer_bits(requests).to_numpy(),
+        requests["seq"].fill_null(0).cast(pl.Int64, wrap_numerical=True).to_numpy(),
+        requests["sid"].to_list(),
+        requests["leg"].cast(pl.Int64).to_numpy(),
+    )
+
+
 def seed_columns(seeds: pl.DataFrame) -> tuple[Any, ...]:
     """``seeds`` as the extension takes them."""
-    writer = seeds["w"].str.to_integer(base=16, dtype=pl.UInt64, strict=False)
-    known = seeds.filter(writer.is_not_null())  # a writer the pass never folds: no seed
-    writer = writer.drop_nulls().cast(pl.Int64, wrap_numerical=True)
+    known = seeds.filter(writer_bits(seeds).is_not_null())  # a writer never folded: no seed
     return (
-        writer.to_numpy(),
-        known["seq"].fill_null(0).cast(pl.Int64, wrap_numerical=True).to_numpy(),
-        known["sid"].to_list(),
-        known["leg"].to_numpy(),
+        *key_columns(known),
         *(known[name].to_numpy() for name in ("last_t", "last_packed", "emitted_before")),
         known["bucket"].to_numpy(),
         known["unordered"].to_numpy(),
