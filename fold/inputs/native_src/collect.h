@@ -29,44 +29,30 @@ namespace fold_native {
 class Collector {
  public:
   Collector(const Legs& legs, const RequestKeys& keys, bool counts)
-      : attribution_(legs), keys_(keys), counts_(counts) {}
+      : steps_(legs, keys), counts_(counts) {}
 
   std::vector<std::int64_t> request, t_ns, tokens;  // the lines, in file order
   Table<std::int64_t> tally;  // with counts: key (request, proposed, accepted)
 
-  bool lines(const char* p, const char* end, std::int64_t) {
-    while (p < end) {
-      const char* newline;
-      bool glued;
-      Verdict verdict = read_line(p, end, step_, order_, newline, glued);
-      if (verdict == Verdict::kOk && step_rule(step_) == StepRule::kNone) line();
-      p = newline + 1;
-    }
-    return true;
+  bool lines(const char* p, const char* end, std::int64_t base) {
+    return steps_.lines(p, end, base,
+                        [this](std::int64_t at, const Step& step, std::int64_t, std::int64_t) {
+                          if (counts_) {
+                            tally.at(Key{static_cast<std::uint64_t>(at),
+                                         static_cast<std::uint64_t>(step.proposed),
+                                         step.accepted}) += 1;
+                          } else {
+                            request.push_back(at);
+                            t_ns.push_back(step.t_ns);
+                            tokens.push_back(packed_tokens(step));
+                          }
+                          return true;
+                        });
   }
 
  private:
-  void line() {
-    std::int64_t leg = attribution_.of(step_).second;
-    if (leg < 0) return;
-    std::int64_t at = keys_.find(step_, leg, scratch_, key_);
-    if (at < 0) return;
-    if (counts_) {
-      tally.at(Key{static_cast<std::uint64_t>(at), static_cast<std::uint64_t>(step_.proposed),
-                   step_.accepted}) += 1;
-      return;
-    }
-    request.push_back(at);
-    t_ns.push_back(step_.t_ns);
-    tokens.push_back(packed_tokens(step_));
-  }
-
-  Attribution attribution_;
-  const RequestKeys& keys_;
+  NamedSteps steps_;
   bool counts_;
-  Step step_;
-  KeyOrder order_;
-  std::string scratch_, key_;
 };
 
 inline const char kCollectDoc[] =

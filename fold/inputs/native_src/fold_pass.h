@@ -286,9 +286,6 @@ struct Crossing {
   std::int64_t first_offset, last_end;
 };
 
-struct KeyHash {
-  std::size_t operator()(const Key& key) const { return key.hash(); }
-};
 
 // Merges range `from` into `into` (the ranges before it, merged): sums add, the requests new
 // to `into` keep their LineOrder, and the requests both met are returned, to be continued.
@@ -379,51 +376,30 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
 class Continuation {
  public:
   Continuation(const Legs& legs, Fold& into, const std::vector<Crossing>& crossing)
-      : attribution_(legs), into_(into) {
+      : into_(into), steps_(legs, keys_) {
     for (const Crossing& request : crossing) {
-      places_.emplace(into.requests.entries()[request.place].key, request.place);
+      const Key& key = into.requests.entries()[request.place].key;
+      const std::string* sid = key.d != 0 ? &into.seq_ids[key.d - 1] : nullptr;
+      keys_.add(key.a, key.b, sid, key.c);
+      places_.push_back(request.place);
     }
   }
 
   // As Folder::lines; false: a sum overflowed.
   bool lines(const char* p, const char* end, std::int64_t base) {
-    const char* begin = p;
-    while (p < end) {
-      const char* newline;
-      bool glued;
-      Verdict verdict = read_line(p, end, step_, order_, newline, glued);
-      std::int64_t offset = base + (p - begin);
-      if (verdict == Verdict::kOk && step_rule(step_) == StepRule::kNone &&
-          !line(offset, offset + (newline - p) + 1)) {
-        return false;
-      }
-      p = newline + 1;
-    }
-    return true;
+    return steps_.lines(p, end, base, [this](std::int64_t at, const Step& step,
+                                             std::int64_t offset, std::int64_t stop) {
+      std::uint32_t place = places_[static_cast<std::size_t>(at)];
+      Request& request = into_.requests.entries()[place].value;
+      return follow_line(into_, place, request.order, step, offset, stop, false);
+    });
   }
 
  private:
-  bool line(std::int64_t offset, std::int64_t end) {
-    std::int64_t leg = attribution_.of(step_).second;
-    if (leg < 0) return true;
-    Key key{step_.writer, step_.seq, leg};
-    if (step_.seq_is_string) {
-      auto found = into_.seq_index.find(std::string(seq_id_of(step_, scratch_)));
-      if (found == into_.seq_index.end()) return true;
-      key.d = found->second;
-    }
-    auto found = places_.find(key);
-    if (found == places_.end()) return true;
-    Request& request = into_.requests.entries()[found->second].value;
-    return follow_line(into_, found->second, request.order, step_, offset, end, false);
-  }
-
-  Attribution attribution_;
   Fold& into_;
-  std::unordered_map<Key, std::uint32_t, KeyHash> places_;
-  Step step_;
-  KeyOrder order_;
-  std::string scratch_;
+  RequestKeys keys_;  // before steps_, which holds a reference to it
+  std::vector<std::uint32_t> places_;  // by key index
+  NamedSteps steps_;
 };
 
 }  // namespace fold_native

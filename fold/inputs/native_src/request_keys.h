@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "json_line.h"
+#include "line_parse.h"
 
 namespace fold_native {
 
@@ -54,6 +55,43 @@ class RequestKeys {
   }
 
   std::unordered_map<std::string, std::int64_t> index_;
+};
+
+// The steps of named requests among whole lines: each line parsed, judged and attributed as the
+// fold does (lines it does not fold pass by), and handed to `take(index, step, offset, end)`
+// when its request is one of `keys` (index: in the order added). What reads a request's lines
+// again does it this way: the requests a later range continues (Continuation), and the
+// requests whose lines Python reads back (Collector).
+class NamedSteps {
+ public:
+  NamedSteps(const Legs& legs, const RequestKeys& keys) : attribution_(legs), keys_(keys) {}
+
+  // As Folder::lines: [p, end) whole lines, `base` the file offset of p; false when `take`
+  // says stop.
+  template <class Take>
+  bool lines(const char* p, const char* end, std::int64_t base, Take&& take) {
+    const char* begin = p;
+    while (p < end) {
+      const char* newline;
+      bool glued;
+      Verdict verdict = read_line(p, end, step_, order_, newline, glued);
+      if (verdict == Verdict::kOk && step_rule(step_) == StepRule::kNone) {
+        std::int64_t leg = attribution_.of(step_).second;
+        std::int64_t at = leg < 0 ? -1 : keys_.find(step_, leg, scratch_, key_);
+        std::int64_t offset = base + (p - begin);
+        if (at >= 0 && !take(at, step_, offset, offset + (newline - p) + 1)) return false;
+      }
+      p = newline + 1;
+    }
+    return true;
+  }
+
+ private:
+  Attribution attribution_;
+  const RequestKeys& keys_;
+  Step step_;
+  KeyOrder order_;
+  std::string scratch_, key_;
 };
 
 // Where earlier reads of the same file left requests (LineOrder's state after their last
