@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import gc
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
 
 import fold.command.process  # noqa: F401  first: it sets the process up before numpy loads
 from fold.command import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from fold.command.streams import QuietStderr, StdoutFailed, settle_stderr
 from fold.errors import FoldError
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
 from fold.inputs.defaults import (
@@ -253,7 +253,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    status = _main(sys.argv[1:] if argv is None else list(argv))
+    try:
+        status = _main(sys.argv[1:] if argv is None else list(argv))
+    finally:
+        settle_stderr()  # with argparse's exits too: the status stays the command's own
     if argv is None:
         # The command's own process (its console script) ends here: with its objects frozen,
         # the interpreter's exit skips a last collection over all of them, about 0.03 s of
@@ -273,7 +276,8 @@ def _main(argv: list[str]) -> int:
         from fold.command.run import run_fold as run
     from rich.console import Console
 
-    stderr = Console(stderr=True, highlight=False)
+    # rich writes, flushes and asks isatty and fileno of its file, all QuietStderr has
+    stderr = Console(file=cast("IO[str]", QuietStderr(sys.stderr)), highlight=False)
     if sys.stdout is None:  # started with it closed (`>&-`): the answer would go nowhere
         stderr.print(
             "fold-acceptance: error: standard output is closed, and the answer is printed "
@@ -284,9 +288,7 @@ def _main(argv: list[str]) -> int:
         return EXIT_USAGE
     stdout = Console(highlight=False)
     try:
-        status = run(arguments, stdout, stderr)
-        sys.stdout.flush()  # a full disk shows here, not in the interpreter's flush at exit
-        return status
+        return run(arguments, stdout, stderr)
     except FoldError as error:
         label = "refused" if error.exit_code == EXIT_REFUSED else "error"
         stderr.print(f"fold-acceptance: {label}: {error}", markup=False, soft_wrap=True)
@@ -296,23 +298,27 @@ def _main(argv: list[str]) -> int:
         # writes, the interpreter's own flush at exit included, go nowhere instead of failing.
         _stdout_to_nowhere()
         return EXIT_OK
-    except OSError as error:
-        if error.filename is not None or error.errno not in _CANNOT_WRITE:
-            return _unexpected(error, stderr)
-        # Standard output's own write failed (a file names itself in its errors).
+    except StdoutFailed as error:
         stderr.print(
-            f"fold-acceptance: error: cannot write to standard output: {error.strerror}",
+            f"fold-acceptance: error: cannot write to standard output: {error}",
             markup=False,
             soft_wrap=True,
         )
         _stdout_to_nowhere()
         return EXIT_USAGE
+    except OSError as error:
+        # A read or a write the system refused (a disk that fails, a file gone under the
+        # command): the machine's, not the input's, and not a bug to report either.
+        where = f"{error.filename}: " if error.filename is not None else ""
+        stderr.print(
+            f"fold-acceptance: error: {where}{error.strerror or error}: the system refused a "
+            "read or a write; check the disk and the files named, then run again",
+            markup=False,
+            soft_wrap=True,
+        )
+        return EXIT_USAGE
     except Exception as error:  # the one place no traceback may pass
         return _unexpected(error, stderr)
-
-
-_CANNOT_WRITE = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF}
-"""Errors of a write to standard output that are the machine's, not an input's or a bug."""
 
 
 def _stdout_to_nowhere() -> None:

@@ -37,13 +37,15 @@ HELP_MODULES = {
     "fold.cli",
     "fold.command",
     "fold.command.process",
+    "fold.command.streams",
     "fold.errors",
     "fold.inputs",
     "fold.inputs.acceptance",
     "fold.inputs.defaults",
 }
-"""All of ours that ``--help`` may load: the command, its process setup, the errors and the
-two modules that hold the options' defaults (neither imports anything)."""
+"""All of ours that ``--help`` may load: the command, its process setup and its streams (the
+standard library only), the errors and the two modules that hold the options' defaults
+(neither imports anything)."""
 
 NOT_FOR_A_PLAIN_FOLD = (
     "matplotlib",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from fold.command.outputs import check_outputs
+from fold.command.streams import write_stdout
 from fold.errors import InputError
 from fold.ledger.check import DEFAULT_MIN_BASELINE, DEFAULT_WINDOW
 from fold.ledger.schema import Kept
@@ -251,9 +251,9 @@ def _run(arguments: argparse.Namespace, stdout: Console, stderr: Console) -> int
         ).encode()
     if not _written(arguments, data, markdown):
         if history is not None:
-            sys.stdout.write(history_table(history))
+            write_stdout(history_table(history))
         elif not arguments.export:
-            sys.stdout.write(runs_table(_given(listing)))
+            write_stdout(runs_table(_given(listing)))
     return 0
 
 
@@ -265,9 +265,9 @@ def _written(arguments: argparse.Namespace, data: Any, markdown: bytes) -> bool:
     if arguments.json and arguments.json != "-":
         _write(arguments.json, dumps(data))
     if arguments.json == "-":
-        sys.stdout.buffer.write(dumps(data))
+        write_stdout(dumps(data))
     elif arguments.markdown == "-":
-        sys.stdout.buffer.write(markdown)
+        write_stdout(markdown)
     else:
         return False
     return True
@@ -356,7 +356,7 @@ def _check(arguments, runs, keys, name: str, where: dict[str, str]) -> int:
     )
     markdown = check_markdown(data).encode() if arguments.markdown else b""
     if not _written(arguments, data, markdown):
-        sys.stdout.write(check_table(data))
+        write_stdout(check_table(data))
     counts = data["counts"]
     if counts["alert"]:
         return 1

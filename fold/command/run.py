@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from fold.command import EXIT_OK
 from fold.command.progress import ProgressBar
+from fold.command.streams import write_stdout
 from fold.errors import InputError
 
 if TYPE_CHECKING:
@@ -120,13 +120,13 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
             text += markdown_links(document, arguments.plots, arguments.markdown)
         record = text.encode()
         if arguments.markdown == "-":
-            sys.stdout.buffer.write(record)
+            write_stdout(record)
             if arguments.json:
                 write_atomically(arguments.json, dumps(document))
             return EXIT_OK
         write_atomically(arguments.markdown, record)
     if arguments.json == "-":
-        sys.stdout.buffer.write(dumps(document))
+        write_stdout(dumps(document))
         return EXIT_OK
     if arguments.json:
         write_atomically(arguments.json, dumps(document))
@@ -135,7 +135,7 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     text = terminal(
         document, width=stdout.width, details=arguments.details, color=stdout.is_terminal
     )
-    sys.stdout.write(text)
+    write_stdout(text)
     return EXIT_OK
 
 
