@@ -220,6 +220,7 @@ PyObject* build_result(RangeResult& result) {
       {"emitted_lines", column(c::kEmittedLines)},
       {"max_proposed", column(c::kMaxProposed)},
       {"max_n", column(c::kMaxN)},
+      {"sum_n", column(c::kSumN, true)},
       {"pid", column(c::kPid)},
       {"first_t_ns", column(c::kFirstT)},
       {"first_n", column(c::kFirstN)},

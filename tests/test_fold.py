@@ -497,3 +497,24 @@ def test_the_fold_leaves_the_cycle_collector_as_it_found_it(tmp_path, monkeypatc
     finally:
         gc.enable()
     assert seen_while_building == [False, False]
+
+
+def test_a_repeated_line_is_refused_where_it_makes_up_for_a_lost_one(tmp_path):
+    record = arm([leg(2, 0, 10)])
+    # n = 2 never arrived and n = 1 came twice: as many lines as the counter gives, so the
+    # count alone saw nothing lost and nothing read twice
+    lines = [step(ns(1), 2, 1, 0), step(ns(2), 2, 1, 1), step(ns(3), 2, 1, 1), step(ns(4), 2, 1, 3)]
+    path = write(tmp_path / "s.jsonl", lines)
+    with pytest.raises(RefusedError, match=r"not its counter's with none missing") as error:
+        fold_acceptance(record, [path])
+    assert str(error.value).startswith(f"{path}: writer {WRITER} (pid ")
+    # two lost (n = 0 and 1) and n = 3 twice: the missing values would have to add up to 0
+    lines = [step(ns(1), 2, 1, 3), step(ns(2), 2, 1, 3)]
+    path = write(tmp_path / "t.jsonl", lines)
+    with pytest.raises(RefusedError, match=r"with 2 missing: some n came twice"):
+        fold_acceptance(record, [path])
+    # the documented limit: n = 1, 3 and 4 lost, 2 twice; the missing values {1, 4} would
+    # add up alike, so this reads as two lost
+    lines = [step(ns(t), 2, 1, n) for t, n in enumerate([0, 2, 2, 5], start=1)]
+    result = fold_acceptance(record, [write(tmp_path / "u.jsonl", lines)])
+    assert result.fold.lost_lines == 2

@@ -90,6 +90,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "pid": pl.Int64(),
         "lines": pl.Int64(),
         "max_n": pl.Int64(),
+        "sum_n": pl.UInt64(),
     },
     "step_times": {
         "leg": pl.Int64(),
@@ -147,6 +148,7 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "emitted_lines": pl.Int64(),
     "max_proposed": pl.Int64(),
     "max_n": pl.Int64(),
+    "sum_n": pl.UInt64(),
     "pid": pl.Int64(),
     "t_ns": pl.List(pl.Int64()),
     "tokens": pl.List(pl.Int64()),
@@ -268,8 +270,16 @@ def request_sums() -> list[pl.Expr]:
         pl.col("emitted").is_not_null().sum().cast(pl.Int64).alias("emitted_lines"),
         pl.col("proposed").max().alias("max_proposed"),
         pl.col("n").max().alias("max_n"),
+        sum_mod_64("n").alias("sum_n"),
         pl.col("pid").max(),
     ]
+
+
+def sum_mod_64(column: str) -> pl.Expr:
+    """A column's values (each below 2^64) summed modulo 2^64, as the native pass wraps them:
+    the writers' ``sum_n`` never overflows, and still tells a repeated ``n`` (``_writers``)."""
+    whole = pl.col(column).cast(pl.Int128).sum() % pl.lit(2**64, dtype=pl.Int128)
+    return whole.cast(pl.UInt64)
 
 
 def first_line(column: str) -> pl.Expr:
@@ -369,7 +379,12 @@ def assemble(
     uncopied, with its ``native_rows``: ``position_rows``, ``length_rows``, ``line_spans``)."""
     writers = (
         per_request.group_by("w")
-        .agg(pl.col("pid").max(), pl.col("lines").sum(), pl.col("max_n").max())
+        .agg(
+            pl.col("pid").max(),
+            pl.col("lines").sum(),
+            pl.col("max_n").max(),
+            sum_mod_64("sum_n"),
+        )
         .sort("w")
     )
     held_lines = empty_table("held_lines")

@@ -17,6 +17,7 @@ from fold.folding.accumulate import (
     checked_durations,
     empty_table,
     first_line,
+    sum_mod_64,
 )
 
 # How each non-key column merges: counts add up, maxima take the max.
@@ -121,6 +122,8 @@ def _merged(column: str) -> pl.Expr:
         return pl.col(column).max()
     if column in _MIN_COLUMNS:
         return pl.col(column).min()
+    if column == "sum_n":
+        return sum_mod_64(column)
     if column in LINE_LISTS:
         return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False)
     return pl.col(column).sum()

@@ -288,7 +288,7 @@ def _judge_handed_back(
 def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     """The pass's tables as a ``PartialFold`` with the polars reference's exact schemas."""
     names = ["leg", "w", "seq", "sid", "lines", "steps", "proposed", "accepted", "emitted",
-             "emitted_lines", "max_proposed", "max_n", "pid", *FIRST_STEP]  # fmt: skip
+             "emitted_lines", "max_proposed", "max_n", "sum_n", "pid", *FIRST_STEP]  # fmt: skip
     keys = {"lines": "lines_per_request"}
     writer_of = pl.Series("w", raw["writer_ids"], dtype=pl.String)
     sums_schema = {

@@ -120,6 +120,7 @@ class Folder {
         return false;
       }
     }
+    request.sum_n += static_cast<std::uint64_t>(step_.n);  // n >= 0; wraps, as documented
     if (request.lines == 1) {
       request.max_proposed = step_.proposed;
       request.max_n = step_.n;
@@ -342,6 +343,7 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
     target.max_proposed =
         fresh ? source.max_proposed : std::max(target.max_proposed, source.max_proposed);
     target.max_n = fresh ? source.max_n : std::max(target.max_n, source.max_n);
+    target.sum_n += source.sum_n;
     target.max_pid = fresh ? source.max_pid : std::max(target.max_pid, source.max_pid);
   }
   // The side rows of `from`'s requests new to `into`, at their places there; a continued

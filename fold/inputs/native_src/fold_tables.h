@@ -70,6 +70,9 @@ struct LineOrder {
 struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time per line
   std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
+  // The lines' n summed modulo 2^64: with their count and max_n, the writers' check that no n
+  // came twice (fold.folding.build._writers).
+  std::uint64_t sum_n = 0;
   // The optional durations: lines carrying both, each, and the sums (accumulate.DURATION_SUMS).
   std::int64_t timed_steps = 0, draft_steps = 0, verify_steps = 0, draft_ns = 0, verify_ns = 0;
   // The request's first line, by (t_ns, n, then its durations, none first), and its durations

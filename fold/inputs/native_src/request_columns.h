@@ -21,7 +21,7 @@ namespace fold_native {
 namespace request_column {
 enum : std::size_t {
   kLeg, kWriter, kSeq, kSid, kLines, kSteps, kProposed, kAccepted, kEmitted, kEmittedLines,
-  kMaxProposed, kMaxN, kPid, kFirstT, kFirstN, kFirstDraft, kFirstVerify,
+  kMaxProposed, kMaxN, kSumN, kPid, kFirstT, kFirstN, kFirstDraft, kFirstVerify,
   kFirstOffset, kLastEnd, kUnordered, kSeeded, kTimedSteps, kDraftSteps, kVerifySteps, kDraftNs, kVerifyNs,
 };
 }  // namespace request_column
@@ -57,7 +57,7 @@ inline std::vector<FilledInPlace> request_columns(
         key.c, writer_of[place], static_cast<std::int64_t>(key.b),
         static_cast<std::int64_t>(key.d) - 1,  // -1: an integer id
         r.lines, r.steps, r.proposed, r.accepted, r.emitted, r.emitted_lines, r.max_proposed,
-        r.max_n, r.max_pid, r.first_t, r.first_n,
+        r.max_n, static_cast<std::int64_t>(r.sum_n), r.max_pid, r.first_t, r.first_n,
         r.first_draft, r.first_verify,  // -1: none
         r.order.first_offset, r.order.last_end, r.order.unordered,  // -1, -1, 0: unattributed
         r.order.seeded,
