@@ -1,4 +1,4 @@
-"""The writers' check of their line counter (``fold.folding.build.counter_adds_up``) against
+"""The writers' check of their line counter (``fold.inputs.limits.counter_adds_up``) against
 its definition, by enumeration: a writer's lines, with n up to max_n summing to sum_n, are its
 counter's with some missing exactly when some set of that many distinct counts, max_n among
 them, has that sum."""
@@ -10,7 +10,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fold.folding.build import counter_adds_up
+from fold.inputs.limits import counter_adds_up
 
 WRAP = 2**64
 

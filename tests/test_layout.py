@@ -385,6 +385,8 @@ READ_EXCEPTIONS: dict[tuple[str, str], str] = {
     "such line read at its offset, not the whole file again",
     ("fold/cli.py", "os.open(os.devnull, os.O_WRONLY)"): "not a read: stdout is pointed at "
     "the null device, for writing, after its reader stopped early (a broken pipe)",
+    ("fold/command/streams.py", "os.open(os.devnull, os.O_WRONLY)"): "not a read: stderr is "
+    "pointed at the null device, for writing, once it cannot be written (full, or closed)",
     ("fold/present/output.py", "open(target, 'wb')"): "not a read: an output that names a "
     "device or a pipe (/dev/null, a FIFO) is written in place, not renamed over",
 }

@@ -19,6 +19,7 @@ from typing import TypeVar
 import polars as pl
 
 from fold.folding.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.folding.writers import sum_mod_64
 from fold.inputs import limits
 
 MERGE_EVERY = 16
@@ -273,13 +274,6 @@ def request_sums() -> list[pl.Expr]:
         sum_mod_64("n").alias("sum_n"),
         pl.col("pid").max(),
     ]
-
-
-def sum_mod_64(column: str) -> pl.Expr:
-    """A column's values (each below 2^64) summed modulo 2^64, as the native pass wraps them:
-    the writers' ``sum_n`` never overflows, and still tells a repeated ``n`` (``_writers``)."""
-    whole = pl.col(column).cast(pl.Int128).sum() % pl.lit(2**64, dtype=pl.Int128)
-    return whole.cast(pl.UInt64)
 
 
 def first_line(column: str) -> pl.Expr:

@@ -60,6 +60,7 @@ from fold.folding.uncertainty import (
     reach,
 )
 from fold.folding.warm import ThroughputCheck
+from fold.folding.writers import writer_rows
 from fold.inputs import acceptance
 from fold.inputs.reader import ReadCounts, SkippedLine
 
@@ -244,7 +245,7 @@ def _acceptance_drafts(
         warm=pooled([leg for leg in legs if leg["warm"]], histograms),
         all=pooled(legs, histograms),
         files=_files(partial, read_counts),
-        writers=_writers(partial, list(read_counts)),
+        writers=writer_rows(partial.writers, list(read_counts)),
         skipped_examples=tuple(
             example for counts in read_counts.values() for example in counts.skipped_examples
         ),
@@ -408,48 +409,6 @@ def _refuse_warm_legs_without_steps(legs: list[dict[str, Any]], partial: Partial
         found + f"{unattributed} step line(s) fell outside every leg window: check that the log "
         "belongs to this run and that the engine's clock matches the gate's"
     )
-
-
-def _writers(partial: PartialFold, paths: list[str]) -> list[dict[str, Any]]:
-    """The writers' line counts; ``paths`` (the logs read) name where a refusal looked."""
-    writers = []
-    where = paths[0] if len(paths) == 1 else f"{len(paths)} logs ({', '.join(paths)})"
-    for row in partial.writers.sort("w").iter_rows(named=True):
-        sum_n = row.pop("sum_n")
-        expected = row["max_n"] + 1
-        if row["lines"] > expected:
-            raise RefusedError(
-                f"{where}: writer {row['w']} (pid {row['pid']}) has {row['lines']} lines but "
-                f"counted only {expected}: some lines were read twice. Is one log given twice, "
-                "or copied into two files?"
-            )
-        if not counter_adds_up(row["lines"], row["max_n"], sum_n):
-            lost = expected - row["lines"]
-            raise RefusedError(
-                f"{where}: writer {row['w']} (pid {row['pid']}) has {row['lines']} lines with n "
-                f"up to {row['max_n']}, but their n values are not its counter's "
-                f"{'with none' if lost == 0 else f'with {lost}'} missing: some n came twice, "
-                "so some lines were read twice (and as many more lost). Is part of a log "
-                "copied into another?"
-            )
-        writers.append({**row, "lost": expected - row["lines"]})
-    return writers
-
-
-def counter_adds_up(lines: int, max_n: int, sum_n: int) -> bool:
-    """Whether a writer's ``lines`` lines, with n up to ``max_n`` summing to ``sum_n`` (modulo
-    2^64), can be its counter's 0..max_n with ``max_n + 1 - lines`` of them missing (each n at
-    most once). It finds repeats the count alone misses, where as many lines repeat as were
-    lost: one repeat in place of one loss always changes the sum (more can cancel out). With
-    more lost than repeated, it finds them only when no distinct missing counts below max_n
-    add up to what the sum leaves (docs/checks.md)."""
-    missing = max_n + 1 - lines
-    short = (max_n * (max_n + 1) // 2 - sum_n) % 2**64  # the missing n's sum, modulo 2^64
-    least = missing * (missing - 1) // 2  # 0, 1, ..., missing - 1
-    most = missing * max_n - missing * (missing + 1) // 2  # max_n - 1, ..., max_n - missing
-    if most - least >= 2**64:
-        return True  # any sum modulo 2^64 could be theirs
-    return (short - least) % 2**64 <= most - least
 
 
 def _files(partial: PartialFold, read_counts: dict[str, ReadCounts]) -> list[dict[str, Any]]:

@@ -17,8 +17,8 @@ from fold.folding.accumulate import (
     checked_durations,
     empty_table,
     first_line,
-    sum_mod_64,
 )
+from fold.folding.writers import sum_mod_64
 
 # How each non-key column merges: counts add up, maxima take the max.
 _MAX_COLUMNS = {"max_proposed", "max_n", "pid", "unordered", "last_end"}

@@ -14,6 +14,7 @@ from fold.inputs.limits.values import (
     MAX_COUNT,
     MAX_STEP_TOKENS,
     STEP_CAP_WORDS,
+    SUM_N_MODULUS,
     SUM_WORDS,
     TOTAL_WORDS,
     check_count,
@@ -153,3 +154,19 @@ def check_sums(places: Iterable[tuple[str, str, int]], what_to_do: str) -> dict[
         if totals[field] > MAX_COUNT:
             raise RefusedError(refusal(where, field, value, SUM_WORDS, what_to_do))
     return totals
+
+
+def counter_adds_up(lines: int, max_n: int, sum_n: int) -> bool:
+    """Whether a writer's ``lines`` lines, with n up to ``max_n`` summing to ``sum_n`` (modulo
+    2^64), can be its counter's 0..max_n with ``max_n + 1 - lines`` of them missing (each n at
+    most once). It finds repeats the count alone misses, where as many lines repeat as were
+    lost: one repeat in place of one loss always changes the sum (more can cancel out). With
+    more lost than repeated, it finds them only when no distinct missing counts below max_n
+    add up to what the sum leaves (docs/decisions.md)."""
+    missing = max_n + 1 - lines
+    short = (max_n * (max_n + 1) // 2 - sum_n) % SUM_N_MODULUS  # the missing n's sum, modulo 2^64
+    least = missing * (missing - 1) // 2  # 0, 1, ..., missing - 1
+    most = missing * max_n - missing * (missing + 1) // 2  # max_n - 1, ..., max_n - missing
+    if most - least >= SUM_N_MODULUS:
+        return True  # any sum modulo 2^64 could be theirs
+    return (short - least) % SUM_N_MODULUS <= most - least

@@ -34,6 +34,11 @@ MAX_REQUEST_ID = 2**64 - 1
 """The largest integer request id (FORMAT.md: ``seq`` may use the whole unsigned 64-bit
 range); a request named by a string has no limit here but its length in the hook's format."""
 
+SUM_N_MODULUS = 2**64
+"""A writer's lines' ``n`` are summed modulo this (the native reader's unsigned 64-bit
+sum, which wraps): the sum is only compared, with its count and largest ``n``, to tell a
+repeated ``n`` (``fold.folding.writers``), so it may wrap where a figure's sum may not."""
+
 MAX_WINDOW_SECONDS = (MAX_STEP_NS - 1_000_000) / 1e9
 """The longest leg an oracle may give in seconds: every leg's window is kept in integer
 nanoseconds (at most 2^63 - 1 of them), with a millisecond to spare for the slack at its ends
