@@ -46,7 +46,8 @@ def test_out_of_memory_on_a_reading_thread_is_reported_not_fatal(tmp_path: Path)
 def test_placed_lines_pages_go_back_and_every_line_lands(tmp_path: Path) -> None:
     """The pages the export hands back are exactly the used-up whole pages of a line array
     (mincore), two merged ranges of several passes each, on threads of their own whatever
-    the cores, put every line at its place, the requests' columns take every entry's values
+    the cores, put every line at its place with its time (kept as 32-bit intervals: their
+    edges, and times kept whole, included), the requests' columns take every entry's values
     at its rank before its page goes, and a file read on two ranges leaves the merged one
     without its own tables (tests/cpp/used_pages.cc; that last needs two cores)."""
     program = tmp_path / "used_pages"

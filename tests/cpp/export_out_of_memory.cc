@@ -31,8 +31,7 @@ long long address_space() {
 
 void fill(Fold& fold, std::size_t requests) {
   for (std::size_t i = 0; i < requests; ++i) fold.requests.index(Key{1, i, 0});
-  fold.line_request.push_back(0);
-  fold.line_t.push_back(1);
+  fold.line_times.add(0, 1, true, 0);
 }
 
 }  // namespace

@@ -66,8 +66,15 @@ int pages() {
   return 0;
 }
 
-// Range r's line i belongs to request (i % kRequests); its time is r * 10^9 + i, its counts
-// 7 * i. The second range's requests are the first's, in reverse order of place.
+// Range r's line i: its time, 5 after its request's line before, but 2^33 later for stretches
+// of 9,973 lines: intervals that do not fit 32 bits, forward and back, among those that do.
+std::int64_t time_of(std::size_t r, std::size_t i) {
+  return static_cast<std::int64_t>(r * 1000000000 + i) +
+         static_cast<std::int64_t>((i / 9973) % 2) * (std::int64_t{1} << 33);
+}
+
+// Range r's line i belongs to request (i % kRequests) at time_of(r, i). The second range's
+// requests are the first's, in reverse order of place.
 int lines() {
   constexpr std::size_t kRequests = 5;
   constexpr std::size_t kLines = 3 * (std::size_t{1} << 16) + 123;  // several passes a range
@@ -76,14 +83,16 @@ int lines() {
   Fold* ranges[] = {&result.fold, &result.others[0]};
   for (Fold* range : ranges) {
     for (std::size_t q = 0; q < kRequests; ++q) range->requests.index(Key{1, q, 0});
-    for (std::size_t i = 0; i < kLines; ++i) {
-      range->line_request.push_back(static_cast<std::uint32_t>(i % kRequests));
-    }
   }
   for (std::size_t r = 0; r < 2; ++r) {
     for (std::size_t i = 0; i < kLines; ++i) {
-      ranges[r]->line_t.push_back(static_cast<std::int64_t>(r * 1000000000 + i));
+      bool first = i < kRequests;
+      ranges[r]->line_times.add(static_cast<std::uint32_t>(i % kRequests), time_of(r, i), first,
+                                first ? 0 : time_of(r, i - kRequests));
     }
+  }
+  if (result.fold.line_times.full.size() < 20) {
+    return std::puts("too few times kept whole to try them"), 21;
   }
   Fold& other = result.others[0];
   other.merged = true;
@@ -99,7 +108,7 @@ int lines() {
   }
   // As fold_file_range leaves a merged range: its own tables gone, its lines and places kept.
   release_merged_tables(other);
-  if (!other.requests.entries().empty() || other.line_t.size() != kLines) {
+  if (!other.requests.entries().empty() || other.line_times.size() != kLines) {
     return std::puts("a merged range kept its table, or lost its lines"), 19;
   }
   FilledInPlace times(2 * kRequests * per_request, -1);
@@ -111,11 +120,37 @@ int lines() {
       std::size_t place = r == 0 ? own : kRequests - 1 - own;
       std::int64_t before = r == 0 ? 0 : count[place];
       auto at = static_cast<std::size_t>(starts[place] + before + placed[own]++);
-      if (times[at] != static_cast<std::int64_t>(r * 1000000000 + i)) {
+      if (times[at] != time_of(r, i)) {
         return std::printf("range %zu line %zu: %lld\n", r, i,
                            static_cast<long long>(times[at])),
                20;
       }
+    }
+  }
+  return 0;
+}
+
+// One request's times whose intervals sit at the edge of 32 bits (the last one that fits,
+// the marker's own value, past it), go back, repeat, and start near the top of 64 bits: each
+// comes back as it went in.
+int edges() {
+  constexpr std::int64_t kTop = std::int64_t{0xFFFFFFFF};
+  const std::int64_t start = INT64_MAX - 8 * kTop;
+  const std::int64_t steps[] = {kTop - 1, kTop, kTop + 1, 0, -1, 1, kTop - 1, -kTop, 7};
+  std::vector<std::int64_t> expected{start};
+  for (std::int64_t step : steps) expected.push_back(expected.back() + step);
+  RangeResult result;
+  result.fold.requests.index(Key{1, 0, 0});
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    result.fold.line_times.add(0, expected[i], i == 0, i == 0 ? 0 : expected[i - 1]);
+  }
+  FilledInPlace times(expected.size(), -1);
+  export_times(result, std::vector<std::int64_t>{0}, times);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (times[i] != expected[i]) {
+      return std::printf("edge time %zu: %lld, not %lld\n", i, static_cast<long long>(times[i]),
+                         static_cast<long long>(expected[i])),
+             22;
     }
   }
   return 0;
@@ -262,6 +297,7 @@ int merged_read() {
 int main() {
   if (int failed = pages()) return failed;
   if (int failed = lines()) return failed;
+  if (int failed = edges()) return failed;
   for (std::size_t pass : {std::size_t{7}, std::size_t{13}, std::size_t{1} << 14}) {
     if (int failed = columns(pass)) return failed;
   }

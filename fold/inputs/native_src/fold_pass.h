@@ -132,13 +132,14 @@ class Folder {
     }
     if (leg < 0) return true;
     bool first = request.lines == 1;
+    bool first_here = first;  // its first line in this range, whatever the seeds say
+    std::int64_t before = request.order.last_t;
     if (first && seeds_ != nullptr) first = !seed(request.order, leg);
     if (!follow_line(fold_, static_cast<std::uint32_t>(place), request.order, step_, offset, end,
                      first)) {
       return false;
     }
-    fold_.line_request.push_back(static_cast<std::uint32_t>(place));
-    fold_.line_t.push_back(step_.t_ns);
+    fold_.line_times.add(static_cast<std::uint32_t>(place), step_.t_ns, first_here, before);
     if (per_line_ == PerLine::kTrace) {
       fold_.line_pid.push_back(step_.pid);
       fold_.line_proposed.push_back(step_.proposed);

@@ -71,7 +71,7 @@ struct Request {  // per (writer, seq, leg or -1, string id); attributed: a time
   std::int64_t lines = 0, steps = 0, proposed = 0, accepted = 0, emitted = 0, emitted_lines = 0;
   std::int64_t max_proposed = 0, max_n = 0, max_pid = 0;
   // The lines' n summed modulo 2^64: with their count and max_n, the writers' check that no n
-  // came twice (fold.folding.build._writers).
+  // came twice (fold.folding.writers).
   std::uint64_t sum_n = 0;
   // The optional durations: lines carrying both, each, and the sums (accumulate.DURATION_SUMS).
   std::int64_t timed_steps = 0, draft_steps = 0, verify_steps = 0, draft_ns = 0, verify_ns = 0;
@@ -109,6 +109,49 @@ inline bool add(std::int64_t& total, std::int64_t value) {
   return !__builtin_add_overflow(total, value, &total);
 }
 
+// Every attributed line's time, in file order, with its request's place in the range's
+// `requests` (for the step cadence): flat arrays grow far more cheaply than a vector per
+// request, and the export puts each time in its request's list in one pass (export_times).
+// A time is kept as the interval from its request's line before in the range, in 32 bits:
+// 8 bytes a line with the place, where the full time made 12 (the read's peak on a long log).
+// A request's first line in the range, and a line whose interval does not fit (4.3 s or
+// more, or back in time), is kFullTime, its time next in `full`.
+struct LineTimes {
+  static constexpr std::uint32_t kFullTime = 0xFFFFFFFF;
+  std::vector<std::uint32_t> request, gap;
+  std::vector<std::int64_t> full;
+
+  // `before`: the time of the request's line before in the range; `first`: there is none.
+  void add(std::uint32_t place, std::int64_t t, bool first, std::int64_t before) {
+    std::int64_t interval;
+    bool fits = !first && !__builtin_sub_overflow(t, before, &interval) && interval >= 0 &&
+                interval < std::int64_t{kFullTime};
+    request.push_back(place);
+    gap.push_back(fits ? static_cast<std::uint32_t>(interval) : kFullTime);
+    if (!fits) full.push_back(t);
+  }
+  std::size_t size() const { return request.size(); }
+};
+
+// A range's LineTimes read back in file order: each line's time, given its request's place.
+class TimesInOrder {
+ public:
+  TimesInOrder(const LineTimes& times, std::size_t places) : times_(times), last_(places, 0) {}
+
+  std::int64_t at(std::size_t line, std::uint32_t place) {
+    std::uint32_t gap = times_.gap[line];
+    std::int64_t t = gap == LineTimes::kFullTime ? times_.full[next_full_++] : last_[place] + gap;
+    last_[place] = t;
+    return t;
+  }
+  std::size_t full_read() const { return next_full_; }
+
+ private:
+  const LineTimes& times_;
+  std::vector<std::int64_t> last_;
+  std::size_t next_full_ = 0;
+};
+
 // A line handed back to Python: its number in the range (0-based), place, kind and, for a
 // refused line, the rule it breaks.
 struct Event {
@@ -133,11 +176,7 @@ struct Fold {
   std::size_t deferred = 0;
   bool stopped = false;     // a bad line (without skip_bad) or a refusal ended the range
   bool overflow = false;    // a sum beyond 64 bits, or too many deferred lines
-  // Every attributed line's time, in file order, with its request's place in `requests`
-  // (for the step cadence): two flat arrays grow far more cheaply than a vector per request,
-  // and the export puts each time in its request's list in one pass (export_times).
-  std::vector<std::uint32_t> line_request;
-  std::vector<std::int64_t> line_t;
+  LineTimes line_times;  // every attributed line's time (LineTimes)
   // Beside the requests' LineOrder: the buckets they have left, and their draft lengths past
   // the first (rare: a drafter that changes its k), keyed (place, proposed).
   std::vector<BucketRow> done_buckets;

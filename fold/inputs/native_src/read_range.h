@@ -88,8 +88,8 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
   fold.requests.reserve_entries(static_cast<std::size_t>(
       std::min((end - begin) / kBytesPerRequest + 1, kMostRequests)));
   try {
-    fold.line_request.reserve(most_lines);
-    fold.line_t.reserve(most_lines);
+    fold.line_times.request.reserve(most_lines);
+    fold.line_times.gap.reserve(most_lines);
   } catch (const std::bad_alloc&) {
   }
   std::int64_t consumed = read_lines(fd, begin, end, block, folder, io_error);
@@ -301,6 +301,12 @@ inline std::vector<Fold*> merged_ranges(RangeResult& result) {
   return ranges;
 }
 
+// How many places a range's own lines name: its table's entries, or, merged, their places in
+// the first range's (its own table is gone: release_merged_tables).
+inline std::size_t own_places(const Fold& range, bool first) {
+  return first ? range.requests.entries().size() : range.merged_place.size();
+}
+
 // With PerLine::kTrace: every attributed line in file order, as columns: its request's leg,
 // writer (as `writer_of` numbers requests' writers, by place in the first range's table) and
 // seq, its time, pid and counts. Read before export_times frees the line arrays.
@@ -313,22 +319,23 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
   const auto& requests = result.fold.requests.entries();
   std::vector<Fold*> ranges = merged_ranges(result);
   std::size_t total = 0;
-  for (const Fold* range : ranges) total += range->line_t.size();
+  for (const Fold* range : ranges) total += range->line_times.size();
   for (auto* column : {&lines.leg, &lines.writer, &lines.seq, &lines.sid, &lines.t_ns,
                        &lines.pid, &lines.proposed, &lines.accepted, &lines.emitted}) {
     column->reserve(total);
   }
   for (std::size_t index = 0; index < ranges.size(); ++index) {
     const Fold& range = *ranges[index];
-    for (std::size_t line = 0; line < range.line_t.size(); ++line) {
-      std::uint32_t own = range.line_request[line];
+    TimesInOrder times(range.line_times, own_places(range, index == 0));
+    for (std::size_t line = 0; line < range.line_times.size(); ++line) {
+      std::uint32_t own = range.line_times.request[line];
       std::uint32_t place = index == 0 ? own : range.merged_place[own];
       const Key& key = requests[place].key;
       lines.leg.push_back(key.c);
       lines.writer.push_back(writer_of[place]);
       lines.seq.push_back(static_cast<std::int64_t>(key.b));
       lines.sid.push_back(static_cast<std::int64_t>(key.d) - 1);
-      lines.t_ns.push_back(range.line_t[line]);
+      lines.t_ns.push_back(times.at(line, own));
       lines.pid.push_back(range.line_pid[line]);
       lines.proposed.push_back(range.line_proposed[line]);
       lines.accepted.push_back(range.line_accepted[line]);
@@ -382,26 +389,30 @@ class UsedPages {
 inline void place_lines(Fold& range, bool first, const std::vector<std::int64_t>& starts,
                         FilledInPlace& times) {
   constexpr std::size_t kLinesAPass = std::size_t{1} << 16;
-  std::vector<std::uint32_t>& request = range.line_request;
-  std::vector<std::int64_t>& column = range.line_t;
+  LineTimes& own_times = range.line_times;
+  std::vector<std::uint32_t>& request = own_times.request;
+  std::vector<std::uint32_t>& gap = own_times.gap;
+  std::vector<std::int64_t>& full = own_times.full;
   UsedPages request_pages(request.data(), request.size() * sizeof(std::uint32_t));
-  UsedPages column_pages(column.data(), column.size() * sizeof(std::int64_t));
-  // A merged range's own table is gone (release_merged_tables): it had a place per request
-  std::vector<std::int64_t> placed(
-      first ? range.requests.entries().size() : range.merged_place.size(), 0);
-  for (std::size_t from = 0; from < column.size(); from += kLinesAPass) {
-    std::size_t to = std::min(column.size(), from + kLinesAPass);
+  UsedPages gap_pages(gap.data(), gap.size() * sizeof(std::uint32_t));
+  UsedPages full_pages(full.data(), full.size() * sizeof(std::int64_t));
+  std::size_t places = own_places(range, first);
+  std::vector<std::int64_t> placed(places, 0);
+  TimesInOrder in_order(own_times, places);
+  for (std::size_t from = 0; from < request.size(); from += kLinesAPass) {
+    std::size_t to = std::min(request.size(), from + kLinesAPass);
     for (std::size_t line = from; line < to; ++line) {
       std::uint32_t own = request[line];
       std::uint32_t place = first ? own : range.merged_place[own];
       std::int64_t before = first ? 0 : range.merged_before[own];
-      times[static_cast<std::size_t>(starts[place] + before + placed[own]++)] = column[line];
+      times[static_cast<std::size_t>(starts[place] + before + placed[own]++)] =
+          in_order.at(line, own);
     }
-    column_pages.before(column.data() + to);
+    gap_pages.before(gap.data() + to);
     request_pages.before(request.data() + to);
+    full_pages.before(full.data() + in_order.full_read());
   }
-  std::vector<std::int64_t>().swap(column);
-  std::vector<std::uint32_t>().swap(request);
+  own_times = LineTimes();
 }
 
 // Every merged range's attributed lines' times put in their request's list (`starts`: where
