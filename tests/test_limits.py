@@ -28,7 +28,7 @@ from fold.folding.result import (
     STEP_SOURCE_TEXT,
 )
 from fold.inputs import limits
-from fold.inputs.arm import arm_from_document
+from fold.inputs.arm import arm_from_document, load_arm
 from fold.inputs.oracles import OURS_KIND, read_oracle, registry
 from fold.inputs.oracles.figures import arm_from_counts
 from fold.inputs.oracles.source import count
@@ -159,6 +159,40 @@ def test_the_hook_log_calls_a_count_past_64_bits_malformed(tmp_path, native):
         f"{log}:1: field 'n' 9223372036854775808 is past 2^63 - 1, the largest count (FORMAT.md); "
         "fix or remove the line"
     )
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize(
+    ("field", "literal", "words"),
+    [
+        ("seq", "99999999999999999999", "past 2^64 - 1, the largest integer request id"),
+        ("proposed", "123456789012345678901234567890", "past 2^63 - 1, the largest count"),
+        ("n", "1" + "0" * 40 + "1", "past 2^63 - 1, the largest count"),
+    ],
+)
+def test_a_value_past_64_bits_is_shown_with_the_digits_its_line_wrote(
+    tmp_path, native, field, literal, words
+):
+    """orjson reads such a literal as a float (99999999999999999999 as 1e20); the message
+    shows what the line wrote, so that it can be found there, shortened past 40 digits."""
+    log = tmp_path / "steps.jsonl"
+    line = re.sub(rf'"{field}":[0-9]+', f'"{field}":{literal}', hook_line(0), count=1)
+    assert literal in line
+    log.write_text(line)
+    shown = literal if len(literal) <= 40 else f"{literal[:20]}... ({len(literal)} digits)"
+    with native_switch(native), pytest.raises(InputError) as error:
+        fold_acceptance(arm_from_document(record()), [str(log)])
+    assert str(error.value).startswith(f"{log}:1: field '{field}' {shown} is {words}")
+
+
+def test_an_arm_record_value_past_64_bits_is_shown_with_its_digits(tmp_path):
+    path = tmp_path / "arm.json"
+    text = json.dumps(record())
+    path.write_text(re.sub(r'"completion_tokens": [0-9]+', '"completion_tokens": 1' + "2" * 29,
+                           text, count=1))  # fmt: skip
+    with pytest.raises(InputError) as error:
+        load_arm(path)
+    assert "'completion_tokens' 1" + "2" * 29 + " is past 2^63 - 1" in str(error.value)
 
 
 # -- the engine's trace --------------------------------------------------------------------------

@@ -66,12 +66,15 @@ def load_arm(path: str | Path) -> ArmRecord:
     record (what is wrong and where is in the message).
     """
     where = str(path)
+    data = _record_bytes(path)
     try:
-        document = orjson.loads(_record_bytes(path))
+        document = orjson.loads(data)
     except orjson.JSONDecodeError as error:
         raise InputError(
             f"{where}: not valid JSON ({error}); expected the gate's arm record"
         ) from error
+    if limits.holds_past_64_bits(document):
+        document = limits.exact_integers(data, document)  # a count's digits, as written
     return arm_from_document(document, where)
 
 

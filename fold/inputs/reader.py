@@ -50,6 +50,7 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
 DURATIONS = ("draft_ns", "verify_ns")
 """The optional durations of a step (FORMAT.md), each 0 .. 2^63 - 1 nanoseconds."""
 _REQUIRED_INTS = ("n", "t_ns", "pid", "seq", "proposed", "accepted")
+_INTEGER_FIELDS = ("v", *_REQUIRED_INTS, "emitted", *DURATIONS)
 _LINE_START = b'{"v":'
 _SKIP_HINT = "fix or remove the line, or pass --skip-bad-lines to count it as skipped and go on"
 MAX_SKIPPED_EXAMPLES = 5
@@ -279,6 +280,8 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     obj = _loads(raw)
     if not isinstance(obj, dict):
         raise _BadLine(limits.kind_reason("", obj, "an object"))
+    if any(limits.past_64_bits(obj.get(name)) for name in _INTEGER_FIELDS):
+        obj = limits.exact_integers(raw, obj)  # its digits, as written, in the message
     version = _value(obj, "v", limits.integer)
     if version != FORMAT_VERSION:
         raise _BadLine(

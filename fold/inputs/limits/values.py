@@ -98,6 +98,41 @@ def past_64_bits(value: object) -> bool:
     return isinstance(value, float) and value.is_integer() and (value >= 2**64 or value < -(2**63))
 
 
+def holds_past_64_bits(value: Any) -> bool:
+    """Whether a parsed document holds a ``past_64_bits`` float anywhere (``exact_integers``)."""
+    if isinstance(value, dict):
+        return any(holds_past_64_bits(item) for item in value.values())
+    if isinstance(value, list):
+        return any(holds_past_64_bits(item) for item in value)
+    return past_64_bits(value)
+
+
+def exact_integers(text: str | bytes, parsed: Any) -> Any:
+    """``parsed`` (orjson's reading of ``text``), or, where orjson made a float of an integer
+    literal past 64 bits, ``text`` read again with every integer literal exact: a message then
+    shows such a value with the digits its input wrote (``99999999999999999999``), not a
+    float's (``100000000000000000000``). The value is refused either way; only its words
+    change. A text the standard library cannot read as orjson did is left as orjson read it."""
+    try:
+        return json.loads(
+            text.decode("utf-8") if isinstance(text, bytes) else text,
+            parse_int=_exact_int,
+            parse_constant=_no_json_constant,
+        )
+    except (ValueError, RecursionError):
+        return parsed
+
+
+def _exact_int(text: str) -> int | float:
+    # Python converts at most 4300 digits; a longer literal is beyond a double too (inf), as
+    # orjson's fallback reads it, and is shown shortened either way.
+    return int(text) if len(text) <= 4000 else float(text)
+
+
+def _no_json_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
 def in_orjson_int_range(value: int) -> bool:
     """Whether orjson reads this integer literal as an int (signed or unsigned 64 bits)."""
     return -(2**63) <= value < 2**64
