@@ -144,7 +144,15 @@ def _log_for(data: bytes) -> str:
         document = json.loads(data)
         legs = document.get("legs") if isinstance(document, dict) else document
         start = float(legs[0]["generate_start_unix"])
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        RecursionError,
+        OverflowError,
+    ):  # OverflowError: a start past a float's range, which the fold refuses in its own words
         return MAIN_LOG
     return min(ARM_LOGS, key=lambda pair: abs(pair[0] - start))[1]
 
