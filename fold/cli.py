@@ -325,7 +325,11 @@ def _stdout_to_nowhere() -> None:
     """Later writes to stdout, the interpreter's own flush at exit included, go to /dev/null
     instead of failing again."""
     with contextlib.suppress(OSError, ValueError):  # a stdout without a descriptor
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(nowhere, sys.stdout.fileno())
+        finally:
+            os.close(nowhere)
 
 
 def _unexpected(error: Exception, stderr: Console) -> int:

@@ -513,8 +513,8 @@ def test_a_repeated_line_is_refused_where_it_makes_up_for_a_lost_one(tmp_path):
     path = write(tmp_path / "t.jsonl", lines)
     with pytest.raises(RefusedError, match=r"with 2 missing: some n came twice"):
         fold_acceptance(record, [path])
-    # the documented limit: n = 1, 3 and 4 lost, 2 twice; the missing values {1, 4} would
-    # add up alike, so this reads as two lost
+    # the documented limit: n = 1, 3 and 4 lost, 2 twice; the sum leaves 6 for two missing
+    # values, as {2, 4} would, so this reads as two lost
     lines = [step(ns(t), 2, 1, n) for t, n in enumerate([0, 2, 2, 5], start=1)]
     result = fold_acceptance(record, [write(tmp_path / "u.jsonl", lines)])
     assert result.fold.lost_lines == 2

@@ -1248,3 +1248,21 @@ def test_a_vllm_requests_finish_reason_of_the_wrong_kind_is_refused(tmp_path, ca
     assert main([*argv, "--quiet"]) == MALFORMED
     err = " ".join(capsys.readouterr().err.split())
     assert "requests.jsonl: finish_reason 5 is not a string" in err, err
+
+
+@pytest.mark.parametrize("depth", [330, 1000])
+def test_an_arm_record_with_a_deeply_nested_unknown_value_folds(tmp_path, depth):
+    """orjson reads a value nested up to 1,024 deep; the search for integers past 64 bits
+    walks the whole record and must not run out of Python's recursion (an unknown key's
+    value is the record's writer's business), whether it finds one or not."""
+    nested = "[" * depth + "]" * depth
+    deep = orjson.loads(nested)
+    for counters in ({}, {"spec_future_counter": 2**64}):
+        document = record()
+        document["notes"] = None  # written by hand below: no encoder nests this deep
+        document["legs"][0].update(counters)
+        path = tmp_path / "arm.json"
+        path.write_text(json.dumps(document).replace('"notes": null', f'"notes": {nested}'))
+        assert len(load_arm(path).legs) == len(document["legs"])
+    assert limits.holds_past_64_bits(orjson.loads(b'{"a": [' * 1 + b"18446744073709551616]}"))
+    assert not limits.holds_past_64_bits(deep)

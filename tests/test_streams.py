@@ -4,15 +4,18 @@ codes"), and an error is blamed on standard output only when writing there faile
 from __future__ import annotations
 
 import errno
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 import fold.command.run
 from fold.cli import main
+from fold.command.streams import QuietStderr
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = ROOT / "fixtures" / "our-arm.json"
@@ -91,3 +94,13 @@ def test_a_failed_read_or_write_elsewhere_is_not_blamed_on_standard_output(
     assert said in err
     assert "standard output" not in err
     assert "this is a bug" not in err and "Traceback" not in err
+
+
+def test_the_quiet_stderr_keeps_the_stream_s_encoding_for_rich():
+    """rich draws its bar and tables in ASCII where the stream's encoding asks for it; the
+    wrapper must say the stream's encoding, not rich's default."""
+    ascii_stream = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    console = Console(file=QuietStderr(ascii_stream), force_terminal=True, width=40)  # type: ignore[arg-type]
+    assert console.encoding == "ascii"
+    console.print("x")  # rich's own encode check would raise on a box character it chose
+    assert QuietStderr(None).encoding == "utf-8"

@@ -69,10 +69,21 @@ class QuietStderr:
         if stream is None:
             return
         try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            nowhere = os.open(os.devnull, os.O_WRONLY)
+        except OSError:
+            return
+        try:
+            os.dup2(nowhere, stream.fileno())
             stream.flush()
         except (OSError, ValueError):
             pass
+        finally:
+            os.close(nowhere)
+
+    @property
+    def encoding(self) -> str:
+        """The stream's own, so rich draws ASCII where it must (``PYTHONIOENCODING=ascii``)."""
+        return getattr(self._stream, "encoding", None) or "utf-8"
 
     def isatty(self) -> bool:
         try:

@@ -98,13 +98,20 @@ def past_64_bits(value: object) -> bool:
     return isinstance(value, float) and value.is_integer() and (value >= 2**64 or value < -(2**63))
 
 
-def holds_past_64_bits(value: Any) -> bool:
-    """Whether a parsed document holds a ``past_64_bits`` float anywhere (``exact_integers``)."""
-    if isinstance(value, dict):
-        return any(holds_past_64_bits(item) for item in value.values())
-    if isinstance(value, list):
-        return any(holds_past_64_bits(item) for item in value)
-    return past_64_bits(value)
+def holds_past_64_bits(document: Any) -> bool:
+    """Whether a parsed document holds a ``past_64_bits`` float anywhere (``exact_integers``).
+    Walked with a stack of its own, not by recursion: orjson reads a value nested 1,024 deep,
+    far past what Python's recursion allows a walk that calls itself."""
+    pending = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif past_64_bits(value):
+            return True
+    return False
 
 
 def exact_integers(text: str | bytes, parsed: Any) -> Any:

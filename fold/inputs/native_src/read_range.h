@@ -80,7 +80,7 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
   constexpr std::int64_t kMostReserved = std::int64_t{1} << 26;
   auto most_lines = static_cast<std::size_t>(std::min((end - begin) / 80 + 1, kMostReserved));
   // The requests' table gets a wish too, sized like the line arrays' per byte read (an entry
-  // is 176 bytes: one per 640 bytes, eight of the shortest lines) and capped: a load test's
+  // is 256 bytes: one per 640 bytes, eight of the shortest lines) and capped: a load test's
   // 10^6 requests of ten lines then fill its pages once instead of copying the table on every
   // doubling. More requests than that grow it as before.
   constexpr std::int64_t kBytesPerRequest = 640;

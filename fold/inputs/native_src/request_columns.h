@@ -31,8 +31,8 @@ constexpr std::size_t kDurationColumns = request_column::kVerifyNs + 1 - kReques
 // Every request's columns from the first range's table (`order`: the places in key order,
 // `writer_of`: each place's writer number), made in one pass over the entries in the order
 // they lie, each written at its rank in `order`, and the entries' pages handed back to the
-// system as they are read. The table (176 bytes a request) and the columns (17 integers a
-// request, 22 with durations) are then never both held whole, as they were at a load test's
+// system as they are read. The table (256 bytes a request) and the columns (22 integers a
+// request, 27 with durations) are then never both held whole, as they were at a load test's
 // read's peak (10^6 requests). The columns' pages come as they are written, so a log whose
 // key order follows the table's (requests met in time order, as writers log them) holds
 // little more than the larger of the two. The table is empty afterwards. The entries' pages
