@@ -31,9 +31,12 @@ def linear_quantiles(values: np.ndarray, quantiles: Sequence[float]) -> list[flo
             below = above = -1
         gamma = virtual - below
         low, high = ordered[below], ordered[above]
-        step = high - low
-        # numpy's _lerp: from the nearer end, so that gamma 1 gives `high` exactly.
-        found.append(float(high - step * (1 - gamma) if gamma >= 0.5 else low + step * gamma))
+        # Between two infinities of one sign the step is NaN, as numpy's is: said without
+        # numpy's warning, since the figure says it.
+        with np.errstate(invalid="ignore"):
+            step = high - low
+            # numpy's _lerp: from the nearer end, so that gamma 1 gives `high` exactly.
+            found.append(float(high - step * (1 - gamma) if gamma >= 0.5 else low + step * gamma))
     return found
 
 
