@@ -28,7 +28,7 @@ from fold.folding.result import (
     STEP_SOURCE_TEXT,
 )
 from fold.inputs import limits
-from fold.inputs.arm import arm_from_document, load_arm
+from fold.inputs.arm import arm_from_document, load_arm, load_arm_if_written
 from fold.inputs.oracles import OURS_KIND, read_oracle, registry
 from fold.inputs.oracles.figures import arm_from_counts
 from fold.inputs.oracles.source import count
@@ -1266,3 +1266,27 @@ def test_an_arm_record_with_a_deeply_nested_unknown_value_folds(tmp_path, depth)
         assert len(load_arm(path).legs) == len(document["legs"])
     assert limits.holds_past_64_bits(orjson.loads(b'{"a": [' * 1 + b"18446744073709551616]}"))
     assert not limits.holds_past_64_bits(deep)
+
+
+def test_an_arm_record_number_beyond_a_double_is_refused_by_its_field(tmp_path):
+    """JSON's numbers have no range; orjson's do. A record orjson cannot hold a number of is
+    read again with numbers unbounded, so that the field is refused by name, by load_arm and
+    by a follow's reload alike (which would otherwise wait for it to be written whole)."""
+    start = "1" + "0" * 319  # beyond a double: orjson refuses the record
+    text = re.sub(r'"generate_start_unix": [0-9.]+', f'"generate_start_unix": {start}',
+                  json.dumps(record()), count=1)  # fmt: skip
+    path = tmp_path / "arm.json"
+    path.write_text(text)
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(text)  # what made this case: orjson refuses it
+    for load in (load_arm, load_arm_if_written):
+        with pytest.raises(InputError) as error:
+            load(path)
+        assert str(error.value).startswith(f"{path}: leg 0")
+        assert "'generate_start_unix' " in str(error.value)
+    # the standard library's reading is held to orjson's strictness otherwise
+    assert '"run"' in text
+    path.write_text(text.replace('"run"', '"\\ud800run"', 1))
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_arm(path)
+    assert load_arm_if_written(path) is None

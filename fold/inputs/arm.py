@@ -66,15 +66,12 @@ def load_arm(path: str | Path) -> ArmRecord:
     record (what is wrong and where is in the message).
     """
     where = str(path)
-    data = _record_bytes(path)
     try:
-        document = orjson.loads(data)
+        document = _record_document(_record_bytes(path))
     except orjson.JSONDecodeError as error:
         raise InputError(
             f"{where}: not valid JSON ({error}); expected the gate's arm record"
         ) from error
-    if limits.holds_past_64_bits(document):
-        document = limits.exact_integers(data, document)  # a count's digits, as written
     return arm_from_document(document, where)
 
 
@@ -85,10 +82,28 @@ def load_arm_if_written(path: str | Path) -> ArmRecord | None:
     if not Path(path).exists():
         return None
     try:
-        document = orjson.loads(_record_bytes(path))
+        document = _record_document(_record_bytes(path))
     except orjson.JSONDecodeError:
         return None  # still being written
     return arm_from_document(document, str(path))
+
+
+def _record_document(data: bytes) -> Any:
+    """The record's JSON; orjson's error where it is not JSON. JSON's numbers have no range
+    and orjson's do: a record orjson refuses for a number it cannot hold (a 60-digit second)
+    is read again with every number unbounded, so that its field is refused by name. A count
+    past 64 bits, which orjson reads as a float, is read again too, for its digits."""
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            return limits.exact_json(data)
+        except (ValueError, RecursionError):
+            pass
+        raise  # orjson's own words say what is wrong
+    if limits.holds_past_64_bits(document):
+        document = limits.exact_integers(data, document)  # a count's digits, as written
+    return document
 
 
 def _record_bytes(path: str | Path) -> bytes:

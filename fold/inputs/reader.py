@@ -358,7 +358,7 @@ def _loads(raw: bytes) -> Any:
             parse_float=float,
             parse_constant=_no_constant,
         )
-        valid = not _has_lone_surrogate(obj)
+        valid = not limits.has_lone_surrogate(obj)
     except (ValueError, RecursionError):
         valid = False
     if not valid:
@@ -378,16 +378,6 @@ def _json_int(text: str) -> int | float:
 
 def _no_constant(text: str) -> Any:
     raise ValueError(f"{text} is not JSON")
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        return any("\ud800" <= char <= "\udfff" for char in value)
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(item) for item in value)
-    return False
 
 
 MISCOUNTING = (

@@ -121,13 +121,40 @@ def exact_integers(text: str | bytes, parsed: Any) -> Any:
     float's (``100000000000000000000``). The value is refused either way; only its words
     change. A text the standard library cannot read as orjson did is left as orjson read it."""
     try:
-        return json.loads(
-            text.decode("utf-8") if isinstance(text, bytes) else text,
-            parse_int=_exact_int,
-            parse_constant=_no_json_constant,
-        )
+        return exact_json(text)
     except (ValueError, RecursionError):
         return parsed
+
+
+def exact_json(text: str | bytes) -> Any:
+    """``text`` read by the standard library, as strict as orjson (UTF-8 only, no NaN or
+    Infinity, no unpaired surrogate) but with JSON's numbers unbounded: every integer exact,
+    a float beyond a double's range infinite, for a field's check to word. ValueError (or
+    RecursionError) when it is not JSON."""
+    document = json.loads(
+        text.decode("utf-8") if isinstance(text, bytes) else text,
+        parse_int=_exact_int,
+        parse_constant=_no_json_constant,
+    )
+    if has_lone_surrogate(document):
+        raise ValueError("an unpaired surrogate is not UTF-8")
+    return document
+
+
+def has_lone_surrogate(document: Any) -> bool:
+    """Whether a parsed document holds an unpaired surrogate (which UTF-8 cannot encode, and
+    orjson refuses), in a key or a string at any depth."""
+    pending = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str) and any("\ud800" <= char <= "\udfff" for char in value):
+            return True
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return False
 
 
 def _exact_int(text: str) -> int | float:
