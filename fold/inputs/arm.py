@@ -97,7 +97,7 @@ def _record_document(data: bytes) -> Any:
         document = orjson.loads(data)
     except orjson.JSONDecodeError:
         try:
-            return limits.exact_json(data)
+            return limits.strict_json(data)
         except (ValueError, RecursionError):
             pass
         raise  # orjson's own words say what is wrong

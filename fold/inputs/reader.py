@@ -12,7 +12,6 @@ line of every problem. It is not fast (about the speed of a plain orjson loop), 
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -280,8 +279,18 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     obj = _loads(raw)
     if not isinstance(obj, dict):
         raise _BadLine(limits.kind_reason("", obj, "an object"))
-    if any(limits.past_64_bits(obj.get(name)) for name in _INTEGER_FIELDS):
-        obj = limits.exact_integers(raw, obj)  # its digits, as written, in the message
+    try:
+        return _row(obj)
+    except _BadLine:
+        # A value orjson made a float of, past 64 bits, is outside every field's range: the
+        # line is refused either way, and read again only so the words show its digits.
+        if not any(limits.past_64_bits(obj.get(name)) for name in _INTEGER_FIELDS):
+            raise
+    return _row(limits.exact_integers(raw, obj))
+
+
+def _row(obj: dict[str, Any]) -> dict[str, Any]:
+    """A parsed line's step (``STEP_SCHEMA`` but its line number), or _BadLine."""
     version = _value(obj, "v", limits.integer)
     if version != FORMAT_VERSION:
         raise _BadLine(
@@ -352,18 +361,9 @@ def _loads(raw: bytes) -> Any:
     except orjson.JSONDecodeError as error:
         problem = error
     try:
-        obj = json.loads(
-            raw.decode("utf-8"),
-            parse_int=_json_int,
-            parse_float=float,
-            parse_constant=_no_constant,
-        )
-        valid = not limits.has_lone_surrogate(obj)
+        return limits.strict_json(raw, integer=_json_int)
     except (ValueError, RecursionError):
-        valid = False
-    if not valid:
         raise _BadLine(f"not valid JSON ({problem})") from None
-    return obj
 
 
 def _json_int(text: str) -> int | float:
@@ -374,10 +374,6 @@ def _json_int(text: str) -> int | float:
         if limits.in_orjson_int_range(value):
             return value
     return float(text)
-
-
-def _no_constant(text: str) -> Any:
-    raise ValueError(f"{text} is not JSON")
 
 
 MISCOUNTING = (

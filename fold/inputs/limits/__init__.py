@@ -67,7 +67,6 @@ from fold.inputs.limits.values import (
     decimal_request_id,
     duration_problem,
     exact_integers,
-    exact_json,
     finite_number,
     has_lone_surrogate,
     holds_past_64_bits,
@@ -89,6 +88,7 @@ from fold.inputs.limits.values import (
     run,
     run_problem,
     shown,
+    strict_json,
     string,
     window_problem,
 )
@@ -134,7 +134,6 @@ __all__ = [
     "decimal_request_id",
     "duration_problem",
     "exact_integers",
-    "exact_json",
     "finite_number",
     "has_lone_surrogate",
     "holds_past_64_bits",
@@ -160,6 +159,7 @@ __all__ = [
     "step_cap",
     "step_problem",
     "step_refusal",
+    "strict_json",
     "string",
     "window_problem",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeGuard
 
 from fold.errors import InputError
@@ -99,19 +99,8 @@ def past_64_bits(value: object) -> bool:
 
 
 def holds_past_64_bits(document: Any) -> bool:
-    """Whether a parsed document holds a ``past_64_bits`` float anywhere (``exact_integers``).
-    Walked with a stack of its own, not by recursion: orjson reads a value nested 1,024 deep,
-    far past what Python's recursion allows a walk that calls itself."""
-    pending = [document]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, dict):
-            pending.extend(value.values())
-        elif isinstance(value, list):
-            pending.extend(value)
-        elif past_64_bits(value):
-            return True
-    return False
+    """Whether a parsed document holds a ``past_64_bits`` float anywhere (``exact_integers``)."""
+    return any(past_64_bits(value) for value in _parts(document))
 
 
 def exact_integers(text: str | bytes, parsed: Any) -> Any:
@@ -121,19 +110,20 @@ def exact_integers(text: str | bytes, parsed: Any) -> Any:
     float's (``100000000000000000000``). The value is refused either way; only its words
     change. A text the standard library cannot read as orjson did is left as orjson read it."""
     try:
-        return exact_json(text)
+        return strict_json(text)
     except (ValueError, RecursionError):
         return parsed
 
 
-def exact_json(text: str | bytes) -> Any:
+def strict_json(text: str | bytes, *, integer: Callable[[str], Any] | None = None) -> Any:
     """``text`` read by the standard library, as strict as orjson (UTF-8 only, no NaN or
-    Infinity, no unpaired surrogate) but with JSON's numbers unbounded: every integer exact,
-    a float beyond a double's range infinite, for a field's check to word. ValueError (or
-    RecursionError) when it is not JSON."""
+    Infinity, no unpaired surrogate) but with JSON's numbers unbounded: a float beyond a
+    double's range infinite, and every integer literal exact, or as ``integer`` makes it (a
+    reader that must read as orjson does gives orjson's ranges). ValueError (or RecursionError)
+    when it is not JSON."""
     document = json.loads(
         text.decode("utf-8") if isinstance(text, bytes) else text,
-        parse_int=_exact_int,
+        parse_int=integer or _exact_int,
         parse_constant=_no_json_constant,
     )
     if has_lone_surrogate(document):
@@ -144,17 +134,26 @@ def exact_json(text: str | bytes) -> Any:
 def has_lone_surrogate(document: Any) -> bool:
     """Whether a parsed document holds an unpaired surrogate (which UTF-8 cannot encode, and
     orjson refuses), in a key or a string at any depth."""
+    return any(
+        isinstance(part, str) and any("\ud800" <= char <= "\udfff" for char in part)
+        for part in _parts(document)
+    )
+
+
+def _parts(document: Any) -> Iterator[Any]:
+    """Every key and every value of a parsed document that is neither an object nor a list.
+    Walked with a stack of its own, not by recursion: orjson reads a value nested 1,024 deep,
+    far past what Python's recursion allows a walk that calls itself."""
     pending = [document]
     while pending:
         value = pending.pop()
-        if isinstance(value, str) and any("\ud800" <= char <= "\udfff" for char in value):
-            return True
         if isinstance(value, dict):
             pending.extend(value.keys())
             pending.extend(value.values())
         elif isinstance(value, list):
             pending.extend(value)
-    return False
+        else:
+            yield value
 
 
 def _exact_int(text: str) -> int | float:
