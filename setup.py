@@ -30,6 +30,8 @@ setup(
                 "fold/inputs/native_src/request_columns.h",
                 "fold/inputs/native_src/resample.h",
                 "fold/inputs/native_src/resample_module.h",
+                "fold/inputs/native_src/step_export.h",
+                "fold/inputs/native_src/used_pages.h",
             ],
             language="c++",
             extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden"],

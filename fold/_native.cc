@@ -62,6 +62,7 @@
 #include "inputs/native_src/python_values.h"
 #include "inputs/native_src/read_range.h"
 #include "inputs/native_src/request_columns.h"
+#include "inputs/native_src/step_export.h"
 #include "inputs/native_src/resample.h"
 #include "inputs/native_src/resample_module.h"
 
@@ -79,14 +80,15 @@ PyObject* build_result(RangeResult& result) {
   auto& requests = fold.requests.entries();
   std::vector<std::uint32_t> order = request_order(requests, fold.seq_ids);
   std::size_t count = requests.size();
-  // An attributed request has a time per line; its list starts after the lists before it.
-  std::vector<std::int64_t> starts(count, 0);
+  // An attributed request has an interval per line but its first; its list starts after the
+  // lists before it.
+  std::vector<std::uint32_t> rows;
   std::vector<std::int64_t> offsets{0};
   for (std::uint32_t place : order) {
     const auto& entry = requests[place];
     if (entry.key.c < 0) break;
-    starts[place] = offsets.back();
-    offsets.push_back(offsets.back() + entry.value.lines);
+    rows.push_back(place);
+    offsets.push_back(offsets.back() + entry.value.lines - 1);
   }
   Table<std::int64_t> writer_index;
   std::vector<std::string> writer_ids;
@@ -107,11 +109,11 @@ PyObject* build_result(RangeResult& result) {
   // The lines go to their lists before the requests' columns are made: the line arrays are
   // freed as they are placed, so the columns (17 integers a request) are never held beside
   // them (a load test's 10^6 requests: 120 MiB off the read's peak).
-  FilledInPlace times(static_cast<std::size_t>(offsets.back()));
+  StepIntervals intervals;
   bool out_of_memory = false;
   Py_BEGIN_ALLOW_THREADS;
   try {
-    export_times(result, starts, times);
+    export_times(result, rows, offsets, intervals);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;  // with the thread state back, below
   }
@@ -241,8 +243,11 @@ PyObject* build_result(RangeResult& result) {
       {"length_intervals", arrow_column(std::move(order_figures.intervals), false)},
       {"length_ns", arrow_column(std::move(order_figures.ns), false)},
       {"durations", durations},
-      {"attributed_requests", PyLong_FromSize_t(offsets.size() - 1)},
-      {"t_ns", arrow_column({}, false, &offsets, &times)},
+      {"attributed_requests", PyLong_FromSize_t(rows.size())},
+      {"first_ns", arrow_column(std::move(intervals.first), false)},
+      {"gaps", uint32_lists(std::move(offsets), std::move(intervals.gaps))},
+      {"long_gaps", arrow_column(std::move(intervals.long_values), false,
+                                 &intervals.long_offsets)},
       {"hist_leg", arrow_column(std::move(hist_leg), false)},
       {"hist_proposed", arrow_column(std::move(hist_proposed), false)},
       {"hist_accepted", arrow_column(std::move(hist_accepted), false)},
@@ -270,6 +275,8 @@ const char kDoc[] =
     "per_line: 0 nothing per line; 1 each folded line's group key, time and counts\n"
     "('steps_by_line', one thread); 2 each attributed line's leg, writer, seq, time, pid and\n"
     "counts ('trace_lines', emitted -1 where a line has none).\n"
+    "'first_ns', 'gaps', 'long_gaps': each attributed request's step intervals\n"
+    "(fold.folding.step_intervals), in the order of the other columns.\n"
     "'durations': None when no line carried draft_ns or verify_ns, else per request (in the\n"
     "order of the other columns) timed_steps, draft_steps, verify_steps, draft_ns, verify_ns.";
 

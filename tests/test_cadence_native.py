@@ -23,9 +23,10 @@ from pytest import approx
 from strategies import scaled
 
 from fold import _native  # noqa: F401  fails here when the extension was not built
-from fold.folding import native
+from fold.folding import native, step_intervals
 from fold.folding.accumulate import keys_increase
 from fold.folding.cadence import KEY, Cadence, fold_cadence, polars_cadence
+from fold.folding.step_intervals import encode
 from fold.inputs.arm import WINDOW_SLACK_NS
 
 SECOND = 1_000_000_000
@@ -51,12 +52,15 @@ def legs_frame(count: int) -> pl.DataFrame:
 
 
 def step_times(rows: list[tuple[int, str, int, list[int]]]) -> pl.DataFrame:
-    """A partial fold's step times of requests with integer ids (``sid`` null)."""
-    return pl.DataFrame(
-        rows,
-        schema={"leg": pl.Int64, "w": pl.String, "seq": pl.UInt64, "t_ns": pl.List(pl.Int64)},
-        orient="row",
-    ).select("leg", "w", "seq", pl.lit(None, dtype=pl.String).alias("sid"), "t_ns")
+    """A partial fold's step times of requests with integer ids (``sid`` null), as its step
+    intervals."""
+    return encode(
+        pl.DataFrame(
+            rows,
+            schema={"leg": pl.Int64, "w": pl.String, "seq": pl.UInt64, "t_ns": pl.List(pl.Int64)},
+            orient="row",
+        ).select("leg", "w", "seq", pl.lit(None, dtype=pl.String).alias("sid"), "t_ns")
+    )
 
 
 def both(
@@ -87,7 +91,10 @@ def cadence_logs(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, list[list
         requests = draw(st.integers(0, 4))  # 0: a leg without requests
         for request in range(requests):
             lines = draw(st.integers(1, 40))
-            pace = draw(st.sampled_from([0, 1, 999, 20_000_000, 50_000_000]))
+            # Paces whose intervals sit at 32 bits' edge too (LONG itself: 2^32 - 1).
+            pace = draw(
+                st.sampled_from([0, 1, 999, 20_000_000, 50_000_000, 2**32 - 2, 2**32 - 1, 2**32])
+            )
             # Start in the band before the window, at it, or well inside.
             t = draw(
                 st.sampled_from([start, start + 1, start + 2 * WINDOW_SLACK_NS, start + SECOND])
@@ -126,12 +133,7 @@ def test_rows_already_one_per_request_in_key_order_give_the_same_figures(case) -
     """A partial fold's own rows (one per request, in key order) skip the merge and the sort;
     the figures are the same as from the reference, which always sorts."""
     times, legs, groups, factor = case
-    merged = (
-        times.group_by(KEY)
-        .agg(pl.col("t_ns").list.explode(keep_nulls=False, empty_as_null=False))
-        .sort(KEY)
-        .select(times.columns)
-    )
+    merged = step_intervals.merged(times, KEY)
     assert keys_increase(merged)
     native, reference = both(merged, legs, factor, groups)
     assert_same(native, reference, groups)
@@ -311,7 +313,7 @@ def test_pooled_ranks_where_intervals_share_their_top_bits() -> None:
             "sid": pl.String,
             "t_ns": pl.List(pl.Int64),
         },
-    )
+    ).pipe(encode)
     groups = [[0], [1], [2], [3], [0, 1], [0, 1, 2, 3], [4], []]
     with native_switch(True):
         cadence = fold_cadence(frame, legs_frame(5), 4.0, groups)

@@ -53,6 +53,7 @@ from fold.errors import InputError, RefusedError
 from fold.folding.accumulate import PartialFold
 from fold.folding.line_rows import draft_counts, line_rows
 from fold.folding.logfile import Legs
+from fold.folding.step_intervals import decoded, encode
 from fold.inputs import limits
 from fold.inputs.arm import arm_from_document, load_arm
 from fold.inputs.reader import ReadCounts
@@ -84,19 +85,13 @@ def folded(arm: Any, paths: list[str], *, native: bool, **options: Any) -> Any:
         return fold.partial, fold.read_counts
 
 
-def sorted_times(table: pl.DataFrame) -> pl.DataFrame:
-    """Each request's times in order: the lists come in any order."""
-    return table.with_columns(pl.col("t_ns").list.sort())
-
-
 def assert_same_partials(native: PartialFold, reference: PartialFold, arm: Any) -> None:
     """Every table the two readers share, and the rows by output position, per draft length
     and by draft position that each makes from its lines (the native pass's, folded as it
     read; the reference's, from the lines it held)."""
     for name in TABLES:
+        # Step intervals are one encoding of a request's times (its times sorted): equal too.
         left, right = getattr(native, name), getattr(reference, name)
-        if name == "step_times":
-            left, right = sorted_times(left), sorted_times(right)
         assert_frame_equal(left, right, check_row_order=name != "files")
     legs = Legs.of(arm.legs).native
     with native_switch(True):
@@ -535,7 +530,7 @@ def test_a_file_split_across_threads_and_blocks_folds_the_same(tmp_path: Path):
     log.write_bytes(b"".join(rows))
     whole = raw_read(log, arm)
     whole_lists = {name: lists(whole, name) for name in ORDER_ROWS}
-    assert sum(map(len, whole_lists["t_ns"])) > 0
+    assert sum(map(len, whole_lists["gaps"])) > 0
     assert len(whole_lists["bucket_row"]) > 0 and len(whole_lists["length_row"]) > 0
     for block, bytes_per_thread, threads in [
         (200, 1, 0), (1000, 30_000, 0), (4096, 100_000, 0), (1 << 20, 1, 0), (300, 1, 5),
@@ -544,16 +539,16 @@ def test_a_file_split_across_threads_and_blocks_folds_the_same(tmp_path: Path):
         split = raw_read(log, arm, block=block, bytes_per_thread=bytes_per_thread, threads=threads)
         for key in ("lines", "folded", "attributed", "unattributed", "torn", "bad", "events"):
             assert split[key] == whole[key], key
-        # Each request's times in file order, and its rows by output position and draft
-        # length, whatever the threads: a request a later range continued is read again.
+        # Each request's step intervals, and its rows by output position and draft length,
+        # whatever the threads: a request a later range continued is read again.
         for name in ORDER_ROWS:
             assert lists(split, name) == whole_lists[name], name
     assert_both_ways_agree(arm, [str(log)])
 
 
 ORDER_ROWS = (
-    "t_ns", "bucket_row", "bucket", "bucket_steps", "bucket_proposed", "bucket_accepted",
-    "length_row", "length", "length_intervals", "length_ns", "unordered",
+    "first_ns", "gaps", "long_gaps", "bucket_row", "bucket", "bucket_steps", "bucket_proposed",
+    "bucket_accepted", "length_row", "length", "length_intervals", "length_ns", "unordered",
 )  # fmt: skip
 
 
@@ -569,6 +564,15 @@ def lists(raw: dict[str, Any], name: str) -> list[list[int]]:
     """A column of the extension's result, as a Python list (its capsules are used up: once per
     result)."""
     return pl.Series(Capsules(raw[name])).to_list()
+
+
+def raw_times(raw: dict[str, Any]) -> list[list[int]]:
+    """Each attributed request's times in time order, from the extension's step intervals
+    (their capsules are used up)."""
+    intervals = pl.DataFrame(
+        [pl.Series(Capsules(raw[name])).alias(name) for name in ("first_ns", "gaps", "long_gaps")]
+    )
+    return decoded(intervals).to_list()
 
 
 def test_histogram_buckets_are_per_proposal_and_accepted(tmp_path: Path):
@@ -640,9 +644,7 @@ def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
             (row["leg"], row["w"], row["seq"] if row["sid"] is None else row["sid"])
             for row in partial.step_times.iter_rows(named=True)
         ]
-        actual = dict(
-            zip(keys, [sorted(times) for times in partial.step_times["t_ns"]], strict=True)
-        )
+        actual = dict(zip(keys, decoded(partial.step_times).to_list(), strict=True))
         assert actual == {key: sorted(t for t, _ in lines) for key, lines in expected.items()}
         with native_switch(native):
             rows = line_rows(partial, index).lengths
@@ -652,7 +654,7 @@ def test_step_times_hold_every_attributed_line(tmp_path_factory, legs, data):
         } == {key: (len(gaps), sum(gaps)) for key, gaps in lengths.items()}
 
 
-def test_step_times_merge_by_concatenation(tmp_path: Path):
+def test_step_times_merge_across_files(tmp_path: Path):
     arm = arm_from_document([LEG])
     start, _ = leg_bounds_ns(LEG)
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
@@ -660,8 +662,8 @@ def test_step_times_merge_by_concatenation(tmp_path: Path):
                       + b"\n")  # fmt: skip
     second.write_bytes(good_line(n=2, t_ns=start + 3, proposed=0, accepted=0) + b"\n")
     partial, _ = folded(arm, [str(first), str(second)], native=True)
-    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None,
-                                          [start + 5, start + 1, start + 3])]  # fmt: skip
+    # The request's times pooled from both files and sorted: start + 1, then 2 ns apart.
+    assert partial.step_times.rows() == [(0, "5f0c1a2b3c4d5e6f", 7, None, start + 1, [2, 2], [])]
     # The request's lines span both files, the first's out of order: each file's lines were
     # read back and held as it was read, and its rows are made from them in (time, counts)
     # order: start + 1 (at position 0), start + 3 (undrafted, emitted 4), start + 5 (at 8).
@@ -877,9 +879,11 @@ def test_legs_read_the_same_as_a_buffer_or_a_sequence():
 
     from fold.folding import native as native_module
 
-    frame = pl.DataFrame(
-        {"t_ns": [[10, 30, 20], [5, 6], [7], [1, 2, 4, 8]]},
-        schema={"t_ns": pl.List(pl.Int64)},
+    frame = encode(
+        pl.DataFrame(
+            {"t_ns": [[10, 30, 20], [5, 6], [7], [1, 2, 4, 8]]},
+            schema={"t_ns": pl.List(pl.Int64)},
+        )
     )
     # The legs are values, not flags: each way gives the cadence the same legs.
     cadences = []
@@ -890,7 +894,14 @@ def test_legs_read_the_same_as_a_buffer_or_a_sequence():
         np.array([0, 1, 0, 2], dtype=np.uint64),
     ):
         columns, pooled = native_module._native.cadence(
-            frame["t_ns"].__arrow_c_stream__(), legs, [0, 0, 0], [100] * 3, 4.0, [(0, 1, 2)]
+            frame["first_ns"].to_numpy(),
+            frame["gaps"].__arrow_c_stream__(),
+            frame["long_gaps"].__arrow_c_stream__(),
+            legs,
+            [0, 0, 0],
+            [100] * 3,
+            4.0,
+            [(0, 1, 2)],
         )
         found = pl.DataFrame([native_module.series(name, c) for name, c in columns.items()])
         cadences.append((found.rows(), pooled))

@@ -16,7 +16,7 @@ import pytest
 from conftest import CPP, ROOT, compile_cxx
 from strategies import BASE_US
 from strategies import ONE_SECOND_LEG as LEG
-from test_native import assert_both_ways_agree, lists, raw_read
+from test_native import assert_both_ways_agree, lists, raw_read, raw_times
 
 from fold import _native  # noqa: F401  fails here when the extension was not built
 from fold.inputs.arm import arm_from_document
@@ -124,9 +124,9 @@ def test_a_table_past_its_reserved_room_folds_the_same(tmp_path: Path) -> None:
         assert split[key] == whole[key], key
     assert whole["attributed"] == 4000
     # A column's capsule is taken once: polars moves its buffers out.
-    whole_times = lists(whole, "t_ns")
+    whole_times = raw_times(whole)
     assert len(whole_times) == 4000
-    assert lists(split, "t_ns") == whole_times
+    assert raw_times(split) == whole_times
     # Each request's rows by output position and draft length: one bucket row a request here.
     for name in ("bucket_row", "bucket_steps", "bucket_proposed", "bucket_accepted"):
         assert lists(split, name) == lists(whole, name), name
@@ -135,9 +135,9 @@ def test_a_table_past_its_reserved_room_folds_the_same(tmp_path: Path) -> None:
 
 def test_lines_placed_in_many_passes_keep_every_value(tmp_path: Path) -> None:
     """The export hands the line arrays' pages back as their lines are placed (a pass at a
-    time, read_range.h place_lines): every range here has several passes' lines, and every
-    request's list must still hold each of its lines' time, in file order. A page handed back
-    before its lines were placed would read as zeros."""
+    time, step_export.h place_lines): every range here has several passes' lines, and every
+    request's intervals must still give each of its lines' time. A page handed back before its
+    lines were placed would read as zeros."""
     arm = arm_from_document([LEG])
     count = 300_000
     expected: dict[tuple[int, int], list[int]] = {}
@@ -159,7 +159,7 @@ def test_lines_placed_in_many_passes_keep_every_value(tmp_path: Path) -> None:
     raw = raw_read(log, arm, bytes_per_thread=1 << 20)
     assert raw["attributed"] == count
     order = sorted(expected)  # requests in key order: writer, then seq
-    assert lists(raw, "t_ns") == [expected[key] for key in order]
+    assert raw_times(raw) == [expected[key] for key in order]
 
 
 def test_a_fold_hands_freed_memory_back_after_the_read_and_the_lines(monkeypatch) -> None:

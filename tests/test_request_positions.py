@@ -15,6 +15,9 @@ from fold.folding.accumulate import SCHEMAS, TOKEN_BITS, PartialFold
 from fold.folding.line_rows import draft_counts
 from fold.folding.native import NativeLegs
 from fold.folding.request_positions import POSITION_LISTS, request_positions
+from fold.folding.step_intervals import encode
+
+REQUEST_SCHEMA = {name: SCHEMAS["step_times"][name] for name in ("leg", "w", "seq", "sid")}
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,15 +30,17 @@ def packed(proposed: int, accepted: int, emitted: int | None = None) -> int:
 def positions(requests: list[list[tuple[int, int]]]) -> pl.DataFrame:
     """``request_positions`` of requests held by the polars reference: request r (writer "w",
     seq r, leg r % 2) with the (proposed, accepted) of its lines, counted by ``draft_counts``."""
-    step_times = pl.DataFrame(
-        {
-            "leg": [r % 2 for r in range(len(requests))],
-            "w": ["w"] * len(requests),
-            "seq": list(range(len(requests))),
-            "sid": [None] * len(requests),
-            "t_ns": [list(range(len(lines))) for lines in requests],
-        },
-        schema=SCHEMAS["step_times"],
+    step_times = encode(
+        pl.DataFrame(
+            {
+                "leg": [r % 2 for r in range(len(requests))],
+                "w": ["w"] * len(requests),
+                "seq": list(range(len(requests))),
+                "sid": [None] * len(requests),
+                "t_ns": [list(range(len(lines))) for lines in requests],
+            },
+            schema={**REQUEST_SCHEMA, "t_ns": pl.List(pl.Int64)},
+        )
     )
     held = pl.DataFrame(
         {

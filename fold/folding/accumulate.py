@@ -1,8 +1,9 @@
 """Partial folds: the sums a fold needs, kept so that two partial folds merge into one.
 
 A partial fold holds counts and sums keyed by leg (and by request, histogram bucket (proposed,
-accepted), time bin, writer, file), and per request the times of its attributed lines
-(``step_times``: 8 bytes a line, for the step cadence). What the figures by output position and
+accepted), time bin, writer, file), and per request the times of its attributed lines as their
+intervals (``step_times``: 4 bytes a line, ``fold.folding.step_intervals``, for the step
+cadence). What the figures by output position and
 per draft length take from a request's lines in order is folded as the native pass reads them
 (``position_rows``, ``length_rows``, with the bytes the lines span in ``line_spans``); the
 polars reference keeps each line's time and counts instead (``held_lines``), and
@@ -19,6 +20,8 @@ from typing import TypeVar
 import polars as pl
 
 from fold.folding.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.folding.step_intervals import COLUMNS as STEP_INTERVALS
+from fold.folding.step_intervals import encode
 from fold.folding.writers import sum_mod_64
 from fold.inputs import limits
 
@@ -98,7 +101,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "w": pl.String(),
         "seq": pl.UInt64(),
         "sid": pl.String(),
-        "t_ns": pl.List(pl.Int64()),
+        **STEP_INTERVALS,
     },
     "held_lines": {
         "request": pl.UInt32(),
@@ -155,9 +158,8 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "tokens": pl.List(pl.Int64()),
 }
 LINE_LISTS = ("t_ns", "tokens")
-"""The per-request lists of ``held_lines`` (and ``t_ns`` of ``step_times``), a value per
-attributed line, aligned: merged by concatenation, so their order is arbitrary but the same in
-both."""
+"""The per-request lists of ``held_lines``, a value per attributed line, aligned: merged by
+concatenation, so their order is arbitrary but the same in both."""
 
 # A line's counts packed in one int64 of ``step_times.tokens`` (``fold.folding.by_position``
 # unpacks them): each count is at most fold.inputs.limits.MAX_STEP_TOKENS = 2^16 < 2^17, and
@@ -205,7 +207,8 @@ class PartialFold:
     writers: pl.DataFrame = field(default_factory=lambda: empty_table("writers"))
     step_times: pl.DataFrame = field(default_factory=lambda: empty_table("step_times"))
     """Per request (leg, writer, seq): the t_ns of every line attributed to it, proposed = 0
-    included, in no particular order (consumers sort). One row per request, the rows sorted by
+    included, as its first time and the intervals between them in time order
+    (``fold.folding.step_intervals``). One row per request, the rows sorted by
     ``REQUEST_KEY`` (nulls first, as polars sorts): every path that makes or merges them does,
     and the bootstrap by output position takes its requests' order from the rows
     (``tests/test_step_times_order.py`` holds every path to it)."""
@@ -388,7 +391,7 @@ def assemble(
             .select(*REQUEST_KEY, *LINE_LISTS)
             .sort(REQUEST_KEY)
         )
-        step_times = lines.select(list(SCHEMAS["step_times"]))
+        step_times = encode(lines.select(*REQUEST_KEY, "t_ns"))
         held_lines = lines.select(*LINE_LISTS).with_row_index("request")
         per_request = per_request.drop(*LINE_LISTS)
     in_legs = per_request.filter(pl.col("leg").is_not_null())

@@ -36,7 +36,7 @@ from typing import Any
 import polars as pl
 
 from fold.errors import InputError
-from fold.folding import native
+from fold.folding import native, step_intervals
 from fold.folding.accumulate import REQUEST_KEY, keys_increase
 from fold.folding.cadence_groups import Pooled, group_figures
 from fold.inputs.arm import WINDOW_SLACK_NS
@@ -161,9 +161,7 @@ def fold_cadence(
     starts, ends = [0] * size, [0] * size
     for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
         starts[index], ends[index] = start + WINDOW_SLACK_NS, end - WINDOW_SLACK_NS
-    raw, pooled = native.cadence(
-        step_times["t_ns"], step_times["leg"], starts, ends, stall_factor, keys
-    )
+    raw, pooled = native.cadence(step_times, starts, ends, stall_factor, keys)
     requests = (
         pl.concat([step_times.select(KEY), raw], how="horizontal")
         .filter(pl.col("lines") > 0)
@@ -194,6 +192,7 @@ def polars_cadence(
     list, never across the whole log, and no group-by over millions of lines."""
     gaps = pl.col("t_ns").list.sort().list.diff().list.slice(1).list.sort()
     count = pl.col("gaps").list.len()
+    step_times = step_times.select(*KEY, step_intervals.decoded(step_times).alias("t_ns"))
     per_request = (
         step_times.select(
             *KEY,
@@ -285,9 +284,5 @@ def polars_cadence(
 
 
 def _one_row_per_request(step_times: pl.DataFrame) -> pl.DataFrame:
-    """A merged partial fold has one row per request; concatenate the lists if not."""
-    if not step_times.select(pl.struct(KEY).is_duplicated().any()).item():
-        return step_times
-    return step_times.group_by(KEY).agg(
-        pl.col("t_ns").list.explode(keep_nulls=False, empty_as_null=False)
-    )
+    """A merged partial fold has one row per request; pool each request's times if not."""
+    return step_intervals.merged(step_times, KEY)

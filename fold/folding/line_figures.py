@@ -5,7 +5,7 @@ request's and every leg's intervals, from ``PartialFold.step_times``: each attri
 time), and the figures by output position and the step time per draft length of the warm
 legs, from each request's rows in line order (``fold.folding.line_rows``). Every other figure
 is sums. ``line_figures`` computes the three first, so a fold that owns its partial can let the
-times go before the rest of the result is built: they (8 bytes a line) are then never held
+times go before the rest of the result is built: they (4 bytes a line) are then never held
 beside the result's own work (the per-request drafts, the bootstrap's draws), which is where a
 large fold's memory used to peak (``docs/performance.md``). Nothing after them reads a line.
 """

@@ -27,6 +27,7 @@ from fold.errors import InputError
 from fold.folding import native
 from fold.folding.accumulate import REQUEST_KEY, SCHEMAS, TOKEN_BITS, TOKEN_MASK, PartialFold
 from fold.folding.by_position import ordered_bucket_sums
+from fold.folding.step_intervals import decoded
 from fold.folding.step_lengths import ordered_length_sums
 
 BUCKETS = {
@@ -214,7 +215,7 @@ def _check_read_back(
 ) -> None:
     """Each request's lines read back and held are the lines the read met (their times, as a
     multiset), or the file changed between the two reads: refused, not folded."""
-    met = step_times.select(pl.col("t_ns").list.sort())[again]
+    met = decoded(step_times[again]).to_frame("t_ns")
     read = found.select(pl.col("t_ns").list.sort())
     if found["request"].to_list() != again.to_list() or not met.equals(read):
         raise _changed(paths, "its lines read again for their order are not the lines first read")

@@ -1,12 +1,14 @@
 """Merging partial folds (``merge_all``): folding a log in blocks, in any order, split across
 any files, and merging the partials gives exactly the fold of the whole log. Sums add, maxima
-take the max, first lines the first, line lists concatenate; the tables that name a request by
+take the max, first lines the first, line lists concatenate, a request's step intervals are
+made again from its times pooled; the tables that name a request by
 its row (``ROW_TABLES``) follow their requests to their rows in the merged step times."""
 
 from __future__ import annotations
 
 import polars as pl
 
+from fold.folding import step_intervals
 from fold.folding.accumulate import (
     FIRST_STEP,
     LINE_LISTS,
@@ -74,13 +76,15 @@ def _merge_step_times(
             for index in filled
         ]
     )
-    merged = (
+    places = (
         numbered.group_by(REQUEST_KEY)
-        .agg(_merged("t_ns"), "piece", "row")
+        .agg("piece", "row")
         .sort(REQUEST_KEY)
         .with_row_index("request")
+        .select("request", "piece", "row")
+        .explode("piece", "row")
     )
-    places = merged.select("request", "piece", "row").explode("piece", "row")
+    merged = step_intervals.merged(numbered.select(list(SCHEMAS["step_times"])), REQUEST_KEY)
     renumbered: list[pl.Series | None] = [None] * len(tables)
     for index in filled:
         mine = places.filter(pl.col("piece") == index).sort("row")

@@ -314,7 +314,9 @@ def _partial(path: str, raw: dict[str, Any]) -> PartialFold:
     # The pass puts the attributed requests first, sorted: their times need no copy.
     attributed = raw["attributed_requests"]
     step_times = per_request.head(attributed).select(REQUEST_KEY)
-    step_times = step_times.with_columns(series("t_ns", raw["t_ns"]))
+    step_times = step_times.with_columns(
+        series(name, raw[name]) for name in ("first_ns", "gaps", "long_gaps")
+    )
     native_rows = line_rows_of(path, raw, attributed)
     histogram = frame_of(
         raw,
@@ -380,21 +382,30 @@ def collect_lines(
 
 
 def cadence(
-    times: pl.Series,
-    legs: pl.Series,
+    step_times: pl.DataFrame,
     starts: list[int],
     ends: list[int],
     stall_factor: float,
     groups: list[tuple[int, ...]],
 ) -> tuple[pl.DataFrame, list[tuple[int, int, int, int, int, int] | None]]:
-    """Each request's cadence from its step times (``times``, a list column read in place), in
-    the extension: its figures in nanoseconds (columns as ``fold._native.cadence`` names them),
-    and the pooled intervals of each of ``groups`` (``fold.folding.cadence.Pooled``)."""
+    """Each request's cadence from its step intervals (``step_times``' ``leg`` and
+    ``fold.folding.step_intervals.COLUMNS``, the lists read in place), in the extension: its
+    figures in nanoseconds (columns as ``fold._native.cadence`` names them), and the pooled
+    intervals of each of ``groups`` (``fold.folding.cadence.Pooled``)."""
+    legs = step_times["leg"]
     # int64s without nulls go over as a buffer, not as 10^6 Python ints converted one by one
     plain = legs.dtype == pl.Int64 and not legs.null_count()
     leg_values = legs.to_numpy() if plain else legs.to_list()
+    firsts = step_times["first_ns"].fill_null(-1).to_numpy()  # times are never negative
     columns, pooled = _native.cadence(
-        times.__arrow_c_stream__(), leg_values, starts, ends, stall_factor, groups
+        firsts,
+        step_times["gaps"].__arrow_c_stream__(),
+        step_times["long_gaps"].__arrow_c_stream__(),
+        leg_values,
+        starts,
+        ends,
+        stall_factor,
+        groups,
     )
     frame = pl.DataFrame([series(name, capsules) for name, capsules in columns.items()])
     return frame, pooled

@@ -1,7 +1,7 @@
 // Memory running out on a thread of the extension's own (native_src/parallel.h, in_parallel,
 // which the cadence and the export of a fold's lines run on): the failure reaches the caller
 // as std::bad_alloc once every thread is joined, where an exception leaving a thread would end
-// the process. First the export (read_range.h, export_times) under an address-space limit,
+// the process. First the export (step_export.h, export_times) under an address-space limit,
 // then a part that throws it outright. Built and run by tests/test_native_memory.py
 // under a small stack limit, so that the thread starts and the lists' counters are what
 // fails. Exit 0: reported; 2: nothing failed; 3: no limit set; 4: a thrown part unreported.
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "inputs/native_src/read_range.h"
+#include "inputs/native_src/step_export.h"
 
 using namespace fold_native;
 
@@ -37,23 +38,26 @@ void fill(Fold& fold, std::size_t requests) {
 }  // namespace
 
 int main() {
-  constexpr std::size_t kRequests = 200000;  // each range's `placed`: 1.6 MB
+  // The merged range's own places (all one request of the first's): its `placed` is 1.6 MB,
+  // made on its own thread; what the export makes on this one is small.
+  constexpr std::size_t kRequests = 200000;
   RangeResult result;
-  fill(result.fold, kRequests);
+  fill(result.fold, 1);
   result.others.resize(1);
   Fold& other = result.others[0];
-  fill(other, kRequests);
+  fill(other, 1);
   other.merged = true;
   other.merged_place.assign(kRequests, 0);
   other.merged_before.assign(kRequests, 1);
-  std::vector<std::int64_t> starts(kRequests, 0);
-  FilledInPlace times(2);
+  const std::vector<std::uint32_t> rows{0};
+  const std::vector<std::int64_t> offsets{0, 1};
+  StepIntervals out;
   // Room for a small thread stack (the caller sets `ulimit -s`), none for `placed`.
   rlimit limit{};
   limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(address_space() + (1 << 20));
   if (setrlimit(RLIMIT_AS, &limit) != 0) return 3;
   try {
-    export_times(result, starts, times);
+    export_times(result, rows, offsets, out);
     std::puts("no allocation failed");
     return 2;
   } catch (const std::bad_alloc&) {

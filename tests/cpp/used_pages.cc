@@ -1,15 +1,16 @@
-// The export's pages handed back as its lines are placed (native_src/read_range.h): UsedPages
-// hands back exactly the whole pages of an array's used bytes (mincore tells which are still
-// resident), and export_times places every line of two merged ranges, each of several passes,
-// at its place in its request's list. The two ranges run on threads of their own whatever the
-// machine's cores (in_parallel), which a fold of a file only does on two cores or more; the
-// merged range has let its own request table go first, as the read's merge does. Built
-// and run by tests/test_native_memory.py. Exit 0 and "pages and lines as placed": both hold;
-// otherwise the first difference is printed.
+// The export's pages handed back as its lines are placed (native_src/step_export.h):
+// UsedPages hands back exactly the whole pages of an array's used bytes (mincore tells which
+// are still resident); and export_times gives every line of two merged ranges, each of several
+// passes, to its request's step intervals, which read back as its times sorted. The two
+// ranges run on threads of their own whatever the machine's cores (in_parallel), which a fold
+// of a file only does on two cores or more; the merged range has let its own request table go
+// first, as the read's merge does. Built and run by tests/test_native_memory.py. Exit 0 and
+// "pages and lines as placed": both hold; otherwise the first difference is printed.
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 
 #include "inputs/native_src/read_range.h"
 #include "inputs/native_src/request_columns.h"
+#include "inputs/native_src/step_export.h"
 
 using namespace fold_native;
 
@@ -73,8 +75,48 @@ std::int64_t time_of(std::size_t r, std::size_t i) {
          static_cast<std::int64_t>((i / 9973) % 2) * (std::int64_t{1} << 33);
 }
 
+// Each row's times from the export's step intervals: its first, then each interval added
+// (a long one's value from its list), as fold.folding.step_intervals reads them.
+std::vector<std::vector<std::int64_t>> times_of(const StepIntervals& out,
+                                                const std::vector<std::int64_t>& offsets) {
+  std::vector<std::vector<std::int64_t>> rows;
+  std::size_t next_long = 0;
+  for (std::size_t row = 0; row + 1 < offsets.size(); ++row) {
+    std::vector<std::int64_t> times{out.first[row]};
+    if (out.long_offsets[row] != static_cast<std::int64_t>(next_long)) return {};
+    for (auto at = offsets[row]; at < offsets[row + 1]; ++at) {
+      std::uint32_t gap = out.gaps[static_cast<std::size_t>(at)];
+      std::int64_t interval = gap == kLongGap ? out.long_values[next_long++] : gap;
+      times.push_back(times.back() + interval);
+    }
+    rows.push_back(std::move(times));
+  }
+  if (next_long != out.long_values.size()) return {};
+  return rows;
+}
+
+// Whether the export gave each request (row r: place rows[r]) its times sorted.
+int check_rows(const StepIntervals& out, const std::vector<std::int64_t>& offsets,
+               const std::vector<std::uint32_t>& rows,
+               std::vector<std::vector<std::int64_t>> expected, int code) {
+  std::vector<std::vector<std::int64_t>> found = times_of(out, offsets);
+  if (found.size() != rows.size()) return std::printf("long intervals misplaced\n"), code;
+  for (std::size_t row = 0; row < rows.size(); ++row) {
+    std::vector<std::int64_t>& want = expected[rows[row]];
+    std::sort(want.begin(), want.end());
+    if (found[row] != want) {
+      std::size_t at = 0;
+      while (at < want.size() && at < found[row].size() && found[row][at] == want[at]) ++at;
+      return std::printf("row %zu, time %zu of %zu: %lld\n", row, at, want.size(),
+                         at < found[row].size() ? static_cast<long long>(found[row][at]) : -1LL),
+             code;
+    }
+  }
+  return 0;
+}
+
 // Range r's line i belongs to request (i % kRequests) at time_of(r, i). The second range's
-// requests are the first's, in reverse order of place.
+// requests are the first's, in reverse order of place, and the rows are in yet another order.
 int lines() {
   constexpr std::size_t kRequests = 5;
   constexpr std::size_t kLines = 3 * (std::size_t{1} << 16) + 123;  // several passes a range
@@ -84,11 +126,14 @@ int lines() {
   for (Fold* range : ranges) {
     for (std::size_t q = 0; q < kRequests; ++q) range->requests.index(Key{1, q, 0});
   }
+  std::vector<std::vector<std::int64_t>> expected(kRequests);
   for (std::size_t r = 0; r < 2; ++r) {
     for (std::size_t i = 0; i < kLines; ++i) {
       bool first = i < kRequests;
-      ranges[r]->line_times.add(static_cast<std::uint32_t>(i % kRequests), time_of(r, i), first,
+      std::size_t own = i % kRequests;
+      ranges[r]->line_times.add(static_cast<std::uint32_t>(own), time_of(r, i), first,
                                 first ? 0 : time_of(r, i - kRequests));
+      expected[r == 0 ? own : kRequests - 1 - own].push_back(time_of(r, i));
     }
   }
   if (result.fold.line_times.full.size() < 20) {
@@ -96,11 +141,9 @@ int lines() {
   }
   Fold& other = result.others[0];
   other.merged = true;
-  const std::size_t per_request = kLines / kRequests + 1;  // at most, each range
-  std::vector<std::int64_t> starts(kRequests), count(kRequests, 0);
+  std::vector<std::int64_t> count(kRequests, 0);
   for (std::size_t i = 0; i < kLines; ++i) ++count[i % kRequests];
   for (std::size_t q = 0; q < kRequests; ++q) {
-    starts[q] = static_cast<std::int64_t>(q * 2 * per_request);
     other.merged_place.push_back(static_cast<std::uint32_t>(kRequests - 1 - q));
   }
   for (std::size_t q = 0; q < kRequests; ++q) {
@@ -111,49 +154,36 @@ int lines() {
   if (!other.requests.entries().empty() || other.line_times.size() != kLines) {
     return std::puts("a merged range kept its table, or lost its lines"), 19;
   }
-  FilledInPlace times(2 * kRequests * per_request, -1);
-  export_times(result, starts, times);
-  for (std::size_t r = 0; r < 2; ++r) {
-    std::vector<std::int64_t> placed(kRequests, 0);
-    for (std::size_t i = 0; i < kLines; ++i) {
-      std::size_t own = i % kRequests;
-      std::size_t place = r == 0 ? own : kRequests - 1 - own;
-      std::int64_t before = r == 0 ? 0 : count[place];
-      auto at = static_cast<std::size_t>(starts[place] + before + placed[own]++);
-      if (times[at] != time_of(r, i)) {
-        return std::printf("range %zu line %zu: %lld\n", r, i,
-                           static_cast<long long>(times[at])),
-               20;
-      }
-    }
+  const std::vector<std::uint32_t> rows = {3, 0, 4, 1, 2};
+  std::vector<std::int64_t> offsets{0};
+  for (std::uint32_t place : rows) {
+    offsets.push_back(offsets.back() + static_cast<std::int64_t>(expected[place].size()) - 1);
   }
-  return 0;
+  StepIntervals out;
+  export_times(result, rows, offsets, out);
+  return check_rows(out, offsets, rows, expected, 20);
 }
 
 // One request's times whose intervals sit at the edge of 32 bits (the last one that fits,
-// the marker's own value, past it), go back, repeat, and start near the top of 64 bits: each
+// the marker's own value, past it) and start near the top of 64 bits: in time order (its
+// intervals kept as they came), then going back and repeating (its times sorted first). Each
 // comes back as it went in.
-int edges() {
+int edges(bool back, int code) {
   constexpr std::int64_t kTop = std::int64_t{0xFFFFFFFF};
   const std::int64_t start = INT64_MAX - 8 * kTop;
-  const std::int64_t steps[] = {kTop - 1, kTop, kTop + 1, 0, -1, 1, kTop - 1, -kTop, 7};
-  std::vector<std::int64_t> expected{start};
-  for (std::int64_t step : steps) expected.push_back(expected.back() + step);
+  std::vector<std::int64_t> steps = {kTop - 1, kTop, kTop + 1, 0, 1, kTop - 1, 7};
+  if (back) steps = {kTop - 1, kTop, kTop + 1, 0, -1, 1, kTop - 1, -kTop, 7};
+  std::vector<std::vector<std::int64_t>> expected{{start}};
+  for (std::int64_t step : steps) expected[0].push_back(expected[0].back() + step);
   RangeResult result;
   result.fold.requests.index(Key{1, 0, 0});
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    result.fold.line_times.add(0, expected[i], i == 0, i == 0 ? 0 : expected[i - 1]);
+  for (std::size_t i = 0; i < expected[0].size(); ++i) {
+    result.fold.line_times.add(0, expected[0][i], i == 0, i == 0 ? 0 : expected[0][i - 1]);
   }
-  FilledInPlace times(expected.size(), -1);
-  export_times(result, std::vector<std::int64_t>{0}, times);
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    if (times[i] != expected[i]) {
-      return std::printf("edge time %zu: %lld, not %lld\n", i, static_cast<long long>(times[i]),
-                         static_cast<long long>(expected[i])),
-             22;
-    }
-  }
-  return 0;
+  const std::vector<std::int64_t> offsets{0, static_cast<std::int64_t>(steps.size())};
+  StepIntervals out;
+  export_times(result, {0}, offsets, out);
+  return check_rows(out, offsets, {0}, expected, code);
 }
 
 // The requests' columns (request_columns): a table of several passes' entries, in an order
@@ -297,7 +327,8 @@ int merged_read() {
 int main() {
   if (int failed = pages()) return failed;
   if (int failed = lines()) return failed;
-  if (int failed = edges()) return failed;
+  if (int failed = edges(false, 22)) return failed;
+  if (int failed = edges(true, 23)) return failed;
   for (std::size_t pass : {std::size_t{7}, std::size_t{13}, std::size_t{1} << 14}) {
     if (int failed = columns(pass)) return failed;
   }

@@ -51,12 +51,13 @@ struct ArrowArrayStream {
   void* private_data;
 };
 
-// One chunk of a list of int64 column taken from Python (``__arrow_c_stream__``), read in place.
-struct Int64ListChunk {
+// One chunk of a list column taken from Python (``__arrow_c_stream__``), read in place.
+template <class T>
+struct ListChunk {
   std::int64_t rows = 0;
   const std::int64_t* large_offsets = nullptr;  // "+L"
   const std::int32_t* offsets = nullptr;        // "+l"
-  const std::int64_t* values = nullptr;
+  const T* values = nullptr;
 
   std::int64_t begin(std::int64_t row) const {
     return large_offsets != nullptr ? large_offsets[row] : offsets[row];
@@ -97,11 +98,14 @@ struct UninitializedAllocator : std::allocator<T> {
   }
 };
 using FilledInPlace = std::vector<std::int64_t, UninitializedAllocator<std::int64_t>>;
+// The step intervals' values (step_export.h), 32 bits each.
+using GapsInPlace = std::vector<std::uint32_t, UninitializedAllocator<std::uint32_t>>;
 
 // What an array owns: its values (or offsets) and, for a list, its child array.
 struct ArrayHolder {
   std::vector<std::int64_t> data;
   FilledInPlace filled;  // instead of data, for a column filled in place
+  GapsInPlace gaps;      // instead of both, for 32-bit values
   const void* buffers[2] = {nullptr, nullptr};
   ArrowArray* children[1] = {nullptr};
   ArrowArray* child = nullptr;
@@ -206,6 +210,24 @@ inline PyObject* arrow_column(std::vector<std::int64_t>&& values, bool is_unsign
 // A column filled in place (its pages written where its values land, not zeroed first).
 inline PyObject* arrow_column(FilledInPlace&& filled, bool is_unsigned) {
   return arrow_column(std::vector<std::int64_t>(), is_unsigned, nullptr, &filled);
+}
+
+// A large list of uint32 ("+L" of "I"): list i holds values [offsets[i], offsets[i + 1]).
+inline PyObject* uint32_lists(std::vector<std::int64_t>&& offsets, GapsInPlace&& values) {
+  // Built as a list of int64 over no values, then its child pointed at the 32-bit values.
+  std::vector<std::int64_t> no_values;
+  PyObject* pair = arrow_column(std::move(no_values), false, &offsets);
+  if (pair == nullptr) return nullptr;
+  auto* schema = static_cast<ArrowSchema*>(
+      PyCapsule_GetPointer(PyTuple_GET_ITEM(pair, 0), "arrow_schema"));
+  auto* array = static_cast<ArrowArray*>(
+      PyCapsule_GetPointer(PyTuple_GET_ITEM(pair, 1), "arrow_array"));
+  static_cast<SchemaHolder*>(schema->private_data)->child.format = "I";
+  auto* child = static_cast<ArrayHolder*>(array->children[0]->private_data);
+  child->gaps = std::move(values);
+  child->buffers[1] = child->gaps.data();
+  array->children[0]->length = static_cast<std::int64_t>(child->gaps.size());
+  return pair;
 }
 
 }  // namespace fold_native

@@ -1,7 +1,7 @@
-// Step cadence (fold/folding/cadence.py's definitions) from each request's step times, and the
-// intervals of groups of legs pooled, exactly, without keeping any interval: each pass works
-// them out again from the times (see PooledSearch). Part of fold/_native.cc, its only
-// includer; no Python.
+// Step cadence (fold/folding/cadence.py's definitions) from each request's step intervals
+// (fold.folding.step_intervals), and the intervals of groups of legs pooled, exactly, without
+// keeping any interval: each pass reads them again (see PooledSearch). Part of
+// fold/_native.cc, its only includer; no Python.
 
 #ifndef FOLD_NATIVE_CADENCE_H_
 #define FOLD_NATIVE_CADENCE_H_
@@ -48,18 +48,27 @@ inline std::int64_t nearest_rank(std::int64_t count, std::int64_t percent) {
   return (count * percent + 99) / 100 - 1;
 }
 
-// One request's step times, in any order.
+// One request's step intervals, in time order: its first time (-1: no line), its intervals
+// in 32 bits, kLongInterval standing for the next of its long ones, held whole.
+constexpr std::uint32_t kLongInterval = 0xFFFFFFFF;  // fold.folding.step_intervals.LONG
 struct RequestTimes {
   std::int64_t leg;
-  const std::int64_t* times;
-  std::size_t count;
+  std::int64_t first;
+  const std::uint32_t* gaps;
+  std::size_t intervals;
+  const std::int64_t* longs;
+  std::size_t long_count;
+
+  std::size_t lines() const { return first < 0 ? 0 : intervals + 1; }
 };
 
 // Shares of `requests` for `threads` threads, cut where the lines before reach each one's part.
 inline std::vector<std::size_t> shares(const std::vector<RequestTimes>& requests,
                                        unsigned threads) {
   std::vector<std::size_t> before(requests.size() + 1, 0);
-  for (std::size_t i = 0; i < requests.size(); ++i) before[i + 1] = before[i] + requests[i].count;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    before[i + 1] = before[i] + requests[i].lines();
+  }
   std::vector<std::size_t> cuts = {0};
   for (unsigned part = 1; part < threads; ++part) {
     std::size_t wanted = before.back() / threads * part;
@@ -70,18 +79,15 @@ inline std::vector<std::size_t> shares(const std::vector<RequestTimes>& requests
   return cuts;
 }
 
-// A request's intervals, in time order, in `gaps` (its times sorted first if they are not).
-inline void intervals_of(const RequestTimes& request, std::vector<std::int64_t>& ordered,
-                         std::vector<std::int64_t>& gaps) {
-  gaps.clear();
-  if (request.count < 2) return;
-  const std::int64_t* times = request.times;
-  if (!std::is_sorted(times, times + request.count)) {
-    ordered.assign(times, times + request.count);
-    std::sort(ordered.begin(), ordered.end());
-    times = ordered.data();
+// A request's intervals, in time order, in `gaps`, the long ones whole (the caller checked
+// that its long ones are as many as its kLongInterval).
+inline void intervals_of(const RequestTimes& request, std::vector<std::int64_t>& gaps) {
+  gaps.resize(request.intervals);
+  const std::int64_t* next_long = request.longs;
+  for (std::size_t i = 0; i < request.intervals; ++i) {
+    std::uint32_t gap = request.gaps[i];
+    gaps[i] = gap == kLongInterval ? *next_long++ : std::int64_t{gap};
   }
-  for (std::size_t i = 1; i < request.count; ++i) gaps.push_back(times[i] - times[i - 1]);
 }
 
 class CadencePass {
@@ -102,9 +108,9 @@ class CadencePass {
     for (auto& column : columns) column.assign(requests.size(), 0);
     std::vector<std::size_t> cuts = shares(requests, std::max(1u, threads));
     in_parallel(cuts.size() - 1, [&](std::size_t part) {
-      std::vector<std::int64_t> ordered, gaps;
+      std::vector<std::int64_t> gaps;
       for (std::size_t i = cuts[part]; i < cuts[part + 1]; ++i) {
-        intervals_of(requests[i], ordered, gaps);
+        intervals_of(requests[i], gaps);
         add(i, requests[i], gaps);
       }
     });
@@ -112,14 +118,16 @@ class CadencePass {
 
  private:
   void add(std::size_t row, const RequestTimes& request, std::vector<std::int64_t>& gap_list) {
-    std::size_t count = request.count;
+    std::size_t count = request.lines();
     if (count == 0) return;  // all columns stay 0; such a row is dropped in Python
     std::int64_t start = starts_[static_cast<std::size_t>(request.leg)];
     std::int64_t end = ends_[static_cast<std::size_t>(request.leg)];
-    auto [lowest, highest] = std::minmax_element(request.times, request.times + count);
+    // The last time: the first and every interval, a sum the caller checked stays below 2^63.
+    std::int64_t highest = request.first;
+    for (std::int64_t gap : gap_list) highest += gap;
     // A step in the band around the window counts as at its edge.
-    std::int64_t first = std::min(std::max(*lowest, start), end);
-    std::int64_t last = std::max(std::min(*highest, end), start);
+    std::int64_t first = std::min(std::max(request.first, start), end);
+    std::int64_t last = std::max(std::min(highest, end), start);
     auto intervals = static_cast<std::int64_t>(count - 1);
     std::int64_t* gaps = gap_list.data();
     std::int64_t median2 = -1, p90 = -1, p99 = -1, max = -1, stalls = 0, stall2 = 0;
@@ -178,7 +186,7 @@ class CadencePass {
 // each wanted rank is found a digit at a time from the top, every pass counting, per group and
 // per value of the digits found so far, the intervals by their next digit. Once few enough
 // intervals share a rank's digits, one more pass keeps just those and selects among them.
-// Every pass works the intervals out again from the requests' times.
+// Every pass reads the intervals again from the requests' lists.
 class PooledSearch {
  public:
   // `counts` and `maxima`: each request's intervals and its largest (cadence columns).
@@ -333,11 +341,11 @@ class PooledSearch {
       std::vector<std::vector<std::int64_t>>& values = kept[part];
       histogram.assign(probes.size() * digits, 0);
       values.resize(probes.size());
-      std::vector<std::int64_t> ordered, gaps;
+      std::vector<std::int64_t> gaps;
       for (std::size_t i = cuts[part]; i < cuts[part + 1]; ++i) {
         auto leg = static_cast<std::size_t>(requests_[i].leg);
         if (leg >= leg_probes.size() || leg_probes[leg].empty()) continue;
-        intervals_of(requests_[i], ordered, gaps);
+        intervals_of(requests_[i], gaps);
         for (std::int64_t gap : gaps) {
           for (std::size_t at : leg_probes[leg]) {
             const Probe& probe = probes[at];

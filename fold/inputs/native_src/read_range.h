@@ -1,13 +1,12 @@
 // Reading a byte range of a step log: pread(2) into a buffer, whole lines to the fold, on one
-// thread per share of a large range, the threads' folds merged in file order; and the export's
-// step times, each range's put in its requests' lists. Part of fold/_native.cc, its only
-// includer; no Python.
+// thread per share of a large range, the threads' folds merged in file order (their lines'
+// times are exported by step_export.h). Part of fold/_native.cc, its only includer; no
+// Python.
 
 #ifndef FOLD_NATIVE_READ_RANGE_H_
 #define FOLD_NATIVE_READ_RANGE_H_
 
 #include <fcntl.h>
-#include <sys/mman.h>  // madvise: the placed lines' pages back as they are used
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -343,88 +342,6 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
     }
   }
   return lines;
-}
-
-// The whole pages of an array's bytes handed back to the system as its values are used up,
-// front to back. The line arrays' placed lines are never read again, so the requests' lists
-// they go to are not held beside them whole: the read's peak was 28 bytes a line (the place,
-// time and counts arrays, and a list filling), now about 20. Pages the array shares with
-// anything else (its first and last) are left to the array's own free.
-class UsedPages {
- public:
-  UsedPages(const void* begin, std::size_t bytes)
-      : page_(page_size()),
-        next_(round_up(reinterpret_cast<std::uintptr_t>(begin))),
-        end_(reinterpret_cast<std::uintptr_t>(begin) + bytes) {}
-
-  // Every value before `upto` is used up.
-  void before(const void* upto) {
-#ifdef MADV_DONTNEED
-    if (page_ == 0) return;
-    std::uintptr_t stop = std::min(reinterpret_cast<std::uintptr_t>(upto), end_);
-    stop -= stop % page_;
-    if (stop <= next_) return;
-    // Only advice: memory the kernel does not take back stays the array's until it is freed.
-    madvise(reinterpret_cast<void*>(next_), stop - next_, MADV_DONTNEED);
-    next_ = stop;
-#else
-    (void)upto;
-#endif
-  }
-
- private:
-  static std::uintptr_t page_size() {
-    long size = sysconf(_SC_PAGESIZE);
-    return size > 0 ? static_cast<std::uintptr_t>(size) : 0;  // 0: nothing is handed back
-  }
-  std::uintptr_t round_up(std::uintptr_t at) const {
-    return page_ == 0 ? at : (at + page_ - 1) / page_ * page_;
-  }
-  std::uintptr_t page_, next_, end_;
-};
-
-// One range's lines' times put in their requests' lists (export_times). The times' and the
-// places' pages go as their lines are placed, so the arrays and the lists are never both held
-// whole (the peak of a large fold's memory).
-inline void place_lines(Fold& range, bool first, const std::vector<std::int64_t>& starts,
-                        FilledInPlace& times) {
-  constexpr std::size_t kLinesAPass = std::size_t{1} << 16;
-  LineTimes& own_times = range.line_times;
-  std::vector<std::uint32_t>& request = own_times.request;
-  std::vector<std::uint32_t>& gap = own_times.gap;
-  std::vector<std::int64_t>& full = own_times.full;
-  UsedPages request_pages(request.data(), request.size() * sizeof(std::uint32_t));
-  UsedPages gap_pages(gap.data(), gap.size() * sizeof(std::uint32_t));
-  UsedPages full_pages(full.data(), full.size() * sizeof(std::int64_t));
-  std::size_t places = own_places(range, first);
-  std::vector<std::int64_t> placed(places, 0);
-  TimesInOrder in_order(own_times, places);
-  for (std::size_t from = 0; from < request.size(); from += kLinesAPass) {
-    std::size_t to = std::min(request.size(), from + kLinesAPass);
-    for (std::size_t line = from; line < to; ++line) {
-      std::uint32_t own = request[line];
-      std::uint32_t place = first ? own : range.merged_place[own];
-      std::int64_t before = first ? 0 : range.merged_before[own];
-      times[static_cast<std::size_t>(starts[place] + before + placed[own]++)] =
-          in_order.at(line, own);
-    }
-    gap_pages.before(gap.data() + to);
-    request_pages.before(request.data() + to);
-    full_pages.before(full.data() + in_order.full_read());
-  }
-  own_times = LineTimes();
-}
-
-// Every merged range's attributed lines' times put in their request's list (`starts`: where
-// each request's list begins, by its place in the first range's table), in file order within
-// a request: a range's times follow those of the ranges before it. One thread per range,
-// writing disjoint places; each range's line arrays are freed once placed (what glibc keeps of
-// them goes back when the read ends: fold.folding.native.read_range).
-inline void export_times(RangeResult& result, const std::vector<std::int64_t>& starts,
-                         FilledInPlace& times) {
-  std::vector<Fold*> ranges = merged_ranges(result);
-  in_parallel(ranges.size(),
-              [&](std::size_t index) { place_lines(*ranges[index], index == 0, starts, times); });
 }
 
 }  // namespace fold_native

@@ -14,6 +14,7 @@
 #include "fold_tables.h"
 #include "hash_table.h"
 #include "read_range.h"
+#include "used_pages.h"
 
 namespace fold_native {
 
