@@ -22,6 +22,7 @@ setup(
                 "fold/inputs/native_src/json_line.h",
                 "fold/inputs/native_src/json_scan.h",
                 "fold/inputs/native_src/line_order.h",
+                "fold/inputs/native_src/line_places.h",
                 "fold/inputs/native_src/line_parse.h",
                 "fold/inputs/native_src/parallel.h",
                 "fold/inputs/native_src/python_values.h",

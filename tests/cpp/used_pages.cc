@@ -1,6 +1,7 @@
 // The export's pages handed back as its lines are placed (native_src/step_export.h):
 // UsedPages hands back exactly the whole pages of an array's used bytes (mincore tells which
-// are still resident); and export_times gives every line of two merged ranges, each of several
+// are still resident); the lines' places come back from their blocks as they went in
+// (LinePlaces); and export_times gives every line of two merged ranges, each of several
 // passes, to its request's step intervals, which read back as its times sorted. The two
 // ranges run on threads of their own whatever the machine's cores (in_parallel), which a fold
 // of a file only does on two cores or more; the merged range has let its own request table go
@@ -65,6 +66,42 @@ int pages() {
   small.before(base + 2 * page);
   if (!resident(base + page)) return std::puts("a small array's page went"), 14;
   munmap(mapped, count * page);
+  return 0;
+}
+
+// Lines' places kept in one, two or four bytes by their block (LinePlaces) read back as they
+// went in: a block of a few requests, one past 256 (its lines written again in two bytes), one
+// past the list's bound (in four, as places; past 2^20, as a table of 10^6 requests names
+// them), and blocks that end in the middle of a request's run. `code` is returned on the
+// first difference.
+int places(int code) {
+  const std::size_t block = LinePlaces::kBlockLines;
+  std::vector<std::uint32_t> sequence;
+  for (std::size_t i = 0; i < block + 7; ++i) {
+    sequence.push_back(static_cast<std::uint32_t>(i % 5));
+  }
+  for (std::size_t i = 0; i < block; ++i) {
+    sequence.push_back(static_cast<std::uint32_t>(i % 300));
+  }
+  for (std::size_t i = 0; i < 2 * block - 3; ++i) {
+    sequence.push_back(static_cast<std::uint32_t>((i * 7919) % 40000 + (1u << 20)));
+  }
+  for (std::size_t i = 0; i < 1000; ++i) sequence.push_back(static_cast<std::uint32_t>(i % 2));
+  LinePlaces kept;
+  for (std::uint32_t place : sequence) kept.push(place);
+  if (kept.size() != sequence.size()) return std::printf("%zu places kept\n", kept.size()), code;
+  LinePlaces::Reader reader(kept);
+  for (std::size_t i = 0; i < sequence.size(); ++i) {
+    std::uint32_t found = reader.next();
+    if (found != sequence[i]) {
+      return std::printf("place %zu: %u, not %u\n", i, found, sequence[i]), code;
+    }
+  }
+  if (reader.position() != kept.data() + kept.bytes()) return std::puts("bytes left over"), code;
+  // One byte a line in the first block, two in the second, four in the third and fourth, one
+  // in the fifth (a block starts afresh).
+  std::size_t bytes = block + 2 * block + 4 * (2 * block) + (7 + 1000 - 3);
+  if (kept.bytes() != bytes) return std::printf("%zu bytes, not %zu\n", kept.bytes(), bytes), code;
   return 0;
 }
 
@@ -326,6 +363,7 @@ int merged_read() {
 
 int main() {
   if (int failed = pages()) return failed;
+  if (int failed = places(24)) return failed;
   if (int failed = lines()) return failed;
   if (int failed = edges(false, 22)) return failed;
   if (int failed = edges(true, 23)) return failed;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hash_table.h"
+#include "line_places.h"
 
 namespace fold_native {
 
@@ -112,13 +113,15 @@ inline bool add(std::int64_t& total, std::int64_t value) {
 // Every attributed line's time, in file order, with its request's place in the range's
 // `requests` (for the step cadence): flat arrays grow far more cheaply than a vector per
 // request, and the export puts each time in its request's list in one pass (export_times).
-// A time is kept as the interval from its request's line before in the range, in 32 bits:
-// 8 bytes a line with the place, where the full time made 12 (the read's peak on a long log).
+// A time is kept as the interval from its request's line before in the range, in 32 bits,
+// and the place in a byte or two (LinePlaces): about 5 bytes a line, where the full time and
+// a 32-bit place made 12 (the read's peak on a long log).
 // A request's first line in the range, and a line whose interval does not fit (4.3 s or
 // more, or back in time), is kFullTime, its time next in `full`.
 struct LineTimes {
   static constexpr std::uint32_t kFullTime = 0xFFFFFFFF;
-  std::vector<std::uint32_t> request, gap;
+  LinePlaces request;
+  std::vector<std::uint32_t> gap;
   std::vector<std::int64_t> full;
 
   // `before`: the time of the request's line before in the range; `first`: there is none.
@@ -126,7 +129,7 @@ struct LineTimes {
     std::int64_t interval;
     bool fits = !first && !__builtin_sub_overflow(t, before, &interval) && interval >= 0 &&
                 interval < std::int64_t{kFullTime};
-    request.push_back(place);
+    request.push(place);
     gap.push_back(fits ? static_cast<std::uint32_t>(interval) : kFullTime);
     if (!fits) full.push_back(t);
   }

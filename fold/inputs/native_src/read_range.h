@@ -87,7 +87,7 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
   fold.requests.reserve_entries(static_cast<std::size_t>(
       std::min((end - begin) / kBytesPerRequest + 1, kMostRequests)));
   try {
-    fold.line_times.request.reserve(most_lines);
+    fold.line_times.request.reserve(2 * most_lines);  // a byte a line, two in a busy block
     fold.line_times.gap.reserve(most_lines);
   } catch (const std::bad_alloc&) {
   }
@@ -326,8 +326,9 @@ inline TraceLines trace_lines(RangeResult& result, const std::vector<std::int64_
   for (std::size_t index = 0; index < ranges.size(); ++index) {
     const Fold& range = *ranges[index];
     TimesInOrder times(range.line_times, own_places(range, index == 0));
+    LinePlaces::Reader request(range.line_times.request);
     for (std::size_t line = 0; line < range.line_times.size(); ++line) {
-      std::uint32_t own = range.line_times.request[line];
+      std::uint32_t own = request.next();
       std::uint32_t place = index == 0 ? own : range.merged_place[own];
       const Key& key = requests[place].key;
       lines.leg.push_back(key.c);

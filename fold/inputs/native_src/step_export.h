@@ -50,19 +50,20 @@ inline void place_lines(Fold& range, bool first, const std::vector<std::int64_t>
                         std::vector<HeldTime>& held) {
   constexpr std::size_t kLinesAPass = std::size_t{1} << 16;
   LineTimes& own_times = range.line_times;
-  std::vector<std::uint32_t>& request = own_times.request;
+  LinePlaces::Reader request(own_times.request);
   std::vector<std::uint32_t>& gap = own_times.gap;
   std::vector<std::int64_t>& full = own_times.full;
-  UsedPages request_pages(request.data(), request.size() * sizeof(std::uint32_t));
+  UsedPages request_pages(own_times.request.data(), own_times.request.bytes());
   UsedPages gap_pages(gap.data(), gap.size() * sizeof(std::uint32_t));
   UsedPages full_pages(full.data(), full.size() * sizeof(std::int64_t));
   std::size_t places = own_places(range, first);
   std::vector<std::int64_t> placed(places, 0);
   TimesInOrder in_order(own_times, places);
-  for (std::size_t from = 0; from < request.size(); from += kLinesAPass) {
-    std::size_t to = std::min(request.size(), from + kLinesAPass);
+  std::size_t lines = own_times.size();
+  for (std::size_t from = 0; from < lines; from += kLinesAPass) {
+    std::size_t to = std::min(lines, from + kLinesAPass);
     for (std::size_t line = from; line < to; ++line) {
-      std::uint32_t own = request[line];
+      std::uint32_t own = request.next();
       std::uint32_t place = first ? own : range.merged_place[own];
       std::int64_t index = (first ? 0 : range.merged_before[own]) + placed[own]++;
       std::int64_t t = in_order.at(line, own);
@@ -75,7 +76,7 @@ inline void place_lines(Fold& range, bool first, const std::vector<std::int64_t>
       if (gap[line] == kLongGap) held.push_back(HeldTime{at, t});
     }
     gap_pages.before(gap.data() + to);
-    request_pages.before(request.data() + to);
+    request_pages.before(request.position());
     full_pages.before(full.data() + in_order.full_read());
   }
   own_times = LineTimes();
