@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polars.testing import assert_frame_equal
 from rich.console import Console
 
 from fold.api import fold_acceptance
@@ -123,6 +124,39 @@ def test_writer_process_appending_while_following(tmp_path):
     assert all(view.result is None or view.result.fold.torn_lines == 0 for view in views), (
         "a partial line was counted as torn while the writer ran"
     )
+
+
+def test_requests_out_of_order_across_polls_fold_as_one_read(tmp_path):
+    """Two requests, each with a line earlier than the one before it: the first's lines are
+    read back and held after the first poll; after the second, the other's span starts among
+    the first's held lines and both are read back together. Each takes only its own span's
+    lines from those bytes (the first's held ones were taken twice, and the follow refused a
+    valid log as changed while read), and the fold is the one-shot fold."""
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"")
+    arm = write_arm(tmp_path / "arm.json", legs=2)
+
+    def step(writer: str, n: int, seconds: float, seq: int) -> bytes:
+        """A step ``seconds`` into the second leg's window (the first leg, cold, has none)."""
+        t_ns = (BASE_S + LEG_SECONDS) * NS + round(seconds * NS)
+        return format_line(
+            writer_id=writer, n=n, t_ns=t_ns, pid=7, seq=seq, proposed=3, accepted=n % 4
+        )
+
+    first, other = "00000000000000a1", "00000000000000a2"
+    polls = [
+        step(first, 0, 3.0, 1) + step(other, 0, 4.0, 0) + step(first, 1, 2.0, 1),
+        step(other, 1, 4.5, 0) + step(other, 2, 4.4, 0) + step(first, 2, 2.1, 1),
+    ]
+    follower = Follower(arm, [str(log)], draft_positions=True)
+    for piece in polls:
+        append(log, piece)
+        follower.poll()
+    found = follower.finish()
+    assert found.to_json() == one_shot(arm, [str(log)])
+    # The steps by draft position are counted from the same lines read back (the sums file's).
+    whole = fold_acceptance(arm, [str(log)], draft_positions=True)
+    assert_frame_equal(found.fold.sums_table(), whole.fold.sums_table())
 
 
 def test_partial_line_is_held_then_counted_once_whole(tmp_path):

@@ -264,8 +264,16 @@ def _read_back(
     parts = []
     for begin, end, members in groups:
         chosen = rows.gather(members)
+        # Each request's lines from its own span only: the bytes between spans read together
+        # may hold lines of a request a fold goes on reading that it holds already.
+        bounds = (
+            spans["first_offset"].gather(chosen).to_list(),
+            spans["last_end"].gather(chosen).to_list(),
+        )
         try:
-            found = native.collect_lines(path, begin, end, legs, keys[chosen], counts=counts)
+            found = native.collect_lines(
+                path, begin, end, legs, keys[chosen], counts=counts, spans=bounds
+            )
         except OSError as error:
             raise InputError(
                 f"{path}: cannot read the step log again for its requests' lines in order: {error}"

@@ -365,14 +365,17 @@ def collect_lines(
     requests: pl.DataFrame,
     *,
     counts: bool = False,
+    spans: tuple[list[int], list[int]] | None = None,
 ) -> pl.DataFrame:
     """The lines of ``path[begin:end]`` the native pass folds into ``requests``
     (``REQUEST_KEY``), read again: per line its request (row in ``requests``), ``t_ns`` and
     packed ``tokens``, in file order; with ``counts``, per (request, proposed, accepted) the
-    lines met. An ``OSError`` when the file cannot be read, or changed under the read."""
+    lines met. ``spans``: per request, the first and the end offset of the bytes its lines are
+    taken from. An ``OSError`` when the file cannot be read, or changed under the read."""
     raw = _native.collect_lines(
-        path, begin, end, *native_legs.arguments[:4], *key_columns(requests), counts
-    )
+        path, begin, end, *native_legs.arguments[:4], *key_columns(requests), counts,
+        *(spans or ()),
+    )  # fmt: skip
     if not raw["complete"]:
         raise OSError("it is shorter than when it was read")
     names = (

@@ -16,6 +16,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arrow_export.h"
@@ -28,15 +29,25 @@ namespace fold_native {
 
 class Collector {
  public:
-  Collector(const Legs& legs, const RequestKeys& keys, bool counts)
-      : steps_(legs, keys), counts_(counts) {}
+  // `firsts`, `ends` (empty: no bounds): by request, the bytes its lines are taken from, the
+  // span the fold met them in. A read of several requests' spans at once covers bytes outside
+  // each one's, where a request a fold goes on reading has lines it already holds.
+  Collector(const Legs& legs, const RequestKeys& keys, bool counts,
+            std::vector<std::int64_t> firsts, std::vector<std::int64_t> ends)
+      : steps_(legs, keys), counts_(counts), firsts_(std::move(firsts)), ends_(std::move(ends)) {}
 
   std::vector<std::int64_t> request, t_ns, tokens;  // the lines, in file order
   Table<std::int64_t> tally;  // with counts: key (request, proposed, accepted)
 
   bool lines(const char* p, const char* end, std::int64_t base) {
     return steps_.lines(p, end, base,
-                        [this](std::int64_t at, const Step& step, std::int64_t, std::int64_t) {
+                        [this](std::int64_t at, const Step& step, std::int64_t offset,
+                               std::int64_t line_end) {
+                          auto index = static_cast<std::size_t>(at);
+                          if (!firsts_.empty() &&
+                              (offset < firsts_[index] || line_end > ends_[index])) {
+                            return true;  // outside its span: not this read's line
+                          }
                           if (counts_) {
                             tally.at(Key{static_cast<std::uint64_t>(at),
                                          static_cast<std::uint64_t>(step.proposed),
@@ -53,14 +64,16 @@ class Collector {
  private:
   NamedSteps steps_;
   bool counts_;
+  std::vector<std::int64_t> firsts_, ends_;
 };
 
 inline const char kCollectDoc[] =
     "collect_lines(path, begin, end, points, segment_leg, segment_status, segment_labels,\n"
-    "              w, seq, sid, leg, counts) -> dict\n\n"
+    "              w, seq, sid, leg, counts[, first_offset, last_end]) -> dict\n\n"
     "The lines of path[begin:end] (whole lines; begin a line start) that the fold folds into\n"
     "the named requests (w and seq as int64 bits, sid str or None, leg), parsed and attributed\n"
-    "as fold_range does (lines it does not fold pass by). counts false: 'request' (index),\n"
+    "as fold_range does (lines it does not fold pass by); with first_offset and last_end (by\n"
+    "request), only a request's lines within those bytes. counts false: 'request' (index),\n"
     "'t_ns', 'tokens' (packed) per line in file order; true: 'request', 'proposed',\n"
     "'accepted', 'count' per combination met. 'complete': the whole range was read.";
 
@@ -68,10 +81,12 @@ inline PyObject* collect_lines_py(PyObject*, PyObject* args) {
   PyObject* path_bytes = nullptr;
   long long begin, end;
   PyObject *points, *segment_leg, *segment_status, *segment_labels, *w, *seq, *sid, *leg;
+  PyObject *first_offset = nullptr, *last_end = nullptr;
   int counts;
-  if (!PyArg_ParseTuple(args, "O&LLOOOOOOOOp:collect_lines", PyUnicode_FSConverter,
+  if (!PyArg_ParseTuple(args, "O&LLOOOOOOOOp|OO:collect_lines", PyUnicode_FSConverter,
                         &path_bytes, &begin, &end, &points, &segment_leg, &segment_status,
-                        &segment_labels, &w, &seq, &sid, &leg, &counts)) {
+                        &segment_labels, &w, &seq, &sid, &leg, &counts, &first_offset,
+                        &last_end)) {
     return nullptr;
   }
   std::unique_ptr<PyObject, void (*)(PyObject*)> path_owner(path_bytes,
@@ -83,13 +98,22 @@ inline PyObject* collect_lines_py(PyObject*, PyObject* args) {
       !read_segment_labels(segment_labels, legs) || !read_request_keys(w, seq, sid, leg, keys)) {
     return nullptr;
   }
+  std::vector<std::int64_t> firsts, ends;
+  if ((first_offset != nullptr && !read_int64s(first_offset, firsts)) ||
+      (last_end != nullptr && !read_int64s(last_end, ends))) {
+    return nullptr;
+  }
+  if (firsts.size() != ends.size() || (!firsts.empty() && firsts.size() != keys.size())) {
+    PyErr_SetString(PyExc_ValueError, "one first_offset and last_end per request");
+    return nullptr;
+  }
   if (legs.segment_leg.size() != 2 * legs.points.size() + 1 ||
       legs.segment_status.size() != legs.segment_leg.size() || begin < 0 || end < begin) {
     PyErr_SetString(PyExc_ValueError, "segments do not match the points, or a bad range");
     return nullptr;
   }
   const char* path = PyBytes_AS_STRING(path_bytes);
-  Collector collector(legs, keys, counts != 0);
+  Collector collector(legs, keys, counts != 0, std::move(firsts), std::move(ends));
   bool opened = false, out_of_memory = false, io_error = false;
   std::int64_t read = begin;
   Py_BEGIN_ALLOW_THREADS;
