@@ -210,3 +210,28 @@ def test_the_native_cadence_refuses_intervals_not_so_written(first, gaps, longs,
     )
     with pytest.raises(ValueError, match="not well formed"):
         native.cadence(step_times, [0], [10**18], 4.0, [(0,)])
+
+
+@pytest.mark.parametrize("requests", [3, 300, 17_000])
+def test_busy_blocks_name_their_requests_in_more_bytes(tmp_path: Path, requests: int) -> None:
+    """Requests interleaved line by line, so one block of the read's lines names 3 requests
+    (their places in a byte), 300 (past 256: two bytes) or 17,000 (past 16,384: four bytes,
+    the places themselves); two lines each, the second before the first for every seventh.
+    Each request's intervals are the definition's, read whole and in ranges, and the
+    reference's."""
+    times = {
+        seq: [START_NS + seq * 1000 + 5, START_NS + seq * 1000 + (1 if seq % 7 == 0 else 9)]
+        for seq in range(requests)
+    }
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(
+        b"".join(line(1, i * requests + seq, times[seq][i], seq) for i in range(2) for seq in times)
+    )
+    arm = arm_from_document([LONG_LEG])
+    expected = [sorted(times[seq]) for seq in sorted(times)]
+    for options in ({}, {"block": 4096, "bytes_per_thread": 1, "threads": 3}):
+        assert raw_times(raw_read(log, arm, **options)) == expected
+    partial = assert_both_ways_agree(arm, [str(log)])[0]
+    assert partial.step_times.select(list(COLUMNS)).rows() == [
+        by_definition(times[seq]) for seq in sorted(times)
+    ]

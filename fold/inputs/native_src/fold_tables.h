@@ -112,7 +112,7 @@ inline bool add(std::int64_t& total, std::int64_t value) {
 
 // Every attributed line's time, in file order, with its request's place in the range's
 // `requests` (for the step cadence): flat arrays grow far more cheaply than a vector per
-// request, and the export puts each time in its request's list in one pass (export_times).
+// request, and the export writes each request's step intervals from them (export_times).
 // A time is kept as the interval from its request's line before in the range, in 32 bits,
 // and the place in a byte or two (LinePlaces): about 5 bytes a line, where the full time and
 // a 32-bit place made 12 (the read's peak on a long log).

@@ -87,7 +87,9 @@ inline std::int64_t fold_range(int fd, std::int64_t begin, std::int64_t end, con
   fold.requests.reserve_entries(static_cast<std::size_t>(
       std::min((end - begin) / kBytesPerRequest + 1, kMostRequests)));
   try {
-    fold.line_times.request.reserve(2 * most_lines);  // a byte a line, two in a busy block
+    // A byte a line, two in a busy block, four past 16,384 requests (LinePlaces): the room
+    // for the most, as the 32-bit places had.
+    fold.line_times.request.reserve(4 * most_lines);
     fold.line_times.gap.reserve(most_lines);
   } catch (const std::bad_alloc&) {
   }
