@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from ledger_runs import ARM, STEPS, document
 
@@ -199,7 +199,10 @@ def reference_t(value, interval, baseline):
     own = statistics.fmean(error(*i) ** 2 for _, i in baseline)
     excess = statistics.variance(values) - own if n > 1 else -1.0
     tau2 = max(0.0, excess)
-    t = (value - mean) / math.sqrt(error(*interval) ** 2 + tau2 + (tau2 + own) / n)
+    variance = error(*interval) ** 2 + tau2 + (tau2 + own) / n
+    if variance == 0:  # every interval of zero width and the runs level: no t to hold to
+        return None, None
+    t = (value - mean) / math.sqrt(variance)
     # None where the rounding of 1.96 could put tau^2 on the other side of 0
     close = abs(excess) <= 1e-4 * own
     return t, None if close else (T_975[n - 1] if tau2 > 0 else 1.96)
@@ -251,6 +254,8 @@ intervals = st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 0.2)).map(
 
 @given(st.lists(intervals, min_size=2, max_size=8), intervals,
        st.sampled_from(["lower", "upper", "both"]))  # fmt: skip
+@example([(0.013702012789511556, (0.013702012789511556, 0.013702012789511556))] * 3,
+         (0.0, (0.0, 0.0)), "lower")  # fmt: skip
 def test_an_alert_is_a_difference_interval_wholly_on_the_regressing_side(baseline, run, boundary):
     runs = [kept(i, v, ci) for i, (v, ci) in enumerate([*baseline, run], start=1)]
     check = check_run(runs, parse_figure("A/P"), boundary=boundary)
@@ -260,7 +265,10 @@ def test_an_alert_is_a_difference_interval_wholly_on_the_regressing_side(baselin
     if check["t"] is not None and abs(abs(check["t"]) - check["threshold"]) > 1e-9:
         assert (check["outcome"] == "alert") == expected
         t, quantile = reference_t(run[0], run[1], baseline)
-        assert check["t"] == pytest.approx(t, rel=1e-2)
+        # Level runs of zero-width intervals leave the fold a rounding's spread (its mean of
+        # equal floats need not be one of them), so a t where this has none.
+        if t is not None:
+            assert check["t"] == pytest.approx(t, rel=1e-2)
         if quantile is not None:
             assert check["threshold"] == pytest.approx(quantile, abs=1e-3)
 
