@@ -130,6 +130,20 @@ def line(writer: int, n: int, t_ns: int, seq: int) -> bytes:
     return canonical_line({**row, "proposed": 3, "accepted": n % 4}) + b"\n"
 
 
+def assert_intervals_read(log: Path, times: dict[Any, list[int]], split: dict[str, int]) -> None:
+    """The log folded over LONG_LEG, read whole and in the ranges ``split`` asks for: each
+    request's (by key, sorted) intervals are the definition's of its ``times``, and the
+    reference's."""
+    arm = arm_from_document([LONG_LEG])
+    expected = [sorted(times[key]) for key in sorted(times)]
+    for options in ({}, split):
+        assert raw_times(raw_read(log, arm, **options)) == expected
+    partial = assert_both_ways_agree(arm, [str(log)])[0]
+    assert partial.step_times.select(list(COLUMNS)).rows() == [
+        by_definition(times[key]) for key in sorted(times)
+    ]
+
+
 @st.composite
 def long_leg_logs(draw: st.DrawFn) -> tuple[bytes, dict[tuple[int, int], list[int]]]:
     """Requests of two writers stepping by the edge values inside the leg, their lines
@@ -169,14 +183,7 @@ def test_the_native_read_writes_each_request_s_intervals_whatever_its_threads(
     log_bytes, times = case
     log = tmp_path_factory.mktemp("intervals") / "steps.jsonl"
     log.write_bytes(log_bytes)
-    arm = arm_from_document([LONG_LEG])
-    expected = [sorted(times[key]) for key in sorted(times)]
-    for options in ({}, {"block": 64, "bytes_per_thread": 1, "threads": 8}):
-        assert raw_times(raw_read(log, arm, **options)) == expected
-    partial = assert_both_ways_agree(arm, [str(log)])[0]
-    assert partial.step_times.select(list(COLUMNS)).rows() == [
-        by_definition(times[key]) for key in sorted(times)
-    ]
+    assert_intervals_read(log, times, {"block": 64, "bytes_per_thread": 1, "threads": 8})
 
 
 def test_a_request_split_across_files_is_one_request(tmp_path: Path) -> None:
@@ -227,11 +234,4 @@ def test_busy_blocks_name_their_requests_in_more_bytes(tmp_path: Path, requests:
     log.write_bytes(
         b"".join(line(1, i * requests + seq, times[seq][i], seq) for i in range(2) for seq in times)
     )
-    arm = arm_from_document([LONG_LEG])
-    expected = [sorted(times[seq]) for seq in sorted(times)]
-    for options in ({}, {"block": 4096, "bytes_per_thread": 1, "threads": 3}):
-        assert raw_times(raw_read(log, arm, **options)) == expected
-    partial = assert_both_ways_agree(arm, [str(log)])[0]
-    assert partial.step_times.select(list(COLUMNS)).rows() == [
-        by_definition(times[seq]) for seq in sorted(times)
-    ]
+    assert_intervals_read(log, times, {"block": 4096, "bytes_per_thread": 1, "threads": 3})
