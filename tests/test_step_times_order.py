@@ -8,14 +8,22 @@ against polars' own sort of the keys (nulls first), the order the bootstrap used
 
 from __future__ import annotations
 
+import polars as pl
 from hypothesis import event, given
 from hypothesis import strategies as st
 from native_switch import native_switch
 from strategies import fold_cases, scaled
 
 from fold.errors import InputError, RefusedError
-from fold.folding.accumulate import REQUEST_KEY
+from fold.folding.accumulate import (
+    LINE_LISTS,
+    PER_REQUEST_SCHEMA,
+    REQUEST_KEY,
+    assemble,
+    empty_table,
+)
 from fold.folding.log_fold import LogFold
+from fold.folding.step_intervals import encode
 from fold.inputs.arm import arm_from_document
 
 
@@ -40,6 +48,9 @@ def test_every_path_keeps_a_row_per_request_in_key_order(tmp_path_factory, case,
         return
     step_times = fold.partial.step_times
     _keys_in_order(step_times)
+    # The requests' sums are the same requests in the same rows: the native pass's are a
+    # slice of its rows, not sorted again.
+    assert fold.partial.requests.select(REQUEST_KEY).equals(step_times.select(REQUEST_KEY))
     event(
         f"string ids: {step_times['sid'].is_not_null().any()}, both: "
         f"{step_times['sid'].is_not_null().any() and step_times['sid'].is_null().any()}"
@@ -83,3 +94,32 @@ def test_string_and_integer_ids_of_several_writers_in_both_paths(tmp_path):
             fold.add_file(str(log), block_bytes=500)
         _keys_in_order(fold.partial.step_times)
         assert fold.partial.step_times.height == 3 * len(ids)
+
+
+def test_requests_given_out_of_key_order_are_sorted_not_sliced():
+    """``assemble`` slices the requests in legs off the front only when they are there in key
+    order; rows in any other order (a leg-less row first, keys descending) come out sorted."""
+    rows = pl.DataFrame(
+        {
+            "leg": [None, 1, 0, 0],
+            "w": ["a", "b", "b", "a"],
+            "seq": [9, 2, 5, 5],
+            "sid": [None, None, None, None],
+            "lines": [1, 2, 3, 4],
+        }
+    )
+    per_request = rows.with_columns(
+        pl.lit(0).alias(name)
+        for name in PER_REQUEST_SCHEMA
+        if name not in rows.columns and name not in LINE_LISTS
+    ).cast({name: dtype for name, dtype in PER_REQUEST_SCHEMA.items() if name not in LINE_LISTS})
+    in_legs = per_request.filter(pl.col("leg").is_not_null())
+    step_times = encode(
+        in_legs.select(REQUEST_KEY)
+        .sort(REQUEST_KEY)
+        .with_columns(pl.lit([0], dtype=pl.List(pl.Int64)).alias("t_ns"))
+    )
+    empty = {name: empty_table(name) for name in ("histogram", "bins", "files")}
+    partial = assemble(per_request, step_times=step_times, **empty)
+    requests = partial.requests.select("leg", "w", "seq", "lines").rows()
+    assert requests == [(0, "a", 5, 4), (0, "b", 5, 3), (1, "b", 2, 2)]

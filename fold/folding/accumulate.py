@@ -394,7 +394,9 @@ def assemble(
         step_times = encode(lines.select(*REQUEST_KEY, "t_ns"))
         held_lines = lines.select(*LINE_LISTS).with_row_index("request")
         per_request = per_request.drop(*LINE_LISTS)
-    in_legs = per_request.filter(pl.col("leg").is_not_null())
+        in_legs = per_request.filter(pl.col("leg").is_not_null()).sort(REQUEST_KEY)
+    else:
+        in_legs = _leading_requests(per_request, step_times.height)
     durations = empty_table("durations")
     if "timed_steps" in in_legs.columns:
         timed = (pl.col("draft_steps") + pl.col("verify_steps")) > 0
@@ -410,7 +412,7 @@ def assemble(
     return PartialFold(
         legs=leg_sums.select(list(SCHEMAS["legs"])),
         histogram=histogram.sort(TABLE_KEYS["histogram"]).select(list(SCHEMAS["histogram"])),
-        requests=in_legs.sort(REQUEST_KEY).select(list(SCHEMAS["requests"])),
+        requests=in_legs.select(list(SCHEMAS["requests"])),
         step_times=step_times.select(list(SCHEMAS["step_times"])).cast(SCHEMAS["step_times"]),
         held_lines=held_lines.cast(SCHEMAS["held_lines"]),
         **(native_rows or {}),
@@ -419,6 +421,22 @@ def assemble(
         files=files,
         durations=durations,
     )
+
+
+def _leading_requests(per_request: pl.DataFrame, count: int) -> pl.DataFrame:
+    """The requests in legs of a fold whose step times came ready-made (``count`` rows): the
+    native pass puts them first, in key order, so they are a slice of its rows. A filter and a
+    sort copied every column twice, at the read's peak on a load test's 10^6 requests. The
+    slice is checked, and rows in any other order are filtered and sorted as before."""
+    leading = per_request.head(count)
+    rest = per_request.slice(count)
+    if (
+        leading["leg"].null_count() == 0
+        and rest["leg"].null_count() == rest.height
+        and keys_increase(leading)
+    ):
+        return leading
+    return per_request.filter(pl.col("leg").is_not_null()).sort(REQUEST_KEY)
 
 
 def _by_index(legs: pl.DataFrame, column: str) -> pl.Series:
