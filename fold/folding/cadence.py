@@ -162,10 +162,13 @@ def fold_cadence(
     for index, start, end in legs.select("index", "start_ns", "end_ns").iter_rows():
         starts[index], ends[index] = start + WINDOW_SLACK_NS, end - WINDOW_SLACK_NS
     raw, pooled = native.cadence(step_times, starts, ends, stall_factor, keys)
+    requests = pl.concat([step_times.select(KEY), raw], how="horizontal")
+    # The keys are step times' own columns until a filter copies them: a request none of whose
+    # lines fell in its leg's window is rare, and a load test's 10^6 keys are some 40 MiB.
+    if (raw["lines"] == 0).any():
+        requests = requests.filter(pl.col("lines") > 0)
     requests = (
-        pl.concat([step_times.select(KEY), raw], how="horizontal")
-        .filter(pl.col("lines") > 0)
-        .with_columns(
+        requests.with_columns(
             pl.when(pl.col("median2_ns") >= 0).then(pl.col("median2_ns") / 2).alias("median_ns"),
             *(
                 pl.when(pl.col(name) >= 0).then(pl.col(name)).alias(name)
