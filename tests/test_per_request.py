@@ -421,7 +421,7 @@ position_line = st.tuples(
 
 
 def packed(proposed: int, accepted: int, emitted: int | None) -> int:
-    from fold.folding.accumulate import TOKEN_BITS
+    from fold.folding.packed_tokens import TOKEN_BITS
 
     plus_one = 0 if emitted is None else emitted + 1
     return proposed | accepted << TOKEN_BITS | plus_one << 2 * TOKEN_BITS

@@ -11,9 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fold.api import fold_acceptance
-from fold.folding.accumulate import SCHEMAS, TOKEN_BITS, PartialFold
+from fold.folding.accumulate import SCHEMAS, PartialFold
 from fold.folding.line_rows import draft_counts
 from fold.folding.native import NativeLegs
+from fold.folding.packed_tokens import TOKEN_BITS
 from fold.folding.request_positions import POSITION_LISTS, request_positions
 from fold.folding.step_intervals import encode
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def packed(proposed: int, accepted: int, emitted: int | None = None) -> int:
-    """A line's counts as ``fold.folding.accumulate.packed_tokens`` packs them."""
+    """A line's counts as ``fold.folding.packed_tokens.packed_tokens`` packs them."""
     return proposed + (accepted << TOKEN_BITS) + ((0 if emitted is None else emitted + 1) << 34)
 
 

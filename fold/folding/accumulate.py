@@ -20,6 +20,7 @@ from typing import TypeVar
 import polars as pl
 
 from fold.folding.attribute import AMBIGUOUS, ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.folding.packed_tokens import packed_tokens
 from fold.folding.step_intervals import COLUMNS as STEP_INTERVALS
 from fold.folding.step_intervals import encode
 from fold.folding.writers import sum_mod_64
@@ -160,23 +161,6 @@ PER_REQUEST_SCHEMA: dict[str, pl.DataType] = {
 LINE_LISTS = ("t_ns", "tokens")
 """The per-request lists of ``held_lines``, a value per attributed line, aligned: merged by
 concatenation, so their order is arbitrary but the same in both."""
-
-# A line's counts packed in one int64 of ``step_times.tokens`` (``fold.folding.by_position``
-# unpacks them): each count is at most fold.inputs.limits.MAX_STEP_TOKENS = 2^16 < 2^17, and
-# emitted is stored + 1 so that 0 means "the line has no emitted".
-TOKEN_BITS = 17
-TOKEN_MASK = (1 << TOKEN_BITS) - 1
-
-
-def packed_tokens() -> pl.Expr:
-    """Each line's proposed, accepted and emitted in one int64 (``TOKEN_BITS`` apiece)."""
-    emitted = (pl.col("emitted").cast(pl.Int64) + 1).fill_null(0)
-    return (
-        pl.col("proposed").cast(pl.Int64)
-        + pl.col("accepted").cast(pl.Int64) * (1 << TOKEN_BITS)
-        + emitted * (1 << (2 * TOKEN_BITS))
-    ).alias("tokens")
-
 
 TABLE_KEYS = {
     "legs": ["leg"],

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fold.folding.accumulate import TOKEN_BITS, TOKEN_MASK
+from fold.folding.packed_tokens import TOKEN_BITS, TOKEN_MASK
 from fold.folding.per_request import MEAN_COLUMNS, MeanDraws, mean_columns
 from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
 from fold.inputs.acceptance import Counts

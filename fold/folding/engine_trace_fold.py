@@ -32,10 +32,10 @@ from fold.folding.accumulate import (
     TIME_BINS_PER_LEG,
     PartialFold,
     assemble,
-    packed_tokens,
     request_sums,
     step_histogram,
 )
+from fold.folding.packed_tokens import packed_tokens
 from fold.inputs import limits
 from fold.inputs.arm import ArmRecord
 from fold.inputs.engine_trace import RUN_PREFIX, EngineTrace, RunLines

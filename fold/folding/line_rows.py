@@ -25,8 +25,9 @@ import polars as pl
 
 from fold.errors import InputError
 from fold.folding import native
-from fold.folding.accumulate import REQUEST_KEY, SCHEMAS, TOKEN_BITS, TOKEN_MASK, PartialFold
+from fold.folding.accumulate import REQUEST_KEY, SCHEMAS, PartialFold
 from fold.folding.by_position import ordered_bucket_sums
+from fold.folding.packed_tokens import TOKEN_BITS, TOKEN_MASK
 from fold.folding.step_intervals import decoded
 from fold.folding.step_lengths import ordered_length_sums
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from fold.folding.accumulate import TOKEN_BITS
+from fold.folding.packed_tokens import TOKEN_BITS
 
 _PROPOSED_MASK = (1 << TOKEN_BITS) - 1
 

@@ -20,7 +20,7 @@ namespace fold_native {
 constexpr std::size_t kMaxExamples = 5;         // bad lines whose place is handed back
 constexpr std::size_t kMaxDeferred = 1 << 20;   // beyond: the caller reads the file in Python
 constexpr std::int64_t kMaxStepTokens = 1 << 16;  // fold.inputs.limits.MAX_STEP_TOKENS
-constexpr int kTokenBits = 17;  // fold.folding.accumulate.TOKEN_BITS: each count < 2^17
+constexpr int kTokenBits = 17;  // fold.folding.packed_tokens.TOKEN_BITS: each count < 2^17
 constexpr std::int64_t kTokenMask = (std::int64_t{1} << kTokenBits) - 1;
 constexpr int kFirstEdgeBits = 7;  // fold.folding.by_position.FIRST_EDGE = 2^7
 

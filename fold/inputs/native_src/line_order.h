@@ -21,7 +21,7 @@ inline bool add32(std::int32_t& total, std::int64_t value) {
   return true;
 }
 
-// A line's counts packed as fold.folding.accumulate.packed_tokens packs them.
+// A line's counts packed as fold.folding.packed_tokens.packed_tokens packs them.
 inline std::int64_t packed_tokens(const Step& step) {
   return step.proposed | step.accepted << kTokenBits |
          (step.has_emitted ? step.emitted + 1 : 0) << 2 * kTokenBits;
