@@ -130,10 +130,11 @@ PyObject* build_result(RangeResult& result) {
         {"bucket", arrow_column(std::move(state.bucket), false)},
     });
   }
-  OrderRows order_figures = order_rows(fold, order, offsets.size() - 1);
   bool timed = fold.timed_lines > 0;  // else no duration columns (old logs)
   // The table is empty from here on (`requests`, its entries, too); `count` is what it held.
-  std::vector<FilledInPlace> columns = request_columns(fold.requests, order, writer_of, timed);
+  RequestExport made = request_columns(fold, order, offsets.size() - 1, writer_of, timed);
+  std::vector<FilledInPlace>& columns = made.columns;
+  OrderRows& order_figures = made.rows;
   auto column = [&columns](std::size_t index, bool is_unsigned = false) {
     return arrow_column(std::move(columns[index]), is_unsigned);
   };

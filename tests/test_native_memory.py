@@ -163,8 +163,9 @@ def test_lines_placed_in_many_passes_keep_every_value(tmp_path: Path) -> None:
 
 
 def test_a_fold_hands_freed_memory_back_after_the_read_and_the_lines(monkeypatch) -> None:
-    """The fold calls release_memory where what it freed is freed: after each read (whichever
-    way the read ends) and once its lines are let go."""
+    """The fold calls release_memory where what it freed is freed: in each read, once the
+    pass's replaced columns are dropped, and after it (whichever way the read ends); after the
+    cadence; and once its lines are let go. Here one read: four calls."""
     import fold._native
     from fold.api import fold_acceptance
 
@@ -172,4 +173,4 @@ def test_a_fold_hands_freed_memory_back_after_the_read_and_the_lines(monkeypatch
     real = fold._native.release_memory
     monkeypatch.setattr(fold._native, "release_memory", lambda: calls.append(1) or real())
     fold_acceptance(ROOT / "fixtures" / "our-arm.json", [str(ROOT / "fixtures" / "steps.jsonl")])
-    assert len(calls) == 2
+    assert len(calls) == 4

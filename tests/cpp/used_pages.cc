@@ -228,9 +228,14 @@ int edges(bool back, int code) {
 // none read after its page went back (those read as zeros, and every value here is not), and
 // the table left empty. Passes of 7 and 13 entries end at many places within a page (a real
 // table starts anywhere in one; 2^14 entries of 176 bytes end on the same place each time).
+// Beside them, the rows by output position and draft length of the first `rows` in key
+// order, each at its request's rank: buckets it left and the one it is in, its first draft
+// length and others; none for a request out of order or past `rows`.
 int columns(std::size_t entries_a_pass) {
   constexpr std::size_t kRequests = 3 * (std::size_t{1} << 14) + 77;
-  Table<Request> table;
+  constexpr std::size_t kRows = kRequests - 500;  // the last 500 in key order: no leg
+  Fold fold;
+  Table<Request>& table = fold.requests;
   std::vector<Request> made(kRequests);
   for (std::size_t q = 0; q < kRequests; ++q) {
     Request& r = table.at(Key{q + 1, 7 * q + 1, static_cast<std::int64_t>(q % 5) + 1, q + 1});
@@ -241,7 +246,23 @@ int columns(std::size_t entries_a_pass) {
                             &r.timed_steps, &r.draft_steps, &r.verify_steps, &r.draft_ns,
                             &r.verify_ns};
     for (std::int64_t* sum : sums) *sum = base++;
+    // Request q: bucket q % 4 (after q % 3 buckets left, 0 up), draft length 2 and, for
+    // every fifth, length 9 (kept in other_lengths) before it; every 11th out of order.
+    auto b = static_cast<std::int32_t>(q % 4 + 3);
+    r.order.bucket = static_cast<std::int8_t>(q % 3);
+    r.order.bucket_steps = b;
+    r.order.bucket_proposed = 2 * b;
+    r.order.bucket_accepted = b - 1;
+    r.order.length_proposed = 2;
+    r.order.length_intervals = b + 1;
+    r.order.length_ns = 1000 * b;
+    r.order.unordered = q % 11 == 0;
     made[q] = r;
+    for (std::int64_t left = 0; left < static_cast<std::int64_t>(q % 3); ++left) {
+      fold.done_buckets.push_back(BucketRow{static_cast<std::uint32_t>(q), left, left + 1,
+                                            left + 2, left + 3});
+    }
+    if (q % 5 == 0) fold.other_lengths.at(Key{q, 9, 0}) = StepLengthSums{7, 70};
   }
   // Key order here: the places reversed in blocks of 1000, so ranks jump back and forth.
   std::vector<std::uint32_t> order;
@@ -253,8 +274,54 @@ int columns(std::size_t entries_a_pass) {
   }
   std::vector<std::int64_t> writer_of(kRequests);
   for (std::size_t q = 0; q < kRequests; ++q) writer_of[q] = static_cast<std::int64_t>(q) + 9;
-  std::vector<FilledInPlace> columns =
-      request_columns(table, order, writer_of, true, entries_a_pass);
+  RequestExport exported =
+      request_columns(fold, order, kRows, writer_of, true, entries_a_pass);
+  std::vector<FilledInPlace>& columns = exported.columns;
+  if (!fold.done_buckets.empty() || !fold.other_lengths.entries().empty()) {
+    return std::puts("the buckets left or the other lengths were kept"), 33;
+  }
+  // The rows as the definitions above give them, request by request in key order.
+  OrderRows expected;
+  for (std::size_t at = 0; at < kRows; ++at) {
+    std::size_t q = order[at];
+    if (q % 11 == 0) continue;
+    auto row = static_cast<std::int64_t>(at);
+    auto b = static_cast<std::int64_t>(q % 4 + 3);
+    for (std::int64_t left = 0; left < static_cast<std::int64_t>(q % 3); ++left) {
+      for (auto [column, value] : {std::pair{&expected.bucket_row, row}, {&expected.bucket, left},
+                                   {&expected.steps, left + 1}, {&expected.proposed, left + 2},
+                                   {&expected.accepted, left + 3}}) {
+        column->push_back(value);
+      }
+    }
+    for (auto [column, value] :
+         {std::pair{&expected.bucket_row, row}, {&expected.bucket, static_cast<std::int64_t>(q % 3)},
+          {&expected.steps, b}, {&expected.proposed, 2 * b}, {&expected.accepted, b - 1}}) {
+      column->push_back(value);
+    }
+    for (auto [column, value] : {std::pair{&expected.length_row, row}, {&expected.length, 2},
+                                 {&expected.intervals, b + 1}, {&expected.ns, 1000 * b}}) {
+      column->push_back(value);
+    }
+    if (q % 5 == 0) {
+      for (auto [column, value] : {std::pair{&expected.length_row, row}, {&expected.length, 9},
+                                   {&expected.intervals, 7}, {&expected.ns, 70}}) {
+        column->push_back(value);
+      }
+    }
+  }
+  const OrderRows& got = exported.rows;
+  if (got.bucket_row != expected.bucket_row || got.bucket != expected.bucket ||
+      got.steps != expected.steps || got.proposed != expected.proposed ||
+      got.accepted != expected.accepted) {
+    return std::printf("pass of %zu: rows by position: %zu, not %zu\n", entries_a_pass,
+                       got.bucket_row.size(), expected.bucket_row.size()), 34;
+  }
+  if (got.length_row != expected.length_row || got.length != expected.length ||
+      got.intervals != expected.intervals || got.ns != expected.ns) {
+    return std::printf("pass of %zu: rows by length: %zu, not %zu\n", entries_a_pass,
+                       got.length_row.size(), expected.length_row.size()), 35;
+  }
   if (!table.entries().empty()) return std::puts("the table was kept"), 30;
   if (columns.size() != kRequestColumns + kDurationColumns) return std::puts("columns"), 31;
   namespace c = request_column;
@@ -346,7 +413,7 @@ int merged_read() {
   std::vector<std::uint32_t> order = request_order(entries, result.fold.seq_ids);
   std::vector<std::int64_t> writer_of(entries.size(), 0);
   std::vector<FilledInPlace> columns =
-      request_columns(result.fold.requests, order, writer_of, false, 7);
+      request_columns(result.fold, order, 0, writer_of, false, 7).columns;
   if (columns.size() != kRequestColumns) return std::puts("columns without durations"), 47;
   namespace c = request_column;
   for (std::size_t at = 0; at < 4000; ++at) {

@@ -23,6 +23,7 @@
 #include "line_order.h"
 #include "line_parse.h"
 #include "request_keys.h"
+#include "used_pages.h"
 
 namespace fold_native {
 
@@ -291,8 +292,12 @@ struct Crossing {
 
 // Merges range `from` into `into` (the ranges before it, merged): sums add, the requests new
 // to `into` keep their LineOrder, and the requests both met are returned, to be continued.
+// `from`'s request table is used up: its entries' pages go back to the system as they are
+// merged (every `entries_a_pass`), so `into`'s growing table does not sit beside the whole of
+// it. On a load test's 10^6 requests, half in each of two ranges, that was the read's peak.
 inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
-                       std::vector<Crossing>& crossing) {
+                       std::vector<Crossing>& crossing,
+                       std::size_t entries_a_pass = std::size_t{1} << 14) {
   into.lines += from.lines;
   into.folded += from.folded;
   into.attributed += from.attributed;
@@ -311,7 +316,10 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
   from.merged_before.reserve(entries.size());
   // A request the ranges before met too goes on from them (Continuation); its rows here go.
   std::vector<char> continued(entries.size(), 0);
+  UsedPages merged(entries.data(), entries.size() * sizeof(entries[0]));
+  std::size_t pass = entries_a_pass > 0 ? entries_a_pass : 1;
   for (std::size_t own = 0; own < entries.size(); ++own) {
+    if (own % pass == 0) merged.before(entries.data() + own);
     auto& entry = entries[own];
     Key key = entry.key;
     if (key.d != 0) key.d = into.seq_id_key(from.seq_ids[key.d - 1]);  // into's own numbering
