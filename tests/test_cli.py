@@ -256,3 +256,52 @@ def test_a_long_trailing_run_of_one_value_prints_as_one_cell():
     # one step of the largest proposal FORMAT.md allows: not 65,536 cells
     assert position_cells(["1", *(["0"] * 65_536)]) == "0:1  1..65536:0"
     assert position_cells([]) == ""
+
+
+_GLIBC_PAGES_PROBE = """
+import sys
+if sys.argv[1] == "command":
+    import fold.command.process
+import numpy as np
+
+def anonymous_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) // 1024
+
+np.ones(1 << 21)  # 16 MiB, mapped and unmapped: glibc's own threshold then rises past 4 MiB
+before = anonymous_mib()
+arrays = [np.ones(1 << 19) for _ in range(20)]  # 20 arrays of 4 MiB
+held = anonymous_mib() - before
+del arrays[:-1]  # the last stays, above the others wherever glibc put them
+print(held, anonymous_mib() - before)
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not Path("/proc/self/status").exists(),
+    reason="glibc's threshold, RssAnon from /proc",
+)
+def test_the_command_has_glibc_hand_freed_arrays_back_and_the_library_does_not():
+    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+
+    def held_then_kept(who: str, extra: dict[str, str]) -> tuple[int, int]:
+        done = subprocess.run(
+            [sys.executable, "-c", _GLIBC_PAGES_PROBE, who],
+            capture_output=True,
+            text=True,
+            env={**environment, **extra},
+            check=True,
+        )
+        held, kept = map(int, done.stdout.split())
+        return held, kept
+
+    # The command's setting: 19 of the 20 arrays freed are 19 x 4 MiB handed back ...
+    held, kept = held_then_kept("command", {})
+    assert held >= 76 and kept <= 8
+    # ... where a program importing the library keeps glibc's own ways (all 80 MiB kept) ...
+    held, kept = held_then_kept("library", {})
+    assert held >= 76 and kept >= 76
+    # ... and so does the command when the user set glibc's threshold.
+    held, kept = held_then_kept("command", {"MALLOC_MMAP_THRESHOLD_": str(32 << 20)})
+    assert held >= 76 and kept >= 76

@@ -14,12 +14,24 @@ within less than that, so on a load test's 10^6 requests the pages of one stage 
 while the next allocated its own: about 140 MiB of the 920 MiB peak. Handing freed pages back
 at once costs no measurable time there (``docs/performance.md``).
 
-A value the user set is kept, for either.
+glibc, which numpy, Python and the extension allocate through, maps an array of 128 KiB or
+more by itself and unmaps it when freed, until it frees one such array: from then on it puts
+arrays up to that size in its heap, where a freed one stays with the process. The fold's
+stages each free columns and arrays of every request (a load test's 10^6: tens of MiB each)
+that the next stage, allocating through polars, never reuses, so they stayed held beneath
+its peak: some 40 MiB under each of the read's, the cadence's and the document's peaks.
+Fixing the threshold where it starts keeps every large array mapped, and handed back when
+freed (no measurable time: ``docs/performance.md``).
+
+A value the user set is kept, for each.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import sys
 
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
@@ -28,3 +40,13 @@ POLARS_ALLOCATOR = "_RJEM_MALLOC_CONF"
 
 os.environ.setdefault(BLAS_THREADS, "1")
 os.environ.setdefault(POLARS_ALLOCATOR, "dirty_decay_ms:0,muzzy_decay_ms:0")
+
+GLIBC_MMAP_THRESHOLD = "MALLOC_MMAP_THRESHOLD_"
+"""glibc's own variable for the threshold, read when the process starts: set, it is kept."""
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+_MMAP_THRESHOLD = 128 * 1024  # glibc's starting value, now fixed
+
+if sys.platform.startswith("linux") and GLIBC_MMAP_THRESHOLD not in os.environ:
+    # A C library without mallopt keeps its own ways.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
