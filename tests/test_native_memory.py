@@ -48,8 +48,9 @@ def test_placed_lines_pages_go_back_and_every_line_lands(tmp_path: Path) -> None
     (mincore), two merged ranges of several passes each, on threads of their own whatever
     the cores, put every line at its place with its time (kept as 32-bit intervals: their
     edges, and times kept whole, included), the requests' columns take every entry's values
-    at its rank before its page goes, and a file read on two ranges leaves the merged one
-    without its own tables (tests/cpp/used_pages.cc; that last needs two cores)."""
+    at its rank before its page goes, with the rows by position and length, a file read on
+    two ranges leaves the merged one without its own tables, and the rows are cut into
+    threads' shares by their work (tests/cpp/used_pages.cc; the merged read needs two cores)."""
     program = tmp_path / "used_pages"
     include = sysconfig.get_paths()["include"]
     compile_cxx(

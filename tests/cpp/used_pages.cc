@@ -428,7 +428,28 @@ int merged_read() {
 
 }  // namespace
 
+// parallel.h's shares, as the export and the cadence cut their rows: each cut the first item
+// whose work before reaches its share's part, every item in one share, and a share for each
+// part even where one item holds most of the work.
+int shares_of_work() {
+  // Work 5, 0, 0, 90, 5 (total 100) in four parts: wanted 25, 50, 75 are all first reached
+  // before the fifth item (work before it: 95), so three cuts fall there.
+  std::vector<std::int64_t> before{0, 5, 5, 5, 95, 100};
+  if (shares(before, 4) != std::vector<std::size_t>{0, 4, 4, 4, 5}) return 50;
+  if (shares(before, 1) != std::vector<std::size_t>{0, 5}) return 51;
+  if (shares(before, 0) != std::vector<std::size_t>{0, 5}) return 52;  // at least one part
+  // Even work: even shares.
+  std::vector<std::size_t> even(9);
+  for (std::size_t i = 0; i < even.size(); ++i) even[i] = 10 * i;
+  if (shares(even, 4) != std::vector<std::size_t>{0, 2, 4, 6, 8}) return 53;
+  // No items: one empty share per part.
+  if (shares(std::vector<std::int64_t>{0}, 3) != std::vector<std::size_t>{0, 0, 0, 0}) return 54;
+  if (threads_for(0) != 1) return 55;
+  return 0;
+}
+
 int main() {
+  if (int failed = shares_of_work()) return failed;
   if (int failed = pages()) return failed;
   if (int failed = places(24)) return failed;
   if (int failed = lines()) return failed;

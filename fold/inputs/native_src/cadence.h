@@ -62,21 +62,14 @@ struct RequestTimes {
   std::size_t lines() const { return first < 0 ? 0 : intervals + 1; }
 };
 
-// Shares of `requests` for `threads` threads, cut where the lines before reach each one's part.
-inline std::vector<std::size_t> shares(const std::vector<RequestTimes>& requests,
-                                       unsigned threads) {
+// Shares of `requests` for `threads` threads by their lines (parallel.h's shares).
+inline std::vector<std::size_t> request_shares(const std::vector<RequestTimes>& requests,
+                                               unsigned threads) {
   std::vector<std::size_t> before(requests.size() + 1, 0);
   for (std::size_t i = 0; i < requests.size(); ++i) {
     before[i + 1] = before[i] + requests[i].lines();
   }
-  std::vector<std::size_t> cuts = {0};
-  for (unsigned part = 1; part < threads; ++part) {
-    std::size_t wanted = before.back() / threads * part;
-    cuts.push_back(static_cast<std::size_t>(
-        std::lower_bound(before.begin(), before.end() - 1, wanted) - before.begin()));
-  }
-  cuts.push_back(requests.size());
-  return cuts;
+  return shares(before, threads);
 }
 
 // A request's intervals, in time order, in `gaps`, the long ones whole (the caller checked
@@ -106,7 +99,7 @@ class CadencePass {
   // independent, so each thread takes a share, with intervals of one request at a time.
   void run(const std::vector<RequestTimes>& requests, unsigned threads) {
     for (auto& column : columns) column.assign(requests.size(), 0);
-    std::vector<std::size_t> cuts = shares(requests, std::max(1u, threads));
+    std::vector<std::size_t> cuts = request_shares(requests, threads);
     in_parallel(cuts.size() - 1, [&](std::size_t part) {
       std::vector<std::int64_t> gaps;
       for (std::size_t i = cuts[part]; i < cuts[part + 1]; ++i) {
@@ -332,7 +325,7 @@ class PooledSearch {
         }
       }
     }
-    std::vector<std::size_t> cuts = shares(requests_, threads_);
+    std::vector<std::size_t> cuts = request_shares(requests_, threads_);
     std::size_t parts = cuts.size() - 1;
     std::vector<std::vector<std::int64_t>> counted(parts);
     std::vector<std::vector<std::vector<std::int64_t>>> kept(parts);

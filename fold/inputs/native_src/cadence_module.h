@@ -16,7 +16,6 @@
 #include <cstring>
 #include <new>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -205,10 +204,7 @@ inline PyObject* cadence_py(PyObject*, PyObject* args) {
   for (auto* done : {&firsts, &legs}) std::vector<std::int64_t>().swap(*done);
   decltype(gap_rows)().swap(gap_rows);
   decltype(long_rows)().swap(long_rows);
-  // One thread per million intervals, up to the cores.
-  unsigned threads = static_cast<unsigned>(
-      std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()),
-                            total / (std::size_t{1} << 20) + 1));
+  unsigned threads = threads_for(total);
   bool out_of_memory = false;
   std::vector<PooledIntervals> pooled;
   Py_BEGIN_ALLOW_THREADS;

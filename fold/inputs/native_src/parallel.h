@@ -40,6 +40,29 @@ void in_parallel(std::size_t parts, Work work) {
   if (std::find(failed.begin(), failed.end(), 1) != failed.end()) throw std::bad_alloc();
 }
 
+// Threads for `work` units (lines, intervals): one per 2^20, up to the cores.
+inline unsigned threads_for(std::size_t work) {
+  return static_cast<unsigned>(std::min<std::size_t>(
+      std::max(1u, std::thread::hardware_concurrency()), work / (std::size_t{1} << 20) + 1));
+}
+
+// `parts` shares of items whose work before each is `before` (a running sum from 0, one value
+// more than the items, the total last): [0, cut 1, ..., items], each cut the first item whose
+// work before reaches its share's part, so each share holds about the same work however it
+// is spread over the items.
+template <typename Sum>
+std::vector<std::size_t> shares(const std::vector<Sum>& before, unsigned parts) {
+  parts = std::max(1u, parts);
+  std::vector<std::size_t> cuts = {0};
+  for (unsigned part = 1; part < parts; ++part) {
+    Sum wanted = before.back() / static_cast<Sum>(parts) * static_cast<Sum>(part);
+    cuts.push_back(static_cast<std::size_t>(
+        std::lower_bound(before.begin(), before.end() - 1, wanted) - before.begin()));
+  }
+  cuts.push_back(before.size() - 1);
+  return cuts;
+}
+
 }  // namespace fold_native
 
 #endif  // FOLD_NATIVE_PARALLEL_H_

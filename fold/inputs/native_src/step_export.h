@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <thread>
 #include <vector>
 
 #include "arrow_export.h"
@@ -159,17 +158,9 @@ inline void export_times(RangeResult& result, const std::vector<std::uint32_t>& 
   }
   std::sort(held.begin(), held.end(),
             [](const HeldTime& a, const HeldTime& b) { return a.at < b.at; });
-  // Shares of the rows by their intervals: a thread per million, up to the cores.
-  auto threads = static_cast<unsigned>(
-      std::min<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()),
-                             offsets.back() / (std::int64_t{1} << 20) + 1));
-  std::vector<std::size_t> cuts{0};
-  for (unsigned part = 1; part < threads; ++part) {
-    std::int64_t wanted = offsets.back() / threads * part;
-    auto at = std::lower_bound(offsets.begin(), offsets.end() - 1, wanted) - offsets.begin();
-    cuts.push_back(std::max(cuts.back(), static_cast<std::size_t>(at)));
-  }
-  cuts.push_back(rows.size());
+  // Shares of the rows by their intervals.
+  std::vector<std::size_t> cuts =
+      shares(offsets, threads_for(static_cast<std::size_t>(offsets.back())));
   out.first.assign(rows.size(), 0);
   std::vector<std::int64_t> long_count(rows.size(), 0);
   std::vector<std::vector<std::int64_t>> longs(cuts.size() - 1);
