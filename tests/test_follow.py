@@ -180,6 +180,24 @@ def test_partial_line_is_held_then_counted_once_whole(tmp_path):
     assert result.to_json() == one_shot(arm, [str(log)])
 
 
+def test_torn_lines_glued_to_the_next_before_the_record_appears(tmp_path):
+    """A torn fragment glued to the line after it, read while there is no record yet (the
+    follower reads without legs): the line goes to the exact parser, which keeps it whole and
+    counts the fragment. Without legs, its fold failed as "this is a bug"; it is held, and
+    folded over the legs once the record appears."""
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b"".join(line(i) for i in range(20)) + line(20)[:12] + line(21))
+    follower = Follower(str(tmp_path / "arm.json"), [str(log)])
+    view = follower.poll()
+    assert view.result is None and "waiting for" in view.status
+    assert view.lines == 21
+    arm = write_arm(tmp_path / "arm.json")
+    append(log, b"".join(line(i) for i in range(22, 60)))
+    result = follower.finish()
+    assert result.fold.torn_lines == 1
+    assert result.to_json() == one_shot(arm, [str(log)])
+
+
 def test_truncated_file_is_read_again_with_a_notice(tmp_path):
     log = tmp_path / "steps.jsonl"
     arm = write_arm(tmp_path / "arm.json")
@@ -285,6 +303,33 @@ def test_record_changes_are_reattributed(tmp_path):
     view = follower.poll()
     assert any("changed" in notice.message for notice in view.notices)
     assert view.result.to_json() == one_shot(str(arm_path), [str(log)])
+
+
+def test_the_final_fold_takes_the_record_as_it_is_at_the_end(tmp_path):
+    """A record that turns refused while following keeps the last good legs for the live view,
+    and the final fold is refused as a one-shot fold of it is (exit 1, before any line the read
+    stopped at); one that no longer loads ends it with its own error (exit 2)."""
+    log = tmp_path / "steps.jsonl"
+    arm_path = tmp_path / "arm.json"
+    log.write_bytes(b"".join(line(i) for i in range(60)))
+    write_arm(arm_path, legs=3)
+    follower = Follower(str(arm_path), [str(log)])
+    assert follower.poll().result is not None
+    cold = json.loads(arm_path.read_text())
+    for each in cold["legs"]:
+        each["run"] = 1
+    arm_path.write_text(json.dumps(cold))
+    view = follower.poll()
+    assert view.result is not None and "showing its last good legs" in view.status
+    with pytest.raises(RefusedError) as followed:
+        follower.finish()
+    with pytest.raises(RefusedError) as whole:
+        one_shot(str(arm_path), [str(log)])
+    assert str(followed.value) == str(whole.value) and "no leg is warm" in str(whole.value)
+    arm_path.write_text('{"legs": [')
+    follower.poll()
+    with pytest.raises(InputError):
+        follower.finish()
 
 
 def test_refusal_while_following_is_a_status_and_final_refusal_raises(tmp_path):

@@ -83,11 +83,14 @@ def _labels(legs: pl.DataFrame) -> list[str | None]:
 def attribute(steps: pl.DataFrame, windows: LegWindows) -> pl.DataFrame:
     """``steps`` with ``leg`` (attributed leg index or null) and ``status`` columns added."""
     t_ns = steps["t_ns"]
-    last_point = windows.points.len() - 1  # an arm record has at least one leg
+    last_point = windows.points.len() - 1
     position = windows.points.search_sorted(t_ns, side="left")
-    at_point = (position <= last_point) & (
-        windows.points.gather(position.clip(upper_bound=last_point)) == t_ns
-    )
+    if last_point < 0:  # no legs (a follower without its record yet): one segment, no edge
+        at_point = pl.repeat(False, steps.height, eager=True)
+    else:
+        at_point = (position <= last_point) & (
+            windows.points.gather(position.clip(upper_bound=last_point)) == t_ns
+        )
     segment = (position.cast(pl.Int64) * 2 + at_point.cast(pl.Int64)).alias("segment")
     attributed = steps.with_columns(
         segment,

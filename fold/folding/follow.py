@@ -113,7 +113,9 @@ class _ArmState:
     key: tuple[int, int, int] | None = None
     arm: ArmRecord | None = None
     legs: Legs | None = None
-    problem: str | None = None
+    problem: FoldError | None = None
+    """Why the record as it is now does not load or is refused (its own error, raised as it
+    is by the final fold: a refusal stays a refusal, exit 1)."""
 
 
 class Follower:
@@ -183,13 +185,16 @@ class Follower:
             # A poll was interrupted (Ctrl-C) between reading a block and adding it.
             self._restart_all()
         self._advance([])
-        if self._failure is not None:
-            raise self._failure
+        # The record as it is now, first, as a one-shot fold takes it before it reads a line:
+        # a record that no longer loads ends the follow with its own error (a refusal stays a
+        # refusal), not with the legs it last had, nor with a line the read stopped at.
+        if self._arm.problem is not None:
+            raise self._arm.problem
         arm = self._arm.arm
         if arm is None:
-            if self._arm.problem is not None:
-                raise InputError(self._arm.problem)
             raise InputError(f"{self.arm_path}: no such arm record (the gate writes it last)")
+        if self._failure is not None:
+            raise self._failure
         if not self._tails:
             raise InputError(f"{', '.join(self.log_patterns)}: no step log appeared")
         for tail in self._tails.values():
@@ -227,7 +232,7 @@ class Follower:
             check_arm(arm, self.predicate)
         except FoldError as error:
             # Half written, or refused: shown as the status until the file changes again.
-            self._arm.problem = str(error)
+            self._arm.problem = error
             return False
         had_legs = self._arm.arm is not None
         self._arm.arm, self._arm.legs, self._arm.problem = arm, Legs.of(arm.legs), None
@@ -353,7 +358,7 @@ class Follower:
         if self._failure is not None:
             status = f"reading stopped: {self._failure}"
         elif arm is None:
-            status = self._arm.problem or (
+            status = str(self._arm.problem or "") or (
                 f"waiting for {self.arm_path} (the gate writes it at the end): "
                 "provisional groups by leg label or writer"
             )
@@ -366,7 +371,7 @@ class Follower:
                 status = f"not foldable yet: {error}"
         if self._arm.problem is not None and arm is not None and status is None:
             status = "the arm record changed but does not load; showing its last good legs: " + (
-                self._arm.problem
+                str(self._arm.problem)
             )
         return FollowView(
             result=result,
