@@ -28,6 +28,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import differential  # noqa: E402  the step-log target, a sibling script
+import follow  # noqa: E402  the follow target, a sibling script
 import harness  # noqa: E402
 import mutate  # noqa: E402
 from harness import Finding  # noqa: E402
@@ -393,6 +394,14 @@ TARGETS = {
             4096,
             "steplog.dict",
             "the hook's step log: the native reader against the polars reference",
+        ),
+        Target(
+            "follow",
+            follow.check,
+            follow.mutate,
+            4096,
+            "steplog.dict",
+            "--follow: the step log appended in pieces and followed, against the one-shot fold",
         ),
         Target(
             "trace",

@@ -42,7 +42,7 @@ def driver() -> Any:
 def test_every_input_the_project_reads_has_a_target(driver):
     assert set(driver.TARGETS) == {"steplog", "trace", "arm", "oracle-vllm", "oracle-sglang",
                                    "oracle-llamacpp", "oracle-vllm-requests", "vs-log",
-                                   "ledger"}  # fmt: skip
+                                   "ledger", "follow"}  # fmt: skip
     for name, target in driver.TARGETS.items():
         seeds = sorted((FUZZ / "corpus" / name).iterdir())
         assert seeds, name

@@ -1,0 +1,150 @@
+"""The follow target: a step log appended in pieces and followed, against the one-shot fold.
+
+Each input is a step log (bytes, any bytes). It is folded over ``fuzz/arm.json`` once whole
+(``fold.api.fold_acceptance``), then written again from nothing in one to six pieces cut at
+offsets drawn from the input itself (most after a newline, some inside a line, as a writer's
+buffer may end), each followed by a poll of a ``fold.folding.follow.Follower``, whose
+``finish`` gives its fold. That is done with the native reader at a block of a hundred bytes and at
+the follower's own, and with the polars reference at one of them, with and without
+``--skip-bad-lines`` (the latter only when the log has a line to skip). Half the mutations
+move a line elsewhere in the log (a writer's lines out of time order), the others are the
+step log's. A finding is any of:
+
+- a follow whose outcome differs from the one-shot fold's: its JSON, or the error it raises
+  (type and message), a refusal included;
+- an error that is not one of the library's own (``fold.errors.FoldError``): what the command
+  would print as "this is a bug".
+
+The cuts are the input's: a finding replays as it was found. ``tests/test_follow.py`` holds
+the follower to the one-shot fold on chosen logs; this throws any log at it, split anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import traceback
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # harness.py beside this file, also when it is loaded by path
+import differential  # noqa: E402  the step log's line mutations
+from harness import Finding  # noqa: E402
+
+ARM = str(HERE / "arm.json")
+SWITCH = "FOLD_ACCEPTANCE_NATIVE"
+SMALL_BLOCK = 97
+"""Bytes a follower reads at a time in half the follows: a poll's bytes span several blocks,
+and a block ends inside a line."""
+
+
+def pieces(data: bytes) -> list[bytes]:
+    """``data`` cut in one to six pieces at offsets drawn from a generator seeded by it: most
+    after a newline, as a writer flushes whole lines, the others anywhere."""
+    rng = random.Random(zlib.crc32(data))
+    line_ends = [at + 1 for at, byte in enumerate(data[:-1]) if byte == 0x0A]
+    offsets = set()
+    for _ in range(rng.randint(0, 5)):
+        if line_ends and rng.random() < 0.75:
+            offsets.add(rng.choice(line_ends))
+        elif len(data) > 1:
+            offsets.add(rng.randrange(1, len(data)))
+    cuts = sorted(offsets)
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+
+
+def mutate(data: bytes, rng: Any) -> bytes:
+    """The step log's line mutations (``differential.mutate_lines``), or a line moved: a
+    writer's lines out of time order, which the follower reads back across polls."""
+    lines = data.split(b"\n")
+    if rng.random() < 0.5 or len(lines) < 3:
+        return differential.mutate_lines(data, rng)
+    moved = lines.pop(rng.randrange(len(lines) - 1))
+    lines.insert(rng.randrange(len(lines)), moved)
+    return b"\n".join(lines)
+
+
+def _outcome(fold: Callable[[], Any]) -> tuple[str, Any]:
+    """("json", the document's JSON) or ("error", type and message) of ``fold()``; any error
+    not the library's own is a finding."""
+    from fold.errors import FoldError
+
+    try:
+        return "json", fold().to_json()
+    except FoldError as error:
+        return "error", (type(error).__name__, str(error))
+    except Exception as error:
+        raise Finding(f"an unexpected {type(error).__name__}:\n{traceback.format_exc()}") from error
+
+
+def _with_reader(native: bool, fold: Callable[[], Any]) -> tuple[str, Any]:
+    previous = os.environ.get(SWITCH)
+    os.environ[SWITCH] = "1" if native else "0"
+    try:
+        return _outcome(fold)
+    finally:
+        if previous is None:
+            os.environ.pop(SWITCH, None)
+        else:
+            os.environ[SWITCH] = previous
+
+
+def check(data: bytes, directory: str) -> None:
+    """Raise ``Finding`` when a follow of ``data`` in pieces differs from its one-shot fold."""
+    from fold.api import fold_acceptance
+    from fold.folding.follow import DEFAULT_FOLLOW_BLOCK_BYTES
+
+    log = os.path.join(directory, "steps.jsonl")
+    split = pieces(data)
+    # The native reader (whose read-back of lines out of order is its own C++) at both
+    # blocks; the reference at one, the input's pick (a poll builds a whole view: a follow
+    # costs as much as a few one-shot folds).
+    reference_block = (SMALL_BLOCK, DEFAULT_FOLLOW_BLOCK_BYTES)[zlib.crc32(data) % 2]
+    follows = ((True, SMALL_BLOCK), (True, DEFAULT_FOLLOW_BLOCK_BYTES), (False, reference_block))
+    without_skipping: tuple[str, Any] | None = None
+    for skip in (False, True):
+        with open(log, "wb") as handle:
+            handle.write(data)
+        whole = _with_reader(
+            True,
+            lambda skip=skip: fold_acceptance(ARM, [log], resamples=0, skip_bad_lines=skip),  # type: ignore[misc]
+        )
+        if skip and whole == without_skipping:
+            return  # no bad line to skip: the follows above were these
+        without_skipping = whole
+        for native, block in follows:
+            followed = _with_reader(
+                native,
+                lambda block=block, skip=skip: _follow(log, split, block, skip),  # type: ignore[misc]
+            )
+            if followed != whole:
+                raise Finding(
+                    f"a follow in {len(split)} pieces (native={native}, block={block}, "
+                    f"skip_bad_lines={skip}) differs from the one-shot fold:\n"
+                    f"  followed  {_short(followed)}\n  one-shot  {_short(whole)}"
+                )
+
+
+def _follow(log: str, split: list[bytes], block: int, skip: bool) -> Any:
+    """The fold of a follower that polled ``log`` after each piece was appended to it."""
+    from fold.folding.follow import Follower
+
+    with open(log, "wb"):
+        pass
+    follower = Follower(ARM, [log], block_bytes=block, resamples=0, skip_bad_lines=skip)
+    for piece in split:
+        with open(log, "ab") as handle:
+            handle.write(piece)
+        follower.poll()
+    return follower.finish()
+
+
+def _short(outcome: tuple[str, Any]) -> str:
+    kind, value = outcome
+    if kind == "error":
+        return repr(value)
+    return f"JSON with legs {[leg.get('steps') for leg in value.get('legs', [])]}"
