@@ -39,9 +39,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ARM = str(HERE / "arm.json")
 sys.path.insert(0, str(HERE))  # harness.py beside this file, also when it is loaded by path
-from harness import import_library, run  # noqa: E402
+from harness import import_library, reader, run  # noqa: E402
 
-SWITCH = "FOLD_ACCEPTANCE_NATIVE"
 # The cap on a step's tokens (fold.inputs.limits.MAX_STEP_TOKENS, FORMAT.md), repeated so that a
 # change to it is a finding until this is changed too.
 MAX_STEP_TOKENS = 2**16
@@ -138,15 +137,8 @@ def _may_carry_durations(data: bytes) -> bool:
 def _durations(log: str, *, native: bool, skip: bool) -> Any:
     from fold.api import fold_acceptance
 
-    previous = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "1" if native else "0"
-    try:
+    with reader(native):
         return fold_acceptance(ARM, [log], skip_bad_lines=skip, resamples=0).fold.durations
-    finally:
-        if previous is None:
-            os.environ.pop(SWITCH, None)
-        else:
-            os.environ[SWITCH] = previous
 
 
 def _check_durations(log: str, skip: bool) -> None:

@@ -33,10 +33,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # harness.py beside this file, also when it is loaded by path
 import differential  # noqa: E402  the step log's line mutations
-from harness import Finding  # noqa: E402
+from harness import Finding, reader  # noqa: E402
 
 ARM = str(HERE / "arm.json")
-SWITCH = "FOLD_ACCEPTANCE_NATIVE"
 SMALL_BLOCK = 97
 """Bytes a follower reads at a time in half the follows: a poll's bytes span several blocks,
 and a block ends inside a line."""
@@ -82,15 +81,8 @@ def _outcome(fold: Callable[[], Any]) -> tuple[str, Any]:
 
 
 def _with_reader(native: bool, fold: Callable[[], Any]) -> tuple[str, Any]:
-    previous = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "1" if native else "0"
-    try:
+    with reader(native):
         return _outcome(fold)
-    finally:
-        if previous is None:
-            os.environ.pop(SWITCH, None)
-        else:
-            os.environ[SWITCH] = previous
 
 
 def check(data: bytes, directory: str) -> None:

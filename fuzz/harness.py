@@ -13,7 +13,7 @@ import re
 import resource
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +70,22 @@ class Outcome:
         return f"fold-acceptance {' '.join(self.arguments)} -> {self.status}"
 
 
+@contextlib.contextmanager
+def reader(native: bool | None) -> Iterator[None]:
+    """The step-log reader switched to the native one or the polars reference for the block
+    (None: the environment's choice), the switch restored after it."""
+    previous = os.environ.get(SWITCH)
+    if native is not None:
+        os.environ[SWITCH] = "1" if native else "0"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(SWITCH, None)
+        else:
+            os.environ[SWITCH] = previous
+
+
 def run(arguments: Sequence[str], *, native: bool | None = None) -> Outcome:
     """``fold-acceptance ARGUMENTS`` through ``fold.cli.main`` in this process. ``native``
     picks the step-log reader (None: the environment's choice)."""
@@ -79,22 +95,13 @@ def run(arguments: Sequence[str], *, native: bool | None = None) -> Outcome:
     # and the command writes bytes to sys.stdout.buffer.
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
         stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-        previous = os.environ.get(SWITCH)
-        if native is not None:
-            os.environ[SWITCH] = "1" if native else "0"
         started = time.process_time()
-        try:
-            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
-                try:
-                    status = cli.main(list(arguments))
-                except SystemExit as leaving:  # argparse; never expected here
-                    status = leaving.code if isinstance(leaving.code, int) else 2
-                stdout.flush()
-        finally:
-            if previous is None:
-                os.environ.pop(SWITCH, None)
-            else:
-                os.environ[SWITCH] = previous
+        with reader(native), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
+            try:
+                status = cli.main(list(arguments))
+            except SystemExit as leaving:  # argparse; never expected here
+                status = leaving.code if isinstance(leaving.code, int) else 2
+            stdout.flush()
         seconds = time.process_time() - started
         stdout.detach()
         out.seek(0)

@@ -193,6 +193,15 @@ def test_the_command_starts_one_blas_thread_and_the_library_leaves_the_process_a
     assert _blas_threads_after("import fold, fold.api\nfold.fold_acceptance", environment) == "None"
 
 
+def _held_then_kept(probe: list[str], environment: dict[str, str]) -> tuple[int, int]:
+    """The MiB a probe (``python -c PROBE ARGS``) printed: held, then still kept after a free."""
+    done = subprocess.run(
+        [sys.executable, "-c", *probe], capture_output=True, text=True, env=environment, check=True
+    )
+    held, kept = map(int, done.stdout.split())
+    return held, kept
+
+
 _FREED_PAGES_PROBE = """
 import fold.command.process
 import polars as pl
@@ -215,15 +224,7 @@ def test_the_command_has_polars_hand_freed_pages_back_at_once():
     environment = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
 
     def held_then_kept(extra: dict[str, str]) -> tuple[int, int]:
-        done = subprocess.run(
-            [sys.executable, "-c", _FREED_PAGES_PROBE],
-            capture_output=True,
-            text=True,
-            env={**environment, **extra},
-            check=True,
-        )
-        held, kept = map(int, done.stdout.split())
-        return held, kept
+        return _held_then_kept([_FREED_PAGES_PROBE], {**environment, **extra})
 
     # The command's setting: the column's 128 MiB are gone as soon as it is dropped (jemalloc
     # purges in the free itself, so no timing is involved) ...
@@ -286,15 +287,7 @@ def test_the_command_has_glibc_hand_freed_arrays_back_and_the_library_does_not()
     environment = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
 
     def held_then_kept(who: str, extra: dict[str, str]) -> tuple[int, int]:
-        done = subprocess.run(
-            [sys.executable, "-c", _GLIBC_PAGES_PROBE, who],
-            capture_output=True,
-            text=True,
-            env={**environment, **extra},
-            check=True,
-        )
-        held, kept = map(int, done.stdout.split())
-        return held, kept
+        return _held_then_kept([_GLIBC_PAGES_PROBE, who], {**environment, **extra})
 
     # The command's setting: 9 of the 10 arrays freed are 9 x 8 MiB handed back ...
     held, kept = held_then_kept("command", {})
