@@ -332,6 +332,23 @@ def test_the_final_fold_takes_the_record_as_it_is_at_the_end(tmp_path):
         follower.finish()
 
 
+def test_a_refused_record_comes_before_a_line_the_read_stopped_at(tmp_path):
+    """A record refused and a line the read refuses: the one-shot fold refuses the record
+    before it reads a line, and so does the follow's final fold."""
+    log = tmp_path / "steps.jsonl"
+    arm_path = tmp_path / "arm.json"
+    cold = {"legs": [leg(1, i, f"L{i}") for i in range(3)]}
+    arm_path.write_text(json.dumps(cold))
+    log.write_bytes(line(0) + b"not a step\n" + line(1))
+    follower = Follower(str(arm_path), [str(log)])
+    follower.poll()
+    with pytest.raises(RefusedError) as followed:
+        follower.finish()
+    with pytest.raises(RefusedError) as whole:
+        one_shot(str(arm_path), [str(log)])
+    assert str(followed.value) == str(whole.value) and "no leg is warm" in str(whole.value)
+
+
 def test_refusal_while_following_is_a_status_and_final_refusal_raises(tmp_path):
     log = tmp_path / "steps.jsonl"
     arm = write_arm(tmp_path / "arm.json")

@@ -107,7 +107,9 @@ def test_release_memory_hands_freed_heap_memory_back() -> None:
 def test_a_table_past_its_reserved_room_folds_the_same(tmp_path: Path) -> None:
     """Each line its own request: the reading threads' tables hold more requests than the
     room they reserve (one per 640 bytes), and the first grows past it again when the others
-    merge into it."""
+    merge into it. Read on many small ranges, and on two whose second (20,000 requests) hands
+    its table's pages back in passes of 2^14 entries as it is merged (fold_pass.h merge_into):
+    a page handed back before its entries were merged would read as zeros."""
     arm = arm_from_document([LEG])
     rows = [
         json.dumps(
@@ -115,23 +117,31 @@ def test_a_table_past_its_reserved_room_folds_the_same(tmp_path: Path) -> None:
              "pid": 1, "seq": i, "proposed": 3, "accepted": i % 4},
             separators=(",", ":"),
         ).encode() + b"\n"
-        for i in range(4000)
+        for i in range(40_000)
     ]  # fmt: skip
     log = tmp_path / "steps.jsonl"
-    log.write_bytes(b"".join(rows))
+    data = b"".join(rows)
+    log.write_bytes(data)
     whole = raw_read(log, arm, bytes_per_thread=1 << 30)
-    split = raw_read(log, arm, block=4096, bytes_per_thread=1)
-    for key in ("lines", "folded", "attributed", "unattributed", "torn", "bad", "events"):
-        assert split[key] == whole[key], key
-    assert whole["attributed"] == 4000
+    assert whole["attributed"] == 40_000
     # A column's capsule is taken once: polars moves its buffers out.
     whole_times = raw_times(whole)
-    assert len(whole_times) == 4000
-    assert raw_times(split) == whole_times
-    # Each request's rows by output position and draft length: one bucket row a request here.
-    for name in ("bucket_row", "bucket_steps", "bucket_proposed", "bucket_accepted"):
-        assert lists(split, name) == lists(whole, name), name
+    whole_rows = {name: lists(whole, name) for name in BUCKET_COLUMNS}
+    assert len(whole_times) == 40_000
+    for split in (
+        raw_read(log, arm, block=4096, bytes_per_thread=1),
+        raw_read(log, arm, bytes_per_thread=len(data) // 2 + 1),
+    ):
+        for key in ("lines", "folded", "attributed", "unattributed", "torn", "bad", "events"):
+            assert split[key] == whole[key], key
+        assert raw_times(split) == whole_times
+        # Each request's rows by output position: one bucket row a request here.
+        for name in BUCKET_COLUMNS:
+            assert lists(split, name) == whole_rows[name], name
     assert_both_ways_agree(arm, [str(log)])
+
+
+BUCKET_COLUMNS = ("bucket_row", "bucket_steps", "bucket_proposed", "bucket_accepted")
 
 
 def test_lines_placed_in_many_passes_keep_every_value(tmp_path: Path) -> None:

@@ -163,8 +163,8 @@ def fold_cadence(
         starts[index], ends[index] = start + WINDOW_SLACK_NS, end - WINDOW_SLACK_NS
     raw, pooled = native.cadence(step_times, starts, ends, stall_factor, keys)
     requests = pl.concat([step_times.select(KEY), raw], how="horizontal")
-    # The keys are step times' own columns until a filter copies them: a request none of whose
-    # lines fell in its leg's window is rare, and a load test's 10^6 keys are some 40 MiB.
+    # The keys are step times' own columns until a filter copies them: a row without times
+    # (none from a partial fold) is rare, and a load test's 10^6 keys are some 40 MiB.
     if (raw["lines"] == 0).any():
         requests = requests.filter(pl.col("lines") > 0)
     requests = (

@@ -178,7 +178,7 @@ class Follower:
     def finish(self) -> Document:
         """Read to the end, count held-back fragments as torn, and return the final fold.
 
-        Raises what a one-shot fold of the same files would (a missing or refused record, a bad
+        Raises what a one-shot fold of the same files would (a record never read or refused, a bad
         line, a warm leg without steps).
         """
         if self._dirty:

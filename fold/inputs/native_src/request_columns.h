@@ -194,7 +194,7 @@ inline RequestExport request_columns(Fold& fold, const std::vector<std::uint32_t
   return out;
 }
 
-// Where this read leaves each attributed request (by row, as order_rows), for the next read of
+// Where this read leaves each attributed request (by row, as request_columns), for the next read of
 // the same file to continue from (Seeds).
 struct SeedColumns {
   std::vector<std::int64_t> last_t, last_packed, emitted_before, bucket;

@@ -1,6 +1,7 @@
 // Memory handed back to the system as an array's values are used up (UsedPages): the line
 // arrays as their lines are placed (step_export.h), the request table as its columns are made
-// (request_columns.h). Part of fold/_native.cc, its only includer; no Python.
+// (request_columns.h), a merged range's table as it is merged (fold_pass.h merge_into). Part of
+// fold/_native.cc, its only includer; no Python.
 
 #ifndef FOLD_NATIVE_USED_PAGES_H_
 #define FOLD_NATIVE_USED_PAGES_H_
