@@ -141,8 +141,6 @@ inline RequestExport request_columns(Fold& fold, const std::vector<std::uint32_t
   const detail::ByPlace by_place(fold);
   std::vector<std::uint32_t> rank(count);
   for (std::size_t i = 0; i < count; ++i) rank[order[i]] = static_cast<std::uint32_t>(i);
-  std::vector<std::int64_t> writer(count);
-  for (std::size_t place = 0; place < count; ++place) writer[rank[place]] = writer_of[place];
   for (std::size_t at = 0; at < count; ++at) {
     while (rank[at] != at) {  // each swap puts the entry held at `at` in its row for good
       std::uint32_t to = rank[at];
@@ -167,11 +165,11 @@ inline RequestExport request_columns(Fold& fold, const std::vector<std::uint32_t
   UsedPages read(entries.data(), count * sizeof(entries[0]));
   std::size_t pass = entries_a_pass > 0 ? entries_a_pass : 1;
   std::vector<std::pair<std::int64_t, StepLengthSums>> lengths;  // one request's, sorted
-  for (std::size_t at = 0; at < count; ++at) {
+  for (std::size_t at = 0; at < count; ++at) {  // the entry at `at` came from order[at]
     const Key& key = entries[at].key;
     const Request& r = entries[at].value;
     const std::int64_t values[] = {
-        key.c, writer[at], static_cast<std::int64_t>(key.b),
+        key.c, writer_of[order[at]], static_cast<std::int64_t>(key.b),
         static_cast<std::int64_t>(key.d) - 1,  // -1: an integer id
         r.lines, r.steps, r.proposed, r.accepted, r.emitted, r.emitted_lines, r.max_proposed,
         r.max_n, static_cast<std::int64_t>(r.sum_n), r.max_pid, r.first_t, r.first_n,
