@@ -8,7 +8,13 @@ buffer may end), each followed by a poll of a ``fold.folding.follow.Follower``, 
 the follower's own, and with the polars reference at one of them, with and without
 ``--skip-bad-lines`` (the latter only when the log has a line to skip). Half the mutations
 move a line elsewhere in the log (a writer's lines out of time order), the others are the
-step log's. A finding is any of:
+step log's.
+
+The arm record has a story too, drawn from the input (``record_story``): there from the
+start; written only before some piece; first a record of fewer legs, or one that does not
+load, then the whole one; or there at first and removed before some later piece or before
+the end. Each ends with the whole record as the one the follow last read, so each follow
+must end as the one-shot fold over it. A finding is any of:
 
 - a follow whose outcome differs from the one-shot fold's: its JSON, or the error it raises
   (type and message), a refusal included;
@@ -21,6 +27,7 @@ the follower to the one-shot fold on chosen logs; this throws any log at it, spl
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
@@ -36,6 +43,8 @@ import differential  # noqa: E402  the step log's line mutations
 from harness import Finding, reader  # noqa: E402
 
 ARM = str(HERE / "arm.json")
+STORIES = ("there", "appears", "grows", "mended", "removed")
+"""What becomes of the arm record while a log is followed (``record_story``)."""
 SMALL_BLOCK = 97
 """Bytes a follower reads at a time in half the follows: a poll's bytes span several blocks,
 and a block ends inside a line."""
@@ -54,6 +63,40 @@ def pieces(data: bytes) -> list[bytes]:
             offsets.add(rng.randrange(1, len(data)))
     cuts = sorted(offsets)
     return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+
+
+def record_story(data: bytes, pieces: int) -> tuple[str, int]:
+    """The record's story for a follow of ``data`` in ``pieces`` pieces, and the piece before
+    whose write its last change comes (``pieces``: after the last poll, before the end). A
+    record that changes or goes has been read at a poll before (the piece is at least 1)."""
+    rng = random.Random(zlib.crc32(data) ^ 0xA53)
+    story = rng.choice(STORIES)
+    if story == "there":
+        return story, 0
+    if story == "appears":
+        return story, rng.randrange(pieces)
+    return story, rng.randint(1, pieces)
+
+
+def _write_record(path: str, story: str, first: bool) -> None:
+    """The record at ``path`` as the story has it: before its change (``first``) or after.
+    Written beside and renamed, as a gate writes it, so a poll never reads half of it."""
+    whole = Path(ARM).read_bytes()
+    if story == "removed" and not first:
+        os.unlink(path)
+        return
+    if story == "appears" and first:
+        return
+    content = whole
+    if first and story == "grows":
+        # The record as a gate might write it part-way: the cold leg and one warm leg.
+        record = json.loads(whole)
+        content = json.dumps({**record, "legs": record["legs"][:2]}).encode()
+    elif first and story == "mended":
+        content = whole[: len(whole) // 2]  # not JSON: refused while following, then mended
+    with open(path + ".tmp", "wb") as handle:
+        handle.write(content)
+    os.replace(path + ".tmp", path)
 
 
 def mutate(data: bytes, rng: Any) -> bytes:
@@ -92,18 +135,21 @@ def check(data: bytes, directory: str) -> None:
 
     log = os.path.join(directory, "steps.jsonl")
     split = pieces(data)
+    story = record_story(data, len(split))
     # The native reader (whose read-back of lines out of order is its own C++) at both
     # blocks; the reference at one, the input's pick (a poll builds a whole view: a follow
     # costs as much as a few one-shot folds).
     reference_block = (SMALL_BLOCK, DEFAULT_FOLLOW_BLOCK_BYTES)[zlib.crc32(data) % 2]
     follows = ((True, SMALL_BLOCK), (True, DEFAULT_FOLLOW_BLOCK_BYTES), (False, reference_block))
     without_skipping: tuple[str, Any] | None = None
+    record = os.path.join(directory, "arm.json")
     for skip in (False, True):
         with open(log, "wb") as handle:
             handle.write(data)
+        _write_record(record, "there", first=True)  # the whole record, where the follows have it
         whole = _with_reader(
             True,
-            lambda skip=skip: fold_acceptance(ARM, [log], resamples=0, skip_bad_lines=skip),  # type: ignore[misc]
+            lambda skip=skip: fold_acceptance(record, [log], resamples=0, skip_bad_lines=skip),  # type: ignore[misc]
         )
         if skip and whole == without_skipping:
             return  # no bad line to skip: the follows above were these
@@ -111,27 +157,38 @@ def check(data: bytes, directory: str) -> None:
         for native, block in follows:
             followed = _with_reader(
                 native,
-                lambda block=block, skip=skip: _follow(log, split, block, skip),  # type: ignore[misc]
+                lambda block=block, skip=skip: _follow(log, split, block, skip, story),  # type: ignore[misc]
             )
             if followed != whole:
                 raise Finding(
                     f"a follow in {len(split)} pieces (native={native}, block={block}, "
-                    f"skip_bad_lines={skip}) differs from the one-shot fold:\n"
+                    f"skip_bad_lines={skip}, record {story[0]} before piece {story[1]}) "
+                    f"differs from the one-shot fold:\n"
                     f"  followed  {_short(followed)}\n  one-shot  {_short(whole)}"
                 )
 
 
-def _follow(log: str, split: list[bytes], block: int, skip: bool) -> Any:
-    """The fold of a follower that polled ``log`` after each piece was appended to it."""
+def _follow(log: str, split: list[bytes], block: int, skip: bool, story: tuple[str, int]) -> Any:
+    """The fold of a follower that polled ``log`` after each piece was appended to it, the
+    arm record beside it changing as ``story`` tells (``record_story``)."""
     from fold.folding.follow import Follower
 
+    told, change_at = story
+    record = os.path.join(os.path.dirname(log), "arm.json")
+    if os.path.exists(record):
+        os.unlink(record)
+    _write_record(record, told, first=True)
     with open(log, "wb"):
         pass
-    follower = Follower(ARM, [log], block_bytes=block, resamples=0, skip_bad_lines=skip)
-    for piece in split:
+    follower = Follower(record, [log], block_bytes=block, resamples=0, skip_bad_lines=skip)
+    for at, piece in enumerate(split):
+        if at == change_at and told != "there":
+            _write_record(record, told, first=False)
         with open(log, "ab") as handle:
             handle.write(piece)
         follower.poll()
+    if change_at == len(split):
+        _write_record(record, told, first=False)
     return follower.finish()
 
 
