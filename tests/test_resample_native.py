@@ -24,9 +24,9 @@ from fold.folding.uncertainty import Leg, bootstrap
 
 @st.composite
 def value_rows(draw: st.DrawFn) -> np.ndarray:
-    """1 to 300 requests of 1 to 8 int64 columns (each column count has its own unrolled
+    """1 to 300 requests of 1 to 16 int64 columns (each column count has its own unrolled
     loop in the extension), values up to the int64 edges so that sums wrap."""
-    columns = draw(st.integers(1, 8))
+    columns = draw(st.integers(1, 16))
     bound = draw(st.sampled_from([2**31 - 1, 2**40, 2**63 - 1]))
     value = st.integers(-bound - 1, bound)
     rows = draw(
@@ -88,8 +88,8 @@ def test_fused_sums_refuse_what_they_cannot_read() -> None:
         native.resample_sums(values.astype(np.float64), 1, 0, out)
     with pytest.raises(ValueError, match="differ in columns"):
         native.resample_sums(values, 1, 0, np.empty((1, 3), dtype=np.int64))
-    with pytest.raises(ValueError, match="1 to 8 columns"):
-        native.resample_sums(np.zeros((3, 9), dtype=np.int64), 1, 0, np.empty((1, 9), np.int64))
+    with pytest.raises(ValueError, match="1 to 16 columns"):
+        native.resample_sums(np.zeros((3, 17), dtype=np.int64), 1, 0, np.empty((1, 17), np.int64))
 
 
 def test_replicates_are_the_same_bits_with_and_without_the_extension() -> None:

@@ -30,7 +30,7 @@ _GATHER_BLOCK = 1 << 18
 # threads never change the draws.
 _WORKERS = min(4, os.cpu_count() or 1)
 _THREADS_FROM_DRAWS = 1 << 21
-_FUSED_COLUMNS = 8  # the most columns fold._native.resample_sums takes at once
+_FUSED_COLUMNS = 16  # the most columns fold._native.resample_sums takes at once
 
 
 def request_columns(legs: Sequence[Leg]) -> list[str]:

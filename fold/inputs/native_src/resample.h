@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace fold_native {
 
@@ -41,9 +42,10 @@ void draw_and_sum(const std::int64_t* values, std::uint64_t requests, std::uint6
     for (std::uint64_t i = first; i < first + requests; ++i) {
       const std::int64_t* drawn = values + request_draw(key, i, requests) * kColumns;
       // Unrolled, the sums stay in registers: at -O2 GCC kept them on the stack, and each
-      // draw's adds waited on the last draw's stores (1.8x slower at 5 columns).
+      // draw's adds waited on the last draw's stores (1.8x slower at 5 columns; at 11 columns
+      // an unroll of 8 left them there too, 3x slower).
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8)  // older GCC lacks it
-#pragma GCC unroll 8
+#pragma GCC unroll 16
 #endif
       for (std::size_t column = 0; column < kColumns; ++column) {
         sums[column] += static_cast<std::uint64_t>(drawn[column]);
@@ -55,22 +57,32 @@ void draw_and_sum(const std::int64_t* values, std::uint64_t requests, std::uint6
   }
 }
 
-// False for a column count outside 1..8 or a leg of 2^32 requests or more.
+// The most columns one pass sums: the figures by output position and the per-request means
+// are drawn with the pooled figures' columns (5 + 3 a bucket + 3), and every pass more draws
+// the same requests again.
+constexpr std::size_t kMaxResampleColumns = 16;
+
+namespace detail {
+
+template <std::size_t... kCounts>
+bool draw_and_sum_any(std::index_sequence<kCounts...>, std::size_t columns,
+                      const std::int64_t* values, std::uint64_t requests, std::uint64_t key,
+                      std::uint64_t first_row, std::size_t rows, std::uint64_t* out) {
+  // One instantiation a column count, chosen at run time: the unrolled adds need it fixed.
+  return ((columns == kCounts + 1 &&
+           (draw_and_sum<kCounts + 1>(values, requests, key, first_row, rows, out), true)) ||
+          ...);
+}
+
+}  // namespace detail
+
+// False for a column count outside 1..kMaxResampleColumns or a leg of 2^32 requests or more.
 inline bool resample_sums(const std::int64_t* values, std::uint64_t requests, std::size_t columns,
                           std::uint64_t key, std::uint64_t first_row, std::size_t rows,
                           std::uint64_t* out) {
   if (requests == 0 || requests >= (std::uint64_t{1} << 32)) return false;
-  switch (columns) {
-    case 1: draw_and_sum<1>(values, requests, key, first_row, rows, out); return true;
-    case 2: draw_and_sum<2>(values, requests, key, first_row, rows, out); return true;
-    case 3: draw_and_sum<3>(values, requests, key, first_row, rows, out); return true;
-    case 4: draw_and_sum<4>(values, requests, key, first_row, rows, out); return true;
-    case 5: draw_and_sum<5>(values, requests, key, first_row, rows, out); return true;
-    case 6: draw_and_sum<6>(values, requests, key, first_row, rows, out); return true;
-    case 7: draw_and_sum<7>(values, requests, key, first_row, rows, out); return true;
-    case 8: draw_and_sum<8>(values, requests, key, first_row, rows, out); return true;
-    default: return false;
-  }
+  return detail::draw_and_sum_any(std::make_index_sequence<kMaxResampleColumns>(), columns,
+                                  values, requests, key, first_row, rows, out);
 }
 
 }  // namespace fold_native

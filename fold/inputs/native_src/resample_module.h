@@ -66,7 +66,7 @@ inline PyObject* resample_sums_py(PyObject*, PyObject* args) {
   PyBuffer_Release(&out);
   if (!ok) {
     PyErr_SetString(PyExc_ValueError,
-                    shapes ? "resample_sums: 1 to 8 columns and 1 to 2^32 - 1 requests"
+                    shapes ? "resample_sums: 1 to 16 columns and 1 to 2^32 - 1 requests"
                            : "resample_sums: values and out differ in columns");
     return nullptr;
   }
