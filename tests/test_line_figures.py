@@ -33,7 +33,7 @@ def test_a_result_built_without_the_lines_is_the_same(gate):
     partial = fold.partial
     assert partial.step_times.height > 0  # the lines are there to be let go
     check = check_arm(fold.arm, DEFAULT_PREDICATE)
-    lines = settle_lines(partial, fold.arm.legs, check, resamples=RESAMPLES)
+    lines = settle_lines(partial, fold.arm.legs, check)
     without = replace(partial, step_times=partial.step_times.clear())
     released = build_result(
         fold.arm.legs, without, fold.read_counts, check, resamples=RESAMPLES, lines=lines

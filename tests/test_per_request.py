@@ -355,27 +355,89 @@ def test_the_document_round_trips_through_json(tmp_path: Path):
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_resampled_sums_are_the_bootstraps_own_draws(native: bool):
-    """A/P from ``resampled_sums`` is, resample by resample, the bootstrap's A/P of the same
-    legs: the figures by position and the per-request means draw as the pooled ones do."""
+def test_summed_columns_are_drawn_in_the_bootstraps_own_resamples(native: bool):
+    """The sums ``bootstrap`` hands out for a selection (``summed``) are of the very requests
+    its figures drew: A/P from them is its A/P resample by resample, a column twice another
+    sums to twice as much, and a column equal to another (summed once by the extension) or of
+    the same total but other values sums as numpy's gathers of the same draws do."""
     import numpy as np
 
-    from fold.folding.uncertainty import bootstrap, ratio, resampled_sums
+    from fold.folding.uncertainty import bootstrap, ratio
     from fold.inputs.leg_sums import Leg
 
+    def leg(proposed: list[int], accepted: list[int], steps: list[int]) -> Leg:
+        columns = {"proposed": proposed, "accepted": accepted, "steps": steps}
+        extra = {
+            "doubled": [2 * a for a in accepted],
+            "accepted again": list(accepted),
+            "reversed": accepted[::-1],  # the same total, other values
+        }
+        return Leg(
+            requests={name: np.array(v, dtype=np.int64) for name, v in (columns | extra).items()}
+        )
+
     legs = [
-        Leg(requests={"proposed": [4, 8, 12, 3], "accepted": [1, 8, 2, 0], "steps": [1, 2, 3, 1]}),
-        Leg(requests={"proposed": [5], "accepted": [5], "steps": [2]}),
-        Leg(requests={"proposed": [7, 7], "accepted": [3, 6], "steps": [2, 2]}),
+        leg([4, 8, 12, 3], [1, 8, 2, 0], [1, 2, 3, 1]),
+        leg([5], [5], [2]),
+        leg([7, 7, 9], [3, 6, 1], [2, 2, 3]),
     ]
-    with native_switch(native):
-        sums = resampled_sums(legs, 300, 11)
-        drawn = bootstrap(legs, {"all": [0, 1, 2]}, 300, 11)["all"]
-    assert sums is not None
+    wanted = ("accepted", "proposed", "doubled", "accepted again", "reversed")
+    found = {}
+    for switched in (native, False):
+        with native_switch(switched):
+            found[switched] = bootstrap(legs, {"all": [0, 1, 2]}, 300, 11, summed={"all": wanted})[
+                "all"
+            ]
+    drawn = found[native]
+    sums = drawn.sums
     np.testing.assert_array_equal(
         ratio(sums["accepted"], sums["proposed"]), drawn.figures["accept_rate"]
     )
-    assert resampled_sums([Leg(requests={"proposed": [1]})], 10, 1) is None
+    np.testing.assert_array_equal(sums["doubled"], 2 * sums["accepted"])
+    np.testing.assert_array_equal(sums["accepted again"], sums["accepted"])
+    for name in wanted:  # the reference: numpy's gathers, no extension
+        np.testing.assert_array_equal(sums[name], found[False].sums[name])
+    assert not np.array_equal(sums["reversed"], sums["accepted"])
+    lone = [Leg(requests={"proposed": np.array([1]), "accepted": np.array([1])})]
+    assert bootstrap(lone, {"all": [0]}, 10, 1, summed={"all": ("accepted",)})["all"].sums == {}
+
+
+def test_the_means_and_a_lone_bucket_are_drawn_in_the_pooled_figures_resamples(tmp_path: Path):
+    """One bootstrap draws every interval of the warm fold. So where a figure is the pooled
+    one by its definition, its interval is the pooled one's: a single bucket of position holds
+    every drafted step (the same S, P and A), and with the same P and S in every request the
+    per-request means are the pooled ratios (to the means' integer units, 2^-32 and 2^-24).
+    A cold leg first and two warm legs: the warm legs' places among all legs are not their
+    places among the warm ones, where bootstraps of their own drew other resamples."""
+    legs = [
+        {**LEG, "run": run, "generate_start_unix": LEG["generate_start_unix"] + at,
+         "generate_end_unix": LEG["generate_end_unix"] + at}
+        for at, run in enumerate((1, 2, 2))
+    ]  # fmt: skip
+    lines, n = [], 0
+    for leg in range(3):
+        for seq in range(8):
+            for step in range(2):
+                t = leg * 1_000_000_000 + seq * 10_000 + step * 1000
+                lines.append(line(n, t, leg * 100 + seq, 4, (seq + step + leg) % 5))
+                n += 1
+    path = tmp_path / "steps.jsonl"
+    path.write_bytes(b"".join(raw + b"\n" for raw in lines))
+    fold = LogFold(arm_from_document(legs))
+    fold.add_file(str(path))
+    warm = fold.result(resamples=300).to_json()["warm"]
+    bucket = warm["by_output_position"]["buckets"]
+    assert warm["legs"] == [1, 2]
+    assert len(bucket) == 1 and bucket[0]["steps"] == warm["steps"] == 32
+    assert bucket[0]["accept_rate_ci"] == warm["accept_rate_ci"]
+    assert bucket[0]["mean_acceptance_length_ci"] == warm["mean_acceptance_length_ci"]
+    assert warm["accept_rate_ci"][0] < warm["accept_rate_ci"][1]  # an interval, not a point
+    means = warm["per_request"]["per_request_mean"]
+    assert means["accept_rate"] == pytest.approx(warm["accept_rate"])
+    assert means["accept_rate_ci"] == pytest.approx(warm["accept_rate_ci"], abs=1e-7)
+    assert means["mean_acceptance_length_ci"] == pytest.approx(
+        warm["mean_acceptance_length_ci"], abs=1e-6
+    )
 
 
 def _noisy_requests(seed: int, fall: float) -> list[bytes]:
@@ -598,16 +660,15 @@ def test_the_long_requests_alone_tell_a_fall_within_requests_from_a_mix(tmp_path
     )
 
 
-# -- the means' draws made in the positions' pass ------------------------------------------
+# -- the means' draws, made by the fold's one bootstrap ----------------------------------
 
 
 @settings(max_examples=30, deadline=None)
 @given(case=fold_cases(), native=st.booleans())
-def test_the_means_drawn_beside_the_positions_are_the_means_drawn_alone(
-    tmp_path_factory, case, native
-):
-    """The fold draws the per-request means' resamples in the positions' pass; drawn on their
-    own, over the legs' request tables, they give the very same intervals."""
+def test_a_fold_draws_its_means_from_the_requests_it_shows(tmp_path_factory, case, native):
+    """The fold's bootstrap draws the per-request means' columns from the requests' S, P and
+    A in the order the legs' request tables hold them: every fold takes those draws (none is
+    refused as made from other requests, which would fail the fold)."""
     from fold.errors import InputError, RefusedError
     from fold.folding import per_request as module
 
@@ -628,25 +689,17 @@ def test_the_means_drawn_beside_the_positions_are_the_means_drawn_alone(
         return
     finally:
         module.MeanDraws.made_from = made_from  # type: ignore[method-assign]
-    warm = document.warm
-    if warm["per_request"] is None:
+    if document.warm["per_request"] is None:
         return
-    legs = {leg["index"]: leg for leg in document.legs}
-    alone = module.per_request([(i, legs[i]["requests"]) for i in warm["legs"]], warm, 40, 11)
-    assert alone is not None
-    shown = dict(warm["per_request"]["per_request_mean"])
-    assert {k: list(v) if isinstance(v, tuple) else v for k, v in shown.items()} == alone[
-        "per_request_mean"
-    ]
-    event(f"drawn beside the positions: {used}")
+    assert used == [True]
+    shown = document.warm["per_request"]["per_request_mean"]["accept_rate_ci"]
+    event(f"means with intervals: {shown is not None}")
 
 
-def test_draws_are_taken_only_for_the_requests_they_were_made_from():
+def test_the_means_are_taken_only_from_draws_of_their_own_requests():
     import numpy as np
 
     from fold.folding.per_request import MeanDraws, _means, mean_columns
-    from fold.folding.uncertainty import resampled_sums
-    from fold.inputs.leg_sums import Leg
 
     counts = [
         {"steps": np.array([3, 5, 2]), "proposed": np.array([12, 20, 8]),
@@ -654,38 +707,26 @@ def test_draws_are_taken_only_for_the_requests_they_were_made_from():
         {"steps": np.array([4, 1]), "proposed": np.array([16, 4]),
          "accepted": np.array([16, 0])},
     ]  # fmt: skip
-    fresh = _means(counts, 50, 3)
-    sums = resampled_sums([Leg(requests=c) for c in mean_columns(counts)], 50, 3)
-    assert sums is not None
-    assert _means(counts, 50, 3, MeanDraws(tuple(counts), 50, 3, sums)) == fresh
-    # sums that are not these requests' draws: taken when the counts match (the path is
-    # live), never when anything they were made from differs
-    wrong = {name: values[::-1] * 0 + values.max() for name, values in sums.items()}
-    assert _means(counts, 50, 3, MeanDraws(tuple(counts), 50, 3, wrong)) != fresh
+    assert mean_columns(counts)[1]["counted"].tolist() == [1, 1]
+    # Three resamples' sums, made up: the intervals are their quantiles, worked out here.
+    sums = {
+        "rate": np.array([2.0, 2.5, 3.0]) * 2**32,
+        "length": np.array([4.0, 5.0, 6.0]) * 2**24,
+        "counted": np.array([5, 5, 5]),
+    }
+    rate, length = _means(counts, 3, 7, MeanDraws(tuple(counts), 3, 7, sums))
+    assert rate == pytest.approx(np.quantile([0.4, 0.5, 0.6], [0.025, 0.975]))
+    assert length == pytest.approx([1 + x for x in np.quantile([0.8, 1.0, 1.2], [0.025, 0.975])])
+    assert _means(counts, 0, 7, None) == (None, None)
+    assert _means(counts, 3, 7, MeanDraws(tuple(counts), 3, 7, None)) == (None, None)
     other = [dict(counts[0]), counts[1]]
     other[0]["accepted"] = np.array([6, 11, 2])
     for drawn in (
-        MeanDraws(tuple(other), 50, 3, wrong),
-        MeanDraws(tuple(counts), 49, 3, wrong),
-        MeanDraws(tuple(counts), 50, 4, wrong),
-        MeanDraws(tuple(counts[:1]), 50, 3, wrong),
+        None,
+        MeanDraws(tuple(other), 3, 7, sums),
+        MeanDraws(tuple(counts), 4, 7, sums),
+        MeanDraws(tuple(counts), 3, 8, sums),
+        MeanDraws(tuple(counts[:1]), 3, 7, sums),
     ):
-        assert not drawn.made_from(counts, 50, 3)
-        assert _means(counts, 50, 3, drawn) == fresh
-
-
-@given(st.lists(st.integers(0, 30), unique=True, max_size=12).map(sorted))
-def test_a_legs_rows_index_the_same_as_a_slice_or_as_rows(rows):
-    """The positions' bootstrap takes a leg's rows as a slice when they are consecutive (a
-    view, no copy): whichever form it picks, the rows it selects are the very rows."""
-    import numpy as np
-
-    from fold.folding.by_position import _span
-
-    values = np.arange(2 * 31, dtype=np.int64).reshape(2, 31) * 7
-    index = np.array(rows, dtype=np.int64)
-    span = _span(index)
-    consecutive = bool(rows) and rows[-1] - rows[0] + 1 == len(rows)
-    assert isinstance(span, slice) == consecutive
-    assert np.array_equal(values[:, span], values[:, index])
-    assert np.array_equal(values[1, span].sum(), values[1, index].sum())
+        with pytest.raises(ValueError, match="not made from these requests"):
+            _means(counts, 3, 7, drawn)

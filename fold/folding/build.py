@@ -17,13 +17,12 @@ import polars as pl
 from fold.errors import RefusedError
 from fold.folding.accumulate import REQUEST_KEY, PartialFold
 from fold.folding.another_k import fold_another_k
-from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION
+from fold.folding.by_position import ORACLE_POSITION, POSITION, TRACE_POSITION, position_figures
 from fold.folding.cadence import DEFAULT_STALL_FACTOR, Cadence, check_stall_factor
-from fold.folding.cadence import KEY as CADENCE_KEY
+from fold.folding.fold_draws import fold_draws, position_sums
 from fold.folding.leg_figures import (
     COUNT_NAMES,
     PooledFigures,
-    bootstrap_leg,
     frozen,
     stepped_figures,
     stepped_leg,
@@ -54,7 +53,6 @@ from fold.folding.uncertainty import (
     Replicates,
     check_resamples,
     decode_interval,
-    fold_replicates,
     interval_fields,
     method_note,
     reach,
@@ -94,8 +92,6 @@ def build_result(
             arm_legs,
             check,
             stall_factor=stall_factor,
-            resamples=resamples,
-            seed=seed,
             step_source=step_source,
             draft_positions=draft_positions,
         )
@@ -104,8 +100,8 @@ def build_result(
     # partial's sums: started first, on a thread of its own, they overlap the acceptance
     # figures (mostly Python) instead of following them.
     with _no_cycle_collection(), ThreadPoolExecutor(max_workers=1) as pool:
-        replicates = pool.submit(
-            _fold_replicates, arm_legs, partial, check, cadence, resamples, seed
+        drawing = pool.submit(
+            fold_draws, arm_legs, partial, check, cadence, lines.positions, resamples, seed
         )
         timed = untimed(step_source) is None
         requests = request_tables(
@@ -118,15 +114,21 @@ def build_result(
             arm_legs, partial, requests, read_counts, check, window_steps, prefill_tokens
         )
         _add_cadence(drafts, cadence, untimed(step_source))
-        found = replicates.result()
+        found, means = drawing.result()
+        positions = lines.positions
+        by_position = (
+            None
+            if positions is None
+            else position_figures(positions, position_sums(found, positions))
+        )
         # Per request and by position: the warm legs' only.
         warm = with_request_figures(
             finished_pooled(drafts.warm, found.get("warm")),
             drafts.legs,
-            lines.positions,
+            by_position,
             resamples,
             seed,
-            lines.mean_draws,
+            means,
         )
         split = NO_SPLIT
         if timed:
@@ -302,8 +304,6 @@ def settle_lines(
     check: ThroughputCheck,
     *,
     stall_factor: float = DEFAULT_STALL_FACTOR,
-    resamples: int = 0,
-    seed: int = DEFAULT_SEED,
     step_source: str = STEP_LOG,
     draft_positions: bool = False,
 ) -> LineFigures:
@@ -322,55 +322,10 @@ def settle_lines(
             arm_legs,
             warm_legs,
             stall_factor=check_stall_factor(stall_factor),
-            resamples=resamples,
-            seed=seed,
             position=position,
             no_times=untimed(step_source),
             draft_positions=draft_positions,
         )
-
-
-def _fold_replicates(
-    arm_legs: pl.DataFrame,
-    partial: PartialFold,
-    check: ThroughputCheck,
-    cadence: Cadence,
-    resamples: int,
-    seed: int,
-) -> dict[str, Replicates]:
-    """The warm and all-legs folds' replicates (none for 0 resamples), from the same sums as
-    the legs' figures: per request S, P, A and its cadence's decode steps and nanoseconds (a
-    request without cadence decodes nothing)."""
-    if not resamples:
-        return {}
-    decode = cadence.requests.select(
-        *CADENCE_KEY, pl.col("intervals").alias("decode_steps"), "decode_ns"
-    )
-    ordered = (
-        # the cadence's rows are the requests' rows most often: put beside, not joined
-        beside(partial.requests.select(*CADENCE_KEY, "steps", "proposed", "accepted"), decode)
-        .with_columns(pl.col("decode_steps", "decode_ns").fill_null(0))
-        .sort(CADENCE_KEY)
-    )
-    requests = {key[0]: frame for key, frame in ordered.partition_by("leg", as_dict=True).items()}
-    steps_in_leg = dict(partial.legs.select("leg", "steps").iter_rows())
-    warm_set = set(check.warm_legs)
-    legs, warm = [], []
-    for leg in arm_legs.iter_rows(named=True):
-        index = leg["index"]
-        frame = requests.get(index, ordered.clear())
-        legs.append(
-            bootstrap_leg(
-                leg,
-                {name: frame[name].to_numpy() for name in _REQUEST_SUMS},
-                steps_in_leg.get(index, 0),
-            )
-        )
-        warm.append(index in warm_set)
-    return fold_replicates(legs, warm, resamples, seed)
-
-
-_REQUEST_SUMS = ("steps", "proposed", "accepted", "decode_steps", "decode_ns")
 
 
 MAX_LEGS_NAMED = 8

@@ -12,17 +12,18 @@ as it reads, and ``ordered_bucket_sums`` is the definition over lines in any ord
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from fold.folding.accumulate import REQUEST_KEY as KEY
+from fold.folding.frozen import freeze_fields
 from fold.folding.packed_tokens import TOKEN_BITS, TOKEN_MASK
-from fold.folding.per_request import MEAN_COLUMNS, MeanDraws, mean_columns
-from fold.folding.uncertainty import Replicates, percentile_interval, ratio, resampled_sums
+from fold.folding.uncertainty import Replicates, percentile_interval, ratio
 from fold.inputs.acceptance import Counts
-from fold.inputs.leg_sums import Leg
 
 FIRST_EDGE = 128
 """Bucket edges: 0, then 128 doubling (128, 256, 512, ...): fixed, so two runs or two arms
@@ -129,62 +130,115 @@ def _ordered_sums(times: pl.DataFrame) -> pl.DataFrame:
     ).cast(SUMS_SCHEMA)
 
 
+@dataclass(frozen=True)
+class Positions:
+    """The figures by output position of a fold's warm legs before their intervals: what the
+    fold's one bootstrap (``fold.folding.uncertainty.fold_replicates``) needs to draw them
+    with the pooled figures, and the figures themselves (``position_figures``)."""
+
+    position: str
+    totals: tuple[tuple[int, int, int, int], ...]
+    """Per bucket: its requests, and its drafted lines' S, P and A."""
+    long_requests: Mapping[str, Any] | None
+    columns: pl.DataFrame
+    """A row per request of ``step_times`` (its key, ``REQUEST_KEY``), and per bucket b its
+    drafted lines' S, P and A (``bucket_columns(b)``); 0 outside the warm legs."""
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, ("long_requests",))
+
+    @property
+    def count(self) -> int:
+        return len(self.totals)
+
+    def bucket_names(self) -> tuple[str, ...]:
+        return tuple(name for b in range(self.count) for name in bucket_columns(b))
+
+
+COUNT_NAMES = ("steps", "proposed", "accepted")
+
+
+def bucket_columns(bucket: int) -> tuple[str, str, str]:
+    """The names of bucket ``bucket``'s S, P and A in ``Positions.columns`` and the bootstrap."""
+    return (f"steps {bucket}", f"proposed {bucket}", f"accepted {bucket}")
+
+
 def fold_positions(
     buckets: pl.DataFrame,
     step_times: pl.DataFrame,
     legs: Sequence[int],
-    resamples: int,
-    seed: int,
     position: str = POSITION,
-) -> tuple[dict[str, Any] | None, MeanDraws | None]:
+) -> Positions | None:
     """The figures by output position of ``legs`` from every request's bucket sums
-    (``fold.folding.line_rows.LineRows.buckets``, by row of ``step_times``); None without a
-    drafted step. ``position`` says what a step's position counts (``ORACLE_POSITION`` for an
-    oracle's recorded steps). Beside them, the per-request means' resampled sums of the same
-    requests (``fold.folding.per_request``), drawn in the same pass: the two bootstraps draw
-    the very same requests."""
+    (``fold.folding.line_rows.LineRows.buckets``, by row of ``step_times``), their intervals
+    not yet drawn; None without a drafted step. ``position`` says what a step's position
+    counts (``ORACLE_POSITION`` for an oracle's recorded steps)."""
     leg_of = step_times["leg"]
     chosen = buckets.with_columns(leg_of.gather(buckets["request"]).alias("leg")).filter(
         pl.col("leg").is_in(list(legs))
     )
-    return by_output_position(chosen, step_times, legs, resamples, seed, position)
-
-
-def by_output_position(
-    per_request: pl.DataFrame,
-    step_times: pl.DataFrame,
-    legs: Sequence[int],
-    resamples: int,
-    seed: int,
-    position: str = POSITION,
-) -> tuple[dict[str, Any] | None, MeanDraws | None]:
-    """The figures by output position of ``legs`` (their order is the bootstrap's) from
-    ``bucket_sums`` over these very legs (``per_request``), or None when they have no drafted
-    step; and the per-request means' draws made beside them (``fold_positions``)."""
-    if per_request.height == 0:
-        return None, None
-    count = int(per_request["bucket"].max()) + 1
+    if chosen.height == 0:
+        return None
+    count = int(chosen["bucket"].max()) + 1
     totals = (
-        per_request.group_by("bucket")
+        chosen.group_by("bucket")
         .agg(
             pl.len().cast(pl.Int64).alias("requests"),
             pl.col("steps", "proposed", "accepted").sum(),
         )
         .sort("bucket")
     )
-    found = {row["bucket"]: row for row in totals.iter_rows(named=True)}
-    replicates, means = _bucket_replicates(step_times, per_request, legs, count, resamples, seed)
-    lows = edges(count + 1)
-    buckets = []
+    found = {row[0]: row[1:] for row in totals.iter_rows()}
+    return Positions(
+        position,
+        tuple(found.get(bucket, (0, 0, 0, 0)) for bucket in range(count)),
+        _long_requests(chosen, count),
+        _columns(chosen, step_times, count),
+    )
+
+
+def _columns(chosen: pl.DataFrame, step_times: pl.DataFrame, count: int) -> pl.DataFrame:
+    """``Positions.columns``: the keys are step_times' own (no copy; the cadence's rows hold
+    them too), and the sums 4 bytes each where every one fits (a load test's 10^6 requests:
+    12 MB a bucket). Made in polars: a Series made from numpy imports numpy.ma (20 ms of a
+    small fold's start)."""
+    size = step_times.height
+    columns = []
     for bucket in range(count):
-        row = found.get(bucket, {"requests": 0, "steps": 0, "proposed": 0, "accepted": 0})
-        counts = Counts.of(row)
+        rows = chosen.filter(pl.col("bucket") == bucket)
+        for name, column in zip(COUNT_NAMES, bucket_columns(bucket), strict=True):
+            fits = rows.height == 0 or rows[name].max() < 2**31
+            kind = pl.Int32 if fits else pl.Int64
+            zeros = pl.zeros(size, dtype=kind, eager=True).alias(column)
+            columns.append(zeros.scatter(rows["request"], rows[name].cast(kind)))
+    return step_times.select(KEY).with_columns(columns)
+
+
+def position_figures(positions: Positions, sums: Mapping[str, np.ndarray] | None) -> dict[str, Any]:
+    """The figures by output position with their intervals, from each bucket column's sum in
+    every resample of the warm legs (``sums``; None without intervals)."""
+    replicates = None
+    if sums is not None:
+        replicates = [
+            Replicates(
+                len(sums[steps]),
+                {
+                    "accept_rate": ratio(sums[accepted], sums[proposed]),
+                    "mean_acceptance_length": 1 + ratio(sums[accepted], sums[steps]),
+                },
+            )
+            for steps, proposed, accepted in map(bucket_columns, range(positions.count))
+        ]
+    lows = edges(positions.count + 1)
+    buckets = []
+    for bucket, (requests, steps, proposed, accepted) in enumerate(positions.totals):
+        counts = Counts(steps, proposed, accepted)
         drawn = replicates[bucket] if replicates else None
         buckets.append(
             {
                 "from": lows[bucket],
                 "to": lows[bucket + 1],
-                "requests": row["requests"],
+                "requests": requests,
                 **counts,
                 "accept_rate_ci": _interval(drawn, "accept_rate"),
                 "mean_acceptance_length": counts.mean_acceptance_length,
@@ -194,7 +248,7 @@ def by_output_position(
     slope, slope_ci = _slope(buckets, replicates)
     caveat = None if slope_ci is None or slope_ci[1] >= 0 else POOLED_FALL
     return {
-        "position": position,
+        "position": positions.position,
         # each bucket holds positions from its edge up to the next, exclusive
         "edges": lows,
         "buckets": buckets,
@@ -204,8 +258,8 @@ def by_output_position(
         "falling_when": FALLING,
         "caveat": caveat,
         "caveat_text": None if caveat is None else CAVEAT_TEXT[caveat],
-        "long_requests": _long_requests(per_request, count),
-    }, means
+        "long_requests": None if positions.long_requests is None else dict(positions.long_requests),
+    }
 
 
 def _long_requests(per_request: pl.DataFrame, count: int) -> dict[str, Any] | None:
@@ -233,78 +287,6 @@ def _long_requests(per_request: pl.DataFrame, count: int) -> dict[str, Any] | No
 def _interval(drawn: Replicates | None, figure: str) -> list[float] | None:
     found = None if drawn is None else drawn.interval(figure)
     return None if found is None else [found[0], found[1]]
-
-
-def _bucket_replicates(
-    step_times: pl.DataFrame,
-    per_request: pl.DataFrame,
-    legs: Sequence[int],
-    count: int,
-    resamples: int,
-    seed: int,
-) -> tuple[list[Replicates] | None, MeanDraws | None]:
-    """Each bucket's A/P and 1 + A/S in every resample, all buckets from one set of draws
-    over the legs and their requests (the project's two-stage bootstrap): the buckets'
-    figures pair resample by resample. The per-request means' columns of the same requests
-    are summed in the same pass (``MeanDraws``): a second bootstrap over 10^6 requests drew
-    them all again."""
-    if not resamples:
-        return None, None
-    # The legs' requests in key order, the bootstrap's: step_times holds a row per request,
-    # sorted by the request key (``PartialFold.step_times``), so its rows are that order already.
-    chosen = np.flatnonzero(step_times["leg"].is_in(list(legs)).fill_null(False).to_numpy())
-    dense = {
-        name: np.zeros((count, chosen.size), dtype=np.int64)
-        for name in ("steps", "proposed", "accepted")
-    }
-    bucket = per_request["bucket"].to_numpy()
-    row = np.searchsorted(chosen, per_request["request"].to_numpy().astype(np.int64))
-    for name, values in dense.items():
-        values[bucket, row] = per_request[name].to_numpy()
-    legs_of_rows = step_times["leg"].to_numpy()[chosen]
-    spans = [_span(np.flatnonzero(legs_of_rows == leg)) for leg in legs]
-    # A request's S, P and A are its drafted lines', summed over its buckets.
-    counts = tuple(
-        {name: values[:, span].sum(axis=0) for name, values in dense.items()} for span in spans
-    )
-    arm = [
-        Leg(
-            requests={
-                f"{name} {b}": values[b, span]
-                for name, values in dense.items()
-                for b in range(count)
-            }
-            | means
-        )
-        for span, means in zip(spans, mean_columns(counts), strict=True)
-    ]
-    sums = resampled_sums(arm, resamples, seed)
-    drawn = MeanDraws(
-        counts,
-        resamples,
-        seed,
-        None if sums is None else {name: sums[name] for name in MEAN_COLUMNS},
-    )
-    if sums is None:
-        return None, drawn
-    return [
-        Replicates(
-            resamples,
-            {
-                "accept_rate": ratio(sums[f"accepted {b}"], sums[f"proposed {b}"]),
-                "mean_acceptance_length": 1 + ratio(sums[f"accepted {b}"], sums[f"steps {b}"]),
-            },
-        )
-        for b in range(count)
-    ], drawn
-
-
-def _span(rows: np.ndarray) -> np.ndarray | slice:
-    """Rows as a slice when they are consecutive, as a leg's rows in key order are: indexing
-    with it takes a view where the rows themselves would copy (24 MB over 10^6 requests)."""
-    if rows.size and rows[-1] - rows[0] + 1 == rows.size:
-        return slice(int(rows[0]), int(rows[-1]) + 1)
-    return rows
 
 
 def _slope(

@@ -12,19 +12,17 @@ large fold's memory used to peak (``docs/performance.md``). Nothing after them r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
 from fold.folding import native
 from fold.folding.accumulate import PartialFold
 from fold.folding.attribute import leg_windows
-from fold.folding.by_position import fold_positions
+from fold.folding.by_position import Positions, fold_positions
 from fold.folding.cadence import Cadence, fold_cadence
 from fold.folding.line_rows import draft_counts, line_rows
-from fold.folding.per_request import MeanDraws
 from fold.folding.request_positions import request_positions
 from fold.folding.step_lengths import StepTimes, step_time_by_length
 
@@ -35,14 +33,13 @@ class LineFigures:
 
     cadence: Cadence
     """Every request's cadence and any legs' pooled intervals (none without times: empty)."""
-    positions: Mapping[str, Any] | None
-    """The warm legs' figures by output position (``fold_positions``), intervals included."""
+    positions: Positions | None
+    """The warm legs' figures by output position (``fold_positions``), before the fold's
+    bootstrap draws their intervals with the pooled figures'."""
     step_lengths: StepTimes | None
     """The warm legs' step time per draft length; None where the steps have no times."""
     draft_positions: pl.DataFrame | None = None
     """Each request's steps by draft position (``request_positions``), when asked for."""
-    mean_draws: MeanDraws | None = None
-    """The warm requests' per-request means resampled in the positions' pass (``MeanDraws``)."""
 
 
 def line_figures(
@@ -51,8 +48,6 @@ def line_figures(
     warm_legs: Sequence[int],
     *,
     stall_factor: float,
-    resamples: int,
-    seed: int,
     position: str,
     no_times: str | None,
     draft_positions: bool = False,
@@ -62,17 +57,13 @@ def line_figures(
     steps have no times (then no cadence and no step time per length), or None. ``position``:
     what a step's position counts, for the figures by position. ``draft_positions``: also
     each request's steps by draft position (for the sums file)."""
-    # One after another, the positions first: each spreads its work over the cores itself
-    # (the bootstrap's legs, the cadence's requests), and what the positions keep is small
-    # where the cadence keeps a row per request. Side by side, their working memory met on
-    # top of the lines: on a load test's 10^6 requests 603 MiB against 479 one after the
-    # other, which costs 0.2 to 0.6 s of about 9 (a few 0.1 s on the writers' layout).
+    # One after another, the positions first: what they keep is a few integers a request
+    # (their intervals are drawn later, by the fold's one bootstrap), where the cadence's
+    # working memory is large.
     step_times = partial.step_times
     legs = native.NativeLegs.of(arm_legs, leg_windows(arm_legs)) if arm_legs.height else None
     rows = line_rows(partial, legs or native.NativeLegs.of(None, None))
-    by_position, means = fold_positions(
-        rows.buckets, step_times, warm_legs, resamples, seed, position
-    )
+    by_position = fold_positions(rows.buckets, step_times, warm_legs, position)
     # Steps in order without times (an oracle's, numbered) give no cadence: none is made.
     timed = step_times if no_times is None else step_times.clear()
     # The groups the result pools: each leg, the warm legs, all legs.
@@ -86,4 +77,4 @@ def line_figures(
     if draft_positions:
         counted = draft_counts(partial, legs or native.NativeLegs.of(None, None))
         by_request = request_positions(step_times, counted)
-    return LineFigures(cadence, by_position, lengths, by_request, means)
+    return LineFigures(cadence, by_position, lengths, by_request)

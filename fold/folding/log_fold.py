@@ -228,8 +228,6 @@ def fold_acceptance(
         record.legs,
         check,
         stall_factor=stall_factor,
-        resamples=resamples,
-        seed=seed,
         step_source=fold.step_source,
         draft_positions=draft_positions,
     )

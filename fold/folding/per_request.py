@@ -18,9 +18,8 @@ import numpy as np
 from fold.folding.leg_figures import Named, PooledFigures, frozen
 from fold.folding.quantiles import linear_quantiles
 from fold.folding.request_rows import RequestRows
-from fold.folding.uncertainty import percentile_interval, ratio, resampled_sums
+from fold.folding.uncertainty import percentile_interval, ratio
 from fold.inputs.acceptance import Counts
-from fold.inputs.leg_sums import Leg
 
 LOWEST_SHOWN = 10
 PERCENTILES = (10, 25, 50, 75, 90)
@@ -175,9 +174,9 @@ _SCALES = (2.0**32, 2.0**24)
 
 @dataclass(frozen=True)
 class MeanDraws:
-    """The means' columns' resampled sums, drawn in one pass with the columns of the figures
-    by output position (the same legs, requests and seed, so the very same draws), and what
-    they were made from: taken only for those very requests, resamples and seed."""
+    """The means' columns' sums in every resample of the warm fold, drawn by the fold's one
+    bootstrap with the pooled figures' columns (``fold.folding.fold_draws``), and what they
+    were made from: taken only for those very requests, resamples and seed."""
 
     counts: tuple[Mapping[str, np.ndarray], ...]
     """Per leg, its requests' S, P and A in the bootstrap's order."""
@@ -206,16 +205,14 @@ def _means(
     seed: int,
     drawn: MeanDraws | None = None,
 ) -> tuple[list[float] | None, list[float] | None]:
-    """The per-request means' 95% intervals from the project's two-stage bootstrap
-    (``resampled_sums``), or from ``drawn`` when its draws were made from these very
-    requests."""
+    """The per-request means' 95% intervals, from the sums the fold's bootstrap drew for them
+    beside the pooled figures (``drawn``, made from these very requests)."""
     if not resamples:
         return None, None
-    if drawn is not None and drawn.made_from(legs, resamples, seed):
-        sums = drawn.sums
-    else:
-        arm = [Leg(requests=columns) for columns in mean_columns(legs)]
-        sums = resampled_sums(arm, resamples, seed)
+    if drawn is None or not drawn.made_from(legs, resamples, seed):
+        # Drawn anew here, they would be resamples of their own, not the pooled figures'.
+        raise ValueError("the per-request means' draws were not made from these requests")
+    sums = drawn.sums
     if sums is None:
         return None, None
     rate = percentile_interval(ratio(sums["rate"] / _SCALES[0], sums["counted"]))

@@ -102,14 +102,20 @@ def _leg_copies(
     # and gathers each column (the reference the tests hold the extension to).
     fused = [column for column in present if values[column].dtype.kind == "i"]
     fused = fused if native.available() else []
+    # A column equal to another (a request's only bucket of position is its S, P and A) is
+    # summed once: the same draws give it the same sums.
+    twins = _twins(fused, values)
+    drawn_once = [column for column in fused if column not in twins]
     # The extension sums at most _FUSED_COLUMNS columns a pass: more go in several passes.
-    for first in range(0, len(fused), _FUSED_COLUMNS):
-        part = fused[first : first + _FUSED_COLUMNS]
+    for first in range(0, len(drawn_once), _FUSED_COLUMNS):
+        part = drawn_once[first : first + _FUSED_COLUMNS]
         packed = np.column_stack([values[column] for column in part]).astype(np.int64)
         drawn_sums = np.empty((count, len(part)), dtype=np.int64)
         native.resample_sums(packed, key, 0, drawn_sums)
         for position, column in enumerate(part):
             sums[column] = drawn_sums[:, position].astype(np.float64)
+    for column, twin in twins.items():
+        sums[column] = sums[twin]
     rest = [column for column in present if column not in fused]
     parts: dict[str, list[np.ndarray]] = {column: [] for column in rest}
     per_block = max(1, _DRAW_BLOCK // requests)
@@ -123,6 +129,24 @@ def _leg_copies(
             np.concatenate(parts[column]).astype(np.float64) if parts[column] else np.zeros(0)
         )
     return sums
+
+
+def _twins(columns: list[str], values: Mapping[str, np.ndarray]) -> dict[str, str]:
+    """Each column equal, value for value, to an earlier one: that one's name. Only columns of
+    the same sum are compared."""
+    first_of: dict[int, list[str]] = {}
+    twins: dict[str, str] = {}
+    for column in columns:
+        total = int(values[column].sum(dtype=np.int64))
+        found = first_of.setdefault(total, [])
+        twin = next(
+            (other for other in found if np.array_equal(values[other], values[column])), None
+        )
+        if twin is None:
+            found.append(column)
+        else:
+            twins[column] = twin
+    return twins
 
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)

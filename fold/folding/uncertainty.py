@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -87,9 +87,12 @@ class Replicates:
 
     resamples: int
     figures: Mapping[str, np.ndarray]
+    sums: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Each column asked for (``bootstrap``'s ``summed``): its sum over the requests drawn in
+    every resample, for figures made of the same draws elsewhere (by position, per request)."""
 
     def __post_init__(self) -> None:
-        freeze_fields(self, ("figures",))
+        freeze_fields(self, ("figures", "sums"))
 
     def interval(self, figure: str) -> Interval | None:
         values = self.figures.get(figure)
@@ -133,6 +136,7 @@ def bootstrap(
     seed: int | Sequence[int] = DEFAULT_SEED,
     strata: Mapping[str, Sequence[str]] | None = None,
     figures: Mapping[str, Any] | None = None,
+    summed: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Replicates]:
     """Replicates of every figure the legs carry, for each named selection of leg positions.
 
@@ -145,7 +149,10 @@ def bootstrap(
     draws are the very ones of the stratum's own selection, so the two pair resample by
     resample. Such a selection's positions must be the strata's, in order.
 
-    ``figures`` replaces :data:`FIGURES` (see :func:`ratio_replicates`).
+    ``figures`` replaces :data:`FIGURES` (see :func:`ratio_replicates`). ``summed`` names, per
+    selection, request columns whose sums in every resample its replicates also carry
+    (``Replicates.sums``), drawn with the rest: none with fewer than two requests, where no
+    per-request figure gets replicates either.
     """
     if resamples < 1:
         raise ValueError("the bootstrap needs at least one resample")
@@ -170,32 +177,20 @@ def bootstrap(
         picked_legs[name] = np.hstack([picked_legs[part] for part in parts])
     columns = request_columns(legs)
     pools = stage_two_pools(legs, picked_legs, columns, streams[1:])
-    return {
+    found = {
         name: _replicates(
             legs, list(selections[name]), picked_legs[name], pools, resamples, figures or FIGURES
         )
         for name in selections
     }
-
-
-def resampled_sums(
-    legs: Sequence[Leg], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
-) -> dict[str, np.ndarray] | None:
-    """Each per-request column's sum in every resample of all ``legs``, drawn as ``bootstrap``
-    draws a selection of all of them (the same legs, then the same requests): for figures
-    that are ratios of any columns, many at once from one set of draws. None with fewer than
-    two requests, where ``bootstrap`` gives no interval either."""
-    if resamples < 1:
-        raise ValueError("the bootstrap needs at least one resample")
-    if sum(request_count(leg) for leg in legs) < 2:
-        return None
-    streams = np.random.SeedSequence(seed).spawn(1 + len(legs))
-    rng = np.random.default_rng(streams[0])
-    picked = rng.integers(0, len(legs), size=(resamples, len(legs)))
-    columns = request_columns(legs)
-    pools = stage_two_pools(legs, {"all": picked}, columns, streams[1:])
-    slots = pools.offsets[picked] + occurrence_rank(picked)
-    return {column: pools.sums[column][slots].sum(axis=1) for column in columns}
+    for name, wanted in (summed or {}).items():
+        picked = picked_legs[name]
+        if sum(request_count(legs[position]) for position in selections[name]) < 2:
+            continue
+        slots = pools.offsets[picked] + occurrence_rank(picked)
+        sums = {column: pools.sums[column][slots].sum(axis=1) for column in wanted}
+        found[name] = Replicates(resamples, found[name].figures, sums)
+    return found
 
 
 def _replicates(
@@ -308,9 +303,13 @@ def fold_replicates(
     warm: Sequence[bool],
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    warm_sums: Sequence[str] = (),
 ) -> dict[str, Replicates]:
     """Replicates of the warm fold (``"warm"``) and the all-legs fold (``"all"``) of the fold's
-    legs, in the arm's order, ``warm[i]`` telling whether leg i is warm."""
+    legs, in the arm's order, ``warm[i]`` telling whether leg i is warm. The warm fold's also
+    carry the sums of the request columns ``warm_sums`` (``Replicates.sums``): the figures by
+    output position and the per-request means are drawn in the very resamples of the pooled
+    figures, not in a bootstrap of their own."""
     warm_positions = [position for position, is_warm in enumerate(warm) if is_warm]
     cold_positions = [position for position, is_warm in enumerate(warm) if not is_warm]
     # The all-legs fold keeps the gate's design (so many cold legs, so many warm) in every
@@ -322,6 +321,7 @@ def fold_replicates(
         resamples,
         seed,
         strata={"all": ("warm", "cold")},
+        summed={"warm": tuple(warm_sums)} if warm_sums else None,
     )
     found.pop("cold")
     return found
