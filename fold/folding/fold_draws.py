@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from fold.folding.accumulate import REQUEST_KEY, PartialFold
+from fold.folding.accumulate import REQUEST_KEY, PartialFold, keys_increase
 from fold.folding.by_position import Positions
 from fold.folding.cadence import Cadence
 from fold.folding.leg_figures import bootstrap_leg
@@ -55,19 +55,26 @@ def fold_draws(
     if positions is not None:
         ordered = beside(ordered, positions.columns)
     ordered = ordered.with_columns(pl.col("decode_steps", "decode_ns", *buckets).fill_null(0))
-    ordered = ordered.sort(REQUEST_KEY)
+    # In key order already most often (a partial fold's requests are): then not sorted, a
+    # copy of every column; and the legs' parts carry only what is drawn, not the keys.
+    if not keys_increase(ordered):
+        ordered = ordered.sort(REQUEST_KEY)
+    ordered = ordered.select("leg", *COUNTS, "decode_steps", "decode_ns", *buckets)
     requests = {key[0]: frame for key, frame in ordered.partition_by("leg", as_dict=True).items()}
+    del ordered
     steps_in_leg = dict(partial.legs.select("leg", "steps").iter_rows())
     warm_set = set(check.warm_legs)
-    frames = [requests.get(leg["index"], ordered.clear()) for leg in arm_legs.iter_rows(named=True)]
+    empty = pl.DataFrame(schema=dict.fromkeys((*POOLED_SUMS, *buckets), pl.Int64))
+    frames = [requests.pop(leg["index"], empty) for leg in arm_legs.iter_rows(named=True)]
     warm = [leg["index"] in warm_set for leg in arm_legs.iter_rows(named=True)]
     counts = [
-        {name: frame[name].to_numpy().astype(np.int64) for name in COUNTS}
+        {name: frame[name].to_numpy() for name in COUNTS}  # Int64: the frame's own memory
         for frame, is_warm in zip(frames, warm, strict=True)
         if is_warm
     ]
     means = iter(mean_columns(counts))
     legs = []
+    del requests  # legs of the log that the record does not have
     for leg, frame, is_warm in zip(arm_legs.iter_rows(named=True), frames, warm, strict=True):
         columns: dict[str, np.ndarray] = {name: frame[name].to_numpy() for name in POOLED_SUMS}
         if is_warm:
