@@ -10,11 +10,12 @@ the follower's own, and with the polars reference at one of them, with and witho
 move a line elsewhere in the log (a writer's lines out of time order), the others are the
 step log's.
 
-The arm record has a story too, drawn from the input (``record_story``): there from the
-start; written only before some piece; first a record of fewer legs, or one that does not
-load, then the whole one; or there at first and removed before some later piece or before
-the end. Each ends with the whole record as the one the follow last read, so each follow
-must end as the one-shot fold over it. A finding is any of:
+Every follow above has the arm record there from the start, so the polls read the log piece
+by piece. One more follow (native, small block) gives the record a story drawn from the input
+(``record_story``): written only before some piece or before the end; first a record of
+fewer legs, or one that does not load, then the whole one; or there at first and removed
+before some later piece or before the end. Each ends with the whole record as the one the
+follow last read, so each follow must end as the one-shot fold over it. A finding is any of:
 
 - a follow whose outcome differs from the one-shot fold's: its JSON, or the error it raises
   (type and message), a refusal included;
@@ -66,15 +67,13 @@ def pieces(data: bytes) -> list[bytes]:
 
 
 def record_story(data: bytes, pieces: int) -> tuple[str, int]:
-    """The record's story for a follow of ``data`` in ``pieces`` pieces, and the piece before
-    whose write its last change comes (``pieces``: after the last poll, before the end). A
-    record that changes or goes has been read at a poll before (the piece is at least 1)."""
+    """The record's story for a follow of ``data`` in ``pieces`` pieces, besides being there
+    from the start, and the piece before whose write its change comes (``pieces``: after the
+    last poll, before the end): at least 1, so that a poll sees it before its change."""
     rng = random.Random(zlib.crc32(data) ^ 0xA53)
-    story = rng.choice(STORIES)
-    if story == "there":
-        return story, 0
-    if story == "appears":
-        return story, rng.randrange(pieces)
+    story = rng.choice(STORIES[1:])
+    # Before piece 0 would be the record there from the start (the follower reads it at its
+    # first poll), which every input is followed with anyway (``check``).
     return story, rng.randint(1, pieces)
 
 
@@ -135,12 +134,20 @@ def check(data: bytes, directory: str) -> None:
 
     log = os.path.join(directory, "steps.jsonl")
     split = pieces(data)
-    story = record_story(data, len(split))
+    there, story = ("there", 0), record_story(data, len(split))
     # The native reader (whose read-back of lines out of order is its own C++) at both
     # blocks; the reference at one, the input's pick (a poll builds a whole view: a follow
-    # costs as much as a few one-shot folds).
+    # costs as much as a few one-shot folds). Each with the record there from the start, so
+    # that the polls read the log piece by piece; and once with the record's story, whose
+    # change makes the follower read the log again from the start (the record's handling is
+    # the follower's own, whichever reader).
     reference_block = (SMALL_BLOCK, DEFAULT_FOLLOW_BLOCK_BYTES)[zlib.crc32(data) % 2]
-    follows = ((True, SMALL_BLOCK), (True, DEFAULT_FOLLOW_BLOCK_BYTES), (False, reference_block))
+    follows = (
+        (True, SMALL_BLOCK, there),
+        (True, DEFAULT_FOLLOW_BLOCK_BYTES, there),
+        (False, reference_block, there),
+        (True, SMALL_BLOCK, story),
+    )
     without_skipping: tuple[str, Any] | None = None
     record = os.path.join(directory, "arm.json")
     for skip in (False, True):
@@ -154,15 +161,15 @@ def check(data: bytes, directory: str) -> None:
         if skip and whole == without_skipping:
             return  # no bad line to skip: the follows above were these
         without_skipping = whole
-        for native, block in follows:
+        for native, block, told in follows:
             followed = _with_reader(
                 native,
-                lambda block=block, skip=skip: _follow(log, split, block, skip, story),  # type: ignore[misc]
+                lambda block=block, skip=skip, told=told: _follow(log, split, block, skip, told),  # type: ignore[misc]
             )
             if followed != whole:
                 raise Finding(
                     f"a follow in {len(split)} pieces (native={native}, block={block}, "
-                    f"skip_bad_lines={skip}, record {story[0]} before piece {story[1]}) "
+                    f"skip_bad_lines={skip}, record {told[0]} before piece {told[1]}) "
                     f"differs from the one-shot fold:\n"
                     f"  followed  {_short(followed)}\n  one-shot  {_short(whole)}"
                 )
