@@ -422,4 +422,16 @@ PyModuleDef kModule = {
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&kModule); }
+// What fold.folding.native expects of these functions (their arguments, their limits): it uses
+// an extension of another number as none at all. Raised with any change a stale build would
+// get wrong (2: resample_sums takes 16 columns).
+constexpr long kInterface = 2;
+
+PyMODINIT_FUNC PyInit__native(void) {
+  PyObject* module = PyModule_Create(&kModule);
+  if (module != nullptr && PyModule_AddIntConstant(module, "INTERFACE", kInterface) != 0) {
+    Py_DECREF(module);
+    return nullptr;
+  }
+  return module;
+}

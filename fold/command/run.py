@@ -44,6 +44,10 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
             )
     if arguments.matched_config is not None and "vllm" not in arguments.matched:
         raise InputError("--matched-config goes with --matched vllm")
+    from fold.folding import native
+
+    if native.STALE is not None:
+        stderr.print(f"fold-acceptance: warning: {native.STALE}", markup=False, soft_wrap=True)
     from fold.inputs.arm import load_arm
 
     base = None

@@ -62,10 +62,31 @@ from fold.inputs.reader import (
     row_frame,
 )
 
+INTERFACE = 2
+"""The extension's ``INTERFACE`` these sources call (``fold/_native.cc``)."""
+
+
+def interface_problem(module: Any) -> str | None:
+    """Why ``module`` (the built extension) cannot serve these sources, or None: one built
+    from other sources (an editable install not built again) takes other arguments."""
+    found = getattr(module, "INTERFACE", None)
+    if found == INTERFACE:
+        return None
+    return (
+        f"{getattr(module, '__file__', 'fold._native')} was built from other sources "
+        f"(interface {found}, these need {INTERFACE}): the slower polars reader folds instead. "
+        "Build it again (pip install -e ., or python setup.py build_ext --inplace)"
+    )
+
+
 _native: Any
 try:
     _native = importlib.import_module("fold._native")
 except ImportError:  # built without a compiler or Python headers: the polars reader remains
+    _native = None
+STALE = None if _native is None else interface_problem(_native)
+"""Why the built extension is not used, or None (``interface_problem``)."""
+if STALE is not None:
     _native = None
 
 ENVIRONMENT_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
