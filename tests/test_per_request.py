@@ -730,3 +730,40 @@ def test_the_means_are_taken_only_from_draws_of_their_own_requests():
     ):
         with pytest.raises(ValueError, match="not made from these requests"):
             _means(counts, 3, 7, drawn)
+
+
+def test_the_lowest_requests_are_placed_in_their_legs_past_an_empty_one():
+    """The lowest requests are found in the concatenated requests of all the legs and placed
+    back in their legs: with a leg of no request before and between, each shown request is the
+    one of its own leg and id (worked out by hand)."""
+    from fold.folding.per_request import per_request
+    from fold.folding.request_rows import SCHEMA, RequestRows
+
+    def rows(requests: list[tuple[int, int, int, int]]) -> RequestRows:
+        table = pl.DataFrame(
+            {
+                "w": [WRITER] * len(requests),
+                "seq": [seq for seq, *_ in requests],
+                "steps": [steps for _, steps, _, _ in requests],
+                "proposed": [proposed for *_, proposed, _ in requests],
+                "accepted": [accepted for *_, accepted in requests],
+            },
+            schema_overrides={"seq": pl.UInt64},
+        )
+        missing = [
+            pl.lit(None, dtype=t).alias(n) for n, t in SCHEMA.items() if n not in table.columns
+        ]
+        return RequestRows(table.with_columns(missing).select(list(SCHEMA)))
+
+    legs = [
+        (3, rows([])),
+        (5, rows([(10, 2, 8, 6), (11, 2, 8, 1)])),  # 6/8, 1/8
+        (6, rows([])),
+        (8, rows([(20, 1, 4, 0), (21, 1, 4, 4), (22, 0, 0, 0)])),  # 0/4, 4/4, no draft
+    ]
+    pooled = {"accept_rate": None, "accept_rate_ci": None}
+    found = per_request(legs, pooled, 0, 1)  # type: ignore[arg-type]
+    assert found is not None
+    assert found["requests"] == 5 and found["requests_without_drafts"] == 1
+    shown = [(low["leg"], low["seq"], low["accepted"], low["proposed"]) for low in found["lowest"]]
+    assert shown == [(8, 20, 0, 4), (5, 11, 1, 8), (5, 10, 6, 8), (8, 21, 4, 4)]

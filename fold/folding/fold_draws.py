@@ -1,4 +1,6 @@
-"""The fold's one bootstrap: every interval of our arm's fold drawn in the same resamples.
+"""The fold's one bootstrap: the warm and all-legs folds' pooled figures, and the warm fold's
+figures by output position and per-request means, drawn in the same resamples. (The step split
+and the figures had drafts been cut at another k draw their own, from the same seed.)
 
 The pooled figures (A/P, 1 + A/S, decode steps/s) draw the legs, then the requests within each
 drawn leg (``fold.folding.uncertainty``). The figures by output position and the per-request
