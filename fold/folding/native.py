@@ -22,7 +22,6 @@ reader (``fold.inputs.reader.StepLogReader``).
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ from fold.folding.accumulate import (
     partial_fold,
 )
 from fold.folding.attribute import ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.folding.extension import load_extension
 from fold.folding.merge import merge_all
 from fold.folding.native_rows import (
     frame_of,
@@ -62,32 +62,10 @@ from fold.inputs.reader import (
     row_frame,
 )
 
-INTERFACE = 2
-"""The extension's ``INTERFACE`` these sources call (``fold/_native.cc``)."""
-
-
-def interface_problem(module: Any) -> str | None:
-    """Why ``module`` (the built extension) cannot serve these sources, or None: one built
-    from other sources (an editable install not built again) takes other arguments."""
-    found = getattr(module, "INTERFACE", None)
-    if found == INTERFACE:
-        return None
-    return (
-        f"{getattr(module, '__file__', 'fold._native')} was built from other sources "
-        f"(interface {found}, these need {INTERFACE}): the slower polars reader folds instead. "
-        "Build it again (pip install -e ., or python setup.py build_ext --inplace)"
-    )
-
-
 _native: Any
-try:
-    _native = importlib.import_module("fold._native")
-except ImportError:  # built without a compiler or Python headers: the polars reader remains
-    _native = None
-STALE = None if _native is None else interface_problem(_native)
-"""Why the built extension is not used, or None (``interface_problem``)."""
-if STALE is not None:
-    _native = None
+_native, STALE = load_extension()
+"""The extension (None: not built, or built from other sources) and why it is not used, or
+None (``fold.folding.extension``)."""
 
 ENVIRONMENT_SWITCH = "FOLD_ACCEPTANCE_NATIVE"
 
