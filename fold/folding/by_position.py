@@ -21,6 +21,7 @@ import polars as pl
 
 from fold.folding.accumulate import REQUEST_KEY as KEY
 from fold.folding.frozen import freeze_fields
+from fold.folding.leg_figures import TRIPLE
 from fold.folding.packed_tokens import TOKEN_BITS, TOKEN_MASK
 from fold.folding.uncertainty import Replicates, percentile_interval, ratio
 from fold.inputs.acceptance import Counts
@@ -155,9 +156,6 @@ class Positions:
         return tuple(name for b in range(self.count) for name in bucket_columns(b))
 
 
-COUNT_NAMES = ("steps", "proposed", "accepted")
-
-
 def bucket_columns(bucket: int) -> tuple[str, str, str]:
     """The names of bucket ``bucket``'s S, P and A in ``Positions.columns`` and the bootstrap."""
     return (f"steps {bucket}", f"proposed {bucket}", f"accepted {bucket}")
@@ -184,7 +182,7 @@ def fold_positions(
         chosen.group_by("bucket")
         .agg(
             pl.len().cast(pl.Int64).alias("requests"),
-            pl.col("steps", "proposed", "accepted").sum(),
+            pl.col(*TRIPLE).sum(),
         )
         .sort("bucket")
     )
@@ -206,7 +204,7 @@ def _columns(chosen: pl.DataFrame, step_times: pl.DataFrame, count: int) -> pl.D
     columns = []
     for bucket in range(count):
         rows = chosen.filter(pl.col("bucket") == bucket)
-        for name, column in zip(COUNT_NAMES, bucket_columns(bucket), strict=True):
+        for name, column in zip(TRIPLE, bucket_columns(bucket), strict=True):
             fits = rows.height == 0 or rows[name].max() < 2**31
             kind = pl.Int32 if fits else pl.Int64
             zeros = pl.zeros(size, dtype=kind, eager=True).alias(column)

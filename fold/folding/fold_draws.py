@@ -20,15 +20,14 @@ import polars as pl
 from fold.folding.accumulate import REQUEST_KEY, PartialFold, keys_increase
 from fold.folding.by_position import Positions
 from fold.folding.cadence import Cadence
-from fold.folding.leg_figures import bootstrap_leg
+from fold.folding.leg_figures import TRIPLE, bootstrap_leg
 from fold.folding.per_request import MEAN_COLUMNS, MeanDraws, mean_columns
 from fold.folding.request_rows import beside
 from fold.folding.uncertainty import Replicates, fold_replicates
 from fold.folding.warm import ThroughputCheck
 
-POOLED_SUMS = ("steps", "proposed", "accepted", "decode_steps", "decode_ns")
+POOLED_SUMS = (*TRIPLE, "decode_steps", "decode_ns")
 """Per request, what the pooled figures are ratios of."""
-COUNTS = ("steps", "proposed", "accepted")
 
 
 def fold_draws(
@@ -52,7 +51,7 @@ def fold_draws(
     )
     # The cadence's rows and the positions' are the requests' rows most often: put beside,
     # not joined.
-    ordered = beside(partial.requests.select(*REQUEST_KEY, *COUNTS), decode)
+    ordered = beside(partial.requests.select(*REQUEST_KEY, *TRIPLE), decode)
     buckets = () if positions is None else positions.bucket_names()
     if positions is not None:
         ordered = beside(ordered, positions.columns)
@@ -61,23 +60,24 @@ def fold_draws(
     # copy of every column; and the legs' parts carry only what is drawn, not the keys.
     if not keys_increase(ordered):
         ordered = ordered.sort(REQUEST_KEY)
-    ordered = ordered.select("leg", *COUNTS, "decode_steps", "decode_ns", *buckets)
+    ordered = ordered.select("leg", *POOLED_SUMS, *buckets)
     requests = {key[0]: frame for key, frame in ordered.partition_by("leg", as_dict=True).items()}
     del ordered
     steps_in_leg = dict(partial.legs.select("leg", "steps").iter_rows())
     warm_set = set(check.warm_legs)
     empty = pl.DataFrame(schema=dict.fromkeys((*POOLED_SUMS, *buckets), pl.Int64))
-    frames = [requests.pop(leg["index"], empty) for leg in arm_legs.iter_rows(named=True)]
-    warm = [leg["index"] in warm_set for leg in arm_legs.iter_rows(named=True)]
+    arm = list(arm_legs.iter_rows(named=True))
+    frames = [requests.pop(leg["index"], empty) for leg in arm]
+    warm = [leg["index"] in warm_set for leg in arm]
     counts = [
-        {name: frame[name].to_numpy() for name in COUNTS}  # Int64: the frame's own memory
+        {name: frame[name].to_numpy() for name in TRIPLE}  # Int64: the frame's own memory
         for frame, is_warm in zip(frames, warm, strict=True)
         if is_warm
     ]
     means = iter(mean_columns(counts))
     legs = []
     del requests  # legs of the log that the record does not have
-    for leg, frame, is_warm in zip(arm_legs.iter_rows(named=True), frames, warm, strict=True):
+    for leg, frame, is_warm in zip(arm, frames, warm, strict=True):
         columns: dict[str, np.ndarray] = {name: frame[name].to_numpy() for name in POOLED_SUMS}
         if is_warm:
             columns |= {name: frame[name].to_numpy() for name in buckets} | next(means)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fold.folding.leg_figures import Named, PooledFigures, frozen
+from fold.folding.leg_figures import TRIPLE, Named, PooledFigures, frozen
 from fold.folding.quantiles import linear_quantiles
 from fold.folding.request_rows import RequestRows
 from fold.folding.uncertainty import percentile_interval, ratio
@@ -41,7 +41,7 @@ def per_request(
     ``accept_rate_ci``, ...), shown as they are. None when the legs have no request.
     ``drawn``: the means' resampled sums, drawn by the fold's bootstrap (``MeanDraws``)."""
     columns = [
-        {name: requests.column(name).astype(np.int64, copy=False) for name in _COUNTS}
+        {name: requests.column(name).astype(np.int64, copy=False) for name in TRIPLE}
         for _, requests in legs
     ]
     sizes = [len(found["steps"]) for found in columns]
@@ -49,7 +49,7 @@ def per_request(
         return None
     mean_rate, mean_length = _means(columns, resamples, seed, drawn)
     steps, proposed, accepted = (
-        np.concatenate([found[name] for found in columns]) for name in _COUNTS
+        np.concatenate([found[name] for found in columns]) for name in TRIPLE
     )
     # Each leg's rows, once concatenated, are held once (10^6 requests: 24 MB a copy).
     del columns
@@ -123,10 +123,6 @@ def per_request(
     }
 
 
-_COUNTS = ("steps", "proposed", "accepted")
-"""A request's S, P and A: the columns the figures over requests read."""
-
-
 def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if values.size else None
 
@@ -198,7 +194,7 @@ class MeanDraws:
             and all(
                 np.array_equal(mine[name], theirs[name])
                 for mine, theirs in zip(self.counts, counts, strict=True)
-                for name in _COUNTS
+                for name in TRIPLE
             )
         )
 

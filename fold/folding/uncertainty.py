@@ -177,20 +177,18 @@ def bootstrap(
         picked_legs[name] = np.hstack([picked_legs[part] for part in parts])
     columns = request_columns(legs)
     pools = stage_two_pools(legs, picked_legs, columns, streams[1:])
-    found = {
+    return {
         name: _replicates(
-            legs, list(selections[name]), picked_legs[name], pools, resamples, figures or FIGURES
+            legs,
+            list(selections[name]),
+            picked_legs[name],
+            pools,
+            resamples,
+            figures or FIGURES,
+            (summed or {}).get(name, ()),
         )
         for name in selections
     }
-    for name, wanted in (summed or {}).items():
-        picked = picked_legs[name]
-        if sum(request_count(legs[position]) for position in selections[name]) < 2:
-            continue
-        slots = pools.offsets[picked] + occurrence_rank(picked)
-        sums = {column: pools.sums[column][slots].sum(axis=1) for column in wanted}
-        found[name] = Replicates(resamples, found[name].figures, sums)
-    return found
 
 
 def _replicates(
@@ -200,6 +198,7 @@ def _replicates(
     pools: Pools,
     resamples: int,
     definitions: Mapping[str, Any],
+    summed: Sequence[str] = (),
 ) -> Replicates:
     figures: dict[str, np.ndarray] = {}
     if not chosen:
@@ -209,6 +208,9 @@ def _replicates(
     slots = None
     if picked.size:
         slots = pools.offsets[picked] + occurrence_rank(picked)
+    sums: dict[str, np.ndarray] = {}
+    if requests >= 2 and slots is not None:
+        sums = {column: pools.sums[column][slots].sum(axis=1) for column in summed}
     for name, figure in definitions.items():
         if isinstance(figure, _RequestRatio):
             needed: tuple[str, ...] = (figure.numerator, figure.denominator)
@@ -242,7 +244,7 @@ def _replicates(
                 continue
             tok_s = np.array([np.nan if leg.tok_s is None else leg.tok_s for leg in legs])
             figures[name] = _median(tok_s[picked])
-    return Replicates(resamples, figures)
+    return Replicates(resamples, figures, sums)
 
 
 def ratio_replicates(
