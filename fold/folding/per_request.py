@@ -65,19 +65,17 @@ def per_request(
     if len(drafted) > LOWEST_SHOWN:
         cut = np.partition(rates, LOWEST_SHOWN - 1)[LOWEST_SHOWN - 1]
         candidates = np.flatnonzero(rates <= cut)
-    ids: dict[int, Sequence[tuple[str, Any]]] = {}
-
-    def request_id(at: int, index: int) -> tuple[str, Any]:
-        if at not in ids:
-            ids[at] = legs[at][1].ids()
-        return ids[at][index]
-
     at = drafted[candidates]
     place = np.searchsorted(starts, at, side="right") - 1
     row = at - starts[place]
+    # Each leg's candidates' ids in one gather.
+    ids: dict[int, tuple[str, Any]] = {}
+    for leg_place in np.unique(place).tolist():
+        where = np.flatnonzero(place == leg_place)
+        ids.update(zip(where.tolist(), legs[leg_place][1].ids(row[where].tolist()), strict=True))
     chosen = [
-        (int(a), legs[int(p)][0], *request_id(int(p), int(r)))
-        for a, p, r in zip(at, place, row, strict=True)
+        (int(a), legs[int(p)][0], *ids[position])
+        for position, (a, p) in enumerate(zip(at, place, strict=True))
     ]
     lowest = sorted(
         chosen,
