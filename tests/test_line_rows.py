@@ -346,3 +346,13 @@ def test_a_followed_log_removed_stays_in_the_fold_out_of_order_lines_and_all(
     assert before.result is not None and after.result is not None, after.status
     assert after.result.to_json() == before.result.to_json()
     assert final.to_json()["warm"] == before.result.to_json()["warm"]
+
+
+@given(st.lists(st.integers(0, 30), max_size=40))
+def test_a_request_named_twice_is_seen_in_any_order(requests):
+    """Whether every request is named once: the neighbours' comparison on rows in increasing
+    order, a hash otherwise; either way the answer is the definition's."""
+    series = pl.Series("request", requests, dtype=pl.UInt32)
+    assert fold.folding.line_rows._each_once(series) == (len(set(requests)) == len(requests))
+    ordered = series.unique().sort()
+    assert fold.folding.line_rows._each_once(ordered)

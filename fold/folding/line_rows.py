@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
 import polars as pl
 
 from fold.errors import InputError
@@ -171,10 +172,19 @@ def _all_standing(partial: PartialFold) -> bool:
     return (
         partial.held_lines.height == 0
         and spans.height == partial.step_times.height
-        and spans["request"].is_unique().all()
+        and _each_once(spans["request"])
         and bool((spans["unseeded"] == 1).all())
         and not spans["unordered"].any()
     )
+
+
+def _each_once(requests: pl.Series) -> bool:
+    """Whether no request is named twice. A read names them in increasing order, which one
+    comparison of neighbours shows (hashing a load test's 10^6 of them took 40 ms a call)."""
+    values = requests.to_numpy()
+    if bool(np.all(values[1:] > values[:-1])):
+        return True
+    return bool(requests.is_unique().all())
 
 
 def _standing(partial: PartialFold) -> pl.Series:
