@@ -33,7 +33,9 @@ from fold.cli import main as cli
 from fold.errors import InputError, RefusedError
 from fold.folding.another_k import MAX_CUT_K, another_k, cut_sums
 from fold.folding.step_lengths import ordered_length_sums, step_time_by_length
+from fold.folding.uncertainty import bootstrap
 from fold.inputs.acceptance import Counts
+from fold.inputs.leg_sums import Leg
 from fold.inputs.limits import MAX_STEP_TOKENS
 from fold.present.another_k import another_k_markdown
 from fold.present.charts import charts
@@ -268,6 +270,25 @@ def test_intervals_hold_their_figure_and_are_seeded(joint, seed):
         assert 0 <= low <= high <= 1
         low, high = row.tokens_per_step_ci
         assert 1 <= low <= high <= 1 + row.k
+
+
+@given(joints(), st.integers(0, 2**32))
+def test_every_k_drawn_at_once_equals_a_bootstrap_per_k(joint, seed):
+    """All k' are drawn in one bootstrap; each k' alone, with its own three columns, draws the
+    same resamples (the same seed and legs), so every interval is the same to the bit."""
+    assume(len(joint) >= 2)
+    found = another_k(joint, list(joint), resamples=60, seed=seed)
+    assert found is not None
+    for row in found.rows:
+        units = []
+        for counts in joint.values():
+            steps, proposed, accepted = cut_sums(counts, row.k)
+            units.append(
+                Leg(requests={"steps": [steps], "proposed": [proposed], "accepted": [accepted]})
+            )
+        alone = bootstrap(units, {"legs": list(range(len(units)))}, 60, seed)["legs"]
+        assert row.accept_rate_ci == alone.interval("accept_rate")
+        assert row.tokens_per_step_ci == alone.interval("mean_acceptance_length")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.folding.accumulate import PartialFold
+from fold.folding.leg_figures import TRIPLE
 from fold.folding.step_lengths import StepTimes
-from fold.folding.uncertainty import DEFAULT_SEED, bootstrap, reach
+from fold.folding.uncertainty import DEFAULT_SEED, ratio_replicates, reach
 from fold.inputs import acceptance
 from fold.inputs.acceptance import Counts
 from fold.inputs.leg_sums import Leg
@@ -309,21 +310,27 @@ def cut_lengths(largest: int) -> list[int]:
 def _intervals(
     joint: Joint, legs: tuple[int, ...], shown: list[int], resamples: int, seed: int
 ) -> dict[tuple[int, str], tuple[float, float]]:
-    """Per k' the 95% intervals of A'/P' and 1 + A'/S: the same leg draws at every k' (the
-    same seed and legs), so the rows pair resample by resample."""
+    """Per k' the 95% intervals of A'/P' and 1 + A'/S: every k' in one bootstrap of the legs
+    (the same seed and legs draw the same resamples whatever the columns), so the rows pair
+    resample by resample."""
     if not resamples or len(legs) < 2:
         return {}
+    units = []
+    for leg in legs:
+        columns: dict[str, list[int]] = {}
+        for k in shown:
+            for name, value in zip(TRIPLE, cut_sums(joint.get(leg, {}), k), strict=True):
+                columns[f"{name}@{k}"] = [value]
+        units.append(Leg(requests=columns))
+    ratios: dict[str, tuple[str, str] | tuple[str, str, float]] = {}
+    for k in shown:
+        ratios[f"accept_rate@{k}"] = (f"accepted@{k}", f"proposed@{k}")
+        ratios[f"mean_acceptance_length@{k}"] = (f"accepted@{k}", f"steps@{k}", 1.0)
+    replicates = ratio_replicates(units, ratios, resamples, seed)
     found: dict[tuple[int, str], tuple[float, float]] = {}
     for k in shown:
-        units = []
-        for leg in legs:
-            steps, proposed, accepted = cut_sums(joint.get(leg, {}), k)
-            units.append(
-                Leg(requests={"steps": [steps], "proposed": [proposed], "accepted": [accepted]})
-            )
-        replicates = bootstrap(units, {"legs": list(range(len(units)))}, resamples, seed)["legs"]
         for figure in ("accept_rate", "mean_acceptance_length"):
-            interval = replicates.interval(figure)
+            interval = replicates.interval(f"{figure}@{k}")
             if interval is not None:
                 found[(k, figure)] = interval
     return found

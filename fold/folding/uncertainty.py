@@ -249,15 +249,16 @@ def _replicates(
 
 def ratio_replicates(
     legs: Sequence[Leg],
-    ratios: Mapping[str, tuple[str, str]],
+    ratios: Mapping[str, tuple[str, str] | tuple[str, str, float]],
     resamples: int = DEFAULT_RESAMPLES,
     seed: int | Sequence[int] = DEFAULT_SEED,
 ) -> Replicates:
     """Replicates of ratios of per-request sums (``{name: (numerator, denominator)}``, columns
-    of the legs' ``requests``) over all of ``legs``, drawn as every other figure is: the legs,
-    then the requests within each. The same legs, resamples and seed draw the same resamples
-    whatever the ratios, so figures drawn in separate calls pair resample by resample."""
-    definitions = {name: _RequestRatio(top, bottom) for name, (top, bottom) in ratios.items()}
+    of the legs' ``requests``, or ``(numerator, denominator, plus)`` for ``plus`` + the ratio,
+    as 1 + A/S) over all of ``legs``, drawn as every other figure is: the legs, then the
+    requests within each. The same legs, resamples and seed draw the same resamples whatever
+    the ratios, so figures drawn in separate calls pair resample by resample."""
+    definitions = {name: _RequestRatio(*ratio) for name, ratio in ratios.items()}
     found = bootstrap(legs, {"legs": list(range(len(legs)))}, resamples, seed, figures=definitions)
     return found["legs"]
 
