@@ -19,7 +19,7 @@ from fold.errors import RefusedError
 from fold.folding.build import MAX_LEGS_NAMED
 from fold.folding.leg_figures import Figures, Named
 from fold.folding.result import ENGINE_TRACE, FoldResult
-from fold.inputs.acceptance import Counts
+from fold.inputs.acceptance import TRIPLE, Counts
 from fold.inputs.arm_counters import (
     BLOCK_COUNTS,
     COUNTER_FIELDS,
@@ -31,7 +31,6 @@ from fold.wording import figures_apart
 RATIO_TOLERANCE = 1e-9
 """The gate computes its ratios from the same integers; beyond float rounding they are equal."""
 
-COUNTS = ("steps", "proposed", "accepted")
 LETTERS = {"steps": "S", "proposed": "P", "accepted": "A"}
 
 WHAT_TO_CHECK = (
@@ -141,7 +140,7 @@ def _check_legs(result: FoldResult, counters: EngineCounters) -> int:
         if counts is None:
             continue
         checked += 1
-        fields = [name for name in COUNTS if figures[name] != getattr(counts, name)]
+        fields = [name for name in TRIPLE if figures[name] != getattr(counts, name)]
         if fields:
             wrong.append((figures["index"], fields))
     if not wrong:

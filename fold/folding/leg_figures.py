@@ -17,7 +17,7 @@ from fold.folding.frozen import frozen as frozen  # where the document's builder
 from fold.folding.request_rows import RequestRows
 from fold.folding.windows import collapses, windows_from_bins
 from fold.inputs import acceptance
-from fold.inputs.acceptance import CountColumns, Counts
+from fold.inputs.acceptance import TRIPLE, CountColumns, Counts
 from fold.inputs.arm import WINDOW_SLACK_NS
 from fold.inputs.leg_sums import Leg
 
@@ -164,7 +164,6 @@ class LegFigures(Figures):
         return LEG_JSON
 
 
-TRIPLE = ("steps", "proposed", "accepted")
 COUNT_NAMES = (*TRIPLE, "accept_rate", "mean_acceptance_length")
 """A figure's counts and their ratios, read by name as its own (``leg["steps"]``): the JSON
 has them where the figure's ``counts`` stands."""

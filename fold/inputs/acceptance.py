@@ -25,6 +25,11 @@ def mean_acceptance_length(accepted: int, steps: int) -> float | None:
     return 1 + accepted / steps if steps else None
 
 
+TRIPLE = ("steps", "proposed", "accepted")
+"""S, P and A by name: ``Counts``' fields, and the columns and keys every table and record
+that carries a count triple names them by."""
+
+
 @dataclass(frozen=True, slots=True)
 class Counts(Mapping[str, Any]):
     """S, P and A of some steps (a window, a request, a leg, a set of legs, a cut at another
@@ -79,7 +84,7 @@ class Counts(Mapping[str, Any]):
         return {name: getattr(self, name) for name in _COUNTS_JSON}
 
 
-_COUNTS_JSON = ("steps", "proposed", "accepted", "accept_rate")
+_COUNTS_JSON = (*TRIPLE, "accept_rate")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -95,7 +100,7 @@ class CountColumns(Sequence[Counts]):
     accepted: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        for name in ("steps", "proposed", "accepted"):
+        for name in TRIPLE:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if not len(self.steps) == len(self.proposed) == len(self.accepted):
             raise ValueError("CountColumns: steps, proposed and accepted differ in length")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from fold.errors import InputError, RefusedError
 from fold.inputs import limits
+from fold.inputs.acceptance import TRIPLE
 
 ORACLE_COUNT_WHAT_TO_DO = "check the oracle's counters"
 NOT_ONE_RUN = "the counters do not come from one run of one server; take them again"
@@ -34,7 +35,7 @@ def check_counts(counts: Mapping[str, int | None], label: Mapping[str, str], whe
     """S, P and A (``counts`` by ``steps``, ``proposed``, ``accepted``): each absent or a count,
     and below 2^63 as a sum (each count was read within 64 bits by its reader, but an oracle's
     are often sums over its requests or legs, taken exactly)."""
-    for key in ("steps", "proposed", "accepted"):
+    for key in TRIPLE:
         value = counts[key]
         if value is None:
             continue

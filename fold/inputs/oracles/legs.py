@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from fold.inputs.acceptance import TRIPLE
 from fold.inputs.leg_sums import Leg
 from fold.inputs.oracles.source import Record, tok_s_field
 
@@ -34,9 +35,7 @@ def oracle_legs(
     """
     counts = counts if counts is not None else [{} for _ in tok_s]
     complete = [
-        column
-        for column in ("steps", "proposed", "accepted")
-        if counts and all(leg.get(column) is not None for leg in counts)
+        column for column in TRIPLE if counts and all(leg.get(column) is not None for leg in counts)
     ]
     # completion tokens per step is a ratio of the legs' sums over legs with a verify step
     per_step = bool(counts) and all(

@@ -18,6 +18,7 @@ from typing import Any
 
 from fold.errors import InputError
 from fold.inputs import limits
+from fold.inputs.acceptance import TRIPLE
 from fold.inputs.oracles import counter_arms, counters
 from fold.inputs.oracles.figures import (
     ArmFigures,
@@ -242,7 +243,7 @@ def _bench_ratios_only(
             "several runs cannot be pooled without their counts; keep one run per file"
         )
     record, rwhere = records[0]
-    for key in ("steps", "proposed", "accepted"):
+    for key in TRIPLE:
         sources[key] = "not recorded: the result holds ratios, not spec_decode_* counts"
     sources["per_position"] = "not recorded: per-position rates without spec_decode_num_drafts"
     return arm_from_counts(
