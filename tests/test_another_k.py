@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
+from unittest.mock import patch
 
 import polars as pl
 import pytest
@@ -28,6 +29,7 @@ from reference import (
 )
 from strategies import FoldCase, fold_cases, scaled
 
+import fold.folding.another_k
 from fold.api import fold_acceptance
 from fold.cli import main as cli
 from fold.errors import InputError, RefusedError
@@ -272,17 +274,23 @@ def test_intervals_hold_their_figure_and_are_seeded(joint, seed):
         assert 1 <= low <= high <= 1 + row.k
 
 
-@given(joints(), st.integers(0, 2**32))
-def test_every_k_drawn_at_once_equals_a_bootstrap_per_k(joint, seed):
-    """All k' are drawn in one bootstrap; each k' alone, with its own three columns, draws the
-    same resamples (the same seed and legs), so every interval is the same to the bit."""
+@given(joints(), st.integers(0, 2**32), st.sampled_from([None, 1, 2]), st.booleans())
+def test_every_k_drawn_at_once_equals_a_bootstrap_per_k(joint, seed, per_call, absent):
+    """The k' are drawn in one bootstrap, or a few at a time past a bound on its pools (here
+    also one k' a call, or two); each k' alone, with its own three columns, draws the same
+    resamples (the same seed and legs), so every interval is the same to the bit. A warm leg
+    may have no drafted step (``absent``)."""
     assume(len(joint) >= 2)
-    found = another_k(joint, list(joint), resamples=60, seed=seed)
+    legs = [*joint, max(joint) + 1] if absent else list(joint)
+    # the pools' bytes for ``per_call`` k' of three columns (a value a leg and resample)
+    bound = 64 * 2**20 if per_call is None else per_call * 3 * 8 * len(legs) * 60
+    with patch.object(fold.folding.another_k, "_POOLS_AT_ONCE", bound):
+        found = another_k(joint, legs, resamples=60, seed=seed)
     assert found is not None
     for row in found.rows:
         units = []
-        for counts in joint.values():
-            steps, proposed, accepted = cut_sums(counts, row.k)
+        for index in legs:
+            steps, proposed, accepted = cut_sums(joint.get(index, {}), row.k)
             units.append(
                 Leg(requests={"steps": [steps], "proposed": [proposed], "accepted": [accepted]})
             )

@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fold.folding.accumulate import PartialFold
-from fold.folding.leg_figures import TRIPLE
 from fold.folding.step_lengths import StepTimes
 from fold.folding.uncertainty import DEFAULT_SEED, ratio_replicates, reach
 from fold.inputs import acceptance
-from fold.inputs.acceptance import Counts
+from fold.inputs.acceptance import TRIPLE, Counts
 from fold.inputs.leg_sums import Leg
 
 ASSUMPTION = (
@@ -307,32 +306,42 @@ def cut_lengths(largest: int) -> list[int]:
     return [*range(1, min(largest, MAX_CUT_K + 1)), largest]
 
 
+_POOLS_AT_ONCE = 64 * 2**20
+"""About the most bytes one bootstrap's pools take here (each column holds a value a leg and
+resample): past it, the k' are drawn a few at a time (``--bootstrap 100000`` over 55 legs
+holds 44 MB a column, so one k' a call, as the same seed draws the same legs in each)."""
+
+
 def _intervals(
     joint: Joint, legs: tuple[int, ...], shown: list[int], resamples: int, seed: int
 ) -> dict[tuple[int, str], tuple[float, float]]:
-    """Per k' the 95% intervals of A'/P' and 1 + A'/S: every k' in one bootstrap of the legs
-    (the same seed and legs draw the same resamples whatever the columns), so the rows pair
-    resample by resample."""
+    """Per k' the 95% intervals of A'/P' and 1 + A'/S: the k' are columns of one bootstrap of
+    the legs, or of a few with the same seed and legs, which draw the same resamples, so the
+    rows pair resample by resample."""
     if not resamples or len(legs) < 2:
         return {}
-    units = []
-    for leg in legs:
-        columns: dict[str, list[int]] = {}
-        for k in shown:
-            for name, value in zip(TRIPLE, cut_sums(joint.get(leg, {}), k), strict=True):
-                columns[f"{name}@{k}"] = [value]
-        units.append(Leg(requests=columns))
-    ratios: dict[str, tuple[str, str] | tuple[str, str, float]] = {}
-    for k in shown:
-        ratios[f"accept_rate@{k}"] = (f"accepted@{k}", f"proposed@{k}")
-        ratios[f"mean_acceptance_length@{k}"] = (f"accepted@{k}", f"steps@{k}", 1.0)
-    replicates = ratio_replicates(units, ratios, resamples, seed)
+    column_bytes = 8 * len(legs) * resamples
+    at_once = max(1, _POOLS_AT_ONCE // (len(TRIPLE) * column_bytes))
     found: dict[tuple[int, str], tuple[float, float]] = {}
-    for k in shown:
-        for figure in ("accept_rate", "mean_acceptance_length"):
-            interval = replicates.interval(f"{figure}@{k}")
-            if interval is not None:
-                found[(k, figure)] = interval
+    for first in range(0, len(shown), at_once):
+        drawn = shown[first : first + at_once]
+        units = []
+        for leg in legs:
+            columns: dict[str, list[int]] = {}
+            for k in drawn:
+                for name, value in zip(TRIPLE, cut_sums(joint.get(leg, {}), k), strict=True):
+                    columns[f"{name}@{k}"] = [value]
+            units.append(Leg(requests=columns))
+        ratios: dict[str, tuple[str, str] | tuple[str, str, float]] = {}
+        for k in drawn:
+            ratios[f"accept_rate@{k}"] = (f"accepted@{k}", f"proposed@{k}")
+            ratios[f"mean_acceptance_length@{k}"] = (f"accepted@{k}", f"steps@{k}", 1.0)
+        replicates = ratio_replicates(units, ratios, resamples, seed)
+        for k in drawn:
+            for figure in ("accept_rate", "mean_acceptance_length"):
+                interval = replicates.interval(f"{figure}@{k}")
+                if interval is not None:
+                    found[(k, figure)] = interval
     return found
 
 

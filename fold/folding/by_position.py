@@ -21,10 +21,9 @@ import polars as pl
 
 from fold.folding.accumulate import REQUEST_KEY as KEY
 from fold.folding.frozen import freeze_fields
-from fold.folding.leg_figures import TRIPLE
 from fold.folding.packed_tokens import TOKEN_BITS, TOKEN_MASK
 from fold.folding.uncertainty import Replicates, percentile_interval, ratio
-from fold.inputs.acceptance import Counts
+from fold.inputs.acceptance import TRIPLE, Counts
 
 FIRST_EDGE = 128
 """Bucket edges: 0, then 128 doubling (128, 256, 512, ...): fixed, so two runs or two arms

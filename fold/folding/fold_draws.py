@@ -20,11 +20,12 @@ import polars as pl
 from fold.folding.accumulate import REQUEST_KEY, PartialFold, keys_increase
 from fold.folding.by_position import Positions
 from fold.folding.cadence import Cadence
-from fold.folding.leg_figures import TRIPLE, bootstrap_leg
+from fold.folding.leg_figures import bootstrap_leg
 from fold.folding.per_request import MEAN_COLUMNS, MeanDraws, mean_columns
 from fold.folding.request_rows import beside
 from fold.folding.uncertainty import Replicates, fold_replicates
 from fold.folding.warm import ThroughputCheck
+from fold.inputs.acceptance import TRIPLE
 
 POOLED_SUMS = (*TRIPLE, "decode_steps", "decode_ns")
 """Per request, what the pooled figures are ratios of."""

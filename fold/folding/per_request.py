@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from fold.folding.leg_figures import TRIPLE, Named, PooledFigures, frozen
+from fold.folding.leg_figures import Named, PooledFigures, frozen
 from fold.folding.quantiles import linear_quantiles
 from fold.folding.request_rows import RequestRows
 from fold.folding.uncertainty import percentile_interval, ratio
-from fold.inputs.acceptance import Counts
+from fold.inputs.acceptance import TRIPLE, Counts
 
 LOWEST_SHOWN = 10
 PERCENTILES = (10, 25, 50, 75, 90)
