@@ -116,3 +116,50 @@ def test_replicates_are_the_same_bits_with_and_without_the_extension() -> None:
         assert "decode_steps_per_s" in found[True][name].figures
         for figure, values in found[True][name].figures.items():
             assert values.tobytes() == found[False][name].figures[figure].tobytes(), figure
+
+
+@given(st.integers(17, 40), st.integers(0, 2**32), st.integers(2, 9))
+@settings(max_examples=15, deadline=None)
+def test_more_columns_than_a_pass_takes_are_the_same_bits_with_and_without_the_extension(
+    columns: int, seed: int, requests: int
+) -> None:
+    """The fold's own bootstrap with more summed columns than the extension draws in one pass
+    (16), some of them equal to others (summed once, as twins) and some with another's sum in
+    another order (not twins): the sums and every figure are the same bits with the extension
+    on or off (numpy's gathers of the same draws)."""
+    rng = np.random.default_rng(seed)
+    legs = []
+    for _ in range(5):
+        steps = rng.integers(1, 30, requests)
+        extra = {f"c{i}": rng.integers(0, 2**40, requests).tolist() for i in range(columns)}
+        for i in range(0, columns, 7):  # every seventh a copy of the one before it
+            extra[f"c{i}"] = extra[f"c{max(i - 1, 0)}"]
+        for i in range(3, columns, 5):  # every fifth the one before reversed: the same sum
+            extra[f"c{i}"] = extra[f"c{i - 1}"][::-1]
+        legs.append(
+            Leg(
+                requests={
+                    "steps": steps.tolist(),
+                    "proposed": (steps * 4).tolist(),
+                    "accepted": (steps * 2).tolist(),
+                    **extra,
+                },
+                tok_s=float(rng.uniform(10, 20)),
+            )
+        )
+    summed = [f"c{i}" for i in range(columns)]
+    found = {}
+    for on in (True, False):
+        with native_switch(on):
+            found[on] = bootstrap(
+                legs, {"warm": range(1, 5), "all": range(5)}, 50, seed,
+                summed={"warm": summed, "all": summed},
+            )  # fmt: skip
+    for name in ("warm", "all"):
+        assert found[True][name].sums.keys() == set(summed)
+        for column in summed:
+            assert found[True][name].sums[column].tobytes() == (
+                found[False][name].sums[column].tobytes()
+            ), column
+        for figure, values in found[True][name].figures.items():
+            assert values.tobytes() == found[False][name].figures[figure].tobytes(), figure
