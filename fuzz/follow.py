@@ -179,6 +179,7 @@ def check(data: bytes, directory: str) -> None:
                     f"skip_bad_lines={skip}, record {told[0]} before piece {told[1]}) "
                     f"differs from the one-shot fold:\n"
                     f"  followed  {_short(followed)}\n  one-shot  {_short(whole)}"
+                    f"{_where(followed, whole)}"
                 )
 
 
@@ -214,3 +215,26 @@ def _short(outcome: tuple[str, Any]) -> str:
     if kind == "error":
         return repr(value)
     return f"JSON with legs {[leg.get('steps') for leg in value.get('legs', [])]}"
+
+
+def _where(followed: tuple[str, Any], whole: tuple[str, Any]) -> str:
+    """Where two JSON outcomes first differ, when their legs' steps look the same (an
+    interval, a cadence): the paths of the first few differing values."""
+    if followed[0] != "json" or whole[0] != "json":
+        return ""
+    paths: list[str] = []
+
+    def walk(a: Any, b: Any, path: str) -> None:
+        if len(paths) >= 3 or a == b:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b), key=str):
+                walk(a.get(key), b.get(key), f"{path}.{key}")
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for index, (x, y) in enumerate(zip(a, b, strict=True)):
+                walk(x, y, f"{path}[{index}]")
+        else:
+            paths.append(f"{path}: {a!r} != {b!r}")
+
+    walk(followed[1], whole[1], "")
+    return "\n  first differences: " + "; ".join(paths) if paths else ""

@@ -131,11 +131,14 @@ def test_more_columns_than_a_pass_takes_are_the_same_bits_with_and_without_the_e
     legs = []
     for _ in range(5):
         steps = rng.integers(1, 30, requests)
-        extra = {f"c{i}": rng.integers(0, 2**40, requests).tolist() for i in range(columns)}
-        for i in range(0, columns, 7):  # every seventh a copy of the one before it
-            extra[f"c{i}"] = extra[f"c{max(i - 1, 0)}"]
-        for i in range(3, columns, 5):  # every fifth the one before reversed: the same sum
-            extra[f"c{i}"] = extra[f"c{i - 1}"][::-1]
+        extra: dict[str, list[int]] = {}
+        for i in range(columns):
+            if i % 7 == 6:  # a copy of the one before it: a twin
+                extra[f"c{i}"] = extra[f"c{i - 1}"]
+            elif i % 5 == 3:  # the one before reversed: the same sum, not a twin
+                extra[f"c{i}"] = extra[f"c{i - 1}"][::-1]
+            else:
+                extra[f"c{i}"] = rng.integers(0, 2**40, requests).tolist()
         legs.append(
             Leg(
                 requests={
