@@ -73,7 +73,9 @@ def group_medians(
         requests = requests.filter(pl.col("leg").is_not_null())
     legs = requests["leg"].to_numpy()
     # The rows are in key order, leg first: a leg's rows are one run of them.
-    runs = {int(leg): slice(int(start), int(end)) for leg, start, end in _runs(legs)}
+    if np.any(legs[1:] < legs[:-1]):
+        raise ValueError("the cadence's requests must be sorted by leg")
+    runs = {int(leg): slice(int(start), int(end)) for leg, start, end in equal_runs(legs)}
     every = set(runs)
     chosen: list[slice | np.ndarray | None] = []
     for group in groups:
@@ -96,15 +98,13 @@ def group_medians(
     return medians
 
 
-def _runs(legs: np.ndarray) -> list[tuple[int, int, int]]:
-    """(leg, first row, row after its last) of each run of equal legs."""
-    if legs.size == 0:
+def equal_runs(values: np.ndarray) -> list[tuple[int, int, int]]:
+    """(value, first place, place after its last) of each run of equal values, in order."""
+    if values.size == 0:
         return []
-    if np.any(legs[1:] < legs[:-1]):
-        raise ValueError("the cadence's requests must be sorted by leg")
-    starts = np.flatnonzero(np.concatenate([[True], legs[1:] != legs[:-1]]))
-    ends = np.concatenate([starts[1:], [legs.size]])
-    return list(zip(legs[starts].tolist(), starts.tolist(), ends.tolist(), strict=True))
+    starts = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
+    ends = np.concatenate([starts[1:], [values.size]])
+    return list(zip(values[starts].tolist(), starts.tolist(), ends.tolist(), strict=True))
 
 
 def _median(values: np.ndarray) -> float | None:

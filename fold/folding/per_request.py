@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from fold.folding.cadence_groups import equal_runs
 from fold.folding.leg_figures import Named, PooledFigures, frozen
 from fold.folding.quantiles import linear_quantiles
 from fold.folding.request_rows import RequestRows
@@ -68,16 +69,12 @@ def per_request(
     at = drafted[candidates]
     place = np.searchsorted(starts, at, side="right") - 1
     row = at - starts[place]
-    # Each leg's candidates' ids in one gather. (A set, not np.unique: that imports numpy.ma,
-    # 20 ms of a plain fold's start-up.)
-    ids: dict[int, tuple[str, Any]] = {}
-    for leg_place in sorted(set(place.tolist())):
-        where = np.flatnonzero(place == leg_place)
-        ids.update(zip(where.tolist(), legs[leg_place][1].ids(row[where].tolist()), strict=True))
-    chosen = [
-        (int(a), legs[int(p)][0], *ids[position])
-        for position, (a, p) in enumerate(zip(at, place, strict=True))
-    ]
+    # The candidates' ids, a gather for each run of them in one leg (they come in row order:
+    # one run a leg).
+    ids: list[tuple[str, Any]] = []
+    for leg_place, start, end in equal_runs(place):
+        ids.extend(legs[leg_place][1].ids(row[start:end].tolist()))
+    chosen = [(int(a), legs[int(p)][0], *found) for a, p, found in zip(at, place, ids, strict=True)]
     lowest = sorted(
         chosen,
         key=lambda item: (
