@@ -49,6 +49,10 @@ STORIES = ("there", "appears", "grows", "mended", "removed")
 SMALL_BLOCK = 97
 """Bytes a follower reads at a time in half the follows: a poll's bytes span several blocks,
 and a block ends inside a line."""
+RESAMPLES = 16
+"""Every fold here draws its intervals (a few resamples): a follower's fold must draw the very
+requests the one-shot fold draws. They cost nothing measurable: the saved inputs replay in the
+same 12 s with none."""
 
 
 def pieces(data: bytes) -> list[bytes]:
@@ -142,10 +146,6 @@ def check(data: bytes, directory: str) -> None:
     # change makes the follower read the log again from the start (the record's handling is
     # the follower's own, whichever reader).
     reference_block = (SMALL_BLOCK, DEFAULT_FOLLOW_BLOCK_BYTES)[zlib.crc32(data) % 2]
-    # The intervals drawn (a few resamples: the follower's fold must draw the very requests the
-    # one-shot fold draws). They cost nothing measurable here: the saved inputs replay in the
-    # same 12 s with none.
-    resamples = 16
     follows = (
         (True, SMALL_BLOCK, there),
         (True, DEFAULT_FOLLOW_BLOCK_BYTES, there),
@@ -161,7 +161,7 @@ def check(data: bytes, directory: str) -> None:
         whole = _with_reader(
             True,
             lambda skip=skip: fold_acceptance(  # type: ignore[misc]
-                record, [log], resamples=resamples, skip_bad_lines=skip
+                record, [log], resamples=RESAMPLES, skip_bad_lines=skip
             ),
         )
         if skip and whole == without_skipping:
@@ -170,9 +170,7 @@ def check(data: bytes, directory: str) -> None:
         for native, block, told in follows:
             followed = _with_reader(
                 native,
-                lambda block=block, skip=skip, told=told: _follow(  # type: ignore[misc]
-                    log, split, block, skip, told, resamples
-                ),
+                lambda block=block, skip=skip, told=told: _follow(log, split, block, skip, told),  # type: ignore[misc]
             )
             if followed != whole:
                 raise Finding(
@@ -184,12 +182,9 @@ def check(data: bytes, directory: str) -> None:
                 )
 
 
-def _follow(
-    log: str, split: list[bytes], block: int, skip: bool, story: tuple[str, int], resamples: int
-) -> Any:
+def _follow(log: str, split: list[bytes], block: int, skip: bool, story: tuple[str, int]) -> Any:
     """The fold of a follower that polled ``log`` after each piece was appended to it, the
-    arm record beside it changing as ``story`` tells (``record_story``), drawing
-    ``resamples``."""
+    arm record beside it changing as ``story`` tells (``record_story``)."""
     from fold.folding.follow import Follower
 
     told, change_at = story
@@ -199,7 +194,7 @@ def _follow(
     _write_record(record, told, first=True)
     with open(log, "wb"):
         pass
-    follower = Follower(record, [log], block_bytes=block, resamples=resamples, skip_bad_lines=skip)
+    follower = Follower(record, [log], block_bytes=block, resamples=RESAMPLES, skip_bad_lines=skip)
     for at, piece in enumerate(split):
         if at == change_at and told != "there":
             _write_record(record, told, first=False)
