@@ -20,9 +20,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fold.api import LogFold, fold_acceptance
+    from fold.api import LogFold, fold_acceptance, fold_from_sums
     from fold.errors import FoldError, InputError, RefusedError
     from fold.folding.document import Document
+    from fold.folding.host_sums import RefusedWithSums
     from fold.folding.result import FoldResult
     from fold.inputs.arm import ArmRecord, load_arm
 
@@ -34,7 +35,9 @@ _HOMES = {
     "InputError": "fold.errors",
     "LogFold": "fold.api",
     "RefusedError": "fold.errors",
+    "RefusedWithSums": "fold.folding.host_sums",
     "fold_acceptance": "fold.api",
+    "fold_from_sums": "fold.api",
     "load_arm": "fold.inputs.arm",
 }
 
@@ -46,7 +49,9 @@ __all__ = [
     "InputError",
     "LogFold",
     "RefusedError",
+    "RefusedWithSums",
     "fold_acceptance",
+    "fold_from_sums",
     "load_arm",
 ]
 

@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write every request's sums to PATH, a Parquet file (docs/sums.md)",
     )
     parser.add_argument(
+        "--from-sums",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="fold the sums files that --sums wrote on each host (paths or globs, quoted; "
+        "repeatable) instead of step logs: the fold of the hosts' logs together (docs/sums.md)",
+    )
+    parser.add_argument(
         "--annotate",
         metavar="OUT",
         help="write a copy of the arm record with acceptance added to OUT (atomically)",

@@ -148,14 +148,14 @@ def test_requests_out_of_order_across_polls_fold_as_one_read(tmp_path):
         step(first, 0, 3.0, 1) + step(other, 0, 4.0, 0) + step(first, 1, 2.0, 1),
         step(other, 1, 4.5, 0) + step(other, 2, 4.4, 0) + step(first, 2, 2.1, 1),
     ]
-    follower = Follower(arm, [str(log)], draft_positions=True)
+    follower = Follower(arm, [str(log)], sums=True)
     for piece in polls:
         append(log, piece)
         follower.poll()
     found = follower.finish()
     assert found.to_json() == one_shot(arm, [str(log)])
     # The steps by draft position are counted from the same lines read back (the sums file's).
-    whole = fold_acceptance(arm, [str(log)], draft_positions=True)
+    whole = fold_acceptance(arm, [str(log)], sums=True)
     assert_frame_equal(found.fold.sums_table(), whole.fold.sums_table())
 
 

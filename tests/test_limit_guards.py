@@ -426,6 +426,8 @@ OWN_REFUSALS_ALLOWED = {
     # the ledger's own files: a document or a folder that is not the ledger's is named as such
     ("fold/ledger/figures.py", "InputError"),
     ("fold/ledger/folder.py", "InputError"),
+    # the sums file is the tool's own file too: metadata that is not its JSON object is named so
+    ("fold/inputs/sums_file.py", "InputError"),
     # check_rates: the engine's own check on rates, worded as the engine's refusal (exit 1)
     ("fold/compare/matched.py", "RefusedError"),
     # a sum of well-formed durations past a double: the sum rule's, not a value's kind

@@ -91,7 +91,7 @@ def test_each_request_against_the_definition(requests):
 def test_only_a_fold_asked_for_them_makes_them():
     arm, log = ROOT / "fixtures" / "our-arm.json", str(ROOT / "fixtures" / "steps.jsonl")
     plain = fold_acceptance(arm, [log], resamples=0).fold.sums_table()
-    asked = fold_acceptance(arm, [log], resamples=0, draft_positions=True).fold.sums_table()
+    asked = fold_acceptance(arm, [log], resamples=0, sums=True).fold.sums_table()
     assert plain is not None and asked is not None
     for name in POSITION_LISTS:
         assert plain[name].null_count() == plain.height

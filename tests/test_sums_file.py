@@ -16,7 +16,8 @@ import polars as pl
 import pytest
 
 from fold.cli import main as cli
-from fold.folding.request_rows import FILE_SCHEMA, SUMS_FORMAT, SUMS_FORMAT_KEY
+from fold.folding.host_sums import FILE_SCHEMA, LENGTH_ROW, POSITION_ROW
+from fold.inputs.sums_file import SUMS_FORMAT, SUMS_FORMAT_KEY
 from tests.reference import reference_fold
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +130,7 @@ def test_each_requests_durations_are_the_sums_of_its_lines(tmp_path, capsys):
 def test_the_file_names_its_format_and_keeps_the_documented_columns(tmp_path, capsys):
     _, table = fold(tmp_path, [STEPS], "whole")
     metadata = pl.read_parquet_metadata(tmp_path / "whole.parquet")
-    assert metadata[SUMS_FORMAT_KEY] == SUMS_FORMAT == "fold-acceptance-sums/2"
+    assert metadata[SUMS_FORMAT_KEY] == SUMS_FORMAT == "fold-acceptance-sums/3"
     assert table.schema == pl.Schema(FILE_SCHEMA)
     documented = re.findall(r"^\| `([a-z_0-9`, ]+)` \| ([\w\[\]]+) \|", DOC.read_text(), re.M)
     columns = [
@@ -139,7 +140,9 @@ def test_the_file_names_its_format_and_keeps_the_documented_columns(tmp_path, ca
     ]
     types = {"int64": pl.Int64, "uint64": pl.UInt64, "string": pl.String,
              "bool": pl.Boolean, "float64": pl.Float64,
-             "int64[]": pl.List(pl.Int64)}  # fmt: skip
+             "int64[]": pl.List(pl.Int64), "uint32[]": pl.List(pl.UInt32),
+             "position_row[]": pl.List(POSITION_ROW),
+             "length_row[]": pl.List(LENGTH_ROW)}  # fmt: skip
     assert [(name.strip(), types[kind]) for name, kind in columns] == list(FILE_SCHEMA.items())
 
 

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 from fold.command import EXIT_OK
 from fold.command.progress import ProgressBar
 from fold.command.streams import write_stdout
-from fold.errors import InputError
+from fold.errors import InputError, RefusedError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from fold.folding.document import Document
+    from fold.folding.host_sums import RefusedWithSums
     from fold.inputs.arm import ArmRecord
     from fold.inputs.oracles import ArmFigures
     from fold.inputs.vs_arms import OurRun
@@ -32,12 +33,14 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
         raise InputError("--idle goes with --follow")
     if arguments.json == "-" and arguments.markdown == "-":
         raise InputError("--json - and --markdown - both want stdout; write one to a file")
+    if arguments.from_sums:
+        _check_from_sums(arguments)
     for wanted, given in (
         ("--follow", arguments.follow),
         ("--trace", arguments.trace),
         ("--sums", arguments.sums),
     ):
-        if given and not arguments.logs:
+        if given and not arguments.logs and not arguments.from_sums:
             raise InputError(
                 f"{wanted} needs a step log: it reads the log's steps, which the "
                 "record's counters do not hold; name the step log(s) after the arm record"
@@ -64,19 +67,24 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     # Followed, the gate may write its record only when its last leg ends: until then the
     # follower shows provisional groups, and the other arms are folded against it after.
     read = _read_other_arms(arguments)  # their files refused now, not after a long follow
-    if arguments.follow:
-        from fold.inputs.arm import load_arm_if_written
+    from fold.folding.host_sums import RefusedWithSums
 
-        written = load_arm_if_written(arguments.arm)
-        oracles = [] if written is None else _fold_other_arms(arguments, read, written)
-        result = _follow(arguments, stderr)
-        arm = load_arm(arguments.arm)  # as written when the follow ended
-        if written is None:
+    try:
+        if arguments.follow:
+            from fold.inputs.arm import load_arm_if_written
+
+            written = load_arm_if_written(arguments.arm)
+            oracles = [] if written is None else _fold_other_arms(arguments, read, written)
+            result = _follow(arguments, stderr)
+            arm = load_arm(arguments.arm)  # as written when the follow ended
+            if written is None:
+                oracles = _fold_other_arms(arguments, read, arm)
+        else:
+            arm = load_arm(arguments.arm)
             oracles = _fold_other_arms(arguments, read, arm)
-    else:
-        arm = load_arm(arguments.arm)
-        oracles = _fold_other_arms(arguments, read, arm)
-        result = _fold_once(arm, arguments, stderr)
+            result = _fold_once(arm, arguments, stderr)
+    except RefusedWithSums as refused:
+        raise _written_anyway(arguments.sums, refused) from None
     if oracles:
         from fold.compare.comparison import compare
 
@@ -99,7 +107,7 @@ def run_fold(arguments: argparse.Namespace, stdout: Console, stderr: Console) ->
     if arguments.sums:
         from fold.present.sums_file import sums_parquet
 
-        write_atomically(arguments.sums, sums_parquet(result))
+        write_atomically(arguments.sums, sums_parquet(result.sums))
     if arguments.annotate:
         write_annotated(arm, document, arguments.annotate)
     if arguments.trace:
@@ -214,7 +222,7 @@ def _check_outputs(arguments: argparse.Namespace) -> None:
         followed = [pattern for pattern in logs if glob.has_magic(pattern)]
         absent = [path for path in logs if path not in followed and not os.path.exists(path)]
         logs = logs_present(logs)
-    inputs = run_inputs(arguments.arm, logs, arguments.vs, arguments.vs_log)
+    inputs = run_inputs(arguments.arm, logs, arguments.vs, arguments.vs_log, arguments.from_sums)
     if arguments.follow:
         inputs += [("log", path) for path in absent]
     if arguments.ledger:
@@ -252,10 +260,26 @@ def _keep(arguments: argparse.Namespace, document, labels: dict[str, str], stder
     from fold.command.ledger import kept_at, kept_message
     from fold.ledger.store import DEFAULT_WAIT_SECONDS, input_files, keep_run
 
-    inputs = input_files(arguments.arm, arguments.logs, arguments.vs, arguments.vs_log)
+    inputs = input_files(
+        arguments.arm, arguments.logs, arguments.vs, arguments.vs_log, arguments.from_sums
+    )
     wait = DEFAULT_WAIT_SECONDS if arguments.ledger_wait is None else arguments.ledger_wait
     kept = keep_run(arguments.ledger, document, labels, inputs, wait_seconds=wait, now=kept_at())
     stderr.print(kept_message(arguments.ledger, kept, labels), markup=False, soft_wrap=True)
+
+
+def _written_anyway(path: str, refused: RefusedWithSums) -> RefusedError:
+    """The refusal, once the sums file it carries is written: a host's own fold is refused
+    where the union of every host's is not (a warm leg this host served no step of, counters
+    that count every host), and the union needs each host's part."""
+    from fold.present.output import write_atomically
+    from fold.present.sums_file import sums_parquet
+
+    write_atomically(path, sums_parquet(refused.sums))
+    return RefusedError(
+        f"{refused}\n--sums {path} is written all the same: it is this host's part of a gate "
+        "folded over many hosts' files (--from-sums, docs/sums.md)"
+    )
 
 
 def fold_options(arguments: argparse.Namespace) -> dict:
@@ -270,9 +294,41 @@ def fold_options(arguments: argparse.Namespace) -> dict:
     }
 
 
+def _check_from_sums(arguments: argparse.Namespace) -> None:
+    if arguments.logs:
+        raise InputError(
+            f"--from-sums folds the hosts' sums files, and {arguments.logs[0]} is a step log: "
+            "fold one or the other (the sums files hold their logs' steps already)"
+        )
+    for flag, given, why in (
+        ("--follow", arguments.follow, "a sums file does not grow"),
+        (
+            "--trace",
+            arguments.trace,
+            "the timeline draws the logs' lines, which stayed on the hosts",
+        ),
+        (
+            "--sums",
+            arguments.sums,
+            "the steps by draft position are counted from the logs' "
+            "lines; --sums on each host wrote them",
+        ),
+        ("--skip-bad-lines", arguments.skip_bad_lines, "each host's fold read its own log"),
+    ):
+        if given:
+            raise InputError(f"{flag} does not go with --from-sums: {why}")
+
+
 def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
     from fold.api import fold_acceptance
     from fold.inputs.reader import expand_log_paths
+
+    if arguments.from_sums:
+        from fold.api import fold_from_sums
+
+        options = fold_options(arguments)
+        del options["skip_bad_lines"]
+        return fold_from_sums(arm, arguments.from_sums, predicate=arguments.warm, **options)
 
     progress = ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
     try:
@@ -281,7 +337,7 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
             arguments.logs,
             predicate=arguments.warm,
             progress=progress.advance,
-            draft_positions=arguments.sums is not None,
+            sums=arguments.sums is not None,
             **fold_options(arguments),
         )
     finally:
@@ -305,7 +361,7 @@ def _follow(arguments: argparse.Namespace, stderr: Console) -> Document:
         prefill_tokens=arguments.prefill_tokens,
         resamples=arguments.bootstrap,
         seed=arguments.seed,
-        draft_positions=arguments.sums is not None,
+        sums=arguments.sums is not None,
     )
     with Live(console=stderr, refresh_per_second=4, transient=True) as live:
         outcome = run_follow(

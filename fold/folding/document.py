@@ -13,10 +13,11 @@ own; the comparison is held by what it promises (``ComparisonPart``), not by its
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from fold.folding.counter_check import CounterCheck
+from fold.folding.host_sums import SumsFile
 from fold.folding.leg_figures import LegFigures, PooledFigures, plain
 from fold.folding.result import JSON_FORMAT, FoldResult
 
@@ -50,6 +51,9 @@ class Document:
     counter_check: CounterCheck
     comparison: ComparisonPart | None = None
     matched: MatchedPart | None = None
+    sums: SumsFile | None = field(default=None, compare=False, repr=False)
+    """The sums file (``--sums``), when the fold was asked for it: made from the fold's partial
+    before the figures, not from this document (``fold.folding.host_sums``)."""
 
     @property
     def legs(self) -> tuple[LegFigures, ...]:

@@ -135,7 +135,7 @@ class Follower:
         seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
         prefill_tokens: int | None = None,
-        draft_positions: bool = False,
+        sums: bool = False,
     ) -> None:
         if window_steps < 1:
             raise InputError(f"--window must be at least 1 step, got {window_steps}")
@@ -156,7 +156,7 @@ class Follower:
             "prefill_tokens": prefill_tokens,
         }
         # The final fold's only: the live views never write a sums file.
-        self.draft_positions = draft_positions
+        self.sums = sums
         self._tails: dict[str, _Tail] = {}
         self._arm = _ArmState()
         self._failure: FoldError | None = None
@@ -203,7 +203,7 @@ class Follower:
             self.predicate,
             self.window_steps,
             **self.result_options,
-            draft_positions=self.draft_positions,
+            sums=self.sums,
         )
 
     def _advance(self, notices: list[Notice]) -> int:

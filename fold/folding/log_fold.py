@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from fold.errors import InputError
+from fold.errors import InputError, RefusedError
 from fold.folding import native
 from fold.folding.accumulate import MERGE_EVERY, PartialFold
 from fold.folding.build import build_result, settle_lines
@@ -16,6 +16,7 @@ from fold.folding.counter_check import check_counters
 from fold.folding.counter_fold import fold_counters
 from fold.folding.document import Document
 from fold.folding.engine_trace_fold import engine_trace_fold
+from fold.folding.host_sums import RefusedWithSums, SumsFile, host_sums
 from fold.folding.line_figures import LineFigures
 from fold.folding.line_rows import hold_unsure
 from fold.folding.logfile import Legs, LogFile
@@ -117,20 +118,42 @@ class LogFold:
         resamples: int = DEFAULT_RESAMPLES,
         seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
-        draft_positions: bool = False,
+        sums: bool = False,
     ) -> Document:
         """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out), refused
         unless it agrees with the engine's own counters where the record carries them.
-        ``draft_positions``: each request's steps by draft position too (the sums file)."""
+        ``sums``: the document carries the sums file too (``Document.sums``; a refusal then
+        carries it, ``RefusedWithSums``)."""
+        check = check_arm(self.arm, predicate)
+        lines = self.settle(check, stall_factor, sums=sums)
         return self._document(
-            check_arm(self.arm, predicate),
+            check,
             window_steps,
             prefill_tokens=prefill_tokens,
             resamples=resamples,
             seed=seed,
             stall_factor=stall_factor,
-            lines=None,
-            draft_positions=draft_positions,
+            lines=lines,
+            sums=self.sums_file(lines, check) if sums else None,
+        )
+
+    def settle(self, check: ThroughputCheck, stall_factor: float, *, sums: bool) -> LineFigures:
+        """The figures from the partial's lines (``settle_lines``): after them, the document
+        needs none of its per-line tables."""
+        return settle_lines(
+            self.partial,
+            self.arm.legs,
+            check,
+            stall_factor=stall_factor,
+            step_source=self.step_source,
+            draft_positions=sums,
+        )
+
+    def sums_file(self, lines: LineFigures, check: ThroughputCheck) -> SumsFile:
+        """This fold's sums file (``fold.folding.host_sums``), its lines settled with the steps
+        by draft position."""
+        return host_sums(
+            self.arm.legs, self.partial, self.read_counts, self.step_source, lines, check.warm_legs
         )
 
     def _document(
@@ -142,24 +165,29 @@ class LogFold:
         resamples: int,
         seed: int,
         stall_factor: float,
-        lines: LineFigures | None,
-        draft_positions: bool = False,
+        lines: LineFigures,
+        sums: SumsFile | None = None,
     ) -> Document:
-        result = build_result(
-            self.arm.legs,
-            self.partial,
-            self.read_counts,
-            check,
-            window_steps,
-            prefill_tokens=prefill_tokens,
-            stall_factor=stall_factor,
-            resamples=resamples,
-            seed=seed,
-            step_source=self.step_source,
-            lines=lines,
-            draft_positions=draft_positions,
-        )
-        return Document(result, check_counters(result, self.arm.counters))
+        try:
+            result = build_result(
+                self.arm.legs,
+                self.partial,
+                self.read_counts,
+                check,
+                window_steps,
+                prefill_tokens=prefill_tokens,
+                stall_factor=stall_factor,
+                resamples=resamples,
+                seed=seed,
+                step_source=self.step_source,
+                lines=lines,
+            )
+            return Document(result, check_counters(result, self.arm.counters), sums=sums)
+        except RefusedError as refused:
+            if sums is None:
+                raise
+            # This host's fold is not the gate's: its part of the union is still written.
+            raise RefusedWithSums(str(refused), sums) from None
 
 
 def fold_acceptance(
@@ -175,7 +203,7 @@ def fold_acceptance(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     stall_factor: float = DEFAULT_STALL_FACTOR,
-    draft_positions: bool = False,
+    sums: bool = False,
 ) -> Document:
     """Fold the step logs (paths or globs) over the arm's legs: the whole job, no printing.
 
@@ -185,8 +213,9 @@ def fold_acceptance(
     ``prefill_tokens``: output tokens per request that no verify step emits (1 for servers, 0
     for llama.cpp's speculative-simple); None learns it from the arm.
 
-    ``draft_positions``: each request's steps by draft position too, which only the sums file
-    holds (``Document.fold.sums_table``; ``--sums``); without it those columns are null.
+    ``sums``: the document carries the sums file (``Document.sums``, ``--sums``), with each
+    request's steps by draft position, which cost a second read of the logs; a refused fold
+    raises ``RefusedWithSums``, which carries it.
 
     The warm predicate and the recorded throughput fold are checked before any log is read, so
     a mismatch is refused without the cost of reading.
@@ -223,14 +252,8 @@ def fold_acceptance(
         fold.add_file(
             path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes, progress=progress
         )
-    lines = settle_lines(
-        fold.partial,
-        record.legs,
-        check,
-        stall_factor=stall_factor,
-        step_source=fold.step_source,
-        draft_positions=draft_positions,
-    )
+    lines = fold.settle(check, stall_factor, sums=sums)
+    carried = fold.sums_file(lines, check) if sums else None
     # This fold is the call's alone and takes no more files: its times and rows from the lines
     # go before the rest of the result is built, which never reads them.
     fold.partial = replace(
@@ -246,4 +269,5 @@ def fold_acceptance(
         seed=seed,
         stall_factor=stall_factor,
         lines=lines,
+        sums=carried,
     )

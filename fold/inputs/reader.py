@@ -87,8 +87,9 @@ class ReadCounts:
             self.skipped_examples.append(SkippedLine(path, line, reason))
 
 
-def expand_log_paths(patterns: list[str]) -> list[str]:
-    """Paths and globs to a sorted list of distinct files (by real path: never read twice)."""
+def expand_log_paths(patterns: list[str], kind: str = "step log") -> list[str]:
+    """Paths and globs to a sorted list of distinct files (by real path: never read twice);
+    ``kind`` names the files in an error."""
     seen: dict[str, str] = {}
     for pattern in patterns:
         if glob.has_magic(pattern):
@@ -97,11 +98,11 @@ def expand_log_paths(patterns: list[str]) -> list[str]:
                 raise InputError(f"{pattern}: the glob matches no file")
         else:
             if not os.path.exists(pattern):
-                raise InputError(f"{pattern}: no such step log")
+                raise InputError(f"{pattern}: no such {kind}")
             matches = [pattern]
         for match in matches:
             if os.path.isdir(match):
-                raise InputError(f"{match}: is a directory; name the step-log files or a glob")
+                raise InputError(f"{match}: is a directory; name the {kind} files or a glob")
             require_regular_file(match)
             seen.setdefault(os.path.realpath(match), match)
     return list(seen.values())
@@ -134,12 +135,18 @@ SWEEP_RUN = re.compile(r"(.+)#[1-9][0-9]*")
 
 
 def run_inputs(
-    arm: str, logs: Sequence[str] = (), vs: Sequence[str] = (), vs_logs: Sequence[str] = ()
+    arm: str,
+    logs: Sequence[str] = (),
+    vs: Sequence[str] = (),
+    vs_logs: Sequence[str] = (),
+    sums_files: Sequence[str] = (),
 ) -> list[tuple[str, str]]:
     """The files a run reads, as (role, path), as its command line names them (globs
     expanded): the ledger records them, and no output of the run may overwrite one."""
     found = [("arm", arm)]
     found += [("log", path) for path in expand_log_paths(list(logs))] if logs else []
+    if sums_files:
+        found += [("sums", path) for path in expand_log_paths(list(sums_files), "sums file")]
     if vs:
         from fold.inputs.vs_arms import split_spec
 

@@ -84,12 +84,16 @@ def parse_labels(texts: Sequence[str], flag: str = "--label") -> dict[str, str]:
 
 
 def input_files(
-    arm: str, logs: Sequence[str], vs: Sequence[str] = (), vs_logs: Sequence[str] = ()
+    arm: str,
+    logs: Sequence[str],
+    vs: Sequence[str] = (),
+    vs_logs: Sequence[str] = (),
+    sums_files: Sequence[str] = (),
 ) -> list[InputFile]:
     """The files a run reads, as its command line names them (globs expanded)."""
     from fold.inputs.reader import run_inputs
 
-    return [_input(role, path) for role, path in run_inputs(arm, logs, vs, vs_logs)]
+    return [_input(role, path) for role, path in run_inputs(arm, logs, vs, vs_logs, sums_files)]
 
 
 def _input(role: str, path: str) -> InputFile:

@@ -20,6 +20,13 @@ are held to these by the tests, and so is its numbering of the step's rule (``St
 
 from __future__ import annotations
 
+from fold.inputs.limits.columns import (
+    count_in_range,
+    counts_possible,
+    duration_in_range,
+    step_possible,
+    step_tokens_in_range,
+)
 from fold.inputs.limits.steps import (
     StepFields,
     StepRule,
@@ -128,10 +135,13 @@ __all__ = [
     "check_total",
     "check_window",
     "count",
+    "count_in_range",
     "count_problem",
     "counter_adds_up",
+    "counts_possible",
     "decimal_count",
     "decimal_request_id",
+    "duration_in_range",
     "duration_problem",
     "exact_integers",
     "finite_number",
@@ -157,8 +167,10 @@ __all__ = [
     "run_problem",
     "shown",
     "step_cap",
+    "step_possible",
     "step_problem",
     "step_refusal",
+    "step_tokens_in_range",
     "strict_json",
     "string",
     "window_problem",

@@ -1,0 +1,101 @@
+"""A sums file (``--sums`` writes it, ``--from-sums`` reads it; docs/sums.md) read from disk:
+its format's name checked, its rows and its metadata's JSON read, nothing else. What the rows
+and tables may hold is checked where they are folded (``fold.folding.from_sums``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import polars as pl
+
+from fold.errors import InputError
+
+SUMS_FORMAT = "fold-acceptance-sums/3"
+"""The sums file's format, in its Parquet key-value metadata under ``SUMS_FORMAT_KEY``."""
+SUMS_FORMAT_KEY = "fold-acceptance.format"
+PARTIAL_KEY = "fold-acceptance.partial"
+"""The metadata key of the fold's small tables, as JSON."""
+OLDER_FORMATS = ("fold-acceptance-sums/1", "fold-acceptance-sums/2")
+REDO = "the file is damaged, or was not written by --sums: write it again on its host"
+READ_ERRORS = (OSError, ValueError, pl.exceptions.PolarsError, pl.exceptions.PanicException)
+"""What polars' Parquet reader raises on a damaged file: a torn or overwritten page can make
+it panic (a ``BaseException``), which is the file's fault, not the fold's."""
+
+
+@dataclass(frozen=True)
+class ReadSums:
+    """A sums file as read: its rows and its metadata's JSON object."""
+
+    path: str
+    table: pl.DataFrame
+    partial: dict[str, Any]
+
+
+def read_parquet_sums(path: str) -> ReadSums:
+    """The sums file at ``path``; an ``InputError`` naming it when it is not one this version
+    reads, or cannot be read."""
+    metadata = _metadata(path)
+    try:
+        with _native_stderr_quiet():
+            table = pl.read_parquet(path)
+    except READ_ERRORS as error:
+        raise InputError(f"{path}: its rows cannot be read ({_first(error)}); {REDO}") from None
+    try:
+        partial = orjson.loads(metadata[PARTIAL_KEY])
+    except (KeyError, orjson.JSONDecodeError) as error:
+        raise InputError(
+            f"{path}: its metadata key {PARTIAL_KEY} is missing or not JSON ({error}); {REDO}"
+        ) from None
+    if not isinstance(partial, dict):
+        raise InputError(f"{path}: its metadata {PARTIAL_KEY} is not a JSON object; {REDO}")
+    return ReadSums(path, table, partial)
+
+
+@contextmanager
+def _native_stderr_quiet() -> Iterator[None]:
+    """The process's stderr closed to the Parquet reader while it reads: a damaged file can make
+    it panic, which prints the panic and a backtrace from its own threads before the
+    ``PanicException`` reaches us; the command names the file and the trouble instead."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _metadata(path: str) -> dict[str, str]:
+    try:
+        with _native_stderr_quiet():
+            metadata = pl.read_parquet_metadata(path)
+    except READ_ERRORS as error:
+        raise InputError(
+            f"{path}: not a Parquet file this tool can read ({_first(error)})"
+        ) from None
+    found = metadata.get(SUMS_FORMAT_KEY)
+    if found == SUMS_FORMAT:
+        return metadata
+    if found in OLDER_FORMATS:
+        raise InputError(
+            f"{path}: format {found} holds the requests' figures but not the fold's partial "
+            f"({SUMS_FORMAT} does): fold its host's log again with this version's --sums"
+        )
+    raise InputError(
+        f"{path}: not a sums file (its metadata {SUMS_FORMAT_KEY} is {found!r}, this version "
+        f"reads {SUMS_FORMAT}); --from-sums reads the files --sums writes"
+    )
+
+
+def _first(error: BaseException) -> str:
+    if isinstance(error, pl.exceptions.PanicException):
+        return "the Parquet reader stopped on a damaged page"
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

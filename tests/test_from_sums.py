@@ -1,0 +1,344 @@
+"""--from-sums (docs/sums.md): the hosts' sums files fold into the document the fold of their
+logs together gives, figure for figure, interval for interval; what cannot be folded so is
+refused with the file and the reason.
+
+The expectation is never computed from a sums file: it is the fold of the hosts' logs, read
+as logs, by the one-shot fold.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from fold.api import fold_acceptance, fold_from_sums
+from fold.cli import main as cli
+from fold.errors import FoldError, RefusedError
+from fold.folding.host_sums import RefusedWithSums, SumsFile
+from fold.inputs.arm import arm_from_document
+from fold.inputs.sums_file import PARTIAL_KEY
+from fold.present.sums_file import sums_parquet
+from tests.strategies import fold_cases, scaled
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+NAMED = re.compile(r" \(in [^()]*\)$")
+RESAMPLES = 200
+WRITER = re.compile(rb'"w": *("(?:[^"\\]|\\.)*")')
+SEQ = re.compile(rb'"seq": *("(?:[^"\\]|\\.)*"|-?[0-9]+)')
+
+
+def host_logs(log: Path, folder: Path, hosts: int, *, by: str = "request") -> list[Path]:
+    """``log``'s lines split across ``hosts`` logs: each request's lines on one host (chosen
+    by its writer and id), or each leg's (``by="leg"``: a host serves only some legs)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces: list[list[bytes]] = [[] for _ in range(hosts)]
+    for line in log.read_bytes().splitlines(keepends=True):
+        step = json.loads(line)
+        key = step["leg"] if by == "leg" else f"{step['w']}/{step['seq']}"
+        pieces[int.from_bytes(key.encode(), "little") % hosts].append(line)
+    paths = []
+    for host, lines in enumerate(pieces):
+        path = folder / f"host-{host}.jsonl"
+        path.write_bytes(b"".join(lines))
+        paths.append(path)
+    return paths
+
+
+def sums_of(arm, log: Path, target: Path, **options) -> Path:
+    """The host's sums file, written whether or not its own fold is refused."""
+    try:
+        sums = fold_acceptance(arm, [str(log)], sums=True, **options).sums
+    except RefusedWithSums as refused:
+        sums = refused.sums
+    assert isinstance(sums, SumsFile)
+    target.write_bytes(sums_parquet(sums))
+    return target
+
+
+def plain(document) -> bytes:
+    """The document's JSON with each log named as the logs' fold names it."""
+    found = document.to_json()
+    for entry in (*found["files"], *found["skipped_examples"]):
+        entry["path"] = NAMED.sub("", entry["path"])
+    return orjson.dumps(found)
+
+
+def both(arm, logs: list[Path], folder: Path, **options):
+    """The fold of ``logs`` together, and the fold of their sums files."""
+    files = [sums_of(arm, log, folder / f"{log.stem}.parquet", **options) for log in logs]
+    together = fold_acceptance(arm, [str(log) for log in logs], **options)
+    return together, fold_from_sums(arm, [str(path) for path in files], **options)
+
+
+def _decoded(text: bytes) -> object:
+    """A JSON string or integer as the readers take it ("\\u0030" is "0", not 0)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def shuffled(log: Path, target: Path) -> Path:
+    """``log``'s lines in another order: requests the read holds whole (line_rows)."""
+    lines = log.read_bytes().splitlines(keepends=True)
+    random.Random(3).shuffle(lines)
+    target.write_bytes(b"".join(lines))
+    return target
+
+
+@pytest.mark.parametrize(
+    "arm, log, by",
+    [
+        ("our-arm.json", "steps.jsonl", "request"),
+        ("gate-example/our-arm.json", "gate-example/steps.jsonl", "request"),
+        ("another-k/our-arm.json", "another-k/steps.jsonl", "request"),
+        ("ours-vs-ours/after/our-arm.json", "ours-vs-ours/after/steps.jsonl", "request"),
+        ("our-arm.json", "steps.jsonl", "leg"),
+        ("our-arm.json", "shuffled", "request"),
+        ("our-arm.json", "timed", "request"),
+    ],
+)
+def test_eight_hosts_sums_files_fold_to_the_fold_of_their_logs(tmp_path, arm, log, by):
+    source = FIXTURES / "steps.jsonl"
+    if log == "shuffled":
+        path = shuffled(source, tmp_path / "shuffled.jsonl")
+    elif log == "timed":
+        from tests.step_logs import timed_copy
+
+        path = timed_copy(source, tmp_path / "timed.jsonl")
+    else:
+        path = FIXTURES / log
+    logs = host_logs(path, tmp_path / "hosts", 8, by=by)
+    together, merged = both(str(FIXTURES / arm), logs, tmp_path, resamples=RESAMPLES)
+    assert plain(merged) == plain(together)
+    assert merged.fold.lines_read == together.fold.lines_read > 0
+    if log == "shuffled":  # some requests were held whole: their lines are in the files
+        held = [
+            pl.read_parquet(file)["held_t_ns"].is_not_null().sum()
+            for file in tmp_path.glob("*.parquet")
+        ]
+        assert sum(held) > 0
+
+
+def test_hosts_that_each_serve_some_legs_are_refused_alone_and_folded_together(tmp_path, capsys):
+    """A host that served no step of a warm leg: its own fold is refused (exit 1) and its file
+    is written all the same; the union has every leg and folds."""
+    arm = FIXTURES / "our-arm.json"
+    logs = host_logs(FIXTURES / "steps.jsonl", tmp_path / "hosts", 3, by="leg")
+    files = []
+    for log in logs:
+        target = tmp_path / f"{log.stem}.parquet"
+        code = cli([str(arm), str(log), "--sums", str(target), "--quiet", "--bootstrap", "0"])
+        err = capsys.readouterr().err
+        assert code == 1
+        assert "warm leg(s) have no verify step" in err
+        assert f"--sums {target} is written all the same" in err
+        files.append(target)
+    out = tmp_path / "union.json"
+    argv = [str(arm), "--from-sums", str(tmp_path / "host-*.parquet"), "--json", str(out)]
+    assert cli([*argv, "--quiet"]) == 0
+    logs_out = tmp_path / "logs.json"
+    assert cli([str(arm), *map(str, logs), "--json", str(logs_out), "--quiet"]) == 0
+    union, together = json.loads(out.read_bytes()), json.loads(logs_out.read_bytes())
+    for document in (union, together):
+        for entry in document["files"]:
+            entry["path"] = NAMED.sub("", entry["path"])
+    assert union == together
+
+
+def test_hosts_pass_the_records_counters_only_together(tmp_path):
+    """vllm.cpp's record carries its counters over every request, one a leg: one host's part
+    misses legs and is refused, with its file written; the hosts' files are checked against
+    the counters together, and agree, as their logs do."""
+    arm = str(FIXTURES / "vllmcpp" / "our-arm.json")
+    logs = host_logs(FIXTURES / "vllmcpp" / "steps.jsonl", tmp_path / "hosts", 3)
+    for log in logs:
+        with pytest.raises(RefusedWithSums):
+            fold_acceptance(arm, [str(log)], sums=True, resamples=0)
+    together, merged = both(arm, logs, tmp_path, resamples=RESAMPLES)
+    assert plain(merged) == plain(together)
+    assert merged.counter_check.legs_checked == 20
+
+
+def test_the_engines_trace_folds_from_its_sums_file(tmp_path):
+    """The trace is one host's (a file per prompt process, together): its file folds back."""
+    arm = str(FIXTURES / "vllmcpp" / "our-arm.json")
+    traces = [str(path) for path in sorted((FIXTURES / "vllmcpp" / "stderr").glob("*.log"))]
+    whole = fold_acceptance(arm, traces, sums=True, resamples=RESAMPLES)
+    assert whole.sums is not None
+    (tmp_path / "trace.parquet").write_bytes(sums_parquet(whole.sums))
+    merged = fold_from_sums(arm, [str(tmp_path / "trace.parquet")], resamples=RESAMPLES)
+    assert plain(merged) == plain(whole)
+    assert merged.fold.step_source == "engine_trace"
+
+
+@settings(
+    scaled(0.5),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    case=fold_cases(string_ids=True),
+    hosts=st.integers(1, 4),
+    seed=st.integers(0, 2**32),
+)
+def test_any_log_split_across_hosts_folds_from_sums_as_its_logs_or_is_refused(
+    tmp_path_factory, case, hosts, seed
+):
+    """A generated log (torn and lost lines, other writers' layouts, string ids, bad lines)
+    split across hosts by request: the fold of the hosts' files is the fold of their logs, or
+    both are refused alike; a request whose lines went to two hosts is refused by name."""
+    folder = tmp_path_factory.mktemp("split")
+    rng = random.Random(seed)
+    owner: dict[object, int] = {}
+    pieces: list[list[bytes]] = [[] for _ in range(hosts)]
+    for line in case.log.lines:
+        # By its bytes, not json.loads (which refuses an integer of 5000 digits the readers
+        # skip as a key they do not know); a torn fragment's line glued after it is its own.
+        step = line[max(0, line.rfind(b'{"v"')) :]
+        writer, seq = WRITER.search(step), SEQ.search(step)
+        key = (_decoded(writer.group(1)), _decoded(seq.group(1))) if writer and seq else None
+        host = owner.setdefault(key, rng.randrange(hosts)) if key else rng.randrange(hosts)
+        pieces[host].append(line + b"\n")
+    logs = []
+    for host, lines in enumerate(pieces):
+        path = folder / f"host-{host}.jsonl"
+        path.write_bytes(b"".join(lines) + (case.log.tail if host == 0 else b""))
+        logs.append(path)
+    arm = arm_from_document(case.document)
+    options = {
+        "predicate": case.predicate.sql,
+        "window_steps": case.window_steps,
+        "resamples": 16,
+    }
+    try:
+        together = fold_acceptance(
+            arm, [str(log) for log in logs], skip_bad_lines=case.skip_bad_lines, **options
+        )
+    except FoldError as error:
+        together = error
+    files = []
+    for log in logs:
+        try:
+            files.append(
+                str(sums_of(arm, log, folder / f"{log.stem}.parquet",
+                            skip_bad_lines=case.skip_bad_lines, **options))
+            )  # fmt: skip
+        except FoldError as error:  # a host's own log refused as it was read: so are the logs
+            assert type(together) is type(error), str(error)
+            event("a host's log refused as it was read")
+            return
+    try:
+        merged = fold_from_sums(arm, files, **options)
+    except RefusedError as error:
+        if "both hold" in str(error):
+            raise AssertionError("a request split by request cannot be in two files") from error
+        assert isinstance(together, RefusedError), str(error)
+        assert NAMED.sub("", str(error)) == str(together)  # the same refusal, in the same words
+        event("refused from sums and from the logs")
+        return
+    assert not isinstance(together, FoldError), str(together)
+    assert plain(merged) == plain(together)
+    event(f"folded alike, {hosts} host(s)")
+
+
+def test_a_request_in_two_files_is_refused(tmp_path, capsys):
+    arm = FIXTURES / "our-arm.json"
+    first = sums_of(str(arm), FIXTURES / "steps.jsonl", tmp_path / "a.parquet", resamples=0)
+    shutil.copy(first, tmp_path / "b.parquet")
+    code = cli([str(arm), "--from-sums", str(tmp_path / "*.parquet"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{tmp_path / 'a.parquet'} and {tmp_path / 'b.parquet'} both hold leg 0's" in err
+    assert "27 rows of shared requests" not in err  # every request is shared: all 54 rows
+    assert "54 rows of shared requests" in err
+
+
+def test_a_file_folded_over_another_arm_is_refused(tmp_path, capsys):
+    gate = FIXTURES / "gate-example"
+    sums = sums_of(str(gate / "our-arm.json"), gate / "steps.jsonl", tmp_path / "g.parquet")
+    code = cli([str(FIXTURES / "our-arm.json"), "--from-sums", str(sums), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{sums} was folded over another arm record" in err
+
+
+def test_files_of_two_step_sources_are_refused(tmp_path, capsys):
+    arm = FIXTURES / "vllmcpp" / "our-arm.json"
+    traces = sorted((FIXTURES / "vllmcpp" / "stderr").glob("*.log"))
+    whole = fold_acceptance(str(arm), [str(path) for path in traces], sums=True, resamples=0)
+    assert whole.sums is not None
+    trace = tmp_path / "t.parquet"
+    trace.write_bytes(sums_parquet(whole.sums))
+    log = sums_of(str(arm), FIXTURES / "vllmcpp" / "steps.jsonl", tmp_path / "s.parquet")
+    code = cli([str(arm), "--from-sums", str(log), "--from-sums", str(trace), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "fold one source at a time" in err
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["STEPS"], "is a step log: fold one or the other"),
+        (["--follow"], "--follow does not go with --from-sums"),
+        (["--trace", "t.json"], "--trace does not go with --from-sums"),
+        (["--sums", "again.parquet"], "--sums does not go with --from-sums"),
+        (["--skip-bad-lines"], "--skip-bad-lines does not go with --from-sums"),
+    ],
+)
+def test_what_does_not_go_with_from_sums_is_refused_before_any_read(tmp_path, capsys, extra, words):
+    arm = FIXTURES / "our-arm.json"
+    extra = [str(FIXTURES / "steps.jsonl") if item == "STEPS" else item for item in extra]
+    extra = [
+        str(tmp_path / item) if item.endswith((".json", ".parquet")) else item for item in extra
+    ]
+    code = cli([str(arm), *extra, "--from-sums", str(tmp_path / "none.parquet"), "--quiet"])
+    assert code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_files_that_are_not_sums_files_are_named_with_what_they_are(tmp_path, capsys):
+    arm = str(FIXTURES / "our-arm.json")
+    good = sums_of(arm, FIXTURES / "steps.jsonl", tmp_path / "good.parquet", resamples=0)
+    table = pl.read_parquet(good)
+    metadata = pl.read_parquet_metadata(good)
+    cases = {
+        "missing.parquet": None,
+        "text.parquet": b'{"not": "parquet"}\n',
+        "empty.parquet": b"",
+    }
+    for name, data in cases.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+    old = tmp_path / "old.parquet"
+    table.select(table.columns[:28]).write_parquet(
+        old, metadata={"fold-acceptance.format": "fold-acceptance-sums/2"}
+    )
+    other = tmp_path / "other.parquet"
+    table.write_parquet(other)
+    expected = {
+        "missing.parquet": "no such sums file",
+        "text.parquet": "not a Parquet file this tool can read",
+        "empty.parquet": "not a Parquet file this tool can read",
+        "old.parquet": "format fold-acceptance-sums/2 holds the requests' figures but not the "
+        "fold's partial",
+        "other.parquet": "not a sums file (its metadata fold-acceptance.format is None",
+    }
+    for name, words in expected.items():
+        code = cli([arm, "--from-sums", str(tmp_path / name), "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2, name
+        assert f"{tmp_path / name}: {words}" in err, err
+        assert "Traceback" not in err
+    assert metadata[PARTIAL_KEY]
