@@ -15,8 +15,16 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+HERE = Path(__file__).resolve().parent
+# A small main arm and its step log (three legs, labelled), which most targets fold beside
+# their input.
+MAIN_ARM = str(HERE / "arm.json")
+MAIN_LOG = str(HERE / "context" / "steps.jsonl")
+QUIET = ("--bootstrap", "0", "--quiet")
+RESAMPLED = ("--bootstrap", "16", "--quiet")
 SWITCH = "FOLD_ACCEPTANCE_NATIVE"
 # The cap on a step's tokens (FORMAT.md): no list in the output may be longer than it allows.
 MAX_STEP_TOKENS = 2**16

@@ -167,14 +167,20 @@ def main() -> None:
     # -- a ledger folder's files: LEDGER (its id as @ID@), run 2's digest and files ------------
     ledger_seeds()
 
+    # -- a host's sums file: the main log's two hosts, one with a request held whole -------------
+    import sums_target
+
+    for name, data in sums_target.host_files().items():
+        write(CORPUS / "sums" / f"{name}.parquet", data)
+
 
 def ledger_seeds() -> None:
     """Each slot of the ledger target with the file the target's own folder holds there (the
     Parquet files' bytes carry the time they were kept, so they change when rewritten)."""
-    import targets
+    import ledger_target
 
-    folder, ledger_id, digest = targets.ledger_context()
-    for slot_number, slot in enumerate(targets.LEDGER_SLOTS):
+    folder, ledger_id, digest = ledger_target.ledger_context()
+    for slot_number, slot in enumerate(ledger_target.LEDGER_SLOTS):
         path = folder / slot.replace("@ID@", ledger_id).replace("DIGEST", digest)
         data = path.read_bytes() if path.exists() else b"PAR1"  # the temporary: a torn start
         name = ("LEDGER", "digest", "runs", "labels", "inputs", "figures", "temporary")[slot_number]

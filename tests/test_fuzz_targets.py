@@ -42,7 +42,7 @@ def driver() -> Any:
 def test_every_input_the_project_reads_has_a_target(driver):
     assert set(driver.TARGETS) == {"steplog", "trace", "arm", "oracle-vllm", "oracle-sglang",
                                    "oracle-llamacpp", "oracle-vllm-requests", "vs-log",
-                                   "ledger", "follow"}  # fmt: skip
+                                   "ledger", "follow", "sums"}  # fmt: skip
     for name, target in driver.TARGETS.items():
         seeds = sorted((FUZZ / "corpus" / name).iterdir())
         assert seeds, name
@@ -208,3 +208,37 @@ def test_the_step_log_target_holds_the_readers_durations_equal(tmp_path: Path, m
     monkeypatch.setattr(differential, "_durations", lambda *_, **__: negative)
     with pytest.raises(differential.Finding, match="a negative duration sum"):
         differential.check(seed, str(tmp_path))
+
+
+def test_the_sums_target_holds_a_fold_to_its_rows_and_its_mutations_reach_the_checks(
+    tmp_path: Path,
+):
+    """A fold whose legs' S, P and A are not its rows' sums is a finding; and the mutations of
+    a host's file are refused for many reasons, none of them an unexpected error, while some
+    still fold."""
+    harness = _module("harness")
+    sums_target = _module("sums_target")
+    from fold.api import fold_from_sums
+    from fold.errors import FoldError
+
+    seed = (FUZZ / "corpus" / "sums" / "host-a.parquet").read_bytes()
+    outcome = harness.Outcome(("--from-sums",), 0, b"", "", 0.1)
+    with pytest.raises(AssertionError, match="leg 0 folds S, P, A"):
+        sums_target._agrees({"legs": [{"index": 0, "steps": 9, "proposed": 9, "accepted": 9}]},
+                            seed, outcome)  # fmt: skip
+    other = tmp_path / "host-b.parquet"
+    other.write_bytes((FUZZ / "corpus" / "sums" / "host-b.parquet").read_bytes())
+    rng = random.Random(5)
+    reasons: dict[str, int] = {}
+    for index in range(150):
+        data = sums_target.mutate(seed, rng)
+        path = tmp_path / f"m{index}.parquet"
+        path.write_bytes(data)
+        try:
+            fold_from_sums(harness.MAIN_ARM, [str(path), str(other)], resamples=0)
+            reasons["folded"] = reasons.get("folded", 0) + 1
+        except FoldError as error:
+            words = re.sub(r"^\S+: (row \d+ \([^)]*\): )?", "", str(error))[:40]
+            reasons[words] = reasons.get(words, 0) + 1
+    assert reasons.get("folded", 0) >= 5, reasons
+    assert len(reasons) >= 12, reasons

@@ -1,0 +1,215 @@
+"""The sums file's fuzz target (``fuzz/targets.py`` lists it): a host's sums file, as --sums
+writes it and damaged or rewritten, folded by --from-sums alone and beside another host's.
+
+Besides the judge's rules, a fold the file is accepted into must say what its rows say: each
+leg's S, P and A in the JSON are the sums of the file's rows of that leg. The mutations work on
+the file's parts (a cell, a list, a row, the metadata's JSON) and on its bytes; the seeds are
+the main log's hosts' files (``host_files``), one with a request the read held whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import harness
+import mutate as mutations
+from harness import MAIN_ARM, MAIN_LOG, QUIET, RESAMPLED, Finding
+
+FORMAT_KEY = "fold-acceptance.format"
+PARTIAL_KEY = "fold-acceptance.partial"
+_OTHER: dict[str, str] = {}
+EDGES = (0, 1, -1, 2, 7, 47, 2**31, 2**32 - 1, 2**32, 2**53 + 1, 2**63 - 1, -(2**63), 2**64 - 1)
+_PARTIAL_KEYS = ["legs", "histogram", "bins", "writers", "files", "read_counts", "arm_legs",
+                 "step_source", "lines", "steps", "proposed", "accepted", "count", "bin",
+                 "max_proposed", "attributed", "unattributed", "skipped_lines"]  # fmt: skip
+
+
+def host_files() -> dict[str, bytes]:
+    """The main log's requests on two hosts (seq 1 and 3 on one, 2 on the other), and the
+    first host's with seq 3's lines out of order (held whole): each host's sums file."""
+    from fold.api import fold_acceptance
+    from fold.folding.host_sums import RefusedWithSums
+    from fold.present.sums_file import sums_parquet
+
+    lines = Path(MAIN_LOG).read_bytes().splitlines(keepends=True)
+    hosts = {
+        "host-a": [line for line in lines if b'"seq":2,' not in line],
+        "host-b": [line for line in lines if b'"seq":2,' in line],
+    }
+    hosts["host-a-held"] = [*hosts["host-a"][:1], *reversed(hosts["host-a"][1:])]
+    found = {}
+    # In the folder, so the files name their logs the same each time (the seeds' bytes).
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
+        for name, kept in hosts.items():
+            log = Path(f"{name}.jsonl")
+            log.write_bytes(b"".join(kept))
+            try:
+                sums = fold_acceptance(MAIN_ARM, [str(log)], sums=True, resamples=0).sums
+            except RefusedWithSums as refused:  # a host short of a warm leg writes all the same
+                sums = refused.sums
+            assert sums is not None
+            found[name] = sums_parquet(sums)
+    return found
+
+
+def _other() -> str:
+    """The second host's file, written once a process."""
+    if not _OTHER:
+        folder = tempfile.mkdtemp(prefix="fuzz-sums-")
+        path = os.path.join(folder, "host-b.parquet")
+        with open(path, "wb") as handle:
+            handle.write(host_files()["host-b"])
+        _OTHER["path"] = path
+    return _OTHER["path"]
+
+
+def check(data: bytes, directory: str) -> None:
+    """The input as the only host's file (JSON and markdown), then beside the second host's
+    (the table with intervals)."""
+    path = os.path.join(directory, "host.parquet")
+    with open(path, "wb") as handle:
+        handle.write(data)
+    json_path = os.path.join(directory, "out.json")
+    if os.path.exists(json_path):
+        os.remove(json_path)
+    alone = harness.run(
+        [MAIN_ARM, "--from-sums", path, "--json", json_path, "--markdown", "-", *QUIET]
+    )
+    harness.judge(alone, fuzzed=path, input_bytes=len(data))
+    if alone.status == 0:
+        document = json.loads(Path(json_path).read_bytes())
+        harness.check_lists(document, len(data))
+        _agrees(document, data, alone)
+    union = harness.run([MAIN_ARM, "--from-sums", path, "--from-sums", _other(), *RESAMPLED])
+    harness.judge(union, fuzzed=path, input_bytes=len(data))
+
+
+def _agrees(document: dict, data: bytes, outcome: harness.Outcome) -> None:
+    """Each leg's S, P and A are its rows' sums."""
+    import polars as pl
+
+    rows = pl.read_parquet(io.BytesIO(data))
+    sums = {
+        leg: (steps, proposed, accepted)
+        for leg, steps, proposed, accepted in rows.group_by("leg")
+        .agg(pl.col("steps", "proposed", "accepted").sum())
+        .iter_rows()
+    }
+    for leg in document["legs"]:
+        expected = sums.get(leg["index"], (0, 0, 0))
+        found = (leg["steps"], leg["proposed"], leg["accepted"])
+        if found != expected:
+            raise Finding(
+                f"{outcome.describe()}: leg {leg['index']} folds S, P, A {found}, "
+                f"its rows sum to {expected}"
+            )
+
+
+def mutate(data: bytes, rng: Any) -> bytes:
+    import polars as pl
+
+    try:
+        table = pl.read_parquet(io.BytesIO(data))
+        metadata = pl.read_parquet_metadata(io.BytesIO(data))
+    except (Exception, pl.exceptions.PanicException):  # the reader panics on some damage
+        return _bytes(data, rng)
+    choice = rng.randrange(6)
+    if choice == 0:
+        return _bytes(data, rng)
+    if choice == 1 and table.height:
+        table = _cell(table, rng)
+    elif choice == 2 and table.height:
+        table = _list(table, rng)
+    elif choice == 3 and table.height:
+        index = rng.randrange(table.height)
+        row = table.slice(index, 1)
+        table = table.filter(pl.int_range(pl.len()) != index) if rng.random() < 0.5 else (
+            pl.concat([table, row])
+        )  # fmt: skip
+    elif choice == 4 and PARTIAL_KEY in metadata:
+        text = mutations.json_value(metadata[PARTIAL_KEY].encode(), rng, _PARTIAL_KEYS)
+        metadata[PARTIAL_KEY] = text.decode(errors="replace")
+    else:
+        metadata[FORMAT_KEY] = rng.choice(
+            ["fold-acceptance-sums/2", "fold-acceptance-sums/4", "", "fold-acceptance-sums/3"]
+        )
+    metadata.pop("ARROW:schema", None)
+    buffer = io.BytesIO()
+    try:
+        table.write_parquet(buffer, metadata=metadata)
+    except Exception:
+        return _bytes(data, rng)
+    return buffer.getvalue()
+
+
+def _bytes(data: bytes, rng: Any) -> bytes:
+    if not data:
+        return b"PAR1"
+    cut = rng.randrange(len(data))
+    choice = rng.randrange(3)
+    if choice == 0:  # cut short, as a copy killed mid-way leaves it
+        return data[:cut]
+    if choice == 1:
+        return data[:cut] + bytes([data[cut] ^ (1 << rng.randrange(8))]) + data[cut + 1 :]
+    return data[:cut] + bytes(min(64, len(data) - cut)) + data[cut + 64 :]
+
+
+def _cell(table: Any, rng: Any) -> Any:
+    """One cell set to an edge value of its type, or null, or another row's."""
+    import polars as pl
+
+    name = rng.choice(table.columns)
+    dtype = table.schema[name]
+    index = rng.randrange(table.height)
+    if rng.random() < 0.2:
+        value: Any = None
+    elif rng.random() < 0.2:
+        value = table[name][rng.randrange(table.height)]
+    elif dtype == pl.String:
+        value = rng.choice(["", "7", "x" * 300, "\u00e9", "5f0c1a2b3c4d5e6f"])
+    elif dtype == pl.Boolean:
+        value = rng.random() < 0.5
+    elif dtype.is_integer() or dtype.is_float():
+        value = rng.choice(EDGES) + rng.choice((0, 0, 1, -1))
+    else:
+        return _list(table, rng)
+    try:
+        column = table[name].scatter(index, value)
+    except Exception:
+        return table
+    return table.with_columns(column)
+
+
+def _list(table: Any, rng: Any) -> Any:
+    """A list column of one row: an element dropped, repeated, or changed."""
+    import polars as pl
+
+    lists = [name for name, dtype in table.schema.items() if isinstance(dtype, pl.List)]
+    name = rng.choice(lists)
+    index = rng.randrange(table.height)
+    values = table[name][index]
+    if values is None or not len(values):
+        return table
+    items = values.to_list()
+    at = rng.randrange(len(items))
+    choice = rng.randrange(3)
+    if choice == 0:
+        del items[at]
+    elif choice == 1:
+        items.insert(at, items[at])
+    elif isinstance(items[at], dict):
+        field = rng.choice(list(items[at]))
+        items[at] = {**items[at], field: rng.choice(EDGES[:11])}
+    else:
+        items[at] = rng.choice(EDGES[:11])
+    try:
+        column = table[name].scatter(index, pl.Series([items], dtype=table.schema[name]))
+    except Exception:
+        return table
+    return table.with_columns(column)
