@@ -17,7 +17,7 @@ from fold.cli import main as cli
 from fold.folding.host_sums import RefusedWithSums
 from fold.folding.step_intervals import LONG
 from fold.inputs.sums_file import PARTIAL_KEY, SUMS_FORMAT, SUMS_FORMAT_KEY
-from fold.present.sums_file import sums_parquet
+from fold.present.sums_file import parquet_with_digest, sums_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
 ARM = ROOT / "fixtures" / "our-arm.json"
@@ -288,9 +288,8 @@ def _check(tmp_path: Path, capsys, log: Path, plant: Plant, code: int, words: st
     capsys.readouterr()
     table, found = plant(table, found)
     bad = tmp_path / "bad.parquet"
-    table.write_parquet(
-        bad, metadata={SUMS_FORMAT_KEY: SUMS_FORMAT, PARTIAL_KEY: orjson.dumps(found).decode()}
-    )
+    metadata = {SUMS_FORMAT_KEY: SUMS_FORMAT, PARTIAL_KEY: orjson.dumps(found).decode()}
+    bad.write_bytes(parquet_with_digest(table, metadata))
     got = cli([str(ARM), "--from-sums", str(bad), "--quiet"])
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -332,3 +331,28 @@ def test_a_row_error_names_the_row_its_leg_writer_and_request(tmp_path, capsys):
         f"{tmp_path / 'bad.parquet'}: row 1 (leg {first['leg']}, writer '{first['w']}', "
         f"request {first['seq']}): steps (S) exceed its lines"
     ) in err
+
+
+@pytest.mark.parametrize("damage", ["a byte flipped", "cut short", "a page zeroed"])
+def test_pages_changed_after_they_were_written_are_refused_before_they_are_decoded(
+    tmp_path, capsys, damage
+):
+    """The digest --sums writes beside the pages: a copy cut short or changed is refused
+    without handing its pages to the Parquet reader (which can abort on them)."""
+    _written(STEPS, tmp_path)
+    data = bytearray((tmp_path / "good.parquet").read_bytes())
+    if damage == "a byte flipped":
+        data[100] ^= 0x10
+    elif damage == "cut short":
+        data = data[: len(data) // 2]
+    else:
+        data[200:264] = bytes(64)
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(data))
+    assert cli([str(ARM), "--from-sums", str(bad), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert (
+        f"{bad}: its pages are not the ones --sums wrote" in err
+        or f"{bad}: not a Parquet file this tool can read" in err
+    ), err

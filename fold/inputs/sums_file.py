@@ -4,6 +4,8 @@ and tables may hold is checked where they are folded (``fold.folding.from_sums``
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -21,6 +23,9 @@ SUMS_FORMAT = "fold-acceptance-sums/3"
 SUMS_FORMAT_KEY = "fold-acceptance.format"
 PARTIAL_KEY = "fold-acceptance.partial"
 """The metadata key of the fold's small tables, as JSON."""
+DIGEST_KEY = "fold-acceptance.pages-sha256"
+"""The metadata key of the SHA-256 of the file's pages (``data_digest``)."""
+MAGIC = b"PAR1"
 OLDER_FORMATS = ("fold-acceptance-sums/1", "fold-acceptance-sums/2")
 REDO = "the file is damaged, or was not written by --sums: write it again on its host"
 READ_ERRORS = (OSError, ValueError, pl.exceptions.PolarsError, pl.exceptions.PanicException)
@@ -37,13 +42,37 @@ class ReadSums:
     partial: dict[str, Any]
 
 
+def data_digest(data: bytes) -> str | None:
+    """The SHA-256 of a Parquet file's pages (all but its footer), or None when ``data`` does
+    not end as a Parquet file does (its footer's length, then ``PAR1``)."""
+    if len(data) < 12 or data[:4] != MAGIC or data[-4:] != MAGIC:
+        return None
+    footer = int.from_bytes(data[-8:-4], "little", signed=True)
+    if not 0 < footer <= len(data) - 12:
+        return None
+    return hashlib.sha256(data[: len(data) - 8 - footer]).hexdigest()
+
+
 def read_parquet_sums(path: str) -> ReadSums:
     """The sums file at ``path``; an ``InputError`` naming it when it is not one this version
-    reads, or cannot be read."""
+    reads, or cannot be read. Its pages are held to the digest --sums wrote beside them before
+    any is decoded: polars' reader can abort the process on a damaged page (an allocation of
+    2^61 bytes), past any error the command could give."""
     metadata = _metadata(path)
     try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise InputError(f"{path}: cannot be read ({error.strerror})") from None
+    digest = data_digest(data)
+    if digest is None or digest != metadata.get(DIGEST_KEY):
+        raise InputError(
+            f"{path}: its pages are not the ones --sums wrote (their digest differs): the file "
+            "was cut short or changed after it was written; copy it again from its host"
+        )
+    try:
         with _native_stderr_quiet():
-            table = pl.read_parquet(path)
+            table = pl.read_parquet(io.BytesIO(data))
     except READ_ERRORS as error:
         raise InputError(f"{path}: its rows cannot be read ({_first(error)}); {REDO}") from None
     try:
