@@ -14,10 +14,10 @@ import pytest
 
 from fold.api import fold_acceptance
 from fold.cli import main as cli
-from fold.folding.host_sums import RefusedWithSums
+from fold.folding.host_sums import RefusedWithSums, parquet_with_digest
 from fold.folding.step_intervals import LONG
 from fold.inputs.sums_file import PARTIAL_KEY, SUMS_FORMAT, SUMS_FORMAT_KEY
-from fold.present.sums_file import parquet_with_digest, sums_parquet
+from fold.present.sums_file import sums_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
 ARM = ROOT / "fixtures" / "our-arm.json"

@@ -18,19 +18,19 @@ import polars as pl
 
 from fold.errors import InputError, RefusedError
 from fold.folding.accumulate import REQUEST_KEY, SCHEMAS, TABLE_KEYS, PartialFold
-from fold.folding.cadence import DEFAULT_STALL_FACTOR, check_stall_factor
+from fold.folding.cadence import DEFAULT_STALL_FACTOR
 from fold.folding.document import Document
 from fold.folding.host_sums import ARM_LEGS, FILE_SCHEMA, SMALL_TABLES
-from fold.folding.log_fold import LogFold
+from fold.folding.log_fold import LogFold, checked_settings
 from fold.folding.merge import merge_all
 from fold.folding.result import ENGINE_TRACE, STEP_LOG
 from fold.folding.small_tables import check_small_tables, named_log, read_counts_of
 from fold.folding.step_intervals import COLUMNS as STEP_INTERVALS
 from fold.folding.sums_checks import check_rows
-from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED, check_resamples
-from fold.folding.warm import DEFAULT_PREDICATE, check_arm
+from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
+from fold.folding.warm import DEFAULT_PREDICATE
 from fold.inputs.acceptance import DEFAULT_WINDOW_STEPS
-from fold.inputs.arm import ArmRecord, load_arm
+from fold.inputs.arm import ArmRecord
 from fold.inputs.reader import ReadCounts, expand_log_paths
 from fold.inputs.sums_file import REDO, SUMS_FORMAT, read_parquet_sums
 
@@ -60,12 +60,7 @@ def fold_from_sums(
 ) -> Document:
     """The fold of the hosts' sums files (paths or globs) over the arm's legs: the document the
     fold of their logs together gives (the files' paths name each log with its sums file)."""
-    record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
-    if window_steps < 1:
-        raise InputError(f"--window must be at least 1 step, got {window_steps}")
-    check_resamples(resamples, seed)
-    check_stall_factor(stall_factor)
-    check = check_arm(record, predicate)
+    record, _ = checked_settings(arm, predicate, window_steps, resamples, seed, stall_factor)
     hosts = [read_sums_file(path, record) for path in expand_log_paths(sums_files, "sums file")]
     sources = {host.step_source for host in hosts}
     if len(sources) > 1:
@@ -81,15 +76,13 @@ def fold_from_sums(
         {name: counts for host in hosts for name, counts in host.read_counts.items()},
         hosts[0].step_source,
     )
-    lines = fold.settle(check, stall_factor, sums=False)
-    return fold._document(
-        check,
+    return fold.result(
+        predicate,
         window_steps,
         prefill_tokens=prefill_tokens,
         resamples=resamples,
         seed=seed,
         stall_factor=stall_factor,
-        lines=lines,
     )
 
 

@@ -12,6 +12,7 @@ every host) still writes its part of the union.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ from fold.folding.request_rows import request_tables, sums_table
 from fold.folding.result import untimed
 from fold.folding.step_intervals import COLUMNS as STEP_INTERVALS
 from fold.inputs.reader import ReadCounts
-from fold.inputs.sums_file import PARTIAL_KEY, SUMS_FORMAT, SUMS_FORMAT_KEY
+from fold.inputs.sums_file import DIGEST_KEY, PARTIAL_KEY, SUMS_FORMAT, SUMS_FORMAT_KEY, data_digest
 
 POSITION_ROW = pl.Struct(
     {"bucket": pl.Int64(), "steps": pl.Int64(), "proposed": pl.Int64(), "accepted": pl.Int64()}
@@ -62,6 +63,10 @@ class SumsFile:
 
     def parquet_metadata(self) -> dict[str, str]:
         return dict(self.metadata)
+
+    def parquet(self) -> bytes:
+        """The file's bytes: its rows, its metadata and the digest of its pages."""
+        return parquet_with_digest(self.table, self.parquet_metadata())
 
 
 def host_sums(
@@ -156,3 +161,21 @@ class RefusedWithSums(RefusedError):
     def __init__(self, message: str, sums: SumsFile) -> None:
         super().__init__(message)
         self.sums = sums
+
+
+def parquet_with_digest(table: pl.DataFrame, metadata: dict[str, str]) -> bytes:
+    """``table`` as Parquet with ``metadata`` and the digest of its pages beside it: written
+    twice, since the footer that holds the digest follows the pages it covers (the pages come
+    out the same, the writer being deterministic; held so here)."""
+    first = _written(table, metadata)
+    digest = data_digest(first)
+    second = _written(table, {**metadata, DIGEST_KEY: str(digest)})
+    if data_digest(second) != digest:
+        raise RuntimeError("the Parquet writer wrote the same table's pages differently")
+    return second
+
+
+def _written(table: pl.DataFrame, metadata: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    table.write_parquet(buffer, metadata=metadata, statistics=True)
+    return buffer.getvalue()

@@ -190,6 +190,24 @@ class LogFold:
             raise RefusedWithSums(str(refused), sums) from None
 
 
+def checked_settings(
+    arm: ArmRecord | str | Path,
+    predicate: str,
+    window_steps: int,
+    resamples: int,
+    seed: int,
+    stall_factor: float,
+) -> tuple[ArmRecord, ThroughputCheck]:
+    """The arm record and its warm legs, the fold's settings checked: before any input is
+    read, so that a mistake is refused without the cost of reading."""
+    record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
+    if window_steps < 1:
+        raise InputError(f"--window must be at least 1 step, got {window_steps}")
+    check_resamples(resamples, seed)
+    check_stall_factor(stall_factor)
+    return record, check_arm(record, predicate)
+
+
 def fold_acceptance(
     arm: ArmRecord | str | Path,
     logs: list[str],
@@ -220,12 +238,7 @@ def fold_acceptance(
     The warm predicate and the recorded throughput fold are checked before any log is read, so
     a mismatch is refused without the cost of reading.
     """
-    record = arm if isinstance(arm, ArmRecord) else load_arm(arm)
-    if window_steps < 1:
-        raise InputError(f"--window must be at least 1 step, got {window_steps}")
-    check_resamples(resamples, seed)
-    check_stall_factor(stall_factor)
-    check = check_arm(record, predicate)
+    record, check = checked_settings(arm, predicate, window_steps, resamples, seed, stall_factor)
     if not logs:
         result = fold_counters(
             record.legs,

@@ -4,13 +4,8 @@ metadata (``docs/sums.md``, ``fold.folding.host_sums``)."""
 
 from __future__ import annotations
 
-import io
-
-import polars as pl
-
 from fold.errors import InputError
 from fold.folding.host_sums import SumsFile
-from fold.inputs.sums_file import DIGEST_KEY, data_digest
 
 
 def sums_parquet(sums: SumsFile | None) -> bytes:
@@ -20,22 +15,4 @@ def sums_parquet(sums: SumsFile | None) -> bytes:
             "--sums writes each request's sums, and this fold has no requests: its counts came "
             "from the arm record's counters; name the step log(s) after the arm record"
         )
-    return parquet_with_digest(sums.table, sums.parquet_metadata())
-
-
-def parquet_with_digest(table: pl.DataFrame, metadata: dict[str, str]) -> bytes:
-    """``table`` as Parquet with ``metadata`` and the digest of its pages beside it: written
-    twice, since the footer that holds the digest follows the pages it covers (the pages come
-    out the same, the writer being deterministic; held so here)."""
-    first = _written(table, metadata)
-    digest = data_digest(first)
-    second = _written(table, {**metadata, DIGEST_KEY: str(digest)})
-    if data_digest(second) != digest:
-        raise RuntimeError("the Parquet writer wrote the same table's pages differently")
-    return second
-
-
-def _written(table: pl.DataFrame, metadata: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    table.write_parquet(buffer, metadata=metadata, statistics=True)
-    return buffer.getvalue()
+    return sums.parquet()
