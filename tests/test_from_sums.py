@@ -8,6 +8,7 @@ as logs, by the one-shot fold.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
@@ -342,3 +343,24 @@ def test_files_that_are_not_sums_files_are_named_with_what_they_are(tmp_path, ca
         assert f"{tmp_path / name}: {words}" in err, err
         assert "Traceback" not in err
     assert metadata[PARTIAL_KEY]
+
+
+def test_two_hosts_logs_of_one_name_stay_two_files(tmp_path):
+    """Hosts write their logs under the same path: each is named with its sums file, so the
+    files table keeps both, with their own lines."""
+    arm = str(FIXTURES / "our-arm.json")
+    logs = host_logs(FIXTURES / "steps.jsonl", tmp_path / "split", 2)
+    files = []
+    for host, log in enumerate(logs):
+        folder = tmp_path / f"host-{host}"
+        folder.mkdir()
+        (folder / "steps.jsonl").write_bytes(log.read_bytes())
+        with contextlib.chdir(folder):  # each host's log at the same path, steps.jsonl
+            files.append(str(sums_of(arm, Path("steps.jsonl"), folder / "sums.parquet")))
+    merged = fold_from_sums(arm, files, resamples=0).to_json()["files"]
+    expected = [
+        (f"steps.jsonl (in {file})", len(log.read_bytes().splitlines()))
+        for log, file in zip(logs, files, strict=True)
+    ]
+    assert [(entry["path"], entry["lines"]) for entry in merged] == expected
+    assert len({entry["lines"] for entry in merged}) == 2  # two hosts, not one file twice

@@ -137,6 +137,20 @@ ROW_PLANTS: dict[str, tuple[Plant, int, str]] = {
         2,
         "a position row is out of range",
     ),
+    "a position row accepting more than it proposed": (
+        rows(
+            _first(
+                "position_rows",
+                pl.col("position_rows").list.eval(
+                    pl.element().struct.with_fields(
+                        (pl.element().struct.field("proposed") + 1).alias("accepted")
+                    )
+                ),
+            )
+        ),
+        1,
+        "a position row's S, P and A cannot be true together",
+    ),
     "a bucket twice": (
         rows(
             _first(
@@ -233,6 +247,11 @@ META_PLANTS: dict[str, tuple[Plant, int, str]] = {
         "the metadata's legs do not add up to its histogram",
     ),
     "a bin's S": (meta(_add("bins", "steps", 1)), 1, "do not add up to its bins"),
+    "a bin accepting more than it proposed": (
+        meta(lambda found: found["bins"]["accepted"].__setitem__(0, 10**6)),
+        1,
+        "a time bin's S, P and A cannot be true together",
+    ),
     "a bin past the last": (meta(_set("bins", "bin", 512)), 2, "a bin is out of range"),
     "the files' lines": (
         meta(_add("files", "unattributed", 1)),
@@ -356,3 +375,13 @@ def test_pages_changed_after_they_were_written_are_refused_before_they_are_decod
         f"{bad}: its pages are not the ones --sums wrote" in err
         or f"{bad}: not a Parquet file this tool can read" in err
     ), err
+
+
+def test_a_first_duration_past_the_requests_sum_is_refused(tmp_path, capsys):
+    """A request's first line's drafting cannot take longer than all its lines' drafting: the
+    step split would give a negative share."""
+    from tests.step_logs import timed_copy
+
+    log = timed_copy(STEPS, tmp_path / "timed.jsonl")
+    plant = rows(_first("first_draft_ns", pl.col("draft_ns") + 1))
+    _check(tmp_path, capsys, log, plant, 1, "its first line's durations exceed the request's sums")

@@ -17,6 +17,7 @@ from fold.folding.host_sums import SMALL_TABLES
 from fold.inputs.limits import (
     count_in_range,
     count_problem,
+    counts_possible,
     is_count,
     step_possible,
     step_tokens_in_range,
@@ -69,6 +70,15 @@ def check_small_tables(
     ):
         raise RefusedError(
             f"{path}: its histogram or bins name a leg its legs table does not; {REDO}"
+        )
+    each_bin = tables["bins"].select(
+        counts_possible(pl.col("steps"), pl.col("proposed"), pl.col("accepted"))
+        | ((pl.col("steps") == 0) & (pl.col("proposed") == 0) & (pl.col("accepted") == 0))
+    )
+    if not each_bin.to_series().all():
+        raise RefusedError(
+            f"{path}: a time bin's S, P and A cannot be true together "
+            f"(S <= P <= S x 2^16, A <= P); {REDO}"
         )
     bins = tables["bins"].group_by("leg").agg(pl.col(*TRIPLE_SUMS).cast(pl.Int128).sum())
     _same_sums(path, "legs", drafted, bins.filter(pl.col("steps") > 0), TRIPLE_SUMS, "its bins")

@@ -199,6 +199,13 @@ def row_rules(legs: Sequence[int], timed: bool) -> list[Rule]:
             f"a position row is out of range (bucket 0 to {MAX_BUCKETS - 1}, counts from 0)",
         ),
         Rule(
+            _list_all(
+                positions, counts_possible(_field("steps"), _field("proposed"), _field("accepted"))
+            ),
+            "a position row's S, P and A cannot be true together (S <= P <= S x 2^16, A <= P)",
+            RefusedError,
+        ),
+        Rule(
             _field_increases(positions, "bucket"),
             "its position rows' buckets do not increase",
             RefusedError,
@@ -267,6 +274,17 @@ def _duration_rules() -> list[Rule]:
                 for name in ("first_draft_ns", "first_verify_ns")
             ),
             "its first line's durations are out of range or set without the request's sums",
+        ),
+        Rule(
+            pl.all_horizontal(
+                pl.col(first).is_null() | (pl.col(first) <= pl.col(total))
+                for first, total in (
+                    ("first_draft_ns", "draft_ns"),
+                    ("first_verify_ns", "verify_ns"),
+                )
+            ),
+            "its first line's durations exceed the request's sums of them",
+            RefusedError,
         ),
     ]
 
