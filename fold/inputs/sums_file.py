@@ -58,12 +58,12 @@ def read_parquet_sums(path: str) -> ReadSums:
     reads, or cannot be read. Its pages are held to the digest --sums wrote beside them before
     any is decoded: polars' reader can abort the process on a damaged page (an allocation of
     2^61 bytes), past any error the command could give."""
-    metadata = _metadata(path)
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as error:
         raise InputError(f"{path}: cannot be read ({error.strerror})") from None
+    metadata = _metadata(path, data)
     digest = data_digest(data)
     if digest is None or digest != metadata.get(DIGEST_KEY):
         raise InputError(
@@ -102,10 +102,10 @@ def _native_stderr_quiet() -> Iterator[None]:
         os.close(saved)
 
 
-def _metadata(path: str) -> dict[str, str]:
+def _metadata(path: str, data: bytes) -> dict[str, str]:
     try:
         with _native_stderr_quiet():
-            metadata = pl.read_parquet_metadata(path)
+            metadata = pl.read_parquet_metadata(io.BytesIO(data))
     except READ_ERRORS as error:
         raise InputError(
             f"{path}: not a Parquet file this tool can read ({_first(error)})"
