@@ -15,6 +15,7 @@ memory, and the count a pass over the log, that the other figures do not need.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from fold.folding.accumulate import REQUEST_KEY
@@ -27,34 +28,35 @@ def request_positions(step_times: pl.DataFrame, counted: pl.DataFrame) -> pl.Dat
     """``REQUEST_KEY`` and each request's ``POSITION_LISTS`` (Int64 lists), a row per request
     of ``step_times``, from its lines counted by (proposed, accepted) (``counted``: ``request``,
     its row in ``step_times``, ``proposed``, ``accepted``, ``count``)."""
-    numbered = step_times.select(*REQUEST_KEY).with_row_index("r")
-    counts = counted.select(
-        pl.col("request").cast(pl.UInt32).alias("r"),
-        "proposed",
-        "accepted",
-        pl.col("count").alias("len"),
+    requests = step_times.height
+    row = counted["request"].cast(pl.Int64).to_numpy()
+    count = counted["count"].cast(pl.Int64).to_numpy()
+    length = np.zeros(requests, dtype=np.int64)
+    np.maximum.at(length, row, counted["proposed"].cast(pl.Int64).to_numpy())
+    offsets = np.zeros(requests + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    owner = np.repeat(np.arange(requests, dtype=np.uint32), length)
+    lists = pl.DataFrame({"r": owner}).with_columns(
+        pl.Series(column, _past(offsets, row, counted[by], count))
+        for column, by in zip(POSITION_LISTS, ("accepted", "proposed"), strict=True)
     )
-    lengths = counts.group_by("r").agg(pl.col("proposed").max().alias("length"))
-    positions = lengths.select("r", pl.int_ranges(0, "length").alias("i")).explode("i")
-    positions = positions.drop_nulls("i")
-    for column, by in zip(POSITION_LISTS, ("accepted", "proposed"), strict=True):
-        past = (
-            counts.select("r", pl.int_ranges(0, by).alias("i"), "len")
-            .explode("i")
-            .drop_nulls("i")
-            .group_by("r", "i")
-            .agg(pl.col("len").sum().alias(column))
-        )
-        positions = positions.join(past, on=["r", "i"], how="left")
-    lists = (
-        positions.with_columns(pl.col(*POSITION_LISTS).fill_null(0).cast(pl.Int64))
-        .sort("r", "i")
-        .group_by("r", maintain_order=True)
-        .agg(*POSITION_LISTS)
-    )
+    lists = lists.set_sorted("r").group_by("r", maintain_order=True).agg(*POSITION_LISTS)
     empty = pl.lit([], dtype=pl.List(pl.Int64))
     return (
-        numbered.join(lists, on="r", how="left")
-        .sort("r")
+        step_times.select(*REQUEST_KEY)
+        .with_row_index("r")
+        .join(lists, on="r", how="left", maintain_order="left")
         .select(*REQUEST_KEY, *(pl.col(name).fill_null(empty) for name in POSITION_LISTS))
     )
+
+
+def _past(offsets: np.ndarray, row: np.ndarray, by: pl.Series, count: np.ndarray) -> np.ndarray:
+    """Per request's positions laid end to end (request r's from ``offsets[r]``), the lines
+    whose ``by`` exceeds the position: each (request, count) adds its lines from the request's
+    first position up to its ``by``, as a difference array summed once. A request's additions
+    end within its own span (``by`` is at most its longest proposal), so the running sum is
+    back at zero where the next request begins."""
+    difference = np.zeros(offsets[-1] + 1, dtype=np.int64)
+    np.add.at(difference, offsets[row], count)
+    np.subtract.at(difference, offsets[row] + by.cast(pl.Int64).to_numpy(), count)
+    return np.cumsum(difference[:-1])
