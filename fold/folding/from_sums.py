@@ -4,9 +4,10 @@ partials of the logs' blocks are (``fold.folding.merge``) and folded by the same
 document is the one the fold of every host's logs together gives, and no log is read.
 
 Each file is checked whole before it is folded: its format, its columns and their types, its
-rows (``fold.folding.sums_checks``), its small tables against its rows, and the arm record it
-was folded over. A request in two files is refused (its steps would count twice, and the rows
-a read folds from a request's lines in order cannot be joined across files).
+rows (``fold.folding.sums_checks``), its small tables against its rows, its parts against each
+other (``fold.folding.sums_agreement``), and the arm record it was folded over. A request in
+two files is refused (its steps would count twice, and the rows a read folds from a request's
+lines in order cannot be joined across files).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fold.folding.merge import merge_all
 from fold.folding.result import ENGINE_TRACE, STEP_LOG
 from fold.folding.small_tables import check_small_tables, named_log, read_counts_of
 from fold.folding.step_intervals import COLUMNS as STEP_INTERVALS
+from fold.folding.sums_agreement import check_agreement
 from fold.folding.sums_checks import check_rows
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.folding.warm import DEFAULT_PREDICATE
@@ -97,6 +99,7 @@ def read_sums_file(path: str, record: ArmRecord) -> HostPart:
         raise InputError(f"{path}: step_source {source!r} is not one of {SOURCES}; {REDO}")
     check_rows(table, record.legs["index"].to_list(), source == STEP_LOG, path)
     small = check_small_tables(path, partial_json, table)
+    check_agreement(path, table, small, record.legs, source == STEP_LOG)
     read_counts = read_counts_of(path, partial_json.get("read_counts"), small["files"])
     renamed = {log: named_log(log, path) for log in read_counts}
     small["files"] = small["files"].with_columns(pl.col("path").replace_strict(renamed))

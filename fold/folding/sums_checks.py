@@ -20,6 +20,7 @@ from fold.errors import FoldError, InputError, RefusedError
 from fold.folding.accumulate import DURATION_SUMS
 from fold.folding.by_position import MAX_BUCKETS
 from fold.folding.packed_tokens import TOKEN_BITS, TOKEN_MASK
+from fold.folding.request_positions import POSITION_LISTS
 from fold.folding.step_intervals import COLUMNS as STEP_INTERVALS
 from fold.folding.step_intervals import LONG, decoded
 from fold.inputs.limits import (
@@ -77,8 +78,9 @@ NOT_NULL = (
     "w",
     *("lines", "steps", "proposed", "accepted"),
     *("first_ns", "gaps", "long_gaps", "position_rows", "length_rows"),
+    *POSITION_LISTS,
 )
-_LAST_NS = (
+LAST_NS = (
     pl.col("first_ns").cast(pl.Int128)
     + pl.col("gaps").list.eval(pl.element().filter(pl.element() < LONG).cast(pl.Int128)).list.sum()
     + pl.col("long_gaps").list.eval(pl.element().cast(pl.Int128)).list.sum()
@@ -145,7 +147,7 @@ def row_rules(legs: Sequence[int], timed: bool) -> list[Rule]:
             "its long intervals (long_gaps) are not the gaps written 2^32 - 1",
             RefusedError,
         ),
-        Rule(duration_in_range(_LAST_NS), "its last step time is past 2^63 - 1 ns", RefusedError),
+        Rule(duration_in_range(LAST_NS), "its last step time is past 2^63 - 1 ns", RefusedError),
         Rule(
             pl.col("held_t_ns").is_null() == pl.col("held_tokens").is_null(),
             "held_t_ns and held_tokens are not both null or both lists",
@@ -234,11 +236,78 @@ def row_rules(legs: Sequence[int], timed: bool) -> list[Rule]:
         Rule(
             (_field_sum(lengths, "intervals") <= pl.col("steps"))
             & (_field_sum(lengths, "intervals") <= pl.col("lines") - 1)
-            & (_field_sum(lengths, "ns") <= _LAST_NS - pl.col("first_ns")),
+            & (_field_sum(lengths, "ns") <= LAST_NS - pl.col("first_ns")),
             "its length rows hold more intervals or time than its steps span",
             RefusedError,
         ),
+        *_position_list_rules(),
         *_duration_rules(),
+    ]
+
+
+def _least_difference(left: pl.Expr, right: pl.Expr) -> pl.Expr:
+    """The least ``left[i] - right[i]`` over the positions both lists have (null when none):
+    cut to one length, so that lists of two lengths (an earlier rule's) do not stop the
+    evaluation of every rule."""
+    both = pl.min_horizontal(left.list.len(), right.list.len())
+    return (left.list.head(both) - right.list.head(both)).list.min()
+
+
+def _never_grows(column: str) -> pl.Expr:
+    values = pl.col(column)
+    return (values.list.slice(1) - values.list.head(values.list.len() - 1)).list.max() <= 0
+
+
+def _position_list_rules() -> list[Rule]:
+    """A request's steps by draft position (``fold.folding.request_positions``): --from-sums
+    does not fold them, but an engine reading the file does (its per-position rates)."""
+    accepted, proposed = (pl.col(name) for name in POSITION_LISTS)
+    longest = proposed.list.len()
+    return [
+        Rule(
+            _list_all("accepted_past", count_in_range(pl.element()))
+            & _list_all("proposed_past", count_in_range(pl.element()))
+            & step_tokens_in_range(longest),
+            "accepted_past or proposed_past holds a count out of range, or is longer than "
+            "a step's largest proposal (2^16)",
+        ),
+        Rule(
+            (accepted.list.len() == longest) & ((longest == 0) == (pl.col("steps") == 0)),
+            "accepted_past and proposed_past are not as long as each other, or are empty "
+            "where it has steps (or not where it has none)",
+            RefusedError,
+        ),
+        Rule(
+            (longest == 0)
+            | (
+                (proposed.list.first() == pl.col("steps"))
+                & (proposed.list.last() > 0)
+                & (
+                    proposed.list.eval(pl.element().cast(pl.Int128)).list.sum()
+                    == pl.col("proposed")
+                )
+                & (
+                    accepted.list.eval(pl.element().cast(pl.Int128)).list.sum()
+                    == pl.col("accepted")
+                )
+            ),
+            "its steps by draft position (accepted_past, proposed_past) do not add up to its "
+            "S, P and A, or run past its largest proposal",
+            RefusedError,
+        ),
+        Rule(
+            ((longest <= 1) | (_never_grows("accepted_past") & _never_grows("proposed_past")))
+            & ((longest == 0) | (_least_difference(proposed, accepted) >= 0)),
+            "its steps by draft position grow with the position, or accept past a position "
+            "more often than they drafted it",
+            RefusedError,
+        ),
+        Rule(
+            pl.col("length_rows").list.eval(_field("length")).list.max().fill_null(0) <= longest,
+            "a length row's draft length is longer than the request's largest proposal "
+            "(proposed_past's length)",
+            RefusedError,
+        ),
     ]
 
 

@@ -1,0 +1,150 @@
+"""What a sums file's parts must say alike, beyond each part's own rules
+(``fold.folding.sums_checks`` for a row, ``fold.folding.small_tables`` for a table): each is a
+record of the same lines, kept two ways, so a file damaged in one of them is refused where
+the fold from it, or an engine's query over it, would take the damaged one.
+
+- A leg's steps by draft position, summed over its rows (what ``docs/sums.md``'s queries read),
+  are what its histogram says: per position i, the steps that proposed more than i tokens and
+  those that accepted more than i.
+- A leg's intervals to drafted lines of one draft length (its rows' length rows) are at most
+  its histogram's steps that proposed that length: each such line but a request's first gives
+  one interval.
+- Every row's writer is one of the writers, which read at least the row's lines and a line
+  numbered at least its first line's ``n``.
+- A row's step times (where the steps have times) lie in its leg's window, as attribution put
+  them there (``fold.folding.attribute``: closed windows); its run is the arm record's run of
+  that leg, and its warm flag one for the whole leg.
+
+A file made to lie consistently in every part cannot be caught, as a log cannot; these catch
+damage to one part.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from fold.errors import RefusedError
+from fold.folding.request_positions import POSITION_LISTS
+from fold.folding.sums_checks import LAST_NS
+from fold.inputs.sums_file import REDO
+
+
+def check_agreement(
+    path: str,
+    rows: pl.DataFrame,
+    tables: dict[str, pl.DataFrame],
+    arm_legs: pl.DataFrame,
+    timed: bool,
+) -> None:
+    """``rows`` (the file's, each row already checked) against its small ``tables`` and the
+    arm's legs (``index``, ``run``, ``start_ns``, ``end_ns``); the first disagreement refused."""
+    _positions_as_histogram(path, rows, tables["histogram"])
+    _lengths_within_histogram(path, rows, tables["histogram"])
+    _writers_hold_rows(path, rows, tables["writers"])
+    _rows_in_legs(path, rows, arm_legs, timed)
+
+
+def _refused(path: str, what: str) -> RefusedError:
+    return RefusedError(f"{path}: {what}; {REDO}")
+
+
+def _positions_as_histogram(path: str, rows: pl.DataFrame, histogram: pl.DataFrame) -> None:
+    accepted, proposed = POSITION_LISTS
+    by_rows = (
+        rows.select(
+            "leg",
+            pl.int_ranges(0, pl.col(proposed).list.len()).alias("i"),
+            accepted,
+            proposed,
+        )
+        .explode("i", accepted, proposed)
+        .drop_nulls("i")
+        .group_by("leg", "i")
+        .agg(pl.col(accepted, proposed).cast(pl.Int128).sum())
+    )
+    by_histogram = (
+        histogram.select(
+            "leg", pl.int_ranges(0, "proposed").alias("i"), "accepted", pl.col("count")
+        )
+        .explode("i")
+        .drop_nulls("i")
+        .group_by("leg", "i")
+        .agg(
+            (pl.col("count").cast(pl.Int128) * (pl.col("accepted") > pl.col("i")))
+            .sum()
+            .alias(accepted),
+            pl.col("count").cast(pl.Int128).sum().alias(proposed),
+        )
+    )
+    columns = ["leg", "i", accepted, proposed]
+    if (
+        not by_rows.select(columns)
+        .sort("leg", "i")
+        .equals(by_histogram.select(columns).sort("leg", "i"))
+    ):
+        raise _refused(
+            path,
+            "its rows' steps by draft position (accepted_past, proposed_past, summed per leg) "
+            "are not what the metadata's histogram says",
+        )
+
+
+def _lengths_within_histogram(path: str, rows: pl.DataFrame, histogram: pl.DataFrame) -> None:
+    intervals = (
+        rows.select("leg", "length_rows")
+        .explode("length_rows", keep_nulls=False, empty_as_null=False)
+        .unnest("length_rows")
+        .group_by("leg", pl.col("length").alias("proposed"))
+        .agg(pl.col("intervals").cast(pl.Int128).sum())
+    )
+    steps = histogram.group_by("leg", "proposed").agg(pl.col("count").cast(pl.Int128).sum())
+    over = intervals.join(steps, on=["leg", "proposed"], how="left").filter(
+        pl.col("count").is_null() | (pl.col("intervals") > pl.col("count"))
+    )
+    if over.height:
+        leg, length = over.sort("leg", "proposed").row(0)[:2]
+        raise _refused(
+            path,
+            f"leg {leg}'s rows hold more intervals to steps of draft length {length} than its "
+            "histogram has steps of that length",
+        )
+
+
+def _writers_hold_rows(path: str, rows: pl.DataFrame, writers: pl.DataFrame) -> None:
+    by_writer = rows.group_by("w").agg(
+        pl.col("lines").cast(pl.Int128).sum().alias("row_lines"),
+        pl.col("first_n").max().alias("first_n"),
+    )
+    joined = by_writer.join(writers.select("w", "lines", "max_n"), on="w", how="left")
+    wrong = joined.filter(
+        pl.col("lines").is_null()
+        | (pl.col("row_lines") > pl.col("lines"))
+        | (pl.col("first_n").fill_null(0) > pl.col("max_n"))
+    )
+    if wrong.height:
+        writer = wrong.sort("w")["w"][0]
+        raise _refused(
+            path,
+            f"writer {writer!r} of its rows is not in the metadata's writers, or read fewer "
+            "lines than its rows hold, or numbered none as high as a row's first line",
+        )
+
+
+def _rows_in_legs(path: str, rows: pl.DataFrame, arm_legs: pl.DataFrame, timed: bool) -> None:
+    legs = arm_legs.select(
+        pl.col("index").alias("leg"), pl.col("run").alias("arm_run"), "start_ns", "end_ns"
+    )
+    joined = rows.with_row_index("row").join(legs, on="leg", how="left")
+    inside = (pl.col("first_ns") >= pl.col("start_ns")) & (pl.col("end_ns") >= LAST_NS)
+    wrong = joined.filter(
+        (pl.col("run") != pl.col("arm_run")) | (~inside if timed else pl.lit(False))
+    )
+    if wrong.height:
+        row = wrong.row(0, named=True)
+        raise _refused(
+            path,
+            f"row {row['row'] + 1} (leg {row['leg']}) has another run than the arm record's "
+            "leg, or step times outside the leg's window",
+        )
+    if rows.group_by("leg").agg(pl.col("warm").n_unique()).filter(pl.col("warm") > 1).height:
+        raise _refused(path, "a leg's rows are not all warm or all not warm")

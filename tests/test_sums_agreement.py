@@ -1,0 +1,210 @@
+"""A sums file whose parts disagree (docs/sums.md, ``fold.folding.sums_agreement``), and a row's
+steps by draft position that cannot be: each planted, one at a time, in a file --sums wrote
+from the shipped fixture, and refused by --from-sums with the file, the reason and the
+documented exit code. Also the rules a plant had not reached before: a last step time past
+2^63 - 1 ns, and timed steps that cannot be."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.test_sums_damage import STEPS, Plant, _check, _first, meta, rows
+
+
+def _with_element(column: str, index: int, change: pl.Expr) -> pl.Expr:
+    """List ``column`` with its element ``index`` replaced by ``change`` (of ``pl.element()``)."""
+    return pl.col(column).list.eval(
+        pl.when(pl.int_range(pl.len()) == index).then(change).otherwise(pl.element())
+    )
+
+
+def _reshape_histogram(found: dict) -> None:
+    """Leg 0's histogram with two of its (4 proposed, 2 accepted) steps made one that accepted
+    1 and one that accepted 3: its S, P, A and largest draft are as they were."""
+    histogram = found["histogram"]
+    entries = list(zip(histogram["leg"], histogram["proposed"], histogram["accepted"], strict=True))
+    for accepted, change in ((1, 1), (2, -2), (3, 1)):
+        histogram["count"][entries.index((0, 4, accepted))] += change
+
+
+def _length(value: int) -> pl.Expr:
+    return pl.col("length_rows").list.eval(
+        pl.element().struct.with_fields(pl.lit(value, pl.Int64).alias("length"))
+    )
+
+
+PLANTS: dict[str, tuple[Plant, int, str]] = {
+    "a position count below 0": (
+        rows(_first("accepted_past", _with_element("accepted_past", 1, pl.lit(-1)))),
+        2,
+        "accepted_past or proposed_past holds a count out of range",
+    ),
+    "lists of two lengths": (
+        rows(_first("accepted_past", pl.col("accepted_past").list.concat(pl.lit([0])))),
+        1,
+        "are not as long as each other",
+    ),
+    "no lists where it has steps": (
+        rows(
+            lambda table: _first("proposed_past", pl.lit([], pl.List(pl.Int64)))(
+                _first("accepted_past", pl.lit([], pl.List(pl.Int64)))(table)
+            )
+        ),
+        1,
+        "are empty where it has steps",
+    ),
+    "a position past its largest proposal": (
+        rows(
+            lambda table: _first("proposed_past", pl.col("proposed_past").list.concat(pl.lit([0])))(
+                _first("accepted_past", pl.col("accepted_past").list.concat(pl.lit([0])))(table)
+            )
+        ),
+        1,
+        "do not add up to its S, P and A, or run past its largest proposal",
+    ),
+    "a drafted position counted once more": (
+        rows(_first("proposed_past", _with_element("proposed_past", 1, pl.element() + 1))),
+        1,
+        "do not add up to its S, P and A",
+    ),
+    "positions growing": (
+        rows(_first("accepted_past", pl.col("accepted_past").list.reverse())),
+        1,
+        "its steps by draft position grow with the position",
+    ),
+    "a length past its largest proposal": (
+        rows(_first("length_rows", _length(65536))),
+        1,
+        "a length row's draft length is longer than the request's largest proposal",
+    ),
+    "the histogram reshaped, S, P and A kept": (
+        meta(_reshape_histogram),
+        1,
+        "are not what the metadata's histogram says",
+    ),
+    "intervals to a length the leg never drafted": (
+        rows(_first("length_rows", _length(3))),
+        1,
+        "leg 0's rows hold more intervals to steps of draft length 3",
+    ),
+    "a writer renamed": (
+        meta(lambda found: found["writers"]["w"].__setitem__(0, "nobody")),
+        1,
+        "of its rows is not in the metadata's writers",
+    ),
+    "a row after its leg's window": (
+        rows(
+            lambda table: _first("first_t_ns", pl.col("first_t_ns") + 10**15)(
+                _first("first_ns", pl.col("first_ns") + 10**15)(table)
+            )
+        ),
+        1,
+        "step times outside the leg's window",
+    ),
+    "another run": (rows(_first("run", pl.col("run") + 100)), 1, "has another run than"),
+    "one row of a warm leg not warm": (
+        rows(
+            lambda table: table.with_columns(pl.lit(True).alias("warm")).with_columns(
+                pl.when(pl.int_range(pl.len()) == 0)
+                .then(False)
+                .otherwise(pl.col("warm"))
+                .alias("warm")
+            )
+        ),
+        1,
+        "a leg's rows are not all warm or all not warm",
+    ),
+    "a last step time past 2^63 - 1 ns": (
+        rows(lambda table: _first("first_t_ns", 2**63 - 2)(_first("first_ns", 2**63 - 2)(table))),
+        1,
+        "its last step time is past 2^63 - 1 ns",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", PLANTS)
+def test_parts_that_disagree_are_refused(tmp_path, capsys, name):
+    plant, code, words = PLANTS[name]
+    _check(tmp_path, capsys, STEPS, plant, code, words)
+
+
+@pytest.mark.parametrize(
+    ("column", "words"),
+    [
+        ("timed_steps", "its timed steps cannot be true together"),
+        ("draft_steps", "its timed steps cannot be true together"),
+    ],
+)
+def test_timed_steps_that_cannot_be_are_refused(tmp_path, capsys, column, words):
+    """More steps timed whole than drafted, or drafted lines past the request's lines."""
+    from tests.step_logs import timed_copy
+
+    log = timed_copy(STEPS, tmp_path / "timed.jsonl")
+    plant = rows(_first(column, pl.col("lines") + 1))
+    _check(tmp_path, capsys, log, plant, 1, words)
+
+
+def _broken(row: dict) -> list[str]:
+    """The words of every position-list rule ``row`` breaks (its steps, P, A, lists and
+    length rows), evaluated alone."""
+    from fold.folding.sums_checks import _position_list_rules
+
+    table = pl.DataFrame(
+        [row],
+        schema={
+            "steps": pl.Int64,
+            "proposed": pl.Int64,
+            "accepted": pl.Int64,
+            "accepted_past": pl.List(pl.Int64),
+            "proposed_past": pl.List(pl.Int64),
+            "length_rows": pl.List(pl.Struct({"length": pl.Int64})),
+        },
+    )
+    rules = _position_list_rules()
+    held = table.select(
+        [rule.holds.fill_null(False).alias(str(i)) for i, rule in enumerate(rules)]
+    ).row(0)
+    return [rule.words for rule, holds in zip(rules, held, strict=True) if not holds]
+
+
+def _row(steps: list[tuple[int, int]]) -> dict:
+    """A request's row from its steps' (proposed, accepted), lists by the definition."""
+    longest = max((p for p, _ in steps), default=0)
+    return {
+        "steps": sum(1 for p, _ in steps if p > 0),
+        "proposed": sum(p for p, _ in steps),
+        "accepted": sum(a for _, a in steps),
+        "accepted_past": [sum(1 for _, a in steps if a > i) for i in range(longest)],
+        "proposed_past": [sum(1 for p, _ in steps if p > i) for i in range(longest)],
+        "length_rows": [{"length": p} for p in sorted({p for p, _ in steps if p > 0})],
+    }
+
+
+def test_accepting_past_a_position_more_often_than_drafting_it_is_refused():
+    # three steps, drafting position 1 once and accepting past it twice: each list keeps its
+    # order, they add up to S = 3, P = 4 and A = 4, and only their positions together cannot be
+    assert _broken(_row([(2, 2), (1, 1), (1, 1)])) == []
+    row = {
+        "steps": 3,
+        "proposed": 4,
+        "accepted": 4,
+        "accepted_past": [2, 2],
+        "proposed_past": [3, 1],
+        "length_rows": [],
+    }
+    assert _broken(row) == [
+        "its steps by draft position grow with the position, or accept past a position "
+        "more often than they drafted it"
+    ]
+
+
+steps = st.integers(0, 6).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, p)))
+
+
+@given(st.lists(steps, max_size=10))
+def test_lists_made_from_steps_keep_every_rule(request_steps):
+    """No false refusal: a request's lists as its steps give them pass every rule."""
+    assert _broken(_row(request_steps)) == []
