@@ -71,7 +71,7 @@ def _other() -> str:
 
 def check(data: bytes, directory: str) -> None:
     """The input as the only host's file (JSON and markdown), then beside the second host's
-    (the table with intervals)."""
+    (the table with intervals) with the union's sums file written, which must fold again."""
     path = os.path.join(directory, "host.parquet")
     with open(path, "wb") as handle:
         handle.write(data)
@@ -86,8 +86,19 @@ def check(data: bytes, directory: str) -> None:
         document = json.loads(Path(json_path).read_bytes())
         harness.check_lists(document, len(data))
         _agrees(document, data, alone)
-    union = harness.run([MAIN_ARM, "--from-sums", path, "--from-sums", _other(), *RESAMPLED])
+    merged = os.path.join(directory, "merged.parquet")
+    if os.path.exists(merged):
+        os.remove(merged)
+    union = harness.run(
+        [MAIN_ARM, "--from-sums", path, "--from-sums", _other(), "--sums", merged, *RESAMPLED]
+    )
     harness.judge(union, fuzzed=path, input_bytes=len(data))
+    if union.status == 0:
+        # The union's own file (--sums beside --from-sums) folds as the union did.
+        again = harness.run([MAIN_ARM, "--from-sums", merged, *RESAMPLED])
+        harness.judge(again, fuzzed=path, input_bytes=len(data))
+        if again.status != 0:
+            raise Finding(f"{again.describe()}: the union's own sums file is not folded")
 
 
 def _agrees(document: dict, data: bytes, outcome: harness.Outcome) -> None:

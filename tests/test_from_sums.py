@@ -32,7 +32,7 @@ from tests.strategies import fold_cases, scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-NAMED = re.compile(r" \(in [^()]*\)$")
+NAMED = re.compile(r"(?: \(in [^()]*\))+$")  # a merged file's logs: one per merge
 RESAMPLES = 200
 WRITER = re.compile(rb'"w": *("(?:[^"\\]|\\.)*")')
 SEQ = re.compile(rb'"seq": *("(?:[^"\\]|\\.)*"|-?[0-9]+)')
@@ -250,7 +250,61 @@ def test_any_log_split_across_hosts_folds_from_sums_as_its_logs_or_is_refused(
         return
     assert not isinstance(together, FoldError), str(together)
     assert plain(merged) == plain(together)
+    # The union's own sums file is the logs' together, row for row.
+    assert _rows(_sums(fold_from_sums, arm, files, **options)) == _rows(
+        _sums(
+            fold_acceptance,
+            arm,
+            [str(log) for log in logs],
+            skip_bad_lines=case.skip_bad_lines,
+            **options,
+        )
+    )
     event(f"folded alike, {hosts} host(s)")
+
+
+def _sums(fold, arm, inputs, **options) -> SumsFile:
+    try:
+        sums = fold(arm, inputs, sums=True, **options).sums
+    except RefusedWithSums as refused:
+        sums = refused.sums
+    assert isinstance(sums, SumsFile)
+    return sums
+
+
+def _rows(sums: SumsFile) -> list[tuple]:
+    """The file's rows in key order (a union lists its requests in its files' order)."""
+    return sorted(sums.table.rows(), key=lambda row: repr(row[:6]))
+
+
+def test_sums_files_merge_into_one_as_the_logs_fold_into_one(tmp_path, capsys):
+    """Eight hosts' files merged in two stages (--from-sums with --sums): the last file holds
+    the rows --sums of all the logs together writes, and folds to their document."""
+    arm = str(FIXTURES / "our-arm.json")
+    logs = host_logs(shuffled(FIXTURES / "steps.jsonl", tmp_path / "s.jsonl"), tmp_path, 8)
+    files = [sums_of(arm, log, tmp_path / f"{log.stem}.parquet", resamples=0) for log in logs]
+    halves = []
+    for half, chosen in enumerate((files[:4], files[4:])):
+        target = tmp_path / f"half-{half}.parquet"
+        inputs = [item for path in chosen for item in ("--from-sums", str(path))]
+        assert cli([arm, *inputs, "--sums", str(target), "--quiet"]) in (0, 1)
+        halves.append(str(target))
+    capsys.readouterr()
+    whole = tmp_path / "whole.parquet"
+    inputs = [item for path in halves for item in ("--from-sums", path)]
+    assert cli([arm, *inputs, "--sums", str(whole), "--quiet"]) == 0
+    together = fold_acceptance(arm, [str(log) for log in logs], sums=True, resamples=RESAMPLES)
+    assert together.sums is not None
+    table = pl.read_parquet(whole)
+    assert _rows(SumsFile(table, ())) == _rows(together.sums)
+    assert table["held_t_ns"].is_not_null().sum() > 0  # lines held whole went through both
+    merged = fold_from_sums(arm, [str(whole)], resamples=RESAMPLES)
+    assert plain(merged) == plain(together)
+    names = [entry["path"] for entry in merged.to_json()["files"]]
+    assert (
+        f"{tmp_path / 'host-0.jsonl'} (in {tmp_path / 'host-0.parquet'}) "
+        f"(in {tmp_path / 'half-0.parquet'}) (in {whole})"
+    ) in names
 
 
 def test_a_request_in_two_files_is_refused(tmp_path, capsys):
@@ -294,7 +348,6 @@ def test_files_of_two_step_sources_are_refused(tmp_path, capsys):
         (["STEPS"], "is a step log: fold one or the other"),
         (["--follow"], "--follow does not go with --from-sums"),
         (["--trace", "t.json"], "--trace does not go with --from-sums"),
-        (["--sums", "again.parquet"], "--sums does not go with --from-sums"),
         (["--skip-bad-lines"], "--skip-bad-lines does not go with --from-sums"),
     ],
 )

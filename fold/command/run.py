@@ -307,12 +307,6 @@ def _check_from_sums(arguments: argparse.Namespace) -> None:
             arguments.trace,
             "the timeline draws the logs' lines, which stayed on the hosts",
         ),
-        (
-            "--sums",
-            arguments.sums,
-            "the steps by draft position are counted from the logs' "
-            "lines; --sums on each host wrote them",
-        ),
         ("--skip-bad-lines", arguments.skip_bad_lines, "each host's fold read its own log"),
     ):
         if given:
@@ -328,7 +322,13 @@ def _fold_once(arm, arguments: argparse.Namespace, stderr: Console) -> Document:
 
         options = fold_options(arguments)
         del options["skip_bad_lines"]
-        return fold_from_sums(arm, arguments.from_sums, predicate=arguments.warm, **options)
+        return fold_from_sums(
+            arm,
+            arguments.from_sums,
+            predicate=arguments.warm,
+            sums=arguments.sums is not None,
+            **options,
+        )
 
     progress = ProgressBar(expand_log_paths(arguments.logs), stderr, arguments.quiet)
     try:

@@ -24,6 +24,7 @@ from fold.folding.document import Document
 from fold.folding.host_sums import ARM_LEGS, FILE_SCHEMA, SMALL_TABLES
 from fold.folding.log_fold import LogFold, checked_settings
 from fold.folding.merge import merge_all
+from fold.folding.request_positions import POSITION_LISTS
 from fold.folding.result import ENGINE_TRACE, STEP_LOG
 from fold.folding.small_tables import check_small_tables, named_log, read_counts_of
 from fold.folding.step_intervals import COLUMNS as STEP_INTERVALS
@@ -47,6 +48,9 @@ class HostPart:
     partial: PartialFold
     read_counts: dict[str, ReadCounts]
     step_source: str
+    draft_positions: pl.DataFrame
+    """Each request's steps by draft position (``REQUEST_KEY`` as the partial keys it, and
+    ``POSITION_LISTS``), as the file's rows carry them."""
 
 
 def fold_from_sums(
@@ -59,9 +63,12 @@ def fold_from_sums(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     stall_factor: float = DEFAULT_STALL_FACTOR,
+    sums: bool = False,
 ) -> Document:
     """The fold of the hosts' sums files (paths or globs) over the arm's legs: the document the
-    fold of their logs together gives (the files' paths name each log with its sums file)."""
+    fold of their logs together gives (the files' paths name each log with its sums file).
+    ``sums``: the document carries the union's sums file too (``Document.sums``), the one
+    ``--sums`` gives of the logs together but for the logs' names."""
     record, _ = checked_settings(arm, predicate, window_steps, resamples, seed, stall_factor)
     hosts = [read_sums_file(path, record) for path in expand_log_paths(sums_files, "sums file")]
     sources = {host.step_source for host in hosts}
@@ -77,6 +84,7 @@ def fold_from_sums(
         merge_all([host.partial for host in hosts]),
         {name: counts for host in hosts for name, counts in host.read_counts.items()},
         hosts[0].step_source,
+        pl.concat([host.draft_positions for host in hosts]),
     )
     return fold.result(
         predicate,
@@ -85,6 +93,7 @@ def fold_from_sums(
         resamples=resamples,
         seed=seed,
         stall_factor=stall_factor,
+        sums=sums,
     )
 
 
@@ -109,6 +118,13 @@ def read_sums_file(path: str, record: ArmRecord) -> HostPart:
         partial,
         {renamed[log]: counts for log, counts in read_counts.items()},
         source,
+        partial.step_times.select(REQUEST_KEY).join(
+            _keyed(table).select(*REQUEST_KEY, *POSITION_LISTS),
+            on=REQUEST_KEY,
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
+        ),
     )
 
 
@@ -144,8 +160,13 @@ def _check_arm(path: str, found: object, record: ArmRecord) -> None:
     )
 
 
+def _keyed(table: pl.DataFrame) -> pl.DataFrame:
+    """The rows keyed as a partial keys its requests: a string id's ``seq`` 0, not null."""
+    return table.with_columns(pl.col("seq").fill_null(0))
+
+
 def _partial(table: pl.DataFrame, small: dict[str, pl.DataFrame], path: str) -> PartialFold:
-    keyed = table.with_columns(pl.col("seq").fill_null(0)).sort(REQUEST_KEY)
+    keyed = _keyed(table).sort(REQUEST_KEY)
     numbered = keyed.with_row_index("request")
     held = numbered.filter(pl.col("held_t_ns").is_not_null())
     rows = {

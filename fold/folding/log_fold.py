@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import polars as pl
+
 from fold.errors import InputError, RefusedError
 from fold.folding import native
 from fold.folding.accumulate import MERGE_EVERY, PartialFold
@@ -42,6 +44,10 @@ class LogFold:
     read_counts: dict[str, ReadCounts] = field(default_factory=dict)
     step_source: str = STEP_LOG
     """The hook's step logs (``STEP_LOG``) or the engine's trace (``ENGINE_TRACE``)."""
+    draft_positions: pl.DataFrame | None = None
+    """Each request's steps by draft position where they are known already (a union of sums
+    files carries them, ``fold.folding.from_sums``): the sums file takes them instead of
+    counting them from the logs' lines, which such a fold does not have."""
     _legs: Legs | None = field(default=None, repr=False, compare=False)
 
     def add_engine_traces(self, paths: list[str], *, skip_bad_lines: bool = False) -> None:
@@ -140,14 +146,16 @@ class LogFold:
     def settle(self, check: ThroughputCheck, stall_factor: float, *, sums: bool) -> LineFigures:
         """The figures from the partial's lines (``settle_lines``): after them, the document
         needs none of its per-line tables."""
-        return settle_lines(
+        known = self.draft_positions
+        lines = settle_lines(
             self.partial,
             self.arm.legs,
             check,
             stall_factor=stall_factor,
             step_source=self.step_source,
-            draft_positions=sums,
+            draft_positions=sums and known is None,
         )
+        return replace(lines, draft_positions=known) if sums and known is not None else lines
 
     def sums_file(self, lines: LineFigures, check: ThroughputCheck) -> SumsFile:
         """This fold's sums file (``fold.folding.host_sums``), its lines settled with the steps
