@@ -243,6 +243,10 @@ PyObject* build_result(RangeResult& result) {
       {"length", arrow_column(std::move(order_figures.length), false)},
       {"length_intervals", arrow_column(std::move(order_figures.intervals), false)},
       {"length_ns", arrow_column(std::move(order_figures.ns), false)},
+      {"tally_row", arrow_column(std::move(order_figures.tally_row), false)},
+      {"tally_proposed", arrow_column(std::move(order_figures.tally_proposed), false)},
+      {"tally_accepted", arrow_column(std::move(order_figures.tally_accepted), false)},
+      {"tally_count", arrow_column(std::move(order_figures.tally_count), false)},
       {"durations", durations},
       {"attributed_requests", PyLong_FromSize_t(rows.size())},
       {"first_ns", arrow_column(std::move(intervals.first), false)},
@@ -279,7 +283,9 @@ const char kDoc[] =
     "'first_ns', 'gaps', 'long_gaps': each attributed request's step intervals\n"
     "(fold.folding.step_intervals), in the order of the other columns.\n"
     "'durations': None when no line carried draft_ns or verify_ns, else per request (in the\n"
-    "order of the other columns) timed_steps, draft_steps, verify_steps, draft_ns, verify_ns.";
+    "order of the other columns) timed_steps, draft_steps, verify_steps, draft_ns, verify_ns.\n"
+    "tally_drafts (keyword): also 'tally_row', 'tally_proposed', 'tally_accepted',\n"
+    "'tally_count', the attributed drafted lines counted by (row, proposed, accepted).";
 
 PyObject* fold_range_py(PyObject*, PyObject* args, PyObject* keywords) {
   PyObject* path_bytes = nullptr;
@@ -291,15 +297,16 @@ PyObject* fold_range_py(PyObject*, PyObject* args, PyObject* keywords) {
   int threads = 0;
   PyObject* seed_columns_in = Py_None;
   int keep_seeds = 0;
+  int tally_drafts = 0;
   static const char* kKeywords[] = {
       "path", "begin", "end", "skip_bad", "per_line", "points", "segment_leg", "segment_status",
       "segment_labels", "leg_start", "leg_span", "bins_per_leg", "block", "bytes_per_thread",
-      "threads", "seeds", "keep_seeds", nullptr};
+      "threads", "seeds", "keep_seeds", "tally_drafts", nullptr};
   if (!PyArg_ParseTupleAndKeywords(
-          args, keywords, "O&LLpiOOOOOOL|nn$iOp:fold_range", const_cast<char**>(kKeywords),
+          args, keywords, "O&LLpiOOOOOOL|nn$iOpp:fold_range", const_cast<char**>(kKeywords),
           PyUnicode_FSConverter, &path_bytes, &begin, &end, &skip_bad, &per_line, &points,
           &segment_leg, &segment_status, &segment_labels, &leg_start, &leg_span, &bins_per_leg,
-          &block, &bytes_per_thread, &threads, &seed_columns_in, &keep_seeds)) {
+          &block, &bytes_per_thread, &threads, &seed_columns_in, &keep_seeds, &tally_drafts)) {
     return nullptr;
   }
   std::unique_ptr<PyObject, void (*)(PyObject*)> path_owner(path_bytes,
@@ -354,6 +361,7 @@ PyObject* fold_range_py(PyObject*, PyObject* args, PyObject* keywords) {
   auto result = std::make_unique<RangeResult>();
   result->per_line = static_cast<PerLine>(per_line);
   result->keep_seeds = keep_seeds != 0;
+  result->fold.tally_drafts = tally_drafts != 0;
   bool opened = false;
   bool out_of_memory = false;
   bool no_thread = false;

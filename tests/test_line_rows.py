@@ -13,7 +13,7 @@ drafted line's proposed (lines of one time in proposed order).
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -158,7 +158,7 @@ def folded(paths: list[str], *, native: bool = True) -> tuple[PartialFold, Nativ
     pass takes them."""
     arm = arm_from_document(legs())
     with native_switch(native):
-        fold = LogFold(arm)
+        fold = LogFold(arm, tally_drafts=True)
         for path in paths:
             fold.add_file(path)
     return fold.partial, Legs.of(arm.legs).native
@@ -193,16 +193,22 @@ def test_one_file_both_ways_against_the_definition(tmp_path_factory, lines):
 @given(logs(), st.integers(1, 60), st.sampled_from([64, 200, 1000]))
 def test_ranges_on_many_threads_fold_the_same_rows(tmp_path_factory, lines, threads, block):
     """A range continued by a later one is read again from where it left the request: the rows
-    are those of one thread, whatever the cut."""
+    are those of one thread, whatever the cut; the drafted lines' counts add up across the
+    ranges to one thread's."""
     log = write(tmp_path_factory.mktemp("rows") / "steps.jsonl", lines)
     arm = arm_from_document(legs())
     arguments = Legs.of(arm.legs).native.arguments
 
-    def rows(**options: int) -> list[list[Any]]:
-        raw = _native.fold_range(log, 0, -1, False, 0, *arguments, 512, **options)
+    def rows(**options: int) -> list[Any]:
+        raw = _native.fold_range(
+            log, 0, -1, False, 0, *arguments, 512, tally_drafts=True, **options
+        )
         names = ("bucket_row", "bucket", "bucket_steps", "bucket_proposed", "bucket_accepted",
                  "length_row", "length", "length_intervals", "length_ns", "unordered")  # fmt: skip
-        return [fold.folding.native_rows.series(name, raw[name]).to_list() for name in names]
+        column = fold.folding.native_rows.series
+        parts = ("row", "proposed", "accepted", "count")
+        tally = zip(*(column(name, raw[f"tally_{name}"]).to_list() for name in parts), strict=True)
+        return [*(column(name, raw[name]).to_list() for name in names), sorted(tally)]
 
     one = rows()
     assert rows(block=block, bytes_per_thread=1, threads=min(threads, 8)) == one
@@ -307,17 +313,58 @@ def test_lines_out_of_order_are_held_while_the_file_is_there(tmp_path: Path):
     assert keyed(line_rows(partial, index), partial.step_times) == by_definition(lines)
 
 
-def test_a_log_rewritten_before_its_lines_are_counted_again_is_refused(tmp_path: Path):
-    """The steps by draft position count the pass's lines again from the file: a file whose
-    lines changed in between (same length, other counts) is refused, naming it."""
-    lines: list[Line] = [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (10, 20, 30)]
-    log = tmp_path / "steps.jsonl"
-    write(log, lines)
-    partial, index = folded([str(log)])
-    assert draft_counts(partial, index).rows() == [(0, 4, 2, 3)]
-    write(log, [(WRITERS[0], 1, 0, offset, 4, 1, None) for offset in (10, 20, 30)])
-    with pytest.raises(InputError, match=f"{log}: the step log changed while it was read"):
-        draft_counts(partial, index)
+def drafted_by_definition(lines: list[Line]) -> Counter:
+    """Each request's drafted lines by (proposed, accepted), keyed by (leg, writer, request)."""
+    return Counter(
+        (leg, writer, request, proposed, accepted)
+        for writer, request, leg, _, proposed, accepted, _ in lines
+        if proposed > 0
+    )
+
+
+def counted(partial: PartialFold) -> Counter:
+    keys = [
+        (row["leg"], row["w"], row["seq"] if row["sid"] is None else row["sid"])
+        for row in partial.step_times.iter_rows(named=True)
+    ]
+    found: Counter = Counter()
+    for request, proposed, accepted, count in draft_counts(partial).iter_rows():
+        found[(*keys[request], proposed, accepted)] += count
+    return found
+
+
+@settings(max_examples=100, deadline=None)
+@given(logs(), st.integers(1, 3))
+def test_drafted_lines_are_counted_as_they_are_read(tmp_path_factory, lines, files):
+    """The steps by draft position take each request's drafted lines by (proposed, accepted):
+    the pass counts them as it reads, and the lines it holds (out of order) are counted from
+    their tokens, each line once, with the log split across files and the files gone after
+    the read (nothing is read again); the reference reader, which holds every line, agrees."""
+    folder = tmp_path_factory.mktemp("counts")
+    paths = [write(folder / f"steps-{index}.jsonl", lines[index::files]) for index in range(files)]
+    partials = [folded(paths, native=native)[0] for native in (True, False)]
+    for path in paths:
+        Path(path).unlink()
+    for partial in partials:
+        assert counted(partial) == drafted_by_definition(lines)
+
+
+def test_counts_asked_of_a_fold_read_without_counting_are_refused(tmp_path: Path):
+    """A fold read without counting its drafted lines cannot give them later: refused, since
+    its counts would be short, never given short."""
+    log = write(
+        tmp_path / "steps.jsonl", [(WRITERS[0], 1, 0, offset, 4, 2, None) for offset in (10, 20)]
+    )
+    arm = arm_from_document(legs())
+    with native_switch(True):
+        fold = LogFold(arm)
+        fold.add_file(log)
+    with pytest.raises(ValueError, match="were read without"):
+        draft_counts(fold.partial)
+    with native_switch(True):
+        fold = LogFold(arm, tally_drafts=True)
+        fold.add_file(log)
+    assert draft_counts(fold.partial).rows() == [(0, 4, 2, 2)]
 
 
 @pytest.mark.parametrize("native", [True, False])

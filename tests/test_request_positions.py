@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from fold.api import fold_acceptance
 from fold.folding.accumulate import SCHEMAS, PartialFold
 from fold.folding.line_rows import draft_counts
-from fold.folding.native import NativeLegs
 from fold.folding.packed_tokens import TOKEN_BITS
 from fold.folding.request_positions import POSITION_LISTS, request_positions
 from fold.folding.step_intervals import encode
@@ -52,7 +51,7 @@ def positions(requests: list[list[tuple[int, int]]]) -> pl.DataFrame:
         schema=SCHEMAS["held_lines"],
     )
     partial = PartialFold(step_times=step_times, held_lines=held)
-    return request_positions(step_times, draft_counts(partial, NativeLegs.of(None, None)))
+    return request_positions(step_times, draft_counts(partial))
 
 
 def test_by_hand():

@@ -122,6 +122,12 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "intervals": pl.Int64(),
         "ns": pl.Int128(),
     },
+    "draft_tally": {
+        "request": pl.UInt32(),
+        "proposed": pl.Int64(),
+        "accepted": pl.Int64(),
+        "count": pl.Int64(),
+    },
     "line_spans": {
         "request": pl.UInt32(),
         "path": pl.Categorical(),
@@ -172,6 +178,7 @@ TABLE_KEYS = {
     "held_lines": ["request"],
     "position_rows": ["request", "bucket"],
     "length_rows": ["request", "length"],
+    "draft_tally": ["request", "proposed", "accepted"],
     "line_spans": ["request", "path"],
     "files": ["path"],
     "durations": REQUEST_KEY,
@@ -206,6 +213,10 @@ class PartialFold:
     length_rows: pl.DataFrame = field(default_factory=lambda: empty_table("length_rows"))
     """Per request and draft length, the intervals to its drafted lines and their sum, as the
     native pass folded them."""
+    draft_tally: pl.DataFrame = field(default_factory=lambda: empty_table("draft_tally"))
+    """Per request and (proposed, accepted), the drafted lines the native pass met, where the
+    read was asked to count them (the sums file's steps by draft position): a request's lines
+    held (``held_lines``) are not among them."""
     line_spans: pl.DataFrame = field(default_factory=lambda: empty_table("line_spans"))
     """Per request and file the native pass read: the bytes its lines span (from the first's
     start to the last's end), how many reads met it without continuing it from an earlier
@@ -357,7 +368,8 @@ def assemble(
     """The partial fold of per-request sums (``PER_REQUEST_SCHEMA``, and ``DURATION_SUMS``
     when the fold path kept them). The step times come from the per-request ``t_ns`` lists (and
     the held lines with ``tokens`` beside them), or ready-made and sorted (the native pass's,
-    uncopied, with its ``native_rows``: ``position_rows``, ``length_rows``, ``line_spans``)."""
+    uncopied, with its ``native_rows``: ``position_rows``, ``length_rows``, ``draft_tally``,
+    ``line_spans``)."""
     writers = (
         per_request.group_by("w")
         .agg(

@@ -276,7 +276,11 @@ class Follower:
                 "done, without --follow; --follow reads the hook's step logs"
             )
         return LogFile(
-            path, skip_bad_lines=self.skip_bad_lines, block_bytes=self.block_bytes, keep_seeds=True
+            path,
+            skip_bad_lines=self.skip_bad_lines,
+            block_bytes=self.block_bytes,
+            keep_seeds=True,
+            tally_drafts=self.sums,
         )
 
     def _check_tails(self, notices: list[Notice]) -> bool:
@@ -348,7 +352,10 @@ class Follower:
         order = {path: index for index, path in enumerate(self._matches())}
         paths = sorted(self._tails, key=lambda path: order.get(path, len(order)))
         return LogFold(
-            arm, self._partial, {path: self._tails[path].reader.counts for path in paths}
+            arm,
+            self._partial,
+            {path: self._tails[path].reader.counts for path in paths},
+            tally_drafts=self.sums,
         )
 
     def _view(self, notices: list[Notice], new_bytes: int) -> FollowView:

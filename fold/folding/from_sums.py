@@ -84,7 +84,7 @@ def fold_from_sums(
         merge_all([host.partial for host in hosts]),
         {name: counts for host in hosts for name, counts in host.read_counts.items()},
         hosts[0].step_source,
-        pl.concat([host.draft_positions for host in hosts]),
+        draft_positions=pl.concat([host.draft_positions for host in hosts]),
     )
     return fold.result(
         predicate,

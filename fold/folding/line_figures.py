@@ -75,6 +75,6 @@ def line_figures(
     )
     by_request = None
     if draft_positions:
-        counted = draft_counts(partial, legs or native.NativeLegs.of(None, None))
+        counted = draft_counts(partial)
         by_request = request_positions(step_times, counted)
     return LineFigures(cadence, by_position, lengths, by_request)

@@ -13,8 +13,10 @@ reference definitions (``fold.folding.by_position``, ``fold.folding.step_lengths
 one file in pieces (a follower's polls) continue each request from where the last left it, so
 their rows add up and nothing is read again.
 
-The steps by draft position (the sums file's lists) need only counts, in any order: they are
-counted from the same two sources, the lines read back in counting mode.
+The steps by draft position (the sums file's lists) need only counts, in any order: the pass
+counts a request's drafted lines by (proposed, accepted) as it reads them, when asked to
+(``PartialFold.draft_tally``), and the lines held are counted from their tokens; no line is
+read again for them.
 """
 
 from __future__ import annotations
@@ -117,52 +119,40 @@ def hold_unsure(partial: PartialFold, legs: native.NativeLegs) -> PartialFold:
         line_spans=kept(partial.line_spans),
         position_rows=kept(partial.position_rows),
         length_rows=kept(partial.length_rows),
+        draft_tally=kept(partial.draft_tally),  # its lines are held now: counted from there
     )
 
 
-def draft_counts(partial: PartialFold, legs: native.NativeLegs) -> pl.DataFrame:
-    """Per request (its row in ``step_times``) and (proposed, accepted), the lines met: from
-    the held lines, and the lines the pass read, counted again from their bytes."""
-    parts = [_held_counts(partial.held_lines)]
-    for path, spans in _by_path(partial.line_spans):
-        parts.append(_read_back(path, spans, partial.step_times, legs, counts=True))
-    counted = (
-        pl.concat([part.cast(DRAFT_COUNTS) for part in parts])
-        .group_by("request", "proposed", "accepted")
-        .agg(pl.col("count").sum())
-        .sort("request", "proposed", "accepted")
+def draft_counts(partial: PartialFold) -> pl.DataFrame:
+    """Per request (its row in ``step_times``) and (proposed, accepted), its drafted lines:
+    those held, and those the native pass counted as it read (``draft_tally``, where the read
+    was asked to count them), in no order, a combination possibly in several rows (reads in
+    pieces), whose counts add. Every drafted line is one or the other, or the partial was read
+    without counting: a ``ValueError``, since its counts would be short."""
+    counted = pl.concat(
+        [
+            _held_counts(partial.held_lines).cast(DRAFT_COUNTS),
+            partial.draft_tally.cast(DRAFT_COUNTS),
+        ]
     )
-    _check_counts(counted, partial, _paths(partial.line_spans))
-    return counted.cast(DRAFT_COUNTS)
-
-
-def _check_counts(counted: pl.DataFrame, partial: PartialFold, paths: str) -> None:
-    """The lines counted again are the lines the read met: per request read back, as many, and
-    as many tokens proposed and accepted, or the file changed between the two reads."""
-    read_back = partial.line_spans["request"].unique().implode()
-    counted = counted.filter(pl.col("request").is_in(read_back))
-    totals = counted.group_by("request").agg(
-        pl.col("count").sum().alias("lines"),
-        (pl.col("proposed") * pl.col("count")).sum().alias("proposed"),
-        (pl.col("accepted") * pl.col("count")).sum().alias("accepted"),
-    )
+    # Each request's S is its drafted lines: the counts must add up to it.
+    steps = np.zeros(partial.step_times.height, dtype=np.int64)
+    np.add.at(steps, counted["request"].to_numpy(), counted["count"].to_numpy())
     rows = partial.step_times.select(REQUEST_KEY).with_row_index("request")
-    rows = rows.filter(pl.col("request").is_in(read_back))
-    met = rows.join(
-        partial.requests.select(*REQUEST_KEY, "lines", "proposed", "accepted"),
+    expected = rows.join(
+        partial.requests.select(*REQUEST_KEY, "steps"),
         on=REQUEST_KEY,
         how="left",
         nulls_equal=True,
-    ).select("request", "lines", "proposed", "accepted")
-    compared = met.join(totals, on="request", how="full", suffix="_counted", coalesce=True)
-    differs = compared.filter(
-        (pl.col("lines") != pl.col("lines_counted"))
-        | (pl.col("proposed") != pl.col("proposed_counted"))
-        | (pl.col("accepted") != pl.col("accepted_counted"))
-        | pl.any_horizontal(pl.all().is_null())
-    )
-    if differs.height:
-        raise _changed(paths, "its lines counted again for the steps by draft position differ")
+        maintain_order="left",
+    )["steps"]
+    if not (expected.is_null() | (expected == pl.Series(steps))).all():
+        raise ValueError(
+            "the steps by draft position count the lines as they are read, and this fold's "
+            "were read without: read them with the sums asked for from the start "
+            "(fold_acceptance(..., sums=True), LogFold(..., tally_drafts=True))"
+        )
+    return counted
 
 
 def _all_standing(partial: PartialFold) -> bool:
@@ -212,7 +202,7 @@ def _lines_again(partial: PartialFold, again: pl.Series, legs: native.NativeLegs
     parts = [held.drop_nulls("t_ns").select("request", "t_ns", "tokens")]
     spans = partial.line_spans.filter(pl.col("request").is_in(again.implode()))
     for path, named in _by_path(spans):
-        parts.append(_read_back(path, named, partial.step_times, legs, counts=False))
+        parts.append(_read_back(path, named, partial.step_times, legs))
     lines = pl.concat(
         [part.cast({"request": pl.UInt32, "t_ns": pl.Int64, "tokens": pl.Int64}) for part in parts]
     )
@@ -253,10 +243,8 @@ def _read_back(
     spans: pl.DataFrame,
     step_times: pl.DataFrame,
     legs: native.NativeLegs,
-    *,
-    counts: bool,
 ) -> pl.DataFrame:
-    """The requests' lines (or their counts) read back from the bytes their spans cover in
+    """The requests' lines read back from the bytes their spans cover in
     ``path``, spans less than ``READ_BACK_GAP`` apart in one read; ``request`` in the result is
     the request's row in ``step_times``, as in ``spans``."""
     ordered = spans.with_row_index("row").sort("first_offset")
@@ -283,9 +271,7 @@ def _read_back(
             spans["last_end"].gather(chosen).to_list(),
         )
         try:
-            found = native.collect_lines(
-                path, begin, end, legs, keys[chosen], counts=counts, spans=bounds
-            )
+            found = native.collect_lines(path, begin, end, legs, keys[chosen], spans=bounds)
         except OSError as error:
             raise InputError(
                 f"{path}: cannot read the step log again for its requests' lines in order: {error}"
@@ -302,6 +288,7 @@ def _held_counts(held: pl.DataFrame) -> pl.DataFrame:
             (pl.col("tokens") & TOKEN_MASK).alias("proposed"),
             ((pl.col("tokens") // (1 << TOKEN_BITS)) & TOKEN_MASK).alias("accepted"),
         )
+        .filter(pl.col("proposed") > 0)  # as the pass counts: the drafted lines
         .group_by("request", "proposed", "accepted")
         .len("count")
     )

@@ -44,6 +44,9 @@ class LogFold:
     read_counts: dict[str, ReadCounts] = field(default_factory=dict)
     step_source: str = STEP_LOG
     """The hook's step logs (``STEP_LOG``) or the engine's trace (``ENGINE_TRACE``)."""
+    tally_drafts: bool = False
+    """Count each request's drafted lines by (proposed, accepted) as the logs are read: a
+    fold whose ``result`` is asked for the sums file needs it from its first file."""
     draft_positions: pl.DataFrame | None = None
     """Each request's steps by draft position where they are known already (a union of sums
     files carries them, ``fold.folding.from_sums``): the sums file takes them instead of
@@ -81,7 +84,12 @@ class LogFold:
         ``InputError``."""
         if path in self.read_counts:
             raise InputError(f"{path}: this step log is already in the fold")
-        log = LogFile(path, skip_bad_lines=skip_bad_lines, block_bytes=block_bytes)
+        log = LogFile(
+            path,
+            skip_bad_lines=skip_bad_lines,
+            block_bytes=block_bytes,
+            tally_drafts=self.tally_drafts,
+        )
         pending: list[PartialFold] = []
         reported = 0
         for partial, _ in log.read_available(self.legs()):
@@ -113,6 +121,7 @@ class LogFold:
             self.arm,
             merge_all([self.partial, other.partial]),
             {**self.read_counts, **other.read_counts},
+            tally_drafts=self.tally_drafts and other.tally_drafts,
         )
 
     def result(
@@ -258,7 +267,7 @@ def fold_acceptance(
             seed=seed,
         )
         return Document(result, check_counters(result, record.counters))
-    fold = LogFold(record)
+    fold = LogFold(record, tally_drafts=sums)
     paths = expand_log_paths(logs)
     traces = [path for path in paths if looks_like_engine_trace(path)]
     if traces and len(traces) < len(paths):

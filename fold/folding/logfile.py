@@ -52,12 +52,16 @@ class LogFile:
         skip_bad_lines: bool = False,
         block_bytes: int = DEFAULT_BLOCK_BYTES,
         keep_seeds: bool = False,
+        tally_drafts: bool = False,
     ) -> None:
         """``keep_seeds``: each native read goes on from where the last left the requests
         (``fold.folding.native.read_range``'s seeds), so that a file read in many pieces (a
-        follower's) needs none of its lines read again (``fold.folding.line_rows``)."""
+        follower's) needs none of its lines read again (``fold.folding.line_rows``).
+        ``tally_drafts``: the native reads count the drafted lines by (proposed, accepted),
+        for the sums file's steps by draft position."""
         self.path = path
         self.keep_seeds = keep_seeds
+        self.tally_drafts = tally_drafts
         self._seeds: pl.DataFrame | None = None
         self.skip_bad_lines = skip_bad_lines
         self.block_bytes = block_bytes
@@ -158,6 +162,7 @@ class LogFile:
             want_steps=want_steps,
             seeds=self._seeds,
             keep_seeds=self.keep_seeds,
+            tally_drafts=self.tally_drafts,
         )
 
     def _polars_reader(self) -> StepLogReader:

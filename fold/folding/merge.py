@@ -25,7 +25,7 @@ from fold.folding.writers import sum_mod_64
 # How each non-key column merges: counts add up, maxima take the max.
 _MAX_COLUMNS = {"max_proposed", "max_n", "pid", "unordered", "last_end"}
 _MIN_COLUMNS = {"first_offset"}
-ROW_TABLES = ("held_lines", "position_rows", "length_rows", "line_spans")
+ROW_TABLES = ("held_lines", "position_rows", "length_rows", "draft_tally", "line_spans")
 """The tables that name a request by its row in the partial's ``step_times`` (``request``):
 a row number costs 4 bytes where the request's key (a writer's name and id) costs tens, over
 as many rows as a load test has requests."""

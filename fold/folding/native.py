@@ -149,12 +149,14 @@ def read_range(
     bytes_per_thread: int | None = None,
     seeds: pl.DataFrame | None = None,
     keep_seeds: bool = False,
+    tally_drafts: bool = False,
 ) -> RangeRead | None:
     """Fold the whole lines of ``path[begin:end]``; what reading met goes into ``counts``.
 
     ``seeds``: where earlier reads of the file left its requests (``RangeRead.seeds``): each
     request goes on from there, so that the rows of reads in pieces add up. ``keep_seeds``:
-    hand back where this read leaves them.
+    hand back where this read leaves them. ``tally_drafts``: count the drafted lines by
+    (proposed, accepted) too (``PartialFold.draft_tally``), for the steps by draft position.
 
     A last line without its newline is left unread (``consumed`` stops before it): the caller
     counts it torn when the file is complete, or reads it again once its newline arrives.
@@ -180,6 +182,7 @@ def read_range(
         **extra,
         seeds=None if seeds is None or not seeds.height else seed_columns(seeds),
         keep_seeds=keep_seeds,
+        tally_drafts=tally_drafts,
     )
     try:
         if raw["overflow"]:
@@ -368,24 +371,19 @@ def collect_lines(
     native_legs: NativeLegs,
     requests: pl.DataFrame,
     *,
-    counts: bool = False,
     spans: tuple[list[int], list[int]] | None = None,
 ) -> pl.DataFrame:
     """The lines of ``path[begin:end]`` the native pass folds into ``requests``
     (``REQUEST_KEY``), read again: per line its request (row in ``requests``), ``t_ns`` and
-    packed ``tokens``, in file order; with ``counts``, per (request, proposed, accepted) the
-    lines met. ``spans``: per request, the first and the end offset of the bytes its lines are
-    taken from. An ``OSError`` when the file cannot be read, or changed under the read."""
+    packed ``tokens``, in file order. ``spans``: per request, the first and the end offset of
+    the bytes its lines are taken from. An ``OSError`` when the file cannot be read, or changed
+    under the read."""
     raw = _native.collect_lines(
-        path, begin, end, *native_legs.arguments[:4], *key_columns(requests), counts,
-        *(spans or ()),
+        path, begin, end, *native_legs.arguments[:4], *key_columns(requests), *(spans or ()),
     )  # fmt: skip
     if not raw["complete"]:
         raise OSError("it is shorter than when it was read")
-    names = (
-        ("request", "proposed", "accepted", "count") if counts else ("request", "t_ns", "tokens")
-    )
-    return pl.DataFrame([series(name, raw[name]) for name in names])
+    return pl.DataFrame([series(name, raw[name]) for name in ("request", "t_ns", "tokens")])
 
 
 def cadence(

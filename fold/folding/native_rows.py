@@ -99,8 +99,9 @@ def seed_columns(seeds: pl.DataFrame) -> tuple[Any, ...]:
 
 
 def line_rows_of(path: str, raw: dict[str, Any], attributed: int) -> dict[str, pl.DataFrame]:
-    """The pass's rows by output position and draft length, and each attributed request's
-    span of bytes, naming requests by their row in the step times."""
+    """The pass's rows by output position and draft length, its drafted lines counted by
+    (proposed, accepted) where it was asked to, and each attributed request's span of bytes,
+    naming requests by their row in the step times."""
     positions = frame_of(
         raw,
         {
@@ -124,9 +125,15 @@ def line_rows_of(path: str, raw: dict[str, Any], attributed: int) -> dict[str, p
             series("unordered", raw["unordered"]).head(attributed).cast(pl.Boolean),
         ]
     ).with_row_index("request")
+    tally = frame_of(
+        raw,
+        {"request": "tally_row", "proposed": "tally_proposed", "accepted": "tally_accepted",
+         "count": "tally_count"},
+    )  # fmt: skip
     return {
         "position_rows": positions.cast(SCHEMAS["position_rows"]),
         "length_rows": lengths.cast(SCHEMAS["length_rows"]),
+        "draft_tally": tally.cast(SCHEMAS["draft_tally"]),
         "line_spans": spans.with_columns(pl.lit(path, pl.Categorical).alias("path"))
         .select(list(SCHEMAS["line_spans"]))
         .cast(SCHEMAS["line_spans"]),

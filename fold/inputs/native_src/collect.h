@@ -1,8 +1,7 @@
 // Reading named requests' lines back from a step log (collect_lines): each line of [begin,
 // end) that the fold would fold into one of the requests, parsed and attributed as the fold
-// does, handed back as its request's index, time and packed counts; or, for the steps by
-// draft position, only counted per (request, proposed, accepted). Part of fold/_native.cc, its
-// only includer.
+// does, handed back as its request's index, time and packed counts. Part of fold/_native.cc,
+// its only includer.
 
 #ifndef FOLD_NATIVE_COLLECT_H_
 #define FOLD_NATIVE_COLLECT_H_
@@ -32,12 +31,11 @@ class Collector {
   // `firsts`, `ends` (empty: no bounds): by request, the bytes its lines are taken from, the
   // span the fold met them in. A read of several requests' spans at once covers bytes outside
   // each one's, where a request a fold goes on reading has lines it already holds.
-  Collector(const Legs& legs, const RequestKeys& keys, bool counts,
-            std::vector<std::int64_t> firsts, std::vector<std::int64_t> ends)
-      : steps_(legs, keys), counts_(counts), firsts_(std::move(firsts)), ends_(std::move(ends)) {}
+  Collector(const Legs& legs, const RequestKeys& keys, std::vector<std::int64_t> firsts,
+            std::vector<std::int64_t> ends)
+      : steps_(legs, keys), firsts_(std::move(firsts)), ends_(std::move(ends)) {}
 
   std::vector<std::int64_t> request, t_ns, tokens;  // the lines, in file order
-  Table<std::int64_t> tally;  // with counts: key (request, proposed, accepted)
 
   bool lines(const char* p, const char* end, std::int64_t base) {
     return steps_.lines(p, end, base,
@@ -48,45 +46,35 @@ class Collector {
                               (offset < firsts_[index] || line_end > ends_[index])) {
                             return true;  // outside its span: not this read's line
                           }
-                          if (counts_) {
-                            tally.at(Key{static_cast<std::uint64_t>(at),
-                                         static_cast<std::uint64_t>(step.proposed),
-                                         step.accepted}) += 1;
-                          } else {
-                            request.push_back(at);
-                            t_ns.push_back(step.t_ns);
-                            tokens.push_back(packed_tokens(step));
-                          }
+                          request.push_back(at);
+                          t_ns.push_back(step.t_ns);
+                          tokens.push_back(packed_tokens(step));
                           return true;
                         });
   }
 
  private:
   NamedSteps steps_;
-  bool counts_;
   std::vector<std::int64_t> firsts_, ends_;
 };
 
 inline const char kCollectDoc[] =
     "collect_lines(path, begin, end, points, segment_leg, segment_status, segment_labels,\n"
-    "              w, seq, sid, leg, counts[, first_offset, last_end]) -> dict\n\n"
+    "              w, seq, sid, leg[, first_offset, last_end]) -> dict\n\n"
     "The lines of path[begin:end] (whole lines; begin a line start) that the fold folds into\n"
     "the named requests (w and seq as int64 bits, sid str or None, leg), parsed and attributed\n"
     "as fold_range does (lines it does not fold pass by); with first_offset and last_end (by\n"
-    "request), only a request's lines within those bytes. counts false: 'request' (index),\n"
-    "'t_ns', 'tokens' (packed) per line in file order; true: 'request', 'proposed',\n"
-    "'accepted', 'count' per combination met. 'complete': the whole range was read.";
+    "request), only a request's lines within those bytes: 'request' (index), 't_ns',\n"
+    "'tokens' (packed) per line in file order. 'complete': the whole range was read.";
 
 inline PyObject* collect_lines_py(PyObject*, PyObject* args) {
   PyObject* path_bytes = nullptr;
   long long begin, end;
   PyObject *points, *segment_leg, *segment_status, *segment_labels, *w, *seq, *sid, *leg;
   PyObject *first_offset = nullptr, *last_end = nullptr;
-  int counts;
-  if (!PyArg_ParseTuple(args, "O&LLOOOOOOOOp|OO:collect_lines", PyUnicode_FSConverter,
+  if (!PyArg_ParseTuple(args, "O&LLOOOOOOOO|OO:collect_lines", PyUnicode_FSConverter,
                         &path_bytes, &begin, &end, &points, &segment_leg, &segment_status,
-                        &segment_labels, &w, &seq, &sid, &leg, &counts, &first_offset,
-                        &last_end)) {
+                        &segment_labels, &w, &seq, &sid, &leg, &first_offset, &last_end)) {
     return nullptr;
   }
   std::unique_ptr<PyObject, void (*)(PyObject*)> path_owner(path_bytes,
@@ -113,7 +101,7 @@ inline PyObject* collect_lines_py(PyObject*, PyObject* args) {
     return nullptr;
   }
   const char* path = PyBytes_AS_STRING(path_bytes);
-  Collector collector(legs, keys, counts != 0, std::move(firsts), std::move(ends));
+  Collector collector(legs, keys, std::move(firsts), std::move(ends));
   bool opened = false, out_of_memory = false, io_error = false;
   std::int64_t read = begin;
   Py_BEGIN_ALLOW_THREADS;
@@ -131,26 +119,10 @@ inline PyObject* collect_lines_py(PyObject*, PyObject* args) {
   if (out_of_memory) return PyErr_NoMemory();
   if (!opened) return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_bytes);
   PyObject* complete = PyBool_FromLong(!io_error && read >= end);
-  if (counts == 0) {
-    return dict_of({
-        {"request", arrow_column(std::move(collector.request), false)},
-        {"t_ns", arrow_column(std::move(collector.t_ns), false)},
-        {"tokens", arrow_column(std::move(collector.tokens), false)},
-        {"complete", complete},
-    });
-  }
-  std::vector<std::int64_t> request, proposed, accepted, count;
-  for (const auto& entry : collector.tally.entries()) {
-    request.push_back(static_cast<std::int64_t>(entry.key.a));
-    proposed.push_back(static_cast<std::int64_t>(entry.key.b));
-    accepted.push_back(entry.key.c);
-    count.push_back(entry.value);
-  }
   return dict_of({
-      {"request", arrow_column(std::move(request), false)},
-      {"proposed", arrow_column(std::move(proposed), false)},
-      {"accepted", arrow_column(std::move(accepted), false)},
-      {"count", arrow_column(std::move(count), false)},
+      {"request", arrow_column(std::move(collector.request), false)},
+      {"t_ns", arrow_column(std::move(collector.t_ns), false)},
+      {"tokens", arrow_column(std::move(collector.tokens), false)},
       {"complete", complete},
   });
 }

@@ -148,6 +148,10 @@ class Folder {
       fold_.line_emitted.push_back(step_.has_emitted ? step_.emitted : -1);
     }
     if (step_.proposed == 0) return true;
+    if (fold_.tally_drafts) {
+      fold_.draft_tally.at(Key{place, static_cast<std::uint64_t>(step_.proposed),
+                               step_.accepted}) += 1;
+    }
     auto index = static_cast<std::size_t>(leg);
     fold_.hist.entries()[histogram_index(leg, step_.proposed, step_.accepted)].value += 1;
     // (t_ns - start) * bins < span * bins, which the caller checked fits in 64 bits.
@@ -368,6 +372,12 @@ inline bool merge_into(Fold& into, Fold& from, std::int64_t line_base,
   }
   std::vector<BucketRow>().swap(from.done_buckets);
   from.other_lengths = Table<StepLengthSums>();
+  // Counts in any order: a continued request's add up as its new ones' do.
+  for (const auto& entry : from.draft_tally.entries()) {
+    into.draft_tally.at(Key{from.merged_place[entry.key.a], entry.key.b, entry.key.c}) +=
+        entry.value;
+  }
+  from.draft_tally = Table<std::int64_t>();
   for (const auto& entry : from.hist.entries()) into.hist.at(entry.key) += entry.value;
   for (const auto& entry : from.bins.entries()) {
     Bin& target = into.bins.at(entry.key);

@@ -184,6 +184,12 @@ struct Fold {
   // the first (rare: a drafter that changes its k), keyed (place, proposed).
   std::vector<BucketRow> done_buckets;
   Table<StepLengthSums> other_lengths;
+  // Only when asked for (the sums file's steps by draft position): the attributed drafted
+  // lines counted by (place, proposed, accepted), in any order. Counts add across ranges and
+  // reads, so no line is read again for them; kept off by default, as a load test's 10^6
+  // requests hold some five entries each.
+  bool tally_drafts = false;
+  Table<std::int64_t> draft_tally;
   // With PerLine::kTrace, beside each: its pid and counts (emitted -1 where it has none).
   std::vector<std::int64_t> line_pid, line_proposed, line_accepted, line_emitted;
   // Once merged into the first range's fold: each request's place there, and how many of

@@ -206,6 +206,7 @@ inline bool fold_file_range(const char* path, std::int64_t begin, std::int64_t e
   // Every range but the last ends at a newline, so each is read whole unless it stops.
   std::vector<Fold>& folds = result.others;
   folds.resize(ranges - 1);
+  for (Fold& other : folds) other.tally_drafts = result.fold.tally_drafts;
   std::vector<std::int64_t> consumed(ranges, 0);
   std::vector<char> failed(ranges, 0);
   std::vector<std::vector<std::string>> names(ranges);

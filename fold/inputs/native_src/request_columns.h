@@ -37,6 +37,8 @@ constexpr std::size_t kDurationColumns = request_column::kVerifyNs + 1 - kReques
 struct OrderRows {
   std::vector<std::int64_t> bucket_row, bucket, steps, proposed, accepted;
   std::vector<std::int64_t> length_row, length, intervals, ns;
+  // And, in no order, the drafted lines by (row, proposed, accepted) (Fold::draft_tally).
+  std::vector<std::int64_t> tally_row, tally_proposed, tally_accepted, tally_count;
 };
 
 // A range's request table made into the result's columns: every request's key and sums
@@ -141,6 +143,14 @@ inline RequestExport request_columns(Fold& fold, const std::vector<std::uint32_t
   const detail::ByPlace by_place(fold);
   std::vector<std::uint32_t> rank(count);
   for (std::size_t i = 0; i < count; ++i) rank[order[i]] = static_cast<std::uint32_t>(i);
+  RequestExport out;
+  for (const auto& entry : fold.draft_tally.entries()) {  // attributed lines: rows < `rows`
+    out.rows.tally_row.push_back(rank[entry.key.a]);
+    out.rows.tally_proposed.push_back(static_cast<std::int64_t>(entry.key.b));
+    out.rows.tally_accepted.push_back(entry.key.c);
+    out.rows.tally_count.push_back(entry.value);
+  }
+  fold.draft_tally = Table<std::int64_t>();
   for (std::size_t at = 0; at < count; ++at) {
     while (rank[at] != at) {  // each swap puts the entry held at `at` in its row for good
       std::uint32_t to = rank[at];
@@ -149,7 +159,6 @@ inline RequestExport request_columns(Fold& fold, const std::vector<std::uint32_t
     }
   }
   std::vector<std::uint32_t>().swap(rank);
-  RequestExport out;
   // At most a row for each bucket left and the one each request is in, and as for lengths:
   // room made once, not doubled (and copied) at the peak.
   for (auto* column : {&out.rows.bucket_row, &out.rows.bucket, &out.rows.steps,
