@@ -120,7 +120,7 @@ def test_string_ids_merge_across_threads(tmp_path: Path, bytes_per_thread: int):
     index = Legs.of(arm.legs)
     split = fold.folding.native.read_range(
         str(log), arm.legs, index.windows, index.native, ReadCounts(),
-        block=256, bytes_per_thread=bytes_per_thread,
+        block=256, bytes_per_thread=bytes_per_thread, tally_drafts=True,
     )  # fmt: skip
     assert split is not None
     reference = folded(arm, [str(log)], native=False)[0]

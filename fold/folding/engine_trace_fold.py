@@ -24,7 +24,6 @@ import polars as pl
 
 from fold.errors import RefusedError
 from fold.folding.accumulate import (
-    DRAFTED,
     FIRST_STEP,
     LINE_LISTS,
     PER_REQUEST_SCHEMA,
@@ -32,9 +31,8 @@ from fold.folding.accumulate import (
     TIME_BINS_PER_LEG,
     PartialFold,
     assemble,
-    request_sums,
-    step_histogram,
 )
+from fold.folding.block_fold import DRAFTED, request_sums, step_histogram
 from fold.folding.packed_tokens import packed_tokens
 from fold.inputs import limits
 from fold.inputs.arm import ArmRecord

@@ -249,8 +249,8 @@ def fold_acceptance(
     for llama.cpp's speculative-simple); None learns it from the arm.
 
     ``sums``: the document carries the sums file (``Document.sums``, ``--sums``), with each
-    request's steps by draft position, which cost a second read of the logs; a refused fold
-    raises ``RefusedWithSums``, which carries it.
+    request's steps by draft position, counted as the logs are read (a table entry per
+    request and count met); a refused fold raises ``RefusedWithSums``, which carries it.
 
     The warm predicate and the recorded throughput fold are checked before any log is read, so
     a mismatch is refused without the cost of reading.

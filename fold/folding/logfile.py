@@ -3,7 +3,7 @@
 Both the one-shot fold (``fold.folding.log_fold``) and the follower (``fold.folding.follow``) read
 files through ``LogFile``: the native reader (``fold.folding.native``) when it is built, else the
 polars reference reader (``fold.inputs.reader.StepLogReader``) with
-``fold.folding.accumulate.partial_fold``. Only whole lines are read; a last line without its
+``fold.folding.block_fold.partial_fold``. Only whole lines are read; a last line without its
 newline is held back, and ``finish`` (the file is complete) counts it as torn.
 """
 
@@ -17,8 +17,9 @@ import polars as pl
 
 from fold.errors import InputError
 from fold.folding import native
-from fold.folding.accumulate import REQUEST_KEY, PartialFold, partial_fold
+from fold.folding.accumulate import REQUEST_KEY, PartialFold
 from fold.folding.attribute import LegWindows, leg_windows
+from fold.folding.block_fold import partial_fold
 from fold.inputs.reader import DEFAULT_BLOCK_BYTES, ReadCounts, StepLogReader
 
 FOLLOW_CHUNK_BYTES = 64 * 1024 * 1024

@@ -38,9 +38,9 @@ from fold.folding.accumulate import (
     TIME_BINS_PER_LEG,
     PartialFold,
     assemble,
-    partial_fold,
 )
 from fold.folding.attribute import ATTRIBUTED, UNATTRIBUTED, LegWindows, attribute
+from fold.folding.block_fold import partial_fold
 from fold.folding.extension import load_extension
 from fold.folding.merge import merge_all
 from fold.folding.native_rows import (

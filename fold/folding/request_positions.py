@@ -8,9 +8,9 @@ drafted position i (``per_position_of_proposed``), so a union of sums files give
 sum to its A and its P (each step counts once at every position below its count).
 
 They are made from each request's lines counted by (proposed, accepted)
-(``fold.folding.line_rows.draft_counts``: the lines the native pass read are counted again
-from their bytes), so only when a fold is asked for them (``--sums``): a list per request is
-memory, and the count a pass over the log, that the other figures do not need.
+(``fold.folding.line_rows.draft_counts``: the native pass counts them as it reads, when asked
+to, and the lines held are counted from their tokens), so only when a fold is asked for them
+(``--sums``): the counts and a list per request are memory the other figures do not need.
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ import polars as pl
 
 from fold.errors import InputError
 from fold.folding import native
-from fold.folding.accumulate import REQUEST_KEY, checked_durations, duration_sums
+from fold.folding.accumulate import REQUEST_KEY, checked_durations
 from fold.folding.attribute import ATTRIBUTED, attribute
+from fold.folding.block_fold import duration_sums
 from fold.folding.logfile import Legs
 from fold.inputs.arm import ArmRecord
 from fold.inputs.engine_trace import NO_TIME_STAMPS, looks_like_engine_trace
