@@ -11,7 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.test_sums_damage import STEPS, Plant, _check, _first, meta, rows
+from fold.api import fold_acceptance, fold_from_sums
+from fold.present.sums_file import sums_parquet
+from tests.test_from_sums import plain
+from tests.test_sums_damage import ARM, STEPS, Plant, _check, _first, meta, rows
 
 
 def _with_element(column: str, index: int, change: pl.Expr) -> pl.Expr:
@@ -117,6 +120,16 @@ PLANTS: dict[str, tuple[Plant, int, str]] = {
         1,
         "a leg's rows are not all warm or all not warm",
     ),
+    "a cadence column not its intervals'": (
+        rows(_first("interval_median_ns", pl.col("interval_median_ns") + 1)),
+        1,
+        "its interval_median_ns is",
+    ),
+    "a window not its leg's": (
+        rows(_first("window_ns", pl.col("window_ns") * 2)),
+        1,
+        "its window_ns is",
+    ),
     "a last step time past 2^63 - 1 ns": (
         rows(lambda table: _first("first_t_ns", 2**63 - 2)(_first("first_ns", 2**63 - 2)(table))),
         1,
@@ -208,3 +221,17 @@ steps = st.integers(0, 6).flatmap(lambda p: st.tuples(st.just(p), st.integers(0,
 def test_lists_made_from_steps_keep_every_rule(request_steps):
     """No false refusal: a request's lists as its steps give them pass every rule."""
     assert _broken(_row(request_steps)) == []
+
+
+def test_a_host_folded_with_another_stall_factor_is_not_refused(tmp_path):
+    """The stalls depend on the host's --stall-factor, which the file does not record: a union
+    folded with another factor checks every cadence column but those, and folds; its stalls
+    are the union's factor's, as the logs' fold with that factor gives them."""
+    host = tmp_path / "host.parquet"
+    document = fold_acceptance(str(ARM), [str(STEPS)], sums=True, resamples=0, stall_factor=1.01)
+    assert document.sums is not None
+    host.write_bytes(sums_parquet(document.sums))
+    assert pl.read_parquet(host)["stalls"].sum() > 0
+    merged = fold_from_sums(str(ARM), [str(host)], resamples=0, stall_factor=8.0)
+    logs = fold_acceptance(str(ARM), [str(STEPS)], resamples=0, stall_factor=8.0)
+    assert plain(merged) == plain(logs)

@@ -28,7 +28,7 @@ from fold.folding.request_positions import POSITION_LISTS
 from fold.folding.result import ENGINE_TRACE, STEP_LOG
 from fold.folding.small_tables import check_small_tables, named_log, read_counts_of
 from fold.folding.step_intervals import COLUMNS as STEP_INTERVALS
-from fold.folding.sums_agreement import check_agreement
+from fold.folding.sums_agreement import cadence_columns, check_agreement, check_cadence
 from fold.folding.sums_checks import check_rows
 from fold.folding.uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 from fold.folding.warm import DEFAULT_PREDICATE
@@ -51,6 +51,8 @@ class HostPart:
     draft_positions: pl.DataFrame
     """Each request's steps by draft position (``REQUEST_KEY`` as the partial keys it, and
     ``POSITION_LISTS``), as the file's rows carry them."""
+    cadence: pl.DataFrame
+    """The rows' cadence columns (``fold.folding.sums_agreement.cadence_columns``)."""
 
 
 def fold_from_sums(
@@ -94,6 +96,11 @@ def fold_from_sums(
         seed=seed,
         stall_factor=stall_factor,
         sums=sums,
+        check_lines=lambda lines: check_cadence(
+            [(host.path, host.cadence) for host in hosts],
+            fold.partial.requests,
+            lines.cadence.requests if hosts[0].step_source == STEP_LOG else None,
+        ),
     )
 
 
@@ -125,6 +132,7 @@ def read_sums_file(path: str, record: ArmRecord) -> HostPart:
             nulls_equal=True,
             maintain_order="left",
         ),
+        cadence_columns(table),
     )
 
 

@@ -134,13 +134,18 @@ class LogFold:
         seed: int = DEFAULT_SEED,
         stall_factor: float = DEFAULT_STALL_FACTOR,
         sums: bool = False,
+        check_lines: Callable[[LineFigures], None] | None = None,
     ) -> Document:
         """The fold, with 95% bootstrap intervals (``resamples`` 0 leaves them out), refused
         unless it agrees with the engine's own counters where the record carries them.
         ``sums``: the document carries the sums file too (``Document.sums``; a refusal then
-        carries it, ``RefusedWithSums``)."""
+        carries it, ``RefusedWithSums``). ``check_lines``: called with the figures of the
+        partial's lines once they are made, before the rest (a union of sums files holds its
+        files' cadence columns to them), to raise where they disagree."""
         check = check_arm(self.arm, predicate)
         lines = self.settle(check, stall_factor, sums=sums)
+        if check_lines is not None:
+            check_lines(lines)
         return self._document(
             check,
             window_steps,

@@ -15,6 +15,10 @@ the fold from it, or an engine's query over it, would take the damaged one.
   them there (``fold.folding.attribute``: closed windows); its run is the arm record's run of
   that leg, and its warm flag one for the whole leg.
 
+And once the union is folded (``check_cadence``): each row's cadence columns are the cadence
+the fold makes of the row's intervals over its leg's window, but for the stalls, which depend on
+the host's ``--stall-factor`` (not in the file).
+
 A file made to lie consistently in every part cannot be caught, as a log cannot; these catch
 damage to one part.
 """
@@ -24,7 +28,9 @@ from __future__ import annotations
 import polars as pl
 
 from fold.errors import RefusedError
+from fold.folding.accumulate import REQUEST_KEY, empty_table
 from fold.folding.request_positions import POSITION_LISTS
+from fold.folding.request_rows import CADENCE_NS, request_tables, sums_table
 from fold.folding.sums_checks import LAST_NS
 from fold.inputs.sums_file import REDO
 
@@ -148,3 +154,43 @@ def _rows_in_legs(path: str, rows: pl.DataFrame, arm_legs: pl.DataFrame, timed: 
         )
     if rows.group_by("leg").agg(pl.col("warm").n_unique()).filter(pl.col("warm") > 1).height:
         raise _refused(path, "a leg's rows are not all warm or all not warm")
+
+
+CHECKED_CADENCE = tuple(name for name in CADENCE_NS if name not in ("stalls", "stall_ns"))
+"""The cadence columns a union holds its files to: all but the stalls (``--stall-factor``'s)."""
+
+
+def cadence_columns(rows: pl.DataFrame) -> pl.DataFrame:
+    """What ``check_cadence`` needs of a file's rows: their key and ``CHECKED_CADENCE``."""
+    return rows.select(*REQUEST_KEY, *CHECKED_CADENCE)
+
+
+def check_cadence(
+    files: list[tuple[str, pl.DataFrame]], requests: pl.DataFrame, cadence: pl.DataFrame | None
+) -> None:
+    """Each file's ``cadence_columns`` (by its path) against the cadence the union's fold made
+    (``requests``: the merged partial's; ``cadence``: ``Cadence.requests``, None without
+    times), row by row; the first row that differs refused, naming its file."""
+    made = sums_table(
+        [
+            (leg, 0, False, rows)
+            for leg, rows in request_tables(requests, cadence, empty_table("durations")).items()
+        ]
+    ).select(*REQUEST_KEY, *CHECKED_CADENCE)
+    for path, rows in files:
+        joined = rows.with_row_index("row").join(
+            made, on=REQUEST_KEY, how="left", nulls_equal=True, suffix="_made"
+        )
+        differs = joined.filter(
+            ~pl.all_horizontal(
+                pl.col(name).eq_missing(pl.col(f"{name}_made")) for name in CHECKED_CADENCE
+            )
+        )
+        if differs.height:
+            row = differs.sort("row").row(0, named=True)
+            name = next(name for name in CHECKED_CADENCE if row[name] != row[f"{name}_made"])
+            raise _refused(
+                path,
+                f"row {row['row'] + 1} (leg {row['leg']}): its {name} is {row[name]}, where its "
+                f"intervals over the leg's window give {row[f'{name}_made']}",
+            )
