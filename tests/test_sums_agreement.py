@@ -6,14 +6,17 @@ documented exit code. Also the rules a plant had not reached before: a last step
 
 from __future__ import annotations
 
+import orjson
 import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fold.api import fold_acceptance, fold_from_sums
+from fold.errors import RefusedError
+from fold.folding.host_sums import RefusedWithSums
 from fold.present.sums_file import sums_parquet
-from tests.test_from_sums import plain
+from tests.test_from_sums import NAMED, plain
 from tests.test_sums_damage import ARM, STEPS, Plant, _check, _first, meta, rows
 
 
@@ -108,6 +111,37 @@ PLANTS: dict[str, tuple[Plant, int, str]] = {
         "step times outside the leg's window",
     ),
     "another run": (rows(_first("run", pl.col("run") + 100)), 1, "has another run than"),
+    "a row before its leg's window": (
+        rows(
+            lambda table: _first("first_t_ns", pl.col("first_t_ns") - 10**15)(
+                _first("first_ns", pl.col("first_ns") - 10**15)(table)
+            )
+        ),
+        1,
+        "step times outside the leg's window",
+    ),
+    "a writer that numbered no line as high as a row's first": (
+        meta(lambda found: found["writers"]["max_n"].__setitem__(0, 0)),
+        1,
+        "numbered none as high as a row's first line",
+    ),
+    "a null among the positions": (
+        rows(_first("accepted_past", _with_element("accepted_past", 1, pl.lit(None, pl.Int64)))),
+        2,
+        "accepted_past holds a null",
+    ),
+    "a null among the intervals": (
+        rows(
+            _first(
+                "gaps",
+                pl.col("gaps").list.eval(
+                    pl.when(pl.int_range(pl.len()) == 0).then(None).otherwise(pl.element())
+                ),
+            )
+        ),
+        2,
+        "gaps holds a null",
+    ),
     "one row of a warm leg not warm": (
         rows(
             lambda table: table.with_columns(pl.lit(True).alias("warm")).with_columns(
@@ -235,3 +269,36 @@ def test_a_host_folded_with_another_stall_factor_is_not_refused(tmp_path):
     merged = fold_from_sums(str(ARM), [str(host)], resamples=0, stall_factor=8.0)
     logs = fold_acceptance(str(ARM), [str(STEPS)], resamples=0, stall_factor=8.0)
     assert plain(merged) == plain(logs)
+
+
+def test_proposals_of_the_largest_draft_fold_from_their_file_as_from_their_log(tmp_path):
+    """Steps of 2^16 proposed tokens (the most a step may carry): the file's steps by draft
+    position are checked against its histogram position by position, as many positions as
+    the longest proposal, and the file folds as its log does (both refused alike here: the
+    log serves one leg of the fixture's gate)."""
+    log = tmp_path / "steps.jsonl"
+    first = orjson.loads(STEPS.read_bytes().splitlines()[0])
+    lines = [
+        {**first, "n": n, "t_ns": first["t_ns"] + n, "proposed": 65536, "accepted": n * 331 % 65537,
+         "emitted": n * 331 % 65537 + 1}
+        for n in range(200)
+    ]  # fmt: skip
+    log.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    host = tmp_path / "host.parquet"
+    try:
+        sums = fold_acceptance(str(ARM), [str(log)], sums=True, resamples=0).sums
+    except RefusedWithSums as refused:
+        sums = refused.sums
+    assert sums is not None
+    host.write_bytes(sums_parquet(sums))
+    assert pl.read_parquet(host)["proposed_past"].list.len().to_list() == [65536]
+    outcomes = []
+    for fold in (
+        lambda: fold_from_sums(str(ARM), [str(host)], resamples=0),
+        lambda: fold_acceptance(str(ARM), [str(log)], resamples=0),
+    ):
+        try:
+            outcomes.append(plain(fold()))
+        except RefusedError as error:
+            outcomes.append(NAMED.sub("", str(error)).encode())
+    assert outcomes[0] == outcomes[1]

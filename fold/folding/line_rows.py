@@ -148,9 +148,11 @@ def draft_counts(partial: PartialFold) -> pl.DataFrame:
     )["steps"]
     if not (expected.is_null() | (expected == pl.Series(steps))).all():
         raise ValueError(
-            "the steps by draft position count the lines as they are read, and this fold's "
-            "were read without: read them with the sums asked for from the start "
-            "(fold_acceptance(..., sums=True), LogFold(..., tally_drafts=True))"
+            "the drafted lines counted by (proposed, accepted) do not add up to each "
+            "request's S: the steps by draft position count the lines as they are read, so a "
+            "fold read without counting cannot give them (read with the sums asked for from "
+            "the start: fold_acceptance(..., sums=True), LogFold(..., tally_drafts=True)); "
+            "otherwise a line was counted twice"
         )
     return counted
 

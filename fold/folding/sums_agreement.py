@@ -25,6 +25,7 @@ damage to one part.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from fold.errors import RefusedError
@@ -55,44 +56,46 @@ def _refused(path: str, what: str) -> RefusedError:
 
 
 def _positions_as_histogram(path: str, rows: pl.DataFrame, histogram: pl.DataFrame) -> None:
-    accepted, proposed = POSITION_LISTS
-    by_rows = (
-        rows.select(
-            "leg",
-            pl.int_ranges(0, pl.col(proposed).list.len()).alias("i"),
-            accepted,
-            proposed,
-        )
-        .explode("i", accepted, proposed)
-        .drop_nulls("i")
-        .group_by("leg", "i")
-        .agg(pl.col(accepted, proposed).cast(pl.Int128).sum())
-    )
-    by_histogram = (
-        histogram.select(
-            "leg", pl.int_ranges(0, "proposed").alias("i"), "accepted", pl.col("count")
-        )
-        .explode("i")
-        .drop_nulls("i")
-        .group_by("leg", "i")
-        .agg(
-            (pl.col("count").cast(pl.Int128) * (pl.col("accepted") > pl.col("i")))
-            .sum()
-            .alias(accepted),
-            pl.col("count").cast(pl.Int128).sum().alias(proposed),
-        )
-    )
-    columns = ["leg", "i", accepted, proposed]
-    if (
-        not by_rows.select(columns)
-        .sort("leg", "i")
-        .equals(by_histogram.select(columns).sort("leg", "i"))
-    ):
+    proposed = POSITION_LISTS[1]
+    legs = sorted(set(rows["leg"].to_list()) | set(histogram["leg"].to_list()))
+    place = {leg: index for index, leg in enumerate(legs)}
+    # Each leg's positions laid end to end, as long as its longest list or proposal.
+    longest = np.zeros(len(legs), dtype=np.int64)
+    row_legs = rows["leg"].replace_strict(place, return_dtype=pl.Int64).to_numpy()
+    np.maximum.at(longest, row_legs, rows[proposed].list.len().cast(pl.Int64).to_numpy())
+    hist_legs = histogram["leg"].replace_strict(place, return_dtype=pl.Int64).to_numpy()
+    np.maximum.at(longest, hist_legs, histogram["proposed"].to_numpy())
+    offsets = np.zeros(len(legs) + 1, dtype=np.int64)
+    np.cumsum(longest, out=offsets[1:])
+    # The rows' lists summed by (leg, position): as long as the lists the file holds.
+    lengths = rows[proposed].list.len().cast(pl.Int64).to_numpy()
+    starts = np.repeat(offsets[row_legs], lengths) + _within(lengths)
+    # int64 holds every sum: the rows' rules keep each list within its S, whose sum per leg
+    # the legs table holds to 2^63 - 1.
+    by_rows = [np.zeros(offsets[-1], dtype=np.int64) for _ in POSITION_LISTS]
+    for total, name in zip(by_rows, POSITION_LISTS, strict=True):
+        np.add.at(total, starts, rows[name].explode().drop_nulls().cast(pl.Int64).to_numpy())
+    # The histogram's steps past each position, as running sums: a cost per position, not per
+    # entry and position (entries of 2^16 proposed tokens each are allowed).
+    by_histogram = []
+    count = histogram["count"].to_numpy()
+    for column in ("accepted", "proposed"):
+        difference = np.zeros(offsets[-1] + 1, dtype=np.int64)
+        np.add.at(difference, offsets[hist_legs], count)
+        np.subtract.at(difference, offsets[hist_legs] + histogram[column].to_numpy(), count)
+        by_histogram.append(np.cumsum(difference[:-1]))
+    if not all(np.array_equal(a, b) for a, b in zip(by_rows, by_histogram, strict=True)):
         raise _refused(
             path,
             "its rows' steps by draft position (accepted_past, proposed_past, summed per leg) "
             "are not what the metadata's histogram says",
         )
+
+
+def _within(lengths: np.ndarray) -> np.ndarray:
+    """Each list's positions 0 .. length - 1, the lists end to end."""
+    ends = np.cumsum(lengths)
+    return np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - lengths, lengths)
 
 
 def _lengths_within_histogram(path: str, rows: pl.DataFrame, histogram: pl.DataFrame) -> None:
@@ -140,7 +143,7 @@ def _rows_in_legs(path: str, rows: pl.DataFrame, arm_legs: pl.DataFrame, timed: 
     legs = arm_legs.select(
         pl.col("index").alias("leg"), pl.col("run").alias("arm_run"), "start_ns", "end_ns"
     )
-    joined = rows.with_row_index("row").join(legs, on="leg", how="left")
+    joined = rows.with_row_index("row").join(legs, on="leg", how="left", maintain_order="left")
     inside = (pl.col("first_ns") >= pl.col("start_ns")) & (pl.col("end_ns") >= LAST_NS)
     wrong = joined.filter(
         (pl.col("run") != pl.col("arm_run")) | (~inside if timed else pl.lit(False))

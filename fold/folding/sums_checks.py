@@ -50,8 +50,9 @@ def _field(name: str) -> pl.Expr:
 
 
 def _list_all(column: str, condition: pl.Expr) -> pl.Expr:
-    """Every element of the list ``column`` meets ``condition`` (on ``pl.element()``)."""
-    return pl.col(column).list.eval(condition.not_()).list.any().not_()
+    """Every element of the list ``column`` meets ``condition`` (on ``pl.element()``); an
+    element the condition is null for (a null element, a null field) does not."""
+    return pl.col(column).list.eval(condition.fill_null(False).not_()).list.any().not_()
 
 
 def _field_sum(column: str, name: str) -> pl.Expr:
@@ -80,6 +81,16 @@ NOT_NULL = (
     *("first_ns", "gaps", "long_gaps", "position_rows", "length_rows"),
     *POSITION_LISTS,
 )
+LISTS = (
+    "gaps",
+    "long_gaps",
+    "held_t_ns",
+    "held_tokens",
+    "position_rows",
+    "length_rows",
+    *POSITION_LISTS,
+)
+"""The list columns: an element of one is never null (a held request's lists are null whole)."""
 LAST_NS = (
     pl.col("first_ns").cast(pl.Int128)
     + pl.col("gaps").list.eval(pl.element().filter(pl.element() < LONG).cast(pl.Int128)).list.sum()
@@ -98,6 +109,13 @@ def row_rules(legs: Sequence[int], timed: bool) -> list[Rule]:
     lengths = "length_rows"
     return [
         *(Rule(pl.col(name).is_not_null(), f"{name} is null") for name in NOT_NULL),
+        *(
+            Rule(
+                pl.col(name).list.eval(pl.element().is_null()).list.any().not_().fill_null(True),
+                f"{name} holds a null",
+            )
+            for name in LISTS
+        ),
         Rule(
             pl.col("seq").is_null() != pl.col("sid").is_null(),
             "the request has both an integer id (seq) and a string id (sid), or neither",
