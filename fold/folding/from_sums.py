@@ -50,7 +50,7 @@ class HostPart:
     step_source: str
     draft_positions: pl.DataFrame
     """Each request's steps by draft position (``REQUEST_KEY`` as the partial keys it, and
-    ``POSITION_LISTS``), as the file's rows carry them."""
+    ``POSITION_LISTS``), as the file's rows carry them, in the partial's order."""
     cadence: pl.DataFrame
     """The rows' cadence columns (``fold.folding.sums_agreement.cadence_columns``)."""
 
@@ -86,7 +86,10 @@ def fold_from_sums(
         merge_all([host.partial for host in hosts]),
         {name: counts for host in hosts for name, counts in host.read_counts.items()},
         hosts[0].step_source,
-        draft_positions=pl.concat([host.draft_positions for host in hosts]),
+        # In the merged requests' order, so that they are put beside them without a join.
+        draft_positions=pl.concat([host.draft_positions for host in hosts]).sort(REQUEST_KEY)
+        if len(hosts) > 1
+        else hosts[0].draft_positions,
     )
     return fold.result(
         predicate,
@@ -119,19 +122,14 @@ def read_sums_file(path: str, record: ArmRecord) -> HostPart:
     read_counts = read_counts_of(path, partial_json.get("read_counts"), small["files"])
     renamed = {log: named_log(log, path) for log in read_counts}
     small["files"] = small["files"].with_columns(pl.col("path").replace_strict(renamed))
-    partial = _partial(table, small, path)
+    # Keyed as a partial keys its requests (a string id's seq 0, not null), in their order.
+    keyed = table.with_columns(pl.col("seq").fill_null(0)).sort(REQUEST_KEY)
     return HostPart(
         path,
-        partial,
+        _partial(keyed, small, path),
         {renamed[log]: counts for log, counts in read_counts.items()},
         source,
-        partial.step_times.select(REQUEST_KEY).join(
-            _keyed(table).select(*REQUEST_KEY, *POSITION_LISTS),
-            on=REQUEST_KEY,
-            how="left",
-            nulls_equal=True,
-            maintain_order="left",
-        ),
+        keyed.select(*REQUEST_KEY, *POSITION_LISTS),
         cadence_columns(table),
     )
 
@@ -168,13 +166,8 @@ def _check_arm(path: str, found: object, record: ArmRecord) -> None:
     )
 
 
-def _keyed(table: pl.DataFrame) -> pl.DataFrame:
-    """The rows keyed as a partial keys its requests: a string id's ``seq`` 0, not null."""
-    return table.with_columns(pl.col("seq").fill_null(0))
-
-
-def _partial(table: pl.DataFrame, small: dict[str, pl.DataFrame], path: str) -> PartialFold:
-    keyed = _keyed(table).sort(REQUEST_KEY)
+def _partial(keyed: pl.DataFrame, small: dict[str, pl.DataFrame], path: str) -> PartialFold:
+    """The host's partial fold of its rows, ``keyed`` and in order as a partial's requests."""
     numbered = keyed.with_row_index("request")
     held = numbered.filter(pl.col("held_t_ns").is_not_null())
     rows = {

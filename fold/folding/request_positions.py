@@ -37,7 +37,9 @@ def request_positions(step_times: pl.DataFrame, counted: pl.DataFrame) -> pl.Dat
     np.cumsum(length, out=offsets[1:])
     owner = np.repeat(np.arange(requests, dtype=np.uint32), length)
     lists = pl.DataFrame({"r": owner}).with_columns(
-        pl.Series(column, _past(offsets, row, counted[by], count))
+        pl.Series(
+            column, past_positions(offsets, row, counted[by].cast(pl.Int64).to_numpy(), count)
+        )
         for column, by in zip(POSITION_LISTS, ("accepted", "proposed"), strict=True)
     )
     lists = lists.set_sorted("r").group_by("r", maintain_order=True).agg(*POSITION_LISTS)
@@ -50,13 +52,16 @@ def request_positions(step_times: pl.DataFrame, counted: pl.DataFrame) -> pl.Dat
     )
 
 
-def _past(offsets: np.ndarray, row: np.ndarray, by: pl.Series, count: np.ndarray) -> np.ndarray:
-    """Per request's positions laid end to end (request r's from ``offsets[r]``), the lines
-    whose ``by`` exceeds the position: each (request, count) adds its lines from the request's
-    first position up to its ``by``, as a difference array summed once. A request's additions
-    end within its own span (``by`` is at most its longest proposal), so the running sum is
-    back at zero where the next request begins."""
+def past_positions(
+    offsets: np.ndarray, group: np.ndarray, by: np.ndarray, count: np.ndarray
+) -> np.ndarray:
+    """Per group's positions laid end to end (group g's from ``offsets[g]``), the lines whose
+    ``by`` exceeds the position: each (group, by, count) adds its lines from the group's first
+    position up to its ``by``, as a difference array summed once. A group's additions end
+    within its own span (``by`` is at most its span's length), so the running sum is back at
+    zero where the next group begins. The groups are requests here, legs for the sums file's
+    histogram (``fold.folding.sums_agreement``)."""
     difference = np.zeros(offsets[-1] + 1, dtype=np.int64)
-    np.add.at(difference, offsets[row], count)
-    np.subtract.at(difference, offsets[row] + by.cast(pl.Int64).to_numpy(), count)
+    np.add.at(difference, offsets[group], count)
+    np.subtract.at(difference, offsets[group] + by, count)
     return np.cumsum(difference[:-1])

@@ -30,7 +30,7 @@ import polars as pl
 
 from fold.errors import RefusedError
 from fold.folding.accumulate import REQUEST_KEY, empty_table
-from fold.folding.request_positions import POSITION_LISTS
+from fold.folding.request_positions import POSITION_LISTS, past_positions
 from fold.folding.request_rows import CADENCE_NS, request_tables, sums_table
 from fold.folding.sums_checks import LAST_NS
 from fold.inputs.sums_file import REDO
@@ -77,13 +77,12 @@ def _positions_as_histogram(path: str, rows: pl.DataFrame, histogram: pl.DataFra
         np.add.at(total, starts, rows[name].explode().drop_nulls().cast(pl.Int64).to_numpy())
     # The histogram's steps past each position, as running sums: a cost per position, not per
     # entry and position (entries of 2^16 proposed tokens each are allowed).
-    by_histogram = []
-    count = histogram["count"].to_numpy()
-    for column in ("accepted", "proposed"):
-        difference = np.zeros(offsets[-1] + 1, dtype=np.int64)
-        np.add.at(difference, offsets[hist_legs], count)
-        np.subtract.at(difference, offsets[hist_legs] + histogram[column].to_numpy(), count)
-        by_histogram.append(np.cumsum(difference[:-1]))
+    by_histogram = [
+        past_positions(
+            offsets, hist_legs, histogram[column].to_numpy(), histogram["count"].to_numpy()
+        )
+        for column in ("accepted", "proposed")
+    ]
     if not all(np.array_equal(a, b) for a, b in zip(by_rows, by_histogram, strict=True)):
         raise _refused(
             path,

@@ -110,9 +110,9 @@ def row_rules(legs: Sequence[int], timed: bool) -> list[Rule]:
     return [
         *(Rule(pl.col(name).is_not_null(), f"{name} is null") for name in NOT_NULL),
         *(
+            # A list null whole (a request not held has no held lines) holds no null.
             Rule(
-                pl.col(name).list.eval(pl.element().is_null()).list.any().not_().fill_null(True),
-                f"{name} holds a null",
+                _list_all(name, pl.element().is_not_null()).fill_null(True), f"{name} holds a null"
             )
             for name in LISTS
         ),
