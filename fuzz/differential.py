@@ -15,7 +15,10 @@ and without ``--skip-bad-lines``. A finding is any of:
   bad line, skipping changes nothing);
 - for a log that may carry the steps' durations (``draft_ns``, ``verify_ns``, which the JSON
   does not show yet): the two readers' per-leg and per-request sums of them differ, or one is
-  negative (``fold.folding.step_durations``, read through the library).
+  negative (``fold.folding.step_durations``, read through the library);
+- for a log the command folds: the sums file's rows (``--sums``: each request's steps by
+  draft position, which the native pass counts as it reads) differ between the readers, or
+  on several threads.
 
 Inputs are mutated by libFuzzer's byte mutations and, half the time, by ``mutate_lines``,
 which changes one line the way a writer could (edge values, unknown keys, key order and
@@ -125,6 +128,8 @@ def check(data: bytes, directory: str) -> None:
         outcomes[skip] = native
         if status == 0 and _may_carry_durations(data):
             _check_durations(log, skip)
+        if status == 0:
+            _check_sums(log, skip)
     if outcomes[False][0] == 0 and outcomes[False] != outcomes[True]:
         raise Finding("a fold with no bad line changes with --skip-bad-lines")
 
@@ -157,6 +162,41 @@ def _check_durations(log: str, skip: bool) -> None:
             sums = request.to_json() if hasattr(request, "to_json") else dict(request)
             if any(isinstance(v, int) and v < 0 for k, v in sums.items() if k != "seq"):
                 raise Finding(f"a negative duration sum in leg {leg}: {sums}")
+
+
+def _sums(log: str, *, native: bool, skip: bool, bytes_per_thread: int | None = None) -> Any:
+    """The sums file's rows of the fold of ``log`` (a host refused alone still has them), their
+    figures' columns: what the fold keeps of a request besides differs by reader by design
+    (the reference holds a request's lines, the native pass the rows it folded from them)."""
+    import fold.folding.native as native_reader
+    from fold.api import fold_acceptance
+    from fold.folding.host_sums import FIGURE_COLUMNS, RefusedWithSums
+
+    saved = native_reader.BYTES_PER_THREAD
+    native_reader.BYTES_PER_THREAD = bytes_per_thread
+    try:
+        with reader(native):
+            document = fold_acceptance(ARM, [log], skip_bad_lines=skip, resamples=0, sums=True)
+            sums = document.sums
+    except RefusedWithSums as refused:
+        sums = refused.sums
+    finally:
+        native_reader.BYTES_PER_THREAD = saved
+    return None if sums is None else sums.table.select(list(FIGURE_COLUMNS))
+
+
+def _check_sums(log: str, skip: bool) -> None:
+    native = _sums(log, native=True, skip=skip)
+    for other, how in (
+        (_sums(log, native=False, skip=skip), "the reference"),
+        (_sums(log, native=True, skip=skip, bytes_per_thread=THREAD_SHARE), "several threads"),
+    ):
+        same = native is None and other is None
+        if not same and (native is None or other is None or not native.equals(other)):
+            raise Finding(
+                f"the sums file's rows differ with {how} (skip_bad_lines={skip}):\n"
+                f"  native {native!r}\n  {how} {other!r}"
+            )
 
 
 # -- a mutator that knows the format ----------------------------------------------------------
