@@ -31,6 +31,7 @@ from fold.folding import native
 from fold.folding.accumulate import REQUEST_KEY, SCHEMAS, PartialFold
 from fold.folding.by_position import ordered_bucket_sums
 from fold.folding.packed_tokens import TOKEN_BITS, TOKEN_MASK
+from fold.folding.request_rows import beside
 from fold.folding.step_intervals import decoded
 from fold.folding.step_lengths import ordered_length_sums
 
@@ -138,13 +139,8 @@ def draft_counts(partial: PartialFold) -> pl.DataFrame:
     # Each request's S is its drafted lines: the counts must add up to it.
     steps = np.zeros(partial.step_times.height, dtype=np.int64)
     np.add.at(steps, counted["request"].to_numpy(), counted["count"].to_numpy())
-    rows = partial.step_times.select(REQUEST_KEY).with_row_index("request")
-    expected = rows.join(
-        partial.requests.select(*REQUEST_KEY, "steps"),
-        on=REQUEST_KEY,
-        how="left",
-        nulls_equal=True,
-        maintain_order="left",
+    expected = beside(
+        partial.step_times.select(REQUEST_KEY), partial.requests.select(*REQUEST_KEY, "steps")
     )["steps"]
     if not (expected.is_null() | (expected == pl.Series(steps))).all():
         raise ValueError(

@@ -43,10 +43,13 @@ def request_positions(step_times: pl.DataFrame, counted: pl.DataFrame) -> pl.Dat
         for column, by in zip(POSITION_LISTS, ("accepted", "proposed"), strict=True)
     )
     lists = lists.set_sorted("r").group_by("r", maintain_order=True).agg(*POSITION_LISTS)
+    keys = step_times.select(*REQUEST_KEY)
+    if lists.height == requests:
+        # Every request drafted, so the groups are its rows in order: no join copies the lists.
+        return keys.hstack(lists.drop("r").get_columns())
     empty = pl.lit([], dtype=pl.List(pl.Int64))
     return (
-        step_times.select(*REQUEST_KEY)
-        .with_row_index("r")
+        keys.with_row_index("r")
         .join(lists, on="r", how="left", maintain_order="left")
         .select(*REQUEST_KEY, *(pl.col(name).fill_null(empty) for name in POSITION_LISTS))
     )
