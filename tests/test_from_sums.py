@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from fold.api import fold_acceptance, fold_from_sums
 from fold.cli import main as cli
 from fold.errors import FoldError, RefusedError
-from fold.folding.host_sums import RefusedWithSums, SumsFile
+from fold.folding.host_sums import RefusedWithSums, SumsFile, parquet_with_digest
 from fold.inputs.arm import arm_from_document
-from fold.inputs.sums_file import PARTIAL_KEY
+from fold.inputs.sums_file import PARTIAL_KEY, SUMS_FORMAT_KEY
 from fold.present.sums_file import sums_parquet
 from tests.strategies import fold_cases, scaled
 
@@ -305,6 +305,25 @@ def test_sums_files_merge_into_one_as_the_logs_fold_into_one(tmp_path, capsys):
         f"{tmp_path / 'host-0.jsonl'} (in {tmp_path / 'host-0.parquet'}) "
         f"(in {tmp_path / 'half-0.parquet'}) (in {whole})"
     ) in names
+
+
+def test_a_file_rewritten_in_another_row_order_folds_alike(tmp_path):
+    """Rows are a set: a file another tool wrote back with its rows in any order (here reversed,
+    and shuffled) folds to the document of the file as --sums wrote it."""
+    arm = str(FIXTURES / "our-arm.json")
+    written = sums_of(arm, FIXTURES / "steps.jsonl", tmp_path / "written.parquet")
+    expected = plain(fold_from_sums(arm, [str(written)], resamples=RESAMPLES))
+    table = pl.read_parquet(written)
+    found = pl.read_parquet_metadata(written)
+    metadata = {key: found[key] for key in (SUMS_FORMAT_KEY, PARTIAL_KEY)}
+    order = list(range(table.height))
+    random.Random(5).shuffle(order)
+    for name, rows in (("reversed", table.reverse()), ("shuffled", table[order])):
+        assert not rows["seq"].equals(table["seq"])
+        path = tmp_path / f"{name}.parquet"
+        # cast: polars reverses an all-null List(Int64) column into List(Null)
+        path.write_bytes(parquet_with_digest(rows.cast(dict(table.schema)), metadata))
+        assert plain(fold_from_sums(arm, [str(path)], resamples=RESAMPLES)) == expected
 
 
 def test_a_request_in_two_files_is_refused(tmp_path, capsys):

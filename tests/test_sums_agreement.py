@@ -13,10 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fold.api import fold_acceptance, fold_from_sums
+from fold.cli import main as cli
 from fold.errors import RefusedError
-from fold.folding.host_sums import RefusedWithSums
+from fold.folding.host_sums import RefusedWithSums, parquet_with_digest
+from fold.inputs.sums_file import PARTIAL_KEY, SUMS_FORMAT_KEY
 from fold.present.sums_file import sums_parquet
-from tests.test_from_sums import NAMED, plain
+from tests.test_from_sums import NAMED, host_logs, plain, sums_of
 from tests.test_sums_damage import ARM, STEPS, Plant, _check, _first, meta, rows
 
 
@@ -302,3 +304,26 @@ def test_proposals_of_the_largest_draft_fold_from_their_file_as_from_their_log(t
         except RefusedError as error:
             outcomes.append(NAMED.sub("", str(error)).encode())
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_cadence_column_not_its_intervals_is_refused_among_other_files(tmp_path, capsys):
+    """In a union of two hosts' files the cadence is checked row by row against the union's
+    fold (a join by request, where one file alone lines up with it): the damaged file is
+    named, and the row with the value its intervals give."""
+    logs = host_logs(STEPS, tmp_path / "logs", 2)
+    good, other = (sums_of(str(ARM), log, tmp_path / f"{log.stem}.parquet") for log in logs)
+    found = pl.read_parquet_metadata(other)
+    table = pl.read_parquet(other)
+    damaged = _first("interval_median_ns", pl.col("interval_median_ns") + 1)(table)
+    bad = tmp_path / "bad.parquet"
+    metadata = {key: found[key] for key in (SUMS_FORMAT_KEY, PARTIAL_KEY)}
+    bad.write_bytes(parquet_with_digest(damaged, metadata))
+    assert cli([str(ARM), "--from-sums", str(good), "--from-sums", str(other), "--quiet"]) == 0
+    capsys.readouterr()
+    code = cli([str(ARM), "--from-sums", str(good), "--from-sums", str(bad), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err
+    median = table["interval_median_ns"][0]
+    assert f"{bad}: row 1 (leg {table['leg'][0]}): its interval_median_ns is {median + 1}" in err
+    assert f"give {median}" in err

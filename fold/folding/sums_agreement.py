@@ -142,7 +142,12 @@ def _rows_in_legs(path: str, rows: pl.DataFrame, arm_legs: pl.DataFrame, timed: 
     legs = arm_legs.select(
         pl.col("index").alias("leg"), pl.col("run").alias("arm_run"), "start_ns", "end_ns"
     )
-    joined = rows.with_row_index("row").join(legs, on="leg", how="left", maintain_order="left")
+    # Only what the rules read goes through the join: it copies every column it is given.
+    joined = (
+        rows.select("leg", "run", "first_ns", "gaps", "long_gaps")
+        .with_row_index("row")
+        .join(legs, on="leg", how="left", maintain_order="left")
+    )
     inside = (pl.col("first_ns") >= pl.col("start_ns")) & (pl.col("end_ns") >= LAST_NS)
     wrong = joined.filter(
         (pl.col("run") != pl.col("arm_run")) | (~inside if timed else pl.lit(False))
@@ -180,9 +185,16 @@ def check_cadence(
         ]
     ).select(*REQUEST_KEY, *CHECKED_CADENCE)
     for path, rows in files:
-        joined = rows.with_row_index("row").join(
-            made, on=REQUEST_KEY, how="left", nulls_equal=True, suffix="_made"
-        )
+        if rows.select(REQUEST_KEY).equals(made.select(REQUEST_KEY)):
+            # One file of the union, in its order: its rows are the made rows, with no join (a
+            # join over a load test's 10^6 requests held 400 MB more at the peak).
+            joined = rows.with_row_index("row").hstack(
+                made.drop(REQUEST_KEY).rename(lambda name: f"{name}_made").get_columns()
+            )
+        else:
+            joined = rows.with_row_index("row").join(
+                made, on=REQUEST_KEY, how="left", nulls_equal=True, suffix="_made"
+            )
         differs = joined.filter(
             ~pl.all_horizontal(
                 pl.col(name).eq_missing(pl.col(f"{name}_made")) for name in CHECKED_CADENCE
