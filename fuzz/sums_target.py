@@ -172,11 +172,19 @@ def mutate(data: bytes, rng: Any) -> bytes:
     elif choice == 2 and table.height:
         table = _list(table, rng)
     elif choice == 3 and table.height:
+        # A row dropped, repeated, or moved (the same rows in another order, as a tool that
+        # writes the file again may leave them).
         index = rng.randrange(table.height)
         row = table.slice(index, 1)
-        table = table.filter(pl.int_range(pl.len()) != index) if rng.random() < 0.5 else (
-            pl.concat([table, row])
-        )  # fmt: skip
+        rest = table.filter(pl.int_range(pl.len()) != index)
+        pick = rng.randrange(3)
+        if pick == 0:
+            table = rest
+        elif pick == 1:
+            table = pl.concat([table, row])
+        else:
+            place = rng.randrange(rest.height + 1)
+            table = pl.concat([rest.slice(0, place), row, rest.slice(place)])
     elif choice == 4 and PARTIAL_KEY in metadata:
         text = mutations.json_value(metadata[PARTIAL_KEY].encode(), rng, _PARTIAL_KEYS)
         metadata[PARTIAL_KEY] = text.decode(errors="replace")
