@@ -94,6 +94,9 @@ def host_sums(
             if leg in rows
         ]
     )
+    # The figures are copied out of the request tables: those go before the carried columns
+    # are made (a load test's 200 MB).
+    del rows
     carried = _carried(partial).with_columns(
         pl.when(pl.col("sid").is_null()).then(pl.col("seq")).alias("seq")
     )
