@@ -44,6 +44,7 @@ def host_files() -> dict[str, bytes]:
         "host-b": [line for line in lines if b'"seq":2,' in line],
     }
     hosts["host-a-held"] = [*hosts["host-a"][:1], *reversed(hosts["host-a"][1:])]
+    hosts["host-many"] = _many_requests()
     found = {}
     # In the folder, so the files name their logs the same each time (the seeds' bytes).
     with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
@@ -57,6 +58,34 @@ def host_files() -> dict[str, bytes]:
             assert sums is not None
             found[name] = sums_parquet(sums)
     return found
+
+
+def _many_requests() -> list[bytes]:
+    """A host of three writers, each with an integer and two string ids in the leg "warm" and
+    one more in "b" (none the second host's): rows that order by leg, writer, then id, for the
+    mutations that move rows, in a file that folds alone (both warm legs have steps)."""
+    lines = []
+    writers = ("0000000000000aaa", "0000000000000bbb", "00000000000000cc")
+    requests: tuple[tuple[int | str, str, int], ...] = (
+        (5, "warm", 1764450000001100000),
+        ("r-1", "warm", 1764450000001100000),
+        ("\u00e9", "warm", 1764450000001100000),
+        (6, "b", 1764450000002100000),
+    )
+    for step in range(3):
+        for place, writer in enumerate(writers):
+            for which, (request, leg, start) in enumerate(requests):
+                n = step * len(requests) + which
+                t_ns = start + (step * 12 + place * 4 + which) * 20000
+                accepted = (step + place + which) % 5
+                seq = json.dumps(request) if isinstance(request, int) else f'"{request}"'
+                lines.append(
+                    f'{{"v":1,"w":"{writer}","n":{n},"t_ns":{t_ns},"pid":{4300 + place},'
+                    f'"seq":{seq},"proposed":4,"accepted":{accepted},"emitted":{accepted + 1},'
+                    f'"leg":"{leg}"}}\n'.encode()
+                )
+    lines.sort(key=lambda line: json.loads(line)["t_ns"])
+    return lines
 
 
 def _other() -> str:
@@ -87,6 +116,7 @@ def check(data: bytes, directory: str) -> None:
         document = json.loads(Path(json_path).read_bytes())
         harness.check_lists(document, len(data))
         _agrees(document, data, alone)
+    _as_in_order(data, alone, json_path, directory, path)
     merged, union_json, again_json = (
         os.path.join(directory, name) for name in ("merged.parquet", "union.json", "again.json")
     )
@@ -127,6 +157,52 @@ def _folds_again(
         documents.append(found)
     if documents[0] != documents[1]:
         raise Finding(f"{again.describe()}: the union's own sums file folds to another document")
+
+
+def _as_in_order(
+    data: bytes, alone: harness.Outcome, json_path: str, directory: str, path: str
+) -> None:
+    """A file whose pages are its digest's and whose rows are out of request order folds as
+    the same rows in order (as --sums writes them): the same exit, and when it folds, the same
+    document but for the logs' names."""
+    import polars as pl
+
+    from fold.folding.accumulate import REQUEST_KEY
+    from fold.folding.host_sums import parquet_with_digest
+    from fold.inputs.sums_file import DIGEST_KEY, data_digest
+
+    try:
+        metadata = pl.read_parquet_metadata(io.BytesIO(data))
+        if data_digest(data) != metadata.get(DIGEST_KEY):
+            return  # refused before its rows are read, whatever their order
+        rows = pl.read_parquet(io.BytesIO(data))
+        ordered = rows.sort(REQUEST_KEY)
+    except (Exception, pl.exceptions.PanicException):  # not a table the fold can order
+        return
+    if ordered.equals(rows) or not all(key in metadata for key in (FORMAT_KEY, PARTIAL_KEY)):
+        return
+    in_order = os.path.join(directory, "in-order.parquet")
+    ordered_json = os.path.join(directory, "in-order.json")
+    if os.path.exists(ordered_json):
+        os.remove(ordered_json)
+    kept = {key: metadata[key] for key in (FORMAT_KEY, PARTIAL_KEY)}
+    with open(in_order, "wb") as handle:
+        handle.write(parquet_with_digest(ordered.cast(rows.schema), kept))
+    again = harness.run([MAIN_ARM, "--from-sums", in_order, "--json", ordered_json, *QUIET])
+    harness.judge(again, fuzzed=in_order, input_bytes=len(data))
+    if again.status != alone.status:
+        raise Finding(
+            f"{again.describe()}: the file's rows in request order exit {again.status}, in the "
+            f"file's order {alone.status}"
+        )
+    if alone.status != 0:
+        return
+    documents = [json.loads(Path(name).read_bytes()) for name in (json_path, ordered_json)]
+    for found in documents:
+        for entry in (*found["files"], *found["skipped_examples"]):
+            entry["path"] = _NAMED.sub("", entry["path"])
+    if documents[0] != documents[1]:
+        raise Finding(f"{again.describe()}: the file's rows in request order fold otherwise")
 
 
 def _agrees(document: dict, data: bytes, outcome: harness.Outcome) -> None:
