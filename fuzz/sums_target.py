@@ -142,21 +142,24 @@ def _folds_again(
     as the union did: the same exit, and the same document but for the logs' names."""
     again = harness.run([MAIN_ARM, "--from-sums", merged, "--json", again_json, *RESAMPLED])
     harness.judge(again, fuzzed=path, input_bytes=size)
-    if again.status != union.status:
-        raise Finding(
-            f"{again.describe()}: the union's own sums file exits {again.status}, the union "
-            f"{union.status}"
-        )
-    if union.status != 0:
+    _alike(again, union.status, union_json, again_json, "the union's own sums file")
+
+
+def _alike(
+    again: harness.Outcome, status: int, first_json: str, again_json: str, what: str
+) -> None:
+    """``again`` exits as the first fold did (``status``) and, where both folded, its document
+    (``again_json``) is the first's (``first_json``) but for the logs' names."""
+    if again.status != status:
+        raise Finding(f"{again.describe()}: {what} exits {again.status}, the first fold {status}")
+    if status != 0:
         return
-    documents = []
-    for name in (union_json, again_json):
-        found = json.loads(Path(name).read_bytes())
+    documents = [json.loads(Path(name).read_bytes()) for name in (first_json, again_json)]
+    for found in documents:
         for entry in (*found["files"], *found["skipped_examples"]):
             entry["path"] = _NAMED.sub("", entry["path"])
-        documents.append(found)
     if documents[0] != documents[1]:
-        raise Finding(f"{again.describe()}: the union's own sums file folds to another document")
+        raise Finding(f"{again.describe()}: {what} folds to another document")
 
 
 def _as_in_order(
@@ -189,19 +192,7 @@ def _as_in_order(
         handle.write(parquet_with_digest(ordered.cast(rows.schema), kept))
     again = harness.run([MAIN_ARM, "--from-sums", in_order, "--json", ordered_json, *QUIET])
     harness.judge(again, fuzzed=in_order, input_bytes=len(data))
-    if again.status != alone.status:
-        raise Finding(
-            f"{again.describe()}: the file's rows in request order exit {again.status}, in the "
-            f"file's order {alone.status}"
-        )
-    if alone.status != 0:
-        return
-    documents = [json.loads(Path(name).read_bytes()) for name in (json_path, ordered_json)]
-    for found in documents:
-        for entry in (*found["files"], *found["skipped_examples"]):
-            entry["path"] = _NAMED.sub("", entry["path"])
-    if documents[0] != documents[1]:
-        raise Finding(f"{again.describe()}: the file's rows in request order fold otherwise")
+    _alike(again, alone.status, json_path, ordered_json, "the file's rows in request order")
 
 
 def _agrees(document: dict, data: bytes, outcome: harness.Outcome) -> None:
