@@ -349,3 +349,16 @@ def keys_increase(frame: pl.DataFrame) -> bool:
     for name in reversed(REQUEST_KEY):
         later = after(name) | same(name) & later
     return bool(frame.select(later.slice(1).all()).item())
+
+
+def at_request_places(count: int, table: pl.DataFrame) -> pl.DataFrame:
+    """``table``'s columns but ``request`` (a request's row in ``step_times``, each at most
+    once) as ``count`` rows, each request's values at its row and nulls where it has none:
+    the table as it is when it already has every row in order, else a join of the rows'
+    places alone (a join of the partial's tables copied every list they carried)."""
+    places = pl.DataFrame(
+        {"request": pl.int_range(count, dtype=table.schema["request"], eager=True)}
+    )
+    if table.height == count and table["request"].equals(places["request"]):
+        return table.drop("request")
+    return places.join(table, on="request", how="left", maintain_order="left").drop("request")

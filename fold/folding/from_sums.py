@@ -87,9 +87,7 @@ def fold_from_sums(
         {name: counts for host in hosts for name, counts in host.read_counts.items()},
         hosts[0].step_source,
         # In the merged requests' order, so that they are put beside them without a join.
-        draft_positions=pl.concat([host.draft_positions for host in hosts]).sort(REQUEST_KEY)
-        if len(hosts) > 1
-        else hosts[0].draft_positions,
+        draft_positions=_in_request_order(pl.concat([host.draft_positions for host in hosts])),
     )
     return fold.result(
         predicate,

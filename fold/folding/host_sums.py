@@ -20,7 +20,7 @@ import orjson
 import polars as pl
 
 from fold.errors import RefusedError
-from fold.folding.accumulate import REQUEST_KEY, PartialFold
+from fold.folding.accumulate import REQUEST_KEY, PartialFold, at_request_places
 from fold.folding.line_figures import LineFigures
 from fold.folding.request_rows import FILE_SCHEMA as FIGURE_COLUMNS
 from fold.folding.request_rows import beside, request_tables, sums_table
@@ -144,22 +144,11 @@ def _carried(partial: PartialFold) -> pl.DataFrame:
     keyed = beside(partial.step_times, first)
     return keyed.hstack(
         [
-            *_per_request(count, held).get_columns(),
-            *_per_request(count, positions).get_columns(),
-            *_per_request(count, lengths).get_columns(),
+            *at_request_places(count, held).get_columns(),
+            *at_request_places(count, positions).get_columns(),
+            *at_request_places(count, lengths).get_columns(),
         ]
     ).with_columns(pl.col("position_rows", "length_rows").fill_null([]))
-
-
-def _per_request(count: int, table: pl.DataFrame) -> pl.DataFrame:
-    """``table``'s columns but ``request`` (a request's row in ``step_times``, each at most
-    once) as ``count`` rows, the request's row at its place and nulls where it has none."""
-    places = pl.DataFrame(
-        {"request": pl.int_range(count, dtype=table.schema["request"], eager=True)}
-    )
-    if table.height == count and table["request"].equals(places["request"]):
-        return table.drop("request")
-    return places.join(table, on="request", how="left", maintain_order="left").drop("request")
 
 
 def _read_counts(counts: ReadCounts) -> dict[str, object]:

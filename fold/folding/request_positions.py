@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from fold.folding.accumulate import REQUEST_KEY
+from fold.folding.accumulate import REQUEST_KEY, at_request_places
 
 POSITION_LISTS = ("accepted_past", "proposed_past")
 """The two lists, by position: steps with accepted > i, steps with proposed > i."""
@@ -42,17 +42,18 @@ def request_positions(step_times: pl.DataFrame, counted: pl.DataFrame) -> pl.Dat
         )
         for column, by in zip(POSITION_LISTS, ("accepted", "proposed"), strict=True)
     )
-    lists = lists.set_sorted("r").group_by("r", maintain_order=True).agg(*POSITION_LISTS)
-    keys = step_times.select(*REQUEST_KEY)
-    if lists.height == requests:
-        # Every request drafted, so the groups are its rows in order: no join copies the lists.
-        return keys.hstack(lists.drop("r").get_columns())
-    empty = pl.lit([], dtype=pl.List(pl.Int64))
-    return (
-        keys.with_row_index("r")
-        .join(lists, on="r", how="left", maintain_order="left")
-        .select(*REQUEST_KEY, *(pl.col(name).fill_null(empty) for name in POSITION_LISTS))
+    lists = (
+        lists.set_sorted("r")
+        .group_by("r", maintain_order=True)
+        .agg(*POSITION_LISTS)
+        .rename({"r": "request"})
     )
+    empty = pl.lit([], dtype=pl.List(pl.Int64))
+    # A request that drafted nothing has no group: its lists are empty.
+    placed = at_request_places(requests, lists).select(
+        pl.col(name).fill_null(empty) for name in POSITION_LISTS
+    )
+    return step_times.select(*REQUEST_KEY).hstack(placed.get_columns())
 
 
 def past_positions(
