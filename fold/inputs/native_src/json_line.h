@@ -259,16 +259,8 @@ inline Verdict parse_object(const char*& p, Step& step, KeyOrder& order) {
             break;
           }
           ++p;
-          // Sixteen lowercase hex digits, by table and without a branch per digit: digits
-          // and letters alternate at random, which a branch would mispredict.
-          std::uint64_t writer = 0;
-          unsigned invalid = 0;
-          for (int i = 0; i < 16; ++i) {
-            unsigned digit = kLowerHex.value[static_cast<unsigned char>(p[i])];
-            invalid |= digit;
-            writer = writer << 4 | (digit & 15);
-          }
-          if (invalid < 16 && p[16] == '"') {
+          std::uint64_t writer;
+          if (lower_hex16(p, writer) && p[16] == '"') {
             p += 17;
             step.writer = writer;
           } else {

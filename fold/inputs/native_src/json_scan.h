@@ -99,6 +99,46 @@ struct LowerHexTable {
 };
 inline constexpr LowerHexTable kLowerHex{};
 
+// Sixteen lowercase hex digits at p (a writer id, FORMAT.md) as their number: false when any
+// byte is not one. Digits and letters alternate at random, which a branch per digit would
+// mispredict, and a digit at a time chains sixteen shifts: eight bytes are judged and
+// combined at once (SWAR) where the byte order allows.
+inline bool lower_hex16(const char* p, std::uint64_t& out) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  std::uint64_t value = 0;
+  for (int half = 0; half < 2; ++half) {
+    std::uint64_t x;
+    std::memcpy(&x, p + 8 * half, 8);  // the first digit is the low byte
+    // For bytes below 0x80, adding (0x80 - c) sets a byte's top bit exactly when it is at
+    // least c, and no sum carries into the next byte; a byte from 0x80 up is refused first.
+    auto at_least = [x](unsigned c) { return (x + (0x80 - c) * kOnes) & kHigh; };
+    std::uint64_t digit = at_least('0') & ~at_least('9' + 1);
+    std::uint64_t letter = at_least('a') & ~at_least('f' + 1);
+    if ((x & kHigh) != 0 || (digit | letter) != kHigh) return false;
+    // '0'-'9' are 0x30-0x39 and 'a'-'f' 0x61-0x66: the low nibble, plus 9 for a letter.
+    std::uint64_t nibbles = (x & 0x0F * kOnes) + 9 * ((x >> 6) & kOnes);
+    // Byte pairs, then pairs of those, then of those: the earlier one is the higher.
+    nibbles = ((nibbles << 4) | (nibbles >> 8)) & 0x00FF00FF00FF00FFULL;
+    nibbles = ((nibbles << 8) | (nibbles >> 16)) & 0x0000FFFF0000FFFFULL;
+    nibbles = ((nibbles << 16) | (nibbles >> 32)) & 0x00000000FFFFFFFFULL;
+    value = value << 32 | nibbles;
+  }
+  out = value;
+  return true;
+#else
+  std::uint64_t value = 0;
+  unsigned invalid = 0;
+  for (int i = 0; i < 16; ++i) {
+    unsigned digit = kLowerHex.value[static_cast<unsigned char>(p[i])];
+    invalid |= digit;
+    value = value << 4 | (digit & 15);
+  }
+  out = value;
+  return invalid < 16;
+#endif
+}
+
 inline bool four_hex(const char* p, std::uint32_t& out) {
   std::uint32_t value = 0;
   for (int i = 0; i < 4; ++i) {
