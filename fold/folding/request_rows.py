@@ -136,11 +136,14 @@ def request_tables(
         ),
     )
     del table
-    # Sorted by leg first, so each leg's rows are one slice of the whole, shared, not copied.
+    # Sorted by leg first, so each leg's rows are one slice of the whole, shared, not copied;
+    # the leg column dropped once, not from each slice (a polars call a leg, 0.8 ms each).
+    counts = whole.group_by("leg", maintain_order=True).len().rows()
+    whole = whole.drop("leg")
     tables: dict[int, RequestRows] = {}
     start = 0
-    for leg, count in whole.group_by("leg", maintain_order=True).len().iter_rows():
-        tables[leg] = RequestRows(whole.slice(start, count).drop("leg"))
+    for leg, count in counts:
+        tables[leg] = RequestRows(whole.slice(start, count))
         start += count
     return tables
 
