@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from cadence_logs import T0_NS, WRITER_A, Row, S, leg, stall_and_pace_run, write_run
-from hypothesis import assume, given
+from hypothesis import HealthCheck, assume, given, settings
 from rich.console import Console
 from strategies import FoldCase, fold_cases, scaled
 
@@ -178,7 +178,15 @@ def test_the_command_prints_the_cadence_and_takes_a_stall_factor(run, tmp_path, 
     assert "--stall-factor" in capsys.readouterr().err
 
 
-@scaled(0.5)
+# Some 60% of the shared strategy's logs are refused whole (most often a warm leg without a
+# drafted step), and the invariants are of folded logs, so those are filtered. At that rate,
+# hypothesis' filter_too_much check (50 filtered before the first 10 folded) failed an unlucky
+# draw now and then: it is off here (the profile's own suppressions kept), and max_examples
+# still counts folded logs only.
+@settings(
+    scaled(0.5),
+    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.filter_too_much],
+)
 @given(fold_cases())
 def test_cadence_invariants(case: FoldCase) -> None:
     """Whatever the log: durations fill the leg window (within the attribution band), the
