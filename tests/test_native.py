@@ -348,6 +348,9 @@ def test_writers_layout_and_common_shapes_take_no_detour(tmp_path: Path):
     assert_both_ways_agree(arm, [str(log)])
 
 
+HIGH = {0xC3: "é".encode(), 0xE2: "€".encode(), 0xF0: "😀".encode()}
+
+
 def test_every_byte_at_every_place_of_a_writer_id_is_judged_as_the_reference(tmp_path: Path):
     """The pass reads a writer id's sixteen digits eight at a time: each byte that may stand
     in a JSON string, at each place, makes an id of the writers' form, folded by the pass, or
@@ -356,22 +359,27 @@ def test_every_byte_at_every_place_of_a_writer_id_is_judged_as_the_reference(tmp
     rng = random.Random(16)
     writers = []
     for place in range(16):
-        for byte in [*range(0x20, 0x7F), 0xC3]:  # 0xC3: the first byte of "é"
+        # Bytes from 0x80 up stand for the first byte of a character of two to four.
+        for byte in [*range(0x20, 0x80), 0xC3, 0xE2, 0xF0]:
             if chr(byte) in '"\\':
                 continue
             digits = bytearray(f"{rng.getrandbits(64):016x}".encode())
-            digits[place : place + 1] = b"\xc3\xa9" if byte == 0xC3 else bytes([byte])
+            digits[place : place + 1] = HIGH.get(byte, bytes([byte]))
             writers.append(digits.decode())
-    # Ids of every digit at every place, and the edges of the range.
+    # Ids of every digit at every place, the edges of the range, and ids one digit too long
+    # (sixteen digits of the form, then more) or short.
     writers += [f"{rng.getrandbits(64):016x}" for _ in range(200)]
     writers += ["0" * 16, "f" * 16, "0123456789abcdef", "fedcba9876543210"]
+    writers += ["0123456789abcdef0", "fedcba9876543210f", "0123456789abcdef\u00e9", "abcdef"]
     log = tmp_path / "steps.jsonl"
     log.write_bytes(b"".join(good_line(w=w, n=n) + b"\n" for n, w in enumerate(writers)))
     arm = arm_from_document([LEG])
     in_form = sum(re.fullmatch("[0-9a-f]{16}", w) is not None for w in writers)
-    assert in_form == 16 * 16 + 204  # per place, the sixteen lowercase digits
+    assert in_form == 16 * 16 + 204  # per place, the sixteen lowercase digits; no long one
     raw = raw_read(log, arm)
-    assert raw["folded"] == in_form and len(raw["events"]) == len(writers) - in_form
+    # Every other id is valid JSON handed back whole (deferred, kind 0), never called bad.
+    assert raw["folded"] == in_form
+    assert [event[3] for event in raw["events"]] == [0] * (len(writers) - in_form)
     partial, _ = assert_both_ways_agree(arm, [str(log)])
     assert sorted(partial.writers["w"]) == sorted(set(writers))
 
