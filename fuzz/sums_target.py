@@ -172,10 +172,11 @@ def _as_in_order(
 
     from fold.folding.accumulate import REQUEST_KEY
     from fold.folding.host_sums import parquet_with_digest
+    from fold.inputs.sums_file import pages_hold
 
     try:
         metadata = pl.read_parquet_metadata(io.BytesIO(data))
-        if not _digest_holds(data, metadata):
+        if not pages_hold(data, metadata):
             return  # refused before its rows are read, whatever their order
         rows = pl.read_parquet(io.BytesIO(data))
         ordered = rows.sort(REQUEST_KEY)
@@ -220,12 +221,12 @@ def mutate(data: bytes, rng: Any) -> bytes:
     import polars as pl
 
     from fold.folding.host_sums import parquet_with_digest
-    from fold.inputs.sums_file import DIGEST_KEY
+    from fold.inputs.sums_file import DIGEST_KEY, pages_hold
 
     try:
         metadata = pl.read_parquet_metadata(io.BytesIO(data))
         # Pages the digest does not cover are never decoded: the reader can abort on them.
-        if not _digest_holds(data, metadata):
+        if not pages_hold(data, metadata):
             return _bytes(data, rng)
         table = pl.read_parquet(io.BytesIO(data))
     except (Exception, pl.exceptions.PanicException):  # the reader panics on some damage
@@ -266,17 +267,6 @@ def mutate(data: bytes, rng: Any) -> bytes:
         return parquet_with_digest(table, metadata)
     except Exception:  # a value the writer will not take: the bytes instead
         return _bytes(data, rng)
-
-
-def _digest_holds(data: bytes, metadata: dict[str, str]) -> bool:
-    """Whether the file's pages are the ones its digest covers, as --from-sums requires before
-    it decodes one. A file with neither a footer the digest can find nor a digest is not one
-    (both None): decoding its pages in this process can abort it (polars' reader allocates
-    what a damaged page says)."""
-    from fold.inputs.sums_file import DIGEST_KEY, data_digest
-
-    digest = data_digest(data)
-    return digest is not None and digest == metadata.get(DIGEST_KEY)
 
 
 def _bytes(data: bytes, rng: Any) -> bytes:

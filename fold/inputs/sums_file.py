@@ -53,6 +53,14 @@ def data_digest(data: bytes) -> str | None:
     return hashlib.sha256(data[: len(data) - 8 - footer]).hexdigest()
 
 
+def pages_hold(data: bytes, metadata: dict[str, str]) -> bool:
+    """Whether the file's pages are the ones the digest in its ``metadata`` covers: the one
+    check before any page is decoded. A file with neither a footer the digest can be found by
+    nor a digest fails it (both None)."""
+    digest = data_digest(data)
+    return digest is not None and digest == metadata.get(DIGEST_KEY)
+
+
 def read_parquet_sums(path: str) -> ReadSums:
     """The sums file at ``path``; an ``InputError`` naming it when it is not one this version
     reads, or cannot be read. Its pages are held to the digest --sums wrote beside them before
@@ -64,8 +72,7 @@ def read_parquet_sums(path: str) -> ReadSums:
     except OSError as error:
         raise InputError(f"{path}: cannot be read ({error.strerror})") from None
     metadata = _metadata(path, data)
-    digest = data_digest(data)
-    if digest is None or digest != metadata.get(DIGEST_KEY):
+    if not pages_hold(data, metadata):
         raise InputError(
             f"{path}: its pages are not the ones --sums wrote (their digest differs): the file "
             "was cut short or changed after it was written; copy it again from its host"
